@@ -1,0 +1,1 @@
+const char* ktune_version_string() { return "0.1.0"; }

@@ -1,0 +1,198 @@
+// The op abstraction: what the search, the tuner and the runtime know of a kernel template.
+//
+// An op declares its problem dimensions, its tunables, its tensors and scalars, one validity
+// function with reasons, the kernels a configuration compiles to, and how to launch them.
+// One serialiser (problem_key / params_key and their parsers) feeds the database, the logs
+// and the CLI.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "runtime/core/types.hpp"
+
+namespace ktune {
+
+/// A problem dimension. Integer dims take a range; enumerated dims take one of `choices`
+/// (stored as the index). `def` is used when a shape string leaves the dim out (nullopt: required).
+struct DimSpec {
+  std::string name;
+  std::int64_t min = 1;
+  std::int64_t max = 1;
+  std::vector<std::string> choices;  // non-empty: enumerated dimension
+  std::optional<std::int64_t> def;   // default value (index for enumerated dims)
+  std::string help;
+  bool enumerated() const { return !choices.empty(); }
+};
+
+/// A tunable parameter and the values the search may give it.
+struct Tunable {
+  std::string name;
+  std::vector<std::int64_t> values;
+  std::string help;
+};
+
+enum class TensorRole { input, output };
+
+/// A tensor the op reads or writes, sized for one problem.
+struct TensorSpec {
+  std::string name;
+  TensorRole role = TensorRole::input;
+  DType dtype = DType::bf16;
+  std::int64_t elements = 0;
+};
+
+/// A scalar argument (eps, scale...) with the value used when tuning.
+struct ScalarSpec {
+  std::string name;
+  double tuning_value = 0.0;
+  std::string help;
+};
+
+/// One kernel to compile: the embedded file to compile and the NVRTC name expression.
+struct KernelSource {
+  std::string file;             // embedded header path, e.g. "fused/norm.cuh"
+  std::string name_expression;  // e.g. "ktune::add_rmsnorm_kernel<ktune::bf16, 256, 1, 8, 1>"
+  bool operator==(const KernelSource& o) const {
+    return file == o.file && name_expression == o.name_expression;
+  }
+};
+
+/// What ptxas reported for a compiled kernel.
+struct KernelResources {
+  int registers = 0;
+  int shared_bytes = 0;       // static shared memory
+  int local_bytes = 0;        // stack frame
+  int spill_stores = 0;       // bytes
+  int spill_loads = 0;        // bytes
+};
+
+/// Opaque handle of a loaded kernel (a CUfunction).
+using KernelHandle = void*;
+
+/// Geometry and arguments of one kernel launch. `args` points at the kernel's single
+/// by-value argument struct of `args_size` bytes.
+struct KernelLaunch {
+  KernelHandle kernel = nullptr;
+  unsigned grid[3] = {1, 1, 1};
+  unsigned block[3] = {1, 1, 1};
+  unsigned shared_bytes = 0;
+  const void* args = nullptr;
+  std::size_t args_size = 0;
+};
+
+/// Issues kernel launches on a stream. The runtime's implementation calls cuLaunchKernel;
+/// tests use a fake that counts.
+class Launcher {
+ public:
+  virtual ~Launcher() = default;
+  virtual void launch(const KernelLaunch& launch) = 0;
+};
+
+/// Everything one run of an op needs. Pointers are device addresses; `tensors` follows the
+/// order of Op::tensors(), `scalars` the order of Op::scalars(), `kernels` the order of
+/// Op::kernels().
+struct RunArgs {
+  const Params* params = nullptr;
+  const Problem* problem = nullptr;
+  DType dtype = DType::bf16;
+  const std::uint64_t* tensors = nullptr;
+  const double* scalars = nullptr;
+  std::uint64_t workspace = 0;
+  const KernelHandle* kernels = nullptr;
+};
+
+/// Verification tolerance: an element passes when |out - ref| <= atol + rtol * |ref|.
+struct Tolerance {
+  double rtol = 0.0;
+  double atol = 0.0;
+};
+
+class Op {
+ public:
+  virtual ~Op() = default;
+
+  virtual std::string_view name() const = 0;
+  virtual std::string_view summary() const = 0;
+  /// Folder under templates/ holding this op's kernels; with common/ it makes the template hash.
+  virtual std::string_view family() const = 0;
+  virtual const std::vector<DimSpec>& dims() const = 0;
+  virtual const std::vector<Tunable>& tunables() const = 0;
+  virtual const std::vector<ScalarSpec>& scalars() const = 0;
+  virtual std::vector<DType> dtypes() const { return {DType::bf16, DType::f16}; }
+  /// Bumped by hand when the meaning of a parameter changes; the kernel source hash covers code.
+  virtual int version() const { return 1; }
+
+  /// The problem `ktune sweep` uses when none is given.
+  virtual Problem default_problem() const = 0;
+  /// Tensors of one problem, inputs first.
+  virtual std::vector<TensorSpec> tensors(const Problem& p, DType t) const = 0;
+  virtual std::size_t workspace_bytes(const Params&, const Problem&, DType) const { return 0; }
+
+  /// nullopt when `params` may run `problem` on `device`; otherwise why not.
+  virtual std::optional<std::string> invalid_reason(const Params& params, const Problem& problem,
+                                                    DType t, const DeviceInfo& device) const = 0;
+  /// Second check once the kernels are compiled: registers and shared memory against the device.
+  virtual std::optional<std::string> invalid_after_compile(
+      const Params& params, const Problem& problem, DType t, const DeviceInfo& device,
+      const std::vector<KernelResources>& resources) const;
+
+  /// The kernels a configuration compiles to, in the order run() receives their handles.
+  virtual std::vector<KernelSource> kernels(const Params& params, const Problem& problem,
+                                            DType t) const = 0;
+  /// Threads per block of kernels()[i] (for the register check).
+  virtual int block_threads(const Params& params, const Problem& problem, DType t,
+                            std::size_t kernel_index) const = 0;
+  /// Enqueues the op. Must not allocate: it runs on the runtime's hot path.
+  virtual void run(const RunArgs& args, Launcher& launcher) const = 0;
+
+  /// Reference kernels: a simple fp32 implementation writing every output as float.
+  virtual std::vector<KernelSource> reference_kernels(const Problem& problem, DType t) const = 0;
+  /// Enqueues the reference. `args.tensors` holds the inputs then fp32 outputs.
+  virtual void run_reference(const RunArgs& args, Launcher& launcher) const = 0;
+  virtual Tolerance tolerance(DType t) const;
+
+  /// Bytes that must move through device memory (each input read once, each output written once).
+  virtual double min_bytes(const Problem& p, DType t) const;
+  /// Floating-point operations (0 for memory-bound ops).
+  virtual double flops(const Problem&, DType) const { return 0.0; }
+
+  /// The built-in configuration for this device: always valid, always runs.
+  virtual Params default_params(const Problem& problem, DType t, const DeviceInfo& device) const = 0;
+
+  // ---- one serialiser for problems and parameters (implemented once in op.cpp) ----
+
+  /// "m=16384,n=4096" in declared order; enumerated dims print their choice name.
+  std::string problem_key(const Problem& p) const;
+  /// Accepts "m=16384,n=4096" (any order, defaults fill the rest) or "16384x4096"
+  /// (integer dims in order). Throws InvalidArgument naming the bad value and what is allowed.
+  Problem parse_problem(std::string_view text) const;
+  /// Checks every value against the dims' ranges; throws InvalidArgument.
+  void check_problem(const Problem& p) const;
+  /// Value of a dim by name (throws if the op has no such dim).
+  std::int64_t dim(const Problem& p, std::string_view name) const;
+
+  /// "threads=256,rows=1,vec=8" in declared order.
+  std::string params_key(const Params& p) const;
+  /// Parses and checks against the tunables' value lists; throws InvalidArgument.
+  Params parse_params(std::string_view text) const;
+  /// nullopt when every value is one of its tunable's values; otherwise why not.
+  std::optional<std::string> check_params(const Params& p) const;
+  std::int64_t param(const Params& p, std::string_view name) const;
+  std::size_t param_index(std::string_view name) const;
+
+  /// Hash of the embedded files under family()/ and common/ plus name() and version().
+  std::string template_hash() const;
+};
+
+/// Every op ktune knows, in a fixed order.
+const std::vector<const Op*>& all_ops();
+/// nullptr when unknown.
+const Op* find_op(std::string_view name);
+/// Throws InvalidArgument listing the known ops.
+const Op& get_op(std::string_view name);
+
+}  // namespace ktune
