@@ -131,6 +131,10 @@ class Op {
   /// Tensors of one problem, inputs first.
   virtual std::vector<TensorSpec> tensors(const Problem& p, DType t) const = 0;
   virtual std::size_t workspace_bytes(const Params&, const Problem&, DType) const { return 0; }
+  /// Byte alignment every tensor pointer must have for this configuration (vector width).
+  virtual std::size_t alignment(const Params&, const Problem&, DType t) const {
+    return dtype_size(t);
+  }
 
   /// nullopt when `params` may run `problem` on `device`; otherwise why not.
   virtual std::optional<std::string> invalid_reason(const Params& params, const Problem& problem,

@@ -27,6 +27,8 @@ struct CompiledKernel {
 struct CompileJob {
   KernelSource source;
   std::string arch;
+  std::string source_text;  // when non-empty, compiled instead of `#include "<source.file>"`
+                            // (tests and planted kernels); embedded headers stay includable
 };
 
 /// Thread-safe NVRTC front end with an optional on-disk cache of CUBINs.

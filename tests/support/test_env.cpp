@@ -1,0 +1,36 @@
+#include "tests/support/test_env.hpp"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <random>
+
+#include "runtime/core/device.hpp"
+#include "runtime/core/driver.hpp"
+
+namespace ktune::test {
+
+std::string gpu_missing_reason() {
+  std::string why;
+  if (!Driver::available(&why)) return why;
+  if (device_count() == 0) return "the CUDA driver reports no device";
+  return {};
+}
+
+TempDir::TempDir() {
+  static std::atomic<int> counter{0};
+  std::random_device rd;
+  path_ = std::filesystem::temp_directory_path() /
+          ("ktune-test-" + std::to_string(getpid()) + "-" + std::to_string(counter++) + "-" +
+           std::to_string(rd()));
+  std::filesystem::create_directories(path_);
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  std::filesystem::permissions(path_, std::filesystem::perms::owner_all,
+                               std::filesystem::perm_options::add, ec);
+  std::filesystem::remove_all(path_, ec);
+}
+
+}  // namespace ktune::test

@@ -1,0 +1,32 @@
+// Helpers shared by the tests.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+
+namespace ktune::test {
+
+/// Empty when a CUDA device is usable; otherwise why not.
+std::string gpu_missing_reason();
+
+/// A fresh empty directory under the system temp dir, removed at destruction.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+}  // namespace ktune::test
+
+/// Skips the current test, with the reason, when no GPU is usable.
+#define KTUNE_REQUIRE_GPU()                                               \
+  do {                                                                    \
+    const std::string ktune_why_ = ::ktune::test::gpu_missing_reason();   \
+    if (!ktune_why_.empty()) GTEST_SKIP() << "no GPU: " << ktune_why_;    \
+  } while (0)
