@@ -1,0 +1,54 @@
+#include "search/space.hpp"
+
+#include <utility>
+
+namespace ktune {
+
+Space::Space(const Op& op, Problem problem, DType dtype, DeviceInfo device)
+    : op_(&op), problem_(std::move(problem)), dtype_(dtype), device_(std::move(device)) {
+  const std::vector<Tunable>& tunables = op.tunables();
+  std::vector<std::size_t> index(tunables.size(), 0);
+  for (;;) {
+    Params p;
+    p.values.reserve(tunables.size());
+    for (std::size_t i = 0; i < tunables.size(); ++i) p.values.push_back(tunables[i].values[index[i]]);
+    std::optional<std::string> reason = op.invalid_reason(p, problem_, dtype_, device_);
+    points_.push_back({std::move(p), std::move(reason)});
+    // Odometer increment, last tunable fastest.
+    std::size_t k = tunables.size();
+    while (k > 0) {
+      --k;
+      if (++index[k] < tunables[k].values.size()) break;
+      index[k] = 0;
+      if (k == 0) return;
+    }
+    if (tunables.empty()) return;
+  }
+}
+
+std::vector<Params> Space::valid_points() const {
+  std::vector<Params> out;
+  for (const SpacePoint& p : points_)
+    if (!p.invalid) out.push_back(p.params);
+  return out;
+}
+
+std::size_t Space::valid_count() const {
+  std::size_t n = 0;
+  for (const SpacePoint& p : points_) n += p.invalid ? 0 : 1;
+  return n;
+}
+
+std::map<std::string, std::size_t> Space::invalid_reasons() const {
+  std::map<std::string, std::size_t> out;
+  for (const SpacePoint& p : points_)
+    if (p.invalid) ++out[*p.invalid];
+  return out;
+}
+
+std::optional<std::string> Space::check(const Params& params) const {
+  if (std::optional<std::string> r = op_->check_params(params)) return r;
+  return op_->invalid_reason(params, problem_, dtype_, device_);
+}
+
+}  // namespace ktune

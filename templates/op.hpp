@@ -150,6 +150,10 @@ class Op {
   /// Threads per block of kernels()[i] (for the register check).
   virtual int block_threads(const Params& params, const Problem& problem, DType t,
                             std::size_t kernel_index) const = 0;
+  /// Dynamic shared memory of kernels()[i]; above 48 KiB the launcher raises the kernel's limit.
+  virtual unsigned dynamic_shared_bytes(const Params&, const Problem&, DType, std::size_t) const {
+    return 0;
+  }
   /// Enqueues the op. Must not allocate: it runs on the runtime's hot path.
   virtual void run(const RunArgs& args, Launcher& launcher) const = 0;
 

@@ -9,9 +9,9 @@
 #include <string_view>
 #include <vector>
 
-namespace ktune {
+#include "ktune/dtype.hpp"
 
-enum class DType : int { f32 = 0, f16 = 1, bf16 = 2 };
+namespace ktune {
 
 const char* dtype_name(DType t);
 std::size_t dtype_size(DType t);

@@ -1,1 +1,0 @@
-const char* ktune_version_string() { return "0.1.0"; }

@@ -1,0 +1,84 @@
+/* ktune C API: tuned fused kernels for any FFI (ctypes, cffi, ...).
+ *
+ * Every function returns KTUNE_OK or an error code; ktune_last_error() then gives the message of
+ * the calling thread's last failure. Pointers are CUDA device addresses; `stream` is a CUstream
+ * (NULL: the legacy default stream). The first call for a problem plans it (database lookup,
+ * compile or cache load); later calls only launch. The library never prints unless KTUNE_LOG is
+ * set, and never exits. */
+#ifndef KTUNE_KTUNE_H
+#define KTUNE_KTUNE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum ktune_status {
+  KTUNE_OK = 0,
+  KTUNE_ERROR_INVALID_ARGUMENT = 1, /* bad shape, dtype, null or misaligned pointer */
+  KTUNE_ERROR_NO_DEVICE = 2,        /* no CUDA driver or device */
+  KTUNE_ERROR_CUDA = 3,             /* a driver call or launch failed */
+  KTUNE_ERROR_CUDA_STICKY = 4,      /* ... and the CUDA context is now unusable */
+  KTUNE_ERROR_COMPILE = 5,          /* NVRTC failed */
+  KTUNE_ERROR_DATABASE = 6,
+  KTUNE_ERROR_INTERNAL = 7
+} ktune_status;
+
+typedef enum ktune_dtype { KTUNE_FP32 = 0, KTUNE_FP16 = 1, KTUNE_BF16 = 2 } ktune_dtype;
+
+typedef enum ktune_activation {
+  KTUNE_GELU_TANH = 0,
+  KTUNE_GELU_ERF = 1,
+  KTUNE_SILU = 2,
+  KTUNE_RELU = 3
+} ktune_activation;
+
+/* How the configuration for a problem was found. */
+typedef enum ktune_match {
+  KTUNE_MATCH_EXACT = 0,         /* tuned on this device for this problem */
+  KTUNE_MATCH_NEAREST_SHAPE = 1, /* tuned on this device for the nearest problem */
+  KTUNE_MATCH_OTHER_DEVICE = 2,  /* tuned on another device of the same architecture */
+  KTUNE_MATCH_DEFAULT = 3        /* built-in default for the architecture */
+} ktune_match;
+
+typedef void* ktune_stream;
+
+const char* ktune_version(void);
+/* Message of the calling thread's last failed call ("" if none). */
+const char* ktune_last_error(void);
+
+/* h = x + residual; y = h * rsqrt(mean(h^2) + eps) * weight. x, residual, y, h: [m, n]; weight: [n]. */
+ktune_status ktune_add_rmsnorm(const void* x, const void* residual, const void* weight, void* y,
+                               void* h, int64_t m, int64_t n, ktune_dtype dtype, float eps,
+                               ktune_stream stream);
+/* y = (h - mean) * rsqrt(var + eps) * weight + bias with h = x (+ residual, written to h).
+ * residual and h are both NULL or both set. */
+ktune_status ktune_layernorm(const void* x, const void* residual, const void* weight,
+                             const void* bias, void* y, void* h, int64_t m, int64_t n,
+                             ktune_dtype dtype, float eps, ktune_stream stream);
+/* y = act(x + bias). x, y: [m, n]; bias: [n]. */
+ktune_status ktune_bias_act(const void* x, const void* bias, void* y, int64_t m, int64_t n,
+                            ktune_activation act, ktune_dtype dtype, ktune_stream stream);
+/* y = silu(a) * b with a = x[:, :n], b = x[:, n:]. x: [m, 2n]; y: [m, n]. */
+ktune_status ktune_swiglu(const void* x, void* y, int64_t m, int64_t n, ktune_dtype dtype,
+                          ktune_stream stream);
+/* y = softmax(scale * x) over each row. x, y: [m, n]. */
+ktune_status ktune_softmax(const void* x, void* y, int64_t m, int64_t n, float scale,
+                           ktune_dtype dtype, ktune_stream stream);
+
+/* What the runtime dispatches for `op` on `shape` (e.g. "m=16384,n=4096") on the current device:
+ * how it matched and the parameters ("threads=256,rows=1,..."), written NUL-terminated into
+ * params (truncated to params_size). Plans the problem if needed. */
+ktune_status ktune_query(const char* op, const char* shape, ktune_dtype dtype, ktune_match* match,
+                         char* params, size_t params_size);
+
+/* Drops every plan and reopens the databases on the next call (after a sweep, say). */
+ktune_status ktune_reset(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* KTUNE_KTUNE_H */

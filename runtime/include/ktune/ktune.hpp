@@ -1,0 +1,89 @@
+// ktune C++ API: tuned kernels, dispatched from the tuning databases.
+//
+// Pointers are CUDA device addresses and `stream` a CUstream (nullptr: legacy default stream).
+// Calls run on the device of the current CUDA context (the primary context of device 0 when
+// there is none). The first call for a problem plans it: database lookup, then compile or cache
+// load; later calls only launch (no database query, no allocation, no compile). Thread-safe.
+// Errors are thrown as ktune::Error subclasses (ktune/error.hpp); nothing is printed unless
+// KTUNE_LOG is set.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ktune/dtype.hpp"
+#include "ktune/error.hpp"
+
+namespace ktune {
+
+using Stream = void*;
+
+enum class Activation : int { gelu_tanh = 0, gelu_erf = 1, silu = 2, relu = 3 };
+
+/// How a configuration was found.
+enum class Match : int { exact = 0, nearest_shape = 1, other_device = 2, default_config = 3 };
+const char* match_kind_name(Match m);
+
+/// What the runtime dispatches for one (device, op, dtype, problem).
+struct MatchInfo {
+  Match kind = Match::default_config;
+  std::string op;
+  std::string problem;          // the problem asked for, canonical key
+  std::string params;           // the configuration dispatched
+  std::string tuned_problem;    // the problem it was tuned on (empty for defaults)
+  std::string tuned_device;     // the device key it was tuned on (empty for defaults)
+  std::string database;         // the database it came from (empty for defaults)
+  double tuned_us = 0.0;        // its measured median time (0 for defaults)
+};
+
+struct RuntimeOptions {
+  std::string db_path;                 // user database; empty: $KTUNE_DB or the default location
+  bool use_shipped_databases = true;   // read-only databases installed with ktune / $KTUNE_DB_PATH
+  std::string cache_dir;               // compile cache; empty: default per-user directory
+  bool disk_cache = true;
+};
+
+class Runtime {
+ public:
+  explicit Runtime(RuntimeOptions options = {});
+  ~Runtime();
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+
+  /// The process-wide runtime the C API uses.
+  static Runtime& global();
+
+  void add_rmsnorm(const void* x, const void* residual, const void* weight, void* y, void* h,
+                   std::int64_t m, std::int64_t n, DType dtype, float eps, Stream stream);
+  /// residual and h are both null (plain layernorm) or both set.
+  void layernorm(const void* x, const void* residual, const void* weight, const void* bias,
+                 void* y, void* h, std::int64_t m, std::int64_t n, DType dtype, float eps,
+                 Stream stream);
+  void bias_act(const void* x, const void* bias, void* y, std::int64_t m, std::int64_t n,
+                Activation act, DType dtype, Stream stream);
+  void swiglu(const void* x, void* y, std::int64_t m, std::int64_t n, DType dtype, Stream stream);
+  void softmax(const void* x, void* y, std::int64_t m, std::int64_t n, float scale, DType dtype,
+               Stream stream);
+
+  /// Generic entry: runs `op` with tensors in the op's declared order and scalars likewise.
+  /// The problem is given by its dimension values in declared order.
+  void run(std::string_view op, const std::vector<std::int64_t>& problem, DType dtype,
+           const std::vector<const void*>& tensors, const std::vector<double>& scalars,
+           Stream stream);
+
+  /// What would be dispatched for `op` on `shape` ("m=16384,n=4096"); plans it if needed.
+  MatchInfo query(std::string_view op, std::string_view shape, DType dtype);
+
+  /// Drops all plans; databases are reopened on the next call.
+  void reset();
+
+  class Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ktune
