@@ -1,0 +1,365 @@
+// The benchmark worker: holds the CUDA context, keeps one problem's tensors and reference on the
+// GPU, and verifies then times each candidate the parent sends. A fault that poisons the context
+// ends the worker after it replies; the parent starts a fresh one.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ktune/error.hpp"
+#include "runtime/core/device.hpp"
+#include "runtime/core/driver.hpp"
+#include "runtime/core/launcher.hpp"
+#include "templates/common/check_args.h"
+#include "templates/op.hpp"
+#include "tuner/protocol.hpp"
+
+namespace ktune {
+namespace {
+
+// NaN bit patterns used to poison outputs before a verification run.
+unsigned short nan_bits(DType t) { return t == DType::bf16 ? 0x7fc0 : 0x7e00; }
+
+struct LoadedKernels {
+  std::vector<Module> modules;
+  std::vector<KernelHandle> handles;
+
+  explicit LoadedKernels(const std::vector<WireKernel>& kernels) {
+    const Driver& cu = Driver::get();
+    for (const WireKernel& k : kernels) {
+      modules.emplace_back(k.cubin);
+      CUfunction f = modules.back().function(k.lowered_name);
+      if (k.dynamic_shared > 48 * 1024)
+        KTUNE_CU(cu.cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                       static_cast<int>(k.dynamic_shared)));
+      handles.push_back(f);
+    }
+  }
+};
+
+class Worker {
+ public:
+  DeviceInfo hello(int ordinal) {
+    ensure_context(ordinal);
+    device_ = query_device(ordinal);
+    const Driver& cu = Driver::get();
+    KTUNE_CU(cu.cuStreamCreate(&stream_, CU_STREAM_NON_BLOCKING));
+    return device_;
+  }
+
+  double measure_copy() {
+    const Driver& cu = Driver::get();
+    std::size_t bytes = std::min<std::size_t>(std::size_t{1} << 30,
+                                              static_cast<std::size_t>(device_.memory_bytes / 8));
+    DeviceBuffer a(bytes), b(bytes);
+    KTUNE_CU(cu.cuMemsetD8Async(a.get(), 1, bytes, stream_));
+    std::vector<double> times;
+    CUevent e0, e1;
+    KTUNE_CU(cu.cuEventCreate(&e0, CU_EVENT_DEFAULT));
+    KTUNE_CU(cu.cuEventCreate(&e1, CU_EVENT_DEFAULT));
+    for (int i = 0; i < 23; ++i) {
+      KTUNE_CU(cu.cuEventRecord(e0, stream_));
+      KTUNE_CU(cu.cuMemcpyDtoDAsync(b.get(), a.get(), bytes, stream_));
+      KTUNE_CU(cu.cuEventRecord(e1, stream_));
+      KTUNE_CU(cu.cuEventSynchronize(e1));
+      float ms = 0;
+      KTUNE_CU(cu.cuEventElapsedTime(&ms, e0, e1));
+      if (i >= 3) times.push_back(ms);
+    }
+    cu.cuEventDestroy(e0);
+    cu.cuEventDestroy(e1);
+    std::sort(times.begin(), times.end());
+    double ms = times[times.size() / 2];
+    return 2.0 * static_cast<double>(bytes) / (ms * 1e-3);
+  }
+
+  void set_problem(const ProblemRequest& r) {
+    problem_.reset();
+    auto p = std::make_unique<ProblemState>();
+    p->op = &get_op(r.op);
+    p->dtype = r.dtype;
+    p->problem = p->op->parse_problem(r.problem_key);
+    p->seed = r.seed;
+    p->specs = p->op->tensors(p->problem, r.dtype);
+    for (const ScalarSpec& s : p->op->scalars()) p->scalars.push_back(s.tuning_value);
+    std::vector<WireKernel> checks = {r.fill, r.compare};
+    p->checks = std::make_unique<LoadedKernels>(checks);
+    p->reference = std::make_unique<LoadedKernels>(r.reference);
+    std::size_t io_bytes = 0;
+    for (const TensorSpec& t : p->specs) {
+      std::size_t bytes = static_cast<std::size_t>(t.elements) * dtype_size(t.dtype);
+      io_bytes += bytes;
+      p->buffers.emplace_back(std::max<std::size_t>(bytes, 16));
+      if (t.role == TensorRole::output)
+        p->refs.emplace_back(std::max<std::size_t>(static_cast<std::size_t>(t.elements) * 4, 16));
+    }
+    p->io_bytes = io_bytes;
+    p->stats = DeviceBuffer(sizeof(CompareStats));
+    fill_inputs(*p);
+    // Reference: inputs, then fp32 outputs.
+    std::vector<std::uint64_t> ptrs;
+    std::size_t out = 0;
+    for (std::size_t i = 0; i < p->specs.size(); ++i)
+      ptrs.push_back(p->specs[i].role == TensorRole::input ? p->buffers[i].get()
+                                                            : p->refs[out++].get());
+    RunArgs args;
+    args.problem = &p->problem;
+    args.dtype = p->dtype;
+    args.tensors = ptrs.data();
+    args.scalars = p->scalars.data();
+    args.kernels = p->reference->handles.data();
+    CudaLauncher launcher(stream_);
+    p->op->run_reference(args, launcher);
+    KTUNE_CU(Driver::get().cuStreamSynchronize(stream_));
+    problem_ = std::move(p);
+  }
+
+  Evaluation evaluate(const EvaluateRequest& r) {
+    if (!problem_) throw Error("worker: evaluate before set_problem");
+    ProblemState& p = *problem_;
+    const Driver& cu = Driver::get();
+    Evaluation ev;
+    Params params = p.op->parse_params(r.params_key);
+    LoadedKernels kernels(r.kernels);
+    DeviceBuffer workspace;
+    std::size_t ws = p.op->workspace_bytes(params, p.problem, p.dtype);
+    if (ws > 0) workspace = DeviceBuffer(ws);
+
+    std::vector<std::uint64_t> ptrs;
+    for (const DeviceBuffer& b : p.buffers) ptrs.push_back(b.get());
+    RunArgs args;
+    args.params = &params;
+    args.problem = &p.problem;
+    args.dtype = p.dtype;
+    args.tensors = ptrs.data();
+    args.scalars = p.scalars.data();
+    args.workspace = workspace.get();
+    args.kernels = kernels.handles.data();
+    CudaLauncher launcher(stream_);
+
+    // Verify: fresh inputs (a candidate may have scribbled on them), outputs poisoned with NaN.
+    fill_inputs(p);
+    for (std::size_t i = 0; i < p.specs.size(); ++i)
+      if (p.specs[i].role == TensorRole::output)
+        KTUNE_CU(cu.cuMemsetD16Async(p.buffers[i].get(), nan_bits(p.specs[i].dtype),
+                                     static_cast<std::size_t>(p.specs[i].elements), stream_));
+    p.op->run(args, launcher);
+    KTUNE_CU(cu.cuStreamSynchronize(stream_));
+    if (std::optional<std::string> wrong = verify(p)) {
+      ev.status = EvalStatus::wrong_result;
+      ev.detail = *wrong;
+      return ev;
+    }
+
+    // Time.
+    const TimingSettings& t = r.timing;
+    DeviceBuffer flush;
+    std::size_t flush_bytes = 0;
+    if (t.flush_l2) {
+      flush_bytes = static_cast<std::size_t>(std::max<std::int64_t>(device_.l2_bytes, 1 << 20)) * 2;
+      flush = DeviceBuffer(flush_bytes);
+    }
+    for (int i = 0; i < t.warmup; ++i) p.op->run(args, launcher);
+    ensure_events();
+    std::vector<double> times;
+    double total_ms = 0;
+    constexpr int kBatch = 10;
+    while (static_cast<int>(times.size()) < t.max_reps) {
+      int n = std::min(kBatch, t.max_reps - static_cast<int>(times.size()));
+      for (int i = 0; i < n; ++i) {
+        if (t.flush_l2)
+          KTUNE_CU(cu.cuMemsetD32Async(flush.get(), static_cast<unsigned>(times.size() + i),
+                                       flush_bytes / 4, stream_));
+        KTUNE_CU(cu.cuEventRecord(starts_[static_cast<std::size_t>(i)], stream_));
+        p.op->run(args, launcher);
+        KTUNE_CU(cu.cuEventRecord(ends_[static_cast<std::size_t>(i)], stream_));
+      }
+      KTUNE_CU(cu.cuEventSynchronize(ends_[static_cast<std::size_t>(n - 1)]));
+      for (int i = 0; i < n; ++i) {
+        float ms = 0;
+        KTUNE_CU(cu.cuEventElapsedTime(&ms, starts_[static_cast<std::size_t>(i)],
+                                       ends_[static_cast<std::size_t>(i)]));
+        times.push_back(ms * 1e3);
+        total_ms += ms;
+      }
+      if (static_cast<int>(times.size()) >= t.min_reps && total_ms * 1e-3 >= t.min_seconds) break;
+    }
+    // A timing run must not have faulted either.
+    KTUNE_CU(cu.cuStreamSynchronize(stream_));
+    std::sort(times.begin(), times.end());
+    auto at = [&](double q) {
+      return times[std::min(times.size() - 1, static_cast<std::size_t>(q * static_cast<double>(times.size())))];
+    };
+    ev.repetitions = static_cast<int>(times.size());
+    ev.median_us = times.size() % 2 ? times[times.size() / 2]
+                                    : 0.5 * (times[times.size() / 2 - 1] + times[times.size() / 2]);
+    ev.min_us = times.front();
+    ev.max_us = times.back();
+    ev.p10_us = at(0.1);
+    ev.p90_us = at(0.9);
+    return ev;
+  }
+
+ private:
+  struct ProblemState {
+    const Op* op = nullptr;
+    DType dtype = DType::bf16;
+    Problem problem;
+    std::uint64_t seed = 0;
+    std::vector<TensorSpec> specs;
+    std::vector<double> scalars;
+    std::vector<DeviceBuffer> buffers;  // one per tensor spec
+    std::vector<DeviceBuffer> refs;     // fp32, one per output
+    DeviceBuffer stats;
+    std::unique_ptr<LoadedKernels> checks;     // [0] fill, [1] compare
+    std::unique_ptr<LoadedKernels> reference;
+    std::size_t io_bytes = 0;
+  };
+
+  void fill_inputs(ProblemState& p) {
+    CudaLauncher launcher(stream_);
+    for (std::size_t i = 0; i < p.specs.size(); ++i) {
+      if (p.specs[i].role != TensorRole::input) continue;
+      FillArgs a{};
+      a.data = reinterpret_cast<void*>(p.buffers[i].get());
+      a.count = static_cast<unsigned long long>(p.specs[i].elements);
+      a.seed = p.seed * 1000003ULL + i;
+      a.lo = -2.0f;
+      a.hi = 2.0f;
+      launch_1d(launcher, p.checks->handles[0], a.count, &a, sizeof a);
+    }
+  }
+
+  // nullopt when every output matches the reference within the op's tolerance.
+  std::optional<std::string> verify(ProblemState& p) {
+    const Driver& cu = Driver::get();
+    CudaLauncher launcher(stream_);
+    Tolerance tol = p.op->tolerance(p.dtype);
+    std::size_t out = 0;
+    for (std::size_t i = 0; i < p.specs.size(); ++i) {
+      if (p.specs[i].role != TensorRole::output) continue;
+      const CompareStats zero{};
+      KTUNE_CU(cu.cuMemcpyHtoD(p.stats.get(), &zero, sizeof zero));
+      CompareArgs a{};
+      a.out = reinterpret_cast<const void*>(p.buffers[i].get());
+      a.ref = reinterpret_cast<const float*>(p.refs[out++].get());
+      a.count = static_cast<unsigned long long>(p.specs[i].elements);
+      a.rtol = static_cast<float>(tol.rtol);
+      a.atol = static_cast<float>(tol.atol);
+      a.stats = reinterpret_cast<CompareStats*>(p.stats.get());
+      launch_1d(launcher, p.checks->handles[1], a.count, &a, sizeof a);
+      CompareStats s{};
+      KTUNE_CU(cu.cuStreamSynchronize(stream_));
+      KTUNE_CU(cu.cuMemcpyDtoH(&s, p.stats.get(), sizeof s));
+      if (s.bad > 0 || s.nonfinite > 0) {
+        char buf[512];
+        double rel = s.sum_sq_ref > 0 ? std::sqrt(s.sum_sq_err / s.sum_sq_ref) : 0.0;
+        std::snprintf(buf, sizeof buf,
+                      "output %s: %llu of %lld elements outside tolerance (rtol %g, atol %g), "
+                      "%llu not finite, max abs error %g, relative L2 error %.3g",
+                      p.specs[i].name.c_str(), s.bad, static_cast<long long>(p.specs[i].elements),
+                      tol.rtol, tol.atol, s.nonfinite, static_cast<double>(s.max_abs_err), rel);
+        return std::string(buf);
+      }
+    }
+    return std::nullopt;
+  }
+
+  static void launch_1d(Launcher& launcher, KernelHandle k, unsigned long long n, const void* args,
+                        std::size_t size) {
+    KernelLaunch l;
+    l.kernel = k;
+    unsigned long long blocks = std::min<unsigned long long>((n + kCheckThreads - 1) / kCheckThreads, 65535ULL * 8);
+    l.grid[0] = static_cast<unsigned>(std::max<unsigned long long>(blocks, 1));
+    l.block[0] = kCheckThreads;
+    l.args = args;
+    l.args_size = size;
+    launcher.launch(l);
+  }
+
+  void ensure_events() {
+    const Driver& cu = Driver::get();
+    while (starts_.size() < 10) {
+      CUevent a, b;
+      KTUNE_CU(cu.cuEventCreate(&a, CU_EVENT_DEFAULT));
+      KTUNE_CU(cu.cuEventCreate(&b, CU_EVENT_DEFAULT));
+      starts_.push_back(a);
+      ends_.push_back(b);
+    }
+  }
+
+  DeviceInfo device_;
+  CUstream stream_ = nullptr;
+  std::unique_ptr<ProblemState> problem_;
+  std::vector<CUevent> starts_, ends_;
+};
+
+void reply_error(int fd, const std::string& message) {
+  Encoder e;
+  e.str(message);
+  write_frame(fd, MessageType::reply_error, e.bytes());
+}
+
+}  // namespace
+
+int worker_main(int in_fd, int out_fd) {
+  Worker worker;
+  MessageType type;
+  std::string payload;
+  while (read_frame(in_fd, type, payload)) {
+    Decoder d(payload);
+    try {
+      switch (type) {
+        case MessageType::hello: {
+          DeviceInfo info = worker.hello(static_cast<int>(d.i64()));
+          Encoder e;
+          encode(e, info);
+          write_frame(out_fd, MessageType::reply_ok, e.bytes());
+          break;
+        }
+        case MessageType::measure_copy: {
+          Encoder e;
+          e.f64(worker.measure_copy());
+          write_frame(out_fd, MessageType::reply_ok, e.bytes());
+          break;
+        }
+        case MessageType::set_problem: {
+          worker.set_problem(decode_problem(d));
+          write_frame(out_fd, MessageType::reply_ok, {});
+          break;
+        }
+        case MessageType::evaluate: {
+          EvaluateRequest r = decode_evaluate(d);
+          Evaluation ev;
+          try {
+            ev = worker.evaluate(r);
+          } catch (const CudaError& err) {
+            ev.status = EvalStatus::launch_error;
+            ev.detail = err.what();
+            ev.worker_exits = err.sticky();
+          }
+          Encoder e;
+          encode(e, ev);
+          write_frame(out_fd, MessageType::reply_ok, e.bytes());
+          if (ev.worker_exits) return 3;
+          break;
+        }
+        case MessageType::shutdown:
+          return 0;
+        default:
+          reply_error(out_fd, "worker: unknown request");
+      }
+    } catch (const CudaError& err) {
+      reply_error(out_fd, err.what());
+      if (err.sticky()) return 3;
+    } catch (const std::exception& err) {
+      reply_error(out_fd, err.what());
+    }
+  }
+  return 0;
+}
+
+}  // namespace ktune

@@ -1,0 +1,106 @@
+// The typed C++ entry points: each packs its pointers and dimensions on the stack in the op's
+// declared order and hands them to the planner.
+#include <cstdint>
+
+#include "ktune/ktune.hpp"
+#include "runtime/dispatch/planner.hpp"
+
+namespace ktune {
+namespace {
+
+std::uint64_t addr(const void* p) { return reinterpret_cast<std::uint64_t>(p); }
+
+// Op indices resolved once; the op names are part of the API.
+struct OpIndices {
+  int add_rmsnorm = Runtime::Impl::op_index("add_rmsnorm");
+  int layernorm = Runtime::Impl::op_index("layernorm");
+  int bias_act = Runtime::Impl::op_index("bias_act");
+  int swiglu = Runtime::Impl::op_index("swiglu");
+  int softmax = Runtime::Impl::op_index("softmax");
+};
+
+const OpIndices& ops() {
+  static const OpIndices indices;
+  return indices;
+}
+
+}  // namespace
+
+Runtime::Runtime(RuntimeOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
+Runtime::~Runtime() = default;
+
+Runtime& Runtime::global() {
+  // Never destroyed: plans hold CUDA modules, and the driver may be gone at static destruction.
+  static Runtime* runtime = new Runtime();
+  return *runtime;
+}
+
+void Runtime::add_rmsnorm(const void* x, const void* residual, const void* weight, void* y, void* h,
+                          std::int64_t m, std::int64_t n, DType dtype, float eps, Stream stream) {
+  const std::int64_t dims[] = {m, n};
+  const std::uint64_t t[] = {addr(x), addr(residual), addr(weight), addr(y), addr(h)};
+  const double s[] = {eps};
+  impl_->run(ops().add_rmsnorm, dtype, dims, 2, t, 5, s, 1, stream);
+}
+
+void Runtime::layernorm(const void* x, const void* residual, const void* weight, const void* bias,
+                        void* y, void* h, std::int64_t m, std::int64_t n, DType dtype, float eps,
+                        Stream stream) {
+  const double s[] = {eps};
+  if ((residual == nullptr) != (h == nullptr))
+    throw InvalidArgument("layernorm: residual and h must both be set or both be null");
+  if (residual) {
+    const std::int64_t dims[] = {m, n, 1};
+    const std::uint64_t t[] = {addr(x), addr(residual), addr(weight), addr(bias), addr(y), addr(h)};
+    impl_->run(ops().layernorm, dtype, dims, 3, t, 6, s, 1, stream);
+  } else {
+    const std::int64_t dims[] = {m, n, 0};
+    const std::uint64_t t[] = {addr(x), addr(weight), addr(bias), addr(y)};
+    impl_->run(ops().layernorm, dtype, dims, 3, t, 4, s, 1, stream);
+  }
+}
+
+void Runtime::bias_act(const void* x, const void* bias, void* y, std::int64_t m, std::int64_t n,
+                       Activation act, DType dtype, Stream stream) {
+  const int a = static_cast<int>(act);
+  if (a < 0 || a > 3)
+    throw InvalidArgument("bias_act: activation " + std::to_string(a) +
+                          " is not one of gelu_tanh (0), gelu_erf (1), silu (2), relu (3)");
+  const std::int64_t dims[] = {m, n, a};
+  const std::uint64_t t[] = {addr(x), addr(bias), addr(y)};
+  impl_->run(ops().bias_act, dtype, dims, 3, t, 3, nullptr, 0, stream);
+}
+
+void Runtime::swiglu(const void* x, void* y, std::int64_t m, std::int64_t n, DType dtype,
+                     Stream stream) {
+  const std::int64_t dims[] = {m, n};
+  const std::uint64_t t[] = {addr(x), addr(y)};
+  impl_->run(ops().swiglu, dtype, dims, 2, t, 2, nullptr, 0, stream);
+}
+
+void Runtime::softmax(const void* x, void* y, std::int64_t m, std::int64_t n, float scale,
+                      DType dtype, Stream stream) {
+  const std::int64_t dims[] = {m, n};
+  const std::uint64_t t[] = {addr(x), addr(y)};
+  const double s[] = {scale};
+  impl_->run(ops().softmax, dtype, dims, 2, t, 2, s, 1, stream);
+}
+
+void Runtime::run(std::string_view op, const std::vector<std::int64_t>& problem, DType dtype,
+                  const std::vector<const void*>& tensors, const std::vector<double>& scalars,
+                  Stream stream) {
+  if (tensors.size() > kMaxTensors) throw InvalidArgument("too many tensors");
+  std::uint64_t t[kMaxTensors];
+  for (std::size_t i = 0; i < tensors.size(); ++i) t[i] = addr(tensors[i]);
+  impl_->run(Impl::op_index(op), dtype, problem.data(), static_cast<int>(problem.size()), t,
+             static_cast<int>(tensors.size()), scalars.data(), static_cast<int>(scalars.size()),
+             stream);
+}
+
+MatchInfo Runtime::query(std::string_view op, std::string_view shape, DType dtype) {
+  return impl_->query(op, shape, dtype);
+}
+
+void Runtime::reset() { impl_->reset(); }
+
+}  // namespace ktune

@@ -1,0 +1,204 @@
+#include "runtime/dispatch/planner.hpp"
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "db/store.hpp"
+#include "ktune/error.hpp"
+#include "runtime/core/device.hpp"
+#include "runtime/core/launcher.hpp"
+
+namespace ktune {
+
+const char* match_kind_name(Match m) {
+  switch (m) {
+    case Match::exact: return "exact";
+    case Match::nearest_shape: return "nearest_shape";
+    case Match::other_device: return "other_device";
+    case Match::default_config: return "default";
+  }
+  return "?";
+}
+
+Runtime::Impl::Impl(RuntimeOptions options) : options_(std::move(options)) {
+  const char* log = std::getenv("KTUNE_LOG");
+  log_ = log && *log && std::string(log) != "0";
+}
+
+int Runtime::Impl::op_index(std::string_view name) {
+  const std::vector<const Op*>& ops = all_ops();
+  for (std::size_t i = 0; i < ops.size(); ++i)
+    if (ops[i]->name() == name) return static_cast<int>(i);
+  get_op(name);  // throws the message listing the known ops
+  return -1;
+}
+
+const DeviceInfo& Runtime::Impl::device_info(int ordinal) {
+  auto it = devices_.find(ordinal);
+  if (it == devices_.end()) it = devices_.emplace(ordinal, query_device(ordinal)).first;
+  return it->second;
+}
+
+std::shared_ptr<LoadedKernel> Runtime::Impl::load(const CompileJob& job, unsigned dynamic_shared) {
+  CUdevice dev;
+  KTUNE_CU(Driver::get().cuCtxGetDevice(&dev));
+  std::string key = std::to_string(dev) + "|" + job.arch + "|" + job.source.file + "|" +
+                    job.source.name_expression;
+  if (auto it = kernels_.find(key); it != kernels_.end())
+    if (std::shared_ptr<LoadedKernel> k = it->second.lock()) return k;
+  CompiledKernel c = compiler_->compile(job);
+  auto k = std::make_shared<LoadedKernel>();
+  k->module = Module(c.cubin);
+  k->function = k->module.function(c.lowered_name);
+  if (dynamic_shared > 48 * 1024)
+    KTUNE_CU(Driver::get().cuFuncSetAttribute(
+        k->function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, static_cast<int>(dynamic_shared)));
+  kernels_[key] = k;
+  return k;
+}
+
+std::unique_ptr<Plan> Runtime::Impl::make_plan(const PlanKey& key) {
+  const Op& op = *all_ops()[static_cast<std::size_t>(key.op)];
+  auto plan = std::make_unique<Plan>();
+  plan->op = &op;
+  plan->dtype = static_cast<DType>(key.dtype);
+  plan->problem.values.assign(key.dims.begin(), key.dims.begin() + key.ndims);
+  op.check_problem(plan->problem);
+  {
+    std::vector<DType> allowed = op.dtypes();
+    if (std::find(allowed.begin(), allowed.end(), plan->dtype) == allowed.end())
+      throw InvalidArgument("dtype " + std::string(dtype_name(plan->dtype)) +
+                            " is not supported by " + std::string(op.name()));
+  }
+  const DeviceInfo& device = device_info(key.device);
+
+  if (!databases_) {
+    std::filesystem::path user = options_.db_path.empty() ? default_db_path()
+                                                          : std::filesystem::path(options_.db_path);
+    databases_ = std::make_unique<TuningDatabases>(
+        user, options_.use_shipped_databases ? shipped_db_paths() : std::vector<std::filesystem::path>{});
+    if (log_)
+      for (const std::string& n : databases_->notes()) std::fprintf(stderr, "ktune: %s\n", n.c_str());
+  }
+  if (!compiler_) {
+    std::optional<std::filesystem::path> dir;
+    if (options_.disk_cache)
+      dir = options_.cache_dir.empty() ? Compiler::default_cache_dir()
+                                       : std::optional<std::filesystem::path>(options_.cache_dir);
+    compiler_ = std::make_unique<Compiler>(dir);
+  }
+
+  LookupResult found = databases_->find(op, plan->dtype, plan->problem, device);
+  plan->params = found.params;
+  plan->info.kind = found.kind;
+  plan->info.op = std::string(op.name());
+  plan->info.problem = op.problem_key(plan->problem);
+  plan->info.params = op.params_key(found.params);
+  plan->info.tuned_problem = found.tuned_problem;
+  plan->info.tuned_device = found.tuned_device;
+  plan->info.database = found.database;
+  plan->info.tuned_us = found.tuned_us;
+
+  std::vector<KernelSource> sources = op.kernels(plan->params, plan->problem, plan->dtype);
+  for (std::size_t i = 0; i < sources.size(); ++i) {
+    plan->loaded.push_back(load({sources[i], device.arch(), {}},
+                                op.dynamic_shared_bytes(plan->params, plan->problem, plan->dtype, i)));
+    plan->kernels.push_back(plan->loaded.back()->function);
+  }
+  plan->alignment = op.alignment(plan->params, plan->problem, plan->dtype);
+  plan->tensors = op.tensors(plan->problem, plan->dtype);
+  if (std::size_t ws = op.workspace_bytes(plan->params, plan->problem, plan->dtype))
+    plan->workspace = std::make_unique<DeviceBuffer>(ws);
+
+  if (log_)
+    std::fprintf(stderr, "ktune: %s %s %s on %s: %s match, %s%s%s\n", plan->info.op.c_str(),
+                 dtype_name(plan->dtype), plan->info.problem.c_str(), device.name.c_str(),
+                 match_kind_name(found.kind), plan->info.params.c_str(),
+                 found.tuned_problem.empty() ? "" : " tuned on ",
+                 found.tuned_problem.c_str());
+  return plan;
+}
+
+const Plan& Runtime::Impl::plan(const PlanKey& key) {
+  {
+    std::shared_lock<std::shared_mutex> lock(mu_);
+    auto it = plans_.find(key);
+    if (it != plans_.end()) return *it->second;
+  }
+  std::lock_guard<std::mutex> planning(plan_mu_);
+  {
+    std::shared_lock<std::shared_mutex> lock(mu_);
+    auto it = plans_.find(key);
+    if (it != plans_.end()) return *it->second;
+  }
+  std::unique_ptr<Plan> p = make_plan(key);
+  std::unique_lock<std::shared_mutex> lock(mu_);
+  return *(plans_[key] = std::move(p));
+}
+
+void Runtime::Impl::run(int op_index, DType dtype, const std::int64_t* dims, int ndims,
+                        const std::uint64_t* tensors, int ntensors, const double* scalars,
+                        int nscalars, Stream stream) {
+  if (ndims > static_cast<int>(kMaxDims) || ntensors > static_cast<int>(kMaxTensors))
+    throw InvalidArgument("too many dimensions or tensors");
+  PlanKey key;
+  key.op = op_index;
+  key.dtype = static_cast<int>(dtype);
+  key.device = static_cast<int>(ensure_context(0));
+  key.ndims = ndims;
+  for (int i = 0; i < ndims; ++i) key.dims[static_cast<std::size_t>(i)] = dims[i];
+  const Plan& p = plan(key);
+
+  if (ntensors != static_cast<int>(p.tensors.size()) ||
+      nscalars != static_cast<int>(p.op->scalars().size()))
+    throw InvalidArgument(std::string(p.op->name()) + " takes " + std::to_string(p.tensors.size()) +
+                          " tensors and " + std::to_string(p.op->scalars().size()) + " scalars");
+  for (int i = 0; i < ntensors; ++i) {
+    const std::uint64_t ptr = tensors[i];
+    if (ptr == 0)
+      throw InvalidArgument(std::string(p.op->name()) + ": tensor " +
+                            p.tensors[static_cast<std::size_t>(i)].name + " is a null pointer");
+    if (ptr % p.alignment != 0) {
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(ptr));
+      throw InvalidArgument(std::string(p.op->name()) + ": tensor " +
+                            p.tensors[static_cast<std::size_t>(i)].name + " at " + buf +
+                            " is not aligned to " + std::to_string(p.alignment) +
+                            " bytes, which configuration " + p.info.params + " requires");
+    }
+  }
+  RunArgs args;
+  args.params = &p.params;
+  args.problem = &p.problem;
+  args.dtype = p.dtype;
+  args.tensors = tensors;
+  args.scalars = scalars;
+  args.workspace = p.workspace ? p.workspace->get() : 0;
+  args.kernels = p.kernels.data();
+  CudaLauncher launcher(static_cast<CUstream>(stream));
+  p.op->run(args, launcher);
+}
+
+MatchInfo Runtime::Impl::query(std::string_view op_name, std::string_view shape, DType dtype) {
+  int index = op_index(op_name);
+  const Op& op = *all_ops()[static_cast<std::size_t>(index)];
+  Problem problem = op.parse_problem(shape);
+  if (problem.values.size() > kMaxDims) throw InvalidArgument("too many dimensions");
+  PlanKey key;
+  key.op = index;
+  key.dtype = static_cast<int>(dtype);
+  key.device = static_cast<int>(ensure_context(0));
+  key.ndims = static_cast<int>(problem.values.size());
+  for (std::size_t i = 0; i < problem.values.size(); ++i) key.dims[i] = problem.values[i];
+  return plan(key).info;
+}
+
+void Runtime::Impl::reset() {
+  std::lock_guard<std::mutex> planning(plan_mu_);
+  std::unique_lock<std::shared_mutex> lock(mu_);
+  plans_.clear();
+  kernels_.clear();
+  databases_.reset();
+}
+
+}  // namespace ktune

@@ -1,0 +1,31 @@
+// The ktune command: a table of subcommands, each parsing its own options.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace ktune::cli {
+
+using Args = std::vector<std::string>;
+
+struct Command {
+  const char* name;
+  const char* summary;
+  int (*run)(const Args& args);
+};
+
+const std::vector<Command>& commands();
+
+int cmd_devices(const Args& args);
+int cmd_ops(const Args& args);
+int cmd_space(const Args& args);
+int cmd_sweep(const Args& args);
+int cmd_best(const Args& args);
+int cmd_db(const Args& args);
+
+/// Thrown for bad command-line input; main prints it and exits with status 2.
+struct UsageError {
+  std::string message;
+};
+
+}  // namespace ktune::cli

@@ -1,0 +1,95 @@
+// A sweep: one op, dtype and problem on one device. The parent proposes (strategy), compiles in
+// parallel (NVRTC, cached), has the worker verify and time each candidate, and records every
+// trial in the database; the best configuration lands there for the runtime.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "db/store.hpp"
+#include "runtime/core/types.hpp"
+#include "templates/op.hpp"
+
+namespace ktune {
+
+/// A kernel planted in place of a configuration's own (tests: faulting, hanging, wrong or
+/// uncompilable code under a real configuration's name).
+struct PlantedKernel {
+  std::string source_text;
+  std::string name_expression;
+};
+
+struct SweepProgress {
+  std::size_t done = 0;       // candidates finished (any status)
+  std::size_t total = 0;      // candidates to evaluate
+  std::string params;         // the candidate just finished
+  TrialStatus status = TrialStatus::ok;
+  double median_us = 0.0;
+  double best_us = 0.0;       // best so far (0: none)
+  std::string phase;          // "compile", "evaluate", "retime"
+};
+
+struct SweepOptions {
+  std::string op;
+  DType dtype = DType::bf16;
+  std::string shape;                      // empty: the op's default problem
+  std::string strategy = "exhaustive";
+  std::size_t budget = 0;                 // candidates to evaluate; 0: no limit
+  double time_limit_s = 0.0;              // 0: no limit
+  int jobs = 0;                           // compile threads; 0: number of cores
+  std::uint64_t seed = 0;                 // strategy seed and input seed
+  bool force = false;                     // measure again what the database already has
+  std::filesystem::path db_path;          // required
+  int device = 0;
+  double candidate_timeout_s = 20.0;      // verification + timing of one candidate
+  int retime_top = 3;                     // leaders re-timed before the best is chosen
+  std::string command_line;
+  std::vector<std::string> worker_command;  // default: this executable with "__worker"
+  std::optional<std::filesystem::path> cache_dir;  // default: Compiler::default_cache_dir()
+  bool disk_cache = true;
+  std::map<std::string, PlantedKernel> planted;     // params key -> kernel (tests)
+  std::function<void(const SweepProgress&)> progress;
+};
+
+struct TrialOutcome {
+  Params params;
+  std::string params_key;
+  TrialStatus status = TrialStatus::ok;
+  std::string detail;
+  double median_us = 0.0;
+  double spread_pct = 0.0;
+  int repetitions = 0;
+  KernelResources resources;
+  bool resumed = false;  // taken from the database, not measured in this run
+};
+
+struct SweepResult {
+  DeviceInfo device;
+  std::string op;
+  DType dtype = DType::bf16;
+  std::string problem_key;
+  std::string strategy;
+  std::int64_t sweep_id = 0;
+  std::size_t space_size = 0;
+  std::size_t valid_count = 0;
+  std::vector<TrialOutcome> trials;      // this run's and resumed ones
+  std::optional<TrialOutcome> best;
+  std::optional<TrialOutcome> default_config;
+  double copy_bandwidth = 0.0;           // bytes/s, measured once per device
+  double min_bytes = 0.0;
+  double flops = 0.0;
+  double seconds = 0.0;
+  double compile_seconds = 0.0;          // wall time of the compile phase
+  int worker_starts = 0;
+  std::map<TrialStatus, std::size_t> counts;
+};
+
+/// Runs a sweep. Throws InvalidArgument for bad options, NoDevice without a GPU, DatabaseError.
+SweepResult run_sweep(const SweepOptions& options);
+
+}  // namespace ktune
