@@ -1,0 +1,75 @@
+// Arguments of the flash attention forward kernels, shared by the kernels (NVRTC, nvcc) and host
+// code (g++): no headers, plain types only.
+//
+// Q is [B, Hq, Nq, D], K and V are [B, Hkv, Nk, D], O is like Q, each addressed through its own
+// element strides for batch, head and row (the last dimension is contiguous), so both
+// [B, S, H, D] and [B, H, S, D] layouts work. Hq must be a multiple of Hkv (GQA, MQA).
+#pragma once
+
+#if defined(__CUDACC__)
+#define KTUNE_ATTN_HD __host__ __device__
+#else
+#define KTUNE_ATTN_HD
+#endif
+
+namespace ktune {
+
+struct FlashAttentionArgs {
+  const void* q;                 // [B, Hq, Nq, D] elements of the kernel's dtype
+  const void* k;                 // [B, Hkv, Nk, D]
+  const void* v;                 // [B, Hkv, Nk, D]
+  void* o;                       // [B, Hq, Nq, D], same dtype as q
+  float* lse;                    // [B, Hq, Nq] contiguous, natural log; nullptr: not written
+  long long q_batch_stride;      // element strides; every row start must be 16-byte aligned
+  long long q_head_stride;
+  long long q_row_stride;
+  long long k_batch_stride;
+  long long k_head_stride;
+  long long k_row_stride;
+  long long v_batch_stride;
+  long long v_head_stride;
+  long long v_row_stride;
+  long long o_batch_stride;
+  long long o_head_stride;
+  long long o_row_stride;
+  int batch;                     // B
+  int heads_q;                   // Hq
+  int heads_kv;                  // Hkv, divides Hq
+  int seq_q;                     // Nq >= 1
+  int seq_k;                     // Nk >= 1
+  float scale;                   // softmax scale (> 0), usually 1/sqrt(D)
+};
+
+/// Dynamic shared memory of flash_attention_fwd: the Q tile plus STAGES K and V tiles, 16-bit
+/// elements. Above 48 KiB the launcher must raise the kernel's
+/// CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES first.
+KTUNE_ATTN_HD constexpr unsigned flash_attention_smem_bytes(int d, int block_m, int block_n,
+                                                            int stages) {
+  return static_cast<unsigned>(2 * d * (block_m + 2 * block_n * stages));
+}
+
+/// Grid of flash_attention_fwd: x = query blocks, y = batch * query heads (at most 65535).
+KTUNE_ATTN_HD constexpr unsigned flash_attention_grid_x(int seq_q, int block_m) {
+  return static_cast<unsigned>((seq_q + block_m - 1) / block_m);
+}
+
+/// nullptr when flash_attention_fwd<T, D, BLOCK_M, BLOCK_N, WARPS, STAGES, CAUSAL, Q_IN_REGS,
+/// MIN_CTAS> compiles; otherwise why not (the same rules as the kernel's static_asserts).
+/// Whether it also fits in registers without spilling only ptxas tells.
+KTUNE_ATTN_HD constexpr const char* flash_attention_invalid_reason(int d, int block_m, int block_n,
+                                                                   int warps, int stages,
+                                                                   int min_ctas = 1) {
+  if (d != 32 && d != 64 && d != 96 && d != 128 && d != 256) return "D must be 32, 64, 96, 128 or 256";
+  if (block_m != 64 && block_m != 128) return "BLOCK_M must be 64 or 128";
+  if (block_n != 32 && block_n != 64 && block_n != 128) return "BLOCK_N must be 32, 64 or 128";
+  if (warps != 4 && warps != 8) return "WARPS must be 4 or 8";
+  if (block_m % (16 * warps) != 0) return "BLOCK_M must be a multiple of 16 * WARPS";
+  if (block_m / (16 * warps) > 2) return "at most two 16-row fragments per warp";
+  if (stages < 2 || stages > 4) return "STAGES must be 2, 3 or 4";
+  if (min_ctas < 1 || min_ctas * warps > 64) return "MIN_CTAS must be >= 1, MIN_CTAS * WARPS <= 64";
+  if (flash_attention_smem_bytes(d, block_m, block_n, stages) > 227u * 1024u)
+    return "shared memory above 227 KiB";
+  return nullptr;
+}
+
+}  // namespace ktune

@@ -1,0 +1,376 @@
+// Flash attention forward with mma.sync tensor-core tiles (sm_80 and later; Hopper runs it too,
+// a wgmma/TMA variant would sit beside this file as flash_attention_sm90.cuh).
+//
+// One CTA computes BLOCK_M query rows of one (batch, head): Q stays resident (in registers or in
+// shared memory) while K and V tiles of BLOCK_N rows stream through a STAGES-deep cp.async ring.
+// Per tile: S = Q K^T on the tensor cores, online softmax in fp32 on the accumulator fragments
+// (exp2 with scale * log2(e) folded into one FFMA), and O += P V with P converted to 16 bits in
+// registers and fed straight back as the A operand. Each warp owns 16 * MF whole query rows, so
+// row max and row sum need only shuffles inside a quad.
+#pragma once
+
+#include "attention/args.h"
+#include "attention/mma.cuh"
+#include "common/types.cuh"
+
+namespace ktune {
+namespace attn {
+
+/// Swizzle of a tile row with D 16-bit columns: XOR applied to its 16-byte chunk index so that
+/// the 8 row addresses of one ldmatrix phase (8 consecutive rows, one chunk) hit 8 distinct
+/// 16-byte bank groups. Rows of 8k chunks use row & 7; rows of 4 or 12 chunks (two rows per
+/// 128-byte line) use bits 1-2 of the row. The result only depends on row & 7.
+template <int D>
+__device__ __forceinline__ int row_swizzle(int row) {
+  return (D / 8) % 8 == 0 ? (row & 7) : ((row >> 1) & 3);
+}
+
+/// Byte offset of 16-byte chunk `chunk` of row `row` in a swizzled [rows][D] tile.
+template <int D>
+__device__ __forceinline__ unsigned tile_offset(int row, int chunk) {
+  return static_cast<unsigned>(row * (D * 2) + ((chunk ^ row_swizzle<D>(row)) << 4));
+}
+
+/// Physical chunk of logical chunk `c` (a compile-time constant after unrolling, even) XOR'd
+/// with the lane's `x` (< 8, covering the lane's odd chunk bit and its row swizzle). Splitting
+/// at 8 lets the compiler keep a few lane constants instead of one per chunk.
+__device__ __forceinline__ unsigned chunk_bytes(int c, int x) {
+  return static_cast<unsigned>(((c & ~7) | ((c & 7) ^ x)) << 4);
+}
+
+/// Copies rows [0, ROWS) of a global matrix of 16-bit elements with `row_stride` into a swizzled
+/// shared tile at `dst`; rows >= `rows_valid` are zero-filled without being read.
+template <typename T, int D, int ROWS, int THREADS>
+__device__ __forceinline__ void load_tile(unsigned dst, const T* src, long long row_stride,
+                                          int rows_valid, int tid) {
+  constexpr int CHUNKS = D / 8;
+  constexpr int TOTAL = ROWS * CHUNKS;
+#pragma unroll
+  for (int i = 0; i < (TOTAL + THREADS - 1) / THREADS; ++i) {
+    const int id = tid + i * THREADS;
+    if (TOTAL % THREADS == 0 || id < TOTAL) {
+      const int row = id / CHUNKS;
+      const int chunk = id % CHUNKS;
+      const bool ok = row < rows_valid;
+      const T* p = ok ? src + row * row_stride + chunk * 8 : src;
+      cp_async_16(dst + tile_offset<D>(row, chunk), p, ok ? 16 : 0);
+    }
+  }
+}
+
+__device__ __forceinline__ float quad_max(float x) {
+  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
+  return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
+}
+
+__device__ __forceinline__ float quad_sum(float x) {
+  x += __shfl_xor_sync(0xffffffffu, x, 1);
+  return x + __shfl_xor_sync(0xffffffffu, x, 2);
+}
+
+}  // namespace attn
+
+/// O = softmax(scale * Q K^T [+ causal mask]) V and, when args.lse is set, the natural-log
+/// log-sum-exp of each row of scaled scores. Causal masking is aligned bottom-right: query i sees
+/// keys j <= i + Nk - Nq; a row that sees no key gets O = 0 and LSE = -inf.
+///
+/// T: bf16 or fp16. D: head dimension. BLOCK_M x BLOCK_N: query rows per CTA x key rows per
+/// tile. WARPS: each owns BLOCK_M / WARPS query rows (16 or 32). STAGES: depth of the K/V ring.
+/// Q_IN_REGS: Q fragments loaded once into registers (true) or re-read from shared memory for
+/// every tile (false; fewer registers, for large D or 32 rows per warp). MIN_CTAS: CTAs per SM
+/// promised to the register allocator (__launch_bounds__); 1 lets it use up to 255 registers.
+///
+/// Launch: grid (flash_attention_grid_x(Nq, BLOCK_M), B * Hq), WARPS * 32 threads,
+/// flash_attention_smem_bytes(D, BLOCK_M, BLOCK_N, STAGES) bytes of dynamic shared memory.
+template <typename T, int D, int BLOCK_M, int BLOCK_N, int WARPS, int STAGES, bool CAUSAL,
+          bool Q_IN_REGS = true, int MIN_CTAS = 1>
+__global__ void __launch_bounds__(WARPS * 32, MIN_CTAS)
+    flash_attention_fwd(const __grid_constant__ FlashAttentionArgs args) {
+  static_assert(sizeof(T) == 2, "T must be bf16 or fp16");
+  static_assert(D == 32 || D == 64 || D == 96 || D == 128 || D == 256, "unsupported head dim");
+  static_assert(BLOCK_M == 64 || BLOCK_M == 128, "BLOCK_M must be 64 or 128");
+  static_assert(BLOCK_N == 32 || BLOCK_N == 64 || BLOCK_N == 128, "BLOCK_N must be 32, 64, 128");
+  static_assert(WARPS == 4 || WARPS == 8, "WARPS must be 4 or 8");
+  static_assert(BLOCK_M % (16 * WARPS) == 0, "BLOCK_M must be a multiple of 16 * WARPS");
+  static_assert(BLOCK_M / (16 * WARPS) <= 2, "at most two 16-row fragments per warp");
+  static_assert(STAGES >= 2 && STAGES <= 4, "STAGES must be 2, 3 or 4");
+  static_assert(MIN_CTAS >= 1 && MIN_CTAS * WARPS <= 64, "MIN_CTAS out of range");
+  static_assert(flash_attention_smem_bytes(D, BLOCK_M, BLOCK_N, STAGES) <= 227 * 1024,
+                "shared memory above 227 KiB");
+
+  using namespace attn;
+  constexpr int THREADS = WARPS * 32;
+  constexpr int MF = BLOCK_M / (16 * WARPS);  // 16-row fragments per warp
+  constexpr int NT = BLOCK_N / 8;             // n8 column tiles of S
+  constexpr int DT = D / 8;                   // n8 column tiles of O
+  constexpr int QK_STEPS = D / 16;            // k16 steps of Q K^T
+  constexpr int PV_STEPS = BLOCK_N / 16;      // k16 steps of P V
+  constexpr int ROW_BYTES = D * 2;
+  constexpr unsigned Q_BYTES = BLOCK_M * ROW_BYTES;
+  constexpr unsigned KV_BYTES = BLOCK_N * ROW_BYTES;
+
+  extern __shared__ __align__(128) unsigned char smem[];
+  const unsigned sQ = smem_addr(smem);
+  const unsigned sK = sQ + Q_BYTES;
+  const unsigned sV = sK + STAGES * KV_BYTES;
+
+  const int tid = threadIdx.x;
+  const int lane = tid & 31;
+  const int warp = tid >> 5;
+  const int Nq = args.seq_q;
+  const int Nk = args.seq_k;
+  // Causal CTAs near the bottom have the most tiles: schedule them first.
+  const int m_block = CAUSAL ? static_cast<int>(gridDim.x - 1 - blockIdx.x) : blockIdx.x;
+  const int m0 = m_block * BLOCK_M;
+  const int b = blockIdx.y / args.heads_q;
+  const int h = blockIdx.y % args.heads_q;
+  const int hk = h / (args.heads_q / args.heads_kv);
+
+  const T* q = static_cast<const T*>(args.q) + b * args.q_batch_stride + h * args.q_head_stride +
+               m0 * args.q_row_stride;
+  const T* k = static_cast<const T*>(args.k) + b * args.k_batch_stride + hk * args.k_head_stride;
+  const T* v = static_cast<const T*>(args.v) + b * args.v_batch_stride + hk * args.v_head_stride;
+
+  // Tiles [0, n_full) need no mask; [n_full, n_end) are partial or cut by the diagonal; tiles
+  // past n_end are fully masked for every row of this CTA and skipped.
+  int n_end = (Nk + BLOCK_N - 1) / BLOCK_N;
+  int n_full = Nk / BLOCK_N;
+  if (CAUSAL) {
+    const int diag = m0 + Nk - Nq;  // last key the CTA's first row sees
+    const int last = min(m0 + BLOCK_M, Nq) - 1 + Nk - Nq;
+    n_end = last < 0 ? 0 : min(n_end, last / BLOCK_N + 1);
+    n_full = diag + 1 <= 0 ? 0 : min(n_full, (diag + 1) / BLOCK_N);
+  }
+
+  // Prologue: Q as its own group, then the first STAGES - 1 K/V tiles.
+  load_tile<T, D, BLOCK_M, THREADS>(sQ, q, args.q_row_stride, Nq - m0, tid);
+  cp_async_commit();
+#pragma unroll
+  for (int s = 0; s < STAGES - 1; ++s) {
+    if (s < n_end) {
+      const long long r = static_cast<long long>(s) * BLOCK_N;
+      load_tile<T, D, BLOCK_N, THREADS>(sK + s * KV_BYTES, k + r * args.k_row_stride,
+                                        args.k_row_stride, Nk - s * BLOCK_N, tid);
+      load_tile<T, D, BLOCK_N, THREADS>(sV + s * KV_BYTES, v + r * args.v_row_stride,
+                                        args.v_row_stride, Nk - s * BLOCK_N, tid);
+    }
+    cp_async_commit();
+  }
+
+  // Lane constants of the ldmatrix addresses (see the fragment layouts in mma.cuh).
+  const int sw = row_swizzle<D>(lane & 7);
+  const unsigned q_lane = sQ + (warp * 16 * MF + (lane & 15)) * ROW_BYTES;
+  const int q_x = (lane >> 4) ^ sw;
+  const unsigned k_lane = ((lane & 7) + ((lane >> 4) << 3)) * ROW_BYTES;
+  const int k_x = ((lane >> 3) & 1) ^ sw;
+  const unsigned v_lane = ((lane & 7) + (((lane >> 3) & 1) << 3)) * ROW_BYTES;
+  const int v_x = (lane >> 4) ^ sw;
+
+  unsigned qf[Q_IN_REGS ? MF : 1][Q_IN_REGS ? QK_STEPS : 1][4];
+  if constexpr (Q_IN_REGS) {
+    cp_async_wait<STAGES - 1>();
+    __syncthreads();
+#pragma unroll
+    for (int mf = 0; mf < MF; ++mf)
+#pragma unroll
+      for (int kk = 0; kk < QK_STEPS; ++kk)
+        ldmatrix_x4(q_lane + mf * 16 * ROW_BYTES + chunk_bytes(2 * kk, q_x), qf[mf][kk][0],
+                    qf[mf][kk][1], qf[mf][kk][2], qf[mf][kk][3]);
+  }
+
+  const float scale_log2 = args.scale * 1.4426950408889634f;
+  const int g = lane >> 2;  // fragment row within 8
+  const int t = lane & 3;   // fragment column pair
+  const int row_base = m0 + warp * 16 * MF + g;
+
+  float o_acc[MF][DT][4];
+  float row_max[MF][2];
+  float row_sum[MF][2];
+#pragma unroll
+  for (int mf = 0; mf < MF; ++mf) {
+#pragma unroll
+    for (int j = 0; j < DT; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) o_acc[mf][j][e] = 0.f;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      row_max[mf][r] = -__int_as_float(0x7f800000);
+      row_sum[mf][r] = 0.f;
+    }
+  }
+
+  int stage = 0;
+  for (int n = 0; n < n_end; ++n) {
+    // Tile n has landed for every thread once this thread's older groups are done and the
+    // barrier passes; the barrier also retires every read of tile n - 1, whose stage the copy
+    // issued just below overwrites.
+    cp_async_wait<STAGES - 2>();
+    __syncthreads();
+    {
+      const int nl = n + STAGES - 1;
+      if (nl < n_end) {
+        const int st = stage == 0 ? STAGES - 1 : stage - 1;
+        const long long r = static_cast<long long>(nl) * BLOCK_N;
+        load_tile<T, D, BLOCK_N, THREADS>(sK + st * KV_BYTES, k + r * args.k_row_stride,
+                                          args.k_row_stride, Nk - nl * BLOCK_N, tid);
+        load_tile<T, D, BLOCK_N, THREADS>(sV + st * KV_BYTES, v + r * args.v_row_stride,
+                                          args.v_row_stride, Nk - nl * BLOCK_N, tid);
+      }
+      cp_async_commit();
+    }
+    const unsigned k_stage = sK + stage * KV_BYTES + k_lane;
+    const unsigned v_stage = sV + stage * KV_BYTES + v_lane;
+
+    float s[MF][NT][4];
+#pragma unroll
+    for (int mf = 0; mf < MF; ++mf)
+#pragma unroll
+      for (int j = 0; j < NT; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) s[mf][j][e] = 0.f;
+
+#pragma unroll
+    for (int kk = 0; kk < QK_STEPS; ++kk) {
+      unsigned a[MF][4];
+#pragma unroll
+      for (int mf = 0; mf < MF; ++mf) {
+        if constexpr (Q_IN_REGS) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) a[mf][e] = qf[mf][kk][e];
+        } else {
+          ldmatrix_x4(q_lane + mf * 16 * ROW_BYTES + chunk_bytes(2 * kk, q_x), a[mf][0],
+                      a[mf][1], a[mf][2], a[mf][3]);
+        }
+      }
+#pragma unroll
+      for (int nn = 0; nn < NT / 2; ++nn) {
+        unsigned b0, b1, b2, b3;
+        ldmatrix_x4(k_stage + nn * 16 * ROW_BYTES + chunk_bytes(2 * kk, k_x), b0, b1, b2, b3);
+#pragma unroll
+        for (int mf = 0; mf < MF; ++mf) {
+          mma_16816<T>(s[mf][2 * nn], a[mf], b0, b1);
+          mma_16816<T>(s[mf][2 * nn + 1], a[mf], b2, b3);
+        }
+      }
+    }
+
+    if (n >= n_full) {
+      // Keys past Nk, and for causal keys past each row's diagonal, score -inf.
+#pragma unroll
+      for (int mf = 0; mf < MF; ++mf)
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          const int row = row_base + mf * 16 + r * 8;
+          const int limit = CAUSAL ? min(Nk, row + Nk - Nq + 1) : Nk;
+#pragma unroll
+          for (int j = 0; j < NT; ++j)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              const int col = n * BLOCK_N + j * 8 + 2 * t + e;
+              if (col >= limit) s[mf][j][2 * r + e] = -__int_as_float(0x7f800000);
+            }
+        }
+    }
+
+    // Online softmax: new row max (quad-wide), rescale the running sum and O, exponentiate.
+#pragma unroll
+    for (int mf = 0; mf < MF; ++mf)
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        float mx = row_max[mf][r];
+#pragma unroll
+        for (int j = 0; j < NT; ++j) mx = fmaxf(mx, fmaxf(s[mf][j][2 * r], s[mf][j][2 * r + 1]));
+        mx = quad_max(mx);
+        // A row with every score masked so far keeps max -inf; offset 0 keeps exp2 at 0.
+        const float offset = mx == -__int_as_float(0x7f800000) ? 0.f : mx * scale_log2;
+        const float alpha = exp2_approx(row_max[mf][r] * scale_log2 - offset);
+        row_max[mf][r] = mx;
+        float sum = 0.f;
+#pragma unroll
+        for (int j = 0; j < NT; ++j)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const float p = exp2_approx(s[mf][j][2 * r + e] * scale_log2 - offset);
+            s[mf][j][2 * r + e] = p;
+            sum += p;
+          }
+        row_sum[mf][r] = row_sum[mf][r] * alpha + sum;
+#pragma unroll
+        for (int j = 0; j < DT; ++j) {
+          o_acc[mf][j][2 * r] *= alpha;
+          o_acc[mf][j][2 * r + 1] *= alpha;
+        }
+      }
+
+    // O += P V: the S accumulator of n8 tiles 2kk and 2kk+1 is exactly the A fragment of k16
+    // step kk once packed to 16 bits.
+#pragma unroll
+    for (int kk = 0; kk < PV_STEPS; ++kk) {
+      unsigned a[MF][4];
+#pragma unroll
+      for (int mf = 0; mf < MF; ++mf) {
+        a[mf][0] = pack2<T>(s[mf][2 * kk][0], s[mf][2 * kk][1]);
+        a[mf][1] = pack2<T>(s[mf][2 * kk][2], s[mf][2 * kk][3]);
+        a[mf][2] = pack2<T>(s[mf][2 * kk + 1][0], s[mf][2 * kk + 1][1]);
+        a[mf][3] = pack2<T>(s[mf][2 * kk + 1][2], s[mf][2 * kk + 1][3]);
+      }
+#pragma unroll
+      for (int dd = 0; dd < DT / 2; ++dd) {
+        unsigned b0, b1, b2, b3;
+        ldmatrix_x4_trans(v_stage + kk * 16 * ROW_BYTES + chunk_bytes(2 * dd, v_x), b0, b1, b2,
+                          b3);
+#pragma unroll
+        for (int mf = 0; mf < MF; ++mf) {
+          mma_16816<T>(o_acc[mf][2 * dd], a[mf], b0, b1);
+          mma_16816<T>(o_acc[mf][2 * dd + 1], a[mf], b2, b3);
+        }
+      }
+    }
+    stage = stage + 1 == STAGES ? 0 : stage + 1;
+  }
+
+  // Epilogue. Every copy must have landed (with n_end = 0 the Q copies may still be in flight)
+  // before the Q tile is reused to stage O.
+  cp_async_wait<0>();
+  __syncthreads();
+
+  T* o = static_cast<T*>(args.o) + b * args.o_batch_stride + h * args.o_head_stride;
+  const long long lse_base = (static_cast<long long>(b) * args.heads_q + h) * Nq;
+#pragma unroll
+  for (int mf = 0; mf < MF; ++mf)
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const float sum = quad_sum(row_sum[mf][r]);
+      const float inv = sum > 0.f ? 1.f / sum : 0.f;
+      const int row = row_base + mf * 16 + r * 8;
+      if (args.lse != nullptr && t == 0 && row < Nq)
+        args.lse[lse_base + row] =
+            sum > 0.f ? row_max[mf][r] * args.scale + logf(sum) : -__int_as_float(0x7f800000);
+      const int srow = warp * 16 * MF + mf * 16 + r * 8 + g;
+#pragma unroll
+      for (int j = 0; j < DT; ++j) {
+        const unsigned packed = pack2<T>(o_acc[mf][j][2 * r] * inv, o_acc[mf][j][2 * r + 1] * inv);
+        *reinterpret_cast<unsigned*>(smem + tile_offset<D>(srow, j) + 4 * t) = packed;
+      }
+    }
+  __syncwarp();
+
+  // Each warp stores its own rows with 16-byte accesses.
+  constexpr int WARP_ROWS = 16 * MF;
+  constexpr int CHUNKS = D / 8;
+  constexpr int WARP_CHUNKS = WARP_ROWS * CHUNKS;
+#pragma unroll
+  for (int i = 0; i < WARP_CHUNKS / 32; ++i) {
+    const int id = lane + i * 32;
+    const int row = id / CHUNKS;
+    const int chunk = id % CHUNKS;
+    const int srow = warp * WARP_ROWS + row;
+    const int grow = m0 + srow;
+    if (grow < Nq) {
+      const uint4 val = *reinterpret_cast<const uint4*>(smem + tile_offset<D>(srow, chunk));
+      *reinterpret_cast<uint4*>(o + grow * args.o_row_stride + chunk * 8) = val;
+    }
+  }
+}
+
+}  // namespace ktune
