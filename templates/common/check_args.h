@@ -1,35 +1,65 @@
-// Argument structs of the verification kernels in check.cuh; shared by host and NVRTC code.
-// (Written by the tuner's author: the worker fills these; keep the layout in sync.)
+// Argument structs of the verification kernels in common/check.cuh, shared by the host (g++) and
+// NVRTC. Plain fixed-size data; pointers are device addresses.
 #pragma once
+
+#if defined(__CUDACC__)
+#define KTUNE_HOST_DEVICE __host__ __device__
+#else
+#define KTUNE_HOST_DEVICE
+#endif
 
 namespace ktune {
 
-/// Deterministic uniform values in [lo, hi) from (seed, index): never zeros, same on every run.
-struct FillRandomArgs {
-  void* data;
-  unsigned long long n;
+/// Threads per block of fill_random_kernel and compare_kernel (any grid; both grid-stride).
+constexpr int kCheckThreads = 256;
+
+/// fill_random_kernel<T>: data[i] = T(fill_value(seed, i, lo, hi)), an exact zero after
+/// rounding replaced by T(hi / 2) (or T(lo / 2) when hi is 0).
+struct FillArgs {
+  void* data;                // T[count]
+  unsigned long long count;  // elements
   unsigned long long seed;
-  float lo;
+  float lo;                  // values are uniform in [lo, hi)
   float hi;
 };
 
-/// Accumulated by compare_kernel; zero it before a launch.
+/// What compare_kernel<T> accumulates. Start from a value-initialised struct (`CompareStats{}`)
+/// and launch any number of compare kernels into it.
 struct CompareStats {
-  unsigned long long bad;        // |out - ref| > atol + rtol * |ref|, or not finite
-  unsigned long long nonfinite;  // NaN or Inf in out where ref is finite
-  float max_abs_err;             // over finite elements
-  float max_abs_ref;
-  double sum_sq_err;
-  double sum_sq_ref;
+  unsigned long long bad = 0;                       // elements with |out - ref| > atol + rtol*|ref|
+  unsigned long long nonfinite = 0;                 // NaN/Inf outputs where ref is finite
+  unsigned long long first_bad = ~0ull;             // lowest index of a bad element
+  float max_abs_err = 0.0f;                         // over elements with finite out and ref
+  float max_abs_ref = 0.0f;                         // over finite ref
+  double sum_sq_err = 0.0;                          // sum of (out - ref)^2, finite elements
+  double sum_sq_ref = 0.0;                          // sum of ref^2, finite ref
 };
 
+/// compare_kernel<T>: checks out (T) against ref (float), element by element.
 struct CompareArgs {
-  const void* out;               // candidate output, element type = the kernel's T
-  const float* ref;              // fp32 reference
-  unsigned long long n;
+  const void* out;           // T[count]
+  const float* ref;          // float[count]
+  unsigned long long count;
   float rtol;
   float atol;
-  CompareStats* stats;
+  CompareStats* stats;       // accumulated into with atomics
 };
+
+/// splitmix64 of (seed, index): the integer hash behind fill_random_kernel.
+KTUNE_HOST_DEVICE inline unsigned long long fill_hash(unsigned long long seed,
+                                                      unsigned long long index) {
+  unsigned long long z = seed * 0x9E3779B97F4A7C15ull + index;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+/// The float fill_random_kernel rounds to T for element `index`: uniform in [lo, hi) on a grid of
+/// 2^24 steps.
+KTUNE_HOST_DEVICE inline float fill_value(unsigned long long seed, unsigned long long index,
+                                          float lo, float hi) {
+  const float u = static_cast<float>(fill_hash(seed, index) >> 40) * (1.0f / 16777216.0f);
+  return lo + (hi - lo) * u;
+}
 
 }  // namespace ktune
