@@ -88,16 +88,9 @@ int cmd_sweep(const Args& args) {
   o.force = vm.count("force") > 0;
   o.disk_cache = vm.count("no-cache") == 0;
   o.db_path = db_option(vm);
-  if (!vm.count("db") && !std::getenv("KTUNE_DB")) {
-    // The default location is ours to create; a path the user gave must already have its directory.
-    std::filesystem::create_directories(o.db_path.parent_path());
-  }
-  {
-    std::filesystem::path dir = o.db_path.parent_path();
-    if (!dir.empty() && !std::filesystem::is_directory(dir))
-      throw InvalidArgument("database path " + o.db_path.string() + ": directory " + dir.string() +
-                            " does not exist");
-  }
+  // The default location is ours to create (once a GPU is found); a path the user gave must
+  // already have its directory.
+  o.create_db_directory = !vm.count("db") && !std::getenv("KTUNE_DB");
   for (const std::string& a : args) o.command_line += (o.command_line.empty() ? "ktune sweep " : " ") + a;
   if (args.empty()) o.command_line = "ktune sweep";
   const bool tty = isatty(fileno(stderr));

@@ -1,0 +1,147 @@
+// The ktune command, run as a user would: exit codes, messages, and nothing written on bad input.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "tests/support/test_env.hpp"
+
+namespace ktune {
+namespace {
+
+struct Run {
+  int code = -1;
+  std::string out;
+  std::string err;
+};
+
+class Cli : public ::testing::Test {
+ protected:
+  test::TempDir dir;
+
+  Run ktune(const std::string& args) {
+    std::filesystem::path out = dir.path() / "stdout", err = dir.path() / "stderr";
+    // A private data and cache directory, so the test touches nothing of the user's.
+    std::string env = "env -u KTUNE_DB -u KTUNE_DB_PATH XDG_DATA_HOME='" + (dir.path() / "data").string() +
+                      "' KTUNE_CACHE_DIR='" + (dir.path() / "cache").string() + "' ";
+    std::string cmd = env + KTUNE_CLI_PATH + std::string(" ") + args + " >'" + out.string() +
+                      "' 2>'" + err.string() + "' </dev/null";
+    int status = std::system(cmd.c_str());
+    Run r;
+    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    r.out = slurp(out);
+    r.err = slurp(err);
+    return r;
+  }
+
+  static std::string slurp(const std::filesystem::path& p) {
+    std::ifstream f(p);
+    std::stringstream s;
+    s << f.rdbuf();
+    return s.str();
+  }
+
+  std::size_t lines(const std::string& s) {
+    std::size_t n = 0;
+    for (char c : s) n += c == '\n';
+    return n;
+  }
+};
+
+TEST_F(Cli, HelpListsEveryCommand) {
+  Run r = ktune("--help");
+  EXPECT_EQ(r.code, 0);
+  for (const char* c : {"devices", "ops", "space", "sweep", "best", "db"})
+    EXPECT_NE(r.out.find(c), std::string::npos) << c;
+  Run s = ktune("sweep --help");
+  EXPECT_EQ(s.code, 0);
+  for (const char* o : {"--op", "--shape", "--dtype", "--strategy", "--budget", "--time-limit", "--jobs",
+                        "--db", "--force", "--json"})
+    EXPECT_NE(s.out.find(o), std::string::npos) << o;
+}
+
+TEST_F(Cli, OpsListsTheFusedFamily) {
+  Run r = ktune("ops");
+  EXPECT_EQ(r.code, 0);
+  for (const char* op : {"add_rmsnorm", "layernorm", "bias_act", "swiglu", "softmax"})
+    EXPECT_NE(r.out.find(op), std::string::npos) << op;
+  Run j = ktune("ops --json");
+  EXPECT_EQ(j.code, 0);
+  EXPECT_EQ(j.out.front(), '[');
+}
+
+TEST_F(Cli, SpaceWorksWithoutAGpu) {
+  Run r = ktune("space --op add_rmsnorm --shape m=16384,n=4095 --arch sm_80");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("valid"), std::string::npos);
+  EXPECT_NE(r.out.find("invalid"), std::string::npos);
+  Run j = ktune("space --op softmax --shape 64x1024 --json");
+  EXPECT_EQ(j.code, 0) << j.err;
+  EXPECT_NE(j.out.find("\"valid\":"), std::string::npos);
+}
+
+TEST_F(Cli, SpaceCompileReportsResources) {
+  Run r = ktune("space --op swiglu --shape m=64,n=4096 --arch sm_90a --compile --json");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("\"registers\":"), std::string::npos);
+  EXPECT_EQ(r.out.find("compile_error"), std::string::npos);
+}
+
+TEST_F(Cli, BadInputGetsOneClearMessageAndWritesNothing) {
+  const std::string db = (dir.path() / "t.db").string();
+  struct Case {
+    std::string args;
+    std::string expect;  // in the message
+  } cases[] = {
+      {"sweep --op nope --db " + db, "unknown op \"nope\""},
+      {"sweep --op add_rmsnorm --shape m=abc,n=4 --db " + db, "abc"},
+      {"sweep --op add_rmsnorm --shape m=16,n=0 --db " + db, "n=0"},
+      {"sweep --op add_rmsnorm --shape m=16,q=4 --db " + db, "q"},
+      {"sweep --op add_rmsnorm --dtype int8 --db " + db, "int8"},
+      {"sweep --op add_rmsnorm --strategy bayes --db " + db, "bayes"},
+      {"sweep --op add_rmsnorm --db " + (dir.path() / "no/such/dir/t.db").string(), "does not exist"},
+      {"sweep --op add_rmsnorm --budget -3 --db " + db, "-3"},
+      {"sweep --op add_rmsnorm --bogus --db " + db, "bogus"},
+      {"space --op add_rmsnorm --arch sm_42", "sm_42"},
+      {"best --op nope", "unknown op"},
+      {"db frobnicate --db " + db, "frobnicate"},
+      {"db export --format xml --db " + db, "xml"},
+      {"frobnicate", "unknown command"},
+  };
+  for (const Case& c : cases) {
+    Run r = ktune(c.args);
+    EXPECT_NE(r.code, 0) << c.args;
+    EXPECT_NE(r.err.find(c.expect), std::string::npos) << c.args << "\n" << r.err;
+    EXPECT_EQ(lines(r.err), 1u) << c.args << "\n" << r.err;
+    EXPECT_FALSE(std::filesystem::exists(db)) << c.args;
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir.path() / "data")) << "nothing created in the data directory";
+}
+
+TEST_F(Cli, WithoutAGpuSweepSaysSoAndWritesNothing) {
+  if (test::gpu_missing_reason().empty()) GTEST_SKIP() << "a GPU is present";
+  const std::string db = (dir.path() / "t.db").string();
+  Run r = ktune("sweep --op add_rmsnorm --shape m=64,n=4096 --db " + db);
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("no CUDA device found"), std::string::npos) << r.err;
+  EXPECT_EQ(lines(r.err), 1u) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(db));
+  Run d = ktune("devices");
+  EXPECT_EQ(d.code, 0);
+  EXPECT_NE(d.out.find("no CUDA device found"), std::string::npos) << d.out;
+  Run j = ktune("devices --json");
+  EXPECT_NE(j.out.find("\"devices\":[]"), std::string::npos) << j.out;
+}
+
+TEST_F(Cli, DbCommandsOnAMissingDatabase) {
+  Run r = ktune("db list --db " + (dir.path() / "none.db").string());
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("does not exist"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(dir.path() / "none.db"));
+}
+
+}  // namespace
+}  // namespace ktune

@@ -127,11 +127,10 @@ SweepResult run_sweep(const SweepOptions& o) {
   Problem problem = o.shape.empty() ? op.default_problem() : op.parse_problem(o.shape);
   op.check_problem(problem);
   if (o.db_path.empty()) throw InvalidArgument("no database path given");
-  {
-    std::filesystem::path dir = o.db_path.parent_path();
-    if (!dir.empty() && !std::filesystem::is_directory(dir))
-      throw InvalidArgument("database directory " + dir.string() + " does not exist");
-  }
+  const std::filesystem::path db_dir = o.db_path.parent_path();
+  if (!o.create_db_directory && !db_dir.empty() && !std::filesystem::is_directory(db_dir))
+    throw InvalidArgument("database path " + o.db_path.string() + ": directory " + db_dir.string() +
+                          " does not exist");
   std::unique_ptr<Strategy> probe = make_strategy(o.strategy, {}, 0);  // checks the name
 
   // ---- device (through the worker: the parent never creates a CUDA context) ----
@@ -140,6 +139,7 @@ SweepResult run_sweep(const SweepOptions& o) {
   const DeviceInfo device = worker.device();
   const std::string arch = device.arch();
 
+  if (o.create_db_directory && !db_dir.empty()) std::filesystem::create_directories(db_dir);
   Store store = Store::open(o.db_path, Store::Mode::read_write);
   store.upsert_device(device);
   const std::string device_key = device.key();

@@ -45,6 +45,7 @@ struct SweepOptions {
   std::uint64_t seed = 0;                 // strategy seed and input seed
   bool force = false;                     // measure again what the database already has
   std::filesystem::path db_path;          // required
+  bool create_db_directory = false;       // create db_path's directory once a device is found
   int device = 0;
   double candidate_timeout_s = 20.0;      // verification + timing of one candidate
   int retime_top = 3;                     // leaders re-timed before the best is chosen

@@ -103,4 +103,6 @@ MatchInfo Runtime::query(std::string_view op, std::string_view shape, DType dtyp
 
 void Runtime::reset() { impl_->reset(); }
 
+void Runtime::configure(RuntimeOptions options) { impl_->configure(std::move(options)); }
+
 }  // namespace ktune

@@ -108,4 +108,13 @@ ktune_status ktune_reset(void) {
   return guarded([] { ktune::Runtime::global().reset(); });
 }
 
+ktune_status ktune_configure(const char* db_path, int use_shipped_databases) {
+  return guarded([&] {
+    ktune::RuntimeOptions o;
+    if (db_path) o.db_path = db_path;
+    o.use_shipped_databases = use_shipped_databases != 0;
+    ktune::Runtime::global().configure(std::move(o));
+  });
+}
+
 }  // extern "C"

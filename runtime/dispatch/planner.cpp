@@ -201,4 +201,14 @@ void Runtime::Impl::reset() {
   databases_.reset();
 }
 
+void Runtime::Impl::configure(RuntimeOptions options) {
+  std::lock_guard<std::mutex> planning(plan_mu_);
+  std::unique_lock<std::shared_mutex> lock(mu_);
+  plans_.clear();
+  kernels_.clear();
+  databases_.reset();
+  compiler_.reset();
+  options_ = std::move(options);
+}
+
 }  // namespace ktune

@@ -78,6 +78,7 @@ class Runtime::Impl {
            Stream stream);
   MatchInfo query(std::string_view op, std::string_view shape, DType dtype);
   void reset();
+  void configure(RuntimeOptions options);
 
   /// Index of an op in all_ops() (throws InvalidArgument for an unknown name).
   static int op_index(std::string_view name);

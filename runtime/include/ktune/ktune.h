@@ -77,6 +77,10 @@ ktune_status ktune_query(const char* op, const char* shape, ktune_dtype dtype, k
 /* Drops every plan and reopens the databases on the next call (after a sweep, say). */
 ktune_status ktune_reset(void);
 
+/* Chooses the user database (NULL: $KTUNE_DB or the default location) and whether the shipped
+ * read-only databases are consulted; drops every plan. */
+ktune_status ktune_configure(const char* db_path, int use_shipped_databases);
+
 #ifdef __cplusplus
 }
 #endif

@@ -79,6 +79,8 @@ class Runtime {
 
   /// Drops all plans; databases are reopened on the next call.
   void reset();
+  /// Replaces the options and drops all plans.
+  void configure(RuntimeOptions options);
 
   class Impl;
 
