@@ -27,7 +27,7 @@ class Cli : public ::testing::Test {
     // A private data and cache directory, so the test touches nothing of the user's.
     std::string env = "env -u KTUNE_DB -u KTUNE_DB_PATH XDG_DATA_HOME='" + (dir.path() / "data").string() +
                       "' KTUNE_CACHE_DIR='" + (dir.path() / "cache").string() + "' ";
-    std::string cmd = env + KTUNE_CLI_PATH + std::string(" ") + args + " >'" + out.string() +
+    std::string cmd = env + test::cli_path() + " " + args + " >'" + out.string() +
                       "' 2>'" + err.string() + "' </dev/null";
     int status = std::system(cmd.c_str());
     Run r;

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <random>
 
 #include "runtime/core/device.hpp"
@@ -15,6 +16,11 @@ std::string gpu_missing_reason() {
   if (!Driver::available(&why)) return why;
   if (device_count() == 0) return "the CUDA driver reports no device";
   return {};
+}
+
+std::string cli_path() {
+  const char* env = std::getenv("KTUNE_CLI");
+  return env && *env ? env : KTUNE_CLI_PATH;
 }
 
 TempDir::TempDir() {

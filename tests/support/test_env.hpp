@@ -11,6 +11,9 @@ namespace ktune::test {
 /// Empty when a CUDA device is usable; otherwise why not.
 std::string gpu_missing_reason();
 
+/// The ktune executable: $KTUNE_CLI, else the one this build made.
+std::string cli_path();
+
 /// A fresh empty directory under the system temp dir, removed at destruction.
 class TempDir {
  public:
