@@ -1,0 +1,184 @@
+// The tuning loop on the GPU: planted faulting, hanging, wrong and uncompilable configurations
+// are survived and recorded with the right status; a re-run resumes; the best is never a
+// planted one. Skipped (with the reason) without a GPU.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <set>
+
+#include "db/store.hpp"
+#include "runtime/core/device.hpp"
+#include "search/space.hpp"
+#include "tests/support/test_env.hpp"
+#include "tuner/sweep.hpp"
+
+namespace ktune {
+namespace {
+
+constexpr const char* kFault = R"(
+extern "C" __global__ void planted_fault() {
+  // A store to an address no allocation covers: an illegal address that poisons the context.
+  *reinterpret_cast<volatile int*>(0x10ull) = 1;
+}
+)";
+
+constexpr const char* kHang = R"(
+extern "C" __global__ void planted_hang() {
+  volatile int spin = 1;
+  while (spin) __nanosleep(1000);
+}
+)";
+
+// Writes nothing: outputs keep their NaN poison (an "unwritten output" bug).
+constexpr const char* kWrong = R"(
+extern "C" __global__ void planted_wrong() {}
+)";
+
+constexpr const char* kBroken = R"(
+extern "C" __global__ void planted_broken() { this is not C++; }
+)";
+
+class Tuner : public ::testing::Test {
+ protected:
+  void SetUp() override { KTUNE_REQUIRE_GPU(); }
+
+  SweepOptions options(const std::string& op, const std::string& shape) {
+    SweepOptions o;
+    o.op = op;
+    o.shape = shape;
+    o.dtype = DType::bf16;
+    o.db_path = dir.path() / "tune.db";
+    o.worker_command = {test::cli_path(), "__worker"};
+    o.cache_dir = dir.path() / "cache";
+    o.candidate_timeout_s = 5.0;
+    return o;
+  }
+
+  static std::map<std::string, TrialStatus> by_key(const SweepResult& r) {
+    std::map<std::string, TrialStatus> m;
+    for (const TrialOutcome& t : r.trials) m[t.params_key] = t.status;
+    return m;
+  }
+
+  test::TempDir dir;
+};
+
+TEST_F(Tuner, PlantedFailuresAreSurvivedAndRecorded) {
+  // n = 4093 is prime: no tile divides it.
+  SweepOptions o = options("add_rmsnorm", "m=333,n=4093");
+  const Op& op = get_op(o.op);
+  Problem problem = op.parse_problem(o.shape);
+  // Plant in configurations evaluated early, in the middle and last (never the default, which
+  // is evaluated first as the baseline).
+  DeviceInfo generic = query_device(0);
+  Space space(op, problem, o.dtype, generic);
+  std::vector<Params> valid = space.valid_points();
+  std::string def = op.params_key(op.default_params(problem, o.dtype, generic));
+  std::vector<std::string> keys;
+  for (const Params& p : valid)
+    if (op.params_key(p) != def) keys.push_back(op.params_key(p));
+  ASSERT_GE(keys.size(), 6u);
+  const std::string fault_early = keys[0], wrong = keys[1], hang = keys[keys.size() / 2],
+                    broken = keys[keys.size() / 2 + 1], fault_mid = keys[keys.size() / 2 + 2],
+                    fault_last = keys.back();
+  o.planted[fault_early] = {kFault, "planted_fault"};
+  o.planted[fault_mid] = {kFault, "planted_fault"};
+  o.planted[fault_last] = {kFault, "planted_fault"};
+  o.planted[hang] = {kHang, "planted_hang"};
+  o.planted[wrong] = {kWrong, "planted_wrong"};
+  o.planted[broken] = {kBroken, "planted_broken"};
+
+  auto t0 = std::chrono::steady_clock::now();
+  SweepResult r = run_sweep(o);
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
+  std::map<std::string, TrialStatus> status = by_key(r);
+  EXPECT_EQ(status[fault_early], TrialStatus::launch_error);
+  EXPECT_EQ(status[fault_mid], TrialStatus::launch_error);
+  EXPECT_EQ(status[fault_last], TrialStatus::launch_error);
+  EXPECT_EQ(status[hang], TrialStatus::timeout);
+  EXPECT_EQ(status[wrong], TrialStatus::wrong_result);
+  EXPECT_EQ(status[broken], TrialStatus::compile_error);
+  // Every point of the space has a status.
+  EXPECT_EQ(status.size(), space.points().size());
+  ASSERT_TRUE(r.best.has_value());
+  EXPECT_EQ(r.best->status, TrialStatus::ok);
+  EXPECT_FALSE(o.planted.count(r.best->params_key)) << "a planted config was chosen";
+  EXPECT_GE(r.worker_starts, 4) << "one fresh worker after each fault and the hang";
+  EXPECT_LT(seconds, 120.0);
+
+  // The database holds every trial, and the best the runtime will read.
+  Store store = Store::open(o.db_path, Store::Mode::read_only);
+  EXPECT_EQ(store.integrity_check(), "ok");
+  std::vector<TrialRecord> rows =
+      store.trials(r.device.key(), o.op, o.dtype, r.problem_key, op.template_hash());
+  std::set<std::string> recorded;
+  for (const TrialRecord& t : rows) recorded.insert(t.params_key);
+  EXPECT_EQ(recorded.size(), space.points().size());
+  std::optional<BestRecord> best =
+      store.best(r.device.key(), o.op, o.dtype, r.problem_key, op.template_hash());
+  ASSERT_TRUE(best.has_value());
+  EXPECT_EQ(best->params_key, r.best->params_key);
+
+  // Re-running resumes: nothing is measured again, the best stays.
+  SweepOptions again = o;
+  again.planted.clear();
+  SweepResult r2 = run_sweep(again);
+  std::size_t resumed = 0;
+  for (const TrialOutcome& t : r2.trials) resumed += t.resumed ? 1 : 0;
+  EXPECT_EQ(resumed, r2.trials.size() - r2.counts[TrialStatus::invalid]);
+  ASSERT_TRUE(r2.best.has_value());
+  std::vector<TrialRecord> rows2 =
+      Store::open(o.db_path, Store::Mode::read_only)
+          .trials(r.device.key(), o.op, o.dtype, r.problem_key, op.template_hash());
+  EXPECT_EQ(rows2.size(), rows.size()) << "a resumed sweep adds no trials";
+}
+
+TEST_F(Tuner, HangIsKilledWithinTheTimeout) {
+  SweepOptions o = options("softmax", "m=7,n=1001");
+  const Op& op = get_op(o.op);
+  Problem problem = op.parse_problem(o.shape);
+  DeviceInfo generic = query_device(0);
+  std::string def = op.params_key(op.default_params(problem, o.dtype, generic));
+  // With budget 1 the exhaustive strategy evaluates the default, then the first other point.
+  std::string target;
+  for (const Params& p : Space(op, problem, o.dtype, generic).valid_points())
+    if (target.empty() && op.params_key(p) != def) target = op.params_key(p);
+  ASSERT_FALSE(target.empty());
+  o.planted[target] = {kHang, "planted_hang"};
+  o.candidate_timeout_s = 3.0;
+  o.budget = 1;
+  auto t0 = std::chrono::steady_clock::now();
+  SweepResult r = run_sweep(o);
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(by_key(r)[target], TrialStatus::timeout);
+  EXPECT_LT(seconds, 3.0 + 30.0) << "killed at the timeout, not later";
+  ASSERT_TRUE(r.default_config.has_value());
+  EXPECT_EQ(r.default_config->status, TrialStatus::ok);
+}
+
+TEST_F(Tuner, EveryFusedOpTunesOnOddAndEvenShapes) {
+  const char* cases[][2] = {
+      {"add_rmsnorm", "m=257,n=4095"}, {"layernorm", "m=129,n=1000,residual=yes"},
+      {"layernorm", "m=64,n=4096"},    {"bias_act", "m=31,n=3001,act=gelu_erf"},
+      {"bias_act", "m=64,n=2048,act=relu"}, {"swiglu", "m=17,n=1377"}, {"softmax", "m=100,n=32769"},
+  };
+  for (const auto& c : cases) {
+    for (DType t : {DType::bf16, DType::f16}) {
+      SweepOptions o = options(c[0], c[1]);
+      o.dtype = t;
+      o.strategy = "random";
+      o.budget = 6;
+      o.seed = 3;
+      SweepResult r = run_sweep(o);
+      ASSERT_TRUE(r.best.has_value()) << c[0] << " " << c[1] << " " << dtype_name(t);
+      for (const TrialOutcome& x : r.trials)
+        EXPECT_TRUE(x.status == TrialStatus::ok || x.status == TrialStatus::invalid)
+            << c[0] << " " << c[1] << " " << dtype_name(t) << " " << x.params_key << ": "
+            << status_name(x.status) << " " << x.detail;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ktune
