@@ -30,11 +30,6 @@
 
 namespace ktune {
 
-// The embedded sources live in ktune_templates, which links ktune_core, while ktune_core's own
-// tests link ktune_core alone (device.cpp needs nvrtc_version() from this file). A weak reference
-// lets those link; compile() refuses clearly when a program has no embedded sources linked.
-const std::vector<EmbeddedFile>& embedded_files() __attribute__((weak));
-
 namespace fs = std::filesystem;
 
 namespace {
@@ -89,11 +84,6 @@ bool valid_arch(std::string_view a) {
 }
 
 Prepared prepare(const CompileJob& job) {
-  if (embedded_files == nullptr) {
-    throw Error("cannot compile " + job.source.name_expression +
-                ": no embedded kernel sources are linked into this program (embedded_files() "
-                "from ktune_templates is missing)");
-  }
   if (!valid_arch(job.arch)) {
     throw InvalidArgument("compile target '" + job.arch +
                           "' is not valid: expected sm_<digits> with an optional 'a' or 'f' "
