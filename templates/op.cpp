@@ -1,0 +1,360 @@
+#include "templates/op.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <string>
+
+#include "ktune/error.hpp"
+#include "runtime/core/hash.hpp"
+#include "templates/embedded.hpp"
+
+namespace ktune {
+namespace {
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+std::vector<std::string_view> split(std::string_view s, char sep) {
+  std::vector<std::string_view> out;
+  std::size_t start = 0;
+  for (;;) {
+    const std::size_t end = s.find(sep, start);
+    out.push_back(trim(s.substr(start, end == std::string_view::npos ? end : end - start)));
+    if (end == std::string_view::npos) return out;
+    start = end + 1;
+  }
+}
+
+template <typename Items, typename Name>
+std::string join(const Items& items, Name name) {
+  std::string out;
+  for (const auto& item : items) {
+    if (!out.empty()) out += ", ";
+    out += name(item);
+  }
+  return out;
+}
+
+std::string dim_names(const std::vector<DimSpec>& dims) {
+  return join(dims, [](const DimSpec& d) { return d.name; });
+}
+std::string tunable_names(const std::vector<Tunable>& tunables) {
+  return join(tunables, [](const Tunable& t) { return t.name; });
+}
+
+enum class IntParse { ok, not_integer, overflow };
+
+IntParse parse_int(std::string_view s, std::int64_t& value) {
+  if (s.empty()) return IntParse::not_integer;
+  const char* end = s.data() + s.size();
+  const auto [ptr, ec] = std::from_chars(s.data(), end, value);
+  if (ec == std::errc::result_out_of_range) return IntParse::overflow;
+  if (ec != std::errc() || ptr != end) return IntParse::not_integer;
+  return IntParse::ok;
+}
+
+std::string range_text(const DimSpec& d) {
+  return "allowed " + std::to_string(d.min) + ".." + std::to_string(d.max);
+}
+
+/// Why `text` is not a value of dim `d` (nullopt when it is); the value goes to `value`.
+std::optional<std::string> parse_dim_value(const DimSpec& d, std::string_view text,
+                                           std::int64_t& value) {
+  if (d.enumerated()) {
+    const auto it = std::find(d.choices.begin(), d.choices.end(), text);
+    if (it == d.choices.end())
+      return d.name + "=\"" + std::string(text) + "\" is not one of " +
+             join(d.choices, [](const std::string& c) { return c; });
+    value = it - d.choices.begin();
+    return std::nullopt;
+  }
+  switch (parse_int(text, value)) {
+    case IntParse::not_integer:
+      return d.name + "=\"" + std::string(text) + "\" is not an integer";
+    case IntParse::overflow:
+      return d.name + "=" + std::string(text) + " is out of range (" + range_text(d) + ")";
+    case IntParse::ok:
+      break;
+  }
+  if (value < d.min || value > d.max)
+    return d.name + "=" + std::to_string(value) + " is out of range (" + range_text(d) + ")";
+  return std::nullopt;
+}
+
+/// Why `value` is not a value of dim `d`, or nullopt.
+std::optional<std::string> dim_value_reason(const DimSpec& d, std::int64_t value) {
+  if (d.enumerated()) {
+    if (value < 0 || value >= static_cast<std::int64_t>(d.choices.size()))
+      return d.name + "=" + std::to_string(value) + " is not a choice index (allowed 0.." +
+             std::to_string(d.choices.size() - 1) + ")";
+    return std::nullopt;
+  }
+  if (value < d.min || value > d.max)
+    return d.name + "=" + std::to_string(value) + " is out of range (" + range_text(d) + ")";
+  return std::nullopt;
+}
+
+std::string values_text(const std::vector<std::int64_t>& values) {
+  return join(values, [](std::int64_t v) { return std::to_string(v); });
+}
+
+/// Why `value` is not one of tunable `t`'s values, or nullopt.
+std::optional<std::string> tunable_value_reason(const Tunable& t, std::int64_t value) {
+  if (std::find(t.values.begin(), t.values.end(), value) != t.values.end()) return std::nullopt;
+  return t.name + "=" + std::to_string(value) + " is not one of " + values_text(t.values);
+}
+
+bool under(std::string_view path, std::string_view folder) {
+  return path.size() > folder.size() && path.substr(0, folder.size()) == folder &&
+         path[folder.size()] == '/';
+}
+
+}  // namespace
+
+// ---- problems ----
+
+std::string Op::problem_key(const Problem& p) const {
+  const std::vector<DimSpec>& ds = dims();
+  std::string out;
+  for (std::size_t i = 0; i < ds.size() && i < p.values.size(); ++i) {
+    if (i) out += ',';
+    out += ds[i].name;
+    out += '=';
+    const std::int64_t v = p.values[i];
+    if (ds[i].enumerated() && v >= 0 && v < static_cast<std::int64_t>(ds[i].choices.size()))
+      out += ds[i].choices[static_cast<std::size_t>(v)];
+    else
+      out += std::to_string(v);
+  }
+  return out;
+}
+
+Problem Op::parse_problem(std::string_view text) const {
+  const std::vector<DimSpec>& ds = dims();
+  const auto fail = [&](const std::string& why) -> InvalidArgument {
+    return InvalidArgument("invalid shape \"" + std::string(text) + "\" for " +
+                           std::string(name()) + ": " + why);
+  };
+  const std::string_view body = trim(text);
+  if (body.empty()) throw fail("empty shape (expected e.g. \"m=16384,n=4096\" or \"16384x4096\")");
+
+  std::vector<std::optional<std::int64_t>> given(ds.size());
+  if (body.find('=') != std::string_view::npos) {
+    for (std::string_view item : split(body, ',')) {
+      if (item.empty()) throw fail("empty item (expected name=value items separated by commas)");
+      const std::size_t eq = item.find('=');
+      if (eq == std::string_view::npos)
+        throw fail("\"" + std::string(item) + "\" is not name=value");
+      const std::string_view key = trim(item.substr(0, eq));
+      const std::string_view value = trim(item.substr(eq + 1));
+      const auto it =
+          std::find_if(ds.begin(), ds.end(), [&](const DimSpec& d) { return d.name == key; });
+      if (it == ds.end())
+        throw fail("unknown dimension \"" + std::string(key) + "\" (dimensions: " +
+                   dim_names(ds) + ")");
+      const std::size_t index = static_cast<std::size_t>(it - ds.begin());
+      if (given[index]) throw fail("dimension " + it->name + " is given twice");
+      std::int64_t v = 0;
+      if (auto why = parse_dim_value(*it, value, v)) throw fail(*why);
+      given[index] = v;
+    }
+  } else {
+    std::vector<std::size_t> integer_dims;
+    for (std::size_t i = 0; i < ds.size(); ++i)
+      if (!ds[i].enumerated()) integer_dims.push_back(i);
+    const std::vector<std::string_view> parts = split(body, 'x');
+    if (parts.size() > integer_dims.size())
+      throw fail(std::to_string(parts.size()) + " values given, but " + std::string(name()) +
+                 " has " + std::to_string(integer_dims.size()) + " integer dimensions (" +
+                 join(integer_dims, [&](std::size_t i) { return ds[i].name; }) + ")");
+    for (std::size_t k = 0; k < parts.size(); ++k) {
+      std::int64_t v = 0;
+      if (auto why = parse_dim_value(ds[integer_dims[k]], parts[k], v)) throw fail(*why);
+      given[integer_dims[k]] = v;
+    }
+  }
+
+  Problem p;
+  p.values.reserve(ds.size());
+  for (std::size_t i = 0; i < ds.size(); ++i) {
+    if (given[i]) {
+      p.values.push_back(*given[i]);
+    } else if (ds[i].def) {
+      p.values.push_back(*ds[i].def);
+    } else {
+      throw fail("missing dimension " + ds[i].name);
+    }
+  }
+  return p;
+}
+
+void Op::check_problem(const Problem& p) const {
+  const std::vector<DimSpec>& ds = dims();
+  if (p.values.size() != ds.size())
+    throw InvalidArgument("invalid problem for " + std::string(name()) + ": expected " +
+                          std::to_string(ds.size()) + " values (" + dim_names(ds) + "), got " +
+                          std::to_string(p.values.size()));
+  for (std::size_t i = 0; i < ds.size(); ++i)
+    if (auto why = dim_value_reason(ds[i], p.values[i]))
+      throw InvalidArgument("invalid problem \"" + problem_key(p) + "\" for " +
+                            std::string(name()) + ": " + *why);
+}
+
+std::int64_t Op::dim(const Problem& p, std::string_view dim_name) const {
+  const std::vector<DimSpec>& ds = dims();
+  for (std::size_t i = 0; i < ds.size(); ++i) {
+    if (ds[i].name != dim_name) continue;
+    if (i >= p.values.size())
+      throw InvalidArgument("problem for " + std::string(name()) + " has no value for " +
+                            ds[i].name);
+    return p.values[i];
+  }
+  throw InvalidArgument(std::string(name()) + " has no dimension \"" + std::string(dim_name) +
+                        "\" (dimensions: " + dim_names(ds) + ")");
+}
+
+// ---- parameters ----
+
+std::string Op::params_key(const Params& p) const {
+  const std::vector<Tunable>& ts = tunables();
+  std::string out;
+  for (std::size_t i = 0; i < ts.size() && i < p.values.size(); ++i) {
+    if (i) out += ',';
+    out += ts[i].name;
+    out += '=';
+    out += std::to_string(p.values[i]);
+  }
+  return out;
+}
+
+Params Op::parse_params(std::string_view text) const {
+  const std::vector<Tunable>& ts = tunables();
+  const auto fail = [&](const std::string& why) -> InvalidArgument {
+    return InvalidArgument("invalid parameters \"" + std::string(text) + "\" for " +
+                           std::string(name()) + ": " + why);
+  };
+  std::vector<std::optional<std::int64_t>> given(ts.size());
+  const std::string_view body = trim(text);
+  if (!body.empty()) {
+    for (std::string_view item : split(body, ',')) {
+      if (item.empty()) throw fail("empty item (expected name=value items separated by commas)");
+      const std::size_t eq = item.find('=');
+      if (eq == std::string_view::npos)
+        throw fail("\"" + std::string(item) + "\" is not name=value");
+      const std::string_view key = trim(item.substr(0, eq));
+      const std::string_view value = trim(item.substr(eq + 1));
+      const auto it =
+          std::find_if(ts.begin(), ts.end(), [&](const Tunable& t) { return t.name == key; });
+      if (it == ts.end())
+        throw fail("unknown parameter \"" + std::string(key) + "\" (parameters: " +
+                   tunable_names(ts) + ")");
+      const std::size_t index = static_cast<std::size_t>(it - ts.begin());
+      if (given[index]) throw fail("parameter " + it->name + " is given twice");
+      std::int64_t v = 0;
+      if (parse_int(value, v) != IntParse::ok)
+        throw fail(it->name + "=\"" + std::string(value) + "\" is not one of " +
+                   values_text(it->values));
+      if (auto why = tunable_value_reason(*it, v)) throw fail(*why);
+      given[index] = v;
+    }
+  }
+  Params p;
+  p.values.reserve(ts.size());
+  for (std::size_t i = 0; i < ts.size(); ++i) {
+    if (!given[i]) throw fail("missing parameter " + ts[i].name);
+    p.values.push_back(*given[i]);
+  }
+  return p;
+}
+
+std::optional<std::string> Op::check_params(const Params& p) const {
+  const std::vector<Tunable>& ts = tunables();
+  if (p.values.size() != ts.size())
+    return "expected " + std::to_string(ts.size()) + " parameter values (" + tunable_names(ts) +
+           "), got " + std::to_string(p.values.size());
+  for (std::size_t i = 0; i < ts.size(); ++i)
+    if (auto why = tunable_value_reason(ts[i], p.values[i])) return why;
+  return std::nullopt;
+}
+
+std::size_t Op::param_index(std::string_view param_name) const {
+  const std::vector<Tunable>& ts = tunables();
+  for (std::size_t i = 0; i < ts.size(); ++i)
+    if (ts[i].name == param_name) return i;
+  throw InvalidArgument(std::string(name()) + " has no parameter \"" + std::string(param_name) +
+                        "\" (parameters: " + tunable_names(ts) + ")");
+}
+
+std::int64_t Op::param(const Params& p, std::string_view param_name) const {
+  const std::size_t i = param_index(param_name);
+  if (i >= p.values.size())
+    throw InvalidArgument("parameters for " + std::string(name()) + " have no value for " +
+                          std::string(param_name));
+  return p.values[i];
+}
+
+// ---- defaults shared by every op ----
+
+std::string Op::template_hash() const {
+  Sha256 h;
+  h.field(name());
+  h.field(std::to_string(version()));
+  // embedded_files() is sorted by path, so the order is stable.
+  for (const EmbeddedFile& f : embedded_files()) {
+    if (!under(f.path, family()) && !under(f.path, "common")) continue;
+    h.field(f.path);
+    h.field(f.text);
+  }
+  return h.hex();
+}
+
+std::optional<std::string> Op::invalid_after_compile(
+    const Params& params, const Problem& problem, DType t, const DeviceInfo& device,
+    const std::vector<KernelResources>& resources) const {
+  const std::vector<KernelSource> sources = kernels(params, problem, t);
+  for (std::size_t i = 0; i < resources.size(); ++i) {
+    const KernelResources& r = resources[i];
+    const std::string which =
+        "kernel " + std::to_string(i) +
+        (i < sources.size() ? " (" + sources[i].name_expression + ")" : std::string());
+    const long long threads = block_threads(params, problem, t, i);
+    if (device.max_threads_per_block > 0 && threads > device.max_threads_per_block)
+      return which + " runs " + std::to_string(threads) + " threads per block (device allows " +
+             std::to_string(device.max_threads_per_block) + ")";
+    // Registers are allocated per warp in units of 256, i.e. 8 per thread.
+    const long long regs = (r.registers + 7) / 8 * 8;
+    if (device.regs_per_block > 0 && regs * threads > device.regs_per_block)
+      return which + " needs " + std::to_string(r.registers) + " registers x " +
+             std::to_string(threads) + " threads = " + std::to_string(regs * threads) +
+             " registers per block (device allows " + std::to_string(device.regs_per_block) + ")";
+    const long long smem =
+        static_cast<long long>(r.shared_bytes) + dynamic_shared_bytes(params, problem, t, i);
+    if (device.smem_optin_per_block > 0 && smem > device.smem_optin_per_block)
+      return which + " needs " + std::to_string(smem) +
+             " bytes of shared memory per block (device allows " +
+             std::to_string(device.smem_optin_per_block) + ")";
+    // Spills to local memory are slow, not wrong: timing decides.
+  }
+  return std::nullopt;
+}
+
+Tolerance Op::tolerance(DType t) const {
+  switch (t) {
+    case DType::bf16: return {1.6e-2, 1e-2};
+    case DType::f16: return {2e-3, 2e-3};
+    case DType::f32: return {1e-5, 1e-5};
+  }
+  return {1e-5, 1e-5};
+}
+
+double Op::min_bytes(const Problem& p, DType t) const {
+  double bytes = 0.0;
+  for (const TensorSpec& s : tensors(p, t))
+    bytes += static_cast<double>(s.elements) * static_cast<double>(dtype_size(s.dtype));
+  return bytes;
+}
+
+}  // namespace ktune

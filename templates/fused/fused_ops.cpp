@@ -1,0 +1,622 @@
+#include "templates/fused/fused_ops.hpp"
+
+#include <algorithm>
+#include <string>
+
+#include "ktune/error.hpp"
+#include "templates/fused/args.h"
+
+namespace ktune {
+namespace {
+
+constexpr std::int64_t kMaxRows = 2147483647;          // m: grid.x and int row indices
+constexpr std::int64_t kMaxRowLength = 262144;         // n of the row ops
+constexpr std::int64_t kMaxElementwiseWidth = 1 << 20;  // n of bias_act and swiglu
+
+const char* kernel_type(DType t) {
+  switch (t) {
+    case DType::bf16: return "ktune::bf16";
+    case DType::f16: return "ktune::fp16";
+    case DType::f32: return "float";
+  }
+  return "float";
+}
+
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+/// Largest vector width (elements) of at most 16 bytes that divides n.
+int widest_vec(std::int64_t n, DType t) {
+  for (int vec = 8; vec > 1; vec /= 2)
+    if (static_cast<std::size_t>(vec) * dtype_size(t) <= 16 && n % vec == 0) return vec;
+  return 1;
+}
+
+DimSpec rows_dim() { return {"m", 1, kMaxRows, {}, std::nullopt, "rows"}; }
+DimSpec width_dim(std::int64_t max, std::string help) {
+  return {"n", 1, max, {}, std::nullopt, std::move(help)};
+}
+
+/// What every fused op shares: names, family, dims, tunables, scalars, dtype and value checks.
+class FusedOp : public Op {
+ public:
+  FusedOp(std::string name, std::string summary, std::vector<DimSpec> dims,
+          std::vector<Tunable> tunables, std::vector<ScalarSpec> scalars)
+      : name_(std::move(name)),
+        summary_(std::move(summary)),
+        dims_(std::move(dims)),
+        tunables_(std::move(tunables)),
+        scalars_(std::move(scalars)) {}
+
+  std::string_view name() const override { return name_; }
+  std::string_view summary() const override { return summary_; }
+  std::string_view family() const override { return "fused"; }
+  const std::vector<DimSpec>& dims() const override { return dims_; }
+  const std::vector<Tunable>& tunables() const override { return tunables_; }
+  const std::vector<ScalarSpec>& scalars() const override { return scalars_; }
+
+  Problem default_problem() const override {
+    Problem p;
+    for (const DimSpec& d : dims_)
+      p.values.push_back(d.name == "m" ? 16384 : d.name == "n" ? 4096 : d.def.value_or(0));
+    return p;
+  }
+
+ protected:
+  /// Why (params, problem, t) cannot run before looking at the op's own rules, or nullopt.
+  std::optional<std::string> basic_reason(const Params& params, const Problem& problem,
+                                          DType t) const {
+    const std::vector<DType> ok = dtypes();
+    if (std::find(ok.begin(), ok.end(), t) == ok.end()) {
+      std::string names;
+      for (DType d : ok) names += std::string(names.empty() ? "" : ", ") + dtype_name(d);
+      return std::string(dtype_name(t)) + " is not supported by " + name_ + " (dtypes: " + names +
+             ")";
+    }
+    if (auto why = check_params(params)) return why;
+    try {
+      check_problem(problem);
+    } catch (const InvalidArgument& e) {
+      return std::string(e.what());
+    }
+    return std::nullopt;
+  }
+
+  /// Rejects parameters that are not in the space before they reach a name expression.
+  void require_valid(const Params& params, const Problem& problem, DType t) const {
+    if (auto why = basic_reason(params, problem, t))
+      throw InvalidArgument(name_ + ": " + *why);
+  }
+
+  static std::int64_t n_of(const Problem& p) { return p.values[1]; }
+  static std::int64_t m_of(const Problem& p) { return p.values[0]; }
+
+ private:
+  std::string name_;
+  std::string summary_;
+  std::vector<DimSpec> dims_;
+  std::vector<Tunable> tunables_;
+  std::vector<ScalarSpec> scalars_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Row ops: add_rmsnorm, layernorm, softmax (fused/norm.cuh, fused/softmax.cuh).
+
+enum RowParam : std::size_t { kRowThreads, kRowRows, kRowVec, kRowRegs };
+
+std::vector<Tunable> row_tunables() {
+  return {
+      {"threads", {32, 64, 128, 256, 512, 1024}, "threads per block"},
+      {"rows", {1, 2, 4, 8}, "rows per block; threads / rows threads (whole warps) per row"},
+      {"vec", {1, 2, 4, 8}, "elements per vector access (at most 16 bytes)"},
+      {"regs", {0, 1}, "1: keep the row in registers between passes; 0: read it again"},
+  };
+}
+
+/// Per-architecture defaults of the row ops. Should not affect results, only speed.
+struct RowDefaults {
+  int cc_major;        // first compute capability (major) this row applies to
+  int block_threads;   // threads per block to aim for; short rows share a block
+  int items_target;    // vectors per thread to aim for on the register path
+  int max_reg_floats;  // longest slice of a row (floats per thread) the default keeps in registers
+  int reread_threads;  // threads per row when the row is read twice
+};
+constexpr RowDefaults kRowDefaults[] = {
+    {9, 256, 2, 32, 1024},  // Hopper: 256 threads per 4k-row, 2 x 16-byte loads per tensor
+    {8, 256, 4, 32, 512},   // Ampere, Ada
+};
+
+template <typename Table, std::size_t N>
+const Table& defaults_for(const Table (&table)[N], int cc_major) {
+  for (const Table& row : table)
+    if (cc_major >= row.cc_major) return row;
+  return table[N - 1];
+}
+
+/// Launch geometry of one row-op configuration.
+struct RowShape {
+  int threads;  // per block
+  int rows;     // per block
+  int vec;      // elements per access
+  int items;    // vectors per thread kept in registers; 0 on the re-read path
+};
+
+RowShape row_shape(const Params& p, std::int64_t n) {
+  RowShape s{};
+  s.threads = static_cast<int>(p.values[kRowThreads]);
+  s.rows = static_cast<int>(p.values[kRowRows]);
+  s.vec = static_cast<int>(p.values[kRowVec]);
+  const int per_row = std::max(1, s.threads / s.rows);
+  s.items = p.values[kRowRegs] ? static_cast<int>(ceil_div(ceil_div(n, s.vec), per_row)) : 0;
+  return s;
+}
+
+class RowOp : public FusedOp {
+ public:
+  using FusedOp::FusedOp;
+
+  std::optional<std::string> invalid_reason(const Params& params, const Problem& problem,
+                                            DType t, const DeviceInfo& device) const override {
+    if (auto why = basic_reason(params, problem, t)) return why;
+    const std::int64_t n = n_of(problem);
+    const RowShape s = row_shape(params, n);
+    const std::size_t size = dtype_size(t);
+    if (static_cast<std::size_t>(s.vec) * size > 16)
+      return "vec=" + std::to_string(s.vec) + " x " + std::to_string(size) + "-byte " +
+             dtype_name(t) + " = " + std::to_string(s.vec * size) +
+             " bytes, more than one 16-byte access";
+    if (s.threads % s.rows != 0 || (s.threads / s.rows) % 32 != 0)
+      return "threads=" + std::to_string(s.threads) + " / rows=" + std::to_string(s.rows) + " = " +
+             std::to_string(s.threads / s.rows) +
+             " threads per row, not a multiple of 32 (a row is handled by whole warps)";
+    if (n % s.vec != 0)
+      return "n=" + std::to_string(n) + " is not a multiple of vec=" + std::to_string(s.vec);
+    if (device.max_threads_per_block > 0 && s.threads > device.max_threads_per_block)
+      return "threads=" + std::to_string(s.threads) + " exceeds the device's " +
+             std::to_string(device.max_threads_per_block) + " threads per block";
+    if (s.items * s.vec > kRowRegisterFloats)
+      return "regs=1 keeps " + std::to_string(s.items) + " vectors x vec=" +
+             std::to_string(s.vec) + " = " + std::to_string(s.items * s.vec) +
+             " floats per thread in registers for n=" + std::to_string(n) + " with " +
+             std::to_string(s.threads / s.rows) + " threads per row (limit " +
+             std::to_string(kRowRegisterFloats) + "); use regs=0 or more threads per row";
+    return std::nullopt;
+  }
+
+  Params default_params(const Problem& problem, DType t, const DeviceInfo& device) const override {
+    const RowDefaults& d = defaults_for(kRowDefaults, device.cc_major);
+    const std::int64_t n = n_of(problem);
+    const int vec = widest_vec(n, t);
+    const std::int64_t nv = n / vec;
+    int per_row = 32;
+    while (per_row < 1024 && ceil_div(nv, per_row) > d.items_target) per_row *= 2;
+    const std::int64_t items = ceil_div(nv, per_row);
+    Params p;
+    if (items * vec <= d.max_reg_floats) {
+      const int rows = std::clamp(d.block_threads / per_row, 1, 8);
+      p.values = {per_row * rows, rows, vec, 1};
+    } else {
+      p.values = {d.reread_threads, 1, vec, 0};
+    }
+    return p;
+  }
+
+  std::vector<KernelSource> kernels(const Params& params, const Problem& problem,
+                                    DType t) const override {
+    require_valid(params, problem, t);
+    const RowShape s = row_shape(params, n_of(problem));
+    return {{file(), kernel_prefix(problem, t) + ", " + std::to_string(s.threads) + ", " +
+                         std::to_string(s.rows) + ", " + std::to_string(s.vec) + ", " +
+                         std::to_string(s.items) + ">"}};
+  }
+
+  int block_threads(const Params& params, const Problem&, DType, std::size_t) const override {
+    return static_cast<int>(params.values[kRowThreads]);
+  }
+
+  std::size_t alignment(const Params& params, const Problem&, DType t) const override {
+    return static_cast<std::size_t>(params.values[kRowVec]) * dtype_size(t);
+  }
+
+ protected:
+  /// Embedded file holding the kernel.
+  virtual std::string file() const = 0;
+  /// Name expression up to the tunables: "ktune::softmax_kernel<ktune::bf16".
+  virtual std::string kernel_prefix(const Problem& problem, DType t) const = 0;
+
+  /// One launch of the tuned kernel over all m rows.
+  static void launch_rows(const RunArgs& a, Launcher& launcher, const void* args,
+                          std::size_t args_size) {
+    KernelLaunch l;
+    l.kernel = a.kernels[0];
+    const std::int64_t rows = a.params->values[kRowRows];
+    l.grid[0] = static_cast<unsigned>(ceil_div(m_of(*a.problem), rows));
+    l.block[0] = static_cast<unsigned>(a.params->values[kRowThreads]);
+    l.args = args;
+    l.args_size = args_size;
+    launcher.launch(l);
+  }
+
+  /// One block of kReferenceThreads per row.
+  static void launch_reference_rows(const RunArgs& a, Launcher& launcher, const void* args,
+                                    std::size_t args_size) {
+    KernelLaunch l;
+    l.kernel = a.kernels[0];
+    l.grid[0] = static_cast<unsigned>(m_of(*a.problem));
+    l.block[0] = kReferenceThreads;
+    l.args = args;
+    l.args_size = args_size;
+    launcher.launch(l);
+  }
+};
+
+const void* in(const RunArgs& a, std::size_t i) {
+  return reinterpret_cast<const void*>(static_cast<std::uintptr_t>(a.tensors[i]));
+}
+void* out(const RunArgs& a, std::size_t i) {
+  return reinterpret_cast<void*>(static_cast<std::uintptr_t>(a.tensors[i]));
+}
+
+class AddRmsNorm final : public RowOp {
+ public:
+  AddRmsNorm()
+      : RowOp("add_rmsnorm", "h = x + residual; y = h * rsqrt(mean(h^2) + eps) * weight",
+              {rows_dim(), width_dim(kMaxRowLength, "row length")}, row_tunables(),
+              {{"eps", 1e-6, "added to mean(h^2)"}}) {}
+
+  std::vector<TensorSpec> tensors(const Problem& p, DType t) const override {
+    const std::int64_t mn = m_of(p) * n_of(p);
+    return {{"x", TensorRole::input, t, mn},
+            {"residual", TensorRole::input, t, mn},
+            {"weight", TensorRole::input, t, n_of(p)},
+            {"y", TensorRole::output, t, mn},
+            {"h", TensorRole::output, t, mn}};
+  }
+
+  void run(const RunArgs& a, Launcher& launcher) const override {
+    const AddRmsNormArgs k{in(a, 0), in(a, 1), in(a, 2), out(a, 3), out(a, 4),
+                           static_cast<int>(m_of(*a.problem)), static_cast<int>(n_of(*a.problem)),
+                           static_cast<float>(a.scalars[0])};
+    launch_rows(a, launcher, &k, sizeof k);
+  }
+
+  std::vector<KernelSource> reference_kernels(const Problem&, DType t) const override {
+    return {{"fused/reference.cuh",
+             std::string("ktune::add_rmsnorm_reference_kernel<") + kernel_type(t) + ">"}};
+  }
+
+  void run_reference(const RunArgs& a, Launcher& launcher) const override {
+    const AddRmsNormArgs k{in(a, 0), in(a, 1), in(a, 2), out(a, 3), out(a, 4),
+                           static_cast<int>(m_of(*a.problem)), static_cast<int>(n_of(*a.problem)),
+                           static_cast<float>(a.scalars[0])};
+    launch_reference_rows(a, launcher, &k, sizeof k);
+  }
+
+ protected:
+  std::string file() const override { return "fused/norm.cuh"; }
+  std::string kernel_prefix(const Problem&, DType t) const override {
+    return std::string("ktune::add_rmsnorm_kernel<") + kernel_type(t);
+  }
+};
+
+class LayerNorm final : public RowOp {
+ public:
+  LayerNorm()
+      : RowOp("layernorm",
+              "h = x (+ residual); y = (h - mean) * rsqrt(var + eps) * weight + bias",
+              {rows_dim(), width_dim(kMaxRowLength, "row length"),
+               {"residual", 0, 1, {"no", "yes"}, 0, "add a residual first and write h"}},
+              row_tunables(), {{"eps", 1e-5, "added to the variance"}}) {}
+
+  std::vector<TensorSpec> tensors(const Problem& p, DType t) const override {
+    const std::int64_t mn = m_of(p) * n_of(p);
+    std::vector<TensorSpec> ts{{"x", TensorRole::input, t, mn}};
+    if (residual(p)) ts.push_back({"residual", TensorRole::input, t, mn});
+    ts.push_back({"weight", TensorRole::input, t, n_of(p)});
+    ts.push_back({"bias", TensorRole::input, t, n_of(p)});
+    ts.push_back({"y", TensorRole::output, t, mn});
+    if (residual(p)) ts.push_back({"h", TensorRole::output, t, mn});
+    return ts;
+  }
+
+  void run(const RunArgs& a, Launcher& launcher) const override {
+    const LayerNormArgs k = make_args(a);
+    launch_rows(a, launcher, &k, sizeof k);
+  }
+
+  std::vector<KernelSource> reference_kernels(const Problem& p, DType t) const override {
+    return {{"fused/reference.cuh", std::string("ktune::layernorm_reference_kernel<") +
+                                        kernel_type(t) + (residual(p) ? ", true>" : ", false>")}};
+  }
+
+  void run_reference(const RunArgs& a, Launcher& launcher) const override {
+    const LayerNormArgs k = make_args(a);
+    launch_reference_rows(a, launcher, &k, sizeof k);
+  }
+
+ protected:
+  std::string file() const override { return "fused/norm.cuh"; }
+  std::string kernel_prefix(const Problem& p, DType t) const override {
+    return std::string("ktune::layernorm_kernel<") + kernel_type(t) +
+           (residual(p) ? ", true" : ", false");
+  }
+
+ private:
+  static bool residual(const Problem& p) { return p.values[2] != 0; }
+
+  static LayerNormArgs make_args(const RunArgs& a) {
+    const bool res = residual(*a.problem);
+    LayerNormArgs k{};
+    std::size_t i = 0;
+    k.x = in(a, i++);
+    k.residual = res ? in(a, i++) : nullptr;
+    k.weight = in(a, i++);
+    k.bias = in(a, i++);
+    k.y = out(a, i++);
+    k.h = res ? out(a, i++) : nullptr;
+    k.m = static_cast<int>(m_of(*a.problem));
+    k.n = static_cast<int>(n_of(*a.problem));
+    k.eps = static_cast<float>(a.scalars[0]);
+    return k;
+  }
+};
+
+class Softmax final : public RowOp {
+ public:
+  Softmax()
+      : RowOp("softmax", "y = softmax(scale * x) along each row",
+              {rows_dim(), width_dim(kMaxRowLength, "row length")}, row_tunables(),
+              {{"scale", 1.0, "multiplies x before the softmax"}}) {}
+
+  std::vector<TensorSpec> tensors(const Problem& p, DType t) const override {
+    const std::int64_t mn = m_of(p) * n_of(p);
+    return {{"x", TensorRole::input, t, mn}, {"y", TensorRole::output, t, mn}};
+  }
+
+  void run(const RunArgs& a, Launcher& launcher) const override {
+    const SoftmaxArgs k{in(a, 0), out(a, 1), static_cast<int>(m_of(*a.problem)),
+                        static_cast<int>(n_of(*a.problem)), static_cast<float>(a.scalars[0])};
+    launch_rows(a, launcher, &k, sizeof k);
+  }
+
+  std::vector<KernelSource> reference_kernels(const Problem&, DType t) const override {
+    return {{"fused/reference.cuh",
+             std::string("ktune::softmax_reference_kernel<") + kernel_type(t) + ">"}};
+  }
+
+  void run_reference(const RunArgs& a, Launcher& launcher) const override {
+    const SoftmaxArgs k{in(a, 0), out(a, 1), static_cast<int>(m_of(*a.problem)),
+                        static_cast<int>(n_of(*a.problem)), static_cast<float>(a.scalars[0])};
+    launch_reference_rows(a, launcher, &k, sizeof k);
+  }
+
+ protected:
+  std::string file() const override { return "fused/softmax.cuh"; }
+  std::string kernel_prefix(const Problem&, DType t) const override {
+    return std::string("ktune::softmax_kernel<") + kernel_type(t);
+  }
+};
+
+// ---------------------------------------------------------------------------------------------
+// Elementwise ops: bias_act, swiglu (fused/elementwise.cuh).
+
+enum ElementwiseParam : std::size_t { kEwThreads, kEwVec, kEwUnroll };
+
+std::vector<Tunable> elementwise_tunables() {
+  return {
+      {"threads", {64, 128, 256, 512, 1024}, "threads per block"},
+      {"vec", {1, 2, 4, 8}, "elements per vector access (at most 16 bytes)"},
+      {"unroll", {1, 2, 4}, "rows per thread: independent vector loads in flight per thread"},
+  };
+}
+
+/// Per-architecture defaults of the elementwise ops. Should not affect results, only speed.
+struct ElementwiseDefaults {
+  int cc_major;  // first compute capability (major) this row applies to
+  int threads;   // threads per block
+  int unroll;    // rows per thread: 16-byte loads in flight per thread and input
+};
+constexpr ElementwiseDefaults kElementwiseDefaults[] = {
+    {9, 256, 4},  // Hopper: more bytes in flight for 3+ TB/s
+    {8, 256, 2},  // Ampere, Ada
+};
+
+/// Launch geometry of one elementwise configuration (see fused/elementwise.cuh).
+struct ElementwiseShape {
+  int threads;
+  int vec;
+  int col_shift;        // log2 of the column threads of a block
+  unsigned grid_x;      // row blocks
+  unsigned grid_y;      // column blocks
+};
+
+ElementwiseShape elementwise_shape(const Params& p, std::int64_t m, std::int64_t n) {
+  ElementwiseShape s{};
+  s.threads = static_cast<int>(p.values[kEwThreads]);
+  s.vec = static_cast<int>(p.values[kEwVec]);
+  const std::int64_t unroll = p.values[kEwUnroll];
+  const std::int64_t nv = std::max<std::int64_t>(1, n / s.vec);
+  std::int64_t cols = 1;
+  while (cols < s.threads && cols < nv) cols *= 2;
+  while ((std::int64_t{1} << s.col_shift) < cols) ++s.col_shift;
+  const std::int64_t rows_per_block = s.threads / cols * unroll;
+  s.grid_x = static_cast<unsigned>(ceil_div(m, rows_per_block));
+  s.grid_y = static_cast<unsigned>(ceil_div(nv, cols));
+  return s;
+}
+
+class ElementwiseOp : public FusedOp {
+ public:
+  using FusedOp::FusedOp;
+
+  std::optional<std::string> invalid_reason(const Params& params, const Problem& problem,
+                                            DType t, const DeviceInfo& device) const override {
+    if (auto why = basic_reason(params, problem, t)) return why;
+    const std::int64_t n = n_of(problem);
+    const std::int64_t vec = params.values[kEwVec];
+    const std::int64_t threads = params.values[kEwThreads];
+    const std::size_t size = dtype_size(t);
+    if (static_cast<std::size_t>(vec) * size > 16)
+      return "vec=" + std::to_string(vec) + " x " + std::to_string(size) + "-byte " +
+             dtype_name(t) + " = " + std::to_string(static_cast<std::size_t>(vec) * size) +
+             " bytes, more than one 16-byte access";
+    if (n % vec != 0)
+      return "n=" + std::to_string(n) + " is not a multiple of vec=" + std::to_string(vec);
+    if (device.max_threads_per_block > 0 && threads > device.max_threads_per_block)
+      return "threads=" + std::to_string(threads) + " exceeds the device's " +
+             std::to_string(device.max_threads_per_block) + " threads per block";
+    return std::nullopt;
+  }
+
+  Params default_params(const Problem& problem, DType t, const DeviceInfo& device) const override {
+    const ElementwiseDefaults& d = defaults_for(kElementwiseDefaults, device.cc_major);
+    Params p;
+    p.values = {d.threads, widest_vec(n_of(problem), t), d.unroll};
+    return p;
+  }
+
+  std::vector<KernelSource> kernels(const Params& params, const Problem& problem,
+                                    DType t) const override {
+    require_valid(params, problem, t);
+    return {{"fused/elementwise.cuh",
+             kernel_prefix(problem, t) + ", " + std::to_string(params.values[kEwThreads]) + ", " +
+                 std::to_string(params.values[kEwVec]) + ", " +
+                 std::to_string(params.values[kEwUnroll]) + ">"}};
+  }
+
+  int block_threads(const Params& params, const Problem&, DType, std::size_t) const override {
+    return static_cast<int>(params.values[kEwThreads]);
+  }
+
+  std::size_t alignment(const Params& params, const Problem&, DType t) const override {
+    return static_cast<std::size_t>(params.values[kEwVec]) * dtype_size(t);
+  }
+
+ protected:
+  /// Name expression up to the tunables: "ktune::swiglu_kernel<ktune::bf16".
+  virtual std::string kernel_prefix(const Problem& problem, DType t) const = 0;
+
+  static void launch_tiles(const RunArgs& a, Launcher& launcher, const ElementwiseShape& s,
+                           const void* args, std::size_t args_size) {
+    KernelLaunch l;
+    l.kernel = a.kernels[0];
+    l.grid[0] = s.grid_x;
+    l.grid[1] = s.grid_y;
+    l.block[0] = static_cast<unsigned>(s.threads);
+    l.args = args;
+    l.args_size = args_size;
+    launcher.launch(l);
+  }
+
+  /// Grid-stride reference: enough blocks to cover m * n, at most 65535.
+  static void launch_reference(const RunArgs& a, Launcher& launcher, const void* args,
+                               std::size_t args_size) {
+    KernelLaunch l;
+    l.kernel = a.kernels[0];
+    const std::int64_t total = m_of(*a.problem) * n_of(*a.problem);
+    l.grid[0] = static_cast<unsigned>(std::min<std::int64_t>(ceil_div(total, kReferenceThreads),
+                                                             65535));
+    l.block[0] = kReferenceThreads;
+    l.args = args;
+    l.args_size = args_size;
+    launcher.launch(l);
+  }
+};
+
+const std::vector<std::string>& activation_names() {
+  // The order of ktune::Activation in fused/args.h.
+  static const std::vector<std::string> names{"gelu_tanh", "gelu_erf", "silu", "relu"};
+  return names;
+}
+
+class BiasAct final : public ElementwiseOp {
+ public:
+  BiasAct()
+      : ElementwiseOp("bias_act", "y = act(x + bias)",
+                      {rows_dim(), width_dim(kMaxElementwiseWidth, "row length"),
+                       {"act", 0, 3, activation_names(), 0, "activation"}},
+                      elementwise_tunables(), {}) {}
+
+  std::vector<TensorSpec> tensors(const Problem& p, DType t) const override {
+    const std::int64_t mn = m_of(p) * n_of(p);
+    return {{"x", TensorRole::input, t, mn},
+            {"bias", TensorRole::input, t, n_of(p)},
+            {"y", TensorRole::output, t, mn}};
+  }
+
+  void run(const RunArgs& a, Launcher& launcher) const override {
+    const ElementwiseShape s = elementwise_shape(*a.params, m_of(*a.problem), n_of(*a.problem));
+    const BiasActArgs k{in(a, 0), in(a, 1), out(a, 2), static_cast<int>(m_of(*a.problem)),
+                        static_cast<int>(n_of(*a.problem)), s.col_shift};
+    launch_tiles(a, launcher, s, &k, sizeof k);
+  }
+
+  std::vector<KernelSource> reference_kernels(const Problem& p, DType t) const override {
+    return {{"fused/reference.cuh", std::string("ktune::bias_act_reference_kernel<") +
+                                        kernel_type(t) + ", " + activation(p) + ">"}};
+  }
+
+  void run_reference(const RunArgs& a, Launcher& launcher) const override {
+    const BiasActArgs k{in(a, 0), in(a, 1), out(a, 2), static_cast<int>(m_of(*a.problem)),
+                        static_cast<int>(n_of(*a.problem)), 0};
+    launch_reference(a, launcher, &k, sizeof k);
+  }
+
+ protected:
+  std::string kernel_prefix(const Problem& p, DType t) const override {
+    return std::string("ktune::bias_act_kernel<") + kernel_type(t) + ", " + activation(p);
+  }
+
+ private:
+  static std::string activation(const Problem& p) {
+    return "ktune::Activation::" + activation_names().at(static_cast<std::size_t>(p.values[2]));
+  }
+};
+
+class Swiglu final : public ElementwiseOp {
+ public:
+  Swiglu()
+      : ElementwiseOp("swiglu", "y = silu(a) * b where x = [a | b] along each row",
+                      {rows_dim(), width_dim(kMaxElementwiseWidth, "output row length")},
+                      elementwise_tunables(), {}) {}
+
+  std::vector<TensorSpec> tensors(const Problem& p, DType t) const override {
+    const std::int64_t mn = m_of(p) * n_of(p);
+    return {{"x", TensorRole::input, t, 2 * mn}, {"y", TensorRole::output, t, mn}};
+  }
+
+  void run(const RunArgs& a, Launcher& launcher) const override {
+    const ElementwiseShape s = elementwise_shape(*a.params, m_of(*a.problem), n_of(*a.problem));
+    const SwigluArgs k{in(a, 0), out(a, 1), static_cast<int>(m_of(*a.problem)),
+                       static_cast<int>(n_of(*a.problem)), s.col_shift};
+    launch_tiles(a, launcher, s, &k, sizeof k);
+  }
+
+  std::vector<KernelSource> reference_kernels(const Problem&, DType t) const override {
+    return {{"fused/reference.cuh",
+             std::string("ktune::swiglu_reference_kernel<") + kernel_type(t) + ">"}};
+  }
+
+  void run_reference(const RunArgs& a, Launcher& launcher) const override {
+    const SwigluArgs k{in(a, 0), out(a, 1), static_cast<int>(m_of(*a.problem)),
+                       static_cast<int>(n_of(*a.problem)), 0};
+    launch_reference(a, launcher, &k, sizeof k);
+  }
+
+ protected:
+  std::string kernel_prefix(const Problem&, DType t) const override {
+    return std::string("ktune::swiglu_kernel<") + kernel_type(t);
+  }
+};
+
+}  // namespace
+
+std::vector<const Op*> fused_ops() {
+  static const AddRmsNorm add_rmsnorm;
+  static const LayerNorm layernorm;
+  static const BiasAct bias_act;
+  static const Swiglu swiglu;
+  static const Softmax softmax;
+  return {&add_rmsnorm, &layernorm, &bias_act, &swiglu, &softmax};
+}
+
+}  // namespace ktune
