@@ -60,7 +60,7 @@ KTUNE_ATTN_HD constexpr const char* flash_attention_invalid_reason(int d, int bl
                                                                    int warps, int stages,
                                                                    int min_ctas = 1) {
   if (d != 32 && d != 64 && d != 96 && d != 128 && d != 256) return "D must be 32, 64, 96, 128 or 256";
-  if (block_m != 64 && block_m != 128) return "BLOCK_M must be 64 or 128";
+  if (block_m != 64 && block_m != 128 && block_m != 256) return "BLOCK_M must be 64, 128 or 256";
   if (block_n != 32 && block_n != 64 && block_n != 128) return "BLOCK_N must be 32, 64 or 128";
   if (warps != 4 && warps != 8) return "WARPS must be 4 or 8";
   if (block_m % (16 * warps) != 0) return "BLOCK_M must be a multiple of 16 * WARPS";

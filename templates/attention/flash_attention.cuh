@@ -44,16 +44,42 @@ template <typename T, int D, int ROWS, int THREADS>
 __device__ __forceinline__ void load_tile(unsigned dst, const T* src, long long row_stride,
                                           int rows_valid, int tid) {
   constexpr int CHUNKS = D / 8;
-  constexpr int TOTAL = ROWS * CHUNKS;
+  constexpr int STEP = THREADS / CHUNKS;  // rows one pass of the CTA covers
+  if constexpr (THREADS % CHUNKS == 0 && STEP % 8 == 0 && ROWS % STEP == 0) {
+    // Each thread keeps one chunk column and walks down the tile by STEP rows: one pointer,
+    // one 64-bit step and an immediate smem offset (the swizzle repeats every 8 rows). Only a
+    // partial last tile pays for predicates.
+    const int row0 = tid / CHUNKS;
+    const unsigned d0 = dst + tile_offset<D>(row0, tid % CHUNKS);
+    // 32-bit offset inside the tile (ROWS * row_stride < 2^31, checked by the host).
+    const T* p = src + (row0 * static_cast<int>(row_stride) + (tid % CHUNKS) * 8);
+    const long long step = STEP * row_stride;
+    if (rows_valid >= ROWS) {
 #pragma unroll
-  for (int i = 0; i < (TOTAL + THREADS - 1) / THREADS; ++i) {
-    const int id = tid + i * THREADS;
-    if (TOTAL % THREADS == 0 || id < TOTAL) {
-      const int row = id / CHUNKS;
-      const int chunk = id % CHUNKS;
-      const bool ok = row < rows_valid;
-      const T* p = ok ? src + row * row_stride + chunk * 8 : src;
-      cp_async_16(dst + tile_offset<D>(row, chunk), p, ok ? 16 : 0);
+      for (int i = 0; i < ROWS / STEP; ++i) {
+        cp_async_16(d0 + i * STEP * D * 2, p);
+        p += step;
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < ROWS / STEP; ++i) {
+        const bool ok = row0 + i * STEP < rows_valid;
+        cp_async_16(d0 + i * STEP * D * 2, ok ? p : src, ok ? 16 : 0);
+        p += step;
+      }
+    }
+  } else {
+    constexpr int TOTAL = ROWS * CHUNKS;
+#pragma unroll
+    for (int i = 0; i < (TOTAL + THREADS - 1) / THREADS; ++i) {
+      const int id = tid + i * THREADS;
+      if (TOTAL % THREADS == 0 || id < TOTAL) {
+        const int row = id / CHUNKS;
+        const int chunk = id % CHUNKS;
+        const bool ok = row < rows_valid;
+        const T* p = ok ? src + row * row_stride + chunk * 8 : src;
+        cp_async_16(dst + tile_offset<D>(row, chunk), p, ok ? 16 : 0);
+      }
     }
   }
 }
@@ -88,7 +114,7 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_CTAS)
     flash_attention_fwd(const __grid_constant__ FlashAttentionArgs args) {
   static_assert(sizeof(T) == 2, "T must be bf16 or fp16");
   static_assert(D == 32 || D == 64 || D == 96 || D == 128 || D == 256, "unsupported head dim");
-  static_assert(BLOCK_M == 64 || BLOCK_M == 128, "BLOCK_M must be 64 or 128");
+  static_assert(BLOCK_M == 64 || BLOCK_M == 128 || BLOCK_M == 256, "BLOCK_M: 64, 128, 256");
   static_assert(BLOCK_N == 32 || BLOCK_N == 64 || BLOCK_N == 128, "BLOCK_N must be 32, 64, 128");
   static_assert(WARPS == 4 || WARPS == 8, "WARPS must be 4 or 8");
   static_assert(BLOCK_M % (16 * WARPS) == 0, "BLOCK_M must be a multiple of 16 * WARPS");
@@ -200,7 +226,9 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_CTAS)
   }
 
   int stage = 0;
-  for (int n = 0; n < n_end; ++n) {
+  // One tile of the main loop; MASK says whether scores need the bounds/causal mask. The loop
+  // body exists twice so that the mask's live values never weigh on the unmasked tiles.
+  auto tile = [&](const int n, const bool MASK) {
     // Tile n has landed for every thread once this thread's older groups are done and the
     // barrier passes; the barrier also retires every read of tile n - 1, whose stage the copy
     // issued just below overwrites.
@@ -254,7 +282,7 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_CTAS)
       }
     }
 
-    if (n >= n_full) {
+    if (MASK) {
       // Keys past Nk, and for causal keys past each row's diagonal, score -inf.
 #pragma unroll
       for (int mf = 0; mf < MF; ++mf)
@@ -262,29 +290,45 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_CTAS)
         for (int r = 0; r < 2; ++r) {
           const int row = row_base + mf * 16 + r * 8;
           const int limit = CAUSAL ? min(Nk, row + Nk - Nq + 1) : Nk;
+          const int lim = limit - n * BLOCK_N - 2 * t;  // first masked column of this thread
 #pragma unroll
           for (int j = 0; j < NT; ++j)
 #pragma unroll
-            for (int e = 0; e < 2; ++e) {
-              const int col = n * BLOCK_N + j * 8 + 2 * t + e;
-              if (col >= limit) s[mf][j][2 * r + e] = -__int_as_float(0x7f800000);
-            }
+            for (int e = 0; e < 2; ++e)
+              if (j * 8 + e >= lim) s[mf][j][2 * r + e] = -__int_as_float(0x7f800000);
         }
     }
 
-    // Online softmax: new row max (quad-wide), rescale the running sum and O, exponentiate.
+    // Online softmax. The reference max of a row moves only when the tile max exceeds it by
+    // more than 2^RESCALE_LOG2 in exp2 units; otherwise the stale max is kept and P may reach
+    // 2^RESCALE_LOG2, harmless in fp32 sums and 16-bit P (same relative precision), and exact
+    // after the final division since row_sum uses the same reference. O is rescaled only when
+    // some row of the warp moved, which after the first tiles is rare.
+    constexpr float RESCALE_LOG2 = 8.f;
 #pragma unroll
     for (int mf = 0; mf < MF; ++mf)
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
-        float mx = row_max[mf][r];
+        float mx = s[mf][0][2 * r];
 #pragma unroll
         for (int j = 0; j < NT; ++j) mx = fmaxf(mx, fmaxf(s[mf][j][2 * r], s[mf][j][2 * r + 1]));
         mx = quad_max(mx);
+        const float m_old = row_max[mf][r];
+        // True when m_old = -inf and mx is finite; false (NaN) while the row is fully masked.
+        const bool move = mx * scale_log2 - m_old * scale_log2 > RESCALE_LOG2;
+        if (__any_sync(0xffffffffu, move)) {
+          const float alpha = move ? exp2_approx(m_old * scale_log2 - mx * scale_log2) : 1.f;
+          row_max[mf][r] = move ? mx : m_old;
+          row_sum[mf][r] *= alpha;
+#pragma unroll
+          for (int j = 0; j < DT; ++j) {
+            o_acc[mf][j][2 * r] *= alpha;
+            o_acc[mf][j][2 * r + 1] *= alpha;
+          }
+        }
         // A row with every score masked so far keeps max -inf; offset 0 keeps exp2 at 0.
-        const float offset = mx == -__int_as_float(0x7f800000) ? 0.f : mx * scale_log2;
-        const float alpha = exp2_approx(row_max[mf][r] * scale_log2 - offset);
-        row_max[mf][r] = mx;
+        const float offset =
+            row_max[mf][r] == -__int_as_float(0x7f800000) ? 0.f : row_max[mf][r] * scale_log2;
         float sum = 0.f;
 #pragma unroll
         for (int j = 0; j < NT; ++j)
@@ -294,12 +338,7 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_CTAS)
             s[mf][j][2 * r + e] = p;
             sum += p;
           }
-        row_sum[mf][r] = row_sum[mf][r] * alpha + sum;
-#pragma unroll
-        for (int j = 0; j < DT; ++j) {
-          o_acc[mf][j][2 * r] *= alpha;
-          o_acc[mf][j][2 * r + 1] *= alpha;
-        }
+        row_sum[mf][r] += sum;
       }
 
     // O += P V: the S accumulator of n8 tiles 2kk and 2kk+1 is exactly the A fragment of k16
@@ -327,7 +366,10 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_CTAS)
       }
     }
     stage = stage + 1 == STAGES ? 0 : stage + 1;
-  }
+  };
+  int n = 0;
+  for (; n < n_full; ++n) tile(n, false);
+  for (; n < n_end; ++n) tile(n, true);
 
   // Epilogue. Every copy must have landed (with n_end = 0 the Q copies may still be in flight)
   // before the Q tile is reused to stage O.
@@ -341,11 +383,12 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_CTAS)
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const float sum = quad_sum(row_sum[mf][r]);
-      const float inv = sum > 0.f ? 1.f / sum : 0.f;
+      const float inv = sum > 0.f ? rcp_approx(sum) : 0.f;
       const int row = row_base + mf * 16 + r * 8;
       if (args.lse != nullptr && t == 0 && row < Nq)
         args.lse[lse_base + row] =
-            sum > 0.f ? row_max[mf][r] * args.scale + logf(sum) : -__int_as_float(0x7f800000);
+            sum > 0.f ? row_max[mf][r] * args.scale + log2_approx(sum) * 0.6931471805599453f
+                      : -__int_as_float(0x7f800000);
       const int srow = warp * 16 * MF + mf * 16 + r * 8 + g;
 #pragma unroll
       for (int j = 0; j < DT; ++j) {

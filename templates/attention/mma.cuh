@@ -17,6 +17,10 @@ __device__ __forceinline__ void cp_async_16(unsigned dst, const void* src, int b
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes));
 }
 
+__device__ __forceinline__ void cp_async_16(unsigned dst, const void* src) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src));
+}
+
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 
 /// Waits until at most N of this thread's committed groups are still in flight.
@@ -69,6 +73,20 @@ __device__ __forceinline__ void mma_16816<fp16>(float (&c)[4], const unsigned (&
 __device__ __forceinline__ float exp2_approx(float x) {
   float y;
   asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+/// 1/x and log2(x) on the special-function unit (about 1 ulp and 2^-22 absolute): the epilogue
+/// needs no IEEE slow paths, which ptxas would call as subroutines with a stack frame.
+__device__ __forceinline__ float rcp_approx(float x) {
+  float y;
+  asm("rcp.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+__device__ __forceinline__ float log2_approx(float x) {
+  float y;
+  asm("lg2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
   return y;
 }
 

@@ -1,0 +1,23 @@
+#!/bin/bash
+# One device call: correctness, timing, torch baselines, a short ncu look. Expects the harness
+# prebuilt at .gpu/attention/fa_dev (carried); builds it if missing. Logs go to $OUT.
+set -o pipefail
+OUT=${OUT:-/tmp/fa_out}
+mkdir -p "$OUT"
+BIN=.gpu/attention/fa_dev
+nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv,noheader
+if [ ! -x "$BIN" ]; then
+  mkdir -p .gpu/attention
+  nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I templates \
+    benchmarks/attention/fa_dev.cu -o "$BIN" || exit 1
+fi
+$BIN check big > "$OUT/check.log" 2>&1; echo "check rc=$?"
+grep -v '^ok \|^  ' "$OUT/check.log" | tail -25
+$BIN time csv="$OUT/ours.csv" > "$OUT/time.log" 2>&1; echo "time rc=$?"
+if [ -n "$PROFILE" ]; then
+  timeout 120 ncu --section SpeedOfLight --section Occupancy --section WarpStateStats \
+    --section SchedulerStats --section ComputeWorkloadAnalysis -k regex:flash_attention -s 1 -c 1 \
+    $BIN profile=$PROFILE > "$OUT/ncu.log" 2>&1; echo "ncu rc=$?"
+fi
+PYTHONUNBUFFERED=1 python3 benchmarks/attention/sdpa_bench.py "$OUT/ours.csv" "$OUT/torch.csv" \
+  2> "$OUT/torch_err.log" | tee "$OUT/summary.txt"
