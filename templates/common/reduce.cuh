@@ -84,7 +84,12 @@ struct RowGroup {
       const int lane32 = static_cast<int>(threadIdx.x) & 31;
       const int warp = (static_cast<int>(threadIdx.x) >> 5) & (kWarps - 1);
       if (lane32 == 0) slots[warp] = v;
-      named_barrier(1 + row(), kThreads);
+      if constexpr (ROWS == 1) {
+        // A constant id lets ptxas reserve one barrier rather than all 16.
+        asm volatile("bar.sync 1, %0;" : : "n"(kThreads) : "memory");
+      } else {
+        named_barrier(1 + row(), kThreads);
+      }
       // Each aligned group of kWarps lanes holds a full copy of the partials.
       return warp_reduce<kWarps>(slots[lane32 & (kWarps - 1)], op);
     }
