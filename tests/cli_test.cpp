@@ -12,7 +12,7 @@
 namespace ktune {
 namespace {
 
-struct Run {
+struct CliRun {
   int code = -1;
   std::string out;
   std::string err;
@@ -22,7 +22,7 @@ class Cli : public ::testing::Test {
  protected:
   test::TempDir dir;
 
-  Run ktune(const std::string& args) {
+  CliRun ktune(const std::string& args) {
     std::filesystem::path out = dir.path() / "stdout", err = dir.path() / "stderr";
     // A private data and cache directory, so the test touches nothing of the user's.
     std::string env = "env -u KTUNE_DB -u KTUNE_DB_PATH XDG_DATA_HOME='" + (dir.path() / "data").string() +
@@ -30,7 +30,7 @@ class Cli : public ::testing::Test {
     std::string cmd = env + test::cli_path() + " " + args + " >'" + out.string() +
                       "' 2>'" + err.string() + "' </dev/null";
     int status = std::system(cmd.c_str());
-    Run r;
+    CliRun r;
     r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
     r.out = slurp(out);
     r.err = slurp(err);
@@ -52,11 +52,11 @@ class Cli : public ::testing::Test {
 };
 
 TEST_F(Cli, HelpListsEveryCommand) {
-  Run r = ktune("--help");
+  CliRun r = ktune("--help");
   EXPECT_EQ(r.code, 0);
   for (const char* c : {"devices", "ops", "space", "sweep", "best", "db"})
     EXPECT_NE(r.out.find(c), std::string::npos) << c;
-  Run s = ktune("sweep --help");
+  CliRun s = ktune("sweep --help");
   EXPECT_EQ(s.code, 0);
   for (const char* o : {"--op", "--shape", "--dtype", "--strategy", "--budget", "--time-limit", "--jobs",
                         "--db", "--force", "--json"})
@@ -64,27 +64,27 @@ TEST_F(Cli, HelpListsEveryCommand) {
 }
 
 TEST_F(Cli, OpsListsTheFusedFamily) {
-  Run r = ktune("ops");
+  CliRun r = ktune("ops");
   EXPECT_EQ(r.code, 0);
   for (const char* op : {"add_rmsnorm", "layernorm", "bias_act", "swiglu", "softmax"})
     EXPECT_NE(r.out.find(op), std::string::npos) << op;
-  Run j = ktune("ops --json");
+  CliRun j = ktune("ops --json");
   EXPECT_EQ(j.code, 0);
   EXPECT_EQ(j.out.front(), '[');
 }
 
 TEST_F(Cli, SpaceWorksWithoutAGpu) {
-  Run r = ktune("space --op add_rmsnorm --shape m=16384,n=4095 --arch sm_80");
+  CliRun r = ktune("space --op add_rmsnorm --shape m=16384,n=4095 --arch sm_80");
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("valid"), std::string::npos);
   EXPECT_NE(r.out.find("invalid"), std::string::npos);
-  Run j = ktune("space --op softmax --shape 64x1024 --json");
+  CliRun j = ktune("space --op softmax --shape 64x1024 --json");
   EXPECT_EQ(j.code, 0) << j.err;
   EXPECT_NE(j.out.find("\"valid\":"), std::string::npos);
 }
 
 TEST_F(Cli, SpaceCompileReportsResources) {
-  Run r = ktune("space --op swiglu --shape m=64,n=4096 --arch sm_90a --compile --json");
+  CliRun r = ktune("space --op swiglu --shape m=64,n=4096 --arch sm_90a --compile --json");
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("\"registers\":"), std::string::npos);
   EXPECT_EQ(r.out.find("compile_error"), std::string::npos);
@@ -112,7 +112,7 @@ TEST_F(Cli, BadInputGetsOneClearMessageAndWritesNothing) {
       {"frobnicate", "unknown command"},
   };
   for (const Case& c : cases) {
-    Run r = ktune(c.args);
+    CliRun r = ktune(c.args);
     EXPECT_NE(r.code, 0) << c.args;
     EXPECT_NE(r.err.find(c.expect), std::string::npos) << c.args << "\n" << r.err;
     EXPECT_EQ(lines(r.err), 1u) << c.args << "\n" << r.err;
@@ -124,20 +124,20 @@ TEST_F(Cli, BadInputGetsOneClearMessageAndWritesNothing) {
 TEST_F(Cli, WithoutAGpuSweepSaysSoAndWritesNothing) {
   if (test::gpu_missing_reason().empty()) GTEST_SKIP() << "a GPU is present";
   const std::string db = (dir.path() / "t.db").string();
-  Run r = ktune("sweep --op add_rmsnorm --shape m=64,n=4096 --db " + db);
+  CliRun r = ktune("sweep --op add_rmsnorm --shape m=64,n=4096 --db " + db);
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.err.find("no CUDA device found"), std::string::npos) << r.err;
   EXPECT_EQ(lines(r.err), 1u) << r.err;
   EXPECT_FALSE(std::filesystem::exists(db));
-  Run d = ktune("devices");
+  CliRun d = ktune("devices");
   EXPECT_EQ(d.code, 0);
   EXPECT_NE(d.out.find("no CUDA device found"), std::string::npos) << d.out;
-  Run j = ktune("devices --json");
+  CliRun j = ktune("devices --json");
   EXPECT_NE(j.out.find("\"devices\":[]"), std::string::npos) << j.out;
 }
 
 TEST_F(Cli, DbCommandsOnAMissingDatabase) {
-  Run r = ktune("db list --db " + (dir.path() / "none.db").string());
+  CliRun r = ktune("db list --db " + (dir.path() / "none.db").string());
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.err.find("does not exist"), std::string::npos) << r.err;
   EXPECT_FALSE(std::filesystem::exists(dir.path() / "none.db"));

@@ -1,6 +1,7 @@
 // The runtime's lookup policy, on databases written here: no GPU needed.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <fstream>
 
 #include "db/store.hpp"
