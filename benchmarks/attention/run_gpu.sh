@@ -15,9 +15,17 @@ $BIN check big > "$OUT/check.log" 2>&1; echo "check rc=$?"
 grep -v '^ok \|^  ' "$OUT/check.log" | tail -25
 $BIN time csv="$OUT/ours.csv" > "$OUT/time.log" 2>&1; echo "time rc=$?"
 if [ -n "$PROFILE" ]; then
-  timeout 120 ncu --section SpeedOfLight --section Occupancy --section WarpStateStats \
-    --section SchedulerStats --section ComputeWorkloadAnalysis -k regex:flash_attention -s 1 -c 1 \
-    $BIN profile=$PROFILE > "$OUT/ncu.log" 2>&1; echo "ncu rc=$?"
+  M=""
+  for r in barrier long_scoreboard short_scoreboard math_pipe_throttle mio_throttle wait \
+           not_selected selected dispatch_stall lg_throttle no_instruction branch_resolving \
+           tex_throttle drain membar sleeping; do
+    M="$M,smsp__average_warps_issue_stalled_${r}_per_issue_active.ratio"
+  done
+  M="${M#,},sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active"
+  M="$M,sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_active,smsp__issue_active.avg.pct_of_peak_sustained_active"
+  timeout 150 ncu --section SpeedOfLight --section Occupancy --section SchedulerStats --metrics "$M" \
+    -k regex:flash_attention -s 1 -c 1 $BIN profile=$PROFILE > "$OUT/ncu.log" 2>&1; echo "ncu rc=$?"
+  grep -E "stalled|hmma|pipe_xu|issue_active" "$OUT/ncu.log" | sed -E 's/smsp__average_warps_issue_stalled_//; s/_per_issue_active.ratio//' | awk '{print $1, $NF}' | tr '\n' ' '; echo
 fi
 PYTHONUNBUFFERED=1 python3 benchmarks/attention/sdpa_bench.py "$OUT/ours.csv" "$OUT/torch.csv" \
   2> "$OUT/torch_err.log" | tee "$OUT/summary.txt"

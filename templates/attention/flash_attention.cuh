@@ -84,6 +84,29 @@ __device__ __forceinline__ void load_tile(unsigned dst, const T* src, long long 
   }
 }
 
+/// Pairwise reduction of t[0, 2W) into t[0] (max or sum): depth log2(2W) instead of 2W.
+template <int W, int N>
+__device__ __forceinline__ float tree_max(float (&t)[N]) {
+#pragma unroll
+  for (int j = 0; j < W; ++j) t[j] = fmaxf(t[j], t[j + W]);
+  if constexpr (W > 1) {
+    return tree_max<W / 2>(t);
+  } else {
+    return t[0];
+  }
+}
+
+template <int W, int N>
+__device__ __forceinline__ float tree_sum(float (&t)[N]) {
+#pragma unroll
+  for (int j = 0; j < W; ++j) t[j] += t[j + W];
+  if constexpr (W > 1) {
+    return tree_sum<W / 2>(t);
+  } else {
+    return t[0];
+  }
+}
+
 __device__ __forceinline__ float quad_max(float x) {
   x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
   return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
@@ -145,11 +168,29 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_CTAS)
   const int warp = tid >> 5;
   const int Nq = args.seq_q;
   const int Nk = args.seq_k;
-  // Causal CTAs near the bottom have the most tiles: schedule them first.
-  const int m_block = CAUSAL ? static_cast<int>(gridDim.x - 1 - blockIdx.x) : blockIdx.x;
+  // Which (query block, batch*head) this CTA computes. Non-causal: blockIdx as launched, query
+  // blocks fastest, so CTAs in flight share one head's K/V in L2. Causal: work grows with the
+  // query block, so CTAs are taken longest first (LPT), but only across a group of heads whose
+  // K/V fit comfortably in L2 (~24 MB), in dispatch order (x fastest). Head-major order left a
+  // heavy block of the last head to start near the end: ~1.3x the ideal makespan at N=4-8k.
+  int m_block = blockIdx.x;
+  int bh = blockIdx.y;
+  if constexpr (CAUSAL) {
+    const int m_blocks = gridDim.x;
+    const int bh_total = gridDim.y;
+    const int linear = blockIdx.y * m_blocks + blockIdx.x;
+    const long long kv_head_bytes = 4LL * Nk * D;
+    const int group = static_cast<int>(
+        max(1LL, min(static_cast<long long>(bh_total), (24LL << 20) / kv_head_bytes)));
+    const int g = linear / (group * m_blocks);
+    const int within = linear - g * group * m_blocks;
+    const int heads_here = min(group, bh_total - g * group);
+    m_block = m_blocks - 1 - within / heads_here;
+    bh = g * group + within % heads_here;
+  }
   const int m0 = m_block * BLOCK_M;
-  const int b = blockIdx.y / args.heads_q;
-  const int h = blockIdx.y % args.heads_q;
+  const int b = bh / args.heads_q;
+  const int h = bh % args.heads_q;
   const int hk = h / (args.heads_q / args.heads_kv);
 
   const T* q = static_cast<const T*>(args.q) + b * args.q_batch_stride + h * args.q_head_stride +
@@ -208,6 +249,7 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_CTAS)
   const int g = lane >> 2;  // fragment row within 8
   const int t = lane & 3;   // fragment column pair
   const int row_base = m0 + warp * 16 * MF + g;
+  const int warp_last_row = m0 + warp * 16 * MF + 16 * MF - 1;
 
   float o_acc[MF][DT][4];
   float row_max[MF][2];
@@ -228,7 +270,7 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_CTAS)
   int stage = 0;
   // One tile of the main loop; MASK says whether scores need the bounds/causal mask. The loop
   // body exists twice so that the mask's live values never weigh on the unmasked tiles.
-  auto tile = [&](const int n, const bool MASK) {
+  auto tile = [&](const int n, const bool MASK, const bool COMPUTE) {
     // Tile n has landed for every thread once this thread's older groups are done and the
     // barrier passes; the barrier also retires every read of tile n - 1, whose stage the copy
     // issued just below overwrites.
@@ -249,127 +291,135 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_CTAS)
     const unsigned k_stage = sK + stage * KV_BYTES + k_lane;
     const unsigned v_stage = sV + stage * KV_BYTES + v_lane;
 
-    float s[MF][NT][4];
+    if (COMPUTE) {
+      float s[MF][NT][4];
 #pragma unroll
-    for (int mf = 0; mf < MF; ++mf)
+      for (int mf = 0; mf < MF; ++mf)
 #pragma unroll
-      for (int j = 0; j < NT; ++j)
+        for (int j = 0; j < NT; ++j)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) s[mf][j][e] = 0.f;
+          for (int e = 0; e < 4; ++e) s[mf][j][e] = 0.f;
 
 #pragma unroll
-    for (int kk = 0; kk < QK_STEPS; ++kk) {
-      unsigned a[MF][4];
-#pragma unroll
-      for (int mf = 0; mf < MF; ++mf) {
-        if constexpr (Q_IN_REGS) {
-#pragma unroll
-          for (int e = 0; e < 4; ++e) a[mf][e] = qf[mf][kk][e];
-        } else {
-          ldmatrix_x4(q_lane + mf * 16 * ROW_BYTES + chunk_bytes(2 * kk, q_x), a[mf][0],
-                      a[mf][1], a[mf][2], a[mf][3]);
-        }
-      }
-#pragma unroll
-      for (int nn = 0; nn < NT / 2; ++nn) {
-        unsigned b0, b1, b2, b3;
-        ldmatrix_x4(k_stage + nn * 16 * ROW_BYTES + chunk_bytes(2 * kk, k_x), b0, b1, b2, b3);
+      for (int kk = 0; kk < QK_STEPS; ++kk) {
+        unsigned a[MF][4];
 #pragma unroll
         for (int mf = 0; mf < MF; ++mf) {
-          mma_16816<T>(s[mf][2 * nn], a[mf], b0, b1);
-          mma_16816<T>(s[mf][2 * nn + 1], a[mf], b2, b3);
+          if constexpr (Q_IN_REGS) {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) a[mf][e] = qf[mf][kk][e];
+          } else {
+            ldmatrix_x4(q_lane + mf * 16 * ROW_BYTES + chunk_bytes(2 * kk, q_x), a[mf][0],
+                        a[mf][1], a[mf][2], a[mf][3]);
+          }
+        }
+#pragma unroll
+        for (int nn = 0; nn < NT / 2; ++nn) {
+          unsigned b0, b1, b2, b3;
+          ldmatrix_x4(k_stage + nn * 16 * ROW_BYTES + chunk_bytes(2 * kk, k_x), b0, b1, b2, b3);
+#pragma unroll
+          for (int mf = 0; mf < MF; ++mf) {
+            mma_16816<T>(s[mf][2 * nn], a[mf], b0, b1);
+            mma_16816<T>(s[mf][2 * nn + 1], a[mf], b2, b3);
+          }
         }
       }
-    }
 
-    if (MASK) {
-      // Keys past Nk, and for causal keys past each row's diagonal, score -inf.
+      if (MASK) {
+        // Keys past Nk, and for causal keys past each row's diagonal, score -inf.
+#pragma unroll
+        for (int mf = 0; mf < MF; ++mf)
+#pragma unroll
+          for (int r = 0; r < 2; ++r) {
+            const int row = row_base + mf * 16 + r * 8;
+            const int limit = CAUSAL ? min(Nk, row + Nk - Nq + 1) : Nk;
+            const int lim = limit - n * BLOCK_N - 2 * t;  // first masked column of this thread
+#pragma unroll
+            for (int j = 0; j < NT; ++j)
+#pragma unroll
+              for (int e = 0; e < 2; ++e)
+                if (j * 8 + e >= lim) s[mf][j][2 * r + e] = -__int_as_float(0x7f800000);
+          }
+      }
+
+      // Online softmax. The reference max of a row moves only when the tile max exceeds it by
+      // more than 2^RESCALE_LOG2 in exp2 units; otherwise the stale max is kept and P may reach
+      // 2^RESCALE_LOG2, harmless in fp32 sums and 16-bit P (same relative precision), and exact
+      // after the final division since row_sum uses the same reference. O is rescaled only when
+      // some row of the warp moved, which after the first tiles is rare.
+      constexpr float RESCALE_LOG2 = 8.f;
 #pragma unroll
       for (int mf = 0; mf < MF; ++mf)
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
-          const int row = row_base + mf * 16 + r * 8;
-          const int limit = CAUSAL ? min(Nk, row + Nk - Nq + 1) : Nk;
-          const int lim = limit - n * BLOCK_N - 2 * t;  // first masked column of this thread
+          // Tree reductions: short dependency chains while the other warps keep the tensor pipe.
+          float t[NT];
 #pragma unroll
-          for (int j = 0; j < NT; ++j)
+          for (int j = 0; j < NT; ++j) t[j] = fmaxf(s[mf][j][2 * r], s[mf][j][2 * r + 1]);
+          const float mx = quad_max(tree_max<NT / 2>(t));
+          const float m_old = row_max[mf][r];
+          // True when m_old = -inf and mx is finite; false (NaN) while the row is fully masked.
+          const bool move = mx * scale_log2 - m_old * scale_log2 > RESCALE_LOG2;
+          if (__any_sync(0xffffffffu, move)) {
+            const float alpha = move ? exp2_approx(m_old * scale_log2 - mx * scale_log2) : 1.f;
+            row_max[mf][r] = move ? mx : m_old;
+            row_sum[mf][r] *= alpha;
 #pragma unroll
-            for (int e = 0; e < 2; ++e)
-              if (j * 8 + e >= lim) s[mf][j][2 * r + e] = -__int_as_float(0x7f800000);
-        }
-    }
-
-    // Online softmax. The reference max of a row moves only when the tile max exceeds it by
-    // more than 2^RESCALE_LOG2 in exp2 units; otherwise the stale max is kept and P may reach
-    // 2^RESCALE_LOG2, harmless in fp32 sums and 16-bit P (same relative precision), and exact
-    // after the final division since row_sum uses the same reference. O is rescaled only when
-    // some row of the warp moved, which after the first tiles is rare.
-    constexpr float RESCALE_LOG2 = 8.f;
-#pragma unroll
-    for (int mf = 0; mf < MF; ++mf)
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        float mx = s[mf][0][2 * r];
-#pragma unroll
-        for (int j = 0; j < NT; ++j) mx = fmaxf(mx, fmaxf(s[mf][j][2 * r], s[mf][j][2 * r + 1]));
-        mx = quad_max(mx);
-        const float m_old = row_max[mf][r];
-        // True when m_old = -inf and mx is finite; false (NaN) while the row is fully masked.
-        const bool move = mx * scale_log2 - m_old * scale_log2 > RESCALE_LOG2;
-        if (__any_sync(0xffffffffu, move)) {
-          const float alpha = move ? exp2_approx(m_old * scale_log2 - mx * scale_log2) : 1.f;
-          row_max[mf][r] = move ? mx : m_old;
-          row_sum[mf][r] *= alpha;
-#pragma unroll
-          for (int j = 0; j < DT; ++j) {
-            o_acc[mf][j][2 * r] *= alpha;
-            o_acc[mf][j][2 * r + 1] *= alpha;
+            for (int j = 0; j < DT; ++j) {
+              o_acc[mf][j][2 * r] *= alpha;
+              o_acc[mf][j][2 * r + 1] *= alpha;
+            }
           }
-        }
-        // A row with every score masked so far keeps max -inf; offset 0 keeps exp2 at 0.
-        const float offset =
-            row_max[mf][r] == -__int_as_float(0x7f800000) ? 0.f : row_max[mf][r] * scale_log2;
-        float sum = 0.f;
+          // A row with every score masked so far keeps max -inf; offset 0 keeps exp2 at 0.
+          const float offset =
+              row_max[mf][r] == -__int_as_float(0x7f800000) ? 0.f : row_max[mf][r] * scale_log2;
 #pragma unroll
-        for (int j = 0; j < NT; ++j)
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            const float p = exp2_approx(s[mf][j][2 * r + e] * scale_log2 - offset);
-            s[mf][j][2 * r + e] = p;
-            sum += p;
+          for (int j = 0; j < NT; ++j) {
+            s[mf][j][2 * r] = exp2_approx(s[mf][j][2 * r] * scale_log2 - offset);
+            s[mf][j][2 * r + 1] = exp2_approx(s[mf][j][2 * r + 1] * scale_log2 - offset);
+            t[j] = s[mf][j][2 * r] + s[mf][j][2 * r + 1];
           }
-        row_sum[mf][r] += sum;
-      }
+          row_sum[mf][r] += tree_sum<NT / 2>(t);
+        }
 
-    // O += P V: the S accumulator of n8 tiles 2kk and 2kk+1 is exactly the A fragment of k16
-    // step kk once packed to 16 bits.
+      // O += P V: the S accumulator of n8 tiles 2kk and 2kk+1 is exactly the A fragment of k16
+      // step kk once packed to 16 bits.
 #pragma unroll
-    for (int kk = 0; kk < PV_STEPS; ++kk) {
-      unsigned a[MF][4];
-#pragma unroll
-      for (int mf = 0; mf < MF; ++mf) {
-        a[mf][0] = pack2<T>(s[mf][2 * kk][0], s[mf][2 * kk][1]);
-        a[mf][1] = pack2<T>(s[mf][2 * kk][2], s[mf][2 * kk][3]);
-        a[mf][2] = pack2<T>(s[mf][2 * kk + 1][0], s[mf][2 * kk + 1][1]);
-        a[mf][3] = pack2<T>(s[mf][2 * kk + 1][2], s[mf][2 * kk + 1][3]);
-      }
-#pragma unroll
-      for (int dd = 0; dd < DT / 2; ++dd) {
-        unsigned b0, b1, b2, b3;
-        ldmatrix_x4_trans(v_stage + kk * 16 * ROW_BYTES + chunk_bytes(2 * dd, v_x), b0, b1, b2,
-                          b3);
+      for (int kk = 0; kk < PV_STEPS; ++kk) {
+        unsigned a[MF][4];
 #pragma unroll
         for (int mf = 0; mf < MF; ++mf) {
-          mma_16816<T>(o_acc[mf][2 * dd], a[mf], b0, b1);
-          mma_16816<T>(o_acc[mf][2 * dd + 1], a[mf], b2, b3);
+          a[mf][0] = pack2<T>(s[mf][2 * kk][0], s[mf][2 * kk][1]);
+          a[mf][1] = pack2<T>(s[mf][2 * kk][2], s[mf][2 * kk][3]);
+          a[mf][2] = pack2<T>(s[mf][2 * kk + 1][0], s[mf][2 * kk + 1][1]);
+          a[mf][3] = pack2<T>(s[mf][2 * kk + 1][2], s[mf][2 * kk + 1][3]);
+        }
+#pragma unroll
+        for (int dd = 0; dd < DT / 2; ++dd) {
+          unsigned b0, b1, b2, b3;
+          ldmatrix_x4_trans(v_stage + kk * 16 * ROW_BYTES + chunk_bytes(2 * dd, v_x), b0, b1, b2,
+                            b3);
+#pragma unroll
+          for (int mf = 0; mf < MF; ++mf) {
+            mma_16816<T>(o_acc[mf][2 * dd], a[mf], b0, b1);
+            mma_16816<T>(o_acc[mf][2 * dd + 1], a[mf], b2, b3);
+          }
         }
       }
     }
     stage = stage + 1 == STAGES ? 0 : stage + 1;
   };
   int n = 0;
-  for (; n < n_full; ++n) tile(n, false);
-  for (; n < n_end; ++n) tile(n, true);
+  for (; n < n_full; ++n) tile(n, false, true);
+  // In diagonal tiles past the last key of this warp's last row, the warp's scores would all be
+  // -inf: it only takes part in the barriers and the copies (tiles only move right).
+  int n_warp_end = n_end;
+  if (CAUSAL) {
+    const int last = warp_last_row + Nk - Nq;
+    n_warp_end = max(n_full, min(n_end, last < 0 ? 0 : last / BLOCK_N + 1));
+  }
+  for (; n < n_warp_end; ++n) tile(n, true, true);
+  for (; n < n_end; ++n) tile(n, true, false);
 
   // Epilogue. Every copy must have landed (with n_end = 0 the Q copies may still be in flight)
   // before the Q tile is reused to stage O.
