@@ -9,6 +9,7 @@
 
 #ifndef __CUDACC_RTC__
 static_assert(sizeof(void*) == 8, "ktune kernel arguments assume 64-bit pointers");
+#include "ktune/dtype.hpp"  // Activation, shared with the public API
 #endif
 
 namespace ktune {
@@ -18,8 +19,10 @@ constexpr int kReferenceThreads = 256;
 /// Row kernels: most floats per thread the register path may hold (ITEMS * VEC).
 constexpr int kRowRegisterFloats = 64;
 
-/// bias_act activations, in the order of the op's `act` dimension.
+#ifdef __CUDACC_RTC__
+/// bias_act activations, in the order of the op's `act` dimension (host code: ktune/dtype.hpp).
 enum class Activation : int { gelu_tanh = 0, gelu_erf = 1, silu = 2, relu = 3 };
+#endif
 
 /// h = x + residual; y = h * rsqrt(mean(h^2) + eps) * weight.
 struct AddRmsNormArgs {

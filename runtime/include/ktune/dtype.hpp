@@ -1,9 +1,12 @@
-// Element types of ktune's public API.
+// Element types and activations of ktune's public API.
 #pragma once
 
 namespace ktune {
 
 /// Element type of a tensor. Values match the C API's ktune_dtype.
 enum class DType : int { f32 = 0, f16 = 1, bf16 = 2 };
+
+/// Activation of bias_act. Values match the C API's ktune_activation.
+enum class Activation : int { gelu_tanh = 0, gelu_erf = 1, silu = 2, relu = 3 };
 
 }  // namespace ktune

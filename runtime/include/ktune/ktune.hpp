@@ -21,8 +21,6 @@ namespace ktune {
 
 using Stream = void*;
 
-enum class Activation : int { gelu_tanh = 0, gelu_erf = 1, silu = 2, relu = 3 };
-
 /// How a configuration was found.
 enum class Match : int { exact = 0, nearest_shape = 1, other_device = 2, default_config = 3 };
 const char* match_kind_name(Match m);

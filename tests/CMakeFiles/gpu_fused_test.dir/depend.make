@@ -1,0 +1,2 @@
+# Empty dependencies file for gpu_fused_test.
+# This may be replaced when dependencies are built.

@@ -1,0 +1,3 @@
+file(REMOVE_RECURSE
+  "libktune_test_support.a"
+)
