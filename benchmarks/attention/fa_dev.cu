@@ -128,48 +128,53 @@ struct Config {
   int d, block_m, block_n, warps, stages;
   bool q_in_regs;
   int min_ctas;
+  bool pad;
   KernelFn kernel[2];  // [causal]
   std::string name() const {
     char buf[96];
-    std::snprintf(buf, sizeof buf, "%dx%d w%d s%d %s%s", block_m, block_n, warps, stages,
-                  q_in_regs ? "qreg" : "qsmem", min_ctas > 1 ? (" o" + std::to_string(min_ctas)).c_str() : "");
+    std::snprintf(buf, sizeof buf, "%dx%d w%d s%d %s%s%s", block_m, block_n, warps, stages,
+                  q_in_regs ? "qreg" : "qsmem",
+                  min_ctas > 1 ? (" o" + std::to_string(min_ctas)).c_str() : "", pad ? " pad" : "");
     return buf;
   }
-  unsigned smem() const { return ktune::flash_attention_smem_bytes(d, block_m, block_n, stages); }
+  unsigned smem() const {
+    return ktune::flash_attention_smem_bytes(d, block_m, block_n, stages, pad);
+  }
 };
 
-#define FA_CFG(T, D, BM, BN, W, S, QR, OCC)                                              \
-  Config {                                                                               \
-    #T, D, BM, BN, W, S, QR, OCC, {                                                      \
-      reinterpret_cast<KernelFn>(&ktune::flash_attention_fwd<ktune::T, D, BM, BN, W, S, false, QR, OCC>), \
-      reinterpret_cast<KernelFn>(&ktune::flash_attention_fwd<ktune::T, D, BM, BN, W, S, true, QR, OCC>)   \
-    }                                                                                    \
+#define FA_CFG(T, D, BM, BN, W, S, QR, OCC, PAD)                                           \
+  Config {                                                                                  \
+    #T, D, BM, BN, W, S, QR, OCC, PAD, {                                                    \
+      &ktune::flash_attention_fwd<ktune::T, D, BM, BN, W, S, false, QR, OCC, PAD>,         \
+      &ktune::flash_attention_fwd<ktune::T, D, BM, BN, W, S, true, QR, OCC, PAD>           \
+    }                                                                                       \
   }
 
 static std::vector<Config> all_configs() {
   return {
       // D = 128 (index 0 is also the N = 32768 timing config)
-      FA_CFG(bf16, 128, 128, 64, 4, 2, false, 1),
-      FA_CFG(bf16, 128, 128, 32, 4, 2, false, 1),
-      FA_CFG(bf16, 128, 256, 64, 8, 2, false, 1),
-      FA_CFG(bf16, 128, 128, 64, 8, 2, true, 1),
-      FA_CFG(bf16, 128, 128, 128, 8, 2, true, 1),
+      FA_CFG(bf16, 128, 128, 64, 4, 2, false, 1, false),
+      FA_CFG(bf16, 128, 128, 64, 4, 2, false, 1, true),
+      FA_CFG(bf16, 128, 256, 64, 8, 2, false, 1, false),
+      FA_CFG(bf16, 128, 256, 64, 8, 2, false, 1, true),
+      FA_CFG(bf16, 128, 128, 64, 8, 2, true, 1, false),
+      FA_CFG(bf16, 128, 128, 128, 8, 2, true, 1, false),
       // D = 64
-      FA_CFG(bf16, 64, 128, 64, 4, 2, false, 1),
-      FA_CFG(bf16, 64, 128, 64, 4, 2, true, 1),
-      FA_CFG(bf16, 64, 128, 64, 4, 3, false, 1),
-      FA_CFG(bf16, 64, 128, 64, 8, 2, true, 2),
-      FA_CFG(bf16, 64, 64, 64, 4, 2, true, 3),
-      FA_CFG(bf16, 64, 64, 64, 4, 3, true, 3),
+      FA_CFG(bf16, 64, 128, 64, 4, 2, true, 1, false),
+      FA_CFG(bf16, 64, 128, 64, 4, 2, true, 1, true),
+      FA_CFG(bf16, 64, 128, 64, 4, 2, false, 1, false),
+      FA_CFG(bf16, 64, 128, 64, 4, 2, false, 1, true),
+      FA_CFG(bf16, 64, 64, 64, 4, 2, true, 3, false),
+      FA_CFG(bf16, 64, 64, 64, 4, 2, true, 3, true),
       // fp16 and the other head dims
-      FA_CFG(fp16, 128, 128, 64, 4, 2, false, 1),
-      FA_CFG(fp16, 64, 128, 64, 4, 2, false, 1),
-      FA_CFG(bf16, 32, 128, 64, 8, 2, true, 1),
-      FA_CFG(bf16, 32, 128, 64, 4, 2, true, 1),
-      FA_CFG(bf16, 96, 128, 64, 8, 2, true, 1),
-      FA_CFG(bf16, 96, 128, 64, 4, 2, false, 1),
-      FA_CFG(bf16, 256, 128, 32, 8, 2, false, 1),
-      FA_CFG(bf16, 256, 64, 32, 4, 2, false, 1),
+      FA_CFG(fp16, 128, 128, 64, 4, 2, false, 1, false),
+      FA_CFG(fp16, 64, 128, 64, 4, 2, true, 1, false),
+      FA_CFG(bf16, 32, 128, 64, 8, 2, true, 1, false),
+      FA_CFG(bf16, 32, 128, 64, 4, 2, true, 1, true),
+      FA_CFG(bf16, 96, 128, 64, 8, 2, true, 1, false),
+      FA_CFG(bf16, 96, 128, 64, 8, 2, true, 1, true),
+      FA_CFG(bf16, 256, 128, 32, 8, 2, false, 1, false),
+      FA_CFG(bf16, 256, 64, 32, 4, 2, false, 1, true),
   };
 }
 

@@ -20,7 +20,8 @@ struct FlashAttentionArgs {
   const void* v;                 // [B, Hkv, Nk, D]
   void* o;                       // [B, Hq, Nq, D], same dtype as q
   float* lse;                    // [B, Hq, Nq] contiguous, natural log; nullptr: not written
-  long long q_batch_stride;      // element strides; every row start must be 16-byte aligned
+  long long q_batch_stride;      // element strides; row starts 16-byte aligned, row strides
+                                 // below 2^23 (a tile's offsets are 32-bit)
   long long q_head_stride;
   long long q_row_stride;
   long long k_batch_stride;
@@ -41,11 +42,11 @@ struct FlashAttentionArgs {
 };
 
 /// Dynamic shared memory of flash_attention_fwd: the Q tile plus STAGES K and V tiles, 16-bit
-/// elements. Above 48 KiB the launcher must raise the kernel's
-/// CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES first.
+/// elements, rows padded by 16 bytes with SMEM_PAD. Above 48 KiB the launcher must raise the
+/// kernel's CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES first.
 KTUNE_ATTN_HD constexpr unsigned flash_attention_smem_bytes(int d, int block_m, int block_n,
-                                                            int stages) {
-  return static_cast<unsigned>(2 * d * (block_m + 2 * block_n * stages));
+                                                            int stages, bool pad = false) {
+  return static_cast<unsigned>((2 * d + (pad ? 16 : 0)) * (block_m + 2 * block_n * stages));
 }
 
 /// Grid of flash_attention_fwd: x = query blocks, y = batch * query heads (at most 65535).
@@ -54,12 +55,14 @@ KTUNE_ATTN_HD constexpr unsigned flash_attention_grid_x(int seq_q, int block_m) 
 }
 
 /// nullptr when flash_attention_fwd<T, D, BLOCK_M, BLOCK_N, WARPS, STAGES, CAUSAL, Q_IN_REGS,
-/// MIN_CTAS> compiles; otherwise why not (the same rules as the kernel's static_asserts).
+/// MIN_CTAS, SMEM_PAD> compiles; otherwise why not (the kernel's static_asserts).
 /// Whether it also fits in registers without spilling only ptxas tells.
 KTUNE_ATTN_HD constexpr const char* flash_attention_invalid_reason(int d, int block_m, int block_n,
                                                                    int warps, int stages,
-                                                                   int min_ctas = 1) {
-  if (d != 32 && d != 64 && d != 96 && d != 128 && d != 256) return "D must be 32, 64, 96, 128 or 256";
+                                                                   int min_ctas = 1,
+                                                                   bool pad = false) {
+  if (d != 32 && d != 64 && d != 96 && d != 128 && d != 256)
+    return "D must be 32, 64, 96, 128 or 256";
   if (block_m != 64 && block_m != 128 && block_m != 256) return "BLOCK_M must be 64, 128 or 256";
   if (block_n != 32 && block_n != 64 && block_n != 128) return "BLOCK_N must be 32, 64 or 128";
   if (warps != 4 && warps != 8) return "WARPS must be 4 or 8";
@@ -67,7 +70,7 @@ KTUNE_ATTN_HD constexpr const char* flash_attention_invalid_reason(int d, int bl
   if (block_m / (16 * warps) > 2) return "at most two 16-row fragments per warp";
   if (stages < 2 || stages > 4) return "STAGES must be 2, 3 or 4";
   if (min_ctas < 1 || min_ctas * warps > 64) return "MIN_CTAS must be >= 1, MIN_CTAS * WARPS <= 64";
-  if (flash_attention_smem_bytes(d, block_m, block_n, stages) > 227u * 1024u)
+  if (flash_attention_smem_bytes(d, block_m, block_n, stages, pad) > 227u * 1024u)
     return "shared memory above 227 KiB";
   return nullptr;
 }

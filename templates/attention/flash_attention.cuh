@@ -16,55 +16,60 @@
 namespace ktune {
 namespace attn {
 
-/// Swizzle of a tile row with D 16-bit columns: XOR applied to its 16-byte chunk index so that
-/// the 8 row addresses of one ldmatrix phase (8 consecutive rows, one chunk) hit 8 distinct
-/// 16-byte bank groups. Rows of 8k chunks use row & 7; rows of 4 or 12 chunks (two rows per
-/// 128-byte line) use bits 1-2 of the row. The result only depends on row & 7.
-template <int D>
-__device__ __forceinline__ int row_swizzle(int row) {
-  return (D / 8) % 8 == 0 ? (row & 7) : ((row >> 1) & 3);
-}
-
-/// Byte offset of 16-byte chunk `chunk` of row `row` in a swizzled [rows][D] tile.
-template <int D>
-__device__ __forceinline__ unsigned tile_offset(int row, int chunk) {
-  return static_cast<unsigned>(row * (D * 2) + ((chunk ^ row_swizzle<D>(row)) << 4));
-}
-
-/// Physical chunk of logical chunk `c` (a compile-time constant after unrolling, even) XOR'd
-/// with the lane's `x` (< 8, covering the lane's odd chunk bit and its row swizzle). Splitting
-/// at 8 lets the compiler keep a few lane constants instead of one per chunk.
-__device__ __forceinline__ unsigned chunk_bytes(int c, int x) {
-  return static_cast<unsigned>(((c & ~7) | ((c & 7) ^ x)) << 4);
-}
+/// Shared-memory layout of a [rows][D] tile of 16-bit elements. The 8 row addresses of one
+/// ldmatrix phase (8 consecutive rows, one 16-byte chunk) must hit 8 distinct 16-byte bank groups:
+/// - PAD = false: rows of D * 2 bytes, the chunk index XOR'd with a row swizzle: row & 7 for rows
+///   of 8k chunks; bits 1-2 of the row for rows of 4 or 12 chunks (two rows per 128-byte line).
+///   The swizzle only depends on row & 7.
+/// - PAD = true: rows of D * 2 + 16 bytes, no XOR: 6 % more shared memory, but every ldmatrix
+///   address is one lane register plus an immediate, which frees registers at 255.
+template <int D, bool PAD>
+struct Tile {
+  static constexpr int PITCH = D * 2 + (PAD ? 16 : 0);  // bytes per row
+  __device__ static __forceinline__ int swizzle(int row) {
+    return PAD ? 0 : (D / 8) % 8 == 0 ? (row & 7) : ((row >> 1) & 3);
+  }
+  /// Byte offset of 16-byte chunk `chunk` of row `row`.
+  __device__ static __forceinline__ unsigned offset(int row, int chunk) {
+    return static_cast<unsigned>(row * PITCH + ((chunk ^ swizzle(row)) << 4));
+  }
+  /// Byte offset of logical chunk `c` (even, a compile-time constant after unrolling) for a lane
+  /// whose odd-chunk bit and row swizzle are folded into `x` (< 8; 0 with PAD, where the lane's
+  /// odd-chunk bit lives in its base address). Splitting at 8 keeps a few lane constants.
+  __device__ static __forceinline__ unsigned chunk(int c, int x) {
+    return PAD ? static_cast<unsigned>(c << 4)
+               : static_cast<unsigned>(((c & ~7) | ((c & 7) ^ x)) << 4);
+  }
+};
 
 /// Copies rows [0, ROWS) of a global matrix of 16-bit elements with `row_stride` into a swizzled
 /// shared tile at `dst`; rows >= `rows_valid` are zero-filled without being read.
-template <typename T, int D, int ROWS, int THREADS>
+template <typename T, int D, bool PAD, int ROWS, int THREADS>
 __device__ __forceinline__ void load_tile(unsigned dst, const T* src, long long row_stride,
                                           int rows_valid, int tid) {
   constexpr int CHUNKS = D / 8;
   constexpr int STEP = THREADS / CHUNKS;  // rows one pass of the CTA covers
-  if constexpr (THREADS % CHUNKS == 0 && STEP % 8 == 0 && ROWS % STEP == 0) {
+  using L = Tile<D, PAD>;
+  if constexpr (THREADS % CHUNKS == 0 && (PAD || STEP % 8 == 0) && ROWS % STEP == 0) {
     // Each thread keeps one chunk column and walks down the tile by STEP rows: one pointer,
     // one 64-bit step and an immediate smem offset (the swizzle repeats every 8 rows). Only a
     // partial last tile pays for predicates.
     const int row0 = tid / CHUNKS;
-    const unsigned d0 = dst + tile_offset<D>(row0, tid % CHUNKS);
+    const unsigned d0 = dst + L::offset(row0, tid % CHUNKS);
     // 32-bit offset inside the tile (ROWS * row_stride < 2^31, checked by the host).
     const T* p = src + (row0 * static_cast<int>(row_stride) + (tid % CHUNKS) * 8);
     const long long step = STEP * row_stride;
     if (rows_valid >= ROWS) {
 #pragma unroll
       for (int i = 0; i < ROWS / STEP; ++i) {
-        cp_async_16(d0 + i * STEP * D * 2, p);
+        cp_async_16(d0 + i * STEP * L::PITCH, p);
         p += step;
       }
     } else {
 #pragma unroll
       for (int i = 0; i < ROWS / STEP; ++i) {
         const bool ok = row0 + i * STEP < rows_valid;
-        cp_async_16(d0 + i * STEP * D * 2, ok ? p : src, ok ? 16 : 0);
+        cp_async_16(d0 + i * STEP * L::PITCH, ok ? p : src, ok ? 16 : 0);
         p += step;
       }
     }
@@ -78,7 +83,7 @@ __device__ __forceinline__ void load_tile(unsigned dst, const T* src, long long 
         const int chunk = id % CHUNKS;
         const bool ok = row < rows_valid;
         const T* p = ok ? src + row * row_stride + chunk * 8 : src;
-        cp_async_16(dst + tile_offset<D>(row, chunk), p, ok ? 16 : 0);
+        cp_async_16(dst + L::offset(row, chunk), p, ok ? 16 : 0);
       }
     }
   }
@@ -128,11 +133,12 @@ __device__ __forceinline__ float quad_sum(float x) {
 /// Q_IN_REGS: Q fragments loaded once into registers (true) or re-read from shared memory for
 /// every tile (false; fewer registers, for large D or 32 rows per warp). MIN_CTAS: CTAs per SM
 /// promised to the register allocator (__launch_bounds__); 1 lets it use up to 255 registers.
+/// SMEM_PAD: padded rows instead of XOR swizzle in shared memory (see Tile).
 ///
 /// Launch: grid (flash_attention_grid_x(Nq, BLOCK_M), B * Hq), WARPS * 32 threads,
 /// flash_attention_smem_bytes(D, BLOCK_M, BLOCK_N, STAGES) bytes of dynamic shared memory.
 template <typename T, int D, int BLOCK_M, int BLOCK_N, int WARPS, int STAGES, bool CAUSAL,
-          bool Q_IN_REGS = true, int MIN_CTAS = 1>
+          bool Q_IN_REGS = true, int MIN_CTAS = 1, bool SMEM_PAD = false>
 __global__ void __launch_bounds__(WARPS * 32, MIN_CTAS)
     flash_attention_fwd(const __grid_constant__ FlashAttentionArgs args) {
   static_assert(sizeof(T) == 2, "T must be bf16 or fp16");
@@ -144,7 +150,7 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_CTAS)
   static_assert(BLOCK_M / (16 * WARPS) <= 2, "at most two 16-row fragments per warp");
   static_assert(STAGES >= 2 && STAGES <= 4, "STAGES must be 2, 3 or 4");
   static_assert(MIN_CTAS >= 1 && MIN_CTAS * WARPS <= 64, "MIN_CTAS out of range");
-  static_assert(flash_attention_smem_bytes(D, BLOCK_M, BLOCK_N, STAGES) <= 227 * 1024,
+  static_assert(flash_attention_smem_bytes(D, BLOCK_M, BLOCK_N, STAGES, SMEM_PAD) <= 227 * 1024,
                 "shared memory above 227 KiB");
 
   using namespace attn;
@@ -154,7 +160,8 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_CTAS)
   constexpr int DT = D / 8;                   // n8 column tiles of O
   constexpr int QK_STEPS = D / 16;            // k16 steps of Q K^T
   constexpr int PV_STEPS = BLOCK_N / 16;      // k16 steps of P V
-  constexpr int ROW_BYTES = D * 2;
+  using L = Tile<D, SMEM_PAD>;
+  constexpr int ROW_BYTES = L::PITCH;
   constexpr unsigned Q_BYTES = BLOCK_M * ROW_BYTES;
   constexpr unsigned KV_BYTES = BLOCK_N * ROW_BYTES;
 
@@ -169,24 +176,18 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_CTAS)
   const int Nq = args.seq_q;
   const int Nk = args.seq_k;
   // Which (query block, batch*head) this CTA computes. Non-causal: blockIdx as launched, query
-  // blocks fastest, so CTAs in flight share one head's K/V in L2. Causal: work grows with the
-  // query block, so CTAs are taken longest first (LPT), but only across a group of heads whose
-  // K/V fit comfortably in L2 (~24 MB), in dispatch order (x fastest). Head-major order left a
-  // heavy block of the last head to start near the end: ~1.3x the ideal makespan at N=4-8k.
+  // blocks fastest, so the CTAs in flight share one head's K/V in L2. Causal: work grows with the
+  // query block, so CTAs are taken longest first over all heads (LPT, in dispatch order, x
+  // fastest). Head-major order started a heavy block of the last head near the end (~1.3x the
+  // ideal makespan at N = 4-8k); LPT restricted to L2-sized head groups did the same with the
+  // last group. L2 still serves K/V: the CTAs of one head in flight started together and walk
+  // the same K/V tiles in step.
   int m_block = blockIdx.x;
   int bh = blockIdx.y;
   if constexpr (CAUSAL) {
-    const int m_blocks = gridDim.x;
-    const int bh_total = gridDim.y;
-    const int linear = blockIdx.y * m_blocks + blockIdx.x;
-    const long long kv_head_bytes = 4LL * Nk * D;
-    const int group = static_cast<int>(
-        max(1LL, min(static_cast<long long>(bh_total), (24LL << 20) / kv_head_bytes)));
-    const int g = linear / (group * m_blocks);
-    const int within = linear - g * group * m_blocks;
-    const int heads_here = min(group, bh_total - g * group);
-    m_block = m_blocks - 1 - within / heads_here;
-    bh = g * group + within % heads_here;
+    const int linear = blockIdx.y * gridDim.x + blockIdx.x;
+    m_block = gridDim.x - 1 - linear / gridDim.y;
+    bh = linear % gridDim.y;
   }
   const int m0 = m_block * BLOCK_M;
   const int b = bh / args.heads_q;
@@ -210,28 +211,34 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_CTAS)
   }
 
   // Prologue: Q as its own group, then the first STAGES - 1 K/V tiles.
-  load_tile<T, D, BLOCK_M, THREADS>(sQ, q, args.q_row_stride, Nq - m0, tid);
+  load_tile<T, D, SMEM_PAD, BLOCK_M, THREADS>(sQ, q, args.q_row_stride, Nq - m0, tid);
   cp_async_commit();
 #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) {
     if (s < n_end) {
       const long long r = static_cast<long long>(s) * BLOCK_N;
-      load_tile<T, D, BLOCK_N, THREADS>(sK + s * KV_BYTES, k + r * args.k_row_stride,
+      load_tile<T, D, SMEM_PAD, BLOCK_N, THREADS>(sK + s * KV_BYTES, k + r * args.k_row_stride,
                                         args.k_row_stride, Nk - s * BLOCK_N, tid);
-      load_tile<T, D, BLOCK_N, THREADS>(sV + s * KV_BYTES, v + r * args.v_row_stride,
+      load_tile<T, D, SMEM_PAD, BLOCK_N, THREADS>(sV + s * KV_BYTES, v + r * args.v_row_stride,
                                         args.v_row_stride, Nk - s * BLOCK_N, tid);
     }
     cp_async_commit();
   }
 
   // Lane constants of the ldmatrix addresses (see the fragment layouts in mma.cuh).
-  const int sw = row_swizzle<D>(lane & 7);
-  const unsigned q_lane = sQ + (warp * 16 * MF + (lane & 15)) * ROW_BYTES;
-  const int q_x = (lane >> 4) ^ sw;
-  const unsigned k_lane = ((lane & 7) + ((lane >> 4) << 3)) * ROW_BYTES;
-  const int k_x = ((lane >> 3) & 1) ^ sw;
-  const unsigned v_lane = ((lane & 7) + (((lane >> 3) & 1) << 3)) * ROW_BYTES;
-  const int v_x = (lane >> 4) ^ sw;
+  // Each lane addresses one row and an odd or even chunk; with PAD the odd-chunk bit goes into the
+  // lane base, otherwise into the XOR term with the row swizzle.
+  const int sw = L::swizzle(lane & 7);
+  const int q_hi = lane >> 4, k_hi = (lane >> 3) & 1, v_hi = lane >> 4;
+  const unsigned q_lane =
+      sQ + (warp * 16 * MF + (lane & 15)) * ROW_BYTES + (SMEM_PAD ? q_hi << 4 : 0);
+  const unsigned k_lane =
+      ((lane & 7) + ((lane >> 4) << 3)) * ROW_BYTES + (SMEM_PAD ? k_hi << 4 : 0);
+  const unsigned v_lane =
+      ((lane & 7) + (((lane >> 3) & 1) << 3)) * ROW_BYTES + (SMEM_PAD ? v_hi << 4 : 0);
+  const int q_x = SMEM_PAD ? 0 : q_hi ^ sw;
+  const int k_x = SMEM_PAD ? 0 : k_hi ^ sw;
+  const int v_x = SMEM_PAD ? 0 : v_hi ^ sw;
 
   unsigned qf[Q_IN_REGS ? MF : 1][Q_IN_REGS ? QK_STEPS : 1][4];
   if constexpr (Q_IN_REGS) {
@@ -241,7 +248,7 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_CTAS)
     for (int mf = 0; mf < MF; ++mf)
 #pragma unroll
       for (int kk = 0; kk < QK_STEPS; ++kk)
-        ldmatrix_x4(q_lane + mf * 16 * ROW_BYTES + chunk_bytes(2 * kk, q_x), qf[mf][kk][0],
+        ldmatrix_x4(q_lane + mf * 16 * ROW_BYTES + L::chunk(2 * kk, q_x), qf[mf][kk][0],
                     qf[mf][kk][1], qf[mf][kk][2], qf[mf][kk][3]);
   }
 
@@ -281,9 +288,9 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_CTAS)
       if (nl < n_end) {
         const int st = stage == 0 ? STAGES - 1 : stage - 1;
         const long long r = static_cast<long long>(nl) * BLOCK_N;
-        load_tile<T, D, BLOCK_N, THREADS>(sK + st * KV_BYTES, k + r * args.k_row_stride,
+        load_tile<T, D, SMEM_PAD, BLOCK_N, THREADS>(sK + st * KV_BYTES, k + r * args.k_row_stride,
                                           args.k_row_stride, Nk - nl * BLOCK_N, tid);
-        load_tile<T, D, BLOCK_N, THREADS>(sV + st * KV_BYTES, v + r * args.v_row_stride,
+        load_tile<T, D, SMEM_PAD, BLOCK_N, THREADS>(sV + st * KV_BYTES, v + r * args.v_row_stride,
                                           args.v_row_stride, Nk - nl * BLOCK_N, tid);
       }
       cp_async_commit();
@@ -309,14 +316,14 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_CTAS)
 #pragma unroll
             for (int e = 0; e < 4; ++e) a[mf][e] = qf[mf][kk][e];
           } else {
-            ldmatrix_x4(q_lane + mf * 16 * ROW_BYTES + chunk_bytes(2 * kk, q_x), a[mf][0],
+            ldmatrix_x4(q_lane + mf * 16 * ROW_BYTES + L::chunk(2 * kk, q_x), a[mf][0],
                         a[mf][1], a[mf][2], a[mf][3]);
           }
         }
 #pragma unroll
         for (int nn = 0; nn < NT / 2; ++nn) {
           unsigned b0, b1, b2, b3;
-          ldmatrix_x4(k_stage + nn * 16 * ROW_BYTES + chunk_bytes(2 * kk, k_x), b0, b1, b2, b3);
+          ldmatrix_x4(k_stage + nn * 16 * ROW_BYTES + L::chunk(2 * kk, k_x), b0, b1, b2, b3);
 #pragma unroll
           for (int mf = 0; mf < MF; ++mf) {
             mma_16816<T>(s[mf][2 * nn], a[mf], b0, b1);
@@ -397,7 +404,7 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_CTAS)
 #pragma unroll
         for (int dd = 0; dd < DT / 2; ++dd) {
           unsigned b0, b1, b2, b3;
-          ldmatrix_x4_trans(v_stage + kk * 16 * ROW_BYTES + chunk_bytes(2 * dd, v_x), b0, b1, b2,
+          ldmatrix_x4_trans(v_stage + kk * 16 * ROW_BYTES + L::chunk(2 * dd, v_x), b0, b1, b2,
                             b3);
 #pragma unroll
           for (int mf = 0; mf < MF; ++mf) {
@@ -443,7 +450,7 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_CTAS)
 #pragma unroll
       for (int j = 0; j < DT; ++j) {
         const unsigned packed = pack2<T>(o_acc[mf][j][2 * r] * inv, o_acc[mf][j][2 * r + 1] * inv);
-        *reinterpret_cast<unsigned*>(smem + tile_offset<D>(srow, j) + 4 * t) = packed;
+        *reinterpret_cast<unsigned*>(smem + L::offset(srow, j) + 4 * t) = packed;
       }
     }
   __syncwarp();
@@ -460,7 +467,7 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_CTAS)
     const int srow = warp * WARP_ROWS + row;
     const int grow = m0 + srow;
     if (grow < Nq) {
-      const uint4 val = *reinterpret_cast<const uint4*>(smem + tile_offset<D>(srow, chunk));
+      const uint4 val = *reinterpret_cast<const uint4*>(smem + L::offset(srow, chunk));
       *reinterpret_cast<uint4*>(o + grow * args.o_row_stride + chunk * 8) = val;
     }
   }
