@@ -13,7 +13,8 @@ if [ ! -x "$BIN" ]; then
 fi
 $BIN check big > "$OUT/check.log" 2>&1; echo "check rc=$?"
 grep -v '^ok \|^  ' "$OUT/check.log" | tail -25
-$BIN time csv="$OUT/ours.csv" > "$OUT/time.log" 2>&1; echo "time rc=$?"
+$BIN time csv="$OUT/ours1.csv" > "$OUT/time1.log" 2>&1; echo "time rc=$?"
+$BIN time csv="$OUT/ours.csv" > "$OUT/time.log" 2>&1; echo "time (repeat) rc=$?"
 if [ -n "$PROFILE" ]; then
   M=""
   for r in barrier long_scoreboard short_scoreboard math_pipe_throttle mio_throttle wait \
