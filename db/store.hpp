@@ -91,6 +91,9 @@ class Store {
 
   const std::filesystem::path& path() const { return path_; }
   bool read_only() const { return read_only_; }
+  /// True when a read-only open fell back to SQLite's immutable mode because the file sits where
+  /// its -shm file cannot be created (read-only media); the file must then not change under us.
+  bool immutable() const { return immutable_; }
 
   /// Inserts or refreshes the device row (fingerprint fields).
   void upsert_device(const DeviceInfo& device);
@@ -106,6 +109,9 @@ class Store {
   /// Inserts one trial in its own IMMEDIATE transaction; if the trial is ok and faster than the
   /// current best for its key (same template hash), the best row is updated in the same
   /// transaction. Returns the trial id.
+  /// sweep_id 0 means none; another id must name a sweep of this database (else DatabaseError).
+  /// Throws InvalidArgument for a NaN, infinite or negative timing, an empty device_key, op or
+  /// problem_key, or a dtype/status outside its enum; DatabaseError on a read-only store.
   std::int64_t record_trial(const TrialRecord& trial);
 
   /// Trials for a key with this template hash (newest last): what a resumed sweep skips.
@@ -114,7 +120,9 @@ class Store {
                                   const std::string& template_hash) const;
 
   /// Sets the best of a key explicitly (after re-timing the leaders), in one transaction.
+  /// device_name and arch are not stored (they come from the devices row); trial_id 0 means none.
   void set_best(const BestRecord& best);
+  /// device_name and arch come from the devices row; both are empty when the device is unknown.
   std::optional<BestRecord> best(const std::string& device_key, const std::string& op, DType dtype,
                                  const std::string& problem_key,
                                  const std::string& template_hash) const;
@@ -135,10 +143,22 @@ class Store {
 
  private:
   Store() = default;
+  void require_writable(const char* what) const;
+
   sqlite3* db_ = nullptr;
   std::filesystem::path path_;
   bool read_only_ = false;
+  bool immutable_ = false;
 };
+
+/// Trials as a JSON array of objects, one per line, every TrialRecord field by name (for
+/// `ktune db export`). Strings are escaped; invalid UTF-8 becomes U+FFFD.
+std::string export_json(const std::vector<TrialRecord>& trials);
+/// Trials as CSV: a header row of field names, then one row per trial; fields holding a comma,
+/// quote or line break are quoted with doubled quotes (RFC 4180). Lines end with "\n".
+std::string export_csv(const std::vector<TrialRecord>& trials);
+/// One best row as a single-line JSON object.
+std::string best_to_json(const BestRecord& best);
 
 /// Where the user's database lives: $KTUNE_DB, else $XDG_DATA_HOME/ktune/ktune.db, else
 /// ~/.local/share/ktune/ktune.db.

@@ -191,7 +191,8 @@ void populate(const fs::path& p, int trials) {
         make_trial("n=" + std::to_string(i % 4), "block=" + std::to_string(i),
                    10.0 + (i * 37) % 101, i % 9 == 4 ? TrialStatus::timeout : TrialStatus::ok);
     t.sweep_id = sweep_id;
-    t.detail = std::string(static_cast<std::size_t>(40 + i % 50), static_cast<char>('a' + i % 26));
+    t.detail =
+        std::string(static_cast<std::size_t>(60 + (i * 53) % 240), static_cast<char>('a' + i % 26));
     s.record_trial(t);
   }
 }
@@ -844,7 +845,7 @@ TEST(DbReadOnly, PendingLogOnReadOnlyMediaIsAClearError) {
 TEST(DbCorruption, FlippedAndTruncatedFilesErrorCleanly) {
   ScratchDir dir;
   const fs::path source = dir / "good.db";
-  populate(source, 300);
+  populate(source, 120);
   const std::string good = read_bytes(source);
   ASSERT_GT(good.size(), 16384u);
   const fs::path p = dir / "bad.db";
@@ -1172,11 +1173,11 @@ TEST(DbConcurrency, WritersShareOneFileWhileAReaderLooksUp) {
 TEST(DbConcurrency, KillNineThenResume) {
   ScratchDir dir;
   const fs::path p = dir / "killed.db";
-  constexpr int kCount = 500, kWriter = 7;
+  constexpr int kCount = 300, kWriter = 7;
   std::mt19937 rng(424242);
   // Each round lets the writer commit a random number of trials, then kills it at a random moment
   // up to 2 ms later: between commits, inside a transaction, or in the middle of a WAL write.
-  std::uniform_int_distribution<int> trials_before_kill(0, 50);
+  std::uniform_int_distribution<int> trials_before_kill(0, 30);
   std::uniform_int_distribution<int> extra_us(0, 2000);
   int killed_mid_run = 0;
   std::size_t progress = 0;
