@@ -136,7 +136,9 @@ __device__ __forceinline__ float quad_sum(float x) {
 /// SMEM_PAD: padded rows instead of XOR swizzle in shared memory (see Tile).
 ///
 /// Launch: grid (flash_attention_grid_x(Nq, BLOCK_M), B * Hq), WARPS * 32 threads,
-/// flash_attention_smem_bytes(D, BLOCK_M, BLOCK_N, STAGES) bytes of dynamic shared memory.
+/// flash_attention_smem_bytes(D, BLOCK_M, BLOCK_N, STAGES, SMEM_PAD) bytes of dynamic shared
+/// memory (raise the kernel's dynamic limit first above 48 KiB). Measured best on H100: D=128
+/// <128, 64, 4, 2, Q_IN_REGS=false>, D=64 <128, 64, 4, 2, true> (benchmarks/attention/NOTES.md).
 template <typename T, int D, int BLOCK_M, int BLOCK_N, int WARPS, int STAGES, bool CAUSAL,
           bool Q_IN_REGS = true, int MIN_CTAS = 1, bool SMEM_PAD = false>
 __global__ void __launch_bounds__(WARPS * 32, MIN_CTAS)
