@@ -1,3 +1,0 @@
-file(REMOVE_RECURSE
-  "libktune_test_support.a"
-)
