@@ -201,6 +201,9 @@ void Op::check_problem(const Problem& p) const {
     if (auto why = dim_value_reason(ds[i], p.values[i]))
       throw InvalidArgument("invalid problem \"" + problem_key(p) + "\" for " +
                             std::string(name()) + ": " + *why);
+  if (auto why = problem_reason(p))
+    throw InvalidArgument("invalid problem \"" + problem_key(p) + "\" for " +
+                          std::string(name()) + ": " + *why);
 }
 
 std::int64_t Op::dim(const Problem& p, std::string_view dim_name) const {

@@ -43,6 +43,7 @@ struct TensorSpec {
   TensorRole role = TensorRole::input;
   DType dtype = DType::bf16;
   std::int64_t elements = 0;
+  bool optional = false;  // callers may pass null (e.g. attention's log-sum-exp)
 };
 
 /// A scalar argument (eps, scale...) with the value used when tuning.
@@ -103,6 +104,9 @@ struct RunArgs {
   const double* scalars = nullptr;
   std::uint64_t workspace = 0;
   const KernelHandle* kernels = nullptr;
+  /// Op-defined integer arguments that are not part of the problem key (e.g. attention's
+  /// element strides); null means the op's default (contiguous tensors). See Op::layout_size().
+  const std::int64_t* layout = nullptr;
 };
 
 /// Verification tolerance: an element passes when |out - ref| <= atol + rtol * |ref|.
@@ -131,6 +135,8 @@ class Op {
   /// Tensors of one problem, inputs first.
   virtual std::vector<TensorSpec> tensors(const Problem& p, DType t) const = 0;
   virtual std::size_t workspace_bytes(const Params&, const Problem&, DType) const { return 0; }
+  /// Number of int64 values RunArgs::layout holds when given (0: the op takes none).
+  virtual std::size_t layout_size() const { return 0; }
   /// Byte alignment every tensor pointer must have for this configuration (vector width).
   virtual std::size_t alignment(const Params&, const Problem&, DType t) const {
     return dtype_size(t);
@@ -178,8 +184,11 @@ class Op {
   /// Accepts "m=16384,n=4096" (any order, defaults fill the rest) or "16384x4096"
   /// (integer dims in order). Throws InvalidArgument naming the bad value and what is allowed.
   Problem parse_problem(std::string_view text) const;
-  /// Checks every value against the dims' ranges; throws InvalidArgument.
+  /// Checks every value against the dims' ranges, then problem_reason(); throws InvalidArgument.
   void check_problem(const Problem& p) const;
+  /// Constraints between dimensions or on allowed values beyond a range (e.g. head dims the
+  /// template supports, hq a multiple of hkv); nullopt when the problem is fine.
+  virtual std::optional<std::string> problem_reason(const Problem&) const { return std::nullopt; }
   /// Value of a dim by name (throws if the op has no such dim).
   std::int64_t dim(const Problem& p, std::string_view name) const;
 

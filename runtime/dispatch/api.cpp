@@ -17,6 +17,7 @@ struct OpIndices {
   int bias_act = Runtime::Impl::op_index("bias_act");
   int swiglu = Runtime::Impl::op_index("swiglu");
   int softmax = Runtime::Impl::op_index("softmax");
+  int flash_attention = Runtime::Impl::op_index("flash_attention");
 };
 
 const OpIndices& ops() {
@@ -84,6 +85,40 @@ void Runtime::softmax(const void* x, void* y, std::int64_t m, std::int64_t n, fl
   const std::uint64_t t[] = {addr(x), addr(y)};
   const double s[] = {scale};
   impl_->run(ops().softmax, dtype, dims, 2, t, 2, s, 1, stream);
+}
+
+AttentionLayout AttentionLayout::bhsd(std::int64_t hq, std::int64_t hkv, std::int64_t nq,
+                                      std::int64_t nk, std::int64_t d) {
+  AttentionLayout l;
+  l.q = l.o = {hq * nq * d, nq * d, d};
+  l.k = l.v = {hkv * nk * d, nk * d, d};
+  return l;
+}
+
+AttentionLayout AttentionLayout::bshd(std::int64_t hq, std::int64_t hkv, std::int64_t nq,
+                                      std::int64_t nk, std::int64_t d) {
+  AttentionLayout l;
+  l.q = l.o = {nq * hq * d, d, hq * d};
+  l.k = l.v = {nk * hkv * d, d, hkv * d};
+  return l;
+}
+
+void Runtime::flash_attention(const void* q, const void* k, const void* v, void* o, float* lse,
+                              std::int64_t b, std::int64_t hq, std::int64_t hkv, std::int64_t nq,
+                              std::int64_t nk, std::int64_t d, bool causal, float scale,
+                              DType dtype, Stream stream, const AttentionLayout* layout) {
+  const std::int64_t dims[] = {b, hq, hkv, nq, nk, d, causal ? 1 : 0};
+  const std::uint64_t t[] = {addr(q), addr(k), addr(v), addr(o), addr(lse)};
+  const double s[] = {scale};
+  if (!layout) {
+    impl_->run(ops().flash_attention, dtype, dims, 7, t, 5, s, 1, stream, nullptr);
+    return;
+  }
+  const std::int64_t strides[12] = {layout->q.batch, layout->q.head, layout->q.seq,
+                                    layout->k.batch, layout->k.head, layout->k.seq,
+                                    layout->v.batch, layout->v.head, layout->v.seq,
+                                    layout->o.batch, layout->o.head, layout->o.seq};
+  impl_->run(ops().flash_attention, dtype, dims, 7, t, 5, s, 1, stream, strides);
 }
 
 void Runtime::run(std::string_view op, const std::vector<std::int64_t>& problem, DType dtype,

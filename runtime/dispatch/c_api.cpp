@@ -90,6 +90,24 @@ ktune_status ktune_softmax(const void* x, void* y, int64_t m, int64_t n, float s
       [&] { ktune::Runtime::global().softmax(x, y, m, n, scale, to_dtype(dtype), stream); });
 }
 
+ktune_status ktune_flash_attention(const void* q, const void* k, const void* v, void* o,
+                                   float* lse, int64_t b, int64_t hq, int64_t hkv, int64_t nq,
+                                   int64_t nk, int64_t d, const int64_t* strides, int causal,
+                                   float scale, ktune_dtype dtype, ktune_stream stream) {
+  return guarded([&] {
+    ktune::AttentionLayout layout;
+    if (strides) {
+      layout.q = {strides[0], strides[1], strides[2]};
+      layout.k = {strides[3], strides[4], strides[5]};
+      layout.v = {strides[6], strides[7], strides[8]};
+      layout.o = {strides[9], strides[10], strides[11]};
+    }
+    ktune::Runtime::global().flash_attention(q, k, v, o, lse, b, hq, hkv, nq, nk, d, causal != 0,
+                                             scale, to_dtype(dtype), stream,
+                                             strides ? &layout : nullptr);
+  });
+}
+
 ktune_status ktune_query(const char* op, const char* shape, ktune_dtype dtype, ktune_match* match,
                          char* params, size_t params_size) {
   return guarded([&] {

@@ -138,7 +138,7 @@ const Plan& Runtime::Impl::plan(const PlanKey& key) {
 
 void Runtime::Impl::run(int op_index, DType dtype, const std::int64_t* dims, int ndims,
                         const std::uint64_t* tensors, int ntensors, const double* scalars,
-                        int nscalars, Stream stream) {
+                        int nscalars, Stream stream, const std::int64_t* layout) {
   if (ndims > static_cast<int>(kMaxDims) || ntensors > static_cast<int>(kMaxTensors))
     throw InvalidArgument("too many dimensions or tensors");
   PlanKey key;
@@ -155,6 +155,7 @@ void Runtime::Impl::run(int op_index, DType dtype, const std::int64_t* dims, int
                           " tensors and " + std::to_string(p.op->scalars().size()) + " scalars");
   for (int i = 0; i < ntensors; ++i) {
     const std::uint64_t ptr = tensors[i];
+    if (ptr == 0 && p.tensors[static_cast<std::size_t>(i)].optional) continue;
     if (ptr == 0)
       throw InvalidArgument(std::string(p.op->name()) + ": tensor " +
                             p.tensors[static_cast<std::size_t>(i)].name + " is a null pointer");
@@ -175,6 +176,7 @@ void Runtime::Impl::run(int op_index, DType dtype, const std::int64_t* dims, int
   args.scalars = scalars;
   args.workspace = p.workspace ? p.workspace->get() : 0;
   args.kernels = p.kernels.data();
+  args.layout = layout;
   CudaLauncher launcher(static_cast<CUstream>(stream));
   p.op->run(args, launcher);
 }

@@ -73,9 +73,10 @@ class Runtime::Impl {
   explicit Impl(RuntimeOptions options);
 
   /// The hot path. `tensors` follows op.tensors(problem) order; `scalars` op.scalars().
+  /// `layout` (null: contiguous) holds op.layout_size() values.
   void run(int op_index, DType dtype, const std::int64_t* dims, int ndims,
            const std::uint64_t* tensors, int ntensors, const double* scalars, int nscalars,
-           Stream stream);
+           Stream stream, const std::int64_t* layout = nullptr);
   MatchInfo query(std::string_view op, std::string_view shape, DType dtype);
   void reset();
   void configure(RuntimeOptions options);

@@ -44,6 +44,25 @@ struct RuntimeOptions {
   bool disk_cache = true;
 };
 
+/// Element strides of one attention tensor; the head dimension is contiguous.
+struct AttentionStrides {
+  std::int64_t batch = 0;
+  std::int64_t head = 0;
+  std::int64_t seq = 0;
+};
+
+/// Strides of q, k, v and o: [B,H,S,D] and [B,S,H,D] (and any other strided view) work without
+/// copies. Every stride must keep rows 16-byte aligned.
+struct AttentionLayout {
+  AttentionStrides q, k, v, o;
+  /// Contiguous [B, H, S, D] tensors.
+  static AttentionLayout bhsd(std::int64_t hq, std::int64_t hkv, std::int64_t nq, std::int64_t nk,
+                              std::int64_t d);
+  /// Contiguous [B, S, H, D] tensors.
+  static AttentionLayout bshd(std::int64_t hq, std::int64_t hkv, std::int64_t nq, std::int64_t nk,
+                              std::int64_t d);
+};
+
 class Runtime {
  public:
   explicit Runtime(RuntimeOptions options = {});
@@ -65,6 +84,16 @@ class Runtime {
   void swiglu(const void* x, void* y, std::int64_t m, std::int64_t n, DType dtype, Stream stream);
   void softmax(const void* x, void* y, std::int64_t m, std::int64_t n, float scale, DType dtype,
                Stream stream);
+
+  /// Flash attention forward: o = softmax(scale * q k^T [causal mask]) v, with q [B, Hq, Nq, D],
+  /// k and v [B, Hkv, Nk, D], o like q (strides from `layout`; null: contiguous [B,H,S,D]).
+  /// Hq must be a multiple of Hkv. Causal masking is aligned to the bottom right when Nq != Nk.
+  /// `lse` (may be null) receives the fp32 row log-sum-exp, [B, Hq, Nq] contiguous.
+  /// scale <= 0 means 1/sqrt(D).
+  void flash_attention(const void* q, const void* k, const void* v, void* o, float* lse,
+                       std::int64_t b, std::int64_t hq, std::int64_t hkv, std::int64_t nq,
+                       std::int64_t nk, std::int64_t d, bool causal, float scale, DType dtype,
+                       Stream stream, const AttentionLayout* layout = nullptr);
 
   /// Generic entry: runs `op` with tensors in the op's declared order and scalars likewise.
   /// The problem is given by its dimension values in declared order.
