@@ -522,8 +522,12 @@ class ElementwiseOp : public FusedOp {
   }
 };
 
+static_assert(static_cast<int>(Activation::gelu_tanh) == 0 &&
+                  static_cast<int>(Activation::gelu_erf) == 1 &&
+                  static_cast<int>(Activation::silu) == 2 && static_cast<int>(Activation::relu) == 3,
+              "activation_names() lists ktune::Activation in order");
+
 const std::vector<std::string>& activation_names() {
-  // The order of ktune::Activation in fused/args.h.
   static const std::vector<std::string> names{"gelu_tanh", "gelu_erf", "silu", "relu"};
   return names;
 }
