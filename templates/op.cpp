@@ -188,6 +188,7 @@ Problem Op::parse_problem(std::string_view text) const {
       throw fail("missing dimension " + ds[i].name);
     }
   }
+  if (auto why = problem_reason(p)) throw fail(*why);
   return p;
 }
 
