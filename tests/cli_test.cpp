@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "db/store.hpp"
 #include "tests/support/test_env.hpp"
 
 namespace ktune {
@@ -134,6 +135,54 @@ TEST_F(Cli, WithoutAGpuSweepSaysSoAndWritesNothing) {
   EXPECT_NE(d.out.find("no CUDA device found"), std::string::npos) << d.out;
   CliRun j = ktune("devices --json");
   EXPECT_NE(j.out.find("\"devices\":[]"), std::string::npos) << j.out;
+}
+
+TEST_F(Cli, DbListShowExport) {
+  const std::filesystem::path db = dir.path() / "t.db";
+  {
+    Store s = Store::open(db, Store::Mode::read_write);
+    DeviceInfo d = *device_for_arch("sm_90a");
+    s.upsert_device(d);
+    SweepRecord sw;
+    sw.device_key = d.key();
+    sw.op = "add_rmsnorm";
+    sw.problem_key = "m=64,n=4096";
+    sw.strategy = "exhaustive";
+    sw.command_line = "ktune sweep --op add_rmsnorm";
+    TrialRecord t;
+    t.sweep_id = s.begin_sweep(sw);
+    t.device_key = d.key();
+    t.op = "add_rmsnorm";
+    t.problem_key = "m=64,n=4096";
+    t.params_key = "threads=256,rows=1,vec=8,regs=1";
+    t.template_hash = "h";
+    t.median_us = 12.5;
+    s.record_trial(t);
+    t.params_key = "threads=32,rows=8,vec=8,regs=1";
+    t.status = TrialStatus::invalid;
+    t.detail = "a reason, with \"quotes\"";
+    s.record_trial(t);
+  }
+  CliRun list = ktune("db list --db " + db.string());
+  EXPECT_EQ(list.code, 0) << list.err;
+  EXPECT_NE(list.out.find("threads=256,rows=1,vec=8,regs=1"), std::string::npos) << list.out;
+  CliRun lj = ktune("db list --json --db " + db.string());
+  EXPECT_EQ(lj.code, 0) << lj.err;
+  EXPECT_NE(lj.out.find("\"params\":\"threads=256,rows=1,vec=8,regs=1\""), std::string::npos) << lj.out;
+  CliRun show = ktune("db show --status invalid --db " + db.string());
+  EXPECT_EQ(show.code, 0) << show.err;
+  EXPECT_NE(show.out.find("a reason"), std::string::npos) << show.out;
+  EXPECT_EQ(show.out.find("threads=256,rows=1"), std::string::npos) << "filtered by status";
+  CliRun csv = ktune("db export --format csv --db " + db.string());
+  EXPECT_EQ(csv.code, 0) << csv.err;
+  EXPECT_EQ(lines(csv.out), 3u) << csv.out;  // header + two trials
+  std::filesystem::path out = dir.path() / "trials.json";
+  CliRun js = ktune("db export --format json -o " + out.string() + " --db " + db.string());
+  EXPECT_EQ(js.code, 0) << js.err;
+  std::string text = slurp(out);
+  EXPECT_NE(text.find("\"invalid\""), std::string::npos) << text;
+  EXPECT_NE(text.find("12.5"), std::string::npos) << text;
+  EXPECT_NE(text.find("\\\"quotes\\\""), std::string::npos) << text;
 }
 
 TEST_F(Cli, DbCommandsOnAMissingDatabase) {
