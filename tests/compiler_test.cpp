@@ -3,6 +3,8 @@
 #include "runtime/core/compiler.hpp"
 
 #include <gtest/gtest.h>
+
+#include "tests/support/test_env.hpp"
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -581,18 +583,6 @@ TEST(CompileParallel, CallbackExceptionReachesTheCaller) {
 
 // ---- on a GPU: the compiled kernel loads and runs; a fault is reported, never fatal ----
 
-std::string gpu_missing() {
-  std::string why;
-  if (!Driver::available(&why)) return why;
-  if (device_count() == 0) return "the CUDA driver reports no device";
-  return {};
-}
-
-#define REQUIRE_GPU()                                      \
-  do {                                                     \
-    const std::string why_ = gpu_missing();                \
-    if (!why_.empty()) GTEST_SKIP() << "no GPU: " << why_; \
-  } while (0)
 
 struct AxpyArgs {
   CUdeviceptr y;
@@ -602,7 +592,7 @@ struct AxpyArgs {
 };
 
 TEST(CompilerGpu, CompiledKernelLaunches) {
-  REQUIRE_GPU();
+  KTUNE_REQUIRE_GPU();
   ensure_context(0);
   const DeviceInfo device = query_device(0);
   const CompiledKernel k = Compiler(std::nullopt).compile(axpy_job(device.arch()));
@@ -660,7 +650,7 @@ void fault_and_check() {
 }
 
 TEST(CompilerGpu, FaultIsReportedAsStickyCudaError) {
-  REQUIRE_GPU();
+  KTUNE_REQUIRE_GPU();
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_EXIT(fault_and_check(), ::testing::ExitedWithCode(0), "");
 }

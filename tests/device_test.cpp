@@ -2,6 +2,8 @@
 // GPU or libcuda; those that need a device skip with the reason.
 #include <gtest/gtest.h>
 
+#include "tests/support/test_env.hpp"
+
 #include <cstring>
 #include <string>
 #include <vector>
@@ -15,20 +17,6 @@
 namespace ktune {
 namespace {
 
-// core_test links ktune_core only, so it checks for a device itself rather than through
-// tests/support (which needs ktune_templates).
-std::string gpu_missing() {
-  std::string why;
-  if (!Driver::available(&why)) return why;
-  if (device_count() == 0) return "the CUDA driver reports no device";
-  return {};
-}
-
-#define REQUIRE_GPU()                                              \
-  do {                                                             \
-    const std::string why_ = gpu_missing();                        \
-    if (!why_.empty()) GTEST_SKIP() << "no GPU: " << why_;         \
-  } while (0)
 
 #define REQUIRE_NO_DRIVER()                                                  \
   do {                                                                       \
@@ -189,7 +177,7 @@ TEST(Launcher, WithoutDriverThrowsNoDevice) {
 }
 
 TEST(Device, FingerprintIsSane) {
-  REQUIRE_GPU();
+  KTUNE_REQUIRE_GPU();
   const DeviceInfo d = query_device(0);
   EXPECT_FALSE(d.name.empty());
   EXPECT_GE(d.cc_major, 5);
@@ -210,7 +198,7 @@ TEST(Device, FingerprintIsSane) {
 }
 
 TEST(Device, BadOrdinalIsNamed) {
-  REQUIRE_GPU();
+  KTUNE_REQUIRE_GPU();
   const int n = device_count();
   try {
     query_device(n);
@@ -222,7 +210,7 @@ TEST(Device, BadOrdinalIsNamed) {
 }
 
 TEST(Device, ContextAndMemoryRoundTrip) {
-  REQUIRE_GPU();
+  KTUNE_REQUIRE_GPU();
   ensure_context(0);
   ensure_context(0);  // keeps the current context
   const Driver& d = Driver::get();
@@ -243,7 +231,7 @@ TEST(Device, ContextAndMemoryRoundTrip) {
 }
 
 TEST(Device, CorruptCubinIsACudaErrorNotACrash) {
-  REQUIRE_GPU();
+  KTUNE_REQUIRE_GPU();
   ensure_context(0);
   EXPECT_THROW(Module{std::string(256, '\x7f')}, CudaError);
 }

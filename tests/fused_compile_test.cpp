@@ -2,6 +2,8 @@
 // reference and verification kernels. No GPU needed.
 #include <gtest/gtest.h>
 
+#include "tests/support/test_env.hpp"
+
 #include <cstdio>
 #include <map>
 #include <set>
@@ -17,20 +19,6 @@ namespace {
 const char* const kArchs[] = {"sm_80", "sm_90a"};
 const char* const kShapes[] = {"16384x4096", "16384x4095", "1x1"};
 
-std::vector<Params> all_points(const Op& op) {
-  std::vector<Params> out{Params{}};
-  for (const Tunable& t : op.tunables()) {
-    std::vector<Params> next;
-    for (const Params& p : out)
-      for (std::int64_t v : t.values) {
-        Params q = p;
-        q.values.push_back(v);
-        next.push_back(q);
-      }
-    out = std::move(next);
-  }
-  return out;
-}
 
 /// The shapes above with every choice of each enumerated dimension.
 std::vector<Problem> problems(const Op& op) {
@@ -78,7 +66,7 @@ std::vector<Job> fused_jobs() {
           const std::string where =
               std::string(op->name()) + " " + op->problem_key(p) + " " + dtype_name(t);
           for (const KernelSource& k : op->reference_kernels(p, t)) add(k, arch, where + " reference");
-          for (const Params& params : all_points(*op)) {
+          for (const Params& params : test::all_points(*op)) {
             if (op->invalid_reason(params, p, t, dev)) continue;
             for (const KernelSource& k : op->kernels(params, p, t))
               add(k, arch, where + " " + op->params_key(params));

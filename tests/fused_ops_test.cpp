@@ -1,6 +1,8 @@
 // The fused ops' host side: keys and their parsers, validity reasons, defaults, launches.
 #include <gtest/gtest.h>
 
+#include "tests/support/test_env.hpp"
+
 #include <cstring>
 #include <functional>
 #include <set>
@@ -26,21 +28,6 @@ std::string error_of(const std::function<void()>& f) {
   return "";
 }
 
-/// Every point of an op's space, in odometer order.
-std::vector<Params> all_points(const Op& op) {
-  std::vector<Params> out{Params{}};
-  for (const Tunable& t : op.tunables()) {
-    std::vector<Params> next;
-    for (const Params& p : out)
-      for (std::int64_t v : t.values) {
-        Params q = p;
-        q.values.push_back(v);
-        next.push_back(q);
-      }
-    out = std::move(next);
-  }
-  return out;
-}
 
 class FakeLauncher final : public Launcher {
  public:
@@ -341,7 +328,7 @@ TEST(Space, EveryOpHasValidPointsAtItsDefaultProblem) {
     for (const char* arch : {"sm_80", "sm_90a"}) {
       const DeviceInfo dev = device(arch);
       std::size_t valid = 0, invalid = 0;
-      for (const Params& p : all_points(*op)) {
+      for (const Params& p : test::all_points(*op)) {
         const auto why = op->invalid_reason(p, op->default_problem(), DType::bf16, dev);
         if (why) {
           EXPECT_FALSE(why->empty());
@@ -471,7 +458,7 @@ TEST(Run, EveryValidPointLaunchesItsKernels) {
     const DeviceInfo dev = device("sm_90a");
     for (const char* shape : {"16384x4096", "3x4095", "1x1"}) {
       const Problem p = op->parse_problem(shape);
-      for (const Params& params : all_points(*op)) {
+      for (const Params& params : test::all_points(*op)) {
         if (op->invalid_reason(params, p, DType::bf16, dev)) continue;
         const FakeLauncher l = run_fake(*op, params, p, DType::bf16);
         ASSERT_EQ(l.launches.size(), op->kernels(params, p, DType::bf16).size());

@@ -23,6 +23,21 @@ std::string cli_path() {
   return env && *env ? env : KTUNE_CLI_PATH;
 }
 
+std::vector<Params> all_points(const Op& op) {
+  std::vector<Params> out{Params{}};
+  for (const Tunable& t : op.tunables()) {
+    std::vector<Params> next;
+    for (const Params& p : out)
+      for (std::int64_t v : t.values) {
+        Params q = p;
+        q.values.push_back(v);
+        next.push_back(std::move(q));
+      }
+    out = std::move(next);
+  }
+  return out;
+}
+
 TempDir::TempDir() {
   static std::atomic<int> counter{0};
   std::random_device rd;

@@ -5,6 +5,9 @@
 
 #include <filesystem>
 #include <string>
+#include <vector>
+
+#include "templates/op.hpp"
 
 namespace ktune::test {
 
@@ -13,6 +16,9 @@ std::string gpu_missing_reason();
 
 /// The ktune executable: $KTUNE_CLI, else the one this build made.
 std::string cli_path();
+
+/// Every point of an op's space (the cartesian product of its tunables), first tunable slowest.
+std::vector<Params> all_points(const Op& op);
 
 /// A fresh empty directory under the system temp dir, removed at destruction.
 class TempDir {
