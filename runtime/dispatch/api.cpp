@@ -10,20 +10,12 @@ namespace {
 
 std::uint64_t addr(const void* p) { return reinterpret_cast<std::uint64_t>(p); }
 
-// Op indices resolved once; the op names are part of the API.
-struct OpIndices {
-  int add_rmsnorm = Runtime::Impl::op_index("add_rmsnorm");
-  int layernorm = Runtime::Impl::op_index("layernorm");
-  int bias_act = Runtime::Impl::op_index("bias_act");
-  int swiglu = Runtime::Impl::op_index("swiglu");
-  int softmax = Runtime::Impl::op_index("softmax");
-  int flash_attention = Runtime::Impl::op_index("flash_attention");
-};
-
-const OpIndices& ops() {
-  static const OpIndices indices;
-  return indices;
-}
+// An op's index in all_ops(), resolved on first use; the op names are part of the API.
+#define KTUNE_OP_INDEX(name)                                           \
+  [] {                                                                 \
+    static const int index = Runtime::Impl::op_index(name);            \
+    return index;                                                      \
+  }()
 
 }  // namespace
 
@@ -41,7 +33,7 @@ void Runtime::add_rmsnorm(const void* x, const void* residual, const void* weigh
   const std::int64_t dims[] = {m, n};
   const std::uint64_t t[] = {addr(x), addr(residual), addr(weight), addr(y), addr(h)};
   const double s[] = {eps};
-  impl_->run(ops().add_rmsnorm, dtype, dims, 2, t, 5, s, 1, stream);
+  impl_->run(KTUNE_OP_INDEX("add_rmsnorm"), dtype, dims, 2, t, 5, s, 1, stream);
 }
 
 void Runtime::layernorm(const void* x, const void* residual, const void* weight, const void* bias,
@@ -53,11 +45,11 @@ void Runtime::layernorm(const void* x, const void* residual, const void* weight,
   if (residual) {
     const std::int64_t dims[] = {m, n, 1};
     const std::uint64_t t[] = {addr(x), addr(residual), addr(weight), addr(bias), addr(y), addr(h)};
-    impl_->run(ops().layernorm, dtype, dims, 3, t, 6, s, 1, stream);
+    impl_->run(KTUNE_OP_INDEX("layernorm"), dtype, dims, 3, t, 6, s, 1, stream);
   } else {
     const std::int64_t dims[] = {m, n, 0};
     const std::uint64_t t[] = {addr(x), addr(weight), addr(bias), addr(y)};
-    impl_->run(ops().layernorm, dtype, dims, 3, t, 4, s, 1, stream);
+    impl_->run(KTUNE_OP_INDEX("layernorm"), dtype, dims, 3, t, 4, s, 1, stream);
   }
 }
 
@@ -69,14 +61,14 @@ void Runtime::bias_act(const void* x, const void* bias, void* y, std::int64_t m,
                           " is not one of gelu_tanh (0), gelu_erf (1), silu (2), relu (3)");
   const std::int64_t dims[] = {m, n, a};
   const std::uint64_t t[] = {addr(x), addr(bias), addr(y)};
-  impl_->run(ops().bias_act, dtype, dims, 3, t, 3, nullptr, 0, stream);
+  impl_->run(KTUNE_OP_INDEX("bias_act"), dtype, dims, 3, t, 3, nullptr, 0, stream);
 }
 
 void Runtime::swiglu(const void* x, void* y, std::int64_t m, std::int64_t n, DType dtype,
                      Stream stream) {
   const std::int64_t dims[] = {m, n};
   const std::uint64_t t[] = {addr(x), addr(y)};
-  impl_->run(ops().swiglu, dtype, dims, 2, t, 2, nullptr, 0, stream);
+  impl_->run(KTUNE_OP_INDEX("swiglu"), dtype, dims, 2, t, 2, nullptr, 0, stream);
 }
 
 void Runtime::softmax(const void* x, void* y, std::int64_t m, std::int64_t n, float scale,
@@ -84,7 +76,7 @@ void Runtime::softmax(const void* x, void* y, std::int64_t m, std::int64_t n, fl
   const std::int64_t dims[] = {m, n};
   const std::uint64_t t[] = {addr(x), addr(y)};
   const double s[] = {scale};
-  impl_->run(ops().softmax, dtype, dims, 2, t, 2, s, 1, stream);
+  impl_->run(KTUNE_OP_INDEX("softmax"), dtype, dims, 2, t, 2, s, 1, stream);
 }
 
 AttentionLayout AttentionLayout::bhsd(std::int64_t hq, std::int64_t hkv, std::int64_t nq,
@@ -111,14 +103,14 @@ void Runtime::flash_attention(const void* q, const void* k, const void* v, void*
   const std::uint64_t t[] = {addr(q), addr(k), addr(v), addr(o), addr(lse)};
   const double s[] = {scale};
   if (!layout) {
-    impl_->run(ops().flash_attention, dtype, dims, 7, t, 5, s, 1, stream, nullptr);
+    impl_->run(KTUNE_OP_INDEX("flash_attention"), dtype, dims, 7, t, 5, s, 1, stream, nullptr);
     return;
   }
   const std::int64_t strides[12] = {layout->q.batch, layout->q.head, layout->q.seq,
                                     layout->k.batch, layout->k.head, layout->k.seq,
                                     layout->v.batch, layout->v.head, layout->v.seq,
                                     layout->o.batch, layout->o.head, layout->o.seq};
-  impl_->run(ops().flash_attention, dtype, dims, 7, t, 5, s, 1, stream, strides);
+  impl_->run(KTUNE_OP_INDEX("flash_attention"), dtype, dims, 7, t, 5, s, 1, stream, strides);
 }
 
 void Runtime::run(std::string_view op, const std::vector<std::int64_t>& problem, DType dtype,
