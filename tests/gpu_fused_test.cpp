@@ -5,7 +5,10 @@
 
 #include <cmath>
 #include <cstring>
+#include <atomic>
+#include <mutex>
 #include <random>
+#include <thread>
 
 #include "db/store.hpp"
 #include "ktune/ktune.h"
@@ -267,6 +270,36 @@ TEST_F(GpuRuntime, SecondCallOnlyLaunches) {
   KTUNE_CU(Driver::get().cuCtxSynchronize());
   double per_call_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / 1000;
   EXPECT_LT(per_call_ms, 5.0) << "a planned call must not re-plan";
+}
+
+// Many threads planning and launching at once: distinct and shared problems, one runtime.
+TEST_F(GpuRuntime, ConcurrentCallsAreSafe) {
+  ensure_context(0);
+  const std::int64_t m = 64, n_max = 4096;
+  DeviceBuffer in(static_cast<std::size_t>(m * n_max * 2)), out(static_cast<std::size_t>(m * n_max * 2));
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  std::string first_error;
+  std::mutex mu;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      // Every thread needs the context current; the runtime keeps an existing one.
+      ensure_context(0);
+      for (int i = 0; i < 50; ++i) {
+        const std::int64_t n = (t % 2 == 0) ? 4096 : 1024 + 64 * ((t + i) % 8);
+        ktune_status s = ktune_softmax(reinterpret_cast<const void*>(in.get()),
+                                       reinterpret_cast<void*>(out.get()), m, n, 1.0f, KTUNE_BF16,
+                                       nullptr);
+        if (s != KTUNE_OK) {
+          std::lock_guard<std::mutex> lock(mu);
+          if (failures++ == 0) first_error = ktune_last_error();
+        }
+      }
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  EXPECT_EQ(failures.load(), 0) << first_error;
+  EXPECT_EQ(Driver::get().cuCtxSynchronize(), CUDA_SUCCESS);
 }
 
 // A kernel fault inside an application: the runtime reports it, never exits. Run in a fresh
