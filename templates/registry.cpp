@@ -1,13 +1,18 @@
 #include <string>
 
 #include "ktune/error.hpp"
+#include "templates/attention/attention_op.hpp"
 #include "templates/fused/fused_ops.hpp"
 #include "templates/op.hpp"
 
 namespace ktune {
 
 const std::vector<const Op*>& all_ops() {
-  static const std::vector<const Op*> ops = fused_ops();
+  static const std::vector<const Op*> ops = [] {
+    std::vector<const Op*> all = fused_ops();
+    all.push_back(&flash_attention_op());
+    return all;
+  }();
   return ops;
 }
 

@@ -1,0 +1,358 @@
+// Host side of flash attention forward: the problem, the search space with a reason for every
+// invalid point, per-architecture defaults, and the launches of the kernel and its reference.
+#include "templates/attention/attention_op.hpp"
+
+#include <cmath>
+#include <string>
+
+#include "ktune/error.hpp"
+#include "templates/attention/args.h"
+
+namespace ktune {
+namespace {
+
+// Problem dimensions and tunables, in declared order.
+enum Dim : std::size_t { kB, kHq, kHkv, kNq, kNk, kD, kCausal };
+enum Param : std::size_t { kBlockM, kBlockN, kWarps, kStages, kQRegs, kSmemPad, kImpl };
+
+constexpr std::int64_t kMaxGridY = 65535;                      // b * hq rows of the grid
+constexpr std::int64_t kMaxSeq = std::int64_t{1} << 30;        // int positions: row + nk < 2^31
+constexpr std::int64_t kMaxRowStride = std::int64_t{1} << 23;  // a tile's offsets are 32-bit
+constexpr std::int64_t kRowAlign = 8;                          // elements: 16-byte rows
+constexpr unsigned kReferenceThreads = 256;                    // 8 query rows per block
+constexpr std::int64_t kHeadDims[] = {32, 64, 96, 128, 256};
+
+struct Shape {
+  std::int64_t b, hq, hkv, nq, nk, d;
+  bool causal;
+};
+
+Shape shape_of(const Problem& p) {
+  const std::vector<std::int64_t>& v = p.values;
+  return {v[kB], v[kHq], v[kHkv], v[kNq], v[kNk], v[kD], v[kCausal] != 0};
+}
+
+struct Config {
+  int block_m, block_n, warps, stages;
+  bool q_regs, smem_pad;
+  int impl;
+};
+
+Config config_of(const Params& p) {
+  const auto at = [&](Param i) { return static_cast<int>(p.values[i]); };
+  return {at(kBlockM), at(kBlockN), at(kWarps), at(kStages), at(kQRegs) != 0, at(kSmemPad) != 0,
+          at(kImpl)};
+}
+
+unsigned smem_bytes(const Config& c, std::int64_t d) {
+  return flash_attention_smem_bytes(static_cast<int>(d), c.block_m, c.block_n, c.stages,
+                                    c.smem_pad);
+}
+
+std::string str(std::int64_t v) { return std::to_string(v); }
+
+const char* kernel_type(DType t) { return t == DType::bf16 ? "ktune::bf16" : "ktune::fp16"; }
+const char* cpp_bool(bool b) { return b ? "true" : "false"; }
+
+/// Built-in configuration per architecture and head dimension. Should not affect results, only
+/// speed. The first row with cc_major <= the device's and the problem's d applies.
+struct AttentionDefaults {
+  int cc_major;  // first compute capability (major) this row applies to
+  int d;         // head dimension
+  int block_m;   // query rows per CTA
+  int block_n;   // keys per K/V tile
+  int warps;     // warps per CTA; each owns block_m / warps query rows (16 or 32)
+  int stages;    // depth of the cp.async K/V ring
+  int q_regs;    // 1: Q fragments stay in registers; 0: re-read from shared memory every tile
+  int smem_pad;  // 1: shared rows padded by 16 bytes; 0: XOR swizzle
+};
+constexpr AttentionDefaults kDefaults[] = {
+    // sm_80 and later; Hopper runs this mma.sync kernel too (a wgmma variant would add sm_90
+    // rows above these). D=64 and D=128: best of the ANCHORS table on H100
+    // (benchmarks/attention/NOTES.md, v4); the other head dims are the configs checked there.
+    {8, 32, 128, 64, 8, 2, 1, 0},
+    {8, 64, 128, 64, 4, 2, 1, 0},
+    {8, 96, 128, 64, 8, 2, 1, 0},
+    {8, 128, 128, 64, 4, 2, 0, 0},
+    {8, 256, 128, 32, 8, 2, 0, 0},  // 128 KiB of shared memory: fits sm_80's 163 KiB
+};
+/// Smallest tiles, for a device with less shared memory than the row above assumes
+/// (96 KiB at d=256).
+constexpr AttentionDefaults kSmallest = {8, 0, 64, 32, 4, 2, 0, 0};
+
+void* tensor(const RunArgs& a, std::size_t i) {
+  return reinterpret_cast<void*>(static_cast<std::uintptr_t>(a.tensors[i]));
+}
+
+/// The kernel arguments of one call: pointers, strides (from args.layout, else contiguous
+/// [B, H, S, D]) and the scale. Throws InvalidArgument for strides the kernel cannot address.
+FlashAttentionArgs make_args(const RunArgs& a, const Shape& s) {
+  FlashAttentionArgs k{};
+  k.q = tensor(a, 0);
+  k.k = tensor(a, 1);
+  k.v = tensor(a, 2);
+  k.o = tensor(a, 3);
+  k.lse = static_cast<float*>(tensor(a, 4));
+  std::int64_t st[12];
+  if (a.layout) {
+    static const char* const names[12] = {"q batch", "q head", "q seq", "k batch", "k head",
+                                          "k seq",   "v batch", "v head", "v seq", "o batch",
+                                          "o head",  "o seq"};
+    for (int i = 0; i < 12; ++i) {
+      st[i] = a.layout[i];
+      const bool row = i % 3 == 2;
+      if (st[i] < (row ? 1 : 0) || st[i] % kRowAlign != 0 || (row && st[i] >= kMaxRowStride))
+        throw InvalidArgument(
+            std::string("flash_attention: ") + names[i] + " stride " + str(st[i]) +
+            " must be a " + (row ? "positive" : "non-negative") + " multiple of " +
+            str(kRowAlign) + " elements (rows start 16-byte aligned)" +
+            (row ? " below 2^23" : ""));
+    }
+  } else {
+    const std::int64_t q_head = s.nq * s.d, kv_head = s.nk * s.d;
+    const std::int64_t contiguous[12] = {s.hq * q_head,  q_head,  s.d, s.hkv * kv_head, kv_head,
+                                         s.d,            s.hkv * kv_head, kv_head, s.d,
+                                         s.hq * q_head,  q_head,  s.d};
+    for (int i = 0; i < 12; ++i) st[i] = contiguous[i];
+  }
+  k.q_batch_stride = st[0], k.q_head_stride = st[1], k.q_row_stride = st[2];
+  k.k_batch_stride = st[3], k.k_head_stride = st[4], k.k_row_stride = st[5];
+  k.v_batch_stride = st[6], k.v_head_stride = st[7], k.v_row_stride = st[8];
+  k.o_batch_stride = st[9], k.o_head_stride = st[10], k.o_row_stride = st[11];
+  k.batch = static_cast<int>(s.b);
+  k.heads_q = static_cast<int>(s.hq);
+  k.heads_kv = static_cast<int>(s.hkv);
+  k.seq_q = static_cast<int>(s.nq);
+  k.seq_k = static_cast<int>(s.nk);
+  const double scale = a.scalars[0];
+  if (std::isinf(scale))
+    throw InvalidArgument("flash_attention: scale " + std::to_string(scale) + " is not finite");
+  // <= 0 (and NaN) select the usual 1/sqrt(d).
+  k.scale = scale > 0 ? static_cast<float>(scale)
+                      : static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.d)));
+  return k;
+}
+
+class FlashAttentionOp final : public Op {
+ public:
+  FlashAttentionOp()
+      : dims_{{"b", 1, kMaxGridY, {}, std::nullopt, "batch"},
+              {"hq", 1, kMaxGridY, {}, std::nullopt, "query heads (b * hq <= 65535)"},
+              {"hkv", 1, kMaxGridY, {}, std::nullopt,
+               "key/value heads, dividing hq (hq: multi-head, 1: multi-query, else grouped)"},
+              {"nq", 1, kMaxSeq, {}, std::nullopt, "query rows"},
+              {"nk", 1, kMaxSeq, {}, std::nullopt, "key/value rows"},
+              {"d", 32, 256, {}, std::nullopt, "head dimension: 32, 64, 96, 128 or 256"},
+              {"causal", 0, 1, {"no", "yes"}, 0,
+               "causal mask, aligned to the bottom right when nq != nk"}},
+        tunables_{
+            {"block_m", {64, 128, 256}, "query rows per CTA"},
+            {"block_n", {32, 64, 128}, "keys per K/V tile"},
+            {"warps", {4, 8}, "warps per CTA; each owns block_m / warps (16 or 32) query rows"},
+            {"stages", {2, 3}, "depth of the cp.async K/V pipeline"},
+            {"q_regs", {0, 1}, "1: Q fragments stay in registers; 0: re-read from shared memory"},
+            {"smem_pad", {0, 1}, "1: shared-memory rows padded by 16 bytes; 0: XOR swizzle"},
+            // Variants of the op beside each other, chosen through the same lookup: 0 is the
+            // mma.sync + cp.async kernel (sm_80+). A Hopper wgmma/TMA kernel would be value 1,
+            // with its own file, rows in kDefaults and an invalid_reason below sm_90.
+            {"impl", {0}, "kernel variant: 0 = mma.sync + cp.async (sm_80 and later)"},
+        },
+        scalars_{{"scale", 0.0, "softmax scale; <= 0: 1/sqrt(d)"}} {}
+
+  std::string_view name() const override { return "flash_attention"; }
+  std::string_view summary() const override {
+    return "o = softmax(scale * q k^T [causal mask]) v with the row log-sum-exp; GQA/MQA, strided";
+  }
+  std::string_view family() const override { return "attention"; }
+  const std::vector<DimSpec>& dims() const override { return dims_; }
+  const std::vector<Tunable>& tunables() const override { return tunables_; }
+  const std::vector<ScalarSpec>& scalars() const override { return scalars_; }
+  std::size_t layout_size() const override { return 12; }
+
+  Problem default_problem() const override { return {{2, 16, 16, 4096, 4096, 128, 0}}; }
+
+  std::optional<std::string> problem_reason(const Problem& p) const override {
+    const Shape s = shape_of(p);
+    bool head_dim = false;
+    for (std::int64_t d : kHeadDims) head_dim = head_dim || d == s.d;
+    if (!head_dim)
+      return "d=" + str(s.d) + " is not a supported head dimension (32, 64, 96, 128, 256)";
+    if (s.hq % s.hkv != 0)
+      return "hq=" + str(s.hq) + " is not a multiple of hkv=" + str(s.hkv) +
+             " (each key/value head serves hq / hkv query heads)";
+    if (s.b * s.hq > kMaxGridY)
+      return "b=" + str(s.b) + " x hq=" + str(s.hq) + " = " + str(s.b * s.hq) +
+             " (batch, head) pairs; the grid allows at most " + str(kMaxGridY);
+    return std::nullopt;
+  }
+
+  std::vector<TensorSpec> tensors(const Problem& p, DType t) const override {
+    const Shape s = shape_of(p);
+    const std::int64_t q = s.b * s.hq * s.nq * s.d, kv = s.b * s.hkv * s.nk * s.d;
+    return {{"q", TensorRole::input, t, q},
+            {"k", TensorRole::input, t, kv},
+            {"v", TensorRole::input, t, kv},
+            {"o", TensorRole::output, t, q},
+            {"lse", TensorRole::output, DType::f32, s.b * s.hq * s.nq, true}};
+  }
+
+  std::size_t alignment(const Params&, const Problem&, DType) const override { return 16; }
+
+  std::optional<std::string> invalid_reason(const Params& params, const Problem& problem,
+                                            DType t, const DeviceInfo& device) const override {
+    if (auto why = static_reason(params, problem, t)) return why;
+    const Config c = config_of(params);
+    const Shape s = shape_of(problem);
+    if (device.cc_major > 0 && device.cc_major < 8)
+      return "needs compute capability 8.0 or later (cp.async, bf16 mma.sync); the device is " +
+             str(device.cc_major) + "." + str(device.cc_minor);
+    const unsigned smem = smem_bytes(c, s.d);
+    if (device.smem_optin_per_block > 0 && smem > static_cast<unsigned>(device.smem_optin_per_block))
+      return smem_text(c, s.d) + ", more than the device's " + str(device.smem_optin_per_block) +
+             " per block";
+    return std::nullopt;
+  }
+
+  std::vector<KernelSource> kernels(const Params& params, const Problem& problem,
+                                    DType t) const override {
+    if (auto why = static_reason(params, problem, t))
+      throw InvalidArgument("flash_attention: " + *why);
+    const Config c = config_of(params);
+    const Shape s = shape_of(problem);
+    // c.impl is 0: the only variant so far.
+    return {{"attention/flash_attention.cuh",
+             std::string("ktune::flash_attention_fwd<") + kernel_type(t) + ", " + str(s.d) + ", " +
+                 str(c.block_m) + ", " + str(c.block_n) + ", " + str(c.warps) + ", " +
+                 str(c.stages) + ", " + cpp_bool(s.causal) + ", " + cpp_bool(c.q_regs) + ", 1, " +
+                 cpp_bool(c.smem_pad) + ">"}};
+  }
+
+  int block_threads(const Params& params, const Problem&, DType, std::size_t) const override {
+    return config_of(params).warps * 32;
+  }
+
+  unsigned dynamic_shared_bytes(const Params& params, const Problem& problem, DType,
+                                std::size_t) const override {
+    return smem_bytes(config_of(params), shape_of(problem).d);
+  }
+
+  void run(const RunArgs& a, Launcher& launcher) const override {
+    const Shape s = shape_of(*a.problem);
+    const Config c = config_of(*a.params);
+    const FlashAttentionArgs k = make_args(a, s);
+    KernelLaunch l;
+    l.kernel = a.kernels[0];
+    l.grid[0] = flash_attention_grid_x(k.seq_q, c.block_m);
+    l.grid[1] = static_cast<unsigned>(s.b * s.hq);
+    l.block[0] = static_cast<unsigned>(c.warps * 32);
+    l.shared_bytes = smem_bytes(c, s.d);
+    l.args = &k;
+    l.args_size = sizeof k;
+    launcher.launch(l);
+  }
+
+  std::vector<KernelSource> reference_kernels(const Problem& p, DType t) const override {
+    const Shape s = shape_of(p);
+    return {{"attention/reference.cuh", std::string("ktune::flash_attention_reference<") +
+                                            kernel_type(t) + ", " + str(s.d) + ", " +
+                                            cpp_bool(s.causal) + ">"}};
+  }
+
+  void run_reference(const RunArgs& a, Launcher& launcher) const override {
+    const Shape s = shape_of(*a.problem);
+    const FlashAttentionArgs k = make_args(a, s);
+    constexpr unsigned rows = kReferenceThreads / 32;
+    KernelLaunch l;
+    l.kernel = a.kernels[0];
+    l.grid[0] = static_cast<unsigned>((s.nq + rows - 1) / rows);
+    l.grid[1] = static_cast<unsigned>(s.b * s.hq);
+    l.block[0] = kReferenceThreads;
+    l.args = &k;
+    l.args_size = sizeof k;
+    launcher.launch(l);
+  }
+
+  Tolerance tolerance(DType t) const override {
+    // P is rounded to 16 bits before P V; O is a weighted mean of values in [-2, 2).
+    return t == DType::bf16 ? Tolerance{2e-2, 2e-2} : Tolerance{5e-3, 5e-3};
+  }
+
+  double flops(const Problem& p, DType) const override {
+    const Shape s = shape_of(p);
+    // Score-value pairs computed: nq * nk, or for causal the keys each row sees. Row i sees
+    // i + nk - nq + 1 keys (at most nk, at least 0), an arithmetic series from the first row
+    // that sees any key up to the last, which sees all nk.
+    double pairs = static_cast<double>(s.nq) * static_cast<double>(s.nk);
+    if (s.causal) {
+      const std::int64_t first_row = s.nq > s.nk ? s.nq - s.nk : 0;
+      const double rows = static_cast<double>(s.nq - first_row);
+      const double first = static_cast<double>(first_row + s.nk - s.nq + 1);
+      pairs = (first + static_cast<double>(s.nk)) * rows / 2.0;
+    }
+    return 4.0 * static_cast<double>(s.b * s.hq * s.d) * pairs;
+  }
+
+  Params default_params(const Problem& problem, DType t, const DeviceInfo& device) const override {
+    const Shape s = shape_of(problem);
+    const auto params = [](const AttentionDefaults& r) {
+      return Params{{r.block_m, r.block_n, r.warps, r.stages, r.q_regs, r.smem_pad, 0}};
+    };
+    for (const AttentionDefaults& row : kDefaults) {
+      if (row.d != s.d || device.cc_major < row.cc_major) continue;
+      const Params p = params(row);
+      if (!invalid_reason(p, problem, t, device)) return p;
+      break;
+    }
+    return params(kSmallest);
+  }
+
+ private:
+  /// Why the point cannot be instantiated at all (no device needed), or nullopt.
+  std::optional<std::string> static_reason(const Params& params, const Problem& problem,
+                                           DType t) const {
+    if (t != DType::bf16 && t != DType::f16)
+      return std::string(dtype_name(t)) + " is not supported by flash_attention (dtypes: bf16, fp16)";
+    if (auto why = check_params(params)) return why;
+    try {
+      check_problem(problem);
+    } catch (const InvalidArgument& e) {
+      return std::string(e.what());
+    }
+    const Config c = config_of(params);
+    const Shape s = shape_of(problem);
+    if (c.block_m % (16 * c.warps) != 0)
+      return "block_m=" + str(c.block_m) + " is not a multiple of 16 * warps=" + str(c.warps) +
+             " (each warp owns whole 16-row fragments)";
+    if (c.block_m / c.warps > 32)
+      return "block_m=" + str(c.block_m) + " / warps=" + str(c.warps) + " = " +
+             str(c.block_m / c.warps) + " query rows per warp (at most 32: two 16-row fragments)";
+    if (smem_bytes(c, s.d) > 227u * 1024u)
+      return smem_text(c, s.d) + ", more than the 227 KiB any GPU gives a block";
+    // Anything else the kernel's static_asserts would reject (nothing, with the lists above).
+    if (const char* why = flash_attention_invalid_reason(static_cast<int>(s.d), c.block_m,
+                                                         c.block_n, c.warps, c.stages, 1,
+                                                         c.smem_pad))
+      return params_key(params) + ": " + why;
+    return std::nullopt;
+  }
+
+  static std::string smem_text(const Config& c, std::int64_t d) {
+    return "block_m=" + str(c.block_m) + ", block_n=" + str(c.block_n) + ", stages=" +
+           str(c.stages) + (c.smem_pad ? ", smem_pad=1" : "") + " at d=" + str(d) + " need " +
+           str(smem_bytes(c, d)) + " bytes of shared memory (Q tile + " + str(c.stages) +
+           " K and V tiles)";
+  }
+
+  std::vector<DimSpec> dims_;
+  std::vector<Tunable> tunables_;
+  std::vector<ScalarSpec> scalars_;
+};
+
+}  // namespace
+
+const Op& flash_attention_op() {
+  static const FlashAttentionOp op;
+  return op;
+}
+
+}  // namespace ktune

@@ -1,0 +1,78 @@
+// Reference flash attention forward for the tuner's verification: plain fp32 on the CUDA cores,
+// no tensor cores, no shared memory, no tiling, so that it shares no idea that could be wrong
+// with flash_attention_fwd. Writes O and the log-sum-exp as float.
+#pragma once
+
+#include "attention/args.h"
+#include "common/types.cuh"
+
+namespace ktune {
+
+/// One warp per query row; lane l holds elements l, l + 32, ... of the row. Keys are streamed in
+/// order with an online softmax (expf, running max and sum), so any Nk runs in O(D) registers.
+/// Same arguments and masking rules as flash_attention_fwd, except that `args.o` is float (with
+/// the o strides in float elements). Launch: grid (ceil(Nq / warps per block), B * Hq), any
+/// multiple of 32 threads, no shared memory.
+template <typename T, int D, bool CAUSAL>
+__global__ void flash_attention_reference(const __grid_constant__ FlashAttentionArgs args) {
+  static_assert(D % 32 == 0, "D must be a multiple of 32");
+  constexpr int PER_LANE = D / 32;
+  const int lane = threadIdx.x & 31;
+  const int row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+  if (row >= args.seq_q) return;  // whole warps leave; nothing below synchronises the block
+  const int b = blockIdx.y / args.heads_q;
+  const int h = blockIdx.y % args.heads_q;
+  const int hk = h / (args.heads_q / args.heads_kv);
+
+  const T* q = static_cast<const T*>(args.q) + b * args.q_batch_stride + h * args.q_head_stride +
+               row * args.q_row_stride;
+  const T* k = static_cast<const T*>(args.k) + b * args.k_batch_stride + hk * args.k_head_stride;
+  const T* v = static_cast<const T*>(args.v) + b * args.v_batch_stride + hk * args.v_head_stride;
+  float qv[PER_LANE], acc[PER_LANE];
+#pragma unroll
+  for (int i = 0; i < PER_LANE; ++i) {
+    qv[i] = to_float(q[lane + 32 * i]);
+    acc[i] = 0.f;
+  }
+
+  // Bottom-right causal alignment: query row i sees keys j <= i + Nk - Nq.
+  long long keys = args.seq_k;
+  if (CAUSAL) {
+    const long long last = static_cast<long long>(row) + args.seq_k - args.seq_q;
+    keys = last < 0 ? 0 : (last + 1 < keys ? last + 1 : keys);
+  }
+  const float neg_inf = -__int_as_float(0x7f800000);
+  float max = neg_inf, sum = 0.f;
+  for (long long j = 0; j < keys; ++j) {
+    const T* kr = k + j * args.k_row_stride;
+    float s = 0.f;
+#pragma unroll
+    for (int i = 0; i < PER_LANE; ++i) s += qv[i] * to_float(kr[lane + 32 * i]);
+    // Butterfly sum: every lane ends with the same bits (each step adds the same pair).
+#pragma unroll
+    for (int offset = 16; offset > 0; offset >>= 1) s += __shfl_xor_sync(0xffffffffu, s, offset);
+    s *= args.scale;
+    if (s > max) {
+      const float c = expf(max - s);  // 0 for the first key (max = -inf)
+      sum *= c;
+#pragma unroll
+      for (int i = 0; i < PER_LANE; ++i) acc[i] *= c;
+      max = s;
+    }
+    const float p = expf(s - max);
+    sum += p;
+    const T* vr = v + j * args.v_row_stride;
+#pragma unroll
+    for (int i = 0; i < PER_LANE; ++i) acc[i] += p * to_float(vr[lane + 32 * i]);
+  }
+
+  float* o = static_cast<float*>(args.o) + b * args.o_batch_stride + h * args.o_head_stride +
+             row * args.o_row_stride;
+#pragma unroll
+  for (int i = 0; i < PER_LANE; ++i) o[lane + 32 * i] = sum > 0.f ? acc[i] / sum : 0.f;
+  if (args.lse != nullptr && lane == 0)
+    args.lse[(static_cast<long long>(b) * args.heads_q + h) * args.seq_q + row] =
+        sum > 0.f ? max + logf(sum) : neg_inf;
+}
+
+}  // namespace ktune

@@ -1,0 +1,398 @@
+// The flash attention op's host side: problem keys and reasons, the search space and its invalid
+// reasons, defaults, launch geometry and kernel arguments (through a recording launcher), flops.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "ktune/error.hpp"
+#include "search/space.hpp"
+#include "templates/attention/args.h"
+#include "templates/attention/attention_op.hpp"
+
+namespace ktune {
+namespace {
+
+const Op& op() { return flash_attention_op(); }
+DeviceInfo device(std::string_view arch) { return *device_for_arch(arch); }
+
+std::string problem_error(const char* shape) {
+  try {
+    op().parse_problem(shape);
+  } catch (const InvalidArgument& e) {
+    return e.what();
+  }
+  return "";
+}
+
+bool contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
+
+/// Records launches and copies each argument struct (it lives on run()'s stack).
+class RecordingLauncher final : public Launcher {
+ public:
+  void launch(const KernelLaunch& l) override {
+    launches.push_back(l);
+    FlashAttentionArgs a{};
+    EXPECT_EQ(l.args_size, sizeof a);
+    std::memcpy(&a, l.args, sizeof a);
+    args.push_back(a);
+  }
+  std::vector<KernelLaunch> launches;
+  std::vector<FlashAttentionArgs> args;
+};
+
+/// Runs the op (or its reference) with tensors at 0x10000 * (i + 1), one fake kernel handle.
+RecordingLauncher run(const Params& params, const Problem& p, double scale = 0.0,
+                      const std::int64_t* layout = nullptr, bool reference = false) {
+  const std::uint64_t tensors[5] = {0x10000, 0x20000, 0x30000, 0x40000, 0x50000};
+  const KernelHandle kernel = reinterpret_cast<KernelHandle>(0x100);
+  RunArgs a;
+  a.params = &params;
+  a.problem = &p;
+  a.tensors = tensors;
+  a.scalars = &scale;
+  a.kernels = &kernel;
+  a.layout = layout;
+  RecordingLauncher l;
+  if (reference)
+    op().run_reference(a, l);
+  else
+    op().run(a, l);
+  return l;
+}
+
+std::string run_error(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const InvalidArgument& e) {
+    return e.what();
+  }
+  return "";
+}
+
+const char* const kMha = "b=2,hq=16,hkv=16,nq=4096,nk=4096,d=128";
+
+// ---- problems ----
+
+TEST(AttentionProblem, KeysRoundTripInDeclaredOrder) {
+  const Problem p = op().parse_problem("d=64,nk=1000,nq=17,hkv=2,hq=8,b=3,causal=yes");
+  EXPECT_EQ(p.values, (std::vector<std::int64_t>{3, 8, 2, 17, 1000, 64, 1}));
+  EXPECT_EQ(op().problem_key(p), "b=3,hq=8,hkv=2,nq=17,nk=1000,d=64,causal=yes");
+  EXPECT_EQ(op().parse_problem(op().problem_key(p)), p);
+  EXPECT_EQ(op().parse_problem("3x8x2x17x1000x64"), op().parse_problem("b=3,hq=8,hkv=2,nq=17,"
+                                                                       "nk=1000,d=64"));
+  EXPECT_EQ(op().problem_key(op().default_problem()),
+            "b=2,hq=16,hkv=16,nq=4096,nk=4096,d=128,causal=no");
+  EXPECT_EQ(op().name(), "flash_attention");
+  EXPECT_EQ(op().family(), "attention");
+  EXPECT_EQ(find_op("flash_attention"), &op());
+}
+
+TEST(AttentionProblem, BadProblemsSayWhy) {
+  EXPECT_TRUE(contains(problem_error("b=1,hq=8,hkv=8,nq=1,nk=1,d=80"),
+                       "d=80 is not a supported head dimension (32, 64, 96, 128, 256)"));
+  EXPECT_TRUE(contains(problem_error("b=1,hq=8,hkv=3,nq=1,nk=1,d=64"),
+                       "hq=8 is not a multiple of hkv=3"));
+  EXPECT_TRUE(contains(problem_error("b=1,hq=2,hkv=4,nq=1,nk=1,d=64"),
+                       "hq=2 is not a multiple of hkv=4"));
+  EXPECT_TRUE(contains(problem_error("b=4096,hq=32,hkv=8,nq=1,nk=1,d=64"),
+                       "b=4096 x hq=32 = 131072 (batch, head) pairs; the grid allows at most 65535"));
+  EXPECT_TRUE(contains(problem_error("b=1,hq=8,hkv=8,nq=0,nk=1,d=64"), "nq=0 is out of range"));
+  EXPECT_TRUE(contains(problem_error("b=1,hq=8,hkv=8,nq=1,nk=2000000000,d=64"),
+                       "nk=2000000000 is out of range (allowed 1..1073741824)"));
+  EXPECT_TRUE(contains(problem_error("b=1,hq=8,nq=1,nk=1,d=64"), "missing dimension hkv"));
+  EXPECT_TRUE(contains(problem_error("b=1,hq=8,hkv=8,nq=1,nk=1,d=64,causal=maybe"),
+                       "causal=\"maybe\" is not one of no, yes"));
+  EXPECT_EQ(problem_error("b=1,hq=65535,hkv=1,nq=1,nk=1,d=256,causal=yes"), "");
+  // check_problem applies the same rules to a problem built by hand (the runtime's path).
+  Problem p = op().parse_problem("b=1,hq=8,hkv=8,nq=1,nk=1,d=64");
+  p.values[5] = 48;
+  EXPECT_TRUE(contains(run_error([&] { op().check_problem(p); }), "d=48"));
+}
+
+// ---- the space ----
+
+TEST(AttentionSpace, InvalidPointsCarryTheirReason) {
+  const Problem p = op().parse_problem(kMha);
+  const Space h100(op(), p, DType::bf16, device("sm_90a"));
+  EXPECT_EQ(h100.points().size(), 3u * 3 * 2 * 2 * 2 * 2 * 1);
+  // (block_m, warps) in {(64,4), (128,4), (128,8), (256,8)}, every block_n, stages, q_regs and
+  // pad, less the shared-memory overflows at d=128: 128x128 s3 with pad (both warp counts) and
+  // 256x128 s3 (with and without pad), each with both q_regs.
+  EXPECT_EQ(h100.valid_count(), 4u * 3 * 2 * 2 * 2 - 2 * 2 - 2 * 2);
+  std::size_t counted = 0;
+  for (const auto& [reason, n] : h100.invalid_reasons()) {
+    EXPECT_FALSE(reason.empty());
+    counted += n;
+  }
+  EXPECT_EQ(counted, h100.points().size() - h100.valid_count());
+
+  const auto why = [&](const char* params, const char* problem, const char* arch = "sm_90a") {
+    return op().invalid_reason(op().parse_params(params), op().parse_problem(problem),
+                               DType::bf16, device(arch)).value_or("");
+  };
+  EXPECT_EQ(why("block_m=128,block_n=64,warps=4,stages=2,q_regs=0,smem_pad=0,impl=0", kMha), "");
+  EXPECT_EQ(why("block_m=64,block_n=64,warps=8,stages=2,q_regs=0,smem_pad=0,impl=0", kMha),
+            "block_m=64 is not a multiple of 16 * warps=8 (each warp owns whole 16-row fragments)");
+  EXPECT_EQ(why("block_m=256,block_n=64,warps=4,stages=2,q_regs=0,smem_pad=0,impl=0", kMha),
+            "block_m=256 / warps=4 = 64 query rows per warp (at most 32: two 16-row fragments)");
+  EXPECT_EQ(why("block_m=256,block_n=128,warps=8,stages=3,q_regs=0,smem_pad=0,impl=0", kMha),
+            "block_m=256, block_n=128, stages=3 at d=128 need 262144 bytes of shared memory (Q "
+            "tile + 3 K and V tiles), more than the 227 KiB any GPU gives a block");
+  // 128x128 s2 at d=128 with padding: 170 KiB fits the H100 (227 KiB), not the A100 (163 KiB).
+  const char* big = "block_m=128,block_n=128,warps=8,stages=2,q_regs=0,smem_pad=1,impl=0";
+  EXPECT_EQ(why(big, kMha), "");
+  EXPECT_EQ(why(big, kMha, "sm_80"),
+            "block_m=128, block_n=128, stages=2, smem_pad=1 at d=128 need 174080 bytes of shared "
+            "memory (Q tile + 2 K and V tiles), more than the device's 166912 per block");
+  // Values outside the lists and other dtypes.
+  Params q =
+      op().parse_params("block_m=128,block_n=64,warps=4,stages=2,q_regs=0,smem_pad=0,impl=0");
+  q.values[3] = 4;
+  EXPECT_EQ(op().invalid_reason(q, p, DType::bf16, device("sm_90a")),
+            "stages=4 is not one of 2, 3");
+  q.values[3] = 2;
+  EXPECT_TRUE(contains(op().invalid_reason(q, p, DType::f32, device("sm_90a")).value_or(""),
+                       "is not supported by flash_attention (dtypes: bf16, fp16)"));
+  DeviceInfo turing = device("sm_80");
+  turing.cc_major = 7;
+  turing.cc_minor = 5;
+  EXPECT_EQ(op().invalid_reason(q, p, DType::bf16, turing),
+            "needs compute capability 8.0 or later (cp.async, bf16 mma.sync); the device is 7.5");
+}
+
+TEST(AttentionSpace, ValidPointsPassTheKernelsOwnChecks) {
+  // No valid point may reach a static_assert of flash_attention_fwd.
+  for (std::int64_t d : {32, 64, 96, 128, 256}) {
+    Problem p = op().default_problem();
+    p.values[5] = d;
+    for (const char* arch : {"sm_80", "sm_90a"}) {
+      const Space s(op(), p, DType::f16, device(arch));
+      EXPECT_GT(s.valid_count(), 0u) << d << " " << arch;
+      for (const Params& params : s.valid_points()) {
+        const auto v = params.values;
+        EXPECT_EQ(flash_attention_invalid_reason(static_cast<int>(d), static_cast<int>(v[0]),
+                                                 static_cast<int>(v[1]), static_cast<int>(v[2]),
+                                                 static_cast<int>(v[3]), 1, v[5] != 0),
+                  nullptr)
+            << op().params_key(params);
+        EXPECT_LE(op().dynamic_shared_bytes(params, p, DType::f16, 0),
+                  static_cast<unsigned>(device(arch).smem_optin_per_block));
+      }
+    }
+  }
+}
+
+TEST(AttentionSpace, KernelsRefuseInvalidPoints) {
+  const Params bad =
+      op().parse_params("block_m=256,block_n=64,warps=4,stages=2,q_regs=0,smem_pad=0,impl=0");
+  EXPECT_TRUE(contains(run_error([&] { op().kernels(bad, op().default_problem(), DType::bf16); }),
+                       "64 query rows per warp"));
+}
+
+// ---- defaults ----
+
+TEST(AttentionDefaults, ValidForEveryShapeDtypeAndArch) {
+  DeviceInfo small = device("sm_80");  // an sm_86-like part: 99 KiB of shared memory per block
+  small.cc_minor = 6;
+  small.smem_optin_per_block = 99 * 1024;
+  std::vector<DeviceInfo> devices{device("sm_80"), device("sm_90a"), small};
+  for (const DeviceInfo& dev : devices)
+    for (DType t : {DType::bf16, DType::f16})
+      for (std::int64_t d : {32, 64, 96, 128, 256})
+        for (const char* dims : {"b=1,hq=1,hkv=1,nq=1,nk=1", "b=2,hq=16,hkv=16,nq=4096,nk=4096",
+                                 "b=3,hq=8,hkv=2,nq=17,nk=1000", "b=1,hq=32,hkv=1,nq=32768,nk=7"})
+          for (const char* causal : {"no", "yes"}) {
+            const Problem p = op().parse_problem(std::string(dims) + ",d=" + std::to_string(d) +
+                                                 ",causal=" + causal);
+            const Params params = op().default_params(p, t, dev);
+            EXPECT_EQ(op().invalid_reason(params, p, t, dev), std::nullopt)
+                << dev.name << " " << dtype_name(t) << " " << op().problem_key(p) << ": "
+                << op().params_key(params);
+          }
+}
+
+TEST(AttentionDefaults, AreTheMeasuredBestOnH100) {
+  const DeviceInfo h100 = device("sm_90a");
+  EXPECT_EQ(op().params_key(op().default_params(op().default_problem(), DType::bf16, h100)),
+            "block_m=128,block_n=64,warps=4,stages=2,q_regs=0,smem_pad=0,impl=0");
+  const Problem d64 = op().parse_problem("b=1,hq=16,hkv=16,nq=8192,nk=8192,d=64");
+  EXPECT_EQ(op().params_key(op().default_params(d64, DType::bf16, h100)),
+            "block_m=128,block_n=64,warps=4,stages=2,q_regs=1,smem_pad=0,impl=0");
+  // d=256 on a part with 99 KiB per block falls back to the smallest tiles.
+  DeviceInfo small = device("sm_80");
+  small.smem_optin_per_block = 99 * 1024;
+  const Problem d256 = op().parse_problem("b=1,hq=16,hkv=16,nq=512,nk=512,d=256");
+  EXPECT_EQ(op().params_key(op().default_params(d256, DType::bf16, small)),
+            "block_m=64,block_n=32,warps=4,stages=2,q_regs=0,smem_pad=0,impl=0");
+}
+
+// ---- launches ----
+
+TEST(AttentionRun, LaunchGeometryAndContiguousStrides) {
+  const Problem p = op().parse_problem("b=3,hq=8,hkv=2,nq=1000,nk=17,d=64,causal=yes");
+  const Params params =
+      op().parse_params("block_m=128,block_n=32,warps=8,stages=3,q_regs=1,smem_pad=1,impl=0");
+  const RecordingLauncher l = run(params, p);
+  ASSERT_EQ(l.launches.size(), 1u);
+  const KernelLaunch& k = l.launches[0];
+  EXPECT_EQ(k.kernel, reinterpret_cast<KernelHandle>(0x100));
+  EXPECT_EQ(k.grid[0], 8u);  // ceil(1000 / 128)
+  EXPECT_EQ(k.grid[1], 24u);  // b * hq
+  EXPECT_EQ(k.grid[2], 1u);
+  EXPECT_EQ(k.block[0], 256u);
+  EXPECT_EQ(k.block[1], 1u);
+  EXPECT_EQ(static_cast<int>(k.block[0]), op().block_threads(params, p, DType::bf16, 0));
+  // Q tile + 3 stages of K and V tiles, rows of 64 * 2 + 16 bytes.
+  EXPECT_EQ(k.shared_bytes, (128u + 2 * 32 * 3) * 144);
+  EXPECT_EQ(k.shared_bytes, op().dynamic_shared_bytes(params, p, DType::bf16, 0));
+  const FlashAttentionArgs& a = l.args[0];
+  EXPECT_EQ(a.q, reinterpret_cast<const void*>(0x10000));
+  EXPECT_EQ(a.k, reinterpret_cast<const void*>(0x20000));
+  EXPECT_EQ(a.v, reinterpret_cast<const void*>(0x30000));
+  EXPECT_EQ(a.o, reinterpret_cast<void*>(0x40000));
+  EXPECT_EQ(a.lse, reinterpret_cast<float*>(0x50000));
+  EXPECT_EQ(a.q_batch_stride, 8 * 1000 * 64);
+  EXPECT_EQ(a.q_head_stride, 1000 * 64);
+  EXPECT_EQ(a.q_row_stride, 64);
+  EXPECT_EQ(a.k_batch_stride, 2 * 17 * 64);
+  EXPECT_EQ(a.v_head_stride, 17 * 64);
+  EXPECT_EQ(a.o_batch_stride, a.q_batch_stride);
+  EXPECT_EQ(a.o_row_stride, 64);
+  EXPECT_EQ(a.batch, 3);
+  EXPECT_EQ(a.heads_q, 8);
+  EXPECT_EQ(a.heads_kv, 2);
+  EXPECT_EQ(a.seq_q, 1000);
+  EXPECT_EQ(a.seq_k, 17);
+  EXPECT_FLOAT_EQ(a.scale, 0.125f);  // 1/sqrt(64) when scale <= 0
+  EXPECT_FLOAT_EQ(run(params, p, 0.3).args[0].scale, 0.3f);
+  EXPECT_FLOAT_EQ(run(params, p, -1.0).args[0].scale, 0.125f);
+  EXPECT_TRUE(contains(
+      run_error([&] { run(params, p, std::numeric_limits<double>::infinity()); }), "not finite"));
+}
+
+TEST(AttentionRun, StridesComeFromTheLayout) {
+  const Problem p = op().parse_problem("b=2,hq=4,hkv=1,nq=17,nk=33,d=128");
+  const Params params = op().default_params(p, DType::bf16, device("sm_90a"));
+  // [B, S, H, D] for q and o, [B, H, S, D] for k and v, with a padded batch stride.
+  std::int64_t layout[12] = {17 * 4 * 128 + 8, 128, 4 * 128, 33 * 128, 33 * 128, 128,
+                             33 * 128,         33 * 128, 128, 17 * 4 * 128, 128, 4 * 128};
+  const FlashAttentionArgs a = run(params, p, 0, layout).args[0];
+  EXPECT_EQ(a.q_batch_stride, 17 * 4 * 128 + 8);
+  EXPECT_EQ(a.q_head_stride, 128);
+  EXPECT_EQ(a.q_row_stride, 4 * 128);
+  EXPECT_EQ(a.k_head_stride, 33 * 128);
+  EXPECT_EQ(a.v_row_stride, 128);
+  EXPECT_EQ(a.o_head_stride, 128);
+  EXPECT_EQ(a.o_row_stride, 512);
+  EXPECT_EQ(op().layout_size(), 12u);
+
+  // Every stride is checked; the message names the tensor and dimension.
+  layout[5] = 100;  // k seq
+  EXPECT_TRUE(contains(run_error([&] { run(params, p, 0, layout); }),
+                       "flash_attention: k seq stride 100 must be a positive multiple of 8 "
+                       "elements (rows start 16-byte aligned) below 2^23"));
+  layout[5] = std::int64_t{1} << 23;
+  EXPECT_TRUE(contains(run_error([&] { run(params, p, 0, layout); }), "k seq stride 8388608"));
+  layout[5] = 0;
+  EXPECT_TRUE(contains(run_error([&] { run(params, p, 0, layout); }), "k seq stride 0"));
+  layout[5] = 128;
+  layout[9] = -8;  // o batch
+  EXPECT_TRUE(contains(run_error([&] { run(params, p, 0, layout); }),
+                       "o batch stride -8 must be a non-negative multiple of 8"));
+  layout[9] = 0;  // broadcast over the batch is fine
+  EXPECT_EQ(run(params, p, 0, layout).args[0].o_batch_stride, 0);
+}
+
+TEST(AttentionRun, ReferenceCoversEveryRow) {
+  const Problem p = op().parse_problem("b=2,hq=4,hkv=4,nq=17,nk=5,d=96,causal=yes");
+  const auto ref = op().reference_kernels(p, DType::f16);
+  ASSERT_EQ(ref.size(), 1u);
+  EXPECT_EQ(ref[0].file, "attention/reference.cuh");
+  EXPECT_EQ(ref[0].name_expression, "ktune::flash_attention_reference<ktune::fp16, 96, true>");
+  const RecordingLauncher l = run(op().default_params(p, DType::f16, device("sm_80")), p, 0,
+                                  nullptr, true);
+  ASSERT_EQ(l.launches.size(), 1u);
+  const unsigned warps = l.launches[0].block[0] / 32;
+  EXPECT_EQ(l.launches[0].block[0] % 32, 0u);
+  EXPECT_GE(l.launches[0].grid[0] * warps, 17u);  // one warp per query row
+  EXPECT_LT((l.launches[0].grid[0] - 1) * warps, 17u);
+  EXPECT_EQ(l.launches[0].grid[1], 8u);
+  EXPECT_EQ(l.launches[0].shared_bytes, 0u);
+  EXPECT_EQ(l.args[0].o_row_stride, 96);
+}
+
+TEST(AttentionRun, NameExpressionFollowsTheParameters) {
+  const Problem p = op().parse_problem("b=1,hq=2,hkv=1,nq=64,nk=64,d=256,causal=yes");
+  const Params params =
+      op().parse_params("block_m=64,block_n=32,warps=4,stages=3,q_regs=1,smem_pad=1,impl=0");
+  const auto ks = op().kernels(params, p, DType::f16);
+  ASSERT_EQ(ks.size(), 1u);
+  EXPECT_EQ(ks[0].file, "attention/flash_attention.cuh");
+  EXPECT_EQ(ks[0].name_expression,
+            "ktune::flash_attention_fwd<ktune::fp16, 256, 64, 32, 4, 3, true, true, 1, true>");
+}
+
+// ---- the rest of the interface ----
+
+TEST(AttentionOp, TensorsBytesFlopsTolerance) {
+  const Problem p = op().parse_problem("b=2,hq=8,hkv=2,nq=100,nk=300,d=64");
+  const std::vector<TensorSpec> ts = op().tensors(p, DType::bf16);
+  ASSERT_EQ(ts.size(), 5u);
+  const char* names[] = {"q", "k", "v", "o", "lse"};
+  for (std::size_t i = 0; i < 5; ++i) EXPECT_EQ(ts[i].name, names[i]);
+  EXPECT_EQ(ts[0].elements, 2 * 8 * 100 * 64);
+  EXPECT_EQ(ts[1].elements, 2 * 2 * 300 * 64);
+  EXPECT_EQ(ts[3].role, TensorRole::output);
+  EXPECT_EQ(ts[4].dtype, DType::f32);
+  EXPECT_EQ(ts[4].elements, 2 * 8 * 100);
+  EXPECT_TRUE(ts[4].optional);
+  EXPECT_FALSE(ts[3].optional);
+  // q, k, v read once, o written once (2 bytes each), lse written once (4 bytes).
+  EXPECT_DOUBLE_EQ(op().min_bytes(p, DType::bf16),
+                   2.0 * (2 * 2 * 8 * 100 * 64 + 2 * 2 * 2 * 300 * 64) + 4.0 * 2 * 8 * 100);
+  EXPECT_DOUBLE_EQ(op().flops(p, DType::bf16), 4.0 * 2 * 8 * 100 * 300 * 64);
+  EXPECT_EQ(op().alignment(op().default_params(p, DType::bf16, device("sm_90a")), p, DType::bf16),
+            16u);
+  EXPECT_DOUBLE_EQ(op().tolerance(DType::bf16).rtol, 2e-2);
+  EXPECT_DOUBLE_EQ(op().tolerance(DType::f16).atol, 5e-3);
+  ASSERT_EQ(op().scalars().size(), 1u);
+  EXPECT_EQ(op().scalars()[0].name, "scale");
+}
+
+TEST(AttentionOp, CausalFlopsCountTheVisiblePairsExactly) {
+  // Brute-force count of (row, key) pairs with key <= row + nk - nq.
+  const auto pairs = [](std::int64_t nq, std::int64_t nk) {
+    double n = 0;
+    for (std::int64_t i = 0; i < nq; ++i)
+      for (std::int64_t j = 0; j < nk; ++j) n += j <= i + nk - nq;
+    return n;
+  };
+  for (auto [nq, nk] : {std::pair<std::int64_t, std::int64_t>{1, 1}, {7, 7}, {5, 12}, {12, 5},
+                        {1, 1000}, {1000, 1}, {4096, 4096}, {333, 4097}}) {
+    const Problem p = op().parse_problem("b=3,hq=4,hkv=2,nq=" + std::to_string(nq) + ",nk=" +
+                                         std::to_string(nk) + ",d=32,causal=yes");
+    EXPECT_DOUBLE_EQ(op().flops(p, DType::bf16), 4.0 * 3 * 4 * 32 * pairs(nq, nk))
+        << nq << " " << nk;
+  }
+  // Square: N (N + 1) / 2 pairs, about half of the non-causal count.
+  const Problem sq = op().parse_problem("b=1,hq=16,hkv=16,nq=8192,nk=8192,d=128,causal=yes");
+  EXPECT_DOUBLE_EQ(op().flops(sq, DType::bf16), 4.0 * 16 * 128 * 8192.0 * 8193 / 2);
+}
+
+TEST(AttentionOp, TemplateHashCoversTheAttentionSources) {
+  EXPECT_EQ(op().template_hash().size(), 64u);
+  for (const Op* other : all_ops()) {
+    if (other == &op()) continue;
+    EXPECT_NE(other->template_hash(), op().template_hash()) << other->name();
+  }
+}
+
+}  // namespace
+}  // namespace ktune

@@ -1,0 +1,416 @@
+// Flash attention through the public runtime API on the GPU, against the Eigen (double) CPU
+// reference: head dims, both dtypes, causal and not, nq != nk both ways, grouped-query and
+// multi-query heads, odd lengths, [B,H,S,D] and [B,S,H,D] layouts, the LSE; the default
+// configuration and non-default ones planted as the exact best of a database. Also the tuner's
+// fp32 reference kernel, and bad arguments through the C API. Skipped without a GPU.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "db/store.hpp"
+#include "ktune/ktune.h"
+#include "ktune/ktune.hpp"
+#include "runtime/core/compiler.hpp"
+#include "runtime/core/device.hpp"
+#include "runtime/core/driver.hpp"
+#include "runtime/core/launcher.hpp"
+#include "search/space.hpp"
+#include "templates/attention/attention_op.hpp"
+#include "tests/support/attention_reference.hpp"
+#include "tests/support/fused_reference.hpp"
+#include "tests/support/test_env.hpp"
+
+namespace ktune {
+namespace {
+
+using test::AttentionResult;
+using test::AttentionShape;
+using test::AttentionTensor;
+
+const Op& op() { return flash_attention_op(); }
+
+/// Non-default configurations planted as the tuned best of every case where they are valid:
+/// between them they cover each value of every tunable.
+const char* const kPlanted[] = {
+    "block_m=64,block_n=32,warps=4,stages=2,q_regs=1,smem_pad=0,impl=0",
+    "block_m=128,block_n=128,warps=8,stages=2,q_regs=1,smem_pad=0,impl=0",
+    "block_m=256,block_n=64,warps=8,stages=3,q_regs=0,smem_pad=1,impl=0",
+    "block_m=128,block_n=64,warps=4,stages=3,q_regs=1,smem_pad=1,impl=0",
+    "block_m=64,block_n=128,warps=4,stages=3,q_regs=0,smem_pad=1,impl=0",
+    "block_m=128,block_n=32,warps=8,stages=2,q_regs=0,smem_pad=1,impl=0",
+    "block_m=64,block_n=64,warps=4,stages=2,q_regs=0,smem_pad=0,impl=0",
+};
+
+/// One compile cache for the whole binary: a kernel used by several cases compiles once.
+const std::filesystem::path& cache_dir() {
+  static test::TempDir dir;
+  return dir.path();
+}
+
+Problem problem_of(const AttentionShape& s) {
+  Problem p;
+  p.values = {s.b, s.hq, s.hkv, s.nq, s.nk, s.d, s.causal ? 1 : 0};
+  return p;
+}
+
+std::uint16_t to_bits(DType t, double v) {
+  return t == DType::bf16 ? test::float_to_bf16_bits(static_cast<float>(v))
+                          : test::float_to_fp16_bits(static_cast<float>(v));
+}
+
+/// A [B, H, S, D] tensor: random host values in [-2, 2) rounded to t (never 0) and their device
+/// copy in the chosen layout.
+struct DeviceTensor {
+  AttentionTensor host;
+  DeviceBuffer dev;
+
+  DeviceTensor(DType t, std::int64_t b, std::int64_t h, std::int64_t s, std::int64_t d, bool bshd,
+               std::mt19937& rng) {
+    test::attention_strides(b, h, s, d, bshd, host);
+    std::uniform_real_distribution<double> u(-2.0, 2.0);
+    std::vector<std::uint16_t> bits(host.data.size());
+    for (std::size_t i = 0; i < bits.size(); ++i) {
+      double v = test::round_to(t, u(rng));
+      if (v == 0.0) v = 0.25;
+      host.data[i] = v;
+      bits[i] = to_bits(t, v);
+    }
+    dev = DeviceBuffer(bits.size() * 2);
+    KTUNE_CU(Driver::get().cuMemcpyHtoD(dev.get(), bits.data(), bits.size() * 2));
+  }
+  const void* ptr() const { return reinterpret_cast<const void*>(dev.get()); }
+};
+
+/// Output buffers poisoned with NaN: o in the layout of q, lse [B, Hq, Nq] fp32.
+struct Outputs {
+  AttentionTensor layout;  // o's strides
+  DeviceBuffer o, lse;
+  std::size_t o_elements, lse_elements;
+
+  Outputs(const AttentionShape& s, bool bshd) {
+    test::attention_strides(s.b, s.hq, s.nq, s.d, bshd, layout);
+    o_elements = layout.data.size();
+    lse_elements = static_cast<std::size_t>(s.b * s.hq * s.nq);
+    o = DeviceBuffer(o_elements * 2);
+    lse = DeviceBuffer(lse_elements * 4);
+  }
+  void poison(DType t) {
+    const Driver& cu = Driver::get();
+    KTUNE_CU(cu.cuMemsetD16Async(o.get(), t == DType::bf16 ? 0x7fc0 : 0x7e00, o_elements, nullptr));
+    KTUNE_CU(cu.cuMemsetD32Async(lse.get(), 0x7fc00000u, lse_elements, nullptr));
+    KTUNE_CU(cu.cuCtxSynchronize());
+  }
+  void* o_ptr() { return reinterpret_cast<void*>(o.get()); }
+  float* lse_ptr() { return reinterpret_cast<float*>(lse.get()); }
+};
+
+/// Counts elements outside atol + rtol * |ref|; NaN never passes, an infinite reference must be
+/// matched exactly.
+struct Checker {
+  Tolerance tol;
+  std::string what;
+  std::size_t bad = 0;
+  double worst = 0;
+  void operator()(double out, double ref, const std::string& where) {
+    const double err = std::fabs(out - ref);
+    const bool ok = std::isinf(ref) ? out == ref : err <= tol.atol + tol.rtol * std::fabs(ref);
+    if (std::isfinite(err)) worst = std::max(worst, err);
+    if (!ok && bad++ < 3) ADD_FAILURE() << what << ": " << where << " = " << out << ", reference " << ref;
+  }
+  ~Checker() { EXPECT_EQ(bad, 0u) << what << " (max abs error " << worst << ")"; }
+};
+
+/// Downloads o (through its layout) and lse and compares them with the reference.
+void check_outputs(const AttentionShape& s, DType t, Outputs& out, const AttentionResult& ref,
+                   bool with_lse, const std::string& what) {
+  std::vector<std::uint16_t> o_bits(out.o_elements);
+  KTUNE_CU(Driver::get().cuMemcpyDtoH(o_bits.data(), out.o.get(), o_bits.size() * 2));
+  std::vector<float> lse(out.lse_elements);
+  KTUNE_CU(Driver::get().cuMemcpyDtoH(lse.data(), out.lse.get(), lse.size() * 4));
+  Checker o_check{op().tolerance(t), what + " o"};
+  Checker lse_check{op().tolerance(t), what + " lse"};
+  for (std::int64_t b = 0; b < s.b; ++b)
+    for (std::int64_t h = 0; h < s.hq; ++h)
+      for (std::int64_t r = 0; r < s.nq; ++r) {
+        const std::string row = "b=" + std::to_string(b) + " h=" + std::to_string(h) +
+                                " row=" + std::to_string(r);
+        const std::size_t at =
+            static_cast<std::size_t>(b * out.layout.batch + h * out.layout.head + r * out.layout.seq);
+        for (std::int64_t i = 0; i < s.d; ++i) {
+          const std::uint16_t bits = o_bits[at + static_cast<std::size_t>(i)];
+          const double v = t == DType::bf16 ? test::bf16_bits_to_float(bits)
+                                            : test::fp16_bits_to_float(bits);
+          o_check(v, ref.o_at(s, b, h, r, i), row + " i=" + std::to_string(i));
+        }
+        const std::size_t li = static_cast<std::size_t>((b * s.hq + h) * s.nq + r);
+        if (with_lse)
+          lse_check(lse[li], ref.lse[li], row);
+        else if (!std::isnan(lse[li]))
+          ADD_FAILURE() << what << ": lse written although the pointer was null";
+      }
+}
+
+struct Case {
+  const char* dims;  // b, hq, hkv, nq, nk, causal; d comes from the test parameter
+  bool bshd;         // [B, S, H, D] tensors, else [B, H, S, D]
+};
+
+AttentionShape shape_of(const Case& c, std::int64_t d) {
+  const Problem p = op().parse_problem(std::string(c.dims) + ",d=" + std::to_string(d));
+  AttentionShape s;
+  s.b = p.values[0], s.hq = p.values[1], s.hkv = p.values[2];
+  s.nq = p.values[3], s.nk = p.values[4], s.d = p.values[5];
+  s.causal = p.values[6] != 0;
+  return s;
+}
+
+const Case kCases[] = {
+    {"b=1,hq=1,hkv=1,nq=1,nk=1", false},
+    {"b=1,hq=2,hkv=2,nq=1,nk=1,causal=yes", true},
+    {"b=2,hq=4,hkv=4,nq=17,nk=17,causal=yes", true},
+    {"b=1,hq=4,hkv=1,nq=17,nk=1000,causal=yes", false},   // MQA, nq < nk
+    {"b=2,hq=8,hkv=2,nq=1000,nk=17,causal=yes", true},    // GQA 4:1, rows that see no key
+    {"b=2,hq=8,hkv=2,nq=1000,nk=17", false},
+    {"b=1,hq=2,hkv=2,nq=1000,nk=1000", false},
+    {"b=1,hq=2,hkv=1,nq=4097,nk=4097,causal=yes", true},
+    {"b=1,hq=4,hkv=4,nq=333,nk=4097", false},
+    {"b=2,hq=4,hkv=1,nq=4097,nk=1000,causal=yes", true},
+    {"b=3,hq=2,hkv=2,nq=200,nk=1", false},
+    {"b=1,hq=8,hkv=2,nq=128,nk=128,causal=yes", true},     // whole tiles only
+};
+
+class GpuAttention
+    : public ::testing::TestWithParam<std::tuple<Case, std::int64_t, DType>> {
+ protected:
+  void SetUp() override {
+    KTUNE_REQUIRE_GPU();
+    ensure_context(0);
+    device_ = query_device(0);
+  }
+
+  /// Compiles every kernel the cases will dispatch, in parallel, into the shared cache.
+  static void SetUpTestSuite() {
+    if (!test::gpu_missing_reason().empty()) return;
+    ensure_context(0);
+    const DeviceInfo dev = query_device(0);
+    std::vector<CompileJob> jobs;
+    for (std::int64_t d : {32, 64, 96, 128, 256})
+      for (DType t : {DType::bf16, DType::f16})
+        for (bool causal : {false, true}) {
+          AttentionShape s;
+          s.d = d;
+          s.causal = causal;
+          const Problem p = problem_of(s);
+          jobs.push_back({op().kernels(op().default_params(p, t, dev), p, t)[0], dev.arch(), {}});
+          for (const char* planted : kPlanted) {
+            const Params params = op().parse_params(planted);
+            if (!op().invalid_reason(params, p, t, dev))
+              jobs.push_back({op().kernels(params, p, t)[0], dev.arch(), {}});
+          }
+        }
+    const Compiler compiler(cache_dir());
+    compile_parallel(compiler, jobs, 0);
+  }
+
+  DeviceInfo device_;
+  test::TempDir dir_;
+};
+
+// One call through the typed C++ API and its check. Planted configurations get an explicit
+// layout; the default gets a null layout for [B,H,S,D] (the contiguous path).
+void run_case(Runtime& rt, const AttentionShape& s, DType t, bool bshd, const DeviceTensor& q,
+              const DeviceTensor& k, const DeviceTensor& v, const AttentionResult& ref,
+              bool explicit_layout, bool with_lse, const std::string& what) {
+  Outputs out(s, bshd);
+  out.poison(t);
+  const AttentionLayout layout = bshd ? AttentionLayout::bshd(s.hq, s.hkv, s.nq, s.nk, s.d)
+                                      : AttentionLayout::bhsd(s.hq, s.hkv, s.nq, s.nk, s.d);
+  rt.flash_attention(q.ptr(), k.ptr(), v.ptr(), out.o_ptr(), with_lse ? out.lse_ptr() : nullptr,
+                     s.b, s.hq, s.hkv, s.nq, s.nk, s.d, s.causal, static_cast<float>(s.scale), t,
+                     nullptr, bshd || explicit_layout ? &layout : nullptr);
+  KTUNE_CU(Driver::get().cuCtxSynchronize());
+  check_outputs(s, t, out, ref, with_lse, what);
+}
+
+TEST_P(GpuAttention, DefaultAndTunedConfigsMatchTheReference) {
+  const auto& [c, d, t] = GetParam();
+  AttentionShape s = shape_of(c, d);
+  const Problem p = problem_of(s);
+  const std::string name = op().problem_key(p) + (c.bshd ? " bshd " : " bhsd ") + dtype_name(t);
+  std::mt19937 rng(static_cast<unsigned>(std::hash<std::string>()(name)));
+  if (s.nq == 17) s.scale = 0.3;  // an explicit scale somewhere
+  const DeviceTensor q(t, s.b, s.hq, s.nq, s.d, c.bshd, rng);
+  const DeviceTensor k(t, s.b, s.hkv, s.nk, s.d, c.bshd, rng);
+  const DeviceTensor v(t, s.b, s.hkv, s.nk, s.d, c.bshd, rng);
+  const AttentionResult ref = test::attention_ref(s, q.host, k.host, v.host);
+
+  RuntimeOptions ro;
+  ro.db_path = (dir_.path() / "empty.db").string();
+  ro.use_shipped_databases = false;
+  ro.cache_dir = cache_dir().string();
+  Runtime rt(ro);
+  const MatchInfo def = rt.query("flash_attention", op().problem_key(p), t);
+  EXPECT_EQ(def.kind, Match::default_config);
+  run_case(rt, s, t, c.bshd, q, k, v, ref, false, true, name + " default " + def.params);
+
+  int n = 0;
+  for (const char* planted : kPlanted) {
+    const Params params = op().parse_params(planted);
+    if (op().invalid_reason(params, p, t, device_)) continue;
+    const std::filesystem::path db = dir_.path() / ("tuned-" + std::to_string(n++) + ".db");
+    {
+      Store store = Store::open(db, Store::Mode::read_write);
+      store.upsert_device(device_);
+      BestRecord b;
+      b.device_key = device_.key();
+      b.op = "flash_attention";
+      b.dtype = t;
+      b.problem_key = op().problem_key(p);
+      b.params_key = planted;
+      b.template_hash = op().template_hash();
+      b.median_us = 1.0;
+      store.set_best(b);
+    }
+    ro.db_path = db.string();
+    rt.configure(ro);
+    const MatchInfo mi = rt.query("flash_attention", op().problem_key(p), t);
+    EXPECT_EQ(mi.kind, Match::exact);
+    EXPECT_EQ(mi.params, planted);
+    // Every third planted run leaves lse null: o must not depend on it.
+    run_case(rt, s, t, c.bshd, q, k, v, ref, true, n % 3 != 0, name + " " + mi.params);
+  }
+  EXPECT_GE(n, 3) << "too few planted configurations are valid for " << name;
+}
+
+std::string case_name(const ::testing::TestParamInfo<std::tuple<Case, std::int64_t, DType>>& info) {
+  const auto& [c, d, t] = info.param;
+  std::string s = std::string(c.dims) + "_d" + std::to_string(d) + (c.bshd ? "_bshd_" : "_bhsd_") +
+                  dtype_name(t);
+  for (char& ch : s)
+    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  return s;
+}
+
+INSTANTIATE_TEST_SUITE_P(HeadDims64And128, GpuAttention,
+                         ::testing::Combine(::testing::ValuesIn(kCases),
+                                            ::testing::Values(std::int64_t{64}, std::int64_t{128}),
+                                            ::testing::Values(DType::bf16, DType::f16)),
+                         case_name);
+
+const Case kOtherHeadDimCases[] = {
+    {"b=2,hq=4,hkv=2,nq=300,nk=77,causal=yes", true},
+    {"b=1,hq=3,hkv=1,nq=129,nk=1000", false},
+};
+
+INSTANTIATE_TEST_SUITE_P(OtherHeadDims, GpuAttention,
+                         ::testing::Combine(::testing::ValuesIn(kOtherHeadDimCases),
+                                            ::testing::Values(std::int64_t{32}, std::int64_t{96},
+                                                              std::int64_t{256}),
+                                            ::testing::Values(DType::bf16, DType::f16)),
+                         case_name);
+
+// ---- the tuner's fp32 reference kernel ----
+
+class GpuAttentionReference : public ::testing::Test {
+ protected:
+  void SetUp() override { KTUNE_REQUIRE_GPU(); }
+};
+
+TEST_F(GpuAttentionReference, MatchesTheCpuReference) {
+  ensure_context(0);
+  const DeviceInfo dev = query_device(0);
+  const Compiler compiler(cache_dir());
+  const Driver& cu = Driver::get();
+  for (const char* dims : {"b=2,hq=8,hkv=2,nq=300,nk=77,d=64,causal=yes",
+                           "b=1,hq=2,hkv=1,nq=77,nk=1000,d=128,causal=yes",
+                           "b=1,hq=3,hkv=3,nq=65,nk=129,d=256"}) {
+    const Problem p = op().parse_problem(dims);
+    const DType t = DType::bf16;
+    const std::vector<KernelSource> sources = op().reference_kernels(p, t);
+    ASSERT_EQ(sources.size(), 1u);
+    const CompiledKernel ck = compiler.compile({sources[0], dev.arch(), {}});
+    const Module module(ck.cubin);
+    const KernelHandle kernel = module.function(ck.lowered_name);
+
+    const AttentionShape s = [&] {
+      AttentionShape x;
+      x.b = p.values[0], x.hq = p.values[1], x.hkv = p.values[2], x.nq = p.values[3];
+      x.nk = p.values[4], x.d = p.values[5], x.causal = p.values[6] != 0;
+      return x;
+    }();
+    std::mt19937 rng(11);
+    const DeviceTensor q(t, s.b, s.hq, s.nq, s.d, false, rng);
+    const DeviceTensor k(t, s.b, s.hkv, s.nk, s.d, false, rng);
+    const DeviceTensor v(t, s.b, s.hkv, s.nk, s.d, false, rng);
+    const std::size_t rows = static_cast<std::size_t>(s.b * s.hq * s.nq);
+    DeviceBuffer o(rows * static_cast<std::size_t>(s.d) * 4), lse(rows * 4);
+    KTUNE_CU(cu.cuMemsetD32Async(o.get(), 0x7fc00000u, rows * static_cast<std::size_t>(s.d), nullptr));
+    KTUNE_CU(cu.cuMemsetD32Async(lse.get(), 0x7fc00000u, rows, nullptr));
+    const std::uint64_t tensors[5] = {q.dev.get(), k.dev.get(), v.dev.get(), o.get(), lse.get()};
+    const double scale = 0.0;
+    RunArgs a;
+    a.problem = &p;
+    a.dtype = t;
+    a.tensors = tensors;
+    a.scalars = &scale;
+    a.kernels = &kernel;
+    CudaLauncher launcher(nullptr);
+    op().run_reference(a, launcher);
+    KTUNE_CU(cu.cuCtxSynchronize());
+    std::vector<float> o_host(rows * static_cast<std::size_t>(s.d)), lse_host(rows);
+    KTUNE_CU(cu.cuMemcpyDtoH(o_host.data(), o.get(), o_host.size() * 4));
+    KTUNE_CU(cu.cuMemcpyDtoH(lse_host.data(), lse.get(), lse_host.size() * 4));
+    const AttentionResult ref = test::attention_ref(s, q.host, k.host, v.host);
+    Checker o_check{{1e-4, 1e-5}, std::string(dims) + " reference o"};
+    Checker lse_check{{1e-5, 1e-5}, std::string(dims) + " reference lse"};
+    for (std::size_t i = 0; i < o_host.size(); ++i) o_check(o_host[i], ref.o[i], std::to_string(i));
+    for (std::size_t i = 0; i < rows; ++i) lse_check(lse_host[i], ref.lse[i], std::to_string(i));
+  }
+}
+
+// ---- bad arguments through the C API ----
+
+TEST_F(GpuAttentionReference, BadArgumentsGetClearErrors) {
+  ensure_context(0);
+  DeviceBuffer buf(16 << 20);
+  char* base = reinterpret_cast<char*>(buf.get());
+  const void* q = base;
+  const void* k = base + (4 << 20);
+  const void* v = base + (8 << 20);
+  void* o = base + (12 << 20);
+  const auto expect_error = [](ktune_status st, const char* part) {
+    EXPECT_EQ(st, KTUNE_ERROR_INVALID_ARGUMENT) << part;
+    EXPECT_NE(std::string(ktune_last_error()).find(part), std::string::npos) << ktune_last_error();
+  };
+  expect_error(ktune_flash_attention(q, k, v, o, nullptr, 1, 8, 3, 64, 64, 64, nullptr, 0, 0.f,
+                                     KTUNE_BF16, nullptr),
+               "hq=8 is not a multiple of hkv=3");
+  expect_error(ktune_flash_attention(q, k, v, o, nullptr, 1, 8, 8, 64, 64, 80, nullptr, 0, 0.f,
+                                     KTUNE_BF16, nullptr),
+               "d=80 is not a supported head dimension");
+  expect_error(ktune_flash_attention(nullptr, k, v, o, nullptr, 1, 8, 8, 64, 64, 64, nullptr, 0,
+                                     0.f, KTUNE_BF16, nullptr),
+               "tensor q is a null pointer");
+  expect_error(ktune_flash_attention(q, k, v, base + (12 << 20) + 8, nullptr, 1, 8, 8, 64, 64, 64,
+                                     nullptr, 0, 0.f, KTUNE_BF16, nullptr),
+               "is not aligned to 16 bytes");
+  std::int64_t strides[12] = {8 * 64 * 64, 64, 8 * 64, 8 * 64 * 64, 64, 8 * 64,
+                              8 * 64 * 64, 64, 8 * 64, 8 * 64 * 64, 64, 8 * 64};
+  strides[8] = 8 * 64 + 4;
+  expect_error(ktune_flash_attention(q, k, v, o, nullptr, 1, 8, 8, 64, 64, 64, strides, 1, 0.f,
+                                     KTUNE_BF16, nullptr),
+               "v seq stride 516 must be a positive multiple of 8");
+  strides[8] = 8 * 64;
+  EXPECT_EQ(ktune_flash_attention(q, k, v, o, nullptr, 1, 8, 8, 64, 64, 64, strides, 1, 0.f,
+                                  KTUNE_BF16, nullptr),
+            KTUNE_OK)
+      << ktune_last_error();
+  EXPECT_EQ(Driver::get().cuCtxSynchronize(), CUDA_SUCCESS);
+}
+
+}  // namespace
+}  // namespace ktune

@@ -1,0 +1,71 @@
+#include "tests/support/attention_reference.hpp"
+
+#include <Eigen/Dense>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace ktune::test {
+namespace {
+
+using Matrix = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
+/// Rows [row0, row0 + rows) of head (b, h) of `t` as a dense matrix.
+Matrix gather(const AttentionTensor& t, std::int64_t b, std::int64_t h, std::int64_t row0,
+              std::int64_t rows, std::int64_t d) {
+  Matrix m(rows, d);
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t i = 0; i < d; ++i) m(r, i) = t.at(b, h, row0 + r, i);
+  return m;
+}
+
+}  // namespace
+
+void attention_strides(std::int64_t b, std::int64_t h, std::int64_t s, std::int64_t d, bool bshd,
+                       AttentionTensor& t) {
+  t.batch = h * s * d;
+  t.head = bshd ? d : s * d;
+  t.seq = bshd ? h * d : d;
+  t.data.assign(static_cast<std::size_t>(b * h * s * d), 0.0);
+}
+
+AttentionResult attention_ref(const AttentionShape& s, const AttentionTensor& q,
+                              const AttentionTensor& k, const AttentionTensor& v) {
+  const double scale = s.scale > 0 ? s.scale : 1.0 / std::sqrt(static_cast<double>(s.d));
+  const double neg_inf = -std::numeric_limits<double>::infinity();
+  AttentionResult out;
+  out.o.assign(static_cast<std::size_t>(s.b * s.hq * s.nq * s.d), 0.0);
+  out.lse.assign(static_cast<std::size_t>(s.b * s.hq * s.nq), neg_inf);
+  // Query rows in blocks: the score block stays small however long the sequences are.
+  constexpr std::int64_t kRows = 256;
+  for (std::int64_t b = 0; b < s.b; ++b)
+    for (std::int64_t h = 0; h < s.hq; ++h) {
+      const std::int64_t hk = h / (s.hq / s.hkv);
+      const Matrix kh = gather(k, b, hk, 0, s.nk, s.d);
+      const Matrix vh = gather(v, b, hk, 0, s.nk, s.d);
+      for (std::int64_t r0 = 0; r0 < s.nq; r0 += kRows) {
+        const std::int64_t rows = std::min(kRows, s.nq - r0);
+        Matrix scores = gather(q, b, h, r0, rows, s.d) * kh.transpose() * scale;
+        for (std::int64_t r = 0; r < rows; ++r) {
+          const std::int64_t row = r0 + r;
+          // Keys [0, seen) are visible to this row.
+          const std::int64_t seen =
+              s.causal ? std::clamp<std::int64_t>(row + s.nk - s.nq + 1, 0, s.nk) : s.nk;
+          const std::size_t lse_index = static_cast<std::size_t>((b * s.hq + h) * s.nq + row);
+          double* o = &out.o[lse_index * static_cast<std::size_t>(s.d)];
+          if (seen == 0) continue;  // o = 0, lse = -inf
+          const auto visible = scores.row(r).head(seen);
+          const double max = visible.maxCoeff();
+          const Eigen::RowVectorXd p = (visible.array() - max).exp().matrix();
+          const double sum = p.sum();
+          const Eigen::RowVectorXd orow = p * vh.topRows(seen) / sum;
+          for (std::int64_t i = 0; i < s.d; ++i) o[i] = orow(i);
+          out.lse[lse_index] = max + std::log(sum);
+        }
+      }
+    }
+  return out;
+}
+
+}  // namespace ktune::test

@@ -1,0 +1,47 @@
+// CPU reference of flash attention forward in double precision (Eigen): O and the row
+// log-sum-exp, grouped-query heads, bottom-right causal masking, strided tensors.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace ktune::test {
+
+/// One attention tensor [B, H, S, D] in host memory, addressed through element strides (the last
+/// dimension is contiguous), as the kernels address theirs.
+struct AttentionTensor {
+  std::vector<double> data;
+  std::int64_t batch = 0, head = 0, seq = 0;  // element strides
+
+  double at(std::int64_t b, std::int64_t h, std::int64_t s, std::int64_t i) const {
+    return data[static_cast<std::size_t>(b * batch + h * head + s * seq + i)];
+  }
+};
+
+/// Sets t's strides for [B, H, S, D] stored contiguously as [B, H, S, D] (bshd = false) or as
+/// [B, S, H, D] (bshd = true), and sizes t.data to B * H * S * D (zeros).
+void attention_strides(std::int64_t b, std::int64_t h, std::int64_t s, std::int64_t d, bool bshd,
+                       AttentionTensor& t);
+
+struct AttentionShape {
+  std::int64_t b = 1, hq = 1, hkv = 1, nq = 1, nk = 1, d = 64;
+  bool causal = false;
+  double scale = 0.0;  // <= 0: 1/sqrt(d)
+};
+
+struct AttentionResult {
+  std::vector<double> o;    // [B, Hq, Nq, D], contiguous
+  std::vector<double> lse;  // [B, Hq, Nq], natural log; -inf for a row that sees no key
+  double o_at(const AttentionShape& s, std::int64_t b, std::int64_t h, std::int64_t r,
+              std::int64_t i) const {
+    return o[static_cast<std::size_t>(((b * s.hq + h) * s.nq + r) * s.d + i)];
+  }
+};
+
+/// o = softmax(scale * q k^T + mask) v per (batch, query head); query head h reads key/value
+/// head h / (hq / hkv). Causal: query row i sees keys j <= i + nk - nq; a row that sees none
+/// gets o = 0 and lse = -inf.
+AttentionResult attention_ref(const AttentionShape& s, const AttentionTensor& q,
+                              const AttentionTensor& k, const AttentionTensor& v);
+
+}  // namespace ktune::test
