@@ -95,6 +95,7 @@ void encode(Encoder& e, const ProblemRequest& r) {
   for (const WireKernel& k : r.reference) encode(e, k);
   encode(e, r.fill);
   encode(e, r.compare);
+  encode(e, r.compare_f32);
 }
 
 ProblemRequest decode_problem(Decoder& d) {
@@ -107,6 +108,7 @@ ProblemRequest decode_problem(Decoder& d) {
   for (std::uint64_t i = 0; i < n; ++i) r.reference.push_back(decode_kernel(d));
   r.fill = decode_kernel(d);
   r.compare = decode_kernel(d);
+  r.compare_f32 = decode_kernel(d);
   return r;
 }
 

@@ -63,6 +63,7 @@ struct ProblemRequest {
   std::vector<WireKernel> reference;  // Op::reference_kernels
   WireKernel fill;                    // random fill for the input dtype
   WireKernel compare;                 // output-vs-reference comparison for the output dtype
+  WireKernel compare_f32;             // the same for fp32 outputs (attention's log-sum-exp)
 };
 
 struct TimingSettings {

@@ -274,6 +274,7 @@ SweepResult run_sweep(const SweepOptions& o) {
                                                check_type(o.dtype) + ">"}, arch, {}});
   all_jobs.push_back({{"common/check.cuh", std::string("ktune::compare_kernel<") +
                                                check_type(o.dtype) + ">"}, arch, {}});
+  all_jobs.push_back({{"common/check.cuh", "ktune::compare_kernel<float>"}, arch, {}});
   const std::size_t offset = all_jobs.size();
   for (CompileJob& j : jobs) all_jobs.push_back(std::move(j));
 
@@ -296,7 +297,8 @@ SweepResult run_sweep(const SweepOptions& o) {
   for (std::size_t i = ref_sources.size(); i < offset; ++i) {
     const CompileOutcome& c = pool.wait(i);
     if (!c.kernel) throw Error("a verification kernel failed to compile: " + c.error);
-    (i == ref_sources.size() ? pr.fill : pr.compare) = wire(*c.kernel, 0);
+    const std::size_t k = i - ref_sources.size();
+    (k == 0 ? pr.fill : k == 1 ? pr.compare : pr.compare_f32) = wire(*c.kernel, 0);
   }
   worker.set_problem(pr, 300.0);
 

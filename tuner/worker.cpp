@@ -85,7 +85,7 @@ class Worker {
     p->seed = r.seed;
     p->specs = p->op->tensors(p->problem, r.dtype);
     for (const ScalarSpec& s : p->op->scalars()) p->scalars.push_back(s.tuning_value);
-    std::vector<WireKernel> checks = {r.fill, r.compare};
+    std::vector<WireKernel> checks = {r.fill, r.compare, r.compare_f32};
     p->checks = std::make_unique<LoadedKernels>(checks);
     p->reference = std::make_unique<LoadedKernels>(r.reference);
     std::size_t io_bytes = 0;
@@ -142,10 +142,14 @@ class Worker {
 
     // Verify: fresh inputs (a candidate may have scribbled on them), outputs poisoned with NaN.
     fill_inputs(p);
-    for (std::size_t i = 0; i < p.specs.size(); ++i)
-      if (p.specs[i].role == TensorRole::output)
-        KTUNE_CU(cu.cuMemsetD16Async(p.buffers[i].get(), nan_bits(p.specs[i].dtype),
-                                     static_cast<std::size_t>(p.specs[i].elements), stream_));
+    for (std::size_t i = 0; i < p.specs.size(); ++i) {
+      if (p.specs[i].role != TensorRole::output) continue;
+      const std::size_t n = static_cast<std::size_t>(p.specs[i].elements);
+      if (p.specs[i].dtype == DType::f32)
+        KTUNE_CU(cu.cuMemsetD32Async(p.buffers[i].get(), 0x7fc00000u, n, stream_));
+      else
+        KTUNE_CU(cu.cuMemsetD16Async(p.buffers[i].get(), nan_bits(p.specs[i].dtype), n, stream_));
+    }
     p.op->run(args, launcher);
     KTUNE_CU(cu.cuStreamSynchronize(stream_));
     if (std::optional<std::string> wrong = verify(p)) {
@@ -214,7 +218,7 @@ class Worker {
     std::vector<DeviceBuffer> buffers;  // one per tensor spec
     std::vector<DeviceBuffer> refs;     // fp32, one per output
     DeviceBuffer stats;
-    std::unique_ptr<LoadedKernels> checks;     // [0] fill, [1] compare
+    std::unique_ptr<LoadedKernels> checks;     // [0] fill, [1] compare, [2] compare for fp32
     std::unique_ptr<LoadedKernels> reference;
     std::size_t io_bytes = 0;
   };
@@ -250,7 +254,8 @@ class Worker {
       a.rtol = static_cast<float>(tol.rtol);
       a.atol = static_cast<float>(tol.atol);
       a.stats = reinterpret_cast<CompareStats*>(p.stats.get());
-      launch_1d(launcher, p.checks->handles[1], a.count, &a, sizeof a);
+      launch_1d(launcher, p.checks->handles[p.specs[i].dtype == DType::f32 ? 2 : 1], a.count, &a,
+                sizeof a);
       CompareStats s{};
       KTUNE_CU(cu.cuStreamSynchronize(stream_));
       KTUNE_CU(cu.cuMemcpyDtoH(&s, p.stats.get(), sizeof s));
