@@ -126,6 +126,7 @@ int cmd_sweep(const Args& args) {
     j.field("copy_bandwidth_tb_per_s", r.copy_bandwidth / 1e12);
     if (r.best && r.flops == 0)
       j.field("percent_of_copy_bandwidth", 100.0 * tbs(r.best->median_us) * 1e12 / r.copy_bandwidth);
+    j.field("not_measured", static_cast<long long>(r.not_measured));
     j.field("seconds", r.seconds).field("database", o.db_path.string()).end_object();
     std::printf("%s\n", j.str().c_str());
     return r.best ? 0 : 1;
@@ -136,6 +137,9 @@ int cmd_sweep(const Args& args) {
   std::printf("  space: %zu points, %zu valid; this run:", r.space_size, r.valid_count);
   for (const auto& [s, n] : r.counts) std::printf(" %s %zu", status_name(s), n);
   std::printf("\n");
+  if (r.not_measured > 0)
+    std::printf("  time limit reached: %zu candidates not measured (run again to resume)\n",
+                r.not_measured);
   if (!r.best) {
     std::printf("  no configuration passed verification\n");
     return 1;

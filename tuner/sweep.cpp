@@ -98,10 +98,6 @@ const char* check_type(DType t) {
   return "float";
 }
 
-CompiledKernel compile_or_throw(const Compiler& c, const CompileJob& job) {
-  return c.compile(job);
-}
-
 struct Candidate {
   Params params;
   std::string key;
@@ -131,7 +127,7 @@ SweepResult run_sweep(const SweepOptions& o) {
   if (!o.create_db_directory && !db_dir.empty() && !std::filesystem::is_directory(db_dir))
     throw InvalidArgument("database path " + o.db_path.string() + ": directory " + db_dir.string() +
                           " does not exist");
-  std::unique_ptr<Strategy> probe = make_strategy(o.strategy, {}, 0);  // checks the name
+  make_strategy(o.strategy, {}, 0);  // rejects an unknown strategy name before any work
 
   // ---- device (through the worker: the parent never creates a CUDA context) ----
   WorkerClient worker(o.worker_command.empty() ? default_worker_command() : o.worker_command,
@@ -306,7 +302,7 @@ SweepResult run_sweep(const SweepOptions& o) {
   // Memory-bound problems that fit in L2 would otherwise be timed from the cache.
   timing.flush_l2 = res.flops == 0.0 && res.min_bytes < 4.0 * static_cast<double>(device.l2_bytes);
 
-  auto to_outcome = [&](const Candidate& c, const WorkerClient::Outcome& w, TrialOutcome& t) {
+  auto to_outcome = [](const WorkerClient::Outcome& w, TrialOutcome& t) {
     if (w.end == WorkerEnd::timed_out) {
       t.status = TrialStatus::timeout;
       t.detail = w.detail;
@@ -323,16 +319,14 @@ SweepResult run_sweep(const SweepOptions& o) {
       t.repetitions = e.repetitions;
       t.spread_pct = e.median_us > 0 ? (e.p90_us - e.p10_us) / e.median_us * 100.0 : 0.0;
     }
-    (void)c;
   };
 
   double best_us = 0.0;
   std::size_t done = 0;
   std::map<std::string, EvaluateRequest> requests;  // kept for re-timing the leaders
-  bool out_of_time = false;
   for (const Candidate& c : candidates) {
     if (o.time_limit_s > 0 && seconds_since(t0) > o.time_limit_s && c.params != default_params) {
-      out_of_time = true;
+      res.not_measured = candidates.size() - done;
       break;
     }
     TrialOutcome t;
@@ -363,7 +357,7 @@ SweepResult run_sweep(const SweepOptions& o) {
       t.status = TrialStatus::invalid;  // rejected from its resources: never launched
       t.detail = *why;
     } else {
-      to_outcome(c, worker.evaluate(req, o.candidate_timeout_s), t);
+      to_outcome(worker.evaluate(req, o.candidate_timeout_s), t);
       if (t.status == TrialStatus::ok) requests[c.key] = req;
     }
     record(t, compile_s);
@@ -371,9 +365,10 @@ SweepResult run_sweep(const SweepOptions& o) {
                                                            : std::numeric_limits<double>::infinity());
     if (t.status == TrialStatus::ok && (best_us == 0.0 || t.median_us < best_us)) best_us = t.median_us;
     res.trials.push_back(t);
+    ++done;
     if (o.progress) {
       SweepProgress pg;
-      pg.done = ++done;
+      pg.done = done;
       pg.total = candidates.size();
       pg.params = c.key;
       pg.status = t.status;
@@ -383,7 +378,6 @@ SweepResult run_sweep(const SweepOptions& o) {
       o.progress(pg);
     }
   }
-  (void)out_of_time;
   res.compile_seconds = seconds_since(compile_t0);
 
   // ---- choose: re-time the leaders back to back, so noise cannot pick the winner ----
@@ -407,7 +401,7 @@ SweepResult run_sweep(const SweepOptions& o) {
         req.params_key = t->params_key;
         std::vector<KernelSource> ks = op.kernels(t->params, problem, o.dtype);
         for (std::size_t k = 0; k < ks.size(); ++k)
-          req.kernels.push_back(wire(compile_or_throw(compiler, {ks[k], arch, {}}),
+          req.kernels.push_back(wire(compiler.compile({ks[k], arch, {}}),
                                      op.dynamic_shared_bytes(t->params, problem, o.dtype, k)));
       }
       req.timing = longer;

@@ -87,6 +87,7 @@ struct SweepResult {
   double seconds = 0.0;
   double compile_seconds = 0.0;          // wall time of the compile phase
   int worker_starts = 0;
+  std::size_t not_measured = 0;          // candidates left when the time limit was reached
   std::map<TrialStatus, std::size_t> counts;
 };
 
