@@ -157,6 +157,24 @@ TEST_F(Tuner, HangIsKilledWithinTheTimeout) {
   EXPECT_EQ(r.default_config->status, TrialStatus::ok);
 }
 
+TEST_F(Tuner, TimeLimitStopsEarlyAndTheNextRunResumes) {
+  SweepOptions o = options("softmax", "m=64,n=1024");
+  o.time_limit_s = 1e-3;  // only the default (always measured) fits
+  SweepResult first = run_sweep(o);
+  EXPECT_GT(first.not_measured, 0u);
+  EXPECT_EQ(first.counts[TrialStatus::ok], 1u);
+  o.time_limit_s = 0;
+  SweepResult second = run_sweep(o);
+  EXPECT_EQ(second.not_measured, 0u);
+  std::size_t resumed = 0, fresh = 0;
+  for (const TrialOutcome& t : second.trials) {
+    if (t.status == TrialStatus::invalid) continue;
+    (t.resumed ? resumed : fresh) += 1;
+  }
+  EXPECT_EQ(resumed, 1u) << "the default measured by the first run";
+  EXPECT_EQ(fresh, second.valid_count - 1);
+}
+
 TEST_F(Tuner, EveryFusedOpTunesOnOddAndEvenShapes) {
   const char* cases[][2] = {
       {"add_rmsnorm", "m=257,n=4095"}, {"layernorm", "m=129,n=1000,residual=yes"},
