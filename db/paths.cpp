@@ -1,4 +1,6 @@
 // Where tuning databases live: the user's writable one and the shipped read-only ones under it.
+#include <dlfcn.h>
+
 #include <pwd.h>
 #include <unistd.h>
 
@@ -89,6 +91,14 @@ std::vector<fs::path> shipped_db_paths() {
       if (end > start) add_entry(list->substr(start, end - start), candidates);
       start = end + 1;
     }
+  }
+  // Relative to the binary holding this code (libktune.so or an executable in <prefix>/bin), so
+  // an installed tree still finds its databases after it is moved.
+  Dl_info info;
+  if (dladdr(reinterpret_cast<const void*>(&shipped_db_paths), &info) != 0 && info.dli_fname) {
+    std::error_code ec;
+    fs::path self = fs::canonical(info.dli_fname, ec);
+    if (!ec) add_directory(self.parent_path().parent_path() / "share" / "ktune" / "db", candidates);
   }
   if (*KTUNE_INSTALL_DB_DIR != '\0') add_directory(KTUNE_INSTALL_DB_DIR, candidates);
   if (*KTUNE_SOURCE_DB_DIR != '\0') add_directory(KTUNE_SOURCE_DB_DIR, candidates);

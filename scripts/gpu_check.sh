@@ -3,17 +3,18 @@
 # cold-cache sweep of the default op. Logs under $OUT; a short table last.
 set -uo pipefail
 OUT=${OUT:-/tmp/ktune-out}
+B=${BUNDLE:-.gpu}
 mkdir -p "$OUT"
-export LD_LIBRARY_PATH=$PWD/.gpu/lib:${LD_LIBRARY_PATH:-}
-export KTUNE_CLI=$PWD/.gpu/bin/ktune
+export LD_LIBRARY_PATH=$PWD/$B/lib:${LD_LIBRARY_PATH:-}
+export KTUNE_CLI=$PWD/$B/bin/ktune
 export KTUNE_CACHE_DIR=$(mktemp -d)
-K=.gpu/bin/ktune
+K=$B/bin/ktune
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
 $K devices | tee -a "$OUT/gpu.txt"
 summary=()
-for t in ${TESTS:-core_test compiler_test gpu_fused_test tuner_test}; do
+for t in ${TESTS:-core_test compiler_test gpu_fused_test tuner_test gpu_attention_test}; do
   start=$(date +%s)
-  timeout 300 .gpu/tests/$t --gtest_brief=1 >"$OUT/$t.log" 2>&1
+  timeout 300 $B/tests/$t --gtest_brief=1 >"$OUT/$t.log" 2>&1
   rc=$?
   summary+=("$t rc=$rc $(( $(date +%s) - start ))s $(grep -E '^\[  (PASSED|FAILED|SKIPPED)' "$OUT/$t.log" | tr '\n' ' ')")
 done
@@ -22,8 +23,12 @@ if [ -z "${NO_SWEEP:-}" ]; then
   $K sweep --op add_rmsnorm --shape m=16384,n=4096 --dtype bf16 --db "$OUT/sweep.db" >"$OUT/sweep.log" 2>&1
   rc=$?
   end=$(date +%s.%N)
-  summary+=("sweep add_rmsnorm 16384x4096 bf16 (cold compile cache) rc=$rc wall $(echo "$end - $start" | bc) s")
+  summary+=("sweep add_rmsnorm 16384x4096 bf16 (cold compile cache) rc=$rc wall $(python3 -c "print(round($end - $start, 1))") s")
   tail -12 "$OUT/sweep.log"
 fi
+# The shipped database answers for a fresh user with an empty database of their own.
+$K best --op flash_attention --shape b=2,hq=16,hkv=16,nq=4096,nk=4096,d=128 --db "$(mktemp -d)/empty.db" \
+  >"$OUT/best.txt" 2>&1
+summary+=("best with only the shipped db: $(tr '\n' ' ' <"$OUT/best.txt")")
 echo "==== summary"
 printf '%s\n' "${summary[@]}"
