@@ -66,6 +66,15 @@ void check_dtype(const Op& op, DType t) {
                         std::string(op.name()) + " (allowed: " + list + ")");
 }
 
+std::string with_causal(const Op& op, const std::string& shape, bool causal) {
+  if (!causal) return shape;
+  bool has = false;
+  for (const DimSpec& d : op.dims()) has = has || d.name == "causal";
+  if (!has) throw InvalidArgument("--causal: " + std::string(op.name()) + " has no causal dimension");
+  std::string base = shape.empty() ? op.problem_key(op.default_problem()) : shape;
+  return base + ",causal=yes";
+}
+
 std::filesystem::path db_option(const po::variables_map& vm) {
   if (vm.count("db")) return vm["db"].as<std::string>();
   return default_db_path();
@@ -328,6 +337,7 @@ int cmd_best(const Args& args) {
       ("op", po::value<std::string>()->required(), "op name")
       ("shape", po::value<std::string>()->default_value(""), "problem (default: the op's)")
       ("dtype", po::value<std::string>()->default_value("bf16"), "bf16 or fp16")
+      ("causal", "causal masking (ops with a causal dimension)")
       ("db", po::value<std::string>(), "user database (default: $KTUNE_DB or the data directory)")
       ("no-shipped", "ignore the databases shipped with ktune")
       ("json", "print JSON");
@@ -336,7 +346,7 @@ int cmd_best(const Args& args) {
   const Op& op = get_op(vm["op"].as<std::string>());
   DType dtype = dtype_option(vm["dtype"].as<std::string>());
   check_dtype(op, dtype);
-  std::string shape = vm["shape"].as<std::string>();
+  std::string shape = with_causal(op, vm["shape"].as<std::string>(), vm.count("causal") > 0);
   Problem problem = shape.empty() ? op.default_problem() : op.parse_problem(shape);
   RuntimeOptions ro;
   ro.db_path = db_option(vm).string();

@@ -21,6 +21,9 @@ bool parse_options(const std::string& command, const std::string& synopsis,
 DType dtype_option(const std::string& text);
 /// Throws InvalidArgument when `op` does not support `t`.
 void check_dtype(const Op& op, DType t);
+/// `shape` with causal=yes added for --causal (the op's default problem when shape is empty);
+/// throws InvalidArgument when the op has no causal dimension.
+std::string with_causal(const Op& op, const std::string& shape, bool causal);
 /// --db, else the default user database path.
 std::filesystem::path db_option(const boost::program_options::variables_map& vm);
 

@@ -46,6 +46,7 @@ int cmd_sweep(const Args& args) {
       ("op", po::value<std::string>()->default_value("add_rmsnorm"), "op name (see ktune ops)")
       ("shape", po::value<std::string>()->default_value(""), "problem, e.g. m=16384,n=4096 or 16384x4096 (default: the op's)")
       ("dtype", po::value<std::string>()->default_value("bf16"), "bf16 or fp16")
+      ("causal", "causal masking (ops with a causal dimension, e.g. flash_attention)")
       ("strategy", po::value<std::string>()->default_value("exhaustive"), "exhaustive or random")
       ("budget", po::value<long long>()->default_value(0), "candidates to measure (0: no limit)")
       ("time-limit", po::value<double>()->default_value(0), "seconds (0: no limit)")
@@ -69,7 +70,7 @@ int cmd_sweep(const Args& args) {
   o.op = std::string(op.name());
   o.dtype = dtype_option(vm["dtype"].as<std::string>());
   check_dtype(op, o.dtype);
-  o.shape = vm["shape"].as<std::string>();
+  o.shape = with_causal(op, vm["shape"].as<std::string>(), vm.count("causal") > 0);
   if (!o.shape.empty()) op.parse_problem(o.shape);
   o.strategy = vm["strategy"].as<std::string>();
   if (o.strategy != "exhaustive" && o.strategy != "random")
