@@ -56,6 +56,48 @@ IntParse parse_int(std::string_view s, std::int64_t& value) {
   return IntParse::ok;
 }
 
+/// One "name=value" item of a key string, resolved to the index of its name.
+struct KeyItem {
+  std::size_t index;
+  std::string_view value;
+};
+
+/// Splits "a=1,b=2" and resolves each name against `items` (dims or tunables; `kind` names them
+/// in messages). On a malformed, unknown or repeated item, returns nothing and sets `error`.
+template <typename Items>
+std::vector<KeyItem> key_items(std::string_view body, const Items& items, const char* kind,
+                               const std::string& names, std::string& error) {
+  std::vector<KeyItem> out;
+  std::vector<bool> seen(items.size(), false);
+  for (std::string_view item : split(body, ',')) {
+    if (item.empty()) {
+      error = "empty item (expected name=value items separated by commas)";
+      return {};
+    }
+    const std::size_t eq = item.find('=');
+    if (eq == std::string_view::npos) {
+      error = "\"" + std::string(item) + "\" is not name=value";
+      return {};
+    }
+    const std::string_view key = trim(item.substr(0, eq));
+    const auto it = std::find_if(items.begin(), items.end(),
+                                 [&](const auto& x) { return x.name == key; });
+    if (it == items.end()) {
+      error = "unknown " + std::string(kind) + " \"" + std::string(key) + "\" (" + kind + "s: " +
+              names + ")";
+      return {};
+    }
+    const std::size_t index = static_cast<std::size_t>(it - items.begin());
+    if (seen[index]) {
+      error = std::string(kind) + " " + it->name + " is given twice";
+      return {};
+    }
+    seen[index] = true;
+    out.push_back({index, trim(item.substr(eq + 1))});
+  }
+  return out;
+}
+
 std::string range_text(const DimSpec& d) {
   return "allowed " + std::to_string(d.min) + ".." + std::to_string(d.max);
 }
@@ -143,23 +185,13 @@ Problem Op::parse_problem(std::string_view text) const {
 
   std::vector<std::optional<std::int64_t>> given(ds.size());
   if (body.find('=') != std::string_view::npos) {
-    for (std::string_view item : split(body, ',')) {
-      if (item.empty()) throw fail("empty item (expected name=value items separated by commas)");
-      const std::size_t eq = item.find('=');
-      if (eq == std::string_view::npos)
-        throw fail("\"" + std::string(item) + "\" is not name=value");
-      const std::string_view key = trim(item.substr(0, eq));
-      const std::string_view value = trim(item.substr(eq + 1));
-      const auto it =
-          std::find_if(ds.begin(), ds.end(), [&](const DimSpec& d) { return d.name == key; });
-      if (it == ds.end())
-        throw fail("unknown dimension \"" + std::string(key) + "\" (dimensions: " +
-                   dim_names(ds) + ")");
-      const std::size_t index = static_cast<std::size_t>(it - ds.begin());
-      if (given[index]) throw fail("dimension " + it->name + " is given twice");
+    std::string error;
+    const std::vector<KeyItem> items = key_items(body, ds, "dimension", dim_names(ds), error);
+    if (!error.empty()) throw fail(error);
+    for (const KeyItem& item : items) {
       std::int64_t v = 0;
-      if (auto why = parse_dim_value(*it, value, v)) throw fail(*why);
-      given[index] = v;
+      if (auto why = parse_dim_value(ds[item.index], item.value, v)) throw fail(*why);
+      given[item.index] = v;
     }
   } else {
     std::vector<std::size_t> integer_dims;
@@ -243,26 +275,17 @@ Params Op::parse_params(std::string_view text) const {
   std::vector<std::optional<std::int64_t>> given(ts.size());
   const std::string_view body = trim(text);
   if (!body.empty()) {
-    for (std::string_view item : split(body, ',')) {
-      if (item.empty()) throw fail("empty item (expected name=value items separated by commas)");
-      const std::size_t eq = item.find('=');
-      if (eq == std::string_view::npos)
-        throw fail("\"" + std::string(item) + "\" is not name=value");
-      const std::string_view key = trim(item.substr(0, eq));
-      const std::string_view value = trim(item.substr(eq + 1));
-      const auto it =
-          std::find_if(ts.begin(), ts.end(), [&](const Tunable& t) { return t.name == key; });
-      if (it == ts.end())
-        throw fail("unknown parameter \"" + std::string(key) + "\" (parameters: " +
-                   tunable_names(ts) + ")");
-      const std::size_t index = static_cast<std::size_t>(it - ts.begin());
-      if (given[index]) throw fail("parameter " + it->name + " is given twice");
+    std::string error;
+    const std::vector<KeyItem> items = key_items(body, ts, "parameter", tunable_names(ts), error);
+    if (!error.empty()) throw fail(error);
+    for (const KeyItem& item : items) {
+      const Tunable& t = ts[item.index];
       std::int64_t v = 0;
-      if (parse_int(value, v) != IntParse::ok)
-        throw fail(it->name + "=\"" + std::string(value) + "\" is not one of " +
-                   values_text(it->values));
-      if (auto why = tunable_value_reason(*it, v)) throw fail(*why);
-      given[index] = v;
+      if (parse_int(item.value, v) != IntParse::ok)
+        throw fail(t.name + "=\"" + std::string(item.value) + "\" is not one of " +
+                   values_text(t.values));
+      if (auto why = tunable_value_reason(t, v)) throw fail(*why);
+      given[item.index] = v;
     }
   }
   Params p;
