@@ -1,8 +1,12 @@
 #include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cmath>
 #include <cstdio>
 #include <iostream>
 #include <map>
 #include <set>
+#include <type_traits>
 
 #include <boost/program_options.hpp>
 
@@ -14,12 +18,15 @@
 #include "runtime/core/compiler.hpp"
 #include "runtime/core/device.hpp"
 #include "runtime/core/driver.hpp"
+#include "runtime/dispatch/lookup.hpp"
 #include "db/store.hpp"
 #include "search/space.hpp"
+#include "tuner/compile_child.hpp"
 
 #include <unistd.h>
 
 namespace po = boost::program_options;
+namespace fs = std::filesystem;
 
 namespace ktune::cli {
 
@@ -30,31 +37,101 @@ const std::vector<Command>& commands() {
       {"space", "show an op's search space for a problem (--compile: compile every point)", cmd_space},
       {"sweep", "tune an op for a problem on this GPU and store every trial", cmd_sweep},
       {"best", "show what the runtime would dispatch for a problem, and how it matched", cmd_best},
-      {"db", "inspect the tuning database: list | show | export", cmd_db},
+      {"db", "inspect the tuning database: list | show | export | check", cmd_db},
   };
   return table;
 }
+
+namespace {
+
+// A token no option took: say which, and where it belongs when it looks like a problem shape.
+[[noreturn]] void stray_argument(const std::string& command, const po::options_description& desc,
+                                 const std::string& token) {
+  std::string hint = "see ktune " + command + " --help";
+  const bool shape_like =
+      token.find('=') != std::string::npos ||
+      (!token.empty() && std::isdigit(static_cast<unsigned char>(token[0])) &&
+       token.find('x') != std::string::npos);
+  if (shape_like && desc.find_nothrow("shape", false))
+    hint = "a problem is given with --shape, e.g. --shape " + ktune::quoted(token);
+  throw UsageError{"unexpected argument " + ktune::quoted(token) + " (" + hint + ")"};
+}
+
+std::string number_text(double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.15g", v);
+  return b;
+}
+std::string number_text(long long v) { return std::to_string(v); }
+
+// The one conversion and check behind every numeric option: the whole text is the number (no
+// "20s", no leading blank), finite, within [min, max]; one message style for all of them.
+template <class T>
+T numeric_option(const po::variables_map& vm, const std::string& name, T min, T max) {
+  const std::string text = vm[name].as<std::string>();
+  T v{};
+  const char* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, v);
+  bool ok = !text.empty() && ec == std::errc() && ptr == end && v >= min && v <= max;
+  if constexpr (std::is_floating_point_v<T>) ok = ok && std::isfinite(v);
+  if (!ok)
+    throw InvalidArgument("--" + name + " " + ktune::quoted(text) + " is not allowed: expected " +
+                          (std::is_floating_point_v<T> ? "a number" : "an integer") + " from " +
+                          number_text(min) + " to " + number_text(max));
+  return v;
+}
+
+}  // namespace
 
 bool parse_options(const std::string& command, const std::string& synopsis,
                    po::options_description& desc, const Args& args, po::variables_map& vm,
                    po::positional_options_description* positional) {
   desc.add_options()("help,h", "show this help");
   po::command_line_parser parser(args);
-  parser.options(desc);
+  // No guessing: --d must not quietly mean --db (or --device, once a command has both).
+  parser.options(desc).style(po::command_line_style::default_style &
+                             ~po::command_line_style::allow_guessing);
   if (positional) parser.positional(*positional);
-  po::store(parser.run(), vm);
+  po::parsed_options parsed = parser.run();
+  po::store(parsed, vm);
   if (vm.count("help")) {
     std::cout << "usage: ktune " << command << " " << synopsis << "\n\n" << desc << "\n";
     return false;
   }
+  // Without this, `ktune space --op softmax m=64,n=64` answers for the default problem.
+  for (const po::option& o : parsed.options)
+    if (o.position_key != -1 && o.string_key.empty())
+      stray_argument(command, desc, o.value.empty() ? std::string() : o.value.front());
   po::notify(vm);
   return true;
 }
 
+double number_option(const po::variables_map& vm, const std::string& name, double min, double max) {
+  return numeric_option(vm, name, min, max);
+}
+
+long long integer_option(const po::variables_map& vm, const std::string& name, long long min,
+                         long long max) {
+  return numeric_option(vm, name, min, max);
+}
+
+const Op& op_option(const std::string& text) {
+  if (const Op* op = find_op(text)) return *op;
+  std::string known;
+  for (const Op* op : all_ops()) known += (known.empty() ? "" : ", ") + std::string(op->name());
+  throw InvalidArgument("unknown op " + ktune::quoted(text) + " (known ops: " + known + ")");
+}
+
 DType dtype_option(const std::string& text) {
   std::optional<DType> t = parse_dtype(text);
-  if (!t) throw InvalidArgument("unsupported dtype \"" + text + "\" (allowed: bf16, fp16)");
+  if (!t) throw InvalidArgument("unsupported dtype " + ktune::quoted(text) + " (allowed: bf16, fp16)");
   return *t;
+}
+
+DeviceInfo arch_option(const std::string& text) {
+  std::optional<DeviceInfo> d = device_for_arch(text);
+  if (!d) throw InvalidArgument("unknown arch " + ktune::quoted(text) + " (allowed: sm_90a, sm_80)");
+  return *d;
 }
 
 void check_dtype(const Op& op, DType t) {
@@ -75,9 +152,24 @@ std::string with_causal(const Op& op, const std::string& shape, bool causal) {
   return base + ",causal=yes";
 }
 
-std::filesystem::path db_option(const po::variables_map& vm) {
-  if (vm.count("db")) return vm["db"].as<std::string>();
-  return default_db_path();
+DbLocation db_option(const po::variables_map& vm) {
+  if (vm.count("db")) {
+    const std::string path = vm["db"].as<std::string>();
+    if (path.empty())
+      throw InvalidArgument("--db \"\": the database path is empty (name a file, or leave --db out "
+                            "for $KTUNE_DB or the data directory)");
+    return {path, "--db", false};
+  }
+  return default_db_location();
+}
+
+bool db_exists(const DbLocation& db) {
+  std::error_code ec;
+  const fs::file_status st = fs::status(db.path, ec);
+  if (st.type() == fs::file_type::not_found) return false;
+  if (ec)
+    throw DatabaseError("cannot examine the database " + db.describe() + ": " + ec.message());
+  return true;
 }
 
 void json_device(Json& j, const DeviceInfo& d) {
@@ -115,14 +207,14 @@ int cmd_devices(const Args& args) {
     return 0;
   }
   if (devices.empty()) {
-    std::printf("no CUDA device found: %s\n", why.c_str());
+    std::printf("no CUDA device found: %s\n", shown(why, 1000).c_str());
     std::printf("NVRTC %d.%d is available: `ktune space --compile` works without a GPU.\n",
                 Compiler::nvrtc_version() / 1000, Compiler::nvrtc_version() % 1000 / 10);
     return 0;
   }
   for (std::size_t i = 0; i < devices.size(); ++i) {
     const DeviceInfo& d = devices[i];
-    std::printf("device %zu: %s\n", i, d.name.c_str());
+    std::printf("device %zu: %s\n", i, shown(d.name).c_str());
     std::printf("  compute capability %d.%d (target %s), %d SMs\n", d.cc_major, d.cc_minor,
                 d.arch().c_str(), d.sm_count);
     std::printf("  memory %.1f GiB, L2 %.1f MiB, shared memory per block (opt-in) %d KiB\n",
@@ -205,25 +297,26 @@ int cmd_space(const Args& args) {
       ("dtype", po::value<std::string>()->default_value("bf16"), "bf16 or fp16")
       ("arch", po::value<std::string>(), "target without a GPU: sm_90a or sm_80 (default: this GPU, else sm_90a)")
       ("compile", "compile every valid point with NVRTC and report registers, shared memory, spills")
-      ("jobs", po::value<int>()->default_value(0), "compile threads (0: number of cores)")
+      ("jobs", po::value<std::string>()->default_value("0"), "compile threads, 0 to 1024 (0: number of cores)")
+      ("compile-timeout", po::value<std::string>()->default_value("120"),
+       "seconds one kernel may take to compile, 0 to 3600 (0: no limit)")
       ("list", "list every point with its verdict")
       ("json", "print JSON")
       ("db", po::value<std::string>(), "database (unused)");
   po::variables_map vm;
   if (!parse_options("space", "--op OP [--shape S] [--dtype T] [--arch A] [--compile]", desc, args, vm))
     return 0;
-  const Op& op = get_op(vm["op"].as<std::string>());
+  const Op& op = op_option(vm["op"].as<std::string>());
   DType dtype = dtype_option(vm["dtype"].as<std::string>());
   check_dtype(op, dtype);
   std::string shape = vm["shape"].as<std::string>();
   Problem problem = shape.empty() ? op.default_problem() : op.parse_problem(shape);
+  const int jobs_option = static_cast<int>(integer_option(vm, "jobs", 0, 1024));
+  const double compile_timeout = number_option(vm, "compile-timeout", 0, 3600);
   DeviceInfo device;
   std::string device_note;
   if (vm.count("arch")) {
-    std::string arch = vm["arch"].as<std::string>();
-    std::optional<DeviceInfo> d = device_for_arch(arch);
-    if (!d) throw InvalidArgument("unknown arch \"" + arch + "\" (allowed: sm_90a, sm_80)");
-    device = *d;
+    device = arch_option(vm["arch"].as<std::string>());
   } else if (Driver::available() && device_count() > 0) {
     device = query_device(0);
   } else {
@@ -252,10 +345,16 @@ int cmd_space(const Args& args) {
         owner.push_back({i, k});
       }
     }
-    Compiler compiler(Compiler::default_cache_dir());
+    // Each compile in a child process past the time limit is stopped (compile_timeout).
+    Compiler compiler(Compiler::default_cache_dir(),
+                      compile_timeout > 0 ? child_builder(default_compile_command(), compile_timeout)
+                                          : Compiler::Builder());
+    if (!compiler.cache_disabled_reason().empty())
+      std::fprintf(stderr, "ktune space: warning: %s; kernels compile in memory\n",
+                   shown(compiler.cache_disabled_reason(), 500).c_str());
     std::size_t finished = 0;
     const bool tty = isatty(fileno(stderr));
-    std::vector<CompileOutcome> out = compile_parallel(compiler, jobs, vm["jobs"].as<int>(), [&](std::size_t) {
+    std::vector<CompileOutcome> out = compile_parallel(compiler, jobs, jobs_option, [&](std::size_t) {
       ++finished;
       if (tty) std::fprintf(stderr, "\rcompiling %zu/%zu", finished, jobs.size());
     });
@@ -268,7 +367,7 @@ int cmd_space(const Args& args) {
         r.res = out[j].kernel->resources;
         r.verdict = "ok";
       } else {
-        r.verdict = "compile_error";
+        r.verdict = out[j].timed_out ? "compile_timeout" : "compile_error";
         r.error = out[j].error;
         ++failures;
       }
@@ -310,7 +409,7 @@ int cmd_space(const Args& args) {
     return failures ? 1 : 0;
   }
   std::printf("%s %s %s on %s%s\n", std::string(op.name()).c_str(), dtype_name(dtype),
-              op.problem_key(problem).c_str(), device.name.c_str(), device_note.c_str());
+              op.problem_key(problem).c_str(), shown(device.name).c_str(), device_note.c_str());
   std::printf("%zu points: %zu valid, %zu invalid\n", space.points().size(), space.valid_count(),
               space.points().size() - space.valid_count());
   for (const auto& [reason, n] : space.invalid_reasons()) std::printf("  %4zu invalid: %s\n", n, reason.c_str());
@@ -331,6 +430,37 @@ int cmd_space(const Args& args) {
   return failures ? 1 : 0;
 }
 
+namespace {
+
+void warn(const char* command, const std::string& message) {
+  std::fprintf(stderr, "ktune %s: warning: %s\n", command, shown(message, 600).c_str());
+}
+
+// Says which databases a lookup could not use, and fails when it is the one the user named with
+// --db: an answer of "default" would hide that the database was never read. Skipped rows are
+// known once the lookup ran (`after`).
+void report_databases(const std::vector<DatabaseStatus>& dbs, const DbLocation& user, bool after) {
+  for (const DatabaseStatus& d : dbs) {
+    const bool named = user.source == "--db" && d.path == user.path.string();
+    const std::string name = "database " + ktune::quoted(d.path, 200);
+    if (after) {
+      if (!d.skipped_rows.empty())
+        warn("best", name + ": " + std::to_string(d.skipped_rows.size()) +
+                         " rows skipped (first: " + d.skipped_rows.front() +
+                         "; ktune db check lists them)");
+      continue;
+    }
+    if (d.state == DatabaseStatus::State::refused) {
+      if (named) throw DatabaseError(name + " cannot be used: " + d.reason);
+      warn("best", name + " is not used: " + d.reason);
+    } else if (d.state == DatabaseStatus::State::missing && named) {
+      warn("best", name + " does not exist; answering from the other databases and the defaults");
+    }
+  }
+}
+
+}  // namespace
+
 int cmd_best(const Args& args) {
   po::options_description desc("best options");
   desc.add_options()
@@ -338,35 +468,83 @@ int cmd_best(const Args& args) {
       ("shape", po::value<std::string>()->default_value(""), "problem (default: the op's)")
       ("dtype", po::value<std::string>()->default_value("bf16"), "bf16 or fp16")
       ("causal", "causal masking (ops with a causal dimension)")
+      ("device", po::value<std::string>(),
+       "answer for this GPU: a device name or key recorded in the databases (no GPU needed)")
+      ("arch", po::value<std::string>(),
+       "answer for a generic GPU of this target: sm_90a or sm_80 (no GPU needed)")
       ("db", po::value<std::string>(), "user database (default: $KTUNE_DB or the data directory)")
       ("no-shipped", "ignore the databases shipped with ktune")
       ("json", "print JSON");
   po::variables_map vm;
-  if (!parse_options("best", "--op OP [--shape S] [--dtype T] [--db PATH]", desc, args, vm)) return 0;
-  const Op& op = get_op(vm["op"].as<std::string>());
+  if (!parse_options("best", "--op OP [--shape S] [--dtype T] [--device NAME | --arch A] [--db PATH]",
+                     desc, args, vm))
+    return 0;
+  if (vm.count("device") && vm.count("arch"))
+    throw UsageError{"--device and --arch exclude each other (see ktune best --help)"};
+  const Op& op = op_option(vm["op"].as<std::string>());
   DType dtype = dtype_option(vm["dtype"].as<std::string>());
   check_dtype(op, dtype);
   std::string shape = with_causal(op, vm["shape"].as<std::string>(), vm.count("causal") > 0);
   Problem problem = shape.empty() ? op.default_problem() : op.parse_problem(shape);
-  RuntimeOptions ro;
-  ro.db_path = db_option(vm).string();
-  ro.use_shipped_databases = !vm.count("no-shipped");
-  Runtime runtime(ro);
-  MatchInfo m = runtime.query(op.name(), op.problem_key(problem), dtype);
+  std::optional<DeviceInfo> arch_device;
+  if (vm.count("arch")) arch_device = arch_option(vm["arch"].as<std::string>());
+  const DbLocation db = db_option(vm);
+  db_exists(db);  // a path that cannot be examined is reported with where it came from
+  std::vector<fs::path> shipped;
+  if (!vm.count("no-shipped")) shipped = shipped_db_paths();
+
+  MatchInfo m;
+  std::optional<DeviceInfo> device;  // set when answering for a GPU that need not be here
+  if (vm.count("device") || arch_device) {
+    TuningDatabases dbs(db.path, shipped);
+    report_databases(dbs.status(), db, false);
+    if (arch_device) {
+      device = arch_device;
+    } else {
+      const std::string name = vm["device"].as<std::string>();
+      device = dbs.find_device(name);
+      if (!device)
+        throw InvalidArgument("--device " + ktune::quoted(name) +
+                              " is recorded in none of the databases (ktune db list shows the "
+                              "devices tuned for; --arch answers for a generic GPU)");
+    }
+    const LookupResult r = dbs.find(op, dtype, problem, *device);
+    m.kind = r.kind;
+    m.op = std::string(op.name());
+    m.problem = op.problem_key(problem);
+    m.params = op.params_key(r.params);
+    m.tuned_problem = r.tuned_problem;
+    m.tuned_device = r.tuned_device;
+    m.database = r.database;
+    m.tuned_us = r.tuned_us;
+    report_databases(dbs.status(), db, true);
+  } else {
+    RuntimeOptions ro;
+    ro.db_path = db.path.string();
+    ro.use_shipped_databases = !vm.count("no-shipped");
+    Runtime runtime(ro);
+    report_databases(runtime.status().databases, db, false);
+    m = runtime.query(op.name(), op.problem_key(problem), dtype);
+    report_databases(runtime.status().databases, db, true);
+  }
+
   if (vm.count("json")) {
     Json j;
     j.begin_object().field("op", m.op).field("problem", m.problem).field("dtype", dtype_name(dtype));
+    if (device) j.field("device", device->name).field("device_key", device->key()).field("arch", device->arch());
     j.field("match", match_kind_name(m.kind)).field("params", m.params);
     j.field("tuned_problem", m.tuned_problem).field("tuned_device", m.tuned_device);
     j.field("database", m.database).field("tuned_us", m.tuned_us).end_object();
     std::printf("%s\n", j.str().c_str());
     return 0;
   }
-  std::printf("%s %s %s: %s\n", m.op.c_str(), dtype_name(dtype), m.problem.c_str(), m.params.c_str());
+  std::printf("%s %s %s: %s\n", m.op.c_str(), dtype_name(dtype), shown(m.problem).c_str(),
+              shown(m.params).c_str());
+  if (device) std::printf("  for: %s (%s)\n", shown(device->name).c_str(), device->arch().c_str());
   std::printf("  match: %s", match_kind_name(m.kind));
   if (m.kind != Match::default_config)
-    std::printf(" (tuned on %s, %s, %.2f us, from %s)", m.tuned_problem.c_str(),
-                m.tuned_device.c_str(), m.tuned_us, m.database.c_str());
+    std::printf(" (tuned on %s, %s, %.2f us, from %s)", shown(m.tuned_problem).c_str(),
+                shown(m.tuned_device).c_str(), m.tuned_us, shown(m.database).c_str());
   std::printf("\n");
   return 0;
 }

@@ -1,5 +1,4 @@
 #include <cstdio>
-#include <fstream>
 
 #include <boost/program_options.hpp>
 
@@ -8,16 +7,30 @@
 #include "cli/output.hpp"
 #include "db/store.hpp"
 #include "ktune/error.hpp"
+#include "runtime/dispatch/lookup.hpp"
 
 namespace po = boost::program_options;
 
 namespace ktune::cli {
 namespace {
 
-Store open_existing(const std::filesystem::path& path) {
-  if (!std::filesystem::exists(path))
-    throw InvalidArgument("database " + path.string() + " does not exist (run ktune sweep first, or pass --db)");
-  return Store::open(path, Store::Mode::read_only);
+Store open_existing(const DbLocation& db) {
+  if (!db_exists(db))
+    throw InvalidArgument("database " + db.describe() +
+                          " does not exist (run ktune sweep first, or pass --db)");
+  return Store::open(db.path, Store::Mode::read_only);
+}
+
+// Rows a reader skipped: one line on stderr, so a listing never looks complete when it is not.
+void warn_skipped(const char* command, const Store& store, const std::vector<RowIssue>& skipped) {
+  if (skipped.empty()) return;
+  const RowIssue& first = skipped.front();
+  std::fprintf(stderr,
+               "ktune %s: warning: %zu rows of %s skipped (first: %s row %lld: %s; "
+               "ktune db check lists them)\n",
+               command, skipped.size(), ktune::quoted(store.path().string(), 200).c_str(),
+               shown(first.table).c_str(), static_cast<long long>(first.rowid),
+               shown(first.reason, 300).c_str());
 }
 
 int db_list(const Args& args) {
@@ -27,7 +40,9 @@ int db_list(const Args& args) {
   po::variables_map vm;
   if (!parse_options("db list", "[--op OP] [--db PATH] [--json]", desc, args, vm)) return 0;
   Store store = open_existing(db_option(vm));
-  std::vector<BestRecord> rows = store.all_bests(vm["op"].as<std::string>());
+  Rows<BestRecord> found = store.all_bests(vm["op"].as<std::string>());
+  warn_skipped("db list", store, found.skipped);
+  const std::vector<BestRecord>& rows = found.rows;
   if (vm.count("json")) {
     Json j;
     j.begin_array();
@@ -46,7 +61,7 @@ int db_list(const Args& args) {
     t.push_back({b.device_name, b.op, dtype_name(b.dtype), b.problem_key, b.params_key,
                  fmt("%.2f", b.median_us), b.updated_at});
   std::printf("%s", table(t).c_str());
-  std::printf("%zu best configurations in %s\n", rows.size(), store.path().string().c_str());
+  std::printf("%zu best configurations in %s\n", rows.size(), shown(store.path().string()).c_str());
   return 0;
 }
 
@@ -59,20 +74,27 @@ int db_show(const Args& args) {
   if (!parse_options("db show", "[--op OP] [--status S] [--db PATH]", desc, args, vm)) return 0;
   std::string status = vm["status"].as<std::string>();
   if (!status.empty() && !parse_status(status))
-    throw InvalidArgument("unknown status \"" + status +
-                          "\" (allowed: ok, invalid, compile_error, launch_error, timeout, wrong_result)");
+    throw InvalidArgument("unknown status " + ktune::quoted(status) +
+                          " (allowed: ok, invalid, compile_error, compile_timeout, launch_error, timeout, wrong_result)");
   Store store = open_existing(db_option(vm));
+  Rows<DeviceInfo> devices = store.devices();
+  Rows<SweepRecord> sweeps = store.sweeps();
+  Rows<TrialRecord> trials = store.all_trials(vm["op"].as<std::string>());
+  std::vector<RowIssue> skipped = devices.skipped;
+  skipped.insert(skipped.end(), sweeps.skipped.begin(), sweeps.skipped.end());
+  skipped.insert(skipped.end(), trials.skipped.begin(), trials.skipped.end());
+  warn_skipped("db show", store, skipped);
   std::printf("devices:\n");
-  for (const DeviceInfo& d : store.devices())
-    std::printf("  %s (%s), copy bandwidth %.2f TB/s\n", d.name.c_str(), d.arch().c_str(),
+  for (const DeviceInfo& d : devices.rows)
+    std::printf("  %s (%s), copy bandwidth %.2f TB/s\n", shown(d.name).c_str(), d.arch().c_str(),
                 store.copy_bandwidth(d.key()) / 1e12);
   std::printf("sweeps:\n");
-  for (const SweepRecord& s : store.sweeps())
-    std::printf("  #%lld %s %s %s %s %s: %s\n", static_cast<long long>(s.id), s.started_at.c_str(),
-                s.op.c_str(), dtype_name(s.dtype), s.problem_key.c_str(), s.strategy.c_str(),
-                s.command_line.c_str());
+  for (const SweepRecord& s : sweeps.rows)
+    std::printf("  #%lld %s %s %s %s %s: %s\n", static_cast<long long>(s.id), shown(s.started_at).c_str(),
+                shown(s.op).c_str(), dtype_name(s.dtype), shown(s.problem_key).c_str(),
+                shown(s.strategy).c_str(), shown(s.command_line, 1000).c_str());
   std::vector<std::vector<std::string>> t = {{"op", "dtype", "problem", "params", "status", "us", "regs", "detail"}};
-  for (const TrialRecord& r : store.all_trials(vm["op"].as<std::string>())) {
+  for (const TrialRecord& r : trials.rows) {
     if (!status.empty() && status_name(r.status) != status) continue;
     std::string detail = r.detail.substr(0, r.detail.find('\n'));
     if (detail.size() > 70) detail = detail.substr(0, 67) + "...";
@@ -88,26 +110,117 @@ int db_export(const Args& args) {
   po::options_description desc("db export options");
   desc.add_options()("format", po::value<std::string>()->default_value("json"), "json or csv")
       ("op", po::value<std::string>()->default_value(""), "only this op")
-      ("output,o", po::value<std::string>()->default_value("-"), "file (- for standard output)")
+      ("output,o", po::value<std::string>()->default_value("-"),
+       "file (- for standard output); replaced atomically, never the database itself")
       ("db", po::value<std::string>(), "database");
   po::variables_map vm;
   if (!parse_options("db export", "[--format json|csv] [--op OP] [-o FILE] [--db PATH]", desc, args, vm))
     return 0;
   std::string format = vm["format"].as<std::string>();
   if (format != "json" && format != "csv")
-    throw InvalidArgument("unknown export format \"" + format + "\" (allowed: json, csv)");
-  Store store = open_existing(db_option(vm));
-  std::vector<TrialRecord> trials = store.all_trials(vm["op"].as<std::string>());
-  std::string text = format == "json" ? export_json(trials) : export_csv(trials);
+    throw InvalidArgument("unknown export format " + ktune::quoted(format) + " (allowed: json, csv)");
+  const DbLocation db = db_option(vm);
+  Store store = open_existing(db);
+  Rows<TrialRecord> trials = store.all_trials(vm["op"].as<std::string>());
+  warn_skipped("db export", store, trials.skipped);
+  std::string text = format == "json" ? export_json(trials.rows) : export_csv(trials.rows);
   std::string out = vm["output"].as<std::string>();
   if (out == "-") {
+    // Checked with every other write to standard output when main returns.
     std::fwrite(text.data(), 1, text.size(), stdout);
   } else {
-    std::ofstream f(out, std::ios::binary);
-    if (!f) throw InvalidArgument("cannot write " + out);
-    f << text;
+    write_file_replacing("-o", out, text, {db.path});
   }
   return 0;
+}
+
+// A best row that no lookup can use, named by its key (the best table has no row id of its own).
+std::string best_row_name(const BestRecord& b) {
+  return b.op + " " + dtype_name(b.dtype) + " " + ktune::quoted(b.problem_key) + " on " +
+         ktune::quoted(b.device_key);
+}
+
+int db_check(const Args& args) {
+  po::options_description desc("db check options");
+  desc.add_options()("db", po::value<std::string>(), "database")("json", "print JSON");
+  po::variables_map vm;
+  if (!parse_options("db check", "[--db PATH] [--json]", desc, args, vm)) return 0;
+  const DbLocation db = db_option(vm);
+  if (!db_exists(db)) throw DatabaseError("database " + db.describe() + " does not exist");
+  Store store = Store::open(db.path, Store::Mode::read_only);  // DatabaseError: exit 4
+
+  struct Finding {
+    std::string table;
+    std::string reason;  // one line naming the row and the bad value
+  };
+  std::vector<Finding> problems;
+  CheckReport report;
+  try {
+    report = store.check();
+  } catch (const std::exception& e) {
+    // Opened, but not readable to the end (a corrupt page): that is what check is for.
+    report.integrity = std::string("the check stopped: ") + e.what();
+  }
+  for (const RowIssue& i : report.issues) problems.push_back({i.table, i.reason});
+  // The op-level checks of the lookup (op known, keys parse, parameters in the op's space), on
+  // rows of the current kernel code; rows of older kernel code are stale, not wrong: their
+  // tunables may have changed since, and no lookup or resumed sweep uses them.
+  std::size_t stale = 0;
+  const auto current = [&](const std::string& op, const std::string& hash) {
+    const Op* o = find_op(op);
+    const bool now = o == nullptr || o->template_hash() == hash;
+    stale += now ? 0 : 1;
+    return now;
+  };
+  try {
+    for (const BestRecord& b : store.all_bests().rows)
+      if (current(b.op, b.template_hash))
+        if (std::optional<std::string> why = best_row_reason(b))
+          problems.push_back({"best", "best row " + best_row_name(b) + ": " + *why});
+    for (const TrialRecord& t : store.all_trials().rows)
+      if (current(t.op, t.template_hash))
+        if (std::optional<std::string> why =
+                keys_reason(t.op, t.dtype, t.problem_key, t.params_key))
+          problems.push_back({"trials", "trials row " + std::to_string(t.id) + ": " + *why});
+  } catch (const std::exception& e) {
+    problems.push_back({"", std::string("cannot read the rows: ") + e.what()});
+  }
+  const bool clean = report.integrity == "ok" && problems.empty();
+
+  if (vm.count("json")) {
+    Json j;
+    j.begin_object().field("database", store.path().string()).field("integrity", report.integrity);
+    j.field("rows_checked", static_cast<long long>(report.rows_checked));
+    j.key("issues").begin_array();
+    for (const Finding& p : problems)
+      j.begin_object().field("table", p.table).field("reason", p.reason).end_object();
+    j.end_array().field("stale_rows", static_cast<long long>(stale)).field("ok", clean).end_object();
+    std::printf("%s\n", j.str().c_str());
+    return clean ? 0 : 1;
+  }
+  const std::string name = shown(store.path().string());
+  if (report.integrity != "ok") {
+    std::size_t start = 0;
+    while (start <= report.integrity.size()) {
+      std::size_t end = report.integrity.find('\n', start);
+      if (end == std::string::npos) end = report.integrity.size();
+      std::printf("%s: integrity: %s\n", name.c_str(),
+                  shown(report.integrity.substr(start, end - start), 500).c_str());
+      start = end + 1;
+    }
+  }
+  for (const Finding& p : problems)
+    std::printf("%s: %s\n", name.c_str(), shown(p.reason, 500).c_str());
+  if (stale > 0)
+    std::printf("%s: %zu rows were tuned for older kernel code (not used; not a problem)\n",
+                name.c_str(), stale);
+  if (clean)
+    std::printf("%s: ok (%zu rows checked, integrity ok)\n", name.c_str(), report.rows_checked);
+  else
+    std::printf("%s: %zu problems (%zu rows checked, integrity %s)\n", name.c_str(),
+                problems.size() + (report.integrity == "ok" ? 0 : 1), report.rows_checked,
+                report.integrity == "ok" ? "ok" : "failed");
+  return clean ? 0 : 1;
 }
 
 }  // namespace
@@ -117,15 +230,16 @@ int cmd_db(const Args& args) {
       {"list", "the best configuration of every (device, op, dtype, problem)", db_list},
       {"show", "devices, sweeps and every trial", db_show},
       {"export", "every trial as JSON or CSV", db_export},
+      {"check", "SQLite's integrity check and ktune's validation of every row", db_check},
   };
   if (args.empty() || args[0] == "--help" || args[0] == "-h") {
-    std::printf("usage: ktune db <list|show|export> [options]\n");
+    std::printf("usage: ktune db <list|show|export|check> [options]   (ktune db <command> --help)\n");
     for (const Command& c : sub) std::printf("  %-7s %s\n", c.name, c.summary);
     return args.empty() ? 2 : 0;
   }
   for (const Command& c : sub)
     if (args[0] == c.name) return c.run(Args(args.begin() + 1, args.end()));
-  throw UsageError{"unknown db command \"" + args[0] + "\" (allowed: list, show, export)"};
+  throw UsageError{"unknown db command " + ktune::quoted(args[0]) + " (allowed: list, show, export, check)"};
 }
 
 }  // namespace ktune::cli

@@ -1,11 +1,16 @@
-// Small output helpers for the CLI: a JSON writer and number formatting.
+// Small output helpers for the CLI: a JSON writer, number formatting, terminal-safe text and
+// files written without destroying what they replace.
 #pragma once
 
+#include <filesystem>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace ktune::cli {
 
+/// `s` as the inside of a JSON string: valid UTF-8 always (a byte that is not becomes U+FFFD);
+/// control characters, DEL, C1 controls and U+2028/U+2029 escaped as \uXXXX.
 std::string json_escape(const std::string& s);
 
 /// Builds one JSON value; objects and arrays nest with begin/end.
@@ -37,7 +42,20 @@ class Json {
 };
 
 std::string fmt(const char* format, double v);
-/// Pads or truncates each cell to the column width; first row is the header.
+/// `text` for a human-readable line: printable() (control characters escaped) and cut to `max`
+/// bytes with the full size noted. Every string from a database, a file or the user goes
+/// through it (or through table()) before it reaches a terminal.
+std::string shown(std::string_view text, std::size_t max = 200);
+/// Pads each cell to the column width; first row is the header. Cells pass through shown().
 std::string table(const std::vector<std::vector<std::string>>& rows);
+
+/// Writes `text` to `target` through a temporary file in the target's directory (flushed,
+/// fsync-ed, every write checked) and an atomic rename, so a failure leaves the old file as it
+/// was. Refuses (InvalidArgument) a symbolic link, anything but a regular file or a new name, and
+/// any of `inputs` or its -wal, -shm or -journal file, by device and inode and by name. An
+/// existing target keeps its permission bits; a new file gets 0666 & ~umask. `option` names the
+/// target in messages ("-o"). Throws ktune::Error when writing fails.
+void write_file_replacing(const std::string& option, const std::filesystem::path& target,
+                          std::string_view text, const std::vector<std::filesystem::path>& inputs);
 
 }  // namespace ktune::cli

@@ -1,7 +1,10 @@
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
+#include <limits>
 
 #include <boost/program_options.hpp>
 
@@ -13,6 +16,7 @@
 #include "tuner/sweep.hpp"
 
 namespace po = boost::program_options;
+namespace fs = std::filesystem;
 
 namespace ktune::cli {
 namespace {
@@ -38,6 +42,44 @@ void print_progress(const SweepProgress& p, bool tty) {
   }
 }
 
+// Examines where the database goes before anything starts, so that a path that cannot be used
+// is reported with the variable that chose it rather than as a raw filesystem error mid-sweep.
+void check_db_location(const DbLocation& db) {
+  db_exists(db);
+  const fs::path dir = db.path.parent_path();
+  if (dir.empty()) return;
+  std::error_code ec;
+  fs::file_status st = fs::status(dir, ec);
+  if (st.type() == fs::file_type::directory) return;  // whether it is writable, opening says
+  if (st.type() != fs::file_type::not_found) {
+    if (ec)
+      throw DatabaseError("cannot examine the directory of the database " + db.describe() + ": " +
+                          ec.message());
+    throw InvalidArgument("database " + db.describe() + ": " + ktune::quoted(dir.string(), 200) +
+                          " is not a directory");
+  }
+  if (!db.ktune_places_it)
+    throw InvalidArgument("database " + db.describe() + ": directory " +
+                          ktune::quoted(dir.string(), 200) + " does not exist");
+  // ktune creates the default directory once a GPU is found; its nearest existing ancestor must
+  // be a directory we can write.
+  const std::string what = "cannot create the directory " + ktune::quoted(dir.string(), 200) +
+                           " for the database " + db.describe() + ": ";
+  for (fs::path up = dir.parent_path(); !up.empty(); up = up.parent_path()) {
+    st = fs::status(up, ec);
+    if (st.type() == fs::file_type::directory) {
+      if (::access(up.c_str(), W_OK | X_OK) != 0)
+        throw DatabaseError(what + ktune::quoted(up.string(), 200) + " is not writable (" +
+                            std::strerror(errno) + "); set KTUNE_DB or pass --db");
+      return;
+    }
+    if (st.type() != fs::file_type::not_found)
+      throw DatabaseError(what + ktune::quoted(up.string(), 200) +
+                          (ec ? " cannot be examined: " + ec.message() : " is not a directory"));
+    if (up == up.parent_path()) return;
+  }
+}
+
 }  // namespace
 
 int cmd_sweep(const Args& args) {
@@ -48,24 +90,27 @@ int cmd_sweep(const Args& args) {
       ("dtype", po::value<std::string>()->default_value("bf16"), "bf16 or fp16")
       ("causal", "causal masking (ops with a causal dimension, e.g. flash_attention)")
       ("strategy", po::value<std::string>()->default_value("exhaustive"), "exhaustive or random")
-      ("budget", po::value<long long>()->default_value(0), "candidates to measure (0: no limit)")
-      ("time-limit", po::value<double>()->default_value(0), "seconds (0: no limit)")
-      ("jobs", po::value<int>()->default_value(0), "compile threads (0: number of cores)")
-      ("seed", po::value<long long>()->default_value(0), "seed of the random strategy and of the inputs")
-      ("timeout", po::value<double>()->default_value(20), "seconds one candidate may take")
-      ("device", po::value<int>()->default_value(0), "CUDA device ordinal")
+      ("budget", po::value<std::string>()->default_value("0"), "candidates to measure, 0 to 1000000000 (0: no limit)")
+      ("time-limit", po::value<std::string>()->default_value("0"), "seconds, 0 to 604800 (0: no limit)")
+      ("jobs", po::value<std::string>()->default_value("0"), "compile threads, 0 to 1024 (0: number of cores)")
+      ("seed", po::value<std::string>()->default_value("0"), "seed of the random strategy and of the inputs, 0 to 2^63-1")
+      ("timeout", po::value<std::string>()->default_value("20"), "seconds one candidate may take, 0.1 to 3600")
+      ("compile-timeout", po::value<std::string>()->default_value("120"),
+       "seconds one kernel may take to compile, 0 to 3600 (0: no limit)")
+      ("device", po::value<std::string>()->default_value("0"), "CUDA device ordinal, 0 to 1023")
       ("force", "measure again configurations the database already has")
       ("no-cache", "do not use the on-disk compile cache")
       ("db", po::value<std::string>(), "database (default: $KTUNE_DB or the data directory)")
       ("json", "print the summary as JSON");
   po::variables_map vm;
   if (!parse_options("sweep", "[--op OP] [--shape S] [--dtype T] [--strategy exhaustive|random] "
-                              "[--budget N] [--time-limit S] [--jobs N] [--db PATH] [--force]",
+                              "[--budget N] [--time-limit S] [--jobs N] [--timeout S] "
+                              "[--compile-timeout S] [--db PATH] [--force]",
                      desc, args, vm))
     return 0;
 
   // Validate before anything is created or started.
-  const Op& op = get_op(vm["op"].as<std::string>());
+  const Op& op = op_option(vm["op"].as<std::string>());
   SweepOptions o;
   o.op = std::string(op.name());
   o.dtype = dtype_option(vm["dtype"].as<std::string>());
@@ -74,31 +119,40 @@ int cmd_sweep(const Args& args) {
   if (!o.shape.empty()) op.parse_problem(o.shape);
   o.strategy = vm["strategy"].as<std::string>();
   if (o.strategy != "exhaustive" && o.strategy != "random")
-    throw InvalidArgument("unknown strategy \"" + o.strategy + "\" (allowed: exhaustive, random)");
-  long long budget = vm["budget"].as<long long>();
-  if (budget < 0) throw InvalidArgument("--budget " + std::to_string(budget) + " must be >= 0");
-  o.budget = static_cast<std::size_t>(budget);
-  o.time_limit_s = vm["time-limit"].as<double>();
-  if (o.time_limit_s < 0) throw InvalidArgument("--time-limit must be >= 0");
-  o.jobs = vm["jobs"].as<int>();
-  if (o.jobs < 0) throw InvalidArgument("--jobs " + std::to_string(o.jobs) + " must be >= 0");
-  o.seed = static_cast<std::uint64_t>(vm["seed"].as<long long>());
-  o.candidate_timeout_s = vm["timeout"].as<double>();
-  if (o.candidate_timeout_s <= 0) throw InvalidArgument("--timeout must be > 0");
-  o.device = vm["device"].as<int>();
+    throw InvalidArgument("unknown strategy " + ktune::quoted(o.strategy) + " (allowed: exhaustive, random)");
+  o.budget = static_cast<std::size_t>(integer_option(vm, "budget", 0, 1000000000));
+  o.time_limit_s = number_option(vm, "time-limit", 0, 604800);
+  o.jobs = static_cast<int>(integer_option(vm, "jobs", 0, 1024));
+  o.seed = static_cast<std::uint64_t>(
+      integer_option(vm, "seed", 0, std::numeric_limits<long long>::max()));
+  o.candidate_timeout_s = number_option(vm, "timeout", 0.1, 3600);
+  o.compile_timeout_s = number_option(vm, "compile-timeout", 0, 3600);
+  o.device = static_cast<int>(integer_option(vm, "device", 0, 1023));
   o.force = vm.count("force") > 0;
   o.disk_cache = vm.count("no-cache") == 0;
-  o.db_path = db_option(vm);
-  // The default location is ours to create (once a GPU is found); a path the user gave must
-  // already have its directory.
-  o.create_db_directory = !vm.count("db") && !std::getenv("KTUNE_DB");
+  const DbLocation db = db_option(vm);
+  check_db_location(db);
+  o.db_path = db.path;
+  // The default location is ours to create (once a GPU is found); a path the user gave, with
+  // --db or $KTUNE_DB, must already have its directory.
+  o.create_db_directory = db.ktune_places_it;
   for (const std::string& a : args) o.command_line += (o.command_line.empty() ? "ktune sweep " : " ") + a;
   if (args.empty()) o.command_line = "ktune sweep";
   const bool tty = isatty(fileno(stderr));
   const bool json = vm.count("json") > 0;
   o.progress = [&](const SweepProgress& p) { print_progress(p, tty); };
+  o.warn = [&](const std::string& w) {
+    if (tty) std::fprintf(stderr, "\r\033[K");
+    std::fprintf(stderr, "ktune sweep: warning: %s\n", shown(w, 500).c_str());
+  };
 
-  SweepResult r = run_sweep(o);
+  SweepResult r;
+  try {
+    r = run_sweep(o);
+  } catch (const fs::filesystem_error& e) {
+    throw Error("cannot use " + ktune::quoted(e.path1().string(), 200) + ": " + e.code().message() +
+                " (the database is " + db.describe() + ")");
+  }
 
   auto tbs = [&](double us) { return us > 0 ? r.min_bytes / (us * 1e-6) / 1e12 : 0.0; };
   auto tflops = [&](double us) { return us > 0 ? r.flops / (us * 1e-6) / 1e12 : 0.0; };
@@ -134,7 +188,7 @@ int cmd_sweep(const Args& args) {
   }
 
   std::printf("\n%s %s %s on %s\n", r.op.c_str(), dtype_name(r.dtype), r.problem_key.c_str(),
-              r.device.name.c_str());
+              shown(r.device.name).c_str());
   std::printf("  space: %zu points, %zu valid; this run:", r.space_size, r.valid_count);
   for (const auto& [s, n] : r.counts) std::printf(" %s %zu", status_name(s), n);
   std::printf("\n");
@@ -157,7 +211,7 @@ int cmd_sweep(const Args& args) {
     std::printf("  default: %s\n           %.2f us; tuned is %.2fx faster\n",
                 r.default_config->params_key.c_str(), r.default_config->median_us,
                 r.default_config->median_us / r.best->median_us);
-  std::printf("  %.1f s in all; stored in %s\n", r.seconds, o.db_path.string().c_str());
+  std::printf("  %.1f s in all; stored in %s\n", r.seconds, shown(o.db_path.string()).c_str());
   return 0;
 }
 

@@ -33,9 +33,8 @@ std::optional<std::string> env(const char* name) {
   return std::string(value);
 }
 
+// No HOME (daemons, some batch systems): ask the password database.
 std::optional<std::string> home_directory() {
-  if (auto home = env("HOME")) return home;
-  // No HOME (daemons, some batch systems): ask the password database.
   long size = sysconf(_SC_GETPW_R_SIZE_MAX);
   std::vector<char> buf(size > 0 ? static_cast<std::size_t>(size) : 16384);
   passwd entry{};
@@ -69,17 +68,28 @@ void add_entry(const fs::path& entry, std::vector<fs::path>& out) {
 
 }  // namespace
 
-fs::path default_db_path() {
-  if (auto path = env("KTUNE_DB")) return fs::path(*path);
+std::string DbLocation::describe() const {
+  std::string text = ktune::quoted(path.string(), 200);
+  if (source != "--db") text += " (from " + source + ")";
+  return text;
+}
+
+DbLocation default_db_location() {
+  if (auto path = env("KTUNE_DB")) return {fs::path(*path), "$KTUNE_DB", false};
   // The XDG spec says a relative XDG_DATA_HOME is invalid and must be ignored.
   if (auto data = env("XDG_DATA_HOME"); data && fs::path(*data).is_absolute())
-    return fs::path(*data) / "ktune" / "ktune.db";
+    return {fs::path(*data) / "ktune" / "ktune.db", "$XDG_DATA_HOME", true};
+  if (auto home = env("HOME"))
+    return {fs::path(*home) / ".local" / "share" / "ktune" / "ktune.db", "$HOME", true};
   if (auto home = home_directory())
-    return fs::path(*home) / ".local" / "share" / "ktune" / "ktune.db";
+    return {fs::path(*home) / ".local" / "share" / "ktune" / "ktune.db",
+            "the home directory in the password database", true};
   throw DatabaseError(
       "cannot place the tuning database: KTUNE_DB, XDG_DATA_HOME and HOME are unset "
       "and the user has no home directory; set KTUNE_DB to a file path");
 }
+
+fs::path default_db_path() { return default_db_location().path; }
 
 std::vector<fs::path> shipped_db_paths() {
   std::vector<fs::path> candidates;

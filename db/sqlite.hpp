@@ -1,6 +1,6 @@
 // Small RAII types over the SQLite C API, private to db/ and its tests. Like store.hpp this header
-// only forward-declares SQLite's handles; the implementation lives in store.cpp (the one place that
-// includes sqlite3.h). Every value reaches SQL through a bound `?`, never through the SQL text.
+// only forward-declares SQLite's handles; the implementation lives in sqlite.cpp (only db/*.cpp
+// include sqlite3.h). Every value reaches SQL through a bound `?`, never through the SQL text.
 #pragma once
 
 #include <cstddef>
@@ -13,6 +13,14 @@ struct sqlite3;
 struct sqlite3_stmt;
 
 namespace ktune::db {
+
+/// "tuning database PATH: ", the start of every message about a file (the path made printable,
+/// and truncated when absurdly long, so that a message stays one line).
+std::string where(const std::string& label);
+/// Throws DatabaseError "tuning database PATH: what SQLite said: what to do (during WHAT)".
+[[noreturn]] void fail(sqlite3* db, int rc, const std::string& label, const std::string& what);
+/// The start of an SQL text on one line, to say which statement failed.
+std::string sql_excerpt(std::string_view sql);
 
 /// How a connection opens its file.
 enum class OpenMode {
@@ -76,6 +84,11 @@ class Statement {
   void run();
   /// Steps once and requires a row (a scalar query).
   Statement& row();
+
+  /// Makes the statement ready to step again from the start; bound values stay.
+  void reset();
+  sqlite3_stmt* get() const { return stmt_; }
+  const std::string& label() const { return label_; }
 
   bool is_null(int column) const;
   std::int64_t int64(int column) const;

@@ -17,7 +17,16 @@ struct sqlite3;
 
 namespace ktune {
 
-enum class TrialStatus { ok, invalid, compile_error, launch_error, timeout, wrong_result };
+// Stored by name: the order is free, but names never change.
+enum class TrialStatus {
+  ok,
+  invalid,
+  compile_error,
+  compile_timeout,  // NVRTC ran past the compile time limit and was stopped
+  launch_error,
+  timeout,
+  wrong_result
+};
 const char* status_name(TrialStatus s);
 std::optional<TrialStatus> parse_status(std::string_view s);
 
@@ -73,16 +82,46 @@ struct SweepRecord {
   std::string started_at;
 };
 
+/// A row skipped alone because it could not be read (a value too long, a corrupt page) or failed
+/// ktune's validation (an unknown dtype, an integer out of range, a NaN timing, an empty key).
+struct RowIssue {
+  std::string table;              // "devices", "sweeps", "trials" or "best"
+  std::int64_t rowid = 0;         // 0 when a whole table could not be scanned (Store::check)
+  std::string reason;             // one line: table, rowid, column and the bad value (truncated)
+};
+
+/// The readable rows of a query, and the rows skipped with their reasons.
+template <class T>
+struct Rows {
+  std::vector<T> rows;
+  std::vector<RowIssue> skipped;
+};
+
+/// `ktune db check`: SQLite's integrity check and ktune's validation of every row.
+struct CheckReport {
+  std::string integrity;          // PRAGMA integrity_check output ("ok" when healthy)
+  std::size_t rows_checked = 0;
+  std::vector<RowIssue> issues;   // every row that a reader would skip
+  bool ok() const { return integrity == "ok" && issues.empty(); }
+};
+
 /// An open tuning database. Thread-compatible (one Store per thread); many processes may write
-/// one file at once (WAL, busy timeout, BEGIN IMMEDIATE, one commit per trial).
+/// one file at once (WAL, busy timeout, BEGIN IMMEDIATE, one commit per trial). The file is in WAL
+/// mode while writers have it open and back in rollback-journal mode once the last one closes, so
+/// that readers never need to create -wal/-shm files.
+/// Every reader validates each row alone: a row that cannot be read or fails validation is
+/// skipped and reported in Rows::skipped with its reason; the other rows stay usable.
 class Store {
  public:
   enum class Mode { read_write, read_only };
 
   /// Opens or creates (read_write) the database at `path`. Checks application_id and
   /// user_version and throws DatabaseError with a clear message on a foreign, newer or corrupt
-  /// file, or a path in a missing directory. Read-only opens never create or modify the file and
-  /// also work on read-only media.
+  /// file, or a path in a missing directory. A path that is not a regular file (a FIFO, socket,
+  /// device or directory), or a -wal/-shm/-journal beside it that is not one, is refused before
+  /// SQLite opens anything, so nothing blocks. Read-only opens never create, modify or remove a
+  /// file, beside the database included, and also work on read-only media. An empty path throws
+  /// InvalidArgument.
   static Store open(const std::filesystem::path& path, Mode mode);
 
   Store(Store&&) noexcept;
@@ -91,19 +130,23 @@ class Store {
 
   const std::filesystem::path& path() const { return path_; }
   bool read_only() const { return read_only_; }
-  /// True when a read-only open fell back to SQLite's immutable mode because the file sits where
-  /// its -shm file cannot be created (read-only media); the file must then not change under us.
+  /// True when a read-only open uses SQLite's immutable mode: the file is in WAL mode with no log
+  /// pending (written by an older ktune, or a copy), or sits where the writer's -shm cannot be
+  /// used (read-only media). No locks are taken, so the file must then not change under us.
   bool immutable() const { return immutable_; }
 
   /// Inserts or refreshes the device row (fingerprint fields).
   void upsert_device(const DeviceInfo& device);
-  std::optional<DeviceInfo> device(const std::string& device_key) const;
-  std::vector<DeviceInfo> devices() const;
+  /// nullopt when the device is unknown or its row is invalid (then added to `skipped`).
+  std::optional<DeviceInfo> device(const std::string& device_key,
+                                   std::vector<RowIssue>* skipped = nullptr) const;
+  Rows<DeviceInfo> devices() const;
   /// Device-to-device copy bandwidth in bytes/s measured once per device; 0 when unknown.
   void set_copy_bandwidth(const std::string& device_key, double bytes_per_second);
   double copy_bandwidth(const std::string& device_key) const;
 
-  /// Records the start of a sweep; returns its id.
+  /// Records the start of a sweep; returns its id. Throws InvalidArgument for an empty device_key,
+  /// op or problem_key, or a key or strategy longer than 4096 bytes.
   std::int64_t begin_sweep(const SweepRecord& sweep);
 
   /// Inserts one trial in its own IMMEDIATE transaction; if the trial is ok and faster than the
@@ -111,32 +154,36 @@ class Store {
   /// transaction. Returns the trial id.
   /// sweep_id 0 means none; another id must name a sweep of this database (else DatabaseError).
   /// Throws InvalidArgument for a NaN, infinite or negative timing, an empty device_key, op or
-  /// problem_key, or a dtype/status outside its enum; DatabaseError on a read-only store.
+  /// problem_key, a key longer than 4096 bytes, or a dtype/status outside its enum (what a reader
+  /// would skip is never written); DatabaseError on a read-only store.
   std::int64_t record_trial(const TrialRecord& trial);
 
   /// Trials for a key with this template hash (newest last): what a resumed sweep skips.
-  std::vector<TrialRecord> trials(const std::string& device_key, const std::string& op, DType dtype,
-                                  const std::string& problem_key,
-                                  const std::string& template_hash) const;
+  Rows<TrialRecord> trials(const std::string& device_key, const std::string& op, DType dtype,
+                           const std::string& problem_key, const std::string& template_hash) const;
 
   /// Sets the best of a key explicitly (after re-timing the leaders), in one transaction.
   /// device_name and arch are not stored (they come from the devices row); trial_id 0 means none.
   void set_best(const BestRecord& best);
   /// device_name and arch come from the devices row; both are empty when the device is unknown.
+  /// nullopt when there is none or its row is invalid (then added to `skipped`).
   std::optional<BestRecord> best(const std::string& device_key, const std::string& op, DType dtype,
-                                 const std::string& problem_key,
-                                 const std::string& template_hash) const;
+                                 const std::string& problem_key, const std::string& template_hash,
+                                 std::vector<RowIssue>* skipped = nullptr) const;
   /// Every best row of an op and dtype, all devices and template hashes: the runtime's candidates
   /// for nearest-shape and other-device matches.
-  std::vector<BestRecord> bests(const std::string& op, DType dtype) const;
+  Rows<BestRecord> bests(const std::string& op, DType dtype) const;
   /// Every best row (for `ktune db list`), optionally filtered by op.
-  std::vector<BestRecord> all_bests(const std::string& op_filter = {}) const;
-  std::vector<SweepRecord> sweeps() const;
+  Rows<BestRecord> all_bests(const std::string& op_filter = {}) const;
+  Rows<SweepRecord> sweeps() const;
   /// Every trial, optionally filtered by op (for `ktune db show/export`).
-  std::vector<TrialRecord> all_trials(const std::string& op_filter = {}) const;
+  Rows<TrialRecord> all_trials(const std::string& op_filter = {}) const;
 
   /// PRAGMA integrity_check; "ok" when healthy.
   std::string integrity_check() const;
+  /// integrity_check plus every row of every table through the readers' validation. Reports
+  /// rather than throws what it finds, a table that cannot be scanned included.
+  CheckReport check() const;
 
   static constexpr std::int32_t kApplicationId = 0x6b74756e;  // "ktun"
   static constexpr std::int32_t kSchemaVersion = 1;
@@ -155,13 +202,28 @@ class Store {
 /// `ktune db export`). Strings are escaped; invalid UTF-8 becomes U+FFFD.
 std::string export_json(const std::vector<TrialRecord>& trials);
 /// Trials as CSV: a header row of field names, then one row per trial; fields holding a comma,
-/// quote or line break are quoted with doubled quotes (RFC 4180). Lines end with "\n".
+/// quote or line break are quoted with doubled quotes (RFC 4180). A text field starting with =, +,
+/// -, @, tab or CR gets a leading ' so that spreadsheets do not run it as a formula; numbers stay
+/// numbers. Lines end with "\n".
 std::string export_csv(const std::vector<TrialRecord>& trials);
 /// One best row as a single-line JSON object.
 std::string best_to_json(const BestRecord& best);
 
+/// The user's database path and where it came from, so that a message about it can name the
+/// variable that chose it.
+struct DbLocation {
+  std::filesystem::path path;
+  std::string source;             // "--db", "$KTUNE_DB", "$XDG_DATA_HOME", "$HOME" or "the password database"
+  bool ktune_places_it = false;   // the default location: ktune may create its directory
+  /// The path quoted and truncated, then where it came from: "/x/ktune.db" (from $XDG_DATA_HOME).
+  std::string describe() const;
+};
+
 /// Where the user's database lives: $KTUNE_DB, else $XDG_DATA_HOME/ktune/ktune.db, else
-/// ~/.local/share/ktune/ktune.db.
+/// ~/.local/share/ktune/ktune.db. An empty variable counts as unset. Throws DatabaseError when
+/// there is no home directory to fall back on.
+DbLocation default_db_location();
+/// default_db_location().path
 std::filesystem::path default_db_path();
 
 /// Read-only databases under the user's: each entry of $KTUNE_DB_PATH (colon-separated files or

@@ -6,6 +6,7 @@
 
 #include "ktune/error.hpp"
 #include "runtime/core/hash.hpp"
+#include "runtime/core/types.hpp"
 #include "templates/embedded.hpp"
 
 namespace ktune {
@@ -76,15 +77,14 @@ std::vector<KeyItem> key_items(std::string_view body, const Items& items, const 
     }
     const std::size_t eq = item.find('=');
     if (eq == std::string_view::npos) {
-      error = "\"" + std::string(item) + "\" is not name=value";
+      error = ktune::quoted(item) + " is not name=value";
       return {};
     }
     const std::string_view key = trim(item.substr(0, eq));
     const auto it = std::find_if(items.begin(), items.end(),
                                  [&](const auto& x) { return x.name == key; });
     if (it == items.end()) {
-      error = "unknown " + std::string(kind) + " \"" + std::string(key) + "\" (" + kind + "s: " +
-              names + ")";
+      error = "unknown " + std::string(kind) + " " + ktune::quoted(key) + " (" + kind + "s: " + names + ")";
       return {};
     }
     const std::size_t index = static_cast<std::size_t>(it - items.begin());
@@ -108,16 +108,16 @@ std::optional<std::string> parse_dim_value(const DimSpec& d, std::string_view te
   if (d.enumerated()) {
     const auto it = std::find(d.choices.begin(), d.choices.end(), text);
     if (it == d.choices.end())
-      return d.name + "=\"" + std::string(text) + "\" is not one of " +
+      return d.name + "=" + ktune::quoted(text) + " is not one of " +
              join(d.choices, [](const std::string& c) { return c; });
     value = it - d.choices.begin();
     return std::nullopt;
   }
   switch (parse_int(text, value)) {
     case IntParse::not_integer:
-      return d.name + "=\"" + std::string(text) + "\" is not an integer";
+      return d.name + "=" + ktune::quoted(text) + " is not an integer";
     case IntParse::overflow:
-      return d.name + "=" + std::string(text) + " is out of range (" + range_text(d) + ")";
+      return d.name + "=" + ktune::quoted(text) + " is out of range (" + range_text(d) + ")";
     case IntParse::ok:
       break;
   }
@@ -177,8 +177,8 @@ std::string Op::problem_key(const Problem& p) const {
 Problem Op::parse_problem(std::string_view text) const {
   const std::vector<DimSpec>& ds = dims();
   const auto fail = [&](const std::string& why) -> InvalidArgument {
-    return InvalidArgument("invalid shape \"" + std::string(text) + "\" for " +
-                           std::string(name()) + ": " + why);
+    return InvalidArgument("invalid shape " + ktune::quoted(text) + " for " + std::string(name()) +
+                           ": " + why);
   };
   const std::string_view body = trim(text);
   if (body.empty()) throw fail("empty shape (expected e.g. \"m=16384,n=4096\" or \"16384x4096\")");
@@ -204,6 +204,12 @@ Problem Op::parse_problem(std::string_view text) const {
                  join(integer_dims, [&](std::size_t i) { return ds[i].name; }) + ")");
     for (std::size_t k = 0; k < parts.size(); ++k) {
       std::int64_t v = 0;
+      // Without '=' the text is read as integers; when a part is not even number-like (",",
+      // "abc"), say what a shape is rather than blame a dimension the user never named.
+      if (std::none_of(parts[k].begin(), parts[k].end(),
+                       [](char c) { return c >= '0' && c <= '9'; }))
+        throw fail(ktune::quoted(parts[k]) + " is not an integer; a shape is name=value items (" +
+                   dim_names(ds) + ") or the integer dimensions in order separated by x");
       if (auto why = parse_dim_value(ds[integer_dims[k]], parts[k], v)) throw fail(*why);
       given[integer_dims[k]] = v;
     }
@@ -269,8 +275,8 @@ std::string Op::params_key(const Params& p) const {
 Params Op::parse_params(std::string_view text) const {
   const std::vector<Tunable>& ts = tunables();
   const auto fail = [&](const std::string& why) -> InvalidArgument {
-    return InvalidArgument("invalid parameters \"" + std::string(text) + "\" for " +
-                           std::string(name()) + ": " + why);
+    return InvalidArgument("invalid parameters " + ktune::quoted(text) + " for " + std::string(name()) +
+                           ": " + why);
   };
   std::vector<std::optional<std::int64_t>> given(ts.size());
   const std::string_view body = trim(text);
@@ -282,8 +288,7 @@ Params Op::parse_params(std::string_view text) const {
       const Tunable& t = ts[item.index];
       std::int64_t v = 0;
       if (parse_int(item.value, v) != IntParse::ok)
-        throw fail(t.name + "=\"" + std::string(item.value) + "\" is not one of " +
-                   values_text(t.values));
+        throw fail(t.name + "=" + ktune::quoted(item.value) + " is not one of " + values_text(t.values));
       if (auto why = tunable_value_reason(t, v)) throw fail(*why);
       given[item.index] = v;
     }

@@ -1,56 +1,11 @@
 // The ktune command, run as a user would: exit codes, messages, and nothing written on bad input.
-#include <gtest/gtest.h>
-
-#include <sys/wait.h>
-
-#include <cstdlib>
-#include <fstream>
-#include <sstream>
-
-#include "db/store.hpp"
-#include "tests/support/test_env.hpp"
+#include "tests/cli_test.hpp"
 
 namespace ktune {
 namespace {
 
-struct CliRun {
-  int code = -1;
-  std::string out;
-  std::string err;
-};
-
-class Cli : public ::testing::Test {
- protected:
-  test::TempDir dir;
-
-  CliRun ktune(const std::string& args) {
-    std::filesystem::path out = dir.path() / "stdout", err = dir.path() / "stderr";
-    // A private data and cache directory, so the test touches nothing of the user's.
-    std::string env = "env -u KTUNE_DB -u KTUNE_DB_PATH XDG_DATA_HOME='" + (dir.path() / "data").string() +
-                      "' KTUNE_CACHE_DIR='" + (dir.path() / "cache").string() + "' ";
-    std::string cmd = env + test::cli_path() + " " + args + " >'" + out.string() +
-                      "' 2>'" + err.string() + "' </dev/null";
-    int status = std::system(cmd.c_str());
-    CliRun r;
-    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    r.out = slurp(out);
-    r.err = slurp(err);
-    return r;
-  }
-
-  static std::string slurp(const std::filesystem::path& p) {
-    std::ifstream f(p);
-    std::stringstream s;
-    s << f.rdbuf();
-    return s.str();
-  }
-
-  std::size_t lines(const std::string& s) {
-    std::size_t n = 0;
-    for (char c : s) n += c == '\n';
-    return n;
-  }
-};
+using test::Cli;
+using test::CliRun;
 
 TEST_F(Cli, HelpListsEveryCommand) {
   CliRun r = ktune("--help");
@@ -138,31 +93,7 @@ TEST_F(Cli, WithoutAGpuSweepSaysSoAndWritesNothing) {
 }
 
 TEST_F(Cli, DbListShowExport) {
-  const std::filesystem::path db = dir.path() / "t.db";
-  {
-    Store s = Store::open(db, Store::Mode::read_write);
-    DeviceInfo d = *device_for_arch("sm_90a");
-    s.upsert_device(d);
-    SweepRecord sw;
-    sw.device_key = d.key();
-    sw.op = "add_rmsnorm";
-    sw.problem_key = "m=64,n=4096";
-    sw.strategy = "exhaustive";
-    sw.command_line = "ktune sweep --op add_rmsnorm";
-    TrialRecord t;
-    t.sweep_id = s.begin_sweep(sw);
-    t.device_key = d.key();
-    t.op = "add_rmsnorm";
-    t.problem_key = "m=64,n=4096";
-    t.params_key = "threads=256,rows=1,vec=8,regs=1";
-    t.template_hash = "h";
-    t.median_us = 12.5;
-    s.record_trial(t);
-    t.params_key = "threads=32,rows=8,vec=8,regs=1";
-    t.status = TrialStatus::invalid;
-    t.detail = "a reason, with \"quotes\"";
-    s.record_trial(t);
-  }
+  const std::filesystem::path db = make_db();
   CliRun list = ktune("db list --db " + db.string());
   EXPECT_EQ(list.code, 0) << list.err;
   EXPECT_NE(list.out.find("threads=256,rows=1,vec=8,regs=1"), std::string::npos) << list.out;

@@ -2,14 +2,16 @@
 // Runs without a GPU; the launch tests at the end skip when there is none.
 #include "runtime/core/compiler.hpp"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
-
-#include "tests/support/test_env.hpp"
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <fstream>
+#include <functional>
+#include <future>
 #include <iterator>
 #include <set>
 #include <string>
@@ -20,11 +22,17 @@
 #include "runtime/core/driver.hpp"
 #include "runtime/core/launcher.hpp"
 #include "templates/embedded.hpp"
+#include "tests/support/test_env.hpp"
 
 namespace ktune {
 namespace {
 
 namespace fs = std::filesystem;
+
+// On a machine with a CUDA driver, NVRTC reuses SASS from the driver's compute cache for PTX it
+// has seen before and then returns no ptxas log, so resources would read 0. These tests check
+// what NVRTC reports, so they compile without that cache (set before NVRTC first runs).
+const int kNoDriverCache = ::setenv("CUDA_CACHE_DISABLE", "1", 1);
 
 // A fresh private directory, removed with everything in it at the end of the test.
 class Scratch {
@@ -420,6 +428,54 @@ TEST(Cache, DirectoryRemovedAfterwardsOnlyCostsTheCache) {
   EXPECT_FALSE(k.cubin.empty());
 }
 
+// Runs `fn` on another thread. If it has not returned within `limit`, it is taken to be blocked
+// in open() on one of `fifos`: they are opened for writing (non-blocking) again and again, which
+// releases such an open(), until `fn` returns. Returns false when that was needed, so that a
+// regression fails the test instead of hanging it.
+bool returns_within(std::chrono::seconds limit, const std::vector<fs::path>& fifos,
+                    const std::function<void()>& fn) {
+  std::future<void> done = std::async(std::launch::async, fn);
+  if (done.wait_for(limit) == std::future_status::ready) {
+    done.get();
+    return true;
+  }
+  while (done.wait_for(std::chrono::milliseconds(50)) != std::future_status::ready) {
+    for (const fs::path& f : fifos) {
+      const int fd = ::open(f.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+      if (fd >= 0) ::close(fd);
+    }
+  }
+  done.get();
+  return false;
+}
+
+TEST(Cache, FifoPlantedAsEntryOrLockDoesNotBlock) {
+  Scratch tmp;
+  const Compiler compiler(tmp.path());
+  ASSERT_TRUE(compiler.cache_dir().has_value()) << compiler.cache_disabled_reason();
+  const CompileJob job = axpy_job("sm_80", 160);
+  const std::string key = compiler.cache_key(job);
+  const fs::path entry = tmp.path() / (key + ".cubin");
+  const fs::path lock = tmp.path() / (key + ".lock");
+  ASSERT_EQ(::mkfifo(entry.c_str(), 0600), 0);
+  ASSERT_EQ(::mkfifo(lock.c_str(), 0600), 0);
+  const CompiledKernel reference = Compiler(std::nullopt).compile(job);
+
+  CompiledKernel k;
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_TRUE(returns_within(std::chrono::seconds(30), {entry, lock},
+                             [&] { k = compiler.compile(job); }))
+      << "compile blocked on a FIFO in the cache";
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 30.0);
+  EXPECT_FALSE(k.from_cache);
+  EXPECT_EQ(k.cubin, reference.cubin);
+  EXPECT_EQ(k.lowered_name, reference.lowered_name);
+  // Again: the entry was replaced by a real one (a rename over the FIFO); the lock is still one.
+  EXPECT_TRUE(returns_within(std::chrono::seconds(30), {entry, lock},
+                             [&] { k = compiler.compile(job); }));
+  EXPECT_EQ(k.cubin, reference.cubin);
+}
+
 TEST(CacheDir, CreatedWithOwnerOnlyMode) {
   Scratch tmp;
   const fs::path dir = tmp.path() / "a" / "b" / "ktune";
@@ -430,21 +486,85 @@ TEST(CacheDir, CreatedWithOwnerOnlyMode) {
   EXPECT_EQ(mode_of(dir), 0700u);
   EXPECT_EQ(mode_of(tmp.path() / "a"), 0700u);
   EXPECT_EQ(mode_of(tmp.path() / "a" / "b"), 0700u);
+  // And used.
+  const CompileJob job = axpy_job("sm_80");
+  EXPECT_FALSE(compiler.compile(job).from_cache);
+  EXPECT_TRUE(fs::is_regular_file(dir / (compiler.cache_key(job) + ".cubin")));
+  EXPECT_TRUE(compiler.compile(job).from_cache);
 }
 
-TEST(CacheDir, WorldWritableDirIsFixedOrRefused) {
+// A directory ktune did not create is never chmod-ed: KTUNE_CACHE_DIR=/tmp must not lock other
+// users out of /tmp. Shared ones are not used; compiling goes on in memory.
+TEST(CacheDir, SharedDirIsLeftAloneAndNotUsed) {
+  for (const unsigned mode : {01777u, 0777u, 0775u, 02770u, 0733u}) {
+    Scratch tmp;
+    const fs::path dir = tmp.path() / "shared";
+    ASSERT_EQ(::mkdir(dir.c_str(), 0700), 0);
+    ASSERT_EQ(::chmod(dir.c_str(), mode), 0);
+    const Compiler compiler(dir);
+    EXPECT_EQ(mode_of(dir), mode) << std::oct << mode << ": the mode was changed";
+    EXPECT_FALSE(compiler.cache_dir().has_value()) << std::oct << mode;
+    const std::string why = compiler.cache_disabled_reason();
+    EXPECT_TRUE(contains(why, "\"" + dir.string() + "\"")) << why;
+    EXPECT_TRUE(contains(why, "writable by group or others")) << why;
+    EXPECT_FALSE(contains(why, "\n")) << why;
+    const CompiledKernel k = compiler.compile(axpy_job("sm_80"));
+    EXPECT_FALSE(k.from_cache);
+    EXPECT_FALSE(k.cubin.empty());
+    EXPECT_TRUE(fs::is_empty(dir)) << "nothing is written to a directory that is not used";
+    EXPECT_EQ(mode_of(dir), mode) << std::oct << mode;
+  }
+}
+
+TEST(CacheDir, SymlinkIsJudgedByItsTarget) {
   Scratch tmp;
-  const fs::path dir = tmp.path() / "shared";
+  const fs::path shared = tmp.path() / "shared";
+  const fs::path mine = tmp.path() / "mine";
+  ASSERT_EQ(::mkdir(shared.c_str(), 0700), 0);
+  ASSERT_EQ(::chmod(shared.c_str(), 01777), 0);
+  ASSERT_EQ(::mkdir(mine.c_str(), 0700), 0);
+  fs::create_directory_symlink(shared, tmp.path() / "to-shared");
+  fs::create_directory_symlink(mine, tmp.path() / "to-mine");
+
+  const Compiler refused(tmp.path() / "to-shared");
+  EXPECT_FALSE(refused.cache_dir().has_value());
+  EXPECT_TRUE(contains(refused.cache_disabled_reason(), "to-shared"))
+      << refused.cache_disabled_reason();
+  EXPECT_EQ(mode_of(shared), 01777u);
+  refused.compile(axpy_job("sm_80"));
+  EXPECT_TRUE(fs::is_empty(shared));
+
+  const Compiler used(tmp.path() / "to-mine");
+  ASSERT_TRUE(used.cache_dir().has_value()) << used.cache_disabled_reason();
+  EXPECT_FALSE(used.compile(axpy_job("sm_80")).from_cache);
+  EXPECT_TRUE(fs::is_regular_file(mine / (used.cache_key(axpy_job("sm_80")) + ".cubin")));
+}
+
+TEST(CacheDir, PrivateExistingDirIsUsedAsItIs) {
+  for (const unsigned mode : {0700u, 0755u, 02750u}) {
+    Scratch tmp;
+    const fs::path dir = tmp.path() / "private";
+    ASSERT_EQ(::mkdir(dir.c_str(), 0700), 0);
+    ASSERT_EQ(::chmod(dir.c_str(), mode), 0);
+    const Compiler compiler(dir);
+    ASSERT_TRUE(compiler.cache_dir().has_value()) << compiler.cache_disabled_reason();
+    EXPECT_FALSE(compiler.compile(axpy_job("sm_80")).from_cache);
+    EXPECT_TRUE(compiler.compile(axpy_job("sm_80")).from_cache);
+    EXPECT_EQ(mode_of(dir), mode) << std::oct << mode;
+  }
+}
+
+TEST(CacheDir, ReasonIsOneLineWhateverTheName) {
+  Scratch tmp;
+  const fs::path dir = tmp.path() / "two\nlines\x1b[2J";
   ASSERT_EQ(::mkdir(dir.c_str(), 0700), 0);
   ASSERT_EQ(::chmod(dir.c_str(), 0777), 0);
   const Compiler compiler(dir);
-  if (compiler.cache_dir()) {
-    EXPECT_EQ(mode_of(dir), 0700u);
-  } else {
-    EXPECT_FALSE(compiler.cache_disabled_reason().empty());
-  }
-  // We own it, so fixing it is what should have happened.
-  EXPECT_TRUE(compiler.cache_dir().has_value()) << compiler.cache_disabled_reason();
+  EXPECT_FALSE(compiler.cache_dir().has_value());
+  const std::string why = compiler.cache_disabled_reason();
+  EXPECT_FALSE(contains(why, "\n")) << why;
+  EXPECT_FALSE(contains(why, "\x1b")) << why;
+  EXPECT_TRUE(contains(why, "two\\nlines")) << why;
 }
 
 TEST(CacheDir, DirOwnedBySomeoneElseIsRefused) {
@@ -472,6 +592,13 @@ TEST(CacheDir, FileInTheWayDisablesTheCache) {
   const Compiler below(tmp.path() / "file" / "sub");
   EXPECT_FALSE(below.cache_dir().has_value());
   EXPECT_FALSE(below.cache_disabled_reason().empty());
+  // A FIFO as the directory: refused at once, never opened for reading.
+  ASSERT_EQ(::mkfifo((tmp.path() / "fifo").c_str(), 0600), 0);
+  bool refused = false;
+  EXPECT_TRUE(returns_within(std::chrono::seconds(30), {tmp.path() / "fifo"}, [&] {
+    refused = !Compiler(tmp.path() / "fifo").cache_dir().has_value();
+  }));
+  EXPECT_TRUE(refused);
 }
 
 TEST(CacheDir, NoDirectoryMeansNoCache) {

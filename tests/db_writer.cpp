@@ -53,7 +53,7 @@ int main(int argc, char** argv) {
     std::set<std::string> done;  // what a resumed sweep skips
     for (int p = 0; p < kProblems; ++p)
       for (const ktune::TrialRecord& t : store.trials(device.key(), "rmsnorm", ktune::DType::bf16,
-                                                      "n=" + std::to_string(p), "h1"))
+                                                      "n=" + std::to_string(p), "h1").rows)
         done.insert(t.params_key);
 
     for (int i = 0; i < count; ++i) {

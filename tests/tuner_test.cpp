@@ -2,11 +2,14 @@
 // are survived and recorded with the right status; a re-run resumes; the best is never a
 // planted one. Skipped (with the reason) without a GPU.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 
+#include <cerrno>
 #include <chrono>
 #include <set>
 
 #include "db/store.hpp"
+#include "ktune/error.hpp"
 #include "runtime/core/device.hpp"
 #include "search/space.hpp"
 #include "tests/support/test_env.hpp"
@@ -38,6 +41,16 @@ constexpr const char* kBroken = R"(
 extern "C" __global__ void planted_broken() { this is not C++; }
 )";
 
+// 2^30 macro expansions that end in one token: minutes of NVRTC preprocessing in little memory.
+std::string slow_to_compile() {
+  std::string s = "#define E0(x) x\n";
+  for (int i = 1; i <= 30; ++i) {
+    s += "#define E" + std::to_string(i) + "(x) E" + std::to_string(i - 1) + "(E" +
+         std::to_string(i - 1) + "(x))\n";
+  }
+  return s + "extern \"C\" __global__ void planted_slow(int* p) { *p = E30(1); }\n";
+}
+
 class Tuner : public ::testing::Test {
  protected:
   void SetUp() override { KTUNE_REQUIRE_GPU(); }
@@ -49,6 +62,7 @@ class Tuner : public ::testing::Test {
     o.dtype = DType::bf16;
     o.db_path = dir.path() / "tune.db";
     o.worker_command = {test::cli_path(), "__worker"};
+    o.compile_command = {test::cli_path(), "__compile"};
     o.cache_dir = dir.path() / "cache";
     o.candidate_timeout_s = 5.0;
     return o;
@@ -111,7 +125,7 @@ TEST_F(Tuner, PlantedFailuresAreSurvivedAndRecorded) {
   Store store = Store::open(o.db_path, Store::Mode::read_only);
   EXPECT_EQ(store.integrity_check(), "ok");
   std::vector<TrialRecord> rows =
-      store.trials(r.device.key(), o.op, o.dtype, r.problem_key, op.template_hash());
+      store.trials(r.device.key(), o.op, o.dtype, r.problem_key, op.template_hash()).rows;
   std::set<std::string> recorded;
   for (const TrialRecord& t : rows) recorded.insert(t.params_key);
   EXPECT_EQ(recorded.size(), space.points().size());
@@ -130,7 +144,8 @@ TEST_F(Tuner, PlantedFailuresAreSurvivedAndRecorded) {
   ASSERT_TRUE(r2.best.has_value());
   std::vector<TrialRecord> rows2 =
       Store::open(o.db_path, Store::Mode::read_only)
-          .trials(r.device.key(), o.op, o.dtype, r.problem_key, op.template_hash());
+          .trials(r.device.key(), o.op, o.dtype, r.problem_key, op.template_hash())
+          .rows;
   EXPECT_EQ(rows2.size(), rows.size()) << "a resumed sweep adds no trials";
 }
 
@@ -155,6 +170,56 @@ TEST_F(Tuner, HangIsKilledWithinTheTimeout) {
   EXPECT_LT(seconds, 3.0 + 30.0) << "killed at the timeout, not later";
   ASSERT_TRUE(r.default_config.has_value());
   EXPECT_EQ(r.default_config->status, TrialStatus::ok);
+}
+
+TEST_F(Tuner, SlowCompileIsStoppedAtTheLimitAndTheSweepGoesOn) {
+  SweepOptions o = options("softmax", "m=7,n=1001");
+  const Op& op = get_op(o.op);
+  Problem problem = op.parse_problem(o.shape);
+  DeviceInfo generic = query_device(0);
+  std::string def = op.params_key(op.default_params(problem, o.dtype, generic));
+  // With budget 3 the exhaustive strategy evaluates the default, then the first two other points.
+  std::vector<std::string> others;
+  for (const Params& p : Space(op, problem, o.dtype, generic).valid_points())
+    if (op.params_key(p) != def && others.size() < 2) others.push_back(op.params_key(p));
+  ASSERT_EQ(others.size(), 2u);
+  o.planted[others[0]] = {slow_to_compile(), "planted_slow"};
+  o.compile_timeout_s = 10.0;
+  o.budget = 3;
+  auto t0 = std::chrono::steady_clock::now();
+  SweepResult r = run_sweep(o);
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::map<std::string, TrialStatus> status = by_key(r);
+  EXPECT_EQ(status[others[0]], TrialStatus::compile_timeout);
+  EXPECT_EQ(status[others[1]], TrialStatus::ok) << "the sweep went on after the timeout";
+  ASSERT_TRUE(r.default_config.has_value());
+  EXPECT_EQ(r.default_config->status, TrialStatus::ok);
+  for (const TrialOutcome& t : r.trials) {
+    if (t.params_key == others[0]) {
+      EXPECT_NE(t.detail.find("within 10 s"), std::string::npos) << t.detail;
+    }
+  }
+  EXPECT_LT(seconds, 10.0 + 60.0) << "stopped at the limit, not later";
+  EXPECT_TRUE(::waitpid(-1, nullptr, WNOHANG) < 0 && errno == ECHILD) << "a child was left behind";
+  Store store = Store::open(o.db_path, Store::Mode::read_only);
+  bool recorded = false;
+  for (const TrialRecord& t :
+       store.trials(r.device.key(), o.op, o.dtype, r.problem_key, op.template_hash()).rows)
+    if (t.params_key == others[0]) recorded = t.status == TrialStatus::compile_timeout;
+  EXPECT_TRUE(recorded);
+}
+
+TEST_F(Tuner, VerificationKernelsCompileUnderTheSameLimit) {
+  SweepOptions o = options("softmax", "m=7,n=1001");
+  o.disk_cache = false;       // every kernel is compiled, none comes from the cache
+  o.compile_timeout_s = 0.01;  // far too short for any compile
+  try {
+    run_sweep(o);
+    FAIL() << "the sweep ran without its reference kernels";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("did not compile in time"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("compile time limit"), std::string::npos) << e.what();
+  }
 }
 
 TEST_F(Tuner, TimeLimitStopsEarlyAndTheNextRunResumes) {

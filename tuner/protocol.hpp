@@ -17,6 +17,7 @@ enum class MessageType : std::uint32_t {
   set_problem = 3,   // -> ok
   evaluate = 4,      // -> Evaluation
   shutdown = 5,
+  compile = 6,       // one compile job to `ktune __compile` -> the kernel or the compile error
   reply_ok = 100,
   reply_error = 101,
 };

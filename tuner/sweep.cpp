@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
+#include <exception>
 #include <limits>
 #include <mutex>
 #include <set>
@@ -15,6 +17,7 @@
 #include "runtime/core/compiler.hpp"
 #include "search/space.hpp"
 #include "search/strategy.hpp"
+#include "tuner/compile_child.hpp"
 #include "tuner/worker_client.hpp"
 
 namespace ktune {
@@ -34,11 +37,16 @@ std::vector<std::string> default_worker_command() {
 }
 
 /// Compiles jobs on background threads; the sweep waits for each in order, so evaluation of the
-/// first candidates overlaps the compilation of the rest.
+/// first candidates overlaps the compilation of the rest. A compile error or timeout belongs to
+/// its candidate; any other failure (the compile child cannot start) ends the sweep in wait().
 class CompilePool {
  public:
   CompilePool(const Compiler& compiler, std::vector<CompileJob> jobs, int threads)
-      : compiler_(compiler), jobs_(std::move(jobs)), done_(jobs_.size()), results_(jobs_.size()) {
+      : compiler_(compiler),
+        jobs_(std::move(jobs)),
+        done_(jobs_.size()),
+        results_(jobs_.size()),
+        failures_(jobs_.size()) {
     int n = threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     n = std::min<int>(n, static_cast<int>(std::max<std::size_t>(jobs_.size(), 1)));
     for (int i = 0; i < n; ++i) threads_.emplace_back([this] { work(); });
@@ -50,6 +58,7 @@ class CompilePool {
   const CompileOutcome& wait(std::size_t i) {
     std::unique_lock<std::mutex> lock(mu_);
     cv_.wait(lock, [&] { return done_[i] != 0; });
+    if (failures_[i]) std::rethrow_exception(failures_[i]);
     return results_[i];
   }
 
@@ -60,15 +69,20 @@ class CompilePool {
       std::size_t i = next_++;
       if (i >= jobs_.size()) return;
       CompileOutcome out;
+      std::exception_ptr failure;
       try {
         out.kernel = compiler_.compile(jobs_[i]);
+      } catch (const CompileTimeout& e) {
+        out.error = e.what();
+        out.timed_out = true;
       } catch (const CompileError& e) {
         out.error = std::string(e.what()) + "\n" + e.log();
-      } catch (const std::exception& e) {
-        out.error = e.what();
+      } catch (...) {
+        failure = std::current_exception();
       }
       std::lock_guard<std::mutex> lock(mu_);
       results_[i] = std::move(out);
+      failures_[i] = failure;
       done_[i] = 1;
       cv_.notify_all();
     }
@@ -78,6 +92,7 @@ class CompilePool {
   std::vector<CompileJob> jobs_;
   std::vector<char> done_;
   std::vector<CompileOutcome> results_;
+  std::vector<std::exception_ptr> failures_;
   std::atomic<std::size_t> next_{0};
   std::atomic<bool> stop_{false};
   std::mutex mu_;
@@ -128,6 +143,9 @@ SweepResult run_sweep(const SweepOptions& o) {
     throw InvalidArgument("database path " + o.db_path.string() + ": directory " + db_dir.string() +
                           " does not exist");
   make_strategy(o.strategy, {}, 0);  // rejects an unknown strategy name before any work
+  if (!(o.compile_timeout_s >= 0) || !std::isfinite(o.compile_timeout_s))
+    throw InvalidArgument("compile time limit " + std::to_string(o.compile_timeout_s) +
+                          " s is not allowed: expected a finite number of seconds, 0 for none");
 
   // ---- device (through the worker: the parent never creates a CUDA context) ----
   WorkerClient worker(o.worker_command.empty() ? default_worker_command() : o.worker_command,
@@ -170,8 +188,18 @@ SweepResult run_sweep(const SweepOptions& o) {
 
   // What the database already holds for this key (resume).
   std::map<std::string, TrialRecord> known;
-  for (TrialRecord& t : store.trials(device_key, res.op, o.dtype, res.problem_key, template_hash))
+  // A row whose parameters are not a point of today's space (a hand-edited or hostile file) is
+  // not resumed: its configuration is measured again. A compile that ran out of time is tried
+  // again too, since this run may allow it longer.
+  for (TrialRecord& t : store.trials(device_key, res.op, o.dtype, res.problem_key, template_hash).rows) {
+    if (t.status == TrialStatus::compile_timeout) continue;
+    try {
+      op.parse_params(t.params_key);
+    } catch (const InvalidArgument&) {
+      continue;
+    }
     known[t.params_key] = std::move(t);
+  }
 
   TrialRecord base;
   base.sweep_id = res.sweep_id;
@@ -274,8 +302,16 @@ SweepResult run_sweep(const SweepOptions& o) {
   const std::size_t offset = all_jobs.size();
   for (CompileJob& j : jobs) all_jobs.push_back(std::move(j));
 
+  // Past the time limit a compile is stopped (its child process is killed): compile_timeout.
   Compiler compiler(o.disk_cache ? (o.cache_dir ? o.cache_dir : Compiler::default_cache_dir())
-                                 : std::nullopt);
+                                 : std::nullopt,
+                    o.compile_timeout_s > 0
+                        ? child_builder(o.compile_command.empty() ? default_compile_command()
+                                                                  : o.compile_command,
+                                        o.compile_timeout_s)
+                        : Compiler::Builder());
+  if (o.disk_cache && o.warn && !compiler.cache_disabled_reason().empty())
+    o.warn(compiler.cache_disabled_reason() + "; kernels compile in memory");
   const Clock::time_point compile_t0 = Clock::now();
   CompilePool pool(compiler, all_jobs, o.jobs);
 
@@ -286,13 +322,17 @@ SweepResult run_sweep(const SweepOptions& o) {
   pr.seed = o.seed + 20241121;
   for (std::size_t i = 0; i < ref_sources.size(); ++i) {
     const CompileOutcome& c = pool.wait(i);
-    if (!c.kernel) throw Error("the reference kernel " + ref_sources[i].name_expression +
-                               " failed to compile: " + c.error);
+    if (!c.kernel)
+      throw Error("the reference kernel " + ref_sources[i].name_expression +
+                  (c.timed_out ? " did not compile in time: " : " failed to compile: ") + c.error);
     pr.reference.push_back(wire(*c.kernel, 0));
   }
   for (std::size_t i = ref_sources.size(); i < offset; ++i) {
     const CompileOutcome& c = pool.wait(i);
-    if (!c.kernel) throw Error("a verification kernel failed to compile: " + c.error);
+    if (!c.kernel)
+      throw Error(std::string(c.timed_out ? "a verification kernel did not compile in time: "
+                                          : "a verification kernel failed to compile: ") +
+                  c.error);
     const std::size_t k = i - ref_sources.size();
     (k == 0 ? pr.fill : k == 1 ? pr.compare : pr.compare_f32) = wire(*c.kernel, 0);
   }
@@ -338,10 +378,13 @@ SweepResult run_sweep(const SweepOptions& o) {
     std::vector<KernelResources> resources;
     double compile_s = 0.0;
     std::string compile_error;
+    bool compile_timed_out = false;
     for (std::size_t k = 0; k < c.jobs.size(); ++k) {
       const CompileOutcome& co = pool.wait(offset + c.jobs[k]);
       if (!co.kernel) {
         compile_error = co.error;
+        compile_timed_out = co.timed_out;
+        if (co.timed_out) compile_s += o.compile_timeout_s;  // the time it was given
         break;
       }
       compile_s += co.kernel->seconds;
@@ -350,7 +393,7 @@ SweepResult run_sweep(const SweepOptions& o) {
     }
     if (!resources.empty()) t.resources = resources.front();
     if (!compile_error.empty()) {
-      t.status = TrialStatus::compile_error;
+      t.status = compile_timed_out ? TrialStatus::compile_timeout : TrialStatus::compile_error;
       t.detail = compile_error;
     } else if (std::optional<std::string> why =
                    op.invalid_after_compile(c.params, problem, o.dtype, device, resources)) {
@@ -400,9 +443,13 @@ SweepResult run_sweep(const SweepOptions& o) {
       } else {  // resumed from the database: compile (a cache hit, normally) again
         req.params_key = t->params_key;
         std::vector<KernelSource> ks = op.kernels(t->params, problem, o.dtype);
-        for (std::size_t k = 0; k < ks.size(); ++k)
-          req.kernels.push_back(wire(compiler.compile({ks[k], arch, {}}),
-                                     op.dynamic_shared_bytes(t->params, problem, o.dtype, k)));
+        try {
+          for (std::size_t k = 0; k < ks.size(); ++k)
+            req.kernels.push_back(wire(compiler.compile({ks[k], arch, {}}),
+                                       op.dynamic_shared_bytes(t->params, problem, o.dtype, k)));
+        } catch (const CompileError&) {
+          continue;  // (a timeout included) it keeps the time recorded when it was measured
+        }
       }
       req.timing = longer;
       WorkerClient::Outcome w = worker.evaluate(req, o.candidate_timeout_s);

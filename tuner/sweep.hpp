@@ -48,13 +48,17 @@ struct SweepOptions {
   bool create_db_directory = false;       // create db_path's directory once a device is found
   int device = 0;
   double candidate_timeout_s = 20.0;      // verification + timing of one candidate
+  double compile_timeout_s = 120.0;       // NVRTC time per kernel, in a child process (past it:
+                                          // compile_timeout); 0: no limit, compiled in this process
   int retime_top = 3;                     // leaders re-timed before the best is chosen
   std::string command_line;
   std::vector<std::string> worker_command;  // default: this executable with "__worker"
+  std::vector<std::string> compile_command;  // default: this executable with "__compile"
   std::optional<std::filesystem::path> cache_dir;  // default: Compiler::default_cache_dir()
   bool disk_cache = true;
   std::map<std::string, PlantedKernel> planted;     // params key -> kernel (tests)
   std::function<void(const SweepProgress&)> progress;
+  std::function<void(const std::string&)> warn;   // one-line warnings (compile cache not used)
 };
 
 struct TrialOutcome {

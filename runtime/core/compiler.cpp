@@ -11,6 +11,7 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
@@ -22,6 +23,7 @@
 
 #include "ktune/error.hpp"
 #include "runtime/core/hash.hpp"
+#include "runtime/core/types.hpp"
 #include "templates/embedded.hpp"
 
 #ifndef KTUNE_VERSION
@@ -337,8 +339,10 @@ class Fd {
   ~Fd() {
     if (fd_ >= 0) ::close(fd_);
   }
+  Fd(Fd&& o) noexcept : fd_(o.release()) {}
   Fd(const Fd&) = delete;
   Fd& operator=(const Fd&) = delete;
+  Fd& operator=(Fd&&) = delete;
   int get() const { return fd_; }
   int release() { return std::exchange(fd_, -1); }
 
@@ -346,11 +350,20 @@ class Fd {
   int fd_;
 };
 
-std::optional<std::string> read_file(const fs::path& path) {
-  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
-  if (fd.get() < 0) return std::nullopt;
+// Opens a file of the cache directory only if it is a regular file. O_NONBLOCK: a FIFO planted
+// under an entry's name would otherwise block open() until some writer appears; the type is
+// checked on the opened descriptor, so a swap after a check cannot matter.
+Fd open_regular(int dir, const std::string& name, int flags) {
+  Fd fd(::openat(dir, name.c_str(), flags | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0600));
   struct stat st {};
-  if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size < 0 ||
+  if (fd.get() < 0 || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return Fd(-1);
+  return fd;
+}
+
+std::optional<std::string> read_file(int dir, const std::string& name) {
+  const Fd fd = open_regular(dir, name, O_RDONLY);
+  struct stat st {};
+  if (fd.get() < 0 || ::fstat(fd.get(), &st) != 0 || st.st_size < 0 ||
       static_cast<std::uint64_t>(st.st_size) > kMaxEntryBytes) {
     return std::nullopt;
   }
@@ -365,8 +378,9 @@ std::optional<std::string> read_file(const fs::path& path) {
   return data;
 }
 
-std::optional<CompiledKernel> load_entry(const fs::path& path, const std::string& key) {
-  const std::optional<std::string> data = read_file(path);
+std::optional<CompiledKernel> load_entry(int dir, const std::string& name,
+                                         const std::string& key) {
+  const std::optional<std::string> data = read_file(dir, name);
   if (!data) return std::nullopt;
   return decode_entry(*data, key);
 }
@@ -381,30 +395,44 @@ bool write_all(int fd, std::string_view data) {
   return true;
 }
 
+// A new temporary file beside the entries (mkstemp has no *at form): O_EXCL with a name made
+// unique by process, counter and clock.
+Fd create_temp(int dir, const std::string& key, std::string& name) {
+  static std::atomic<unsigned> counter{0};
+  for (int attempt = 0; attempt < 16; ++attempt) {
+    const auto ticks = std::chrono::steady_clock::now().time_since_epoch().count();
+    name = key + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++) + "." +
+           std::to_string(ticks % 1000000007);
+    Fd fd(::openat(dir, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
+    if (fd.get() >= 0 || errno != EEXIST) return fd;
+  }
+  return Fd(-1);
+}
+
 // Best effort: a cache that cannot be written (disk full, read-only) only costs a recompile.
-void store_entry(const fs::path& dir, const fs::path& path, const std::string& key,
+void store_entry(int dir, const std::string& name, const std::string& key,
                  const CompiledKernel& k) {
-  std::string temp = (dir / (key + ".tmp.XXXXXX")).string();
-  Fd fd(::mkstemp(temp.data()));
+  std::string temp;
+  Fd fd = create_temp(dir, key, temp);
   if (fd.get() < 0) return;
   const bool written = write_all(fd.get(), encode_entry(key, k)) && ::fsync(fd.get()) == 0 &&
                        ::close(fd.release()) == 0;
-  if (!written || ::rename(temp.c_str(), path.c_str()) != 0) {
-    ::unlink(temp.c_str());
+  if (!written || ::renameat(dir, temp.c_str(), dir, name.c_str()) != 0) {
+    ::unlinkat(dir, temp.c_str(), 0);
     return;
   }
   // Make the rename itself durable, so a power loss cannot leave a torn directory entry.
-  Fd dir_fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (dir_fd.get() >= 0) ::fsync(dir_fd.get());
+  ::fsync(dir);
 }
 
 // An exclusive flock on <key>.lock, held while one process builds the entry. Lock files are
-// never removed: removing them would let two builders lock different inodes.
+// never removed: removing them would let two builders lock different inodes. Anything but a
+// regular file there (a FIFO, a directory) leaves the build unlocked: at worst two processes
+// build the same entry.
 class EntryLock {
  public:
-  explicit EntryLock(const fs::path& path)
-      : fd_(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600)) {
-    if (fd_.get() < 0) return;  // unlocked: at worst two processes build the same entry
+  EntryLock(int dir, const std::string& name) : fd_(open_regular(dir, name, O_RDWR | O_CREAT)) {
+    if (fd_.get() < 0) return;
     while (::flock(fd_.get(), LOCK_EX) != 0 && errno == EINTR) {
     }
   }
@@ -415,62 +443,103 @@ class EntryLock {
 
 std::string errno_text(int e) { return std::strerror(e); }
 
-// Creates `dir` (and missing parents) with mode 0700 and checks that it is ours and private.
-// Returns why the cache cannot use it, or an empty string.
-std::string prepare_cache_dir(const fs::path& dir) {
-  if (dir.empty()) return "the cache directory path is empty";
+std::string octal_mode(mode_t m) {
+  char buf[8];
+  std::snprintf(buf, sizeof buf, "%04o", static_cast<unsigned>(m & 07777));
+  return buf;
+}
+
+// Opens the cache directory, creating missing components with mode 0700 (less under a stricter
+// umask). The mode of an existing directory is never changed: it may be /tmp or a shared
+// directory that other users depend on. The checks run on the opened descriptor, which every
+// later access goes through, so the directory cannot be swapped after the check. Returns the
+// descriptor, or -1 with `why` set to one line naming the directory.
+int open_cache_dir(const fs::path& dir, std::string& why) {
+  const std::string name = "compile cache " + quoted(dir.string(), 256) + " not used: ";
+  if (dir.empty()) {
+    why = "compile cache not used: the directory path is empty";
+    return -1;
+  }
   fs::path prefix;
   for (const fs::path& part : dir) {
     prefix /= part;
     if (::mkdir(prefix.c_str(), 0700) != 0 && errno != EEXIST) {
-      return "cannot create " + prefix.string() + ": " + errno_text(errno);
+      why = name + "cannot create " + quoted(prefix.string(), 256) + ": " + errno_text(errno);
+      return -1;
     }
   }
+  // Follows a symlink: what is checked and used is its target.
+  Fd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (fd.get() < 0) {
+    why = name + (errno == ENOTDIR ? std::string("not a directory") : errno_text(errno));
+    return -1;
+  }
   struct stat st {};
-  if (::stat(dir.c_str(), &st) != 0) return "cannot stat " + dir.string() + ": " + errno_text(errno);
-  if (!S_ISDIR(st.st_mode)) return dir.string() + " is not a directory";
+  if (::fstat(fd.get(), &st) != 0) {
+    why = name + "cannot stat it: " + errno_text(errno);
+    return -1;
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    why = name + "not a directory";
+    return -1;
+  }
   if (st.st_uid != ::geteuid()) {
-    return dir.string() + " is owned by uid " + std::to_string(st.st_uid) +
-           ", not by this user (uid " + std::to_string(::geteuid()) + ")";
+    why = name + "owned by uid " + std::to_string(st.st_uid) + ", not by this user (uid " +
+          std::to_string(::geteuid()) + ")";
+    return -1;
   }
-  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0 && ::chmod(dir.c_str(), 0700) != 0) {
-    return dir.string() + " is writable by group or others and chmod 0700 failed: " +
-           errno_text(errno);
+  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+    why = name + "writable by group or others (mode " + octal_mode(st.st_mode) + ")";
+    return -1;
   }
-  if (::access(dir.c_str(), W_OK | X_OK) != 0) {
-    return dir.string() + " is not writable: " + errno_text(errno);
+  if (::faccessat(fd.get(), ".", R_OK | W_OK | X_OK, AT_EACCESS) != 0) {
+    why = name + "not usable by this user (mode " + octal_mode(st.st_mode) + "): " +
+          errno_text(errno);
+    return -1;
   }
-  return {};
+  return fd.release();
 }
 
 }  // namespace
 
-Compiler::Compiler(std::optional<fs::path> cache_dir) {
+struct Compiler::OpenDir {
+  explicit OpenDir(int f) : fd(f) {}
+  ~OpenDir() { ::close(fd); }
+  OpenDir(const OpenDir&) = delete;
+  OpenDir& operator=(const OpenDir&) = delete;
+  int fd;
+};
+
+Compiler::Compiler(std::optional<fs::path> cache_dir, Builder builder)
+    : builder_(std::move(builder)) {
   if (!cache_dir) {
     cache_disabled_reason_ =
-        "no cache directory (none given, or none of $KTUNE_CACHE_DIR, $XDG_CACHE_HOME, $HOME "
-        "is set)";
+        "no compile cache directory (none given, or none of $KTUNE_CACHE_DIR, $XDG_CACHE_HOME, "
+        "$HOME is set)";
     return;
   }
-  const std::string why = prepare_cache_dir(*cache_dir);
-  if (why.empty()) {
-    cache_dir_ = std::move(cache_dir);
-  } else {
-    cache_disabled_reason_ = why;
-  }
+  const int fd = open_cache_dir(*cache_dir, cache_disabled_reason_);
+  if (fd < 0) return;
+  dir_ = std::make_shared<const OpenDir>(fd);
+  cache_dir_ = std::move(cache_dir);
 }
 
 CompiledKernel Compiler::compile(const CompileJob& job) const {
   const Prepared p = prepare(job);
-  if (!cache_dir_) return build(p, job);
+  const auto build_one = [&] {
+    CompiledKernel k = builder_ ? builder_(job) : build(p, job);
+    k.from_cache = false;
+    return k;
+  };
+  if (!dir_) return build_one();
   const std::string key = key_of(p, job);
-  const fs::path entry = *cache_dir_ / (key + ".cubin");
-  if (auto hit = load_entry(entry, key)) return *std::move(hit);
-  const EntryLock lock(*cache_dir_ / (key + ".lock"));
+  const std::string entry = key + ".cubin";
+  if (auto hit = load_entry(dir_->fd, entry, key)) return *std::move(hit);
+  const EntryLock lock(dir_->fd, key + ".lock");
   // Another process may have built it while we waited for the lock.
-  if (auto hit = load_entry(entry, key)) return *std::move(hit);
-  CompiledKernel k = build(p, job);
-  store_entry(*cache_dir_, entry, key, k);
+  if (auto hit = load_entry(dir_->fd, entry, key)) return *std::move(hit);
+  CompiledKernel k = build_one();
+  store_entry(dir_->fd, entry, key, k);
   return k;
 }
 
@@ -526,6 +595,9 @@ std::vector<CompileOutcome> compile_parallel(const Compiler& compiler,
       CompileOutcome& out = outcomes[i];
       try {
         out.kernel = compiler.compile(jobs[i]);
+      } catch (const CompileTimeout& e) {
+        out.error = e.what();
+        out.timed_out = true;
       } catch (const CompileError& e) {
         out.error = std::string(e.what()) + "\n" + e.log();
       } catch (const std::exception& e) {

@@ -22,6 +22,82 @@ std::optional<DType> parse_dtype(std::string_view s) {
   return std::nullopt;
 }
 
+std::size_t utf8_sequence(std::string_view s, std::size_t i) {
+  const auto byte = [&](std::size_t k) { return static_cast<unsigned char>(s[k]); };
+  const unsigned char c = byte(i);
+  std::size_t n = 0;
+  unsigned char lo = 0x80, hi = 0xbf;  // allowed range of the second byte
+  if (c >= 0xc2 && c <= 0xdf) {
+    n = 2;
+  } else if (c >= 0xe0 && c <= 0xef) {
+    n = 3;
+    if (c == 0xe0) lo = 0xa0;  // overlong
+    if (c == 0xed) hi = 0x9f;  // surrogates
+  } else if (c >= 0xf0 && c <= 0xf4) {
+    n = 4;
+    if (c == 0xf0) lo = 0x90;  // overlong
+    if (c == 0xf4) hi = 0x8f;  // beyond U+10FFFF
+  } else {
+    return 0;
+  }
+  if (i + n > s.size() || byte(i + 1) < lo || byte(i + 1) > hi) return 0;
+  for (std::size_t k = 2; k < n; ++k)
+    if (byte(i + k) < 0x80 || byte(i + k) > 0xbf) return 0;
+  return n;
+}
+
+namespace {
+
+void append_escape(std::string& out, unsigned char c) {
+  static const char hex[] = "0123456789abcdef";
+  switch (c) {
+    case '\n': out += "\\n"; return;
+    case '\r': out += "\\r"; return;
+    case '\t': out += "\\t"; return;
+    default:
+      out += "\\x";
+      out += hex[c >> 4];
+      out += hex[c & 15];
+  }
+}
+
+}  // namespace
+
+std::string printable(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (std::size_t i = 0; i < s.size();) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c < 0x80) {
+      if (c < 0x20 || c == 0x7f)
+        append_escape(out, c);
+      else
+        out += static_cast<char>(c);
+      ++i;
+      continue;
+    }
+    const std::size_t n = utf8_sequence(s, i);
+    // C1 controls (U+0080..U+009F, encoded C2 80..C2 9F) act on terminals like ESC sequences.
+    const bool c1 = n == 2 && c == 0xc2 && static_cast<unsigned char>(s[i + 1]) < 0xa0;
+    if (n == 0 || c1) {
+      append_escape(out, c);
+      ++i;
+      continue;
+    }
+    out.append(s.substr(i, n));
+    i += n;
+  }
+  return out;
+}
+
+std::string quoted(std::string_view s, std::size_t max) {
+  if (s.size() <= max) return "\"" + printable(s) + "\"";
+  std::size_t cut = max;
+  // Do not split a UTF-8 sequence: back up to the start of the character at the cut.
+  while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xc0) == 0x80) --cut;
+  return "\"" + printable(s.substr(0, cut)) + "...\" (" + std::to_string(s.size()) + " bytes)";
+}
+
 std::string DeviceInfo::arch() const {
   std::string a = "sm_" + std::to_string(cc_major) + std::to_string(cc_minor);
   // sm_90a unlocks wgmma/setmaxnreg; its CUBIN runs only on 9.0, which is what we compile for.

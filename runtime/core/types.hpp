@@ -18,6 +18,19 @@ std::size_t dtype_size(DType t);
 /// Parses "bf16", "fp16"/"f16", "fp32"/"f32"; nullopt otherwise.
 std::optional<DType> parse_dtype(std::string_view s);
 
+/// Length of the well-formed UTF-8 sequence of 2 to 4 bytes starting at s[i], or 0 when none
+/// starts there (ASCII, a stray continuation byte, an overlong form, a surrogate, > U+10FFFF).
+std::size_t utf8_sequence(std::string_view s, std::size_t i);
+
+/// `s` safe for a terminal: control characters (C0, DEL, C1) and bytes that are not UTF-8 become
+/// escapes (\n, \t, \x1b), so text from a file or the environment cannot move the cursor,
+/// change colours or forge lines. Valid UTF-8 passes through.
+std::string printable(std::string_view s);
+
+/// A value for an error message: printable(), in double quotes, cut to `max` bytes with the full
+/// size noted ("aaaa..." (100000 bytes)), so that a message stays one short line.
+std::string quoted(std::string_view s, std::size_t max = 64);
+
 /// What identifies a GPU for tuning purposes, plus the limits `valid()` needs.
 struct DeviceInfo {
   std::string name;                   // e.g. "NVIDIA H100 80GB HBM3"

@@ -128,6 +128,8 @@ MatchInfo Runtime::query(std::string_view op, std::string_view shape, DType dtyp
   return impl_->query(op, shape, dtype);
 }
 
+RuntimeStatus Runtime::status() { return impl_->status(); }
+
 void Runtime::reset() { impl_->reset(); }
 
 void Runtime::configure(RuntimeOptions options) { impl_->configure(std::move(options)); }

@@ -1,9 +1,11 @@
 // The C API: every call catches, records the message for ktune_last_error(), and returns a code.
+#include <algorithm>
 #include <cstring>
 #include <string>
 
 #include "ktune/ktune.h"
 #include "ktune/ktune.hpp"
+#include "runtime/dispatch/planner.hpp"
 
 namespace {
 
@@ -119,6 +121,23 @@ ktune_status ktune_query(const char* op, const char* shape, ktune_dtype dtype, k
       std::memcpy(params, info.params.data(), n);
       params[n] = '\0';
     }
+  });
+}
+
+ktune_status ktune_runtime_report(char* text, size_t size, size_t* needed) {
+  return guarded([&] {
+    if (text == nullptr && size > 0)
+      throw ktune::InvalidArgument("ktune_runtime_report: text is null but size is " +
+                                   std::to_string(size) + " (pass size 0 to ask for the length)");
+    const std::string report = ktune::status_report(ktune::Runtime::global().status());
+    if (needed) *needed = report.size() + 1;
+    if (size == 0) return;
+    std::size_t n = std::min(size - 1, report.size());
+    // Cut before a UTF-8 continuation byte, so that the text stays valid UTF-8.
+    if (n < report.size())
+      while (n > 0 && (static_cast<unsigned char>(report[n]) & 0xc0) == 0x80) --n;
+    std::memcpy(text, report.data(), n);
+    text[n] = '\0';
   });
 }
 

@@ -1,10 +1,17 @@
 #include "runtime/dispatch/lookup.hpp"
 
 #include <cmath>
+#include <cstdio>
+#include <functional>
 #include <limits>
 #include <optional>
+#include <string_view>
+#include <system_error>
+#include <utility>
 
 #include "ktune/error.hpp"
+
+namespace fs = std::filesystem;
 
 namespace ktune {
 
@@ -22,42 +29,198 @@ double problem_distance(const Op& op, const Problem& a, const Problem& b) {
   return std::sqrt(sum);
 }
 
-TuningDatabases::TuningDatabases(std::filesystem::path user,
-                                 std::vector<std::filesystem::path> shipped) {
-  std::vector<std::filesystem::path> paths;
-  if (!user.empty()) paths.push_back(std::move(user));
-  for (auto& p : shipped) paths.push_back(std::move(p));
-  for (auto& p : paths) {
-    Entry e;
-    e.path = p;
-    std::error_code ec;
-    if (std::filesystem::exists(p, ec)) {
-      try {
-        e.store = std::make_unique<Store>(Store::open(p, Store::Mode::read_only));
-      } catch (const std::exception& err) {
-        notes_.push_back("skipping database " + p.string() + ": " + err.what());
-      }
-    }
-    dbs_.push_back(std::move(e));
+const char* database_state_name(DatabaseStatus::State s) {
+  switch (s) {
+    case DatabaseStatus::State::loaded: return "loaded";
+    case DatabaseStatus::State::missing: return "missing";
+    case DatabaseStatus::State::refused: return "refused";
   }
+  return "?";
 }
 
 namespace {
 
-// The parameters of a database row, if they are a valid point for this problem and device.
-std::optional<Params> usable(const Op& op, const std::string& params_key, DType dtype,
-                             const Problem& problem, const DeviceInfo& device) {
-  Params p;
-  try {
-    p = op.parse_params(params_key);
-  } catch (const InvalidArgument&) {
+// Text from a database, an exception or the file system as one printable line of at most `max`
+// bytes: a hostile value must neither flood a log nor drive the terminal.
+std::string one_line(std::string_view s, std::size_t max = 240) {
+  if (s.size() <= max) return printable(s);
+  std::size_t cut = max;
+  while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xc0) == 0x80) --cut;
+  return printable(s.substr(0, cut)) + "... (" + std::to_string(s.size()) + " bytes)";
+}
+
+// The message of `err` without a leading `prefix` (which repeats what the caller already says:
+// the database path, or the whole value that failed to parse).
+std::string message_after(const std::exception& err, const std::string& prefix) {
+  std::string_view m = err.what();
+  if (m.size() >= prefix.size() && m.compare(0, prefix.size(), prefix) == 0)
+    m.remove_prefix(prefix.size());
+  return one_line(m);
+}
+
+std::string database_message(const std::exception& err, const fs::path& path) {
+  return message_after(err, "tuning database " + path.string() + ": ");
+}
+
+// Why `path` cannot hold a database (not a regular file: a FIFO would block the open forever),
+// or nullopt. Sets *missing when there is nothing there.
+std::optional<std::string> file_reason(const fs::path& path, bool* missing) {
+  *missing = false;
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  if (st.type() == fs::file_type::not_found) {
+    std::error_code lec;
+    if (fs::is_symlink(fs::symlink_status(path, lec)))
+      return std::string("is a symbolic link to a file that does not exist");
+    *missing = true;
     return std::nullopt;
   }
-  if (op.check_params(p) || op.invalid_reason(p, problem, dtype, device)) return std::nullopt;
-  return p;
+  if (ec) return "cannot be examined: " + one_line(ec.message());
+  switch (st.type()) {
+    case fs::file_type::regular: return std::nullopt;
+    case fs::file_type::directory: return std::string("is a directory, not a database file");
+    case fs::file_type::fifo: return std::string("is a FIFO (named pipe), not a regular file");
+    case fs::file_type::socket: return std::string("is a socket, not a regular file");
+    case fs::file_type::block: return std::string("is a block device, not a regular file");
+    case fs::file_type::character: return std::string("is a character device, not a regular file");
+    default: return std::string("is not a regular file");
+  }
+}
+
+std::string op_names() {
+  std::string out;
+  for (const Op* op : all_ops()) {
+    if (!out.empty()) out += ", ";
+    out += op->name();
+  }
+  return out;
+}
+
+// The identity of a best row (its primary key), hashed: a hostile key may be megabytes long.
+std::string best_id(const BestRecord& r) {
+  std::size_t h = 0;
+  const auto mix = [&](std::string_view s) {
+    h ^= std::hash<std::string_view>{}(s) + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+  };
+  for (const std::string* s : {&r.device_key, &r.op, &r.problem_key, &r.template_hash}) mix(*s);
+  mix(dtype_name(r.dtype));
+  return "b:" + std::to_string(h);
+}
+
+std::string describe(const BestRecord& r) {
+  return "best row " + ktune::quoted(r.op, 40) + " " + dtype_name(r.dtype) + " " + ktune::quoted(r.problem_key) +
+         " on " + ktune::quoted(r.device_key, 80);
 }
 
 }  // namespace
+
+std::string database_line(const DatabaseStatus& s) {
+  std::string line = "database " + printable(s.path) + ": " + database_state_name(s.state);
+  if (s.state == DatabaseStatus::State::missing && !s.reason.empty()) line += " (" + s.reason + ")";
+  if (s.state == DatabaseStatus::State::refused) line += ": " + s.reason;
+  return line;
+}
+
+std::optional<std::string> keys_reason(const std::string& op_name, DType dtype,
+                                       const std::string& problem_key,
+                                       const std::string& params_key) {
+  const Op* op = find_op(op_name);
+  if (op == nullptr) return "unknown op " + ktune::quoted(op_name) + " (ops: " + op_names() + ")";
+  const std::string name(op->name());
+  bool dtype_ok = false;
+  std::string dtypes;
+  for (DType t : op->dtypes()) {
+    dtype_ok = dtype_ok || t == dtype;
+    dtypes += dtypes.empty() ? "" : ", ";
+    dtypes += dtype_name(t);
+  }
+  if (!dtype_ok)
+    return std::string("dtype ") + dtype_name(dtype) + " is not one of " + name + "'s (" +
+           dtypes + ")";
+  try {
+    op->parse_problem(problem_key);
+  } catch (const InvalidArgument& e) {
+    return "problem_key " + ktune::quoted(problem_key) + " is not a problem of " + name + ": " +
+           message_after(e, "invalid shape \"" + problem_key + "\" for " + name + ": ");
+  }
+  try {
+    op->parse_params(params_key);
+  } catch (const InvalidArgument& e) {
+    return "params_key " + ktune::quoted(params_key) + " is outside the space of " + name + ": " +
+           message_after(e, "invalid parameters \"" + params_key + "\" for " + name + ": ");
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> best_row_reason(const BestRecord& row) {
+  if (find_op(row.op) != nullptr && (!std::isfinite(row.median_us) || row.median_us < 0)) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%g", row.median_us);
+    return std::string("median_us is ") + buf + ", expected a finite value >= 0";
+  }
+  return keys_reason(row.op, row.dtype, row.problem_key, row.params_key);
+}
+
+TuningDatabases::TuningDatabases(fs::path user, std::vector<fs::path> shipped, Sink sink)
+    : sink_(std::move(sink)) {
+  std::vector<fs::path> paths;
+  const bool has_user = !user.empty();
+  if (has_user) paths.push_back(std::move(user));
+  for (auto& p : shipped) paths.push_back(std::move(p));
+  for (std::size_t i = 0; i < paths.size(); ++i) {
+    Entry e;
+    e.path = paths[i];
+    e.status.path = e.path.string();
+    bool missing = false;
+    if (std::optional<std::string> why = file_reason(e.path, &missing)) {
+      e.status.state = DatabaseStatus::State::refused;
+      e.status.reason = *why;
+    } else if (missing) {
+      e.status.state = DatabaseStatus::State::missing;
+      e.status.reason = has_user && i == 0 ? "not created yet; a sweep creates it" : "no such file";
+    } else {
+      try {
+        e.store = std::make_unique<Store>(Store::open(e.path, Store::Mode::read_only));
+        e.status.state = DatabaseStatus::State::loaded;
+      } catch (const std::exception& err) {
+        e.status.state = DatabaseStatus::State::refused;
+        e.status.reason = database_message(err, e.path);
+      }
+    }
+    if (sink_) sink_(database_line(e.status));
+    dbs_.push_back(std::move(e));
+  }
+}
+
+void TuningDatabases::skip_row(Entry& e, const std::string& id, const std::string& text) const {
+  if (!e.seen.insert(id).second) return;
+  const std::size_t n = ++e.status.skipped_count;
+  if (n <= kMaxListedRows) {
+    e.status.skipped_rows.push_back(text);
+    if (sink_) sink_("database " + printable(e.status.path) + ": skipped " + text);
+  } else if (n == kMaxListedRows + 1 && sink_) {
+    sink_("database " + printable(e.status.path) + ": more than " +
+          std::to_string(kMaxListedRows) + " rows skipped; the others are counted, not listed");
+  }
+}
+
+void TuningDatabases::skip_rows(Entry& e, const std::vector<RowIssue>& issues) const {
+  // The store's reason names the table and rowid itself ("best row 12: ...").
+  for (const RowIssue& i : issues)
+    skip_row(e, "r:" + i.table + ":" + std::to_string(i.rowid), one_line(i.reason));
+}
+
+void TuningDatabases::skip_best(Entry& e, const BestRecord& row, const std::string& why) const {
+  skip_row(e, best_id(row), describe(row) + ": " + why);
+}
+
+void TuningDatabases::query_failed(Entry& e, const std::string& what,
+                                   const std::exception& err) const {
+  const std::string text = what + " failed: " + database_message(err, e.path);
+  if (!e.seen.insert("e:" + text).second) return;
+  e.status.errors.push_back(text);
+  if (sink_) sink_("database " + printable(e.status.path) + ": " + text);
+}
 
 LookupResult TuningDatabases::find(const Op& op, DType dtype, const Problem& problem,
                                    const DeviceInfo& device) {
@@ -66,61 +229,88 @@ LookupResult TuningDatabases::find(const Op& op, DType dtype, const Problem& pro
   const std::string device_key = device.key();
   const std::string arch = device.arch();
   const std::string op_name(op.name());
+  const std::string what = op_name + " " + dtype_name(dtype);
 
   // 1. Exact: the user's database first, then the shipped ones.
-  for (const Entry& e : dbs_) {
+  for (Entry& e : dbs_) {
     if (!e.store) continue;
+    std::vector<RowIssue> issues;
     std::optional<BestRecord> b;
     try {
-      b = e.store->best(device_key, op_name, dtype, key, hash);
-    } catch (const std::exception&) {
-      continue;  // a database that fails mid-read is skipped like a missing one
+      b = e.store->best(device_key, op_name, dtype, key, hash, &issues);
+    } catch (const std::exception& err) {
+      query_failed(e, "the exact lookup of " + what, err);
+      continue;
     }
+    skip_rows(e, issues);
     if (!b) continue;
-    if (std::optional<Params> p = usable(op, b->params_key, dtype, problem, device)) {
-      return {Match::exact, *p, b->problem_key, b->device_key, e.path.string(), b->median_us};
+    if (std::optional<std::string> why = best_row_reason(*b)) {
+      skip_best(e, *b, *why);
+      continue;
     }
+    Params p = op.parse_params(b->params_key);
+    if (std::optional<std::string> why = op.invalid_reason(p, problem, dtype, device)) {
+      // Measured on this device for this very problem, so it should fit: the row is bad.
+      skip_best(e, *b,
+                "params_key " + ktune::quoted(b->params_key) + " is invalid for the problem it was "
+                "tuned on, on this device: " + one_line(*why));
+      continue;
+    }
+    return {Match::exact, std::move(p), b->problem_key, b->device_key, e.path.string(),
+            b->median_us};
   }
 
   // 2./3. Nearest problem on this device, then on another device of the same architecture.
   struct Candidate {
     double distance;
     std::size_t db;
+    Params params;
     BestRecord row;
   };
   std::optional<Candidate> same, other;
   for (std::size_t i = 0; i < dbs_.size(); ++i) {
-    if (!dbs_[i].store) continue;
-    std::vector<BestRecord> rows;
+    Entry& e = dbs_[i];
+    if (!e.store) continue;
+    Rows<BestRecord> rows;
     try {
-      rows = dbs_[i].store->bests(op_name, dtype);
-    } catch (const std::exception&) {
+      rows = e.store->bests(op_name, dtype);
+    } catch (const std::exception& err) {
+      query_failed(e, "reading the best rows of " + what, err);
       continue;
     }
-    for (BestRecord& r : rows) {
+    skip_rows(e, rows.skipped);
+    for (BestRecord& r : rows.rows) {
       if (r.template_hash != hash) continue;  // stale: tuned for other kernel code
-      bool this_device = r.device_key == device_key;
-      if (!this_device && r.arch != arch) continue;
-      Problem tuned;
-      try {
-        tuned = op.parse_problem(r.problem_key);
-      } catch (const InvalidArgument&) {
+      if (std::optional<std::string> why = best_row_reason(r)) {
+        skip_best(e, r, *why);
         continue;
       }
-      double d = problem_distance(op, problem, tuned);
+      const bool this_device = r.device_key == device_key;
+      if (!this_device && r.arch != arch) continue;
+      const Problem tuned = op.parse_problem(r.problem_key);
+      const double d = problem_distance(op, problem, tuned);
       if (!std::isfinite(d)) continue;
-      if (!usable(op, r.params_key, dtype, problem, device)) continue;
+      Params p = op.parse_params(r.params_key);
+      if (op.invalid_reason(p, problem, dtype, device)) {
+        // Tuned for another problem (or device), it need not fit this one; that is no fault of
+        // the row. But on this device it must fit the problem it was measured on.
+        if (this_device)
+          if (std::optional<std::string> why = op.invalid_reason(p, tuned, dtype, device))
+            skip_best(e, r,
+                      "params_key " + ktune::quoted(r.params_key) + " is invalid for the problem it "
+                      "was tuned on, on this device: " + one_line(*why));
+        continue;
+      }
       std::optional<Candidate>& slot = this_device ? same : other;
       // Strictly nearer wins; on a tie the earlier database (the user's) keeps its place.
-      if (!slot || d < slot->distance) slot = Candidate{d, i, std::move(r)};
+      if (!slot || d < slot->distance) slot = Candidate{d, i, std::move(p), std::move(r)};
     }
   }
   for (auto* c : {&same, &other}) {
     if (!*c) continue;
-    const Candidate& x = **c;
-    return {c == &same ? Match::nearest_shape : Match::other_device,
-            op.parse_params(x.row.params_key), x.row.problem_key, x.row.device_key,
-            dbs_[x.db].path.string(), x.row.median_us};
+    Candidate& x = **c;
+    return {c == &same ? Match::nearest_shape : Match::other_device, std::move(x.params),
+            x.row.problem_key, x.row.device_key, dbs_[x.db].path.string(), x.row.median_us};
   }
 
   // 4. The built-in default.
@@ -128,6 +318,63 @@ LookupResult TuningDatabases::find(const Op& op, DType dtype, const Problem& pro
   r.kind = Match::default_config;
   r.params = op.default_params(problem, dtype, device);
   return r;
+}
+
+void TuningDatabases::scan() {
+  if (scanned_) return;
+  scanned_ = true;
+  // Stale rows (another template hash) are left alone, as lookups leave them: they were tuned
+  // for another version of the space. Hashing the embedded sources is done once per op.
+  std::vector<std::pair<const Op*, std::string>> hashes;
+  for (const Op* op : all_ops()) hashes.emplace_back(op, op->template_hash());
+  const auto current = [&](const BestRecord& r) {
+    for (const auto& [op, hash] : hashes)
+      if (op->name() == r.op) return r.template_hash == hash;
+    return true;  // an unknown op: best_row_reason says so
+  };
+  for (Entry& e : dbs_) {
+    if (!e.store) continue;
+    try {
+      skip_rows(e, e.store->devices().skipped);
+    } catch (const std::exception& err) {
+      query_failed(e, "reading the devices", err);
+    }
+    try {
+      Rows<BestRecord> rows = e.store->all_bests();
+      skip_rows(e, rows.skipped);
+      for (const BestRecord& r : rows.rows)
+        if (current(r))
+          if (std::optional<std::string> why = best_row_reason(r)) skip_best(e, r, *why);
+    } catch (const std::exception& err) {
+      query_failed(e, "reading the best rows", err);
+    }
+  }
+}
+
+std::vector<DatabaseStatus> TuningDatabases::status() const {
+  std::vector<DatabaseStatus> out;
+  out.reserve(dbs_.size());
+  for (const Entry& e : dbs_) out.push_back(e.status);
+  return out;
+}
+
+std::optional<DeviceInfo> TuningDatabases::find_device(const std::string& name_or_key) const {
+  for (Entry& e : dbs_) {
+    if (!e.store) continue;
+    Rows<DeviceInfo> rows;
+    try {
+      rows = e.store->devices();
+    } catch (const std::exception& err) {
+      query_failed(e, "reading the devices", err);
+      continue;
+    }
+    skip_rows(e, rows.skipped);
+    for (const DeviceInfo& d : rows.rows)
+      if (d.key() == name_or_key) return d;
+    for (const DeviceInfo& d : rows.rows)
+      if (d.name == name_or_key) return d;
+  }
+  return std::nullopt;
 }
 
 }  // namespace ktune

@@ -2,11 +2,17 @@
 // -> nearest tuned problem on another device of the same architecture -> built-in default.
 // Only rows whose template hash matches the compiled-in kernels count (stale rows are skipped),
 // and every parameter read from a database is validated against the op's space first.
+// Nothing is skipped silently: each database's state, each row a lookup skips and each query
+// that fails are recorded with their reasons (status()), and reported once to a sink (the log).
 #pragma once
 
+#include <cstddef>
 #include <filesystem>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "db/store.hpp"
@@ -25,25 +31,72 @@ struct LookupResult {
 };
 
 /// The user's database over the shipped read-only ones, opened read-only for lookups.
-/// A database that cannot be opened (missing, corrupt, foreign) is skipped with a note.
+/// A database that cannot be used (not a regular file, corrupt, foreign, newer schema) is refused
+/// with its reason; a row that cannot be used is skipped alone, with its reason; the rest of its
+/// database stays in use. Not thread-safe (the runtime serialises planning).
 class TuningDatabases {
  public:
-  /// `user` may not exist yet; `shipped` are looked at after it, in order.
-  TuningDatabases(std::filesystem::path user, std::vector<std::filesystem::path> shipped);
+  /// Receives one line for each new fact, once: a database's state when it is opened, a skipped
+  /// row, a failed query. Lines name the database and carry no trailing newline.
+  using Sink = std::function<void(const std::string& line)>;
+
+  /// `user` may not exist yet (state missing, not an error); `shipped` are looked at after it,
+  /// in order.
+  TuningDatabases(std::filesystem::path user, std::vector<std::filesystem::path> shipped,
+                  Sink sink = {});
 
   LookupResult find(const Op& op, DType dtype, const Problem& problem, const DeviceInfo& device);
 
-  /// Why databases were skipped (for logs).
-  const std::vector<std::string>& notes() const { return notes_; }
+  /// Each database in lookup order, its state, and the rows skipped so far (by lookups, and by
+  /// scan() once it has run).
+  std::vector<DatabaseStatus> status() const;
+
+  /// Reads every best and device row of the loaded databases once, so that status() lists every
+  /// row a lookup would skip before any lookup has run (needs no device). Later calls do nothing.
+  void scan();
+
+  /// The fingerprint of a device recorded in these databases whose name or key is
+  /// `name_or_key` (user's database first; in each, a key match before a name match), for
+  /// answering for a GPU that is not here (`ktune best --device NAME`); nullopt when none is.
+  std::optional<DeviceInfo> find_device(const std::string& name_or_key) const;
+
+  /// At most this many skipped rows are kept per database; the others are only counted.
+  static constexpr std::size_t kMaxListedRows = 100;
 
  private:
   struct Entry {
     std::filesystem::path path;
-    std::unique_ptr<Store> store;  // null when it could not be opened
+    std::unique_ptr<Store> store;  // null unless loaded
+    DatabaseStatus status;         // skipped_rows, skipped_count and errors grow as lookups go
+    std::unordered_set<std::string> seen;  // rows and errors already recorded
   };
-  std::vector<Entry> dbs_;
-  std::vector<std::string> notes_;
+
+  void skip_row(Entry& e, const std::string& id, const std::string& text) const;
+  void skip_rows(Entry& e, const std::vector<RowIssue>& issues) const;
+  void skip_best(Entry& e, const BestRecord& row, const std::string& why) const;
+  void query_failed(Entry& e, const std::string& what, const std::exception& err) const;
+
+  // Mutable: a const query (find_device) still records the rows it skips.
+  mutable std::vector<Entry> dbs_;
+  Sink sink_;
+  bool scanned_ = false;
 };
+
+/// "database PATH: loaded", "database PATH: missing (why)" or "database PATH: refused: why".
+std::string database_line(const DatabaseStatus& status);
+
+/// Why a best row can be used by no lookup (an unknown op, a dtype the op does not take, a
+/// problem or params key that does not parse, parameters outside the op's space, a timing that
+/// is not finite and >= 0), or nullopt. Validity on a particular device is checked at lookup
+/// time. Meaningful for rows of the op's current template hash (a stale row was tuned for another
+/// space). Shared by the lookup and `ktune db check`. One line, values quoted and truncated.
+std::optional<std::string> best_row_reason(const BestRecord& row);
+
+/// The device-independent part of best_row_reason, for any row naming a configuration (best and
+/// trial rows): the op is known and takes `dtype`, and both keys parse in its space.
+std::optional<std::string> keys_reason(const std::string& op, DType dtype,
+                                       const std::string& problem_key,
+                                       const std::string& params_key);
 
 /// Distance between two problems of one op: Euclidean in log space over the integer dims;
 /// infinity when an enumerated dim differs.

@@ -39,6 +39,74 @@ const DeviceInfo& Runtime::Impl::device_info(int ordinal) {
   return it->second;
 }
 
+void Runtime::Impl::log_line(const std::string& line) {
+  if (log_ && logged_.insert(line).second) std::fprintf(stderr, "ktune: %s\n", line.c_str());
+}
+
+void Runtime::Impl::ensure_databases() {
+  if (databases_) return;
+  std::filesystem::path user = options_.db_path.empty() ? default_db_path()
+                                                        : std::filesystem::path(options_.db_path);
+  TuningDatabases::Sink sink;
+  if (log_) sink = [this](const std::string& line) { log_line(line); };
+  databases_ = std::make_unique<TuningDatabases>(
+      std::move(user),
+      options_.use_shipped_databases ? shipped_db_paths() : std::vector<std::filesystem::path>{},
+      std::move(sink));
+}
+
+std::string Runtime::Impl::cache_in_use() const {
+  const bool on = compiler_->cache_dir() && compiler_->cache_disabled_reason().empty();
+  return on ? compiler_->cache_dir()->string() : std::string();
+}
+
+std::string Runtime::Impl::cache_note() const {
+  if (!options_.disk_cache) return "turned off (RuntimeOptions::disk_cache is false)";
+  return printable(compiler_->cache_disabled_reason());
+}
+
+void Runtime::Impl::ensure_compiler() {
+  if (compiler_) return;
+  std::optional<std::filesystem::path> dir;
+  if (options_.disk_cache)
+    dir = options_.cache_dir.empty() ? Compiler::default_cache_dir()
+                                     : std::optional<std::filesystem::path>(options_.cache_dir);
+  compiler_ = std::make_unique<Compiler>(dir);
+  const std::string in_use = cache_in_use();
+  log_line(cache_line(in_use, in_use.empty() ? cache_note() : std::string()));
+}
+
+RuntimeStatus Runtime::Impl::status() {
+  std::lock_guard<std::mutex> planning(plan_mu_);
+  ensure_databases();
+  ensure_compiler();
+  databases_->scan();
+  RuntimeStatus s;
+  s.databases = databases_->status();
+  s.cache_dir = cache_in_use();
+  if (s.cache_dir.empty()) s.cache_note = cache_note();
+  return s;
+}
+
+std::string cache_line(const std::string& dir, const std::string& note) {
+  if (!dir.empty()) return "compile cache: " + printable(dir);
+  return "compile cache: off, kernels compile in memory: " + printable(note);
+}
+
+std::string status_report(const RuntimeStatus& status) {
+  std::string out;
+  for (const DatabaseStatus& d : status.databases) {
+    out += database_line(d) + "\n";
+    for (const std::string& e : d.errors) out += "  error: " + e + "\n";
+    for (const std::string& r : d.skipped_rows) out += "  skipped " + r + "\n";
+    if (d.skipped_count > d.skipped_rows.size())
+      out += "  and " + std::to_string(d.skipped_count - d.skipped_rows.size()) +
+             " more skipped rows, not listed\n";
+  }
+  out += cache_line(status.cache_dir, status.cache_note) + "\n";
+  return out;
+}
+
 std::shared_ptr<LoadedKernel> Runtime::Impl::load(const CompileJob& job, unsigned dynamic_shared) {
   CUdevice dev;
   KTUNE_CU(Driver::get().cuCtxGetDevice(&dev));
@@ -72,21 +140,8 @@ std::unique_ptr<Plan> Runtime::Impl::make_plan(const PlanKey& key) {
   }
   const DeviceInfo& device = device_info(key.device);
 
-  if (!databases_) {
-    std::filesystem::path user = options_.db_path.empty() ? default_db_path()
-                                                          : std::filesystem::path(options_.db_path);
-    databases_ = std::make_unique<TuningDatabases>(
-        user, options_.use_shipped_databases ? shipped_db_paths() : std::vector<std::filesystem::path>{});
-    if (log_)
-      for (const std::string& n : databases_->notes()) std::fprintf(stderr, "ktune: %s\n", n.c_str());
-  }
-  if (!compiler_) {
-    std::optional<std::filesystem::path> dir;
-    if (options_.disk_cache)
-      dir = options_.cache_dir.empty() ? Compiler::default_cache_dir()
-                                       : std::optional<std::filesystem::path>(options_.cache_dir);
-    compiler_ = std::make_unique<Compiler>(dir);
-  }
+  ensure_databases();
+  ensure_compiler();
 
   LookupResult found = databases_->find(op, plan->dtype, plan->problem, device);
   plan->params = found.params;

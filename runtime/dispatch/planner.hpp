@@ -12,6 +12,7 @@
 #include <shared_mutex>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "ktune/ktune.hpp"
@@ -78,6 +79,8 @@ class Runtime::Impl {
            const std::uint64_t* tensors, int ntensors, const double* scalars, int nscalars,
            Stream stream, const std::int64_t* layout = nullptr);
   MatchInfo query(std::string_view op, std::string_view shape, DType dtype);
+  /// Opens the databases and the compile cache if not yet and reports them; no CUDA call.
+  RuntimeStatus status();
   void reset();
   void configure(RuntimeOptions options);
 
@@ -88,6 +91,12 @@ class Runtime::Impl {
   const Plan& plan(const PlanKey& key);
   std::unique_ptr<Plan> make_plan(const PlanKey& key);
   const DeviceInfo& device_info(int ordinal);
+  // Both under plan_mu_; they log what they find (KTUNE_LOG).
+  void ensure_databases();
+  void ensure_compiler();
+  std::string cache_in_use() const;  // the cache directory, or "" when compiling in memory
+  std::string cache_note() const;
+  void log_line(const std::string& line);
   std::shared_ptr<LoadedKernel> load(const CompileJob& job, unsigned dynamic_shared);
 
   RuntimeOptions options_;
@@ -100,6 +109,15 @@ class Runtime::Impl {
   std::map<int, DeviceInfo> devices_;
   std::map<std::string, std::weak_ptr<LoadedKernel>> kernels_;
   bool log_ = false;
+  // Lines already logged, so that each fact is logged once per runtime, resets included.
+  std::unordered_set<std::string> logged_;
 };
+
+/// "compile cache: DIR", or "compile cache: off, kernels compile in memory: WHY".
+std::string cache_line(const std::string& dir, const std::string& note);
+
+/// RuntimeStatus as text (ktune_runtime_report): one line per database, its errors and skipped
+/// rows indented under it, then the compile cache. Every line ends with a newline.
+std::string status_report(const RuntimeStatus& status);
 
 }  // namespace ktune

@@ -47,6 +47,12 @@ class CompileError : public Error {
   std::string log_;
 };
 
+/// A compile ran past its time limit and was stopped (the tuner compiles in a child process).
+class CompileTimeout : public CompileError {
+ public:
+  using CompileError::CompileError;
+};
+
 /// A database could not be opened, read or written.
 class DatabaseError : public Error {
  public:

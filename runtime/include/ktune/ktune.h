@@ -83,6 +83,14 @@ ktune_status ktune_flash_attention(const void* q, const void* k, const void* v, 
 ktune_status ktune_query(const char* op, const char* shape, ktune_dtype dtype, ktune_match* match,
                          char* params, size_t params_size);
 
+/* What the runtime consults, as lines of text: each database (loaded, missing or refused, with
+ * the reason; under it the queries that failed and the rows lookups skip, with theirs) and the
+ * compile cache (the directory, or why kernels are compiled in memory). Written NUL-terminated
+ * into text, truncated to size bytes (at a UTF-8 character boundary); text may be NULL when size
+ * is 0. *needed (may be NULL) receives the full length plus one. Opens the databases if no call
+ * has yet; needs no GPU. */
+ktune_status ktune_runtime_report(char* text, size_t size, size_t* needed);
+
 /* Drops every plan and reopens the databases on the next call (after a sweep, say). */
 ktune_status ktune_reset(void);
 

@@ -8,6 +8,7 @@
 // KTUNE_LOG is set.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -35,6 +36,32 @@ struct MatchInfo {
   std::string tuned_device;     // the device key it was tuned on (empty for defaults)
   std::string database;         // the database it came from (empty for defaults)
   double tuned_us = 0.0;        // its measured median time (0 for defaults)
+};
+
+/// One database the runtime consults, and what became of it.
+struct DatabaseStatus {
+  enum class State : int {
+    loaded = 0,   // opened and consulted
+    missing = 1,  // no file there (the user's database before the first sweep): not an error
+    refused = 2   // not used at all: not a regular file, corrupt, foreign, newer schema...
+  };
+  std::string path;
+  State state = State::missing;
+  std::string reason;                     // why it is missing or refused; empty when loaded
+  std::vector<std::string> errors;        // queries that failed on a loaded database, with why;
+                                          // it stays in use for the others
+  std::vector<std::string> skipped_rows;  // rows lookups skip, each with its reason (the first
+                                          // 100: found by lookups so far, and by status())
+  std::size_t skipped_count = 0;          // all skipped rows, listed or not
+};
+/// "loaded", "missing" or "refused".
+const char* database_state_name(DatabaseStatus::State s);
+
+/// What the runtime consults: its databases (the user's first) and its compile cache.
+struct RuntimeStatus {
+  std::vector<DatabaseStatus> databases;
+  std::string cache_dir;   // the on-disk compile cache in use; empty when compiling in memory
+  std::string cache_note;  // why the disk cache is not used, when it is not
 };
 
 struct RuntimeOptions {
@@ -103,6 +130,11 @@ class Runtime {
 
   /// What would be dispatched for `op` on `shape` ("m=16384,n=4096"); plans it if needed.
   MatchInfo query(std::string_view op, std::string_view shape, DType dtype);
+
+  /// The databases and compile cache this runtime uses, opening them if no call has yet, with
+  /// every row of the databases that lookups skip and why. Needs no GPU (creates no CUDA
+  /// context). The same facts are logged once per runtime to stderr when KTUNE_LOG is set.
+  RuntimeStatus status();
 
   /// Drops all plans; databases are reopened on the next call.
   void reset();

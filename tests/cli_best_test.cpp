@@ -1,0 +1,137 @@
+// `ktune best` without a GPU (--device, --arch), and never silent about a database it cannot use.
+#include "db/sqlite.hpp"
+#include "templates/op.hpp"
+#include "tests/cli_test.hpp"
+
+namespace ktune {
+namespace {
+
+namespace fs = std::filesystem;
+using test::Cli;
+using test::CliRun;
+
+const char* kParams = "threads=256,rows=1,vec=8,regs=1";
+
+class Best : public Cli {
+ protected:
+  DeviceInfo h100;
+
+  Best() {
+    h100 = *device_for_arch("sm_90a");
+    h100.name = "NVIDIA H100 80GB HBM3";
+    h100.memory_bytes = 81079LL << 20;
+  }
+
+  // A database where add_rmsnorm m=64,n=4096 is tuned on `h100` with the kernels built in.
+  fs::path tuned_db(const std::string& name = "tuned.db") {
+    const fs::path db = dir.path() / name;
+    Store s = Store::open(db, Store::Mode::read_write);
+    s.upsert_device(h100);
+    TrialRecord t;
+    t.device_key = h100.key();
+    t.op = "add_rmsnorm";
+    t.problem_key = "m=64,n=4096";
+    t.params_key = kParams;
+    t.template_hash = get_op("add_rmsnorm").template_hash();
+    t.median_us = 3.25;
+    s.record_trial(t);
+    return db;
+  }
+};
+
+TEST_F(Best, AnswersForARecordedDeviceWithoutAGpu) {
+  tuned_db();
+  for (const std::string& device : {h100.name, h100.key()}) {
+    CliRun r = ktune("best --op add_rmsnorm --shape m=64,n=4096 --no-shipped --db tuned.db --device '" +
+                     device + "'");
+    EXPECT_EQ(r.code, 0) << r.err;
+    EXPECT_TRUE(contains(r.out, std::string("add_rmsnorm bf16 m=64,n=4096: ") + kParams)) << r.out;
+    EXPECT_TRUE(contains(r.out, "match: exact")) << r.out;
+    EXPECT_TRUE(contains(r.out, "3.25 us")) << r.out;
+    EXPECT_TRUE(r.err.empty()) << r.err;
+  }
+  CliRun near = ktune("best --op add_rmsnorm --shape m=128,n=4096 --no-shipped --db tuned.db --json "
+                      "--device '" + h100.name + "'");
+  EXPECT_EQ(near.code, 0) << near.err;
+  EXPECT_TRUE(contains(near.out, "\"match\":\"nearest_shape\"")) << near.out;
+  EXPECT_TRUE(contains(near.out, "\"device\":\"NVIDIA H100 80GB HBM3\"")) << near.out;
+  CliRun unknown = ktune("best --op add_rmsnorm --no-shipped --db tuned.db --device 'NVIDIA B200'");
+  EXPECT_EQ(unknown.code, 2);
+  EXPECT_TRUE(contains(unknown.err, "--device \"NVIDIA B200\" is recorded in none of the databases"))
+      << unknown.err;
+}
+
+TEST_F(Best, AnswersForAGenericArch) {
+  tuned_db();
+  CliRun r = ktune("best --op add_rmsnorm --shape m=64,n=4096 --no-shipped --db tuned.db --arch sm_90a");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "match: other_device")) << r.out;
+  CliRun a100 = ktune("best --op add_rmsnorm --shape m=64,n=4096 --no-shipped --db tuned.db --arch sm_80");
+  EXPECT_EQ(a100.code, 0) << a100.err;
+  EXPECT_TRUE(contains(a100.out, "match: default")) << a100.out;
+  CliRun both = ktune("best --op add_rmsnorm --arch sm_80 --device x");
+  EXPECT_EQ(both.code, 2);
+  EXPECT_TRUE(contains(both.err, "--device and --arch exclude each other")) << both.err;
+  CliRun bad = ktune("best --op add_rmsnorm --arch sm_42");
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_TRUE(contains(bad.err, "unknown arch \"sm_42\" (allowed: sm_90a, sm_80)")) << bad.err;
+}
+
+TEST_F(Best, ARefusedDatabaseNamedWithDbIsAnError) {
+  { std::ofstream(dir.path() / "junk.db") << std::string(8192, 'j'); }
+  fs::create_directory(dir.path() / "adir.db");
+  for (const char* db : {"junk.db", "adir.db"}) {
+    CliRun r = ktune(std::string("best --op add_rmsnorm --arch sm_90a --no-shipped --db ") + db);
+    EXPECT_EQ(r.code, 4) << db << "\n" << r.out << r.err;
+    EXPECT_TRUE(contains(r.err, "database \"" + std::string(db) + "\" cannot be used: ")) << r.err;
+    EXPECT_EQ(lines(r.err), 1u) << r.err;
+    EXPECT_FALSE(contains(r.out, "match: default")) << r.out;
+  }
+  // Without --arch or --device (the runtime, which needs a GPU for the answer): the refusal
+  // comes first, so it needs none.
+  CliRun runtime = ktune("best --op add_rmsnorm --no-shipped --db junk.db");
+  EXPECT_EQ(runtime.code, 4) << runtime.err;
+  EXPECT_TRUE(contains(runtime.err, "database \"junk.db\" cannot be used: ")) << runtime.err;
+}
+
+TEST_F(Best, OtherDatabasesItCannotUseAreWarnings) {
+  tuned_db();
+  { std::ofstream(dir.path() / "junk.db") << std::string(8192, 'j'); }
+  CliRun shipped = ktune("best --op add_rmsnorm --shape m=64,n=4096 --db tuned.db --device '" + h100.name + "'",
+                         "KTUNE_DB_PATH=" + (dir.path() / "junk.db").string());
+  EXPECT_EQ(shipped.code, 0) << shipped.err;
+  EXPECT_TRUE(contains(shipped.out, "match: exact")) << shipped.out;
+  EXPECT_TRUE(contains(shipped.err, "warning: database \"" + (dir.path() / "junk.db").string() +
+                                        "\" is not used: "))
+      << shipped.err;
+  EXPECT_EQ(lines(shipped.err), 1u) << shipped.err;
+
+  CliRun missing = ktune("best --op add_rmsnorm --arch sm_90a --no-shipped --db nowhere.db");
+  EXPECT_EQ(missing.code, 0) << missing.err;
+  EXPECT_TRUE(contains(missing.err, "warning: database \"nowhere.db\" does not exist")) << missing.err;
+  EXPECT_FALSE(fs::exists(dir.path() / "nowhere.db"));
+}
+
+TEST_F(Best, SkippedRowsAreWarnings) {
+  const fs::path db = tuned_db();
+  {
+    // A second best row with a negative timing: skipped alone by the readers.
+    db::Connection c(db, db::OpenMode::read_write_create);
+    c.exec("INSERT INTO best (device_key, op, dtype, problem_key, template_hash, params_key, "
+            "median_us, trial_id, updated_at) SELECT device_key, op, dtype, 'm=128,n=4096', "
+            "template_hash, params_key, -1, NULL, updated_at FROM best");
+  }
+  CliRun r = ktune("best --op add_rmsnorm --shape m=96,n=4096 --no-shipped --db tuned.db --device '" +
+                   h100.name + "'");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "match: nearest_shape (tuned on m=64,n=4096")) << r.out;
+  EXPECT_TRUE(contains(r.err, "warning: database \"tuned.db\": 1 rows skipped (first: ")) << r.err;
+  EXPECT_EQ(lines(r.err), 1u) << r.err;
+  CliRun list = ktune("db list --db tuned.db");
+  EXPECT_EQ(list.code, 0) << list.err;
+  EXPECT_TRUE(contains(list.err, "warning: 1 rows of \"tuned.db\" skipped")) << list.err;
+  EXPECT_TRUE(contains(list.out, kParams)) << list.out;
+}
+
+}  // namespace
+}  // namespace ktune
