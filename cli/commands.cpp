@@ -247,6 +247,7 @@ int cmd_ops(const Args& args) {
         } else {
           j.field("min", static_cast<long long>(d.min)).field("max", static_cast<long long>(d.max));
         }
+        j.field("lookup", d.matched_exactly() ? "exact" : "nearest");
         j.end_object();
       }
       j.end_array().key("tunables").begin_array();
@@ -272,11 +273,16 @@ int cmd_ops(const Args& args) {
         for (const std::string& s : d.choices) c += (c.empty() ? "" : "|") + s;
         std::printf(" %s=%s", d.name.c_str(), c.c_str());
       } else {
-        std::printf(" %s=%lld..%lld", d.name.c_str(), static_cast<long long>(d.min),
-                    static_cast<long long>(d.max));
+        std::printf(" %s=%lld..%lld%s", d.name.c_str(), static_cast<long long>(d.min),
+                    static_cast<long long>(d.max), d.exact ? " (exact)" : "");
       }
     }
     std::printf("   (default %s)\n", op->problem_key(op->default_problem()).c_str());
+    std::printf("  lookup: a tuned configuration serves the nearest problem with the same");
+    bool any = false;
+    for (const DimSpec& d : op->dims())
+      if (d.matched_exactly()) std::printf("%s %s", any ? "," : "", d.name.c_str()), any = true;
+    std::printf("%s\n", any ? "" : " op");
     std::printf("  dtypes:");
     for (DType t : op->dtypes()) std::printf(" %s", dtype_name(t));
     std::printf("\n  tunables:\n");

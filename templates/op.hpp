@@ -18,6 +18,9 @@ namespace ktune {
 
 /// A problem dimension. Integer dims take a range; enumerated dims take one of `choices`
 /// (stored as the index). `def` is used when a shape string leaves the dim out (nullopt: required).
+/// For the lookup's fallback, a dim is either matched by distance (sizes such as rows, sequence
+/// lengths or tokens: the nearest tuned value serves) or exact (a configuration tuned for one
+/// value is never reused for another: head dims, expert shapes); enumerated dims are exact.
 struct DimSpec {
   std::string name;
   std::int64_t min = 1;
@@ -25,7 +28,9 @@ struct DimSpec {
   std::vector<std::string> choices;  // non-empty: enumerated dimension
   std::optional<std::int64_t> def;   // default value (index for enumerated dims)
   std::string help;
+  bool exact = false;                // integer dims: the lookup never crosses a different value
   bool enumerated() const { return !choices.empty(); }
+  bool matched_exactly() const { return exact || enumerated(); }
 };
 
 /// A tunable parameter and the values the search may give it.

@@ -88,6 +88,38 @@ TEST_F(Lookup, ExactMatchWins) {
   EXPECT_EQ(r.database, db.string());
 }
 
+TEST_F(Lookup, NearestShapeNeverCrossesAnExactDim) {
+  // The shipped H100 database holds d=128 rows; a d=256 problem gets its own default, and a
+  // d=128 problem of another sequence length the nearest d=128 row.
+  const Op& fa = get_op("flash_attention");
+  std::filesystem::path p = dir.path() / "fa.db";
+  {
+    Store s = Store::open(p, Store::Mode::read_write);
+    s.upsert_device(h100);
+    BestRecord b;
+    b.device_key = h100.key();
+    b.op = "flash_attention";
+    b.dtype = DType::bf16;
+    b.problem_key = "b=2,hq=16,hkv=16,nq=4096,nk=4096,d=128,causal=no";
+    // Valid for d=128 and d=256 alike, and not the d=256 default: only the exact dim stops it.
+    b.params_key = "block_m=64,block_n=32,warps=4,stages=2,q_regs=0,smem_pad=0,impl=0";
+    b.template_hash = fa.template_hash();
+    b.median_us = 700.0;
+    s.set_best(b);
+  }
+  TuningDatabases dbs(p, {});
+  const Problem d256 = fa.parse_problem("b=2,hq=16,hkv=16,nq=4096,nk=4096,d=256");
+  LookupResult r = dbs.find(fa, DType::bf16, d256, h100);
+  EXPECT_EQ(r.kind, Match::default_config);
+  EXPECT_EQ(r.params, fa.default_params(d256, DType::bf16, h100));
+  ASSERT_FALSE(fa.invalid_reason(fa.parse_params("block_m=64,block_n=32,warps=4,stages=2,q_regs=0,"
+                                                 "smem_pad=0,impl=0"),
+                                 d256, DType::bf16, h100));
+  EXPECT_NE(fa.params_key(r.params), "block_m=64,block_n=32,warps=4,stages=2,q_regs=0,smem_pad=0,impl=0");
+  const Problem d128 = fa.parse_problem("b=4,hq=16,hkv=16,nq=2048,nk=2048,d=128");
+  EXPECT_EQ(dbs.find(fa, DType::bf16, d128, h100).kind, Match::nearest_shape);
+}
+
 TEST_F(Lookup, NoDatabaseGivesTheDefault) {
   Problem p = problem("m=16384,n=4096");
   TuningDatabases dbs(dir.path() / "missing.db", {});
@@ -206,6 +238,19 @@ TEST(ProblemDistance, EnumeratedDimsMustMatch) {
   EXPECT_DOUBLE_EQ(problem_distance(op, a, a), 0.0);
   Problem c = op.parse_problem("m=128,n=4096,act=silu");
   EXPECT_NEAR(problem_distance(op, a, c), std::log(2.0), 1e-12);
+}
+
+TEST(ProblemDistance, ExactDimsMustMatch) {
+  // A configuration tuned for one head dim is never the nearest shape of another (it was
+  // dispatched for d=256 from a d=128 row, 3.7x slower than a sweep of that shape).
+  const Op& op = get_op("flash_attention");
+  Problem a = op.parse_problem("b=2,hq=16,hkv=16,nq=4096,nk=4096,d=128");
+  Problem b = op.parse_problem("b=2,hq=16,hkv=16,nq=4096,nk=4096,d=256");
+  Problem c = op.parse_problem("b=2,hq=16,hkv=16,nq=2048,nk=2048,d=128");
+  EXPECT_TRUE(std::isinf(problem_distance(op, a, b)));
+  EXPECT_TRUE(std::isfinite(problem_distance(op, a, c)));
+  const std::vector<DimSpec>& dims = op.dims();
+  for (const DimSpec& d : dims) EXPECT_EQ(d.matched_exactly(), d.name == "d" || d.name == "causal") << d.name;
 }
 
 // ---- what the lookup reports (issue 7, finding 5) ----

@@ -19,7 +19,7 @@ double problem_distance(const Op& op, const Problem& a, const Problem& b) {
   const std::vector<DimSpec>& dims = op.dims();
   double sum = 0.0;
   for (std::size_t i = 0; i < dims.size(); ++i) {
-    if (dims[i].enumerated()) {
+    if (dims[i].matched_exactly()) {
       if (a.values[i] != b.values[i]) return std::numeric_limits<double>::infinity();
       continue;
     }

@@ -98,8 +98,8 @@ std::optional<std::string> keys_reason(const std::string& op, DType dtype,
                                        const std::string& problem_key,
                                        const std::string& params_key);
 
-/// Distance between two problems of one op: Euclidean in log space over the integer dims;
-/// infinity when an enumerated dim differs.
+/// Distance between two problems of one op: Euclidean in log space over the dims matched by
+/// distance; infinity when a dim matched exactly (DimSpec::matched_exactly) differs.
 double problem_distance(const Op& op, const Problem& a, const Problem& b);
 
 }  // namespace ktune

@@ -142,7 +142,8 @@ class FlashAttentionOp final : public Op {
                "key/value heads, dividing hq (hq: multi-head, 1: multi-query, else grouped)"},
               {"nq", 1, kMaxSeq, {}, std::nullopt, "query rows"},
               {"nk", 1, kMaxSeq, {}, std::nullopt, "key/value rows"},
-              {"d", 32, 256, {}, std::nullopt, "head dimension: 32, 64, 96, 128 or 256"},
+              {"d", 32, 256, {}, std::nullopt, "head dimension: 32, 64, 96, 128 or 256",
+               /*exact=*/true},
               {"causal", 0, 1, {"no", "yes"}, 0,
                "causal mask, aligned to the bottom right when nq != nk"}},
         tunables_{
