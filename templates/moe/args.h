@@ -1,0 +1,124 @@
+// Arguments of the Mixture-of-Experts kernels, shared by the kernels (NVRTC, nvcc) and host code
+// (g++): no headers, plain types only.
+//
+// One MoE layer, T tokens of hidden size H, E experts of intermediate size I, top-k routing:
+//   y[t] = sum over the k experts e chosen for t of weight[t, e] * (silu(x[t] W1g_e^T) *
+//          (x[t] W1u_e^T)) W2_e^T
+// with w1 [E, 2I, H] (rows 0..I-1 the gate projection, I..2I-1 the up projection) and w2
+// [E, H, I]. A (token, slot) pair p = t * k + s names one of a token's k choices.
+//
+// The kernels, in order (no host synchronisation between them; every grid is sized from the
+// problem's upper bounds and blocks past the device-side counts exit):
+//   1. route:   logits [T, E] -> topk_ids [T, k], topk_weights [T, k]  (skipped when the caller
+//               passes precomputed ids and weights)
+//   2. align:   topk_ids -> the pairs sorted by expert, each expert's list padded to a multiple
+//               of block_m (the GEMMs' row tile), and the expert of each block of block_m rows
+//   3. gemm1:   for each block: rows x[token(pair)] gathered through sorted_pairs, times the
+//               expert's w1, with silu(gate) * up fused into the epilogue -> act [padded, I]
+//   4. gemm2:   act rows times the expert's w2, scaled by the pair's routing weight in fp32 ->
+//               pair_out [T * k, H] at row p (scattered back through sorted_pairs)
+//   5. combine: y[t] = sum over s of pair_out[t * k + s], in slot order (deterministic)
+#pragma once
+
+#if defined(__CUDACC__)
+#define KTUNE_MOE_HD __host__ __device__
+#else
+#define KTUNE_MOE_HD
+#endif
+
+namespace ktune {
+
+/// How tokens choose experts (the problem's `routing` dimension, in this order).
+enum MoeRouting : int {
+  moe_softmax = 0,         // softmax over E, top-k of the probabilities, weights as they are
+  moe_softmax_renorm = 1,  // the same, weights renormalised to sum to 1 over the k (Mixtral)
+  moe_sigmoid_group = 2,   // sigmoid scores; selection on score + correction_bias, limited to
+                           // the topk_group best of n_group expert groups (a group's score is
+                           // the sum of its two best biased scores); weights are the unbiased
+                           // scores renormalised over the k, times routed_scaling (DeepSeek-V3)
+  moe_precomputed = 3,     // ids and weights given by the caller: no route kernel
+};
+
+struct MoeRouteArgs {
+  const float* logits;           // [T, E] fp32, row-major
+  const float* correction_bias;  // [E] fp32 (moe_sigmoid_group; may be nullptr: zeros)
+  int* topk_ids;                 // [T, k] out: chosen experts, best first; ties go to the lower id
+  float* topk_weights;           // [T, k] out: fp32 weights in the same order
+  float* aux_loss;               // [1] out or nullptr: E * sum_e f_e * P_e (switch transformer),
+                                 // f_e = share of the T*k choices that went to e, P_e = mean
+                                 // over tokens of e's softmax (or normalised sigmoid) probability
+  unsigned long long* aux_scratch;  // [2 * E + 1] when aux_loss is set: fixed-point P_e sums,
+                                 // choice counts, a block ticket; zeroed once when allocated,
+                                 // every call leaves it zeroed (see moe/route.cuh)
+  int tokens;                    // T >= 1
+  int experts;                   // E, 1..256
+  int k;                         // 1..min(E, 16)
+  int routing;                   // MoeRouting (not moe_precomputed)
+  int n_group;                   // moe_sigmoid_group: E % n_group == 0; otherwise 1
+  int topk_group;                // moe_sigmoid_group: 1..n_group; otherwise 1
+  float routed_scaling;          // moe_sigmoid_group: weights are multiplied by it; otherwise 1
+};
+
+struct MoeAlignArgs {
+  const int* topk_ids;           // [T * k]; an id outside 0..E-1 drops that pair (never read
+                                 // past the weights)
+  int* sorted_pairs;             // [moe_max_padded(...)] out: pair indices grouped by expert,
+                                 // each expert's run padded to a multiple of block_m with the
+                                 // value T * k (a row that gathers nothing and writes nothing)
+  int* block_expert;             // [moe_max_blocks(...)] out: expert of each block of block_m
+                                 // rows of sorted_pairs; -1 for blocks past the end
+  int* padded_rows;              // [1] out: rows of sorted_pairs in use (a multiple of block_m)
+  int* expert_counts;            // [E] out: pairs routed to each expert (expert utilisation)
+  int* scratch;                  // multi-block path only: [moe_align_scratch_ints(pairs, E,
+                                 // chunk)] (below); nullptr for the one-block kernel
+  int pairs;                     // T * k
+  int experts;                   // E
+  int block_m;                   // the GEMMs' row tile
+};
+
+/// One grouped GEMM over the blocks of sorted_pairs. gemm1: a = x [T, H], gathered (row of pair
+/// p is x[p / k]); w = w1 [E, 2I, H]; out = act [max_padded, I] in sorted order; n = I,
+/// kdim = H. gemm2: a = act [max_padded, I] in sorted order; w = w2 [E, H, I];
+/// out = pair_out [T * k, H] at row p (rows of padding are not written); n = H, kdim = I;
+/// the routing weight of the pair multiplies the fp32 accumulator before the store.
+struct MoeGemmArgs {
+  const void* a;
+  const void* w;
+  void* out;
+  const int* sorted_pairs;
+  const int* block_expert;
+  const int* padded_rows;
+  const float* topk_weights;     // [T * k] (gemm2 only)
+  int pairs;                     // T * k
+  int k;
+  int n;                         // output columns
+  int kdim;                      // reduction length
+  int max_blocks;                // grid bound: moe_max_blocks(...)
+};
+
+struct MoeCombineArgs {
+  const void* pair_out;          // [T * k, H]
+  void* y;                       // [T, H]
+  int tokens;
+  int k;
+  int hidden;
+};
+
+/// Upper bound of the rows of sorted_pairs: every pair, plus block_m - 1 of padding for each
+/// expert that can receive a pair.
+KTUNE_MOE_HD constexpr long long moe_max_padded(long long pairs, int experts, int block_m) {
+  const long long used = pairs < experts ? pairs : experts;
+  return ((pairs + used * (block_m - 1)) + block_m - 1) / block_m * block_m;
+}
+
+KTUNE_MOE_HD constexpr long long moe_max_blocks(long long pairs, int experts, int block_m) {
+  return moe_max_padded(pairs, experts, block_m) / block_m;
+}
+
+/// Ints of MoeAlignArgs::scratch for the multi-block align path with `chunk` pairs per block:
+/// per-chunk expert counts, then one row of expert starts (moe/align.cuh).
+KTUNE_MOE_HD constexpr long long moe_align_scratch_ints(long long pairs, int experts, int chunk) {
+  return ((pairs + chunk - 1) / chunk + 1) * experts;
+}
+
+}  // namespace ktune

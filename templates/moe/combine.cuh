@@ -1,0 +1,43 @@
+// Combine of the MoE layer: y[t] = sum over s = 0..k-1, in slot order, of pair_out[t * k + s],
+// accumulated in fp32 and rounded once. Deterministic: no atomics, a fixed summation order.
+#pragma once
+
+#include "common/types.cuh"
+#include "common/vec.cuh"
+#include "moe/args.h"
+#include "moe/gemm_args.h"
+
+namespace ktune {
+
+/// T: bf16 or fp16. THREADS: threads per CTA. VEC: elements per 16-bit vector access (H must be
+/// a multiple of VEC: moe_combine_invalid_reason).
+///
+/// Launch: grid (tokens, moe_combine_grid_y(hidden, THREADS, VEC)), THREADS threads, no shared
+/// memory. Each thread sums VEC columns of one token.
+template <typename T, int THREADS, int VEC>
+__global__ void __launch_bounds__(THREADS)
+    moe_combine_kernel(const __grid_constant__ MoeCombineArgs args) {
+  static_assert(sizeof(T) == 2, "T must be bf16 or fp16");
+  static_assert(THREADS == 64 || THREADS == 128 || THREADS == 256 || THREADS == 512,
+                "THREADS must be 64, 128, 256 or 512");
+  static_assert(VEC == 1 || VEC == 2 || VEC == 4 || VEC == 8, "VEC must be 1, 2, 4 or 8");
+
+  const int token = blockIdx.x;
+  const int col = (blockIdx.y * THREADS + threadIdx.x) * VEC;
+  if (col >= args.hidden) return;
+  const long long h = args.hidden;
+  const T* in =
+      static_cast<const T*>(args.pair_out) + static_cast<long long>(token) * args.k * h + col;
+  float sum[VEC];
+#pragma unroll
+  for (int e = 0; e < VEC; ++e) sum[e] = 0.f;
+  for (int s = 0; s < args.k; ++s) {
+    float f[VEC];
+    unpack(load_vec<VEC>(in + s * h), f);
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) sum[e] += f[e];
+  }
+  store_vec(static_cast<T*>(args.y) + static_cast<long long>(token) * h + col, pack<T>(sum));
+}
+
+}  // namespace ktune

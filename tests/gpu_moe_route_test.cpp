@@ -1,0 +1,473 @@
+// The MoE route and align kernels on the GPU against the double references of
+// tests/support/moe_reference: every routing mode, T in {1, 3, 17, 1000}, E in {8, 64, 256} with
+// k in {1, 2, 8}, random logits from fresh seeds, outputs poisoned first. Ids must match exactly
+// (a swap is accepted only where the reference's selection scores, or its group scores, are
+// within 2e-6, a near-tie fp32 scoring cannot resolve; counted and printed), weights to 1e-5 relative; alignment must
+// equal the stable reference exactly, on routed ids and on edge cases (an expert with no pairs,
+// one with all of them, out-of-range ids, T * k = 65536 * 8). Skipped without a GPU.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <random>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "runtime/core/compiler.hpp"
+#include "runtime/core/driver.hpp"
+#include "templates/moe/args.h"
+#include "tests/support/moe_reference.hpp"
+#include "tests/support/test_env.hpp"
+
+namespace ktune {
+namespace {
+
+using test::MoeRouteProblem;
+
+constexpr unsigned kPoison = 0x7fc00001u;  // a NaN as a weight, an absurd id as an int
+
+struct RouteConfig {
+  int threads, lanes, vec;
+};
+
+/// The host-side validity the Op will state with reasons (see moe/route.cuh).
+bool route_valid(int routing, RouteConfig c, int experts) {
+  const int scores = (experts + c.lanes * c.vec - 1) / (c.lanes * c.vec) * c.vec;
+  if (experts % c.vec != 0 || scores > 64) return false;
+  return routing != moe_sigmoid_group || (scores <= 32 && c.threads / c.lanes <= 32);
+}
+
+std::string route_name(int routing, RouteConfig c, int experts) {
+  const int items = (experts + c.lanes * c.vec - 1) / (c.lanes * c.vec);
+  return "ktune::moe_route_kernel<" + std::to_string(routing) + ", " + std::to_string(c.threads) +
+         ", " + std::to_string(c.lanes) + ", " + std::to_string(c.vec) + ", " +
+         std::to_string(items) + ">";
+}
+
+/// Every kernel the tests launch, compiled once (in parallel) for this device.
+class Kernels {
+ public:
+  void add(const std::string& file, const std::string& name) { wanted_[name] = file; }
+  void build(const std::string& arch) {
+    std::vector<CompileJob> jobs;
+    for (const auto& [name, file] : wanted_) jobs.push_back({{file, name}, arch, {}});
+    const Compiler compiler(std::nullopt);
+    const auto outcomes = compile_parallel(compiler, jobs, 0);
+    for (std::size_t i = 0; i < jobs.size(); ++i) {
+      if (!outcomes[i].kernel)
+        throw std::runtime_error(jobs[i].source.name_expression + ": " + outcomes[i].error);
+      Loaded l;
+      l.module = Module(outcomes[i].kernel->cubin);
+      l.fn = l.module.function(outcomes[i].kernel->lowered_name);
+      loaded_.emplace(jobs[i].source.name_expression, std::move(l));
+    }
+  }
+  template <typename Args>
+  void launch(const std::string& name, int grid, int threads, Args args) {
+    void* params[] = {&args};
+    KTUNE_CU(Driver::get().cuLaunchKernel(loaded_.at(name).fn, static_cast<unsigned>(grid), 1, 1,
+                                          static_cast<unsigned>(threads), 1, 1, 0, nullptr,
+                                          params, nullptr));
+  }
+
+ private:
+  struct Loaded {
+    Module module;
+    CUfunction fn = nullptr;
+  };
+  std::map<std::string, std::string> wanted_;
+  std::map<std::string, Loaded> loaded_;
+};
+
+template <typename T>
+struct Buf {
+  DeviceBuffer dev;
+  std::size_t n = 0;
+  explicit Buf(std::size_t count) : dev(std::max<std::size_t>(count, 1) * sizeof(T)), n(count) {}
+  Buf(const std::vector<T>& host) : Buf(host.size()) {
+    KTUNE_CU(Driver::get().cuMemcpyHtoD(dev.get(), host.data(), n * sizeof(T)));
+  }
+  T* ptr() const { return reinterpret_cast<T*>(dev.get()); }
+  void poison() {
+    static_assert(sizeof(T) == 4 || sizeof(T) == 8);
+    KTUNE_CU(Driver::get().cuMemsetD32Async(dev.get(), kPoison, n * sizeof(T) / 4, nullptr));
+  }
+  void zero() { KTUNE_CU(Driver::get().cuMemsetD8Async(dev.get(), 0, n * sizeof(T), nullptr)); }
+  std::vector<T> get() const {
+    std::vector<T> h(n);
+    KTUNE_CU(Driver::get().cuMemcpyDtoH(h.data(), dev.get(), n * sizeof(T)));
+    return h;
+  }
+};
+
+const RouteConfig kRouteConfigs[] = {{128, 32, 4}, {256, 8, 2}, {64, 4, 1}};
+const int kTokens[] = {1, 3, 17, 1000};
+const int kExperts[] = {8, 64, 256};
+const int kKs[] = {1, 2, 8};
+
+void group_shape(int experts, int k, MoeRouteProblem& p) {
+  p.n_group = experts >= 64 ? 8 : 2;
+  const int gsize = experts / p.n_group;
+  p.topk_group = std::max(p.n_group / 2, (k + gsize - 1) / gsize);
+  p.routed_scaling = 2.5;
+}
+
+// A fixed grid for align: one block, or CHUNK pairs per block.
+struct AlignConfig {
+  int threads;
+  int chunk;  // 0: moe_align_kernel (one block)
+};
+const AlignConfig kAlignConfigs[] = {{256, 0}, {1024, 0}, {256, 4096}, {1024, 16384}, {128, 1024}};
+
+std::string align_name(const char* kind, AlignConfig c) {
+  if (c.chunk == 0) return "ktune::moe_align_kernel<" + std::to_string(c.threads) + ">";
+  return std::string("ktune::moe_align_") + kind + "_kernel<" + std::to_string(c.threads) + ", " +
+         std::to_string(c.chunk) + ">";
+}
+
+class GpuMoeRoute : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (!test::gpu_missing_reason().empty()) return;
+    ensure_context(0);
+    kernels_ = new Kernels;
+    for (int routing : {moe_softmax, moe_softmax_renorm, moe_sigmoid_group})
+      for (int e : kExperts)
+        for (RouteConfig c : kRouteConfigs)
+          if (route_valid(routing, c, e))
+            kernels_->add("moe/route.cuh", route_name(routing, c, e));
+    for (AlignConfig c : kAlignConfigs)
+      for (const char* kind : {"count", "scan", "scatter"}) kernels_->add("moe/align.cuh", align_name(kind, c));
+    CUdevice dev;
+    KTUNE_CU(Driver::get().cuCtxGetDevice(&dev));
+    int major = 0, minor = 0;
+    KTUNE_CU(Driver::get().cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev));
+    KTUNE_CU(Driver::get().cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev));
+    const std::string arch = "sm_" + std::to_string(major * 10 + minor) + (major == 9 ? "a" : "");
+    kernels_->build(arch);
+  }
+  static void TearDownTestSuite() {
+    delete kernels_;
+    kernels_ = nullptr;
+  }
+  void SetUp() override { KTUNE_REQUIRE_GPU(); }
+
+  /// Runs align with config c on device ids; returns what it wrote.
+  static test::MoeAlignResult run_align(const Buf<int>& ids, int pairs, int experts, int block_m,
+                                        AlignConfig c) {
+    Buf<int> sorted(static_cast<std::size_t>(moe_max_padded(pairs, experts, block_m)));
+    Buf<int> blocks(static_cast<std::size_t>(moe_max_blocks(pairs, experts, block_m)));
+    Buf<int> padded(1), counts(static_cast<std::size_t>(experts));
+    Buf<int> scratch(c.chunk ? static_cast<std::size_t>(moe_align_scratch_ints(pairs, experts, c.chunk)) : 1);
+    sorted.poison();
+    blocks.poison();
+    padded.poison();
+    counts.poison();
+    scratch.poison();
+    MoeAlignArgs a{};
+    a.topk_ids = ids.ptr();
+    a.sorted_pairs = sorted.ptr();
+    a.block_expert = blocks.ptr();
+    a.padded_rows = padded.ptr();
+    a.expert_counts = counts.ptr();
+    a.scratch = c.chunk ? scratch.ptr() : nullptr;
+    a.pairs = pairs;
+    a.experts = experts;
+    a.block_m = block_m;
+    if (c.chunk == 0) {
+      kernels_->launch(align_name("", c), 1, c.threads, a);
+    } else {
+      const int grid = (pairs + c.chunk - 1) / c.chunk;
+      kernels_->launch(align_name("count", c), grid, c.threads, a);
+      kernels_->launch(align_name("scan", c), 1, c.threads, a);
+      kernels_->launch(align_name("scatter", c), grid, c.threads, a);
+    }
+    KTUNE_CU(Driver::get().cuCtxSynchronize());
+    test::MoeAlignResult r;
+    r.sorted_pairs = sorted.get();
+    r.block_expert = blocks.get();
+    r.expert_counts = counts.get();
+    r.padded_rows = padded.get()[0];
+    return r;
+  }
+
+  static Kernels* kernels_;
+};
+Kernels* GpuMoeRoute::kernels_ = nullptr;
+
+/// Align on `ids` with every config and block_m in {16, 64, 128}: exactly the reference, and
+/// every valid pair once (checked on its own, not only through the reference).
+void check_align(const std::vector<int>& ids, int experts, const std::string& what,
+                 test::MoeAlignResult (*run)(const Buf<int>&, int, int, int, AlignConfig)) {
+  const Buf<int> dev(ids);
+  const int pairs = static_cast<int>(ids.size());
+  for (int block_m : {16, 64, 128}) {
+    const test::MoeAlignResult ref = test::moe_align_ref(ids, experts, block_m);
+    for (AlignConfig c : kAlignConfigs) {
+      const std::string where = what + " block_m=" + std::to_string(block_m) + " " +
+                                align_name("scatter", c);
+      const test::MoeAlignResult got = run(dev, pairs, experts, block_m, c);
+      EXPECT_EQ(got.padded_rows, ref.padded_rows) << where;
+      EXPECT_EQ(got.expert_counts, ref.expert_counts) << where;
+      EXPECT_EQ(got.block_expert, ref.block_expert) << where;
+      EXPECT_EQ(got.sorted_pairs, ref.sorted_pairs) << where;
+      std::vector<int> seen(ids.size(), 0);
+      for (int row = 0; row < got.padded_rows && row < static_cast<int>(got.sorted_pairs.size()); ++row) {
+        const int p = got.sorted_pairs[row];
+        if (p == pairs) continue;
+        ASSERT_TRUE(p >= 0 && p < pairs) << where << " row " << row << " = " << p;
+        ++seen[p];
+        ASSERT_EQ(ids[p], got.block_expert[row / block_m]) << where << " row " << row;
+      }
+      for (int p = 0; p < pairs; ++p)
+        ASSERT_EQ(seen[p], ids[p] >= 0 && ids[p] < experts ? 1 : 0) << where << " pair " << p;
+    }
+  }
+}
+
+TEST_F(GpuMoeRoute, EveryModeMatchesTheReference) {
+  const unsigned seed = std::random_device{}();
+  std::printf("seed %u\n", seed);
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-4.0f, 4.0f), ub(-0.5f, 0.5f);
+  int cases = 0, near_ties = 0;
+  for (int routing : {moe_softmax, moe_softmax_renorm, moe_sigmoid_group})
+    for (int T : kTokens)
+      for (int E : kExperts)
+        for (int k : kKs) {
+          MoeRouteProblem p;
+          p.tokens = T;
+          p.experts = E;
+          p.k = k;
+          p.routing = routing;
+          if (routing == moe_sigmoid_group) group_shape(E, k, p);
+          std::vector<float> logits(static_cast<std::size_t>(T) * E), bias(static_cast<std::size_t>(E));
+          for (float& v : logits) {
+            const float x = u(rng);
+            v = x != 0.0f ? x : 0.25f;
+          }
+          for (float& v : bias) {
+            const float x = ub(rng);
+            v = x != 0.0f ? x : 0.125f;
+          }
+          const test::MoeRouteResult ref = test::moe_route_ref(logits, bias, p);
+          const double ref_aux = test::moe_aux_loss_ref(ref, p);
+          const Buf<float> dlogits(logits), dbias(bias);
+          for (RouteConfig c : kRouteConfigs) {
+            if (!route_valid(routing, c, E)) continue;
+            const std::string what = route_name(routing, c, E) + " T=" + std::to_string(T) +
+                                     " E=" + std::to_string(E) + " k=" + std::to_string(k);
+            Buf<int> ids(static_cast<std::size_t>(T) * k);
+            Buf<float> w(static_cast<std::size_t>(T) * k), aux(1);
+            Buf<unsigned long long> scratch(static_cast<std::size_t>(2 * E + 1));
+            ids.poison();
+            w.poison();
+            aux.poison();
+            scratch.zero();
+            MoeRouteArgs a{};
+            a.logits = dlogits.ptr();
+            a.correction_bias = dbias.ptr();
+            a.topk_ids = ids.ptr();
+            a.topk_weights = w.ptr();
+            a.aux_loss = aux.ptr();
+            a.aux_scratch = scratch.ptr();
+            a.tokens = T;
+            a.experts = E;
+            a.k = k;
+            a.routing = routing;
+            a.n_group = p.n_group;
+            a.topk_group = p.topk_group;
+            a.routed_scaling = static_cast<float>(p.routed_scaling);
+            const int tokens_per_block = c.threads / c.lanes;
+            const int grid = (T + tokens_per_block - 1) / tokens_per_block;
+            kernels_->launch(route_name(routing, c, E), grid, c.threads, a);
+            KTUNE_CU(Driver::get().cuCtxSynchronize());
+            const std::vector<int> gid = ids.get();
+            const std::vector<float> gw = w.get();
+            const float aux1 = aux.get()[0];
+            ++cases;
+            int bad = 0;
+            for (int t = 0; t < T && bad < 3; ++t) {
+              const auto at = [&](const auto& v, int s) { return v[static_cast<std::size_t>(t) * k + s]; };
+              std::vector<int> mine(gid.begin() + t * k, gid.begin() + (t + 1) * k);
+              std::vector<double> want(ref.weights.begin() + t * k, ref.weights.begin() + (t + 1) * k);
+              bool same = true, tie = true;
+              for (int s = 0; s < k; ++s) {
+                const int g = at(gid, s), r = at(ref.ids, s);
+                if (g == r) continue;
+                same = false;
+                if (g < 0 || g >= E) {
+                  tie = false;
+                  continue;
+                }
+                const double sg = ref.select[static_cast<std::size_t>(t) * E + g];
+                const double sr = ref.select[static_cast<std::size_t>(t) * E + r];
+                if (!(std::fabs(sg - sr) <= 2e-6)) tie = false;
+              }
+              if (!same && !tie && routing == moe_sigmoid_group) {
+                // A near-tie between group scores: accept any ranking of the tied groups.
+                for (const std::vector<int>& alt :
+                     test::moe_route_group_alternatives(logits, bias, p, t, 2e-6))
+                  tie = tie || alt == mine;
+              }
+              if (!same) {
+                if (!tie) {
+                  ++bad;
+                  ADD_FAILURE() << what << " token " << t << " slot ids differ from the reference";
+                  continue;
+                }
+                ++near_ties;
+                want = test::moe_route_weights_for(logits, p, t, mine);
+              }
+              for (int s = 0; s < k; ++s) {
+                const double g = at(gw, s), r = want[s];
+                if (!(std::fabs(g - r) <= 1e-5 * std::fabs(r))) {
+                  ++bad;
+                  ADD_FAILURE() << what << " token " << t << " slot " << s << " weight " << g
+                                << ", reference " << r;
+                }
+              }
+            }
+            // Aux loss: against the reference on the GPU's own choices; reproducible to the bit
+            // on a second launch, which also finds the scratch zeroed again.
+            test::MoeRouteResult mine = ref;
+            mine.ids = gid;
+            const double want_aux = test::moe_aux_loss_ref(mine, p);
+            EXPECT_NEAR(aux1, want_aux, 1e-5 * want_aux) << what << " aux (reference choices: " << ref_aux << ")";
+            aux.poison();
+            kernels_->launch(route_name(routing, c, E), grid, c.threads, a);
+            KTUNE_CU(Driver::get().cuCtxSynchronize());
+            const float aux2 = aux.get()[0];
+            EXPECT_EQ(std::memcmp(&aux1, &aux2, sizeof(float)), 0) << what << " aux " << aux1 << " then " << aux2;
+            for (unsigned long long v : scratch.get()) ASSERT_EQ(v, 0ull) << what << " scratch left dirty";
+            // Without the aux loss: same ids and weights.
+            a.aux_loss = nullptr;
+            a.aux_scratch = nullptr;
+            ids.poison();
+            w.poison();
+            kernels_->launch(route_name(routing, c, E), grid, c.threads, a);
+            KTUNE_CU(Driver::get().cuCtxSynchronize());
+            EXPECT_EQ(ids.get(), gid) << what << " without aux";
+            const std::vector<float> gw2 = w.get();
+            EXPECT_EQ(std::memcmp(gw2.data(), gw.data(), gw.size() * sizeof(float)), 0) << what;
+          }
+          // Align the routed ids (reference routing: identical for every route config).
+          if (routing == moe_softmax_renorm && T == 1000)
+            check_align(ref.ids, E, "routed T=1000 E=" + std::to_string(E) + " k=" + std::to_string(k), run_align);
+        }
+  std::printf("%d route launches checked, %d tokens accepted as near-ties\n", cases, near_ties);
+  EXPECT_LE(near_ties, 20);
+}
+
+TEST_F(GpuMoeRoute, AlignEdgeCases) {
+  std::mt19937 rng(std::random_device{}());
+  // One expert takes every pair; the others get none.
+  check_align(std::vector<int>(17 * 8, 5), 64, "all to expert 5", run_align);
+  // An expert with no pairs among random ids, and out-of-range ids that must be dropped.
+  std::vector<int> ids(1000 * 2);
+  std::uniform_int_distribution<int> pick(0, 63);
+  for (int& v : ids) {
+    do v = pick(rng); while (v == 7);
+  }
+  ids[3] = -1;
+  ids[10] = 64;
+  ids[999] = 1000;
+  ids[1999] = -5;
+  check_align(ids, 64, "no pairs for 7, 4 out of range", run_align);
+  // Single pair; E = 256.
+  check_align(std::vector<int>{255}, 256, "one pair", run_align);
+}
+
+TEST_F(GpuMoeRoute, AlignLargeAndTimes) {
+  std::mt19937 rng(std::random_device{}());
+  const int pairs = 65536 * 8;
+  std::vector<int> ids(pairs);
+  std::uniform_int_distribution<int> pick(0, 255);
+  for (int& v : ids) v = pick(rng);
+  check_align(ids, 256, "T*k=65536*8 E=256", run_align);
+  // Skewed: half of the pairs to expert 0.
+  for (int i = 0; i < pairs; i += 2) ids[i] = 0;
+  check_align(ids, 256, "T*k=65536*8 E=256 skewed", run_align);
+}
+
+// Times (CUDA events, 20 launches after 3 warm-ups; printed, not asserted).
+TEST_F(GpuMoeRoute, Times) {
+  CUevent start, stop;
+  KTUNE_CU(Driver::get().cuEventCreate(&start, 0));
+  KTUNE_CU(Driver::get().cuEventCreate(&stop, 0));
+  auto time = [&](const std::function<void()>& f) {
+    for (int i = 0; i < 3; ++i) f();
+    KTUNE_CU(Driver::get().cuEventRecord(start, nullptr));
+    for (int i = 0; i < 20; ++i) f();
+    KTUNE_CU(Driver::get().cuEventRecord(stop, nullptr));
+    KTUNE_CU(Driver::get().cuEventSynchronize(stop));
+    float ms = 0;
+    KTUNE_CU(Driver::get().cuEventElapsedTime(&ms, start, stop));
+    return ms * 1000.0 / 20.0;
+  };
+  std::mt19937 rng(1);
+  std::uniform_real_distribution<float> u(-4.0f, 4.0f);
+  for (int T : {1, 128, 4096})
+    for (auto [routing, E, k] : {std::tuple{moe_softmax_renorm, 8, 2}, std::tuple{moe_sigmoid_group, 64, 8},
+                                 std::tuple{moe_sigmoid_group, 256, 8}}) {
+      std::vector<float> logits(static_cast<std::size_t>(T) * E);
+      for (float& v : logits) v = u(rng);
+      const Buf<float> dl(logits);
+      Buf<int> ids(static_cast<std::size_t>(T) * k);
+      Buf<float> w(static_cast<std::size_t>(T) * k);
+      MoeRouteArgs a{};
+      a.logits = dl.ptr();
+      a.topk_ids = ids.ptr();
+      a.topk_weights = w.ptr();
+      a.tokens = T;
+      a.experts = E;
+      a.k = k;
+      a.routing = routing;
+      MoeRouteProblem p;
+      group_shape(E, k, p);
+      a.n_group = routing == moe_sigmoid_group ? p.n_group : 1;
+      a.topk_group = routing == moe_sigmoid_group ? p.topk_group : 1;
+      a.routed_scaling = 1.0f;
+      for (RouteConfig c : kRouteConfigs) {
+        if (!route_valid(routing, c, E)) continue;
+        const int tpb = c.threads / c.lanes;
+        const double us = time([&] { kernels_->launch(route_name(routing, c, E), (T + tpb - 1) / tpb, c.threads, a); });
+        std::printf("route %-44s T=%-5d E=%-3d k=%d: %7.2f us\n", route_name(routing, c, E).c_str(), T, E, k, us);
+      }
+      KTUNE_CU(Driver::get().cuCtxSynchronize());
+    }
+  for (int pairs : {2, 1024, 8 * 4096, 8 * 65536}) {
+    std::vector<int> ids(static_cast<std::size_t>(pairs));
+    std::uniform_int_distribution<int> pick(0, 255);
+    for (int& v : ids) v = pick(rng);
+    const Buf<int> dids(ids);
+    const int E = 256, block_m = 64;
+    Buf<int> sorted(static_cast<std::size_t>(moe_max_padded(pairs, E, block_m)));
+    Buf<int> blocks(static_cast<std::size_t>(moe_max_blocks(pairs, E, block_m)));
+    Buf<int> padded(1), counts(E), scratch(static_cast<std::size_t>(moe_align_scratch_ints(pairs, E, 1024)));
+    MoeAlignArgs a{dids.ptr(), sorted.ptr(), blocks.ptr(), padded.ptr(), counts.ptr(), scratch.ptr(), pairs, E, block_m};
+    for (AlignConfig c : kAlignConfigs) {
+      const double us = time([&] {
+        if (c.chunk == 0) {
+          kernels_->launch(align_name("", c), 1, c.threads, a);
+        } else {
+          const int grid = (pairs + c.chunk - 1) / c.chunk;
+          kernels_->launch(align_name("count", c), grid, c.threads, a);
+          kernels_->launch(align_name("scan", c), 1, c.threads, a);
+          kernels_->launch(align_name("scatter", c), grid, c.threads, a);
+        }
+      });
+      std::printf("align %-40s pairs=%-7d E=256 block_m=64: %8.2f us\n", align_name("*", c).c_str(), pairs, us);
+    }
+  }
+  KTUNE_CU(Driver::get().cuEventDestroy(start));
+  KTUNE_CU(Driver::get().cuEventDestroy(stop));
+}
+
+}  // namespace
+}  // namespace ktune

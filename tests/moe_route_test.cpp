@@ -1,0 +1,202 @@
+// MoE routing and alignment without a GPU: the double references on hand-worked cases (ties,
+// groups, renormalisation, the aux loss, padding and dropped ids), and NVRTC compiles of a sample
+// of the route and align kernels for sm_80 and sm_90a.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "ktune/error.hpp"
+#include "runtime/core/compiler.hpp"
+#include "templates/moe/args.h"
+#include "tests/support/moe_reference.hpp"
+
+namespace ktune {
+namespace {
+
+using test::MoeRouteProblem;
+
+MoeRouteProblem problem(int tokens, int experts, int k, int routing) {
+  MoeRouteProblem p;
+  p.tokens = tokens;
+  p.experts = experts;
+  p.k = k;
+  p.routing = routing;
+  return p;
+}
+
+TEST(MoeRouteReference, SoftmaxTiesGoToTheLowerExpert) {
+  const std::vector<float> logits = {1.0f, 3.0f, 3.0f, 2.0f};
+  const auto r = test::moe_route_ref(logits, {}, problem(1, 4, 3, moe_softmax));
+  EXPECT_EQ(r.ids, (std::vector<int>{1, 2, 3}));
+  const double z = std::exp(-2.0) + 2.0 + std::exp(-1.0);  // sum of exp(x - 3)
+  EXPECT_NEAR(r.weights[0], 1.0 / z, 1e-15);
+  EXPECT_NEAR(r.weights[1], 1.0 / z, 1e-15);
+  EXPECT_NEAR(r.weights[2], std::exp(-1.0) / z, 1e-15);
+}
+
+TEST(MoeRouteReference, RenormalisedWeightsSumToOne) {
+  const std::vector<float> logits = {0.0f, 1.0f, 2.0f, 0.5f, 2.0f, -1.0f};
+  const auto r = test::moe_route_ref(logits, {}, problem(2, 3, 2, moe_softmax_renorm));
+  EXPECT_EQ(r.ids, (std::vector<int>{2, 1, 1, 0}));
+  EXPECT_NEAR(r.weights[0], 1.0 / (1.0 + std::exp(-1.0)), 1e-15);
+  EXPECT_NEAR(r.weights[0] + r.weights[1], 1.0, 1e-15);
+  EXPECT_NEAR(r.weights[2], 1.0 / (1.0 + std::exp(-1.5)), 1e-15);
+  EXPECT_NEAR(r.weights[2] + r.weights[3], 1.0, 1e-15);
+}
+
+// E = 8 in 4 groups of 2, 2 groups kept, k = 3. Group scores (sum of both biased scores): the
+// bias lifts group 3 above group 1, so groups 0 and 3 survive although expert 2 (group 1) has the
+// best unbiased score; weights use the unbiased scores.
+TEST(MoeRouteReference, GroupLimitedSigmoidWithBiasAndScaling) {
+  const std::vector<float> logits = {1.0f, 0.5f, 3.0f, -2.0f, 0.0f, -1.0f, 0.2f, 0.1f};
+  const std::vector<float> bias = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.5f, 0.5f};
+  MoeRouteProblem p = problem(1, 8, 3, moe_sigmoid_group);
+  p.n_group = 4;
+  p.topk_group = 2;
+  p.routed_scaling = 2.5;
+  const auto r = test::moe_route_ref(logits, bias, p);
+  auto s = [](float x) { return 1.0 / (1.0 + std::exp(-static_cast<double>(x))); };
+  // group scores: g0 = s(1) + s(.5) = 1.35, g1 = s(3) + s(-2) = 1.07, g2 = 0.77, g3 = 1.55 + 1.0
+  ASSERT_GT(s(0.2f) + s(0.1f) + 1.0, s(1.0f) + s(0.5f));
+  ASSERT_GT(s(1.0f) + s(0.5f), s(3.0f) + s(-2.0f));
+  // biased: e6 = s(.2) + .5 = 1.05, e7 = 1.025, e0 = 0.731, e1 = 0.622
+  EXPECT_EQ(r.ids, (std::vector<int>{6, 7, 0}));
+  const double sum = s(0.2f) + s(0.1f) + s(1.0f);
+  EXPECT_NEAR(r.weights[0], s(0.2f) / sum * 2.5, 1e-14);
+  EXPECT_NEAR(r.weights[1], s(0.1f) / sum * 2.5, 1e-14);
+  EXPECT_NEAR(r.weights[2], s(1.0f) / sum * 2.5, 1e-14);
+  EXPECT_EQ(r.select[2], -std::numeric_limits<double>::infinity());  // group 1 dropped
+}
+
+TEST(MoeRouteReference, TiedGroupsGoToTheLowerGroup) {
+  // Two groups of 2 with equal scores; one kept: group 0.
+  const std::vector<float> logits = {0.5f, 0.25f, 0.25f, 0.5f};
+  MoeRouteProblem p = problem(1, 4, 2, moe_sigmoid_group);
+  p.n_group = 2;
+  p.topk_group = 1;
+  const auto r = test::moe_route_ref(logits, {}, p);
+  EXPECT_EQ(r.ids, (std::vector<int>{0, 1}));
+}
+
+TEST(MoeRouteReference, AuxLossSwitchForm) {
+  // T = 2, E = 2, k = 1: token 0 prefers expert 0 with p = (a, 1 - a), token 1 expert 1 with
+  // p = (1 - b, b). f = (1/2, 1/2), P = ((a + 1 - b) / 2, (1 - a + b) / 2): loss = 2 * (1/2) * 1.
+  const std::vector<float> logits = {1.0f, 0.0f, 0.0f, 2.0f};
+  const auto p = problem(2, 2, 1, moe_softmax);
+  const auto r = test::moe_route_ref(logits, {}, p);
+  EXPECT_NEAR(test::moe_aux_loss_ref(r, p), 1.0, 1e-15);
+  // Both tokens to expert 0: f = (1, 0), loss = 2 * P_0.
+  const std::vector<float> both = {1.0f, 0.0f, 3.0f, 0.0f};
+  const auto r2 = test::moe_route_ref(both, {}, p);
+  const double p0 = (1.0 / (1.0 + std::exp(-1.0)) + 1.0 / (1.0 + std::exp(-3.0))) / 2.0;
+  EXPECT_NEAR(test::moe_aux_loss_ref(r2, p), 2.0 * p0, 1e-15);
+}
+
+TEST(MoeAlignReference, PaddingCountsAndDroppedIds) {
+  // 3 tokens, k = 2, E = 4, block_m = 4: pairs 0..5 with an out-of-range id (pair 4) dropped.
+  const std::vector<int> ids = {2, 0, 2, 2, 7, 0};
+  const auto r = test::moe_align_ref(ids, 4, 4);
+  const int pad = 6;
+  EXPECT_EQ(r.expert_counts, (std::vector<int>{2, 0, 3, 0}));
+  EXPECT_EQ(r.padded_rows, 8);
+  ASSERT_EQ(r.sorted_pairs.size(), static_cast<std::size_t>(moe_max_padded(6, 4, 4)));
+  EXPECT_EQ(r.sorted_pairs.size(), 20u);  // 6 + 4 * 3 rounded up to 4
+  const std::vector<int> head = {1, 5, pad, pad, 0, 2, 3, pad};
+  EXPECT_EQ(std::vector<int>(r.sorted_pairs.begin(), r.sorted_pairs.begin() + 8), head);
+  for (std::size_t i = 8; i < r.sorted_pairs.size(); ++i) EXPECT_EQ(r.sorted_pairs[i], pad);
+  EXPECT_EQ(r.block_expert, (std::vector<int>{0, 2, -1, -1, -1}));
+}
+
+TEST(MoeAlignReference, OneExpertTakesEverything) {
+  const std::vector<int> ids(10, 3);
+  const auto r = test::moe_align_ref(ids, 5, 8);
+  EXPECT_EQ(r.expert_counts, (std::vector<int>{0, 0, 0, 10, 0}));
+  EXPECT_EQ(r.padded_rows, 16);
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(r.sorted_pairs[i], i);
+  EXPECT_EQ(r.block_expert[0], 3);
+  EXPECT_EQ(r.block_expert[1], 3);
+  EXPECT_EQ(r.block_expert[2], -1);
+}
+
+// ---- NVRTC: a sample of every kernel's template space ----
+
+std::string route_kernel(int routing, int threads, int lanes, int vec, int experts) {
+  const int items = (experts + lanes * vec - 1) / (lanes * vec);
+  return "ktune::moe_route_kernel<" + std::to_string(routing) + ", " + std::to_string(threads) +
+         ", " + std::to_string(lanes) + ", " + std::to_string(vec) + ", " + std::to_string(items) +
+         ">";
+}
+
+std::vector<KernelSource> sample_kernels() {
+  std::vector<KernelSource> out;
+  for (int routing : {moe_softmax, moe_softmax_renorm, moe_sigmoid_group}) {
+    // (threads, lanes, vec, experts): one warp per token and sub-warp groups, every vector
+    // width, E from 8 to 256 (ITEMS from 1 to 16).
+    const int configs[][4] = {{128, 32, 4, 256}, {256, 32, 1, 64}, {128, 8, 2, 64},
+                              {64, 4, 4, 8},     {128, 16, 4, 160}, {128, 4, 4, 256}};
+    for (const auto& c : configs) {
+      // moe_sigmoid_group: at most 32 scores per thread, so E = 256 needs 8 lanes or more.
+      const int lanes = routing == moe_sigmoid_group && c[3] > 32 * c[1] ? 8 : c[1];
+      out.push_back({"moe/route.cuh", route_kernel(routing, c[0], lanes, c[2], c[3])});
+    }
+  }
+  for (int threads : {128, 256, 1024})
+    out.push_back({"moe/align.cuh", "ktune::moe_align_kernel<" + std::to_string(threads) + ">"});
+  for (const char* tc : {"256, 4096", "1024, 16384", "128, 1024"})
+    for (const char* k : {"count", "scan", "scatter"})
+      out.push_back({"moe/align.cuh", std::string("ktune::moe_align_") + k + "_kernel<" + tc + ">"});
+  return out;
+}
+
+TEST(MoeRouteCompile, SampleCompilesForSm80AndSm90a) {
+  std::vector<CompileJob> jobs;
+  for (const char* arch : {"sm_80", "sm_90a"})
+    for (const KernelSource& k : sample_kernels()) jobs.push_back({k, arch, {}});
+  const Compiler compiler(std::nullopt);
+  const std::vector<CompileOutcome> outcomes = compile_parallel(compiler, jobs, 0);
+  ASSERT_EQ(outcomes.size(), jobs.size());
+  for (std::size_t i = 0; i < jobs.size(); ++i) {
+    const std::string what = jobs[i].arch + " " + jobs[i].source.name_expression;
+    ASSERT_TRUE(outcomes[i].kernel) << what << ":\n" << outcomes[i].error;
+    const KernelResources& r = outcomes[i].kernel->resources;
+    std::printf("%-58s %3d registers, %5d bytes smem, spills %d/%d\n", what.c_str(), r.registers,
+                r.shared_bytes, r.spill_stores, r.spill_loads);
+    EXPECT_EQ(r.spill_stores, 0) << what;
+    EXPECT_EQ(r.local_bytes, 0) << what;
+  }
+}
+
+// Template parameters outside the allowed values are refused at compile time, with the reason.
+TEST(MoeRouteCompile, InvalidTemplateParametersAreRefused) {
+  const Compiler compiler(std::nullopt);
+  const struct {
+    const char* file;
+    const char* expr;
+    const char* reason;
+  } bad[] = {
+      {"moe/route.cuh", "ktune::moe_route_kernel<3, 128, 32, 4, 2>", "ROUTING must be"},
+      {"moe/route.cuh", "ktune::moe_route_kernel<0, 128, 2, 4, 2>", "LANES"},
+      {"moe/route.cuh", "ktune::moe_route_kernel<0, 128, 32, 8, 2>", "VEC must be"},
+      {"moe/route.cuh", "ktune::moe_route_kernel<0, 128, 4, 4, 32>", "ITEMS * VEC"},
+      {"moe/route.cuh", "ktune::moe_route_kernel<2, 512, 8, 4, 8>", "at most 32 tokens"},
+      {"moe/route.cuh", "ktune::moe_route_kernel<2, 128, 4, 4, 16>", "at most 32 (E <= 32 * LANES)"},
+      {"moe/align.cuh", "ktune::moe_align_kernel<64>", "THREADS must be"},
+      {"moe/align.cuh", "ktune::moe_align_count_kernel<256, 1000>", "CHUNK must be"},
+  };
+  for (const auto& b : bad) {
+    try {
+      compiler.compile({{b.file, b.expr}, "sm_90a", {}});
+      ADD_FAILURE() << b.expr << " compiled";
+    } catch (const CompileError& e) {
+      const std::string text = std::string(e.what()) + "\n" + e.log();
+      EXPECT_NE(text.find(b.reason), std::string::npos) << b.expr << ": " << text;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ktune
