@@ -330,15 +330,44 @@ std::int64_t Op::param(const Params& p, std::string_view param_name) const {
 
 // ---- defaults shared by every op ----
 
+std::vector<std::string_view> Op::source_files() const {
+  // Every embedded file of the family, then whatever they #include "...", transitively: the
+  // code the op's kernels are compiled from, and nothing else (a file added to common/ for
+  // another family does not make this op's tuned rows stale).
+  std::vector<std::string_view> files;
+  std::vector<std::string_view> todo;
+  const auto add = [&](std::string_view path) {
+    if (std::find(files.begin(), files.end(), path) != files.end()) return;
+    files.push_back(path);
+    todo.push_back(path);
+  };
+  for (const EmbeddedFile& f : embedded_files())
+    if (under(f.path, family())) add(f.path);
+  while (!todo.empty()) {
+    const EmbeddedFile* f = find_embedded(todo.back());
+    todo.pop_back();
+    if (f == nullptr) continue;
+    for (std::size_t at = f->text.find("#include"); at != std::string_view::npos;
+         at = f->text.find("#include", at + 1)) {
+      const std::size_t open = f->text.find_first_not_of(" \t", at + 8);
+      if (open == std::string_view::npos || f->text[open] != '"') continue;
+      const std::size_t close = f->text.find('"', open + 1);
+      if (close == std::string_view::npos) continue;
+      const std::string_view included = f->text.substr(open + 1, close - open - 1);
+      if (const EmbeddedFile* g = find_embedded(included)) add(g->path);
+    }
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
 std::string Op::template_hash() const {
   Sha256 h;
   h.field(name());
   h.field(std::to_string(version()));
-  // embedded_files() is sorted by path, so the order is stable.
-  for (const EmbeddedFile& f : embedded_files()) {
-    if (!under(f.path, family()) && !under(f.path, "common")) continue;
-    h.field(f.path);
-    h.field(f.text);
+  for (std::string_view path : source_files()) {
+    h.field(path);
+    h.field(find_embedded(path)->text);
   }
   return h.hex();
 }

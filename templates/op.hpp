@@ -206,7 +206,11 @@ class Op {
   std::int64_t param(const Params& p, std::string_view name) const;
   std::size_t param_index(std::string_view name) const;
 
-  /// Hash of the embedded files under family()/ and common/ plus name() and version().
+  /// The embedded files the op's kernels are compiled from: those under family()/ and every
+  /// embedded file they include, transitively; sorted by path.
+  std::vector<std::string_view> source_files() const;
+  /// Hash of source_files() (paths and text) plus name() and version(): tuned rows of another
+  /// hash were measured on other kernel code and are stale.
   std::string template_hash() const;
 };
 

@@ -2,6 +2,7 @@
 // reasons, defaults, launch geometry and kernel arguments (through a recording launcher), flops.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -384,6 +385,24 @@ TEST(AttentionOp, CausalFlopsCountTheVisiblePairsExactly) {
   // Square: N (N + 1) / 2 pairs, about half of the non-causal count.
   const Problem sq = op().parse_problem("b=1,hq=16,hkv=16,nq=8192,nk=8192,d=128,causal=yes");
   EXPECT_DOUBLE_EQ(op().flops(sq, DType::bf16), 4.0 * 16 * 128 * 8192.0 * 8193 / 2);
+}
+
+TEST(AttentionOp, SourceFilesAreTheFamilyAndWhatItIncludes) {
+  const std::vector<std::string_view> files = op().source_files();
+  const auto has = [&](std::string_view f) {
+    return std::find(files.begin(), files.end(), f) != files.end();
+  };
+  EXPECT_TRUE(has("attention/flash_attention.cuh"));
+  EXPECT_TRUE(has("attention/mma.cuh"));
+  EXPECT_TRUE(has("common/types.cuh"));  // included by the kernels
+  for (std::string_view f : files) {
+    EXPECT_EQ(f.substr(0, 6) == "fused/" || f.substr(0, 4) == "moe/", false) << f;
+    EXPECT_NE(f, "common/check.cuh") << "the verification kernels are not the op's code";
+  }
+  EXPECT_TRUE(std::is_sorted(files.begin(), files.end()));
+  // A fused op's hash does not cover attention's code.
+  for (std::string_view f : get_op("add_rmsnorm").source_files())
+    EXPECT_NE(f.substr(0, 10), "attention/") << f;
 }
 
 TEST(AttentionOp, TemplateHashCoversTheAttentionSources) {
