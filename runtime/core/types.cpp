@@ -9,11 +9,12 @@ const char* dtype_name(DType t) {
     case DType::f32: return "fp32";
     case DType::f16: return "fp16";
     case DType::bf16: return "bf16";
+    case DType::i32: return "int32";
   }
   return "?";
 }
 
-std::size_t dtype_size(DType t) { return t == DType::f32 ? 4 : 2; }
+std::size_t dtype_size(DType t) { return t == DType::f32 || t == DType::i32 ? 4 : 2; }
 
 std::optional<DType> parse_dtype(std::string_view s) {
   if (s == "bf16" || s == "bfloat16") return DType::bf16;

@@ -18,6 +18,7 @@ const char* kernel_type(DType t) {
     case DType::bf16: return "ktune::bf16";
     case DType::f16: return "ktune::fp16";
     case DType::f32: return "float";
+    case DType::i32: return "int";  // not a compute type: static_reason refuses it first
   }
   return "float";
 }

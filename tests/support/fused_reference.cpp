@@ -130,7 +130,8 @@ float fp16_bits_to_float(std::uint16_t bits) {
 double round_to(DType t, double v) {
   const float f = static_cast<float>(v);
   switch (t) {
-    case DType::f32: return f;
+    case DType::f32:
+    case DType::i32: return f;  // not a float type: no rounding to model
     case DType::bf16: return bf16_bits_to_float(float_to_bf16_bits(f));
     case DType::f16: return fp16_bits_to_float(float_to_fp16_bits(f));
   }

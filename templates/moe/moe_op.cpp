@@ -1,0 +1,709 @@
+// Host side of the MoE layer: the problem, the search space with a reason for every invalid
+// point, the workspace layout, per-architecture defaults, and the launches of the pipeline
+// (zero, route, align, gemm1, gemm2, combine; see moe/args.h) and of its fp32 reference.
+#include "templates/moe/moe_op.hpp"
+
+#include <algorithm>
+#include <string>
+
+#include "ktune/error.hpp"
+#include "templates/moe/args.h"
+#include "templates/moe/gemm_args.h"
+#include "templates/moe/reference.cuh"
+#include "templates/moe/zero.cuh"
+
+namespace ktune {
+namespace {
+
+enum Dim : std::size_t { kE, kK, kH, kI, kT, kRouting, kNGroup, kTopkGroup };
+enum Param : std::size_t {
+  kBlockM, kBn1, kBk1, kWarps1, kWarpsM1, kStages1, kBn2, kBk2, kWarps2, kWarpsM2, kStages2,
+  kAlignChunk, kRouteLanes, kRouteVec, kCombineVec
+};
+
+// Mirrors of the kernels' limits (route.cuh and align.cuh hold them beside CUDA-only code).
+constexpr int kMaxExperts = 256;      // kMoeMaxExperts, kMoeAlignMaxExperts
+constexpr int kMaxK = 16;             // kMoeMaxK
+constexpr int kMaxGroups = 64;        // kMoeMaxGroups
+constexpr int kRouteThreads = 128;    // route block: 128 / LANES tokens
+constexpr int kAlignOneThreads = 1024;  // one-block align kernel
+constexpr int kAlignThreads = 256;      // the three kernels of the multi-block path
+constexpr int kCombineThreads = 128;
+constexpr std::int64_t kMaxTokens = 65536;
+constexpr std::int64_t kMaxRow = 65536;  // h and i
+constexpr std::size_t kAlign = 256;      // workspace region alignment
+
+struct Shape {
+  int e, k, h, i, t, routing, n_group, topk_group;
+  long long pairs() const { return static_cast<long long>(t) * k; }
+  bool routed() const { return routing != moe_precomputed; }
+};
+
+Shape shape_of(const Problem& p) {
+  const auto at = [&](Dim d) { return static_cast<int>(p.values[d]); };
+  return {at(kE), at(kK), at(kH), at(kI), at(kT), at(kRouting), at(kNGroup), at(kTopkGroup)};
+}
+
+struct Config {
+  int block_m;
+  int bn1, bk1, warps1, warps_m1, stages1;
+  int bn2, bk2, warps2, warps_m2, stages2;
+  int align_chunk;  // 0: one-block align kernel
+  int route_lanes, route_vec, combine_vec;
+};
+
+Config config_of(const Params& p) {
+  const auto at = [&](Param i) { return static_cast<int>(p.values[i]); };
+  return {at(kBlockM), at(kBn1),     at(kBk1),       at(kWarps1),    at(kWarpsM1),
+          at(kStages1), at(kBn2),    at(kBk2),       at(kWarps2),    at(kWarpsM2),
+          at(kStages2), at(kAlignChunk), at(kRouteLanes), at(kRouteVec), at(kCombineVec)};
+}
+
+std::string str(long long v) { return std::to_string(v); }
+const char* kernel_type(DType t) { return t == DType::bf16 ? "ktune::bf16" : "ktune::fp16"; }
+
+/// The kernels of one configuration, in launch order.
+enum class Stage { zero, route, align, align_count, align_scan, align_scatter, gemm1, gemm2, combine };
+
+std::vector<Stage> stages_of(const Config& c, const Shape& s) {
+  std::vector<Stage> out;
+  if (s.routed()) {
+    out.push_back(Stage::zero);  // aux scratch; launched only when aux_loss is requested
+    out.push_back(Stage::route);
+  }
+  if (c.align_chunk == 0) {
+    out.push_back(Stage::align);
+  } else {
+    out.insert(out.end(), {Stage::align_count, Stage::align_scan, Stage::align_scatter});
+  }
+  out.push_back(Stage::gemm1);
+  out.push_back(Stage::gemm2);
+  // k = 1: pair_out [T * 1, H] is y's layout, so gemm2 writes y and there is nothing to sum.
+  if (s.k > 1) out.push_back(Stage::combine);
+  return out;
+}
+
+int route_items(const Config& c, const Shape& s) {
+  return (s.e + c.route_lanes * c.route_vec - 1) / (c.route_lanes * c.route_vec);
+}
+
+unsigned gemm_smem(const Config& c, bool gated) {
+  return gated ? moe_gemm_smem_bytes(c.block_m, c.bn1, c.bk1, c.stages1, true)
+               : moe_gemm_smem_bytes(c.block_m, c.bn2, c.bk2, c.stages2, false);
+}
+
+/// Workspace regions, in this order, each starting 256-byte aligned (sizes from the problem's
+/// upper bounds, so the layout never depends on device-side counts):
+///   ids          int [T * k]            routed ids when the caller passes no topk_ids (routed
+///                                       modes only)
+///   weights      float [T * k]          likewise for topk_weights
+///   sorted_pairs int [moe_max_padded]
+///   block_expert int [moe_max_blocks]
+///   padded_rows  int [1]
+///   counts       int [E]                expert_counts when the caller passes none
+///   align        int [moe_align_scratch_ints(T * k, E, chunk)]  multi-block align only
+///   aux          u64 [2E + 1]           route's aux-loss scratch, zeroed by moe_zero_kernel in
+///                                       the same stream (routed modes only)
+///   act          T [moe_max_padded, I]  gemm1 -> gemm2
+///   pair_out     T [T * k, H]           gemm2 -> combine (k > 1 only)
+struct Layout {
+  std::size_t ids = 0, weights = 0, sorted_pairs = 0, block_expert = 0, padded_rows = 0,
+              counts = 0, align = 0, aux = 0, act = 0, pair_out = 0, total = 0;
+};
+
+Layout layout_of(const Config& c, const Shape& s, DType t) {
+  Layout l;
+  std::size_t at = 0;
+  const auto take = [&](std::size_t bytes) {
+    const std::size_t start = at;
+    at += (bytes + kAlign - 1) / kAlign * kAlign;
+    return start;
+  };
+  const auto pairs = static_cast<std::size_t>(s.pairs());
+  const auto padded = static_cast<std::size_t>(moe_max_padded(s.pairs(), s.e, c.block_m));
+  const std::size_t es = dtype_size(t);
+  l.ids = take(s.routed() ? pairs * 4 : 0);
+  l.weights = take(s.routed() ? pairs * 4 : 0);
+  l.sorted_pairs = take(padded * 4);
+  l.block_expert = take(static_cast<std::size_t>(moe_max_blocks(s.pairs(), s.e, c.block_m)) * 4);
+  l.padded_rows = take(4);
+  l.counts = take(static_cast<std::size_t>(s.e) * 4);
+  l.align = take(c.align_chunk > 0
+                     ? static_cast<std::size_t>(moe_align_scratch_ints(s.pairs(), s.e, c.align_chunk)) * 4
+                     : 0);
+  l.aux = take(s.routed() ? (2 * static_cast<std::size_t>(s.e) + 1) * 8 : 0);
+  l.act = take(padded * static_cast<std::size_t>(s.i) * es);
+  l.pair_out = take(s.k > 1 ? pairs * static_cast<std::size_t>(s.h) * es : 0);
+  l.total = at;
+  return l;
+}
+
+/// Built-in configuration per architecture and token range. Should not affect results, only
+/// speed. The first row with cc_major <= the device's and t <= max_t applies; a row invalid for
+/// the problem (shared memory, shape) falls through to kSafe.
+struct MoeDefaults {
+  int cc_major;     // first compute capability (major) this row applies to
+  int max_t;        // tokens up to this count
+  int block_m;      // rows per GEMM block = align block (small t: little padding per expert)
+  int bn1, bk1, warps1, warps_m1, stages1;  // gemm1 tile (act columns, k step, warps, ring)
+  int bn2, bk2, warps2, warps_m2, stages2;  // gemm2 tile
+  int align_chunk;  // 0: one-block align; else pairs per block of the three-kernel path
+  int route_lanes;  // threads per token in the route kernel
+  int combine_vec;  // elements per thread of the combine
+};
+constexpr MoeDefaults kDefaults[] = {
+    // Hopper (sm_90a) runs the same mma.sync kernels; rows first picked by the GEMM test's
+    // tiles, to be replaced by sweep results.
+    {9, 32, 16, 64, 64, 4, 1, 4, 64, 64, 4, 1, 4, 0, 8, 8},
+    {9, 256, 32, 64, 64, 4, 2, 4, 64, 64, 4, 2, 4, 0, 8, 8},
+    {9, 2048, 64, 64, 64, 4, 2, 3, 64, 64, 4, 2, 3, 0, 8, 8},
+    {9, 1 << 30, 128, 64, 64, 8, 2, 3, 128, 64, 8, 2, 3, 4096, 8, 8},
+    // Ampere (sm_80) and later: 164 KiB of shared memory, fewer stages.
+    {8, 32, 16, 64, 64, 4, 1, 3, 64, 64, 4, 1, 3, 0, 8, 8},
+    {8, 256, 32, 64, 64, 4, 2, 3, 64, 64, 4, 2, 3, 0, 8, 8},
+    {8, 2048, 64, 64, 64, 4, 2, 3, 64, 64, 4, 2, 3, 0, 8, 8},
+    {8, 1 << 30, 128, 64, 32, 8, 2, 3, 128, 32, 8, 2, 3, 4096, 8, 8},
+};
+/// Valid for every problem problem_reason() accepts on any sm_80+ device: small tiles, 2 stages.
+constexpr MoeDefaults kSafe = {8, 0, 16, 64, 32, 4, 1, 2, 64, 32, 4, 1, 2, 0, 8, 8};
+
+void* tensor(const RunArgs& a, std::size_t i) {
+  return reinterpret_cast<void*>(static_cast<std::uintptr_t>(a.tensors[i]));
+}
+
+class MoeOp final : public Op {
+ public:
+  MoeOp()
+      : dims_{{"e", 1, kMaxExperts, {}, std::nullopt, "experts", true},
+              {"k", 1, kMaxK, {}, std::nullopt, "experts per token (top-k), at most e", true},
+              {"h", 8, kMaxRow, {}, std::nullopt, "hidden size, a multiple of 8", true},
+              {"i", 8, kMaxRow, {}, std::nullopt, "expert intermediate size, a multiple of 8",
+               true},
+              {"t", 1, kMaxTokens, {}, std::nullopt, "tokens"},
+              {"routing", 0, 3, {"softmax", "softmax_renorm", "sigmoid_group", "precomputed"}, 1,
+               "softmax top-k; with weights renormalised over the k (Mixtral); group-limited "
+               "sigmoid with correction bias (DeepSeek-V3); ids and weights given"},
+              {"n_group", 1, kMaxGroups, {}, 1, "expert groups (sigmoid_group; else 1)", true},
+              {"topk_group", 1, kMaxGroups, {}, 1, "groups kept per token (sigmoid_group; else 1)",
+               true}},
+        tunables_{
+            {"block_m", {16, 32, 64, 128}, "GEMM rows per block = align padding per expert"},
+            {"bn1", {32, 64, 128}, "gemm1 act columns per block (2x rows of w1: gate and up)"},
+            {"bk1", {32, 64}, "gemm1 reduction step per ring slot"},
+            {"warps1", {4, 8}, "gemm1 warps per block"},
+            {"warps_m1", {1, 2}, "gemm1 warps along M (the rest along N)"},
+            {"stages1", {2, 3, 4}, "gemm1 cp.async ring depth"},
+            {"bn2", {32, 64, 128}, "gemm2 output columns per block"},
+            {"bk2", {32, 64}, "gemm2 reduction step per ring slot"},
+            {"warps2", {4, 8}, "gemm2 warps per block"},
+            {"warps_m2", {1, 2}, "gemm2 warps along M (the rest along N)"},
+            {"stages2", {2, 3, 4}, "gemm2 cp.async ring depth"},
+            {"align_chunk", {0, 4096},
+             "0: one-block align kernel; else pairs per block of the count/scan/scatter path"},
+            {"route_lanes", {8, 32}, "threads per token in the route kernel"},
+            {"route_vec", {1, 4}, "logits per load in the route kernel (e % route_vec == 0)"},
+            {"combine_vec", {4, 8}, "elements per thread of the combine"},
+        },
+        scalars_{{"routed_scaling", 1.0, "sigmoid_group: weights are multiplied by it"}} {}
+
+  std::string_view name() const override { return "moe"; }
+  std::string_view summary() const override {
+    return "y = sum over each token's top-k experts of weight * (silu(x W1g^T) * x W1u^T) W2^T; "
+           "routing, alignment, grouped GEMMs and combine on the GPU";
+  }
+  std::string_view family() const override { return "moe"; }
+  const std::vector<DimSpec>& dims() const override { return dims_; }
+  const std::vector<Tunable>& tunables() const override { return tunables_; }
+  const std::vector<ScalarSpec>& scalars() const override { return scalars_; }
+
+  Problem default_problem() const override {
+    return {{8, 2, 4096, 14336, 1024, moe_softmax_renorm, 1, 1}};
+  }
+
+  std::optional<std::string> problem_reason(const Problem& p) const override {
+    const Shape s = shape_of(p);
+    if (s.k > s.e) return "k=" + str(s.k) + " exceeds e=" + str(s.e) + " (k distinct experts)";
+    if (const char* why = moe_gemm_shape_invalid_reason(s.h, s.i))
+      return "h=" + str(s.h) + ", i=" + str(s.i) + ": " + why +
+             " (GEMM rows are read in 16-byte chunks)";
+    if (s.routing != moe_sigmoid_group && (s.n_group != 1 || s.topk_group != 1))
+      return "n_group and topk_group apply to routing=sigmoid_group only (got n_group=" +
+             str(s.n_group) + ", topk_group=" + str(s.topk_group) + "); leave them 1";
+    if (s.e % s.n_group != 0)
+      return "e=" + str(s.e) + " is not a multiple of n_group=" + str(s.n_group) +
+             " (groups of equal size)";
+    if (s.topk_group > s.n_group)
+      return "topk_group=" + str(s.topk_group) + " exceeds n_group=" + str(s.n_group);
+    if (s.k > s.topk_group * (s.e / s.n_group))
+      return "k=" + str(s.k) + " exceeds the " + str(s.topk_group * (s.e / s.n_group)) +
+             " experts of the topk_group=" + str(s.topk_group) + " kept groups of " +
+             str(s.e / s.n_group);
+    // The route kernel keeps at most 32 scores per thread for sigmoid_group (two per expert)
+    // with at most 32 lanes per token: E <= 32 * 32 always holds for e <= 256; softmax modes
+    // allow 64 per thread. The align kernels hold per-expert counts in shared memory (<= 256).
+    return std::nullopt;
+  }
+
+  std::vector<TensorSpec> tensors(const Problem& p, DType t) const override {
+    const Shape s = shape_of(p);
+    const std::int64_t pairs = s.pairs(), e = s.e, h = s.h, i = s.i, tok = s.t;
+    const bool routed = s.routed();
+    const TensorRole ids_role = routed ? TensorRole::output : TensorRole::input;
+    return {{"x", TensorRole::input, t, tok * h},
+            {"logits", TensorRole::input, DType::f32, routed ? tok * e : 0, !routed},
+            {"correction_bias", TensorRole::input, DType::f32,
+             s.routing == moe_sigmoid_group ? e : 0, true},
+            {"topk_ids", ids_role, DType::i32, pairs, routed},
+            {"topk_weights", ids_role, DType::f32, pairs, routed},
+            {"w1", TensorRole::input, t, e * 2 * i * h},
+            {"w2", TensorRole::input, t, e * h * i},
+            {"y", TensorRole::output, t, tok * h},
+            {"expert_counts", TensorRole::output, DType::i32, e, true},
+            {"aux_loss", TensorRole::output, DType::f32, routed ? 1 : 0, true}};
+  }
+
+  std::size_t workspace_bytes(const Params& params, const Problem& problem,
+                              DType t) const override {
+    return layout_of(config_of(params), shape_of(problem), t).total;
+  }
+
+  std::size_t alignment(const Params&, const Problem&, DType) const override { return 16; }
+
+  std::optional<std::string> invalid_reason(const Params& params, const Problem& problem,
+                                            DType t, const DeviceInfo& device) const override {
+    if (auto why = static_reason(params, problem, t)) return why;
+    if (device.cc_major > 0 && device.cc_major < 8)
+      return "needs compute capability 8.0 or later (cp.async, bf16 mma.sync); the device is " +
+             str(device.cc_major) + "." + str(device.cc_minor);
+    const Config c = config_of(params);
+    for (const bool gated : {true, false}) {
+      const unsigned smem = gemm_smem(c, gated) + moe_gemm_static_smem_bytes(c.block_m);
+      if (device.smem_optin_per_block > 0 &&
+          smem > static_cast<unsigned>(device.smem_optin_per_block))
+        return std::string(gated ? "gemm1" : "gemm2") + " tile needs " + str(smem) +
+               " bytes of shared memory (stages x (A + B tiles) + 12 x block_m), more than the "
+               "device's " + str(device.smem_optin_per_block) + " per block";
+    }
+    return std::nullopt;
+  }
+
+  std::vector<KernelSource> kernels(const Params& params, const Problem& problem,
+                                    DType t) const override {
+    if (auto why = static_reason(params, problem, t)) throw InvalidArgument("moe: " + *why);
+    const Config c = config_of(params);
+    const Shape s = shape_of(problem);
+    const std::string T = kernel_type(t);
+    const auto gemm = [&](int bn, int bk, int w, int wm, int st, bool gated) {
+      return "ktune::moe_gemm_kernel<" + T + ", " + str(c.block_m) + ", " + str(bn) + ", " +
+             str(bk) + ", " + str(w) + ", " + str(wm) + ", " + str(st) + ", " +
+             (gated ? "true" : "false") + ">";
+    };
+    const std::string chunk = str(kAlignThreads) + ", " + str(c.align_chunk) + ">";
+    std::vector<KernelSource> out;
+    for (const Stage st : stages_of(c, s)) {
+      switch (st) {
+        case Stage::zero: out.push_back({"moe/zero.cuh", "ktune::moe_zero_kernel"}); break;
+        case Stage::route:
+          out.push_back({"moe/route.cuh", "ktune::moe_route_kernel<" + str(s.routing) + ", " +
+                                              str(kRouteThreads) + ", " + str(c.route_lanes) +
+                                              ", " + str(c.route_vec) + ", " +
+                                              str(route_items(c, s)) + ">"});
+          break;
+        case Stage::align:
+          out.push_back({"moe/align.cuh", "ktune::moe_align_kernel<" + str(kAlignOneThreads) + ">"});
+          break;
+        case Stage::align_count:
+          out.push_back({"moe/align.cuh", "ktune::moe_align_count_kernel<" + chunk});
+          break;
+        case Stage::align_scan:
+          out.push_back({"moe/align.cuh", "ktune::moe_align_scan_kernel<" + chunk});
+          break;
+        case Stage::align_scatter:
+          out.push_back({"moe/align.cuh", "ktune::moe_align_scatter_kernel<" + chunk});
+          break;
+        case Stage::gemm1:
+          out.push_back({"moe/gemm.cuh", gemm(c.bn1, c.bk1, c.warps1, c.warps_m1, c.stages1, true)});
+          break;
+        case Stage::gemm2:
+          out.push_back(
+              {"moe/gemm.cuh", gemm(c.bn2, c.bk2, c.warps2, c.warps_m2, c.stages2, false)});
+          break;
+        case Stage::combine:
+          out.push_back({"moe/combine.cuh", "ktune::moe_combine_kernel<" + T + ", " +
+                                                str(kCombineThreads) + ", " + str(c.combine_vec) +
+                                                ">"});
+          break;
+      }
+    }
+    return out;
+  }
+
+  int block_threads(const Params& params, const Problem& problem, DType,
+                    std::size_t index) const override {
+    const Config c = config_of(params);
+    switch (stage(c, shape_of(problem), index)) {
+      case Stage::zero: return kMoeZeroThreads;
+      case Stage::route: return kRouteThreads;
+      case Stage::align: return kAlignOneThreads;
+      case Stage::align_count:
+      case Stage::align_scan:
+      case Stage::align_scatter: return kAlignThreads;
+      case Stage::gemm1: return c.warps1 * 32;
+      case Stage::gemm2: return c.warps2 * 32;
+      case Stage::combine: return kCombineThreads;
+    }
+    return 0;
+  }
+
+  unsigned dynamic_shared_bytes(const Params& params, const Problem& problem, DType,
+                                std::size_t index) const override {
+    // Exactly the dynamic size: the GEMM also has 12 * block_m bytes of static shared memory,
+    // so a limit raised to 227 KiB would fail to launch.
+    const Config c = config_of(params);
+    switch (stage(c, shape_of(problem), index)) {
+      case Stage::gemm1: return gemm_smem(c, true);
+      case Stage::gemm2: return gemm_smem(c, false);
+      default: return 0;
+    }
+  }
+
+  void run(const RunArgs& a, Launcher& launcher) const override {
+    const Shape s = shape_of(*a.problem);
+    const Config c = config_of(*a.params);
+    const Layout l = layout_of(c, s, a.dtype);
+    const auto ws = [&](std::size_t off) {
+      return reinterpret_cast<void*>(static_cast<std::uintptr_t>(a.workspace + off));
+    };
+    if (a.workspace == 0 && l.total > 0)
+      throw InvalidArgument("moe: a workspace of " + str(static_cast<long long>(l.total)) +
+                            " bytes is required (workspace_bytes())");
+    const bool routed = s.routed();
+    int* ids = static_cast<int*>(tensor(a, 3));
+    float* weights = static_cast<float*>(tensor(a, 4));
+    if (!routed && (!ids || !weights))
+      throw InvalidArgument("moe: routing=precomputed needs topk_ids and topk_weights");
+    if (routed && !ids) ids = static_cast<int*>(ws(l.ids));
+    if (routed && !weights) weights = static_cast<float*>(ws(l.weights));
+    int* counts = tensor(a, 8) ? static_cast<int*>(tensor(a, 8)) : static_cast<int*>(ws(l.counts));
+    float* aux = routed ? static_cast<float*>(tensor(a, 9)) : nullptr;
+    auto* aux_scratch = static_cast<unsigned long long*>(ws(l.aux));
+    int* sorted_pairs = static_cast<int*>(ws(l.sorted_pairs));
+    int* block_expert = static_cast<int*>(ws(l.block_expert));
+    int* padded_rows = static_cast<int*>(ws(l.padded_rows));
+    void* act = ws(l.act);
+    void* pair_out = s.k > 1 ? ws(l.pair_out) : tensor(a, 7);
+    const int pairs = static_cast<int>(s.pairs());
+    const int max_blocks = static_cast<int>(moe_max_blocks(pairs, s.e, c.block_m));
+
+    std::size_t index = 0;
+    const auto launch = [&](unsigned gx, unsigned gy, unsigned threads, unsigned smem,
+                            const void* args, std::size_t size) {
+      KernelLaunch k;
+      k.kernel = a.kernels[index++];
+      k.grid[0] = gx;
+      k.grid[1] = gy;
+      k.block[0] = threads;
+      k.shared_bytes = smem;
+      k.args = args;
+      k.args_size = size;
+      launcher.launch(k);
+    };
+    if (routed) {
+      const MoeZeroArgs z{aux_scratch, 2 * s.e + 1};
+      if (aux)
+        launch(1, 1, kMoeZeroThreads, 0, &z, sizeof z);
+      else
+        ++index;  // nothing reads the scratch
+      MoeRouteArgs r{};
+      r.logits = static_cast<const float*>(tensor(a, 1));
+      r.correction_bias =
+          s.routing == moe_sigmoid_group ? static_cast<const float*>(tensor(a, 2)) : nullptr;
+      r.topk_ids = ids;
+      r.topk_weights = weights;
+      r.aux_loss = aux;
+      r.aux_scratch = aux_scratch;
+      r.tokens = s.t;
+      r.experts = s.e;
+      r.k = s.k;
+      r.routing = s.routing;
+      r.n_group = s.n_group;
+      r.topk_group = s.topk_group;
+      r.routed_scaling = s.routing == moe_sigmoid_group ? static_cast<float>(a.scalars[0]) : 1.0f;
+      const int per_block = kRouteThreads / c.route_lanes;
+      launch(static_cast<unsigned>((s.t + per_block - 1) / per_block), 1, kRouteThreads, 0, &r,
+             sizeof r);
+    }
+    MoeAlignArgs al{};
+    al.topk_ids = ids;
+    al.sorted_pairs = sorted_pairs;
+    al.block_expert = block_expert;
+    al.padded_rows = padded_rows;
+    al.expert_counts = counts;
+    al.pairs = pairs;
+    al.experts = s.e;
+    al.block_m = c.block_m;
+    if (c.align_chunk == 0) {
+      launch(1, 1, kAlignOneThreads, 0, &al, sizeof al);
+    } else {
+      al.scratch = static_cast<int*>(ws(l.align));
+      const auto chunks = static_cast<unsigned>((pairs + c.align_chunk - 1) / c.align_chunk);
+      launch(chunks, 1, kAlignThreads, 0, &al, sizeof al);
+      launch(1, 1, kAlignThreads, 0, &al, sizeof al);
+      launch(chunks, 1, kAlignThreads, 0, &al, sizeof al);
+    }
+    MoeGemmArgs g1{};
+    g1.a = tensor(a, 0);
+    g1.w = tensor(a, 5);
+    g1.out = act;
+    g1.sorted_pairs = sorted_pairs;
+    g1.block_expert = block_expert;
+    g1.padded_rows = padded_rows;
+    g1.pairs = pairs;
+    g1.k = s.k;
+    g1.n = s.i;
+    g1.kdim = s.h;
+    g1.max_blocks = max_blocks;
+    launch(static_cast<unsigned>(max_blocks), moe_gemm_grid_y(s.i, c.bn1),
+           static_cast<unsigned>(c.warps1 * 32), gemm_smem(c, true), &g1, sizeof g1);
+    MoeGemmArgs g2 = g1;
+    g2.a = act;
+    g2.w = tensor(a, 6);
+    g2.out = pair_out;
+    g2.topk_weights = weights;
+    g2.n = s.h;
+    g2.kdim = s.i;
+    launch(static_cast<unsigned>(max_blocks), moe_gemm_grid_y(s.h, c.bn2),
+           static_cast<unsigned>(c.warps2 * 32), gemm_smem(c, false), &g2, sizeof g2);
+    if (s.k > 1) {
+      const MoeCombineArgs cb{pair_out, tensor(a, 7), s.t, s.k, s.h};
+      launch(static_cast<unsigned>(s.t), moe_combine_grid_y(s.h, kCombineThreads, c.combine_vec),
+             kCombineThreads, 0, &cb, sizeof cb);
+    }
+  }
+
+  std::vector<KernelSource> reference_kernels(const Problem&, DType t) const override {
+    return {{"moe/reference.cuh", std::string("ktune::moe_reference_kernel<") + kernel_type(t) + ">"},
+            {"moe/reference.cuh", "ktune::moe_reference_stats_kernel"}};
+  }
+
+  void run_reference(const RunArgs& a, Launcher& launcher) const override {
+    const Shape s = shape_of(*a.problem);
+    const bool routed = s.routed();
+    MoeReferenceArgs r{};
+    r.x = tensor(a, 0);
+    if (routed) {
+      r.logits = static_cast<const float*>(tensor(a, 1));
+      r.topk_ids = static_cast<float*>(tensor(a, 3));
+      r.topk_weights = static_cast<float*>(tensor(a, 4));
+      r.aux_loss = static_cast<float*>(tensor(a, 9));
+    } else {
+      r.ids_in = static_cast<const int*>(tensor(a, 3));
+      r.weights_in = static_cast<const float*>(tensor(a, 4));
+    }
+    if (s.routing == moe_sigmoid_group) r.correction_bias = static_cast<const float*>(tensor(a, 2));
+    r.w1 = tensor(a, 5);
+    r.w2 = tensor(a, 6);
+    r.y = static_cast<float*>(tensor(a, 7));
+    r.expert_counts = static_cast<float*>(tensor(a, 8));
+    r.tokens = s.t;
+    r.experts = s.e;
+    r.k = s.k;
+    r.hidden = s.h;
+    r.inter = s.i;
+    r.routing = s.routing;
+    r.n_group = s.n_group;
+    r.topk_group = s.topk_group;
+    r.routed_scaling = s.routing == moe_sigmoid_group ? static_cast<float>(a.scalars[0]) : 1.0f;
+    if (routed && (!r.topk_ids || !r.topk_weights))
+      throw InvalidArgument("moe reference: topk_ids and topk_weights outputs are required");
+    KernelLaunch k;
+    k.kernel = a.kernels[0];
+    k.grid[0] = static_cast<unsigned>(s.t);
+    k.block[0] = kMoeReferenceThreads;
+    k.args = &r;
+    k.args_size = sizeof r;
+    launcher.launch(k);
+    k.kernel = a.kernels[1];
+    k.grid[0] = 1;
+    k.block[0] = kMoeReferenceStatsThreads;
+    launcher.launch(k);
+  }
+
+  Tolerance tolerance(DType t) const override {
+    // The reference keeps act in fp32; the kernels round act, pair_out and y to 16 bits (unit
+    // roundoff u = 2^-9 bf16, 2^-12 fp16). Rounding act perturbs y by about u / sqrt(3) times
+    // the output's scale (random signs over I terms), and near-zero outputs (cancellation) see
+    // that as an absolute error: atol ~ 10x that at unit-scale outputs covers the largest of
+    // T x H samples (5-6 sigma) with margin; rtol covers the two output roundings plus the
+    // routing weight's rounding (fp32, exact) and fp32 reassociation over H = 4096-long sums.
+    // Inputs must be scaled so that y is of order 1 (weights ~ 1 / sqrt(fan-in)).
+    return t == DType::bf16 ? Tolerance{2e-2, 2e-2} : Tolerance{4e-3, 4e-3};
+  }
+
+  double flops(const Problem& p, DType) const override {
+    const Shape s = shape_of(p);
+    const double pairs = static_cast<double>(s.pairs());
+    return 2.0 * pairs * (static_cast<double>(s.h) * 2.0 * s.i + static_cast<double>(s.i) * s.h);
+  }
+
+  double min_bytes(const Problem& p, DType t) const override {
+    const Shape s = shape_of(p);
+    const double es = static_cast<double>(dtype_size(t));
+    const double touched = static_cast<double>(std::min<long long>(s.e, s.pairs()));
+    const double weights = touched * 3.0 * static_cast<double>(s.h) * s.i * es;  // w1 + w2
+    const double tokens = 2.0 * static_cast<double>(s.t) * s.h * es;             // x + y
+    // Logits in (routed) or ids and weights in (precomputed); ids and weights out when routed
+    // are optional and not counted.
+    const double routing = s.routed() ? static_cast<double>(s.t) * s.e * 4.0
+                                      : static_cast<double>(s.pairs()) * 8.0;
+    return weights + tokens + routing;
+  }
+
+  Params default_params(const Problem& problem, DType t, const DeviceInfo& device) const override {
+    const Shape s = shape_of(problem);
+    const auto params = [&](const MoeDefaults& r) {
+      const int vec = s.e % 4 == 0 ? 4 : 1;
+      // The row's block_m, lowered to the smallest one that holds an expert's mean rows when
+      // fewer tokens than the row assumes reach each expert (else the point is pruned).
+      int bm = r.block_m;
+      const int fit = fitting_block_m(s);
+      if (bm > fit) bm = fit;
+      return Params{{bm, r.bn1, r.bk1, r.warps1, std::min(r.warps_m1, bm / 16), r.stages1, r.bn2,
+                     r.bk2, r.warps2, std::min(r.warps_m2, bm / 16), r.stages2,
+                     s.pairs() > r.align_chunk ? r.align_chunk : 0, s.routed() ? r.route_lanes : 8,
+                     s.routed() ? vec : 1,
+                     s.k > 1 ? r.combine_vec : tunables_[kCombineVec].values.front()}};
+    };
+    for (const MoeDefaults& row : kDefaults) {
+      if (device.cc_major < row.cc_major || s.t > row.max_t) continue;
+      Params p = params(row);
+      fit_columns(p, s);
+      if (!invalid_reason(p, problem, t, device)) return p;
+      break;
+    }
+    Params p = params(kSafe);
+    fit_columns(p, s);
+    return p;
+  }
+
+ private:
+  static Stage stage(const Config& c, const Shape& s, std::size_t index) {
+    const std::vector<Stage> st = stages_of(c, s);
+    if (index >= st.size())
+      throw InvalidArgument("moe: kernel index " + str(static_cast<long long>(index)) +
+                            " out of range (" + str(static_cast<long long>(st.size())) +
+                            " kernels)");
+    return st[index];
+  }
+
+  /// Smallest listed block_m that holds the mean rows an expert receives (T * k pairs over the
+  /// min(e, T * k) experts they can reach); the largest when none does.
+  int fitting_block_m(const Shape& s) const {
+    const long long used = std::min<long long>(s.e, s.pairs());
+    const long long rows = (s.pairs() + used - 1) / used;
+    const std::vector<std::int64_t>& v = tunables_[kBlockM].values;
+    for (std::int64_t bm : v)
+      if (bm >= rows) return static_cast<int>(bm);
+    return static_cast<int>(v.back());
+  }
+
+  /// Smallest listed block_n covering n columns in one block, but at least 64: a 32-column
+  /// tile needs warps_m >= 2 and so block_m >= 32, which the block_m pruning may have ruled out
+  /// (64 columns work with every block_m at 4 warps). The largest when none covers n.
+  int fitting_block_n(Param which, int n) const {
+    const std::vector<std::int64_t>& v = tunables_[which].values;
+    for (std::int64_t bn : v)
+      if (bn >= n && bn >= 64) return static_cast<int>(bn);
+    return static_cast<int>(v.back());
+  }
+
+  /// Lowers a default's bn1 / bn2 where i / h are narrower than the tile (else pruned).
+  void fit_columns(Params& p, const Shape& s) const {
+    p.values[kBn1] = std::min<std::int64_t>(p.values[kBn1], fitting_block_n(kBn1, s.i));
+    p.values[kBn2] = std::min<std::int64_t>(p.values[kBn2], fitting_block_n(kBn2, s.h));
+  }
+
+  /// Why the point cannot be instantiated (no device needed) or can never win, or nullopt.
+  std::optional<std::string> static_reason(const Params& params, const Problem& problem,
+                                           DType t) const {
+    if (t != DType::bf16 && t != DType::f16)
+      return std::string(dtype_name(t)) + " is not supported by moe (dtypes: bf16, fp16)";
+    if (auto why = check_params(params)) return why;
+    try {
+      check_problem(problem);
+    } catch (const InvalidArgument& e) {
+      return std::string(e.what());
+    }
+    const Config c = config_of(params);
+    const Shape s = shape_of(problem);
+    if (const char* why = moe_gemm_invalid_reason(c.block_m, c.bn1, c.bk1, c.warps1, c.warps_m1,
+                                                  c.stages1, true))
+      return "gemm1 tile block_m=" + str(c.block_m) + ", bn1=" + str(c.bn1) + ", bk1=" +
+             str(c.bk1) + ", warps1=" + str(c.warps1) + ", warps_m1=" + str(c.warps_m1) +
+             ", stages1=" + str(c.stages1) + ": " + why;
+    if (const char* why = moe_gemm_invalid_reason(c.block_m, c.bn2, c.bk2, c.warps2, c.warps_m2,
+                                                  c.stages2, false))
+      return "gemm2 tile block_m=" + str(c.block_m) + ", bn2=" + str(c.bn2) + ", bk2=" +
+             str(c.bk2) + ", warps2=" + str(c.warps2) + ", warps_m2=" + str(c.warps_m2) +
+             ", stages2=" + str(c.stages2) + ": " + why;
+    if (s.k > 1) {
+      if (const char* why = moe_combine_invalid_reason(kCombineThreads, c.combine_vec, s.h))
+        return "combine_vec=" + str(c.combine_vec) + " at h=" + str(s.h) + ": " + why;
+    } else if (c.combine_vec != tunables_[kCombineVec].values.front()) {
+      return "combine_vec has no effect at k=1 (gemm2 writes y, no combine kernel): only "
+             "combine_vec=" + str(tunables_[kCombineVec].values.front()) + " is searched";
+    }
+    if (s.routed()) {
+      if (s.e % c.route_vec != 0)
+        return "route_vec=" + str(c.route_vec) + " needs e % route_vec == 0 (whole vector loads "
+               "of a logits row); e=" + str(s.e);
+      const int per_thread = route_items(c, s) * c.route_vec;
+      const int limit = s.routing == moe_sigmoid_group ? 32 : 64;
+      if (per_thread > limit)
+        return "route_lanes=" + str(c.route_lanes) + " leaves " + str(per_thread) +
+               " scores per thread at e=" + str(s.e) + "; the route kernel keeps at most " +
+               str(limit) + " in registers" +
+               (s.routing == moe_sigmoid_group ? " (sigmoid_group keeps two per expert)" : "");
+      if (s.routing == moe_sigmoid_group && kRouteThreads / c.route_lanes > 32)
+        return "sigmoid_group keeps (256 + 64) floats of shared memory per token: at most 32 "
+               "tokens (128 / route_lanes) per route block";
+    } else if (c.route_lanes != tunables_[kRouteLanes].values.front() ||
+               c.route_vec != tunables_[kRouteVec].values.front()) {
+      return "route_lanes and route_vec have no effect with routing=precomputed (no route "
+             "kernel): only route_lanes=" + str(tunables_[kRouteLanes].values.front()) +
+             ", route_vec=" + str(tunables_[kRouteVec].values.front()) + " are searched";
+    }
+    // Can never win: said, not dropped.
+    if (c.align_chunk > 0 && s.pairs() <= c.align_chunk)
+      return "align_chunk=" + str(c.align_chunk) + " with t*k=" + str(s.pairs()) +
+             " pairs is one chunk: the count/scan/scatter path does the one-block kernel's work "
+             "in three launches";
+    const int fit = fitting_block_m(s);
+    if (c.block_m > fit)
+      return "block_m=" + str(c.block_m) + " exceeds block_m=" + str(fit) + ", which already "
+             "holds the ~" + str((s.pairs() + std::min<long long>(s.e, s.pairs()) - 1) /
+                                 std::min<long long>(s.e, s.pairs())) +
+             " rows per expert of t*k=" + str(s.pairs()) + " pairs over e=" + str(s.e) +
+             " experts in one block: a larger block only adds padding rows";
+    if (c.bn1 > fitting_block_n(kBn1, s.i))
+      return "bn1=" + str(c.bn1) + " exceeds i=" + str(s.i) + " where bn1=" +
+             str(fitting_block_n(kBn1, s.i)) + " already covers it: the extra columns are padding";
+    if (c.bn2 > fitting_block_n(kBn2, s.h))
+      return "bn2=" + str(c.bn2) + " exceeds h=" + str(s.h) + " where bn2=" +
+             str(fitting_block_n(kBn2, s.h)) + " already covers it: the extra columns are padding";
+    return std::nullopt;
+  }
+
+  std::vector<DimSpec> dims_;
+  std::vector<Tunable> tunables_;
+  std::vector<ScalarSpec> scalars_;
+};
+
+}  // namespace
+
+const Op& moe_op() {
+  static const MoeOp op;
+  return op;
+}
+
+}  // namespace ktune

@@ -1,0 +1,471 @@
+// The MoE op's host side without a GPU: problem keys and reasons, the search space and its
+// reasons, defaults for many shapes, the launches of run() and run_reference() through a
+// recording launcher (order, grids, workspace bounds), and NVRTC compiles of default kernels.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "ktune/error.hpp"
+#include "runtime/core/compiler.hpp"
+#include "search/space.hpp"
+#include "templates/moe/args.h"
+#include "templates/moe/gemm_args.h"
+#include "templates/moe/moe_op.hpp"
+#include "templates/moe/reference.cuh"
+#include "templates/moe/zero.cuh"
+
+namespace ktune {
+namespace {
+
+const Op& op() { return moe_op(); }
+DeviceInfo device(std::string_view arch) { return *device_for_arch(arch); }
+
+std::string problem_error(const std::string& shape) {
+  try {
+    op().check_problem(op().parse_problem(shape));
+  } catch (const InvalidArgument& e) {
+    return e.what();
+  }
+  return "";
+}
+
+bool contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
+
+const char* const kMixtral = "e=8,k=2,h=4096,i=14336";
+const char* const kDeepSeek = "e=64,k=8,h=2048,i=1408,routing=sigmoid_group,n_group=8,topk_group=3";
+
+Problem problem(const std::string& shape, int t) {
+  return op().parse_problem(shape + ",t=" + std::to_string(t));
+}
+
+// ---- problems ----
+
+TEST(MoeProblem, KeysRoundTripWithDefaults) {
+  const Problem p = op().parse_problem("t=16,i=14336,h=4096,k=2,e=8");
+  EXPECT_EQ(p.values, (std::vector<std::int64_t>{8, 2, 4096, 14336, 16, 1, 1, 1}));
+  EXPECT_EQ(op().problem_key(p),
+            "e=8,k=2,h=4096,i=14336,t=16,routing=softmax_renorm,n_group=1,topk_group=1");
+  EXPECT_EQ(op().parse_problem(op().problem_key(p)), p);
+  EXPECT_EQ(op().parse_problem(std::string(kDeepSeek) + ",t=3").values[5], moe_sigmoid_group);
+  EXPECT_EQ(op().problem_key(op().default_problem()),
+            "e=8,k=2,h=4096,i=14336,t=1024,routing=softmax_renorm,n_group=1,topk_group=1");
+}
+
+TEST(MoeProblem, ExpertShapeIsExactTokensByDistance) {
+  std::set<std::string> exact;
+  for (const DimSpec& d : op().dims())
+    if (d.matched_exactly()) exact.insert(d.name);
+  EXPECT_EQ(exact, (std::set<std::string>{"e", "k", "h", "i", "routing", "n_group", "topk_group"}));
+}
+
+TEST(MoeProblem, ReasonsAreReadable) {
+  EXPECT_EQ(problem_error(std::string(kMixtral) + ",t=1"), "");
+  EXPECT_EQ(problem_error(std::string(kDeepSeek) + ",t=1"), "");
+  EXPECT_TRUE(contains(problem_error("e=4,k=8,h=64,i=64,t=1"), "k=8 exceeds e=4"));
+  EXPECT_TRUE(contains(problem_error("e=8,k=2,h=4100,i=64,t=1"), "multiple of 8"));
+  EXPECT_TRUE(contains(problem_error("e=8,k=2,h=64,i=60,t=1"), "I must be"));
+  EXPECT_TRUE(contains(problem_error("e=8,k=2,h=64,i=64,t=1,n_group=2"),
+                       "apply to routing=sigmoid_group only"));
+  EXPECT_TRUE(contains(problem_error("e=10,k=2,h=64,i=64,t=1,routing=sigmoid_group,n_group=4"),
+                       "not a multiple of n_group=4"));
+  EXPECT_TRUE(contains(
+      problem_error("e=8,k=2,h=64,i=64,t=1,routing=sigmoid_group,n_group=2,topk_group=3"),
+      "topk_group=3 exceeds n_group=2"));
+  EXPECT_TRUE(contains(
+      problem_error("e=8,k=3,h=64,i=64,t=1,routing=sigmoid_group,n_group=4,topk_group=1"),
+      "k=3 exceeds the 2 experts of the topk_group=1 kept groups"));
+  EXPECT_TRUE(contains(problem_error("e=8,k=2,h=64,i=64,t=1,routing=topk"), "softmax"));
+  EXPECT_TRUE(contains(problem_error("e=300,k=2,h=64,i=64,t=1"), "e"));
+  EXPECT_TRUE(contains(problem_error("e=8,k=2,h=64,i=64,t=70000"), "t"));
+  EXPECT_NE(problem_error("e=8,k=2,h=64,i=64"), "");  // t is required
+}
+
+TEST(MoeProblem, TensorsFollowTheRoutingMode) {
+  const auto specs = op().tensors(problem(kMixtral, 5), DType::bf16);
+  std::vector<std::string> names;
+  for (const TensorSpec& s : specs) names.push_back(s.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"x", "logits", "correction_bias", "topk_ids",
+                                             "topk_weights", "w1", "w2", "y", "expert_counts",
+                                             "aux_loss"}));
+  EXPECT_EQ(specs[1].elements, 5 * 8);
+  EXPECT_EQ(specs[2].elements, 0);  // no bias outside sigmoid_group
+  EXPECT_EQ(specs[3].dtype, DType::i32);
+  EXPECT_EQ(specs[3].role, TensorRole::output);
+  EXPECT_TRUE(specs[3].optional);
+  EXPECT_EQ(specs[5].elements, 8LL * 2 * 14336 * 4096);
+  EXPECT_EQ(specs[7].role, TensorRole::output);
+  EXPECT_EQ(specs[8].dtype, DType::i32);
+  EXPECT_EQ(dtype_size(DType::i32), 4u);
+  EXPECT_STREQ(dtype_name(DType::i32), "int32");
+  const auto pre = op().tensors(problem(std::string(kMixtral) + ",routing=precomputed", 5),
+                                DType::bf16);
+  EXPECT_EQ(pre[1].elements, 0);
+  EXPECT_EQ(pre[3].role, TensorRole::input);
+  EXPECT_FALSE(pre[3].optional);
+  EXPECT_EQ(pre[4].role, TensorRole::input);
+  EXPECT_EQ(pre[9].elements, 0);
+}
+
+TEST(MoeProblem, FlopsAndBytes) {
+  const Problem p = problem(kMixtral, 1);
+  EXPECT_DOUBLE_EQ(op().flops(p, DType::bf16), 2.0 * 2 * (4096.0 * 2 * 14336 + 14336.0 * 4096));
+  // T = 1, k = 2: two experts' weights, x, y and the logits row.
+  EXPECT_DOUBLE_EQ(op().min_bytes(p, DType::bf16),
+                   2.0 * 3 * 4096 * 14336 * 2 + 2.0 * 4096 * 2 + 8 * 4);
+  // Many tokens: every expert once.
+  EXPECT_DOUBLE_EQ(op().min_bytes(problem(kMixtral, 64), DType::bf16),
+                   8.0 * 3 * 4096 * 14336 * 2 + 2.0 * 64 * 4096 * 2 + 64 * 8 * 4);
+}
+
+// ---- the space ----
+
+TEST(MoeSpace, SizeValidCountAndReasons) {
+  for (int t : {1, 64, 4096}) {
+    for (const char* shape : {kMixtral, kDeepSeek}) {
+      const auto start = std::chrono::steady_clock::now();
+      const Space s(op(), problem(shape, t), DType::bf16, device("sm_90a"));
+      const double ms = std::chrono::duration<double, std::milli>(
+                            std::chrono::steady_clock::now() - start).count();
+      std::size_t product = 1;
+      for (const Tunable& tu : op().tunables()) product *= tu.values.size();
+      EXPECT_EQ(s.points().size(), product);
+      EXPECT_GT(s.valid_count(), 0u) << shape << " t=" << t;
+      std::printf("%s t=%d: %zu points, %zu valid, %zu reasons, %.0f ms\n", shape, t,
+                  s.points().size(), s.valid_count(), s.invalid_reasons().size(), ms);
+      for (const SpacePoint& pt : s.points())
+        if (pt.invalid) {
+          ASSERT_GT(pt.invalid->size(), 20u) << op().params_key(pt.params);
+        }
+      for (const Params& v : s.valid_points()) {
+        const auto kernels = op().kernels(v, s.problem(), DType::bf16);
+        for (std::size_t k = 0; k < kernels.size(); ++k) {
+          const unsigned smem = op().dynamic_shared_bytes(v, s.problem(), DType::bf16, k);
+          EXPECT_LE(smem + 12u * 128u, 227u * 1024u);
+        }
+        break;  // one sample: kernels() is exercised below for the defaults
+      }
+    }
+  }
+}
+
+TEST(MoeSpace, PrunesWhatCannotWinWithAReason) {
+  const DeviceInfo h100 = device("sm_90a");
+  const Problem one = problem(kMixtral, 1);
+  Params p = op().default_params(one, DType::bf16, h100);
+  EXPECT_EQ(op().param(p, "block_m"), 16);
+  p.values[op().param_index("block_m")] = 64;
+  p.values[op().param_index("warps_m1")] = 1;
+  p.values[op().param_index("warps_m2")] = 1;
+  EXPECT_TRUE(contains(op().invalid_reason(p, one, DType::bf16, h100).value_or(""),
+                       "a larger block only adds padding rows"));
+  Params q = op().default_params(one, DType::bf16, h100);
+  q.values[op().param_index("align_chunk")] = 4096;
+  EXPECT_TRUE(contains(op().invalid_reason(q, one, DType::bf16, h100).value_or(""),
+                       "three launches"));
+  // The same point at many tokens is fine.
+  const Problem many = problem(kMixtral, 4096);
+  Params r = op().default_params(many, DType::bf16, h100);
+  EXPECT_EQ(op().invalid_reason(r, many, DType::bf16, h100), std::nullopt);
+  // Precomputed routing: the route tunables are searched at one value only.
+  const Problem pre = problem(std::string(kMixtral) + ",routing=precomputed", 64);
+  Params s = op().default_params(pre, DType::bf16, h100);
+  EXPECT_EQ(op().invalid_reason(s, pre, DType::bf16, h100), std::nullopt);
+  s.values[op().param_index("route_lanes")] = 32;
+  EXPECT_TRUE(contains(op().invalid_reason(s, pre, DType::bf16, h100).value_or(""),
+                       "no effect with routing=precomputed"));
+  // Route vector width against e; GEMM tile reasons come from gemm_args.h.
+  const Problem odd = problem("e=6,k=2,h=64,i=64", 64);
+  Params o = op().default_params(odd, DType::bf16, h100);
+  EXPECT_EQ(op().param(o, "route_vec"), 1);
+  o.values[op().param_index("route_vec")] = 4;
+  EXPECT_TRUE(contains(op().invalid_reason(o, odd, DType::bf16, h100).value_or(""),
+                       "e % route_vec == 0"));
+  Params g = op().default_params(many, DType::bf16, h100);
+  g.values[op().param_index("warps1")] = 8;
+  g.values[op().param_index("warps_m1")] = 1;
+  g.values[op().param_index("bn1")] = 64;
+  EXPECT_TRUE(contains(op().invalid_reason(g, many, DType::bf16, h100).value_or(""),
+                       "gemm1 tile"));
+  EXPECT_TRUE(contains(op().invalid_reason(r, many, DType::f32, h100).value_or(""),
+                       "not supported by moe"));
+}
+
+TEST(MoeSpace, SharedMemoryAgainstTheDevice) {
+  const Problem p = problem(kMixtral, 4096);
+  Params big = op().default_params(p, DType::bf16, device("sm_90a"));
+  for (const char* n : {"bn1", "bn2"}) big.values[op().param_index(n)] = 128;
+  for (const char* n : {"bk1", "bk2"}) big.values[op().param_index(n)] = 64;
+  for (const char* n : {"stages1", "stages2"}) big.values[op().param_index(n)] = 4;
+  for (const char* n : {"warps1", "warps2"}) big.values[op().param_index(n)] = 8;
+  // gemm1: 4 x (128 + 256) x 64 x 2 = 196608 bytes + 1536 static: fits sm_90a, not sm_80.
+  EXPECT_EQ(op().invalid_reason(big, p, DType::bf16, device("sm_90a")), std::nullopt);
+  EXPECT_TRUE(contains(op().invalid_reason(big, p, DType::bf16, device("sm_80")).value_or(""),
+                       "more than the device's"));
+}
+
+// ---- defaults ----
+
+TEST(MoeDefaults, ValidForManyShapes) {
+  const std::vector<std::string> shapes = {
+      kMixtral, kDeepSeek, "e=8,k=2,h=4096,i=14336,routing=precomputed",
+      "e=64,k=8,h=2048,i=1408,routing=softmax", "e=256,k=8,h=7168,i=2048,routing=sigmoid_group,"
+      "n_group=8,topk_group=4", "e=6,k=1,h=8,i=8", "e=1,k=1,h=64,i=40", "e=128,k=16,h=512,i=24",
+      "e=60,k=4,h=2048,i=1408,routing=softmax"};
+  for (const std::string& shape : shapes)
+    for (int t : {1, 2, 3, 16, 100, 1024, 4096, 65536})
+      for (const char* arch : {"sm_80", "sm_90a"})
+        for (DType dt : {DType::bf16, DType::f16}) {
+          const Problem p = problem(shape, t);
+          const Params d = op().default_params(p, dt, device(arch));
+          EXPECT_EQ(op().invalid_reason(d, p, dt, device(arch)), std::nullopt)
+              << shape << " t=" << t << " " << arch << ": " << op().params_key(d);
+        }
+  const Problem small = problem(kMixtral, 1), large = problem(kMixtral, 4096);
+  EXPECT_EQ(op().param(op().default_params(small, DType::bf16, device("sm_90a")), "block_m"), 16);
+  EXPECT_GE(op().param(op().default_params(large, DType::bf16, device("sm_90a")), "block_m"), 64);
+}
+
+// ---- run() ----
+
+struct Recorded {
+  KernelLaunch launch;
+  std::vector<unsigned char> args;
+  template <typename A>
+  A as() const {
+    A a{};
+    EXPECT_EQ(args.size(), sizeof a);
+    std::memcpy(&a, args.data(), sizeof a);
+    return a;
+  }
+};
+
+class RecordingLauncher final : public Launcher {
+ public:
+  void launch(const KernelLaunch& l) override {
+    Recorded r{l, {}};
+    const auto* b = static_cast<const unsigned char*>(l.args);
+    r.args.assign(b, b + l.args_size);
+    launches.push_back(r);
+  }
+  std::vector<Recorded> launches;
+};
+
+constexpr std::uint64_t kWorkspace = 0x100000000ull;
+
+/// Runs with tensors at 0x10000 * (i + 1) (those in `null` passed as null), kernel handle i at
+/// 0x100 + i.
+RecordingLauncher run(const Params& params, const Problem& p, std::set<int> null = {},
+                      bool reference = false) {
+  std::uint64_t tensors[10];
+  for (int i = 0; i < 10; ++i) tensors[i] = null.count(i) ? 0 : 0x10000ull * (i + 1);
+  KernelHandle kernels[16];
+  for (int i = 0; i < 16; ++i) kernels[i] = reinterpret_cast<KernelHandle>(0x100 + i);
+  const double scaling = 2.5;
+  RunArgs a;
+  a.params = &params;
+  a.problem = &p;
+  a.tensors = tensors;
+  a.scalars = &scaling;
+  a.kernels = kernels;
+  a.workspace = kWorkspace;
+  RecordingLauncher l;
+  if (reference)
+    op().run_reference(a, l);
+  else
+    op().run(a, l);
+  return l;
+}
+
+std::vector<std::string> kernel_names(const Params& params, const Problem& p) {
+  std::vector<std::string> out;
+  for (const KernelSource& k : op().kernels(params, p, DType::bf16)) {
+    const std::string& e = k.name_expression;
+    out.push_back(e.substr(7, e.find('<') == std::string::npos ? std::string::npos
+                                                               : e.find('<') - 7));
+  }
+  return out;
+}
+
+/// Every workspace pointer of a launch lies inside [kWorkspace, kWorkspace + bytes).
+void expect_inside(const void* ptr, std::size_t bytes, std::size_t ws, const char* what) {
+  const auto v = reinterpret_cast<std::uintptr_t>(ptr);
+  if (v < kWorkspace) return;  // a tensor
+  EXPECT_LE(v + bytes, kWorkspace + ws) << what;
+}
+
+TEST(MoeRun, KernelsInOrderPerRoutingMode) {
+  const DeviceInfo h100 = device("sm_90a");
+  const Problem soft = problem(kMixtral, 4096);
+  const Params ps = op().default_params(soft, DType::bf16, h100);
+  EXPECT_EQ(op().param(ps, "align_chunk"), 4096);
+  EXPECT_EQ(kernel_names(ps, soft),
+            (std::vector<std::string>{"moe_zero_kernel", "moe_route_kernel",
+                                      "moe_align_count_kernel", "moe_align_scan_kernel",
+                                      "moe_align_scatter_kernel", "moe_gemm_kernel",
+                                      "moe_gemm_kernel", "moe_combine_kernel"}));
+  const Problem pre = problem(std::string(kMixtral) + ",routing=precomputed", 16);
+  const Params pp = op().default_params(pre, DType::bf16, h100);
+  EXPECT_EQ(kernel_names(pp, pre),
+            (std::vector<std::string>{"moe_align_kernel", "moe_gemm_kernel", "moe_gemm_kernel",
+                                      "moe_combine_kernel"}));
+  const Problem k1 = problem("e=8,k=1,h=256,i=128", 7);
+  EXPECT_EQ(kernel_names(op().default_params(k1, DType::bf16, h100), k1),
+            (std::vector<std::string>{"moe_zero_kernel", "moe_route_kernel", "moe_align_kernel",
+                                      "moe_gemm_kernel", "moe_gemm_kernel"}));
+  const auto ks = op().kernels(ps, soft, DType::bf16);
+  EXPECT_EQ(ks[1].name_expression, "ktune::moe_route_kernel<1, 128, 8, 4, 1>");
+  EXPECT_EQ(ks[2].name_expression, "ktune::moe_align_count_kernel<256, 4096>");
+  EXPECT_TRUE(contains(ks[5].name_expression, ", true>"));
+  EXPECT_TRUE(contains(ks[6].name_expression, ", false>"));
+}
+
+TEST(MoeRun, LaunchesFromUpperBoundsInsideTheWorkspace) {
+  const DeviceInfo h100 = device("sm_90a");
+  for (const std::string& shape : {std::string(kMixtral), std::string(kDeepSeek)}) {
+    for (int t : {1, 37, 5000}) {
+      const Problem p = problem(shape, t);
+      const Params params = op().default_params(p, DType::bf16, h100);
+      const auto ks = op().kernels(params, p, DType::bf16);
+      const std::size_t ws = op().workspace_bytes(params, p, DType::bf16);
+      const int E = static_cast<int>(op().dim(p, "e")), K = static_cast<int>(op().dim(p, "k"));
+      const int H = static_cast<int>(op().dim(p, "h")), I = static_cast<int>(op().dim(p, "i"));
+      const int bm = static_cast<int>(op().param(params, "block_m"));
+      const long long pairs = static_cast<long long>(t) * K;
+      const long long max_blocks = moe_max_blocks(pairs, E, bm);
+      const std::string what = shape + " t=" + std::to_string(t);
+
+      // With every optional output: all kernels, in order.
+      const RecordingLauncher all = run(params, p);
+      ASSERT_EQ(all.launches.size(), ks.size()) << what;
+      for (std::size_t i = 0; i < ks.size(); ++i) {
+        const KernelLaunch& l = all.launches[i].launch;
+        EXPECT_EQ(l.kernel, reinterpret_cast<KernelHandle>(0x100 + i)) << what;
+        EXPECT_EQ(static_cast<int>(l.block[0]), op().block_threads(params, p, DType::bf16, i));
+        EXPECT_EQ(l.shared_bytes, op().dynamic_shared_bytes(params, p, DType::bf16, i));
+      }
+      const auto z = all.launches[0].as<MoeZeroArgs>();
+      EXPECT_EQ(z.count, 2 * E + 1);
+      expect_inside(z.data, 8u * z.count, ws, "aux scratch");
+      const auto r = all.launches[1].as<MoeRouteArgs>();
+      EXPECT_EQ(r.topk_ids, reinterpret_cast<int*>(0x40000));  // the caller's outputs
+      EXPECT_EQ(r.aux_loss, reinterpret_cast<float*>(0xa0000));
+      EXPECT_EQ(r.aux_scratch, z.data);
+      EXPECT_EQ(r.routed_scaling, shape == kDeepSeek ? 2.5f : 1.0f);
+      EXPECT_EQ(r.correction_bias,
+                shape == kDeepSeek ? reinterpret_cast<const float*>(0x30000) : nullptr);
+      const int per_block = 128 / static_cast<int>(op().param(params, "route_lanes"));
+      EXPECT_EQ(all.launches[1].launch.grid[0], static_cast<unsigned>((t + per_block - 1) / per_block));
+      const std::size_t g1 = ks.size() - 3, g2 = ks.size() - 2, cb = ks.size() - 1;
+      const auto al = all.launches[2].as<MoeAlignArgs>();
+      EXPECT_EQ(al.expert_counts, reinterpret_cast<int*>(0x90000));
+      expect_inside(al.sorted_pairs, 4u * static_cast<std::size_t>(max_blocks) * bm, ws, "sorted");
+      expect_inside(al.block_expert, 4u * static_cast<std::size_t>(max_blocks), ws, "blocks");
+      if (al.scratch)
+        expect_inside(al.scratch, 4u * moe_align_scratch_ints(pairs, E, 4096), ws, "align");
+      const auto a1 = all.launches[g1].as<MoeGemmArgs>();
+      const auto a2 = all.launches[g2].as<MoeGemmArgs>();
+      EXPECT_EQ(all.launches[g1].launch.grid[0], static_cast<unsigned>(max_blocks));
+      EXPECT_EQ(all.launches[g1].launch.grid[1],
+                moe_gemm_grid_y(I, static_cast<int>(op().param(params, "bn1"))));
+      EXPECT_EQ(all.launches[g2].launch.grid[1],
+                moe_gemm_grid_y(H, static_cast<int>(op().param(params, "bn2"))));
+      EXPECT_EQ(a1.max_blocks, max_blocks);
+      EXPECT_EQ(a1.a, reinterpret_cast<const void*>(0x10000));
+      EXPECT_EQ(a1.n, I);
+      EXPECT_EQ(a1.kdim, H);
+      EXPECT_EQ(a2.a, a1.out);
+      EXPECT_EQ(a2.n, H);
+      EXPECT_EQ(a2.topk_weights, reinterpret_cast<const float*>(0x50000));
+      expect_inside(a1.out, 2u * static_cast<std::size_t>(max_blocks) * bm * I, ws, "act");
+      expect_inside(a2.out, 2u * static_cast<std::size_t>(pairs) * H, ws, "pair_out");
+      const auto c = all.launches[cb].as<MoeCombineArgs>();
+      EXPECT_EQ(c.pair_out, a2.out);
+      EXPECT_EQ(c.y, reinterpret_cast<void*>(0x80000));
+      EXPECT_EQ(all.launches[cb].launch.grid[0], static_cast<unsigned>(t));
+
+      // Without the optional outputs: no zeroing, ids/weights/counts in the workspace.
+      const RecordingLauncher bare = run(params, p, {3, 4, 8, 9});
+      ASSERT_EQ(bare.launches.size(), ks.size() - 1) << what;
+      EXPECT_EQ(bare.launches[0].launch.kernel, reinterpret_cast<KernelHandle>(0x101));
+      const auto rb = bare.launches[0].as<MoeRouteArgs>();
+      EXPECT_EQ(rb.aux_loss, nullptr);
+      expect_inside(rb.topk_ids, 4u * pairs, ws, "ids");
+      expect_inside(rb.topk_weights, 4u * pairs, ws, "weights");
+      EXPECT_GE(reinterpret_cast<std::uintptr_t>(rb.topk_ids), kWorkspace);
+      EXPECT_EQ(bare.launches[1].as<MoeAlignArgs>().topk_ids, rb.topk_ids);
+      EXPECT_EQ(bare.launches[bare.launches.size() - 2].as<MoeGemmArgs>().topk_weights,
+                rb.topk_weights);
+    }
+  }
+}
+
+TEST(MoeRun, PrecomputedAndReference) {
+  const DeviceInfo h100 = device("sm_90a");
+  const Problem p = problem(std::string(kMixtral) + ",routing=precomputed", 3);
+  const Params params = op().default_params(p, DType::bf16, h100);
+  const RecordingLauncher l = run(params, p, {1, 2, 8, 9});
+  ASSERT_EQ(l.launches.size(), 4u);
+  EXPECT_EQ(l.launches[0].as<MoeAlignArgs>().topk_ids, reinterpret_cast<const int*>(0x40000));
+  EXPECT_EQ(l.launches[0].launch.grid[0], 1u);
+  EXPECT_THROW(run(params, p, {3}), InvalidArgument);
+
+  const RecordingLauncher ref = run(params, p, {}, true);
+  ASSERT_EQ(ref.launches.size(), 2u);
+  const auto a = ref.launches[0].as<MoeReferenceArgs>();
+  EXPECT_EQ(ref.launches[0].launch.grid[0], 3u);
+  EXPECT_EQ(a.ids_in, reinterpret_cast<const int*>(0x40000));
+  EXPECT_EQ(a.logits, nullptr);
+  EXPECT_EQ(a.aux_loss, nullptr);
+  EXPECT_EQ(a.y, reinterpret_cast<float*>(0x80000));
+  const Problem ds = problem(kDeepSeek, 9);
+  const auto b = run(op().default_params(ds, DType::bf16, h100), ds, {}, true)
+                     .launches[0].as<MoeReferenceArgs>();
+  EXPECT_EQ(b.topk_ids, reinterpret_cast<float*>(0x40000));
+  EXPECT_EQ(b.correction_bias, reinterpret_cast<const float*>(0x30000));
+  EXPECT_EQ(b.routed_scaling, 2.5f);
+  EXPECT_EQ(b.n_group, 8);
+}
+
+// ---- NVRTC ----
+
+TEST(MoeCompile, DefaultsAndReferenceCompile) {
+  std::vector<CompileJob> jobs;
+  std::set<std::pair<std::string, std::string>> seen;
+  const auto add = [&](const KernelSource& k, const char* arch) {
+    if (seen.insert({k.name_expression, arch}).second) jobs.push_back({k, arch, {}});
+  };
+  for (const char* arch : {"sm_80", "sm_90a"}) {
+    const std::vector<std::pair<std::string, DType>> sample = {
+        {std::string(kMixtral) + ",t=1", DType::bf16},
+        {std::string(kMixtral) + ",t=4096", DType::bf16},
+        {std::string(kDeepSeek) + ",t=64", DType::f16},
+        {std::string(kMixtral) + ",routing=precomputed,t=16", DType::bf16}};
+    for (const auto& [shape, dt] : sample) {
+      const Problem p = op().parse_problem(shape);
+      for (const KernelSource& k : op().kernels(op().default_params(p, dt, device(arch)), p, dt))
+        add(k, arch);
+    }
+    for (const KernelSource& k : op().reference_kernels(problem(kMixtral, 1), DType::bf16))
+      add(k, arch);
+  }
+  const Compiler compiler(std::nullopt);
+  const std::vector<CompileOutcome> outcomes = compile_parallel(compiler, jobs, 0);
+  ASSERT_EQ(outcomes.size(), jobs.size());
+  for (std::size_t i = 0; i < jobs.size(); ++i) {
+    const std::string what = jobs[i].arch + " " + jobs[i].source.name_expression;
+    ASSERT_TRUE(outcomes[i].kernel) << what << ":\n" << outcomes[i].error;
+    const KernelResources& r = outcomes[i].kernel->resources;
+    std::printf("%-75s %3d regs, %5d smem, spills %d/%d\n", what.c_str(), r.registers,
+                r.shared_bytes, r.spill_stores, r.spill_loads);
+  }
+}
+
+}  // namespace
+}  // namespace ktune
