@@ -161,7 +161,8 @@ class Op {
   /// Threads per block of kernels()[i] (for the register check).
   virtual int block_threads(const Params& params, const Problem& problem, DType t,
                             std::size_t kernel_index) const = 0;
-  /// Dynamic shared memory of kernels()[i]; above 48 KiB the launcher raises the kernel's limit.
+  /// Dynamic shared memory of kernels()[i]; the launcher raises the kernel's limit to it (the
+  /// default 48 KiB also covers the kernel's static shared memory).
   virtual unsigned dynamic_shared_bytes(const Params&, const Problem&, DType, std::size_t) const {
     return 0;
   }

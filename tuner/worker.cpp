@@ -32,7 +32,9 @@ struct LoadedKernels {
     for (const WireKernel& k : kernels) {
       modules.emplace_back(k.cubin);
       CUfunction f = modules.back().function(k.lowered_name);
-      if (k.dynamic_shared > 48 * 1024)
+      // Static shared memory counts against the same 48 KiB default, so a kernel with both
+      // (MoE's GEMM) may need the limit raised for 48 KiB of dynamic memory or less.
+      if (k.dynamic_shared > 0)
         KTUNE_CU(cu.cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                        static_cast<int>(k.dynamic_shared)));
       handles.push_back(f);

@@ -118,7 +118,9 @@ std::shared_ptr<LoadedKernel> Runtime::Impl::load(const CompileJob& job, unsigne
   auto k = std::make_shared<LoadedKernel>();
   k->module = Module(c.cubin);
   k->function = k->module.function(c.lowered_name);
-  if (dynamic_shared > 48 * 1024)
+  // Static shared memory counts against the same 48 KiB default, so a kernel with both
+  // (MoE's GEMM) may need the limit raised for 48 KiB of dynamic memory or less.
+  if (dynamic_shared > 0)
     KTUNE_CU(Driver::get().cuFuncSetAttribute(
         k->function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, static_cast<int>(dynamic_shared)));
   kernels_[key] = k;

@@ -1,0 +1,791 @@
+// The whole MoE op on the GPU: moe_op().kernels() compiled with NVRTC for the device, run()
+// through the real CUDA launcher on a stream, against (a) a host double reference of the layer
+// (routing by tests/support/moe_reference, ties to the lower id, MLPs in double) within the op's
+// tolerance() and (b) the op's own fp32 reference kernels (run_reference). Every routing mode x
+// dtype, T in {1, 3, 17, 1000}, E in {8, 64} x k in {1, 2, 8}, H and I not multiples of any tile,
+// an expert with every token and one with none, outputs poisoned first; a CUDA graph capture
+// replayed on fresh inputs equals plain launches bit for bit; two runs give the same y.
+// Skipped without a GPU.
+#include <gtest/gtest.h>
+
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <future>
+#include <map>
+#include <mutex>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "runtime/core/compiler.hpp"
+#include "runtime/core/device.hpp"
+#include "runtime/core/driver.hpp"
+#include "runtime/core/launcher.hpp"
+#include "templates/moe/args.h"
+#include "templates/moe/moe_op.hpp"
+#include "tests/support/moe_gemm_reference.hpp"
+#include "tests/support/moe_reference.hpp"
+#include "tests/support/test_env.hpp"
+
+namespace ktune {
+namespace {
+
+// Tensor indices of moe_op().tensors().
+enum : std::size_t { kX, kLogits, kBias, kIds, kWeights, kW1, kW2, kY, kCounts, kAux, kTensors };
+
+const char* routing_name(int r) {
+  static const char* names[] = {"softmax", "softmax_renorm", "sigmoid_group", "precomputed"};
+  return names[r];
+}
+
+struct Case {
+  int routing = moe_softmax_renorm;
+  int e = 8, k = 2, h = 136, i = 200, t = 1;
+  int n_group = 1, topk_group = 1;
+  double scaling = 1.0;
+  DType dtype = DType::bf16;
+  bool skew = true;        // expert 0 receives every token, expert E - 1 none (where k < E)
+  std::string params;      // empty: the device's default_params
+  bool bf16() const { return dtype == DType::bf16; }
+  bool routed() const { return routing != moe_precomputed; }
+  Problem problem() const { return {{e, k, h, i, t, routing, n_group, topk_group}}; }
+  std::string tag() const {
+    return std::string(routing_name(routing)) + (bf16() ? " bf16" : " fp16") +
+           " e=" + std::to_string(e) + " k=" + std::to_string(k) + " h=" + std::to_string(h) +
+           " i=" + std::to_string(i) + " t=" + std::to_string(t) +
+           (routing == moe_sigmoid_group ? " n_group=" + std::to_string(n_group) +
+                                               " topk_group=" + std::to_string(topk_group)
+                                         : std::string()) +
+           (params.empty() ? std::string(" default") : " " + params);
+  }
+};
+
+/// Host inputs of one case: bits for the device, doubles for the reference.
+struct Inputs {
+  std::vector<std::uint16_t> x, w1, w2;
+  std::vector<double> xv, w1v, w2v;
+  std::vector<float> logits, bias;   // routed
+  std::vector<int> ids;              // precomputed
+  std::vector<float> weights;        // precomputed
+};
+
+void take(test::MoeTensor&& m, std::vector<std::uint16_t>& bits, std::vector<double>& val) {
+  bits = std::move(m.bits);
+  val = std::move(m.val);
+}
+
+Inputs make_inputs(const Case& c, std::mt19937& rng) {
+  Inputs in;
+  const bool b = c.bf16();
+  const std::size_t E = c.e, H = c.h, I = c.i, T = c.t;
+  // x of unit variance; w1 ~ 1/sqrt(H) so gate and up are O(1); w2 ~ 1/sqrt(I) so y is O(1),
+  // divided by routed_scaling where the weights sum to it: tolerance()'s atol assumes y ~ 1.
+  const double sx = std::sqrt(3.0), s1 = std::sqrt(3.0 / c.h),
+               s2 = 1.5 * std::sqrt(3.0 / c.i) / (c.routing == moe_sigmoid_group ? c.scaling : 1.0);
+  take(test::MoeTensor(b, T * H, rng, -sx, sx), in.x, in.xv);
+  take(test::MoeTensor(b, E * 2 * I * H, rng, -s1, s1), in.w1, in.w1v);
+  take(test::MoeTensor(b, E * H * I, rng, -s2, s2), in.w2, in.w2v);
+  if (c.routed()) {
+    std::normal_distribution<float> n01(0.0f, 1.0f), nb(0.0f, 0.1f);
+    in.logits.resize(T * E);
+    for (float& v : in.logits) v = n01(rng);
+    if (c.skew && c.e >= 3)
+      for (std::size_t t = 0; t < T; ++t) {
+        // 10 sigma: at +6, one of 1000 tokens x 63 other experts beats expert 0 now and then.
+        in.logits[t * E] += 10.0f;
+        in.logits[t * E + E - 1] -= 10.0f;
+      }
+    if (c.routing == moe_sigmoid_group) {
+      in.bias.resize(E);
+      for (float& v : in.bias) v = nb(rng);
+    }
+  } else {
+    const test::MoeTestRouting r = test::moe_test_routing(c.t, c.e, c.k, rng, c.skew);
+    in.ids = r.ids;
+    in.weights = r.weights;
+    // Each token's weights sum to 1, as engines' renormalised top-k do: tolerance()'s atol
+    // assumes y ~ 1, and k = 8 weights of up to 1 each would make y ~ 4.
+    for (std::size_t t = 0; t < T; ++t) {
+      float sum = 0;
+      for (int s = 0; s < c.k; ++s) sum += in.weights[t * c.k + s];
+      for (int s = 0; s < c.k; ++s) in.weights[t * c.k + s] /= sum;
+    }
+  }
+  return in;
+}
+
+template <typename X>
+void upload(const DeviceBuffer& b, const std::vector<X>& v) {
+  if (!v.empty()) KTUNE_CU(Driver::get().cuMemcpyHtoD(b.get(), v.data(), v.size() * sizeof(X)));
+}
+
+template <typename X>
+std::vector<X> download(const DeviceBuffer& b, std::size_t n) {
+  std::vector<X> v(n);
+  if (n) KTUNE_CU(Driver::get().cuMemcpyDtoH(v.data(), b.get(), n * sizeof(X)));
+  return v;
+}
+
+std::uint64_t addr(const DeviceBuffer& b) { return static_cast<std::uint64_t>(b.get()); }
+
+/// What one call wrote.
+struct Outputs {
+  std::vector<std::uint16_t> y;
+  std::vector<int> ids, counts;
+  std::vector<float> weights;
+  float aux = NAN;
+  bool operator==(const Outputs& o) const {
+    return y == o.y && ids == o.ids && counts == o.counts &&
+           std::memcmp(weights.data(), o.weights.data(), weights.size() * 4) == 0 &&
+           weights.size() == o.weights.size() && std::memcmp(&aux, &o.aux, 4) == 0;
+  }
+};
+
+/// Compiled and loaded kernels, shared by every test of the binary; compiles in parallel.
+class Kernels {
+ public:
+  static Kernels& get() {
+    static Kernels k;
+    return k;
+  }
+  /// Compiles every kernel of `sources` not yet loaded, on all cores.
+  void prepare(const std::vector<KernelSource>& sources, const std::string& arch) {
+    std::vector<KernelSource> todo;
+    for (const KernelSource& s : sources)
+      if (!loaded_.count(s.name_expression) &&
+          std::find(todo.begin(), todo.end(), s) == todo.end())
+        todo.push_back(s);
+    std::vector<CompiledKernel> built(todo.size());
+    std::mutex m;
+    std::size_t next = 0;
+    std::vector<std::future<void>> workers;
+    const unsigned n = std::max(1u, std::min(16u, std::thread::hardware_concurrency()));
+    for (unsigned w = 0; w < n; ++w)
+      workers.push_back(std::async(std::launch::async, [&] {
+        for (;;) {
+          std::size_t i;
+          {
+            std::lock_guard<std::mutex> lock(m);
+            if (next >= todo.size()) return;
+            i = next++;
+          }
+          built[i] = compiler_.compile({todo[i], arch, {}});
+        }
+      }));
+    for (auto& w : workers) w.get();
+    for (std::size_t i = 0; i < todo.size(); ++i) {
+      Loaded l;
+      l.module = Module(built[i].cubin);
+      l.fn = l.module.function(built[i].lowered_name);
+      loaded_.emplace(todo[i].name_expression, std::move(l));
+    }
+  }
+  /// Handles of `sources` (prepared first); raises each kernel's dynamic shared memory limit.
+  std::vector<KernelHandle> handles(const std::vector<KernelSource>& sources,
+                                    const std::vector<unsigned>& smem, const std::string& arch) {
+    prepare(sources, arch);
+    std::vector<KernelHandle> out;
+    for (std::size_t i = 0; i < sources.size(); ++i) {
+      CUfunction fn = loaded_.at(sources[i].name_expression).fn;
+      // Whenever there is dynamic shared memory: the GEMM's static shared memory counts
+      // against the default 48 KiB too (a 49152-byte ring alone would not launch).
+      if (i < smem.size() && smem[i] > 0)
+        KTUNE_CU(Driver::get().cuFuncSetAttribute(
+            fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, static_cast<int>(smem[i])));
+      out.push_back(fn);
+    }
+    return out;
+  }
+
+ private:
+  struct Loaded {
+    Module module;
+    CUfunction fn = nullptr;
+  };
+  Kernels() : compiler_(dir_.path()) {}
+  test::TempDir dir_;
+  Compiler compiler_;
+  std::map<std::string, Loaded> loaded_;
+};
+
+/// One case on the device: its buffers, the configuration's kernels, and launches.
+class MoeCall {
+ public:
+  MoeCall(const Case& c, const DeviceInfo& dev) : c_(c), problem_(c.problem()) {
+    const Op& op = moe_op();
+    params_ = c.params.empty() ? op.default_params(problem_, c.dtype, dev)
+                               : op.parse_params(c.params);
+    if (auto why = op.invalid_reason(params_, problem_, c.dtype, dev))
+      throw std::runtime_error(c.tag() + ": invalid configuration: " + *why);
+    const std::vector<KernelSource> ks = op.kernels(params_, problem_, c.dtype);
+    std::vector<unsigned> smem;
+    for (std::size_t i = 0; i < ks.size(); ++i)
+      smem.push_back(op.dynamic_shared_bytes(params_, problem_, c.dtype, i));
+    kernels_ = Kernels::get().handles(ks, smem, dev.arch());
+    ref_kernels_ = Kernels::get().handles(op.reference_kernels(problem_, c.dtype), {}, dev.arch());
+    const std::size_t es = dtype_size(c.dtype);
+    const std::size_t E = c.e, H = c.h, I = c.i, T = c.t, P = T * c.k;
+    const auto buf = [](std::size_t bytes) { return DeviceBuffer(bytes + 16); };
+    x_ = buf(T * H * es);
+    w1_ = buf(E * 2 * I * H * es);
+    w2_ = buf(E * H * I * es);
+    logits_ = buf(T * E * 4);
+    bias_ = buf(E * 4);
+    ids_ = buf(P * 4);
+    weights_ = buf(P * 4);
+    y_ = buf(T * H * es);
+    counts_ = buf(E * 4);
+    aux_ = buf(4);
+    workspace_bytes_ = op.workspace_bytes(params_, problem_, c.dtype);
+    workspace_ = DeviceBuffer(std::max<std::size_t>(workspace_bytes_, 256));
+    ref_ids_ = buf(P * 4);
+    ref_weights_ = buf(P * 4);
+    ref_y_ = buf(T * H * 4);
+    ref_counts_ = buf(E * 4);
+    ref_aux_ = buf(4);
+    KTUNE_CU(Driver::get().cuStreamCreate(&stream_, CU_STREAM_NON_BLOCKING));
+    // The workspace starts as garbage: the op must not read what it did not write (the aux
+    // scratch is zeroed by its own kernel).
+    KTUNE_CU(Driver::get().cuMemsetD8Async(workspace_.get(), 0xa5, workspace_.size(), stream_));
+  }
+  ~MoeCall() {
+    if (stream_) Driver::get().cuStreamDestroy(stream_);
+  }
+  MoeCall(const MoeCall&) = delete;
+  MoeCall& operator=(const MoeCall&) = delete;
+
+  const Case& c() const { return c_; }
+  const Params& params() const { return params_; }
+  std::size_t workspace_bytes() const { return workspace_bytes_; }
+  CUstream stream() const { return stream_; }
+
+  void upload(const Inputs& in) {
+    ktune::upload(x_, in.x);
+    ktune::upload(w1_, in.w1);
+    ktune::upload(w2_, in.w2);
+    ktune::upload(logits_, in.logits);
+    ktune::upload(bias_, in.bias);
+    if (!c_.routed()) {
+      ktune::upload(ids_, in.ids);
+      ktune::upload(weights_, in.weights);
+    }
+  }
+
+  /// NaN in y, weights and aux; -7 in ids and counts (ids only where they are outputs).
+  void poison() {
+    const Driver& d = Driver::get();
+    const std::size_t P = static_cast<std::size_t>(c_.t) * c_.k;
+    KTUNE_CU(d.cuMemsetD16Async(y_.get(), 0xffff, static_cast<std::size_t>(c_.t) * c_.h, stream_));
+    if (c_.routed()) {
+      KTUNE_CU(d.cuMemsetD32Async(ids_.get(), static_cast<unsigned>(-7), P, stream_));
+      KTUNE_CU(d.cuMemsetD32Async(weights_.get(), 0xffffffffu, P, stream_));
+    }
+    KTUNE_CU(d.cuMemsetD32Async(counts_.get(), static_cast<unsigned>(-7), c_.e, stream_));
+    KTUNE_CU(d.cuMemsetD32Async(aux_.get(), 0xffffffffu, 1, stream_));
+  }
+
+  /// Enqueues the op. `all`: every optional output requested; otherwise none (routed ids,
+  /// weights and counts then live in the workspace).
+  void launch(bool all) {
+    std::uint64_t t[kTensors] = {};
+    t[kX] = addr(x_);
+    if (c_.routed()) t[kLogits] = addr(logits_);
+    if (c_.routing == moe_sigmoid_group) t[kBias] = addr(bias_);
+    if (all || !c_.routed()) {
+      t[kIds] = addr(ids_);
+      t[kWeights] = addr(weights_);
+    }
+    t[kW1] = addr(w1_);
+    t[kW2] = addr(w2_);
+    t[kY] = addr(y_);
+    if (all) {
+      t[kCounts] = addr(counts_);
+      if (c_.routed()) t[kAux] = addr(aux_);
+    }
+    const double scalars[] = {c_.scaling};
+    RunArgs a;
+    a.params = &params_;
+    a.problem = &problem_;
+    a.dtype = c_.dtype;
+    a.tensors = t;
+    a.scalars = scalars;
+    a.workspace = addr(workspace_);
+    a.kernels = kernels_.data();
+    CudaLauncher launcher(stream_);
+    moe_op().run(a, launcher);
+  }
+
+  Outputs outputs() {
+    KTUNE_CU(Driver::get().cuStreamSynchronize(stream_));
+    const std::size_t P = static_cast<std::size_t>(c_.t) * c_.k;
+    Outputs o;
+    o.y = download<std::uint16_t>(y_, static_cast<std::size_t>(c_.t) * c_.h);
+    o.ids = download<int>(ids_, P);
+    o.weights = download<float>(weights_, P);
+    o.counts = download<int>(counts_, c_.e);
+    o.aux = download<float>(aux_, 1)[0];
+    return o;
+  }
+
+  /// The op's fp32 reference kernels: ids, weights, y, counts, aux (all float).
+  struct Reference {
+    std::vector<float> ids, weights, y, counts;
+    float aux = NAN;
+  };
+  Reference reference() {
+    const Driver& d = Driver::get();
+    const std::size_t P = static_cast<std::size_t>(c_.t) * c_.k;
+    KTUNE_CU(d.cuMemsetD32Async(ref_y_.get(), 0xffffffffu, static_cast<std::size_t>(c_.t) * c_.h,
+                                stream_));
+    KTUNE_CU(d.cuMemsetD32Async(ref_counts_.get(), 0xffffffffu, c_.e, stream_));
+    KTUNE_CU(d.cuMemsetD32Async(ref_aux_.get(), 0xffffffffu, 1, stream_));
+    std::uint64_t t[kTensors] = {};
+    t[kX] = addr(x_);
+    if (c_.routed()) {
+      t[kLogits] = addr(logits_);
+      t[kIds] = addr(ref_ids_);
+      t[kWeights] = addr(ref_weights_);
+      t[kAux] = addr(ref_aux_);
+    } else {
+      t[kIds] = addr(ids_);
+      t[kWeights] = addr(weights_);
+    }
+    if (c_.routing == moe_sigmoid_group) t[kBias] = addr(bias_);
+    t[kW1] = addr(w1_);
+    t[kW2] = addr(w2_);
+    t[kY] = addr(ref_y_);
+    t[kCounts] = addr(ref_counts_);
+    const double scalars[] = {c_.scaling};
+    RunArgs a;
+    a.problem = &problem_;
+    a.dtype = c_.dtype;
+    a.tensors = t;
+    a.scalars = scalars;
+    a.kernels = ref_kernels_.data();
+    CudaLauncher launcher(stream_);
+    moe_op().run_reference(a, launcher);
+    KTUNE_CU(d.cuStreamSynchronize(stream_));
+    Reference r;
+    if (c_.routed()) {
+      r.ids = download<float>(ref_ids_, P);
+      r.weights = download<float>(ref_weights_, P);
+      r.aux = download<float>(ref_aux_, 1)[0];
+    }
+    r.y = download<float>(ref_y_, static_cast<std::size_t>(c_.t) * c_.h);
+    r.counts = download<float>(ref_counts_, c_.e);
+    return r;
+  }
+
+ private:
+  Case c_;
+  Problem problem_;
+  Params params_;
+  std::vector<KernelHandle> kernels_, ref_kernels_;
+  DeviceBuffer x_, w1_, w2_, logits_, bias_, ids_, weights_, y_, counts_, aux_, workspace_;
+  DeviceBuffer ref_ids_, ref_weights_, ref_y_, ref_counts_, ref_aux_;
+  std::size_t workspace_bytes_ = 0;
+  CUstream stream_ = nullptr;
+};
+
+test::MoeRouteProblem route_problem(const Case& c) {
+  test::MoeRouteProblem p;
+  p.tokens = c.t;
+  p.experts = c.e;
+  p.k = c.k;
+  p.routing = c.routing;
+  p.n_group = c.n_group;
+  p.topk_group = c.topk_group;
+  p.routed_scaling = c.routing == moe_sigmoid_group ? c.scaling : 1.0;
+  return p;
+}
+
+/// Host double reference of y [T, H] for the given routing (ids [T, k], weights [T, k]).
+std::vector<double> layer_ref(const Case& c, const Inputs& in, const std::vector<int>& ids,
+                              const std::vector<double>& weights) {
+  const std::size_t H = c.h, I = c.i;
+  std::vector<double> y(static_cast<std::size_t>(c.t) * H, 0.0), act(I);
+  for (int t = 0; t < c.t; ++t) {
+    const double* x = &in.xv[t * H];
+    for (int s = 0; s < c.k; ++s) {
+      const int e = ids[static_cast<std::size_t>(t) * c.k + s];
+      const double w = weights[static_cast<std::size_t>(t) * c.k + s];
+      const double* w1 = &in.w1v[static_cast<std::size_t>(e) * 2 * I * H];
+      const double* w2 = &in.w2v[static_cast<std::size_t>(e) * H * I];
+      for (std::size_t j = 0; j < I; ++j) {
+        double g = 0, u = 0;
+        const double* rg = w1 + j * H;
+        const double* ru = w1 + (I + j) * H;
+        for (std::size_t h = 0; h < H; ++h) {
+          g += x[h] * rg[h];
+          u += x[h] * ru[h];
+        }
+        act[j] = g / (1.0 + std::exp(-g)) * u;
+      }
+      for (std::size_t col = 0; col < H; ++col) {
+        const double* r2 = w2 + col * I;
+        double acc = 0;
+        for (std::size_t j = 0; j < I; ++j) acc += act[j] * r2[j];
+        y[t * H + col] += w * acc;
+      }
+    }
+  }
+  return y;
+}
+
+/// Checks one call's outputs (every optional output requested) against the host double
+/// reference and the op's GPU reference.
+void check(MoeCall& run, const Inputs& in, const Outputs& out) {
+  const Case& c = run.c();
+  const Op& op = moe_op();
+  const int T = c.t, K = c.k, E = c.e, H = c.h;
+  const std::size_t P = static_cast<std::size_t>(T) * K;
+  const std::string tag = c.tag();
+
+  // Routing: the kernels' ids against the double reference; a difference is accepted only as a
+  // near-tie fp32 scoring cannot resolve (then the reference follows the kernels' choice).
+  std::vector<int> ids(P);
+  std::vector<double> weights(P);
+  std::vector<bool> tie(T, false);
+  test::MoeRouteResult route;
+  const test::MoeRouteProblem rp = route_problem(c);
+  if (c.routed()) {
+    route = test::moe_route_ref(in.logits, in.bias, rp);
+    int bad = 0;
+    for (int t = 0; t < T; ++t) {
+      std::vector<int> mine(out.ids.begin() + t * K, out.ids.begin() + (t + 1) * K);
+      std::vector<double> want(route.weights.begin() + t * K, route.weights.begin() + (t + 1) * K);
+      bool same = true, near = true;
+      for (int s = 0; s < K; ++s) {
+        const int g = mine[s], r = route.ids[static_cast<std::size_t>(t) * K + s];
+        if (g == r) continue;
+        same = false;
+        if (g < 0 || g >= E) {
+          near = false;
+          continue;
+        }
+        const double sg = route.select[static_cast<std::size_t>(t) * E + g];
+        const double sr = route.select[static_cast<std::size_t>(t) * E + r];
+        if (!(std::fabs(sg - sr) <= 2e-6)) near = false;
+      }
+      if (!same && !near && c.routing == moe_sigmoid_group)
+        for (const std::vector<int>& alt :
+             test::moe_route_group_alternatives(in.logits, in.bias, rp, t, 2e-6))
+          near = near || alt == mine;
+      if (!same) {
+        if (!near) {
+          if (bad++ < 3) ADD_FAILURE() << tag << ": token " << t << " ids differ from the reference";
+          std::copy(route.ids.begin() + t * K, route.ids.begin() + (t + 1) * K, ids.begin() + t * K);
+          std::copy(want.begin(), want.end(), weights.begin() + t * K);
+          continue;
+        }
+        tie[t] = true;
+        std::printf("  %s: token %d accepted as a near-tie\n", tag.c_str(), t);
+        want = test::moe_route_weights_for(in.logits, rp, t, mine);
+      }
+      for (int s = 0; s < K; ++s) {
+        ids[static_cast<std::size_t>(t) * K + s] = mine[s];
+        weights[static_cast<std::size_t>(t) * K + s] = want[s];
+        const double g = out.weights[static_cast<std::size_t>(t) * K + s];
+        if (!(std::fabs(g - want[s]) <= 1e-5 * std::fabs(want[s])) && bad++ < 3)
+          ADD_FAILURE() << tag << ": token " << t << " slot " << s << " weight " << g << ", want "
+                        << want[s];
+      }
+    }
+    EXPECT_EQ(bad, 0) << tag << ": routing";
+  } else {
+    ids = in.ids;
+    for (std::size_t p = 0; p < P; ++p) weights[p] = in.weights[p];
+  }
+
+  // Expert counts: exactly the histogram of the ids; the skewed experts as built.
+  std::vector<int> hist(E, 0);
+  for (int id : ids)
+    if (id >= 0 && id < E) ++hist[id];
+  EXPECT_EQ(out.counts, hist) << tag << ": expert_counts";
+  if (c.skew && K < E && E >= 3 && c.routing != moe_sigmoid_group) {
+    EXPECT_EQ(hist[0], T) << tag << ": expert 0 should receive every token";
+    EXPECT_EQ(hist[E - 1], 0) << tag << ": expert E-1 should receive none";
+  }
+
+  // Aux loss against the double one, with f_e from the kernels' (accepted) choices.
+  if (c.routed()) {
+    double aux = 0;
+    for (int e = 0; e < E; ++e) {
+      double pe = 0;
+      for (int t = 0; t < T; ++t) pe += route.prob[static_cast<std::size_t>(t) * E + e];
+      aux += static_cast<double>(hist[e]) / static_cast<double>(P) * pe / T;
+    }
+    aux *= E;
+    EXPECT_NEAR(out.aux, aux, 1e-5 * std::fabs(aux) + 1e-6) << tag << ": aux_loss";
+  }
+
+  // y against the double layer, within the op's tolerance; every element written.
+  const Tolerance tol = op.tolerance(c.dtype);
+  const std::vector<double> yref = layer_ref(c, in, ids, weights);
+  test::MoeChecker cy("y " + tag);
+  std::vector<double> y(out.y.size());
+  for (std::size_t i = 0; i < y.size(); ++i) {
+    y[i] = test::moe_from_bits(c.bf16(), out.y[i]);
+    cy(y[i], yref[i], tol.atol + tol.rtol * std::fabs(yref[i]),
+       "token " + std::to_string(i / H) + " col " + std::to_string(i % H));
+  }
+  EXPECT_EQ(cy.failed, 0) << cy.failed << " of " << cy.checked << "; " << cy.first;
+
+  // The op's fp32 reference kernels: the same routing, y within the op's tolerance of the
+  // kernels' y, and within a few fp32 ulps x sqrt(terms) of the double one.
+  const MoeCall::Reference r = run.reference();
+  if (c.routed()) {
+    int bad = 0;
+    for (int t = 0; t < T; ++t)
+      for (int s = 0; s < K; ++s) {
+        const std::size_t p = static_cast<std::size_t>(t) * K + s;
+        if (tie[t]) continue;
+        if (static_cast<int>(r.ids[p]) != out.ids[p] ||
+            !(std::fabs(r.weights[p] - out.weights[p]) <= 1e-5 * std::fabs(out.weights[p]))) {
+          if (bad++ < 3)
+            ADD_FAILURE() << tag << ": reference kernel token " << t << " slot " << s << " id "
+                          << r.ids[p] << " weight " << r.weights[p] << " vs kernels' "
+                          << out.ids[p] << " " << out.weights[p];
+        }
+      }
+    EXPECT_EQ(bad, 0) << tag << ": reference kernel routing";
+    EXPECT_NEAR(r.aux, out.aux, 1e-4 * std::fabs(out.aux) + 1e-6) << tag << ": reference aux";
+  }
+  int count_bad = 0;
+  for (int e = 0; e < E; ++e) count_bad += r.counts[e] != static_cast<float>(hist[e]);
+  const bool any_tie = std::find(tie.begin(), tie.end(), true) != tie.end();
+  if (!any_tie) {
+    EXPECT_EQ(count_bad, 0) << tag << ": reference expert_counts";
+  }
+  test::MoeChecker ck("y vs reference kernel " + tag), cd("reference kernel vs double " + tag);
+  for (std::size_t i = 0; i < y.size(); ++i) {
+    if (tie[i / H]) continue;
+    ck(y[i], r.y[i], tol.atol + tol.rtol * std::fabs(r.y[i]),
+       "token " + std::to_string(i / H) + " col " + std::to_string(i % H));
+    cd(r.y[i], yref[i], 1e-4 + 1e-4 * std::fabs(yref[i]),
+       "token " + std::to_string(i / H) + " col " + std::to_string(i % H));
+  }
+  EXPECT_EQ(ck.failed, 0) << ck.failed << " of " << ck.checked << "; " << ck.first;
+  EXPECT_EQ(cd.failed, 0) << cd.failed << " of " << cd.checked << "; " << cd.first;
+  std::printf("  %-100s ws=%zu y worst %.3f of tol\n", tag.c_str(), run.workspace_bytes(),
+              cy.worst);
+}
+
+/// Group parameters valid for (E, k): a few groups, some kept.
+void set_groups(Case& c) {
+  if (c.routing != moe_sigmoid_group) return;
+  c.scaling = 2.5;
+  if (c.e == 64) {
+    c.n_group = 8, c.topk_group = 4;
+  } else if (c.k <= 4) {
+    c.n_group = 4, c.topk_group = 2;
+  } else {
+    c.n_group = 2, c.topk_group = 2;
+  }
+}
+
+std::vector<Case> all_cases() {
+  std::vector<Case> out;
+  for (DType dt : {DType::bf16, DType::f16})
+    for (int routing : {moe_softmax_renorm, moe_softmax, moe_sigmoid_group, moe_precomputed})
+      for (int e : {8, 64})
+        for (int k : {1, 2, 8})
+          for (int t : {1, 3, 17, 1000}) {
+            Case c;
+            c.routing = routing, c.e = e, c.k = k, c.t = t, c.dtype = dt;
+            // Plain random routing at T=17; precomputed skew needs an expert left out (k < E).
+            c.skew = t != 17 && (routing != moe_precomputed || k < e);
+            set_groups(c);
+            out.push_back(c);
+          }
+  // A realistic width (I=1408 as DeepSeek-like experts, H=1024), a few routing modes.
+  const auto big = [&](int routing, int e, int k, int t, DType dt) {
+    Case c;
+    c.routing = routing, c.e = e, c.k = k, c.t = t, c.h = 1024, c.i = 1408, c.dtype = dt;
+    set_groups(c);
+    out.push_back(c);
+  };
+  big(moe_softmax_renorm, 8, 2, 17, DType::bf16);
+  big(moe_sigmoid_group, 64, 8, 3, DType::f16);
+  big(moe_precomputed, 8, 2, 100, DType::bf16);
+  big(moe_softmax, 64, 8, 1, DType::bf16);
+  // Other valid configurations: small tiles with the multi-block align path, large tiles,
+  // block_m=16 with deep rings.
+  const auto with = [&](int routing, int e, int k, int t, DType dt, const char* params) {
+    Case c;
+    c.routing = routing, c.e = e, c.k = k, c.t = t, c.dtype = dt, c.params = params;
+    set_groups(c);
+    out.push_back(c);
+  };
+  const char* small =
+      "block_m=32,bn1=32,bk1=64,warps1=4,warps_m1=2,stages1=4,bn2=64,bk2=32,warps2=8,"
+      "warps_m2=2,stages2=2,align_chunk=4096,route_lanes=32,route_vec=1,combine_vec=4";
+  const char* large =
+      "block_m=128,bn1=64,bk1=32,warps1=8,warps_m1=2,stages1=3,bn2=128,bk2=64,warps2=8,"
+      "warps_m2=2,stages2=3,align_chunk=0,route_lanes=8,route_vec=4,combine_vec=8";
+  const char* deep =
+      "block_m=16,bn1=64,bk1=32,warps1=4,warps_m1=1,stages1=2,bn2=64,bk2=64,warps2=4,"
+      "warps_m2=1,stages2=4,align_chunk=0,route_lanes=8,route_vec=1,combine_vec=4";
+  with(moe_softmax_renorm, 64, 8, 1000, DType::bf16, small);
+  with(moe_sigmoid_group, 64, 8, 1000, DType::f16, small);
+  with(moe_softmax_renorm, 8, 2, 1000, DType::f16, large);
+  with(moe_precomputed, 8, 2, 17, DType::bf16, deep);
+  return out;
+}
+
+// Without a GPU too: every case's configuration is valid on both built-in devices.
+TEST(MoeOpCases, EveryConfigurationIsValid) {
+  for (const char* arch : {"sm_90a", "sm_80"}) {
+    const DeviceInfo dev = *device_for_arch(arch);
+    for (const Case& c : all_cases()) {
+      const Problem p = c.problem();
+      EXPECT_EQ(moe_op().problem_reason(p), std::nullopt) << c.tag();
+      const Params params = c.params.empty() ? moe_op().default_params(p, c.dtype, dev)
+                                             : moe_op().parse_params(c.params);
+      EXPECT_EQ(moe_op().invalid_reason(params, p, c.dtype, dev), std::nullopt)
+          << arch << " " << c.tag();
+    }
+  }
+}
+
+/// all_cases(), or those whose tag contains $KTUNE_MOE_OP_CASE (to run one under
+/// compute-sanitizer).
+std::vector<Case> selected_cases() {
+  std::vector<Case> out = all_cases();
+  if (const char* only = std::getenv("KTUNE_MOE_OP_CASE"))
+    out.erase(std::remove_if(out.begin(), out.end(),
+                             [&](const Case& c) { return c.tag().find(only) == std::string::npos; }),
+              out.end());
+  return out;
+}
+
+class GpuMoeOp : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    KTUNE_REQUIRE_GPU();
+    ensure_context(0);
+    device_ = query_device(0);
+  }
+  DeviceInfo device_;
+};
+
+TEST_F(GpuMoeOp, EveryRoutingModeDtypeAndShapeAgainstBothReferences) {
+  const std::vector<Case> cases = selected_cases();
+  ASSERT_FALSE(cases.empty()) << "no case matches KTUNE_MOE_OP_CASE";
+  {
+    // Compile everything up front, on all cores.
+    std::vector<KernelSource> all;
+    for (const Case& c : cases) {
+      const Problem p = c.problem();
+      const Params params = c.params.empty() ? moe_op().default_params(p, c.dtype, device_)
+                                             : moe_op().parse_params(c.params);
+      for (const KernelSource& k : moe_op().kernels(params, p, c.dtype)) all.push_back(k);
+      for (const KernelSource& k : moe_op().reference_kernels(p, c.dtype)) all.push_back(k);
+    }
+    Kernels::get().prepare(all, device_.arch());
+  }
+  std::mt19937 rng(2026);
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.tag());
+    MoeCall run(c, device_);
+    const Inputs in = make_inputs(c, rng);
+    run.upload(in);
+    run.poison();
+    run.launch(true);
+    const Outputs out = run.outputs();
+    check(run, in, out);
+    // Without the optional outputs (routing results in the workspace), and again: the same y.
+    run.poison();
+    run.launch(false);
+    const Outputs bare = run.outputs();
+    EXPECT_EQ(bare.y, out.y) << c.tag() << ": y without the optional outputs differs";
+    run.poison();
+    run.launch(true);
+    const Outputs again = run.outputs();
+    EXPECT_TRUE(again == out) << c.tag() << ": a second run differs (not deterministic)";
+  }
+}
+
+/// The driver's graph entry points (not in ktune's Driver table: the runtime does not use them).
+struct GraphApi {
+  CUresult (*begin)(CUstream, CUstreamCaptureMode) = nullptr;
+  CUresult (*end)(CUstream, CUgraph*) = nullptr;
+  CUresult (*instantiate)(CUgraphExec*, CUgraph, unsigned long long) = nullptr;
+  CUresult (*launch)(CUgraphExec, CUstream) = nullptr;
+  CUresult (*exec_destroy)(CUgraphExec) = nullptr;
+  CUresult (*destroy)(CUgraph) = nullptr;
+  std::string missing;
+  GraphApi() {
+    void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    const auto sym = [&](auto& fn, const char* name) {
+      void* p = lib ? dlsym(lib, name) : nullptr;
+      if (!p) missing += std::string(name) + " ";
+      std::memcpy(&fn, &p, sizeof p);
+    };
+    sym(begin, "cuStreamBeginCapture_v2");
+    sym(end, "cuStreamEndCapture");
+    sym(instantiate, "cuGraphInstantiateWithFlags");
+    sym(launch, "cuGraphLaunch");
+    sym(exec_destroy, "cuGraphExecDestroy");
+    sym(destroy, "cuGraphDestroy");
+  }
+};
+
+TEST_F(GpuMoeOp, GraphCaptureReplaysBitForBitOnFreshInputs) {
+  const GraphApi g;
+  ASSERT_TRUE(g.missing.empty()) << "driver lacks " << g.missing;
+  std::vector<Case> cases;
+  for (int routing : {moe_softmax_renorm, moe_sigmoid_group, moe_precomputed}) {
+    Case c;
+    c.routing = routing, c.e = 64, c.k = 8, c.t = 17;
+    set_groups(c);
+    cases.push_back(c);
+  }
+  {
+    Case c;  // multi-block align path, fp16
+    c.routing = moe_softmax_renorm, c.e = 64, c.k = 8, c.t = 1000, c.dtype = DType::f16;
+    c.params =
+        "block_m=32,bn1=32,bk1=64,warps1=4,warps_m1=2,stages1=4,bn2=64,bk2=32,warps2=8,"
+        "warps_m2=2,stages2=2,align_chunk=4096,route_lanes=32,route_vec=1,combine_vec=4";
+    cases.push_back(c);
+  }
+  std::mt19937 rng(77);
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.tag());
+    MoeCall run(c, device_);
+    run.upload(make_inputs(c, rng));
+    run.poison();
+    CUgraph graph = nullptr;
+    CUgraphExec exec = nullptr;
+    KTUNE_CU(g.begin(run.stream(), CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+    run.launch(true);
+    KTUNE_CU(g.end(run.stream(), &graph));
+    KTUNE_CU(g.instantiate(&exec, graph, 0));
+    for (int replay = 0; replay < 2; ++replay) {
+      const Inputs in = make_inputs(c, rng);  // fresh values in the same buffers
+      run.upload(in);
+      run.poison();
+      KTUNE_CU(g.launch(exec, run.stream()));
+      const Outputs graphed = run.outputs();
+      run.poison();
+      run.launch(true);
+      const Outputs plain = run.outputs();
+      EXPECT_TRUE(graphed == plain) << c.tag() << ": replay " << replay
+                                    << " differs from a plain launch";
+      check(run, in, graphed);
+    }
+    KTUNE_CU(g.exec_destroy(exec));
+    KTUNE_CU(g.destroy(graph));
+  }
+}
+
+}  // namespace
+}  // namespace ktune
