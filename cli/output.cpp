@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "db/file.hpp"
 #include "ktune/error.hpp"
 #include "runtime/core/types.hpp"
 
@@ -186,15 +187,6 @@ std::string table(const std::vector<std::vector<std::string>>& raw) {
 
 namespace {
 
-const char* file_kind(mode_t mode) {
-  if (S_ISDIR(mode)) return "a directory";
-  if (S_ISCHR(mode)) return "a character device";
-  if (S_ISBLK(mode)) return "a block device";
-  if (S_ISFIFO(mode)) return "a FIFO";
-  if (S_ISSOCK(mode)) return "a socket";
-  return "a special file";
-}
-
 // The directory part resolved (symbolic links, "." and ".."), the last name kept: two spellings
 // of one directory entry compare equal, whether or not the entry exists.
 fs::path entry_name(const fs::path& p) {
@@ -221,7 +213,7 @@ void write_file_replacing(const std::string& option, const fs::path& target,
       throw InvalidArgument(name + " is a symbolic link; refusing to write through it (name a "
                                    "regular file or a new one)");
     if (!S_ISREG(st.st_mode))
-      throw InvalidArgument(name + " is " + file_kind(st.st_mode) +
+      throw InvalidArgument(name + " is " + db::file_kind(st.st_mode) +
                             ", not a regular file; refusing to write to it");
   } else if (errno != ENOENT) {
     throw InvalidArgument("cannot examine " + name + ": " + std::strerror(errno));

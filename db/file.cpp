@@ -18,16 +18,6 @@ namespace fs = std::filesystem;
 namespace ktune::db {
 namespace {
 
-const char* kind_of(mode_t mode) {
-  if (S_ISDIR(mode)) return "a directory";
-  if (S_ISFIFO(mode)) return "a FIFO";
-  if (S_ISSOCK(mode)) return "a socket";
-  if (S_ISCHR(mode)) return "a character device";
-  if (S_ISBLK(mode)) return "a block device";
-  if (S_ISLNK(mode)) return "a symbolic link";
-  return "a special file";
-}
-
 const char* role_of(const char* suffix) {
   if (std::strcmp(suffix, "-wal") == 0) return "write-ahead log";
   if (std::strcmp(suffix, "-shm") == 0) return "WAL index";
@@ -54,6 +44,17 @@ int file_type(const fs::path& path, struct stat* st) {
 
 }  // namespace
 
+const char* file_kind(mode_t mode) {
+  if (S_ISREG(mode)) return "a regular file";
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISLNK(mode)) return "a symbolic link";
+  return "a special file";
+}
+
 fs::path sibling(const fs::path& db, const char* suffix) {
   fs::path p = db;
   p += suffix;
@@ -70,7 +71,7 @@ DiskState inspect_disk(const fs::path& path, bool must_exist) {
     if (must_exist) throw DatabaseError(at + "no such file");
   } else {
     if (!S_ISREG(st.st_mode))
-      throw DatabaseError(at + "is " + kind_of(st.st_mode) + ", not a regular file");
+      throw DatabaseError(at + "is " + file_kind(st.st_mode) + ", not a regular file");
     state.exists = true;
     std::error_code ec;
     fs::path resolved = fs::canonical(path, ec);
@@ -80,7 +81,7 @@ DiskState inspect_disk(const fs::path& path, bool must_exist) {
     const fs::path side = sibling(state.resolved, suffix);
     if (lstat(side.c_str(), &st) != 0) continue;
     if (!S_ISREG(st.st_mode))
-      throw DatabaseError(at + ktune::quoted(side.string(), 512) + " is " + kind_of(st.st_mode) +
+      throw DatabaseError(at + ktune::quoted(side.string(), 512) + " is " + file_kind(st.st_mode) +
                           ", not a regular file; SQLite would open it as this database's " +
                           role_of(suffix) + ": move it aside");
     if (std::strcmp(suffix, "-wal") == 0) {

@@ -2,6 +2,8 @@
 // Checked before SQLite opens anything, because SQLite blocks forever opening a FIFO for reading.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <filesystem>
 
@@ -23,6 +25,9 @@ struct DiskState {
 /// what it is instead ("is a FIFO, not a regular file"). SQLite opens the path again afterwards:
 /// a FIFO swapped in between can still block it, which no check outside SQLite can prevent.
 DiskState inspect_disk(const std::filesystem::path& path, bool must_exist);
+
+/// What a file of this mode is, for messages: "a FIFO", "a directory", "a character device"...
+const char* file_kind(mode_t mode);
 
 /// `db` with `suffix` ("-wal", "-shm", "-journal") appended to its file name.
 std::filesystem::path sibling(const std::filesystem::path& db, const char* suffix);

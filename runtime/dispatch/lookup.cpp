@@ -62,29 +62,12 @@ std::string database_message(const std::exception& err, const fs::path& path) {
   return message_after(err, "tuning database " + path.string() + ": ");
 }
 
-// Why `path` cannot hold a database (not a regular file: a FIFO would block the open forever),
-// or nullopt. Sets *missing when there is nothing there.
-std::optional<std::string> file_reason(const fs::path& path, bool* missing) {
-  *missing = false;
+// Nothing at all at `path` (not even a dangling symlink): a database not created yet. Whatever
+// is there is for Store::open to accept or refuse; it checks the file type before SQLite opens
+// anything (a FIFO would block the open forever).
+bool nothing_at(const fs::path& path) {
   std::error_code ec;
-  const fs::file_status st = fs::status(path, ec);
-  if (st.type() == fs::file_type::not_found) {
-    std::error_code lec;
-    if (fs::is_symlink(fs::symlink_status(path, lec)))
-      return std::string("is a symbolic link to a file that does not exist");
-    *missing = true;
-    return std::nullopt;
-  }
-  if (ec) return "cannot be examined: " + one_line(ec.message());
-  switch (st.type()) {
-    case fs::file_type::regular: return std::nullopt;
-    case fs::file_type::directory: return std::string("is a directory, not a database file");
-    case fs::file_type::fifo: return std::string("is a FIFO (named pipe), not a regular file");
-    case fs::file_type::socket: return std::string("is a socket, not a regular file");
-    case fs::file_type::block: return std::string("is a block device, not a regular file");
-    case fs::file_type::character: return std::string("is a character device, not a regular file");
-    default: return std::string("is not a regular file");
-  }
+  return fs::symlink_status(path, ec).type() == fs::file_type::not_found;
 }
 
 std::string op_names() {
@@ -171,11 +154,7 @@ TuningDatabases::TuningDatabases(fs::path user, std::vector<fs::path> shipped, S
     Entry e;
     e.path = paths[i];
     e.status.path = e.path.string();
-    bool missing = false;
-    if (std::optional<std::string> why = file_reason(e.path, &missing)) {
-      e.status.state = DatabaseStatus::State::refused;
-      e.status.reason = *why;
-    } else if (missing) {
+    if (nothing_at(e.path)) {
       e.status.state = DatabaseStatus::State::missing;
       e.status.reason = has_user && i == 0 ? "not created yet; a sweep creates it" : "no such file";
     } else {
