@@ -115,6 +115,27 @@ long long integer_option(const po::variables_map& vm, const std::string& name, l
   return numeric_option(vm, name, min, max);
 }
 
+std::vector<long long> integer_list_option(const po::variables_map& vm, const std::string& name,
+                                           long long min, long long max) {
+  const std::string text = vm[name].as<std::string>();
+  std::vector<long long> out;
+  std::size_t at = 0;
+  for (;;) {
+    const std::size_t comma = text.find(',', at);
+    const std::string item = text.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+    long long v = 0;
+    const char* end = item.data() + item.size();
+    const auto [ptr, ec] = std::from_chars(item.data(), end, v);
+    if (item.empty() || ec != std::errc() || ptr != end || v < min || v > max)
+      throw InvalidArgument("--" + name + " " + ktune::quoted(text) + " is not allowed: " +
+                            ktune::quoted(item) + " is not an integer from " + number_text(min) +
+                            " to " + number_text(max) + " (a comma-separated list)");
+    out.push_back(v);
+    if (comma == std::string::npos) return out;
+    at = comma + 1;
+  }
+}
+
 const Op& op_option(const std::string& text) {
   if (const Op* op = find_op(text)) return *op;
   std::string known;
@@ -283,7 +304,26 @@ int cmd_ops(const Args& args) {
     for (const DimSpec& d : op->dims())
       if (d.matched_exactly()) std::printf("%s %s", any ? "," : "", d.name.c_str()), any = true;
     std::printf("%s\n", any ? "" : " op");
-    std::printf("  dtypes:");
+    std::printf("  sweep: %s strategy", std::string(op->default_strategy()).c_str());
+    if (!op->bucket_dim().empty()) {
+      std::string list;
+      for (std::int64_t v : op->default_buckets()) list += (list.empty() ? "" : ",") + std::to_string(v);
+      std::printf("; one problem per %s in {%s} unless --shape sets it (--tokens to choose)",
+                  std::string(op->bucket_dim()).c_str(), list.c_str());
+    }
+    if (!op->search_stages().empty()) {
+      std::string groups;
+      const SearchStages st = op->search_stages();
+      for (const auto& g : st.groups) {
+        std::string names;
+        for (const std::string& n : g) names += (names.empty() ? "" : " ") + n;
+        groups += (groups.empty() ? "" : " | ") + names;
+      }
+      std::string outer;
+      for (const std::string& n : st.outer) outer += (outer.empty() ? "" : " ") + n;
+      std::printf("\n  staged search: for each %s, one group at a time: %s", outer.c_str(), groups.c_str());
+    }
+    std::printf("\n  dtypes:");
     for (DType t : op->dtypes()) std::printf(" %s", dtype_name(t));
     std::printf("\n  tunables:\n");
     for (const Tunable& t : op->tunables()) {

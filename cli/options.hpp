@@ -3,6 +3,7 @@
 
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include <boost/program_options.hpp>
 
@@ -29,6 +30,10 @@ double number_option(const boost::program_options::variables_map& vm, const std:
 long long integer_option(const boost::program_options::variables_map& vm, const std::string& name,
                          long long min, long long max);
 
+/// A comma-separated list of integers, each in [min, max] ("1,16,128"); the message names the
+/// list and the bad item.
+std::vector<long long> integer_list_option(const boost::program_options::variables_map& vm,
+                                           const std::string& name, long long min, long long max);
 /// Looks an op up by name; throws InvalidArgument naming the (quoted) value and the known ops.
 const Op& op_option(const std::string& text);
 /// Parses a dtype name; throws InvalidArgument naming the allowed ones.

@@ -1,5 +1,6 @@
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -13,6 +14,7 @@
 #include "cli/output.hpp"
 #include "db/store.hpp"
 #include "ktune/error.hpp"
+#include "search/strategy.hpp"
 #include "tuner/sweep.hpp"
 
 namespace po = boost::program_options;
@@ -22,9 +24,14 @@ namespace ktune::cli {
 namespace {
 
 void print_progress(const SweepProgress& p, bool tty) {
+  // With several problems (token buckets) every line says which one: "[bucket 3/13 t=4] ".
+  std::string where;
+  if (p.problems > 1)
+    where = "[problem " + std::to_string(p.problem_index + 1) + "/" + std::to_string(p.problems) +
+            " " + p.problem + "] ";
   if (p.phase == "retime") {
     if (tty) std::fprintf(stderr, "\r\033[K");
-    std::fprintf(stderr, "re-timing %s: %.2f us\n", p.params.c_str(), p.median_us);
+    std::fprintf(stderr, "%sre-timing %s: %.2f us\n", where.c_str(), p.params.c_str(), p.median_us);
     return;
   }
   if (tty) {
@@ -32,14 +39,87 @@ void print_progress(const SweepProgress& p, bool tty) {
     int filled = p.total ? static_cast<int>(width * p.done / p.total) : width;
     std::string bar(static_cast<std::size_t>(filled), '#');
     bar += std::string(static_cast<std::size_t>(width - filled), '.');
-    std::fprintf(stderr, "\r\033[K[%s] %zu/%zu  best %.2f us  %s", bar.c_str(), p.done, p.total,
-                 p.best_us, p.params.c_str());
-    if (p.done == p.total) std::fprintf(stderr, "\n");
+    std::fprintf(stderr, "\r\033[K%s[%s] %zu/%zu  best %.2f us  %s", where.c_str(), bar.c_str(),
+                 p.done, p.total, p.best_us, p.params.c_str());
   } else {
-    std::fprintf(stderr, "[%zu/%zu] %s: %s", p.done, p.total, p.params.c_str(), status_name(p.status));
+    std::fprintf(stderr, "%s[%zu/%zu] %s: %s", where.c_str(), p.done, p.total, p.params.c_str(),
+                 status_name(p.status));
     if (p.status == TrialStatus::ok) std::fprintf(stderr, " %.2f us", p.median_us);
+    if (p.phase == "resume") std::fprintf(stderr, " (in the database)");
     std::fprintf(stderr, "\n");
   }
+}
+
+double tb_per_s(const SweepResult& r, double us) { return us > 0 ? r.min_bytes / (us * 1e-6) / 1e12 : 0.0; }
+double tflop_per_s(const SweepResult& r, double us) { return us > 0 ? r.flops / (us * 1e-6) / 1e12 : 0.0; }
+
+void json_result(Json& j, const SweepResult& r, const SweepOptions& o) {
+  j.begin_object().field("op", r.op).field("dtype", dtype_name(r.dtype)).field("problem", r.problem_key);
+  j.field("device", r.device.name).field("strategy", r.strategy).field("sweep_id", static_cast<long long>(r.sweep_id));
+  j.field("space", static_cast<long long>(r.space_size)).field("valid", static_cast<long long>(r.valid_count));
+  j.key("counts").begin_object();
+  for (const auto& [s, n] : r.counts) j.field(status_name(s), static_cast<long long>(n));
+  j.end_object();
+  if (r.best) {
+    j.key("best").begin_object().field("params", r.best->params_key).field("median_us", r.best->median_us);
+    j.field("spread_pct", r.best->spread_pct);
+    if (r.flops > 0) j.field("tflops", tflop_per_s(r, r.best->median_us));
+    else j.field("tb_per_s", tb_per_s(r, r.best->median_us));
+    j.end_object();
+  } else {
+    j.key("best").null();
+  }
+  if (r.default_config && r.default_config->status == TrialStatus::ok) {
+    j.key("default").begin_object().field("params", r.default_config->params_key);
+    j.field("median_us", r.default_config->median_us).end_object();
+    if (r.best) j.field("speedup_over_default", r.default_config->median_us / r.best->median_us);
+  }
+  j.field("copy_bandwidth_tb_per_s", r.copy_bandwidth / 1e12);
+  if (r.best)
+    j.field("percent_of_copy_bandwidth",
+            100.0 * tb_per_s(r, r.best->median_us) * 1e12 / r.copy_bandwidth);
+  j.field("not_measured", static_cast<long long>(r.not_measured));
+  j.field("seconds", r.seconds).field("database", o.db_path.string()).end_object();
+}
+
+void print_result(const SweepResult& r, const SweepOptions& o) {
+  std::printf("\n%s %s %s on %s\n", r.op.c_str(), dtype_name(r.dtype), r.problem_key.c_str(),
+              shown(r.device.name).c_str());
+  std::printf("  space: %zu points, %zu valid; strategy %s; this run:", r.space_size, r.valid_count,
+              r.strategy.c_str());
+  for (const auto& [s, n] : r.counts) std::printf(" %s %zu", status_name(s), n);
+  std::printf("\n");
+  if (r.not_measured > 0)
+    std::printf("  time limit reached: %zu candidates not measured (run again to resume)\n",
+                r.not_measured);
+  if (!r.best) {
+    std::printf("  no configuration passed verification\n");
+    return;
+  }
+  std::printf("  best:    %s\n", r.best->params_key.c_str());
+  const double us = r.best->median_us;
+  const double pct = 100.0 * tb_per_s(r, us) * 1e12 / r.copy_bandwidth;
+  if (r.flops > 0)
+    std::printf("           %.2f us (spread %.1f%%), %.1f TFLOP/s, %.0f%% of copy bandwidth on the "
+                "minimum bytes\n", us, r.best->spread_pct, tflop_per_s(r, us), pct);
+  else
+    std::printf("           %.2f us (spread %.1f%%), %.3f TB/s effective, %.0f%% of copy bandwidth (%.2f TB/s)\n",
+                us, r.best->spread_pct, tb_per_s(r, us), pct, r.copy_bandwidth / 1e12);
+  if (r.default_config && r.default_config->status == TrialStatus::ok)
+    std::printf("  default: %s\n           %.2f us; tuned is %.2fx faster\n",
+                r.default_config->params_key.c_str(), r.default_config->median_us,
+                r.default_config->median_us / us);
+  std::printf("  %.1f s; stored in %s\n", r.seconds, shown(o.db_path.string()).c_str());
+}
+
+std::string format_fixed(double v, int digits) {
+  char b[64];
+  std::snprintf(b, sizeof b, "%.*f", digits, v);
+  return b;
+}
+
+const char* r_unit(const std::vector<SweepResult>& rs) {
+  return rs.front().flops > 0 ? "TFLOP/s" : "TB/s";
 }
 
 // Examines where the database goes before anything starts, so that a path that cannot be used
@@ -87,11 +167,14 @@ int cmd_sweep(const Args& args) {
   desc.add_options()
       ("op", po::value<std::string>()->default_value("add_rmsnorm"), "op name (see ktune ops)")
       ("shape", po::value<std::string>()->default_value(""), "problem, e.g. m=16384,n=4096 or 16384x4096 (default: the op's)")
+      ("tokens", po::value<std::string>(),
+       "moe: token counts to tune, e.g. 1,16,128 (default: 1,2,4,...,4096 unless --shape sets t)")
       ("dtype", po::value<std::string>()->default_value("bf16"), "bf16 or fp16")
       ("causal", "causal masking (ops with a causal dimension, e.g. flash_attention)")
-      ("strategy", po::value<std::string>()->default_value("exhaustive"), "exhaustive or random")
-      ("budget", po::value<std::string>()->default_value("0"), "candidates to measure, 0 to 1000000000 (0: no limit)")
-      ("time-limit", po::value<std::string>()->default_value("0"), "seconds, 0 to 604800 (0: no limit)")
+      ("strategy", po::value<std::string>()->default_value(""),
+       "exhaustive, random or staged (default: the op's; staged for moe, else exhaustive)")
+      ("budget", po::value<std::string>()->default_value("0"), "candidates to measure per problem, 0 to 1000000000 (0: no limit)")
+      ("time-limit", po::value<std::string>()->default_value("0"), "seconds for the whole sweep, 0 to 604800 (0: no limit)")
       ("jobs", po::value<std::string>()->default_value("0"), "compile threads, 0 to 1024 (0: number of cores)")
       ("seed", po::value<std::string>()->default_value("0"), "seed of the random strategy and of the inputs, 0 to 2^63-1")
       ("timeout", po::value<std::string>()->default_value("20"), "seconds one candidate may take, 0.1 to 3600")
@@ -103,7 +186,8 @@ int cmd_sweep(const Args& args) {
       ("db", po::value<std::string>(), "database (default: $KTUNE_DB or the data directory)")
       ("json", "print the summary as JSON");
   po::variables_map vm;
-  if (!parse_options("sweep", "[--op OP] [--shape S] [--dtype T] [--strategy exhaustive|random] "
+  if (!parse_options("sweep", "[--op OP] [--shape S] [--tokens LIST] [--dtype T] "
+                              "[--strategy exhaustive|random|staged] "
                               "[--budget N] [--time-limit S] [--jobs N] [--timeout S] "
                               "[--compile-timeout S] [--db PATH] [--force]",
                      desc, args, vm))
@@ -116,10 +200,29 @@ int cmd_sweep(const Args& args) {
   o.dtype = dtype_option(vm["dtype"].as<std::string>());
   check_dtype(op, o.dtype);
   o.shape = with_causal(op, vm["shape"].as<std::string>(), vm.count("causal") > 0);
-  if (!o.shape.empty()) op.parse_problem(o.shape);
+  const std::string_view bucket_dim = op.bucket_dim();
+  if (vm.count("tokens")) {
+    if (bucket_dim.empty())
+      throw InvalidArgument("--tokens applies to ops with token buckets (moe); " +
+                            std::string(op.name()) + " takes one problem: use --shape");
+    if (shape_names_dim(o.shape, bucket_dim))
+      throw InvalidArgument("--tokens and --shape both set " + std::string(bucket_dim) +
+                            ": give one of them");
+    for (long long t : integer_list_option(vm, "tokens", 1, 1LL << 31)) o.buckets.push_back(t);
+  } else if (!bucket_dim.empty() && !shape_names_dim(o.shape, bucket_dim)) {
+    o.buckets = op.default_buckets();
+  }
+  sweep_problems(op, o);  // every problem valid before anything starts
   o.strategy = vm["strategy"].as<std::string>();
-  if (o.strategy != "exhaustive" && o.strategy != "random")
-    throw InvalidArgument("unknown strategy " + ktune::quoted(o.strategy) + " (allowed: exhaustive, random)");
+  {
+    const std::vector<std::string>& names = strategy_names();
+    if (!o.strategy.empty() && std::find(names.begin(), names.end(), o.strategy) == names.end())
+      throw InvalidArgument("unknown strategy " + ktune::quoted(o.strategy) +
+                            " (allowed: exhaustive, random, staged)");
+    if (o.strategy == "staged" && op.search_stages().empty())
+      throw InvalidArgument("strategy staged: op " + std::string(op.name()) +
+                            " declares no search stages (allowed for it: exhaustive, random)");
+  }
   o.budget = static_cast<std::size_t>(integer_option(vm, "budget", 0, 1000000000));
   o.time_limit_s = number_option(vm, "time-limit", 0, 604800);
   o.jobs = static_cast<int>(integer_option(vm, "jobs", 0, 1024));
@@ -146,73 +249,55 @@ int cmd_sweep(const Args& args) {
     std::fprintf(stderr, "ktune sweep: warning: %s\n", shown(w, 500).c_str());
   };
 
-  SweepResult r;
+  std::vector<SweepResult> results;
   try {
-    r = run_sweep(o);
+    results = run_sweeps(o);
   } catch (const fs::filesystem_error& e) {
     throw Error("cannot use " + ktune::quoted(e.path1().string(), 200) + ": " + e.code().message() +
                 " (the database is " + db.describe() + ")");
   }
+  if (tty) std::fprintf(stderr, "\r\033[K");
+  bool all_best = true;
+  for (const SweepResult& r : results) all_best = all_best && r.best.has_value();
 
-  auto tbs = [&](double us) { return us > 0 ? r.min_bytes / (us * 1e-6) / 1e12 : 0.0; };
-  auto tflops = [&](double us) { return us > 0 ? r.flops / (us * 1e-6) / 1e12 : 0.0; };
   if (json) {
     Json j;
-    j.begin_object().field("op", r.op).field("dtype", dtype_name(r.dtype)).field("problem", r.problem_key);
-    j.field("device", r.device.name).field("strategy", r.strategy).field("sweep_id", static_cast<long long>(r.sweep_id));
-    j.field("space", static_cast<long long>(r.space_size)).field("valid", static_cast<long long>(r.valid_count));
-    j.key("counts").begin_object();
-    for (const auto& [s, n] : r.counts) j.field(status_name(s), static_cast<long long>(n));
-    j.end_object();
-    if (r.best) {
-      j.key("best").begin_object().field("params", r.best->params_key).field("median_us", r.best->median_us);
-      j.field("spread_pct", r.best->spread_pct);
-      if (r.flops > 0) j.field("tflops", tflops(r.best->median_us));
-      else j.field("tb_per_s", tbs(r.best->median_us));
-      j.end_object();
+    if (o.buckets.empty()) {
+      json_result(j, results.front(), o);
     } else {
-      j.key("best").null();
+      j.begin_array();
+      for (const SweepResult& r : results) json_result(j, r, o);
+      j.end_array();
     }
-    if (r.default_config && r.default_config->status == TrialStatus::ok) {
-      j.key("default").begin_object().field("params", r.default_config->params_key);
-      j.field("median_us", r.default_config->median_us).end_object();
-      if (r.best) j.field("speedup_over_default", r.default_config->median_us / r.best->median_us);
-    }
-    j.field("copy_bandwidth_tb_per_s", r.copy_bandwidth / 1e12);
-    if (r.best && r.flops == 0)
-      j.field("percent_of_copy_bandwidth", 100.0 * tbs(r.best->median_us) * 1e12 / r.copy_bandwidth);
-    j.field("not_measured", static_cast<long long>(r.not_measured));
-    j.field("seconds", r.seconds).field("database", o.db_path.string()).end_object();
     std::printf("%s\n", j.str().c_str());
-    return r.best ? 0 : 1;
+    return all_best ? 0 : 1;
   }
-
-  std::printf("\n%s %s %s on %s\n", r.op.c_str(), dtype_name(r.dtype), r.problem_key.c_str(),
-              shown(r.device.name).c_str());
-  std::printf("  space: %zu points, %zu valid; this run:", r.space_size, r.valid_count);
-  for (const auto& [s, n] : r.counts) std::printf(" %s %zu", status_name(s), n);
-  std::printf("\n");
-  if (r.not_measured > 0)
-    std::printf("  time limit reached: %zu candidates not measured (run again to resume)\n",
-                r.not_measured);
-  if (!r.best) {
-    std::printf("  no configuration passed verification\n");
-    return 1;
+  for (const SweepResult& r : results) print_result(r, o);
+  if (results.size() > 1) {
+    // One line per bucket: what the runtime now dispatches, against the built-in default.
+    double seconds = 0;
+    std::printf("\n%-10s %12s %10s %9s %12s %8s  %s\n", std::string(bucket_dim).c_str(), "best us",
+                r_unit(results), "% copy", "default us", "speedup", "best params");
+    for (const SweepResult& r : results) {
+      seconds += r.seconds;
+      const std::string t = std::to_string(op.dim(op.parse_problem(r.problem_key), bucket_dim));
+      if (!r.best) {
+        std::printf("%-10s %12s\n", t.c_str(), r.not_measured ? "not measured" : "none passed");
+        continue;
+      }
+      const double us = r.best->median_us;
+      const bool has_default = r.default_config && r.default_config->status == TrialStatus::ok;
+      std::printf("%-10s %12.2f %10.1f %9.1f %12s %8s  %s\n", t.c_str(), us,
+                  r.flops > 0 ? tflop_per_s(r, us) : tb_per_s(r, us),
+                  100.0 * tb_per_s(r, us) * 1e12 / r.copy_bandwidth,
+                  has_default ? format_fixed(r.default_config->median_us, 2).c_str() : "-",
+                  has_default ? (format_fixed(r.default_config->median_us / us, 2) + "x").c_str() : "-",
+                  r.best->params_key.c_str());
+    }
+    std::printf("%zu problems in %.1f s; stored in %s\n", results.size(), seconds,
+                shown(o.db_path.string()).c_str());
   }
-  std::printf("  best:    %s\n", r.best->params_key.c_str());
-  if (r.flops > 0)
-    std::printf("           %.2f us (spread %.1f%%), %.1f TFLOP/s\n", r.best->median_us,
-                r.best->spread_pct, tflops(r.best->median_us));
-  else
-    std::printf("           %.2f us (spread %.1f%%), %.3f TB/s effective, %.0f%% of copy bandwidth (%.2f TB/s)\n",
-                r.best->median_us, r.best->spread_pct, tbs(r.best->median_us),
-                100.0 * tbs(r.best->median_us) * 1e12 / r.copy_bandwidth, r.copy_bandwidth / 1e12);
-  if (r.default_config && r.default_config->status == TrialStatus::ok)
-    std::printf("  default: %s\n           %.2f us; tuned is %.2fx faster\n",
-                r.default_config->params_key.c_str(), r.default_config->median_us,
-                r.default_config->median_us / r.best->median_us);
-  std::printf("  %.1f s in all; stored in %s\n", r.seconds, shown(o.db_path.string()).c_str());
-  return 0;
+  return all_best ? 0 : 1;
 }
 
 }  // namespace ktune::cli

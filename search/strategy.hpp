@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <map>
 #include <memory>
 #include <optional>
 #include <random>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "runtime/core/types.hpp"
+#include "templates/op.hpp"
 
 namespace ktune {
 
@@ -22,6 +24,10 @@ class Strategy {
   /// The measured median time of a proposed configuration (infinity when it failed).
   virtual void report(const Params& params, double median_us) = 0;
   virtual std::string_view name() const = 0;
+  /// The next candidates to measure together: the sweep compiles them in parallel, measures
+  /// them and reports each before it asks again. Empty when the strategy is done. By default
+  /// everything next() proposes, for strategies that do not learn from the reports.
+  virtual std::vector<Params> next_batch();
 };
 
 /// Every valid point, in the space's order.
@@ -51,9 +57,48 @@ class RandomStrategy final : public Strategy {
   std::size_t next_ = 0;
 };
 
-/// "exhaustive" or "random"; throws InvalidArgument naming the allowed names.
+/// For ops whose time is a sum of kernels' times (SearchStages): for each value of the outer
+/// tunables (the default's first), start at the valid point nearest the default (fewest values
+/// changed), then search each group in turn over every valid point that differs from the
+/// current one in that group only, and keep the fastest. Points already reported are not
+/// proposed again. Evaluations: outer values x the sum of the groups' sizes, not their product.
+class StagedStrategy final : public Strategy {
+ public:
+  /// `outer` and `groups` are tunable indices; `start` need not be valid.
+  StagedStrategy(std::vector<Params> points, Params start, std::vector<std::size_t> outer,
+                 std::vector<std::vector<std::size_t>> groups);
+  std::optional<Params> next() override;
+  std::vector<Params> next_batch() override;
+  void report(const Params& params, double median_us) override;
+  std::string_view name() const override { return "staged"; }
+
+ private:
+  bool begin_outer();   // the start point of outer value outer_; false when none is left
+  std::vector<Params> group_batch() const;
+  void keep_best_of_group();
+
+  std::vector<Params> points_;
+  Params start_;
+  std::vector<std::size_t> outer_idx_;
+  std::vector<std::vector<std::size_t>> groups_;
+  std::vector<std::vector<std::int64_t>> outer_values_;
+  std::size_t outer_ = 0;
+  std::size_t group_ = 0;
+  bool started_ = false;  // a group batch of outer_ is out
+  Params current_;
+  std::map<Params, double> times_;
+  std::vector<Params> pending_;  // next()'s queue
+};
+
+/// "exhaustive", "random" or "staged" (needs the op's stages: see make_staged_strategy);
+/// throws InvalidArgument naming the allowed names.
 std::unique_ptr<Strategy> make_strategy(std::string_view name, std::vector<Params> points,
                                         std::uint64_t seed);
+/// make_strategy for an op: "staged" walks op.search_stages() from `start` (InvalidArgument when
+/// the op declares none); an empty name is the op's default_strategy().
+std::unique_ptr<Strategy> make_op_strategy(const Op& op, std::string_view name,
+                                           std::vector<Params> points, const Params& start,
+                                           std::uint64_t seed);
 const std::vector<std::string>& strategy_names();
 
 }  // namespace ktune

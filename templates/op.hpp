@@ -42,6 +42,21 @@ struct Tunable {
 
 enum class TensorRole { input, output };
 
+/// How the tuner fills an input before each verification run. `uniform`: values uniform in
+/// [lo, hi) (float dtypes). `distinct_ids`: int32 rows of `row` ids, distinct within a row, drawn
+/// uniformly from [0, hi) (MoE's precomputed top-k expert ids; hi >= row).
+struct Fill {
+  enum class Kind { uniform, distinct_ids };
+  Kind kind = Kind::uniform;
+  float lo = -2.0f;
+  float hi = 2.0f;
+  int row = 0;
+  static Fill uniform(float lo, float hi) { return {Kind::uniform, lo, hi, 0}; }
+  static Fill distinct_ids(int row, int bound) {
+    return {Kind::distinct_ids, 0.0f, static_cast<float>(bound), row};
+  }
+};
+
 /// A tensor the op reads or writes, sized for one problem.
 struct TensorSpec {
   std::string name;
@@ -49,6 +64,20 @@ struct TensorSpec {
   DType dtype = DType::bf16;
   std::int64_t elements = 0;
   bool optional = false;  // callers may pass null (e.g. attention's log-sum-exp)
+  Fill fill = {};         // inputs: what the tuner fills them with
+  // Outputs: the tuner checks rows r % verify_stride == 0 of `row_elements` elements (a large
+  // layer's reference computes those rows only); 0: every element.
+  std::int64_t row_elements = 0;
+  std::int64_t verify_stride = 1;
+};
+
+/// How a staged search walks the space of an op whose kernels' times add up (MoE: route, align,
+/// gemm1, gemm2, combine): for each value of the `outer` tunables (coupling every kernel), each
+/// group in turn is searched with the others held, and its best kept. Tunable names.
+struct SearchStages {
+  std::vector<std::string> outer;
+  std::vector<std::vector<std::string>> groups;
+  bool empty() const { return groups.empty(); }
 };
 
 /// A scalar argument (eps, scale...) with the value used when tuning.
@@ -171,9 +200,22 @@ class Op {
 
   /// Reference kernels: a simple fp32 implementation writing every output as float.
   virtual std::vector<KernelSource> reference_kernels(const Problem& problem, DType t) const = 0;
-  /// Enqueues the reference. `args.tensors` holds the inputs then fp32 outputs.
+  /// Enqueues the reference. `args.tensors` holds the inputs then fp32 outputs; args.workspace
+  /// holds reference_workspace_bytes() (or is 0: the op then computes every output row).
   virtual void run_reference(const RunArgs& args, Launcher& launcher) const = 0;
+  virtual std::size_t reference_workspace_bytes(const Problem&, DType) const { return 0; }
   virtual Tolerance tolerance(DType t) const;
+  /// The tolerance for one problem (outputs whose scale depends on the problem); by default
+  /// tolerance(t).
+  virtual Tolerance tolerance(const Problem&, DType t) const { return tolerance(t); }
+  /// Groups for the staged strategy (empty: the op has none). An op whose space is too large to
+  /// measure whole declares them and names "staged" its default strategy.
+  virtual SearchStages search_stages() const { return {}; }
+  virtual std::string_view default_strategy() const { return "exhaustive"; }
+  /// The dim `ktune sweep` tunes over a list of values in one command (MoE: "t", the token
+  /// buckets), and its default list; empty name: none.
+  virtual std::string_view bucket_dim() const { return {}; }
+  virtual std::vector<std::int64_t> default_buckets() const { return {}; }
 
   /// Bytes that must move through device memory (each input read once, each output written once).
   virtual double min_bytes(const Problem& p, DType t) const;

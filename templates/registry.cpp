@@ -3,6 +3,7 @@
 #include "ktune/error.hpp"
 #include "templates/attention/attention_op.hpp"
 #include "templates/fused/fused_ops.hpp"
+#include "templates/moe/moe_op.hpp"
 #include "templates/op.hpp"
 
 namespace ktune {
@@ -11,6 +12,7 @@ const std::vector<const Op*>& all_ops() {
   static const std::vector<const Op*> ops = [] {
     std::vector<const Op*> all = fused_ops();
     all.push_back(&flash_attention_op());
+    all.push_back(&moe_op());
     return all;
   }();
   return ops;

@@ -72,6 +72,17 @@ TEST_F(Cli, EveryNumberIsFiniteAndInItsRange) {
       {"sweep --device -1", "--device \"-1\" is not allowed"},
       {"space --op softmax --jobs -3", "--jobs \"-3\" is not allowed: expected an integer from 0 to 1024"},
       {"space --op softmax --jobs nan", "--jobs \"nan\" is not allowed"},
+      {"sweep --op moe --tokens 1,x,4", "--tokens \"1,x,4\" is not allowed: \"x\" is not an integer from 1 to"},
+      {"sweep --op moe --tokens 1,,4", "--tokens \"1,,4\" is not allowed: \"\" is not an integer"},
+      {"sweep --op moe --tokens 0", "--tokens \"0\" is not allowed: \"0\" is not an integer from 1"},
+      {"sweep --op moe --tokens 16,", "--tokens \"16,\" is not allowed"},
+      {"sweep --op moe --tokens 1,16 --shape e=8,k=2,h=256,i=512,t=4",
+       "--tokens and --shape both set t: give one of them"},
+      {"sweep --op softmax --tokens 1,2", "--tokens applies to ops with token buckets (moe)"},
+      {"sweep --op softmax --strategy staged", "strategy staged: op softmax declares no search stages"},
+      {"sweep --op moe --strategy bayes", "unknown strategy \"bayes\" (allowed: exhaustive, random, staged)"},
+      {"sweep --op moe --tokens 1,70000 --shape e=8,k=2,h=256,i=512",
+       "t=70000"},
   };
   for (const auto& c : cases) {
     const std::string args = c.args + (c.args.rfind("sweep", 0) == 0 ? " --db " + db : "");

@@ -1,7 +1,8 @@
 // The whole MoE op on the GPU: moe_op().kernels() compiled with NVRTC for the device, run()
 // through the real CUDA launcher on a stream, against (a) a host double reference of the layer
-// (routing by tests/support/moe_reference, ties to the lower id, MLPs in double) within the op's
-// tolerance() and (b) the op's own fp32 reference kernels (run_reference). Every routing mode x
+// (routing by tests/support/moe_reference, ties to the lower expert id, or to the lower token id
+// for expert choice, MLPs in double) within the op's tolerance() and (b) the op's own fp32
+// reference kernels (run_reference). Every routing mode x
 // dtype, T in {1, 3, 17, 1000}, E in {8, 64} x k in {1, 2, 8}, H and I not multiples of any tile,
 // an expert with every token and one with none, outputs poisoned first; a CUDA graph capture
 // replayed on fresh inputs equals plain launches bit for bit; two runs give the same y.
@@ -17,6 +18,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <future>
+#include <iterator>
 #include <map>
 #include <mutex>
 #include <random>
@@ -42,7 +44,8 @@ namespace {
 enum : std::size_t { kX, kLogits, kBias, kIds, kWeights, kW1, kW2, kY, kCounts, kAux, kTensors };
 
 const char* routing_name(int r) {
-  static const char* names[] = {"softmax", "softmax_renorm", "sigmoid_group", "precomputed"};
+  static const char* names[] = {"softmax", "softmax_renorm", "sigmoid_group", "precomputed",
+                                "expert_choice"};
   return names[r];
 }
 
@@ -56,6 +59,12 @@ struct Case {
   std::string params;      // empty: the device's default_params
   bool bf16() const { return dtype == DType::bf16; }
   bool routed() const { return routing != moe_precomputed; }
+  bool expert_choice() const { return routing == moe_expert_choice; }
+  /// Entries of topk_ids / topk_weights: T * k, or E * C for expert choice.
+  std::size_t pairs() const {
+    return expert_choice() ? static_cast<std::size_t>(e) * moe_expert_capacity(t, k, e)
+                           : static_cast<std::size_t>(t) * k;
+  }
   Problem problem() const { return {{e, k, h, i, t, routing, n_group, topk_group}}; }
   std::string tag() const {
     return std::string(routing_name(routing)) + (bf16() ? " bf16" : " fp16") +
@@ -232,7 +241,7 @@ class MoeCall {
     kernels_ = Kernels::get().handles(ks, smem, dev.arch());
     ref_kernels_ = Kernels::get().handles(op.reference_kernels(problem_, c.dtype), {}, dev.arch());
     const std::size_t es = dtype_size(c.dtype);
-    const std::size_t E = c.e, H = c.h, I = c.i, T = c.t, P = T * c.k;
+    const std::size_t E = c.e, H = c.h, I = c.i, T = c.t, P = c.pairs();
     const auto buf = [](std::size_t bytes) { return DeviceBuffer(bytes + 16); };
     x_ = buf(T * H * es);
     w1_ = buf(E * 2 * I * H * es);
@@ -282,7 +291,7 @@ class MoeCall {
   /// NaN in y, weights and aux; -7 in ids and counts (ids only where they are outputs).
   void poison() {
     const Driver& d = Driver::get();
-    const std::size_t P = static_cast<std::size_t>(c_.t) * c_.k;
+    const std::size_t P = c_.pairs();
     KTUNE_CU(d.cuMemsetD16Async(y_.get(), 0xffff, static_cast<std::size_t>(c_.t) * c_.h, stream_));
     if (c_.routed()) {
       KTUNE_CU(d.cuMemsetD32Async(ids_.get(), static_cast<unsigned>(-7), P, stream_));
@@ -325,7 +334,7 @@ class MoeCall {
 
   Outputs outputs() {
     KTUNE_CU(Driver::get().cuStreamSynchronize(stream_));
-    const std::size_t P = static_cast<std::size_t>(c_.t) * c_.k;
+    const std::size_t P = c_.pairs();
     Outputs o;
     o.y = download<std::uint16_t>(y_, static_cast<std::size_t>(c_.t) * c_.h);
     o.ids = download<int>(ids_, P);
@@ -342,7 +351,7 @@ class MoeCall {
   };
   Reference reference() {
     const Driver& d = Driver::get();
-    const std::size_t P = static_cast<std::size_t>(c_.t) * c_.k;
+    const std::size_t P = c_.pairs();
     KTUNE_CU(d.cuMemsetD32Async(ref_y_.get(), 0xffffffffu, static_cast<std::size_t>(c_.t) * c_.h,
                                 stream_));
     KTUNE_CU(d.cuMemsetD32Async(ref_counts_.get(), 0xffffffffu, c_.e, stream_));
@@ -410,40 +419,112 @@ test::MoeRouteProblem route_problem(const Case& c) {
 /// Host double reference of y [T, H] for the given routing (ids [T, k], weights [T, k]).
 std::vector<double> layer_ref(const Case& c, const Inputs& in, const std::vector<int>& ids,
                               const std::vector<double>& weights) {
-  const std::size_t H = c.h, I = c.i;
-  std::vector<double> y(static_cast<std::size_t>(c.t) * H, 0.0), act(I);
-  for (int t = 0; t < c.t; ++t) {
-    const double* x = &in.xv[t * H];
-    for (int s = 0; s < c.k; ++s) {
-      const int e = ids[static_cast<std::size_t>(t) * c.k + s];
-      const double w = weights[static_cast<std::size_t>(t) * c.k + s];
-      const double* w1 = &in.w1v[static_cast<std::size_t>(e) * 2 * I * H];
-      const double* w2 = &in.w2v[static_cast<std::size_t>(e) * H * I];
-      for (std::size_t j = 0; j < I; ++j) {
-        double g = 0, u = 0;
-        const double* rg = w1 + j * H;
-        const double* ru = w1 + (I + j) * H;
-        for (std::size_t h = 0; h < H; ++h) {
-          g += x[h] * rg[h];
-          u += x[h] * ru[h];
-        }
-        act[j] = g / (1.0 + std::exp(-g)) * u;
-      }
-      for (std::size_t col = 0; col < H; ++col) {
-        const double* r2 = w2 + col * I;
-        double acc = 0;
-        for (std::size_t j = 0; j < I; ++j) acc += act[j] * r2[j];
-        y[t * H + col] += w * acc;
-      }
+  return test::moe_layer_ref(in.xv, in.w1v, in.w2v, c.t, c.h, c.i,
+                             test::moe_topk_uses(ids, weights, c.k, c.e));
+}
+
+/// check() for routing=expert_choice: each expert's chosen tokens against the double reference
+/// (a difference accepted only for scores within fp32 reach of the expert's threshold, the
+/// reference then following the kernels), weights, counts, aux_loss left alone, y against the
+/// double layer (zero for tokens nobody chose), and the op's fp32 reference kernels, which
+/// compute the scores bit for bit as the kernels do: the same tokens and weights exactly.
+void check_expert_choice(MoeCall& run, const Inputs& in, const Outputs& out) {
+  const Case& c = run.c();
+  const int T = c.t, E = c.e, H = c.h;
+  const std::string tag = c.tag();
+  const test::MoeExpertChoiceResult ref = test::moe_expert_choice_ref(in.logits, T, E, c.k);
+  const int C = ref.capacity;
+  ASSERT_EQ(static_cast<std::size_t>(E) * C, c.pairs()) << tag;
+  std::vector<int> tokens = out.ids;
+  std::vector<double> weights(c.pairs());
+  int bad = 0;
+  for (int e = 0; e < E; ++e) {
+    const auto at = [&](int i) { return static_cast<std::size_t>(e) * C + i; };
+    const auto score = [&](int t) { return ref.scores[static_cast<std::size_t>(t) * E + e]; };
+    const std::vector<int> mine(out.ids.begin() + at(0), out.ids.begin() + at(C));
+    const std::vector<int> want(ref.tokens.begin() + at(0), ref.tokens.begin() + at(C));
+    bool ok = true;  // valid ids in increasing order
+    for (int i = 0; i < C; ++i)
+      ok = ok && mine[i] >= 0 && mine[i] < T && (i == 0 || mine[i] > mine[i - 1]);
+    if (ok && mine != want) {
+      double threshold = score(want[0]);  // the lowest score the reference chose
+      for (int t : want) threshold = std::min(threshold, score(t));
+      std::vector<int> diff;
+      std::set_symmetric_difference(mine.begin(), mine.end(), want.begin(), want.end(),
+                                    std::back_inserter(diff));
+      for (int t : diff) ok = ok && std::fabs(score(t) - threshold) <= 1e-5 * threshold;
+      if (ok)
+        std::printf("  %s: expert %d: %zu tokens accepted as near-ties\n", tag.c_str(), e,
+                    diff.size());
+    }
+    if (!ok) {
+      if (bad++ < 3)
+        ADD_FAILURE() << tag << ": expert " << e << " chose other tokens than the reference";
+      std::copy(want.begin(), want.end(), tokens.begin() + at(0));
+      for (int i = 0; i < C; ++i) weights[at(i)] = score(want[i]);
+      continue;
+    }
+    for (int i = 0; i < C; ++i) {
+      const double w = score(mine[i]);
+      weights[at(i)] = w;
+      const double g = out.weights[at(i)];
+      if (!(std::fabs(g - w) <= 1e-5 * w) && bad++ < 3)
+        ADD_FAILURE() << tag << ": expert " << e << " slot " << i << " (token " << mine[i]
+                      << ") weight " << g << ", want " << w;
     }
   }
-  return y;
+  EXPECT_EQ(bad, 0) << tag << ": routing";
+  EXPECT_EQ(out.counts, std::vector<int>(E, C)) << tag << ": expert_counts";
+  EXPECT_TRUE(std::isnan(out.aux)) << tag << ": aux_loss was written (not applicable)";
+
+  const Tolerance tol = moe_op().tolerance(c.dtype);
+  const std::vector<double> yref = test::moe_layer_ref(
+      in.xv, in.w1v, in.w2v, T, H, c.i, test::moe_expert_choice_uses(tokens, weights, E, C));
+  std::vector<bool> chosen(T, false);
+  for (int t : tokens) chosen[t] = true;
+  test::MoeChecker cy("y " + tag);
+  std::vector<double> y(out.y.size());
+  int unchosen = 0, nonzero = 0;
+  for (std::size_t i = 0; i < y.size(); ++i) {
+    y[i] = test::moe_from_bits(c.bf16(), out.y[i]);
+    cy(y[i], yref[i], tol.atol + tol.rtol * std::fabs(yref[i]),
+       "token " + std::to_string(i / H) + " col " + std::to_string(i % H));
+    if (!chosen[i / H]) {
+      unchosen += i % H == 0;
+      nonzero += y[i] != 0.0;
+    }
+  }
+  EXPECT_EQ(cy.failed, 0) << cy.failed << " of " << cy.checked << "; " << cy.first;
+  EXPECT_EQ(nonzero, 0) << tag << ": y of tokens no expert chose must be 0";
+
+  const MoeCall::Reference r = run.reference();
+  int ref_bad = 0;
+  for (std::size_t p = 0; p < c.pairs(); ++p)
+    if (static_cast<int>(r.ids[p]) != out.ids[p] || r.weights[p] != out.weights[p]) {
+      if (ref_bad++ < 3)
+        ADD_FAILURE() << tag << ": reference kernel entry " << p << " token " << r.ids[p]
+                      << " weight " << r.weights[p] << " vs kernels' " << out.ids[p] << " "
+                      << out.weights[p];
+    }
+  EXPECT_EQ(ref_bad, 0) << tag << ": reference kernel selection (must be bit-identical)";
+  EXPECT_EQ(r.counts, std::vector<float>(E, static_cast<float>(C))) << tag << ": reference counts";
+  test::MoeChecker ck("y vs reference kernel " + tag), cd("reference kernel vs double " + tag);
+  for (std::size_t i = 0; i < y.size(); ++i) {
+    const std::string where = "token " + std::to_string(i / H) + " col " + std::to_string(i % H);
+    ck(y[i], r.y[i], tol.atol + tol.rtol * std::fabs(r.y[i]), where);
+    cd(r.y[i], yref[i], 1e-4 + 1e-4 * std::fabs(yref[i]), where);
+  }
+  EXPECT_EQ(ck.failed, 0) << ck.failed << " of " << ck.checked << "; " << ck.first;
+  EXPECT_EQ(cd.failed, 0) << cd.failed << " of " << cd.checked << "; " << cd.first;
+  std::printf("  %-100s ws=%zu C=%d unchosen tokens %d, y worst %.3f of tol\n", tag.c_str(),
+              run.workspace_bytes(), C, unchosen, cy.worst);
 }
 
 /// Checks one call's outputs (every optional output requested) against the host double
 /// reference and the op's GPU reference.
 void check(MoeCall& run, const Inputs& in, const Outputs& out) {
   const Case& c = run.c();
+  if (c.expert_choice()) return check_expert_choice(run, in, out);
   const Op& op = moe_op();
   const int T = c.t, K = c.k, E = c.e, H = c.h;
   const std::size_t P = static_cast<std::size_t>(T) * K;
@@ -595,7 +676,8 @@ void set_groups(Case& c) {
 std::vector<Case> all_cases() {
   std::vector<Case> out;
   for (DType dt : {DType::bf16, DType::f16})
-    for (int routing : {moe_softmax_renorm, moe_softmax, moe_sigmoid_group, moe_precomputed})
+    for (int routing :
+         {moe_softmax_renorm, moe_softmax, moe_sigmoid_group, moe_precomputed, moe_expert_choice})
       for (int e : {8, 64})
         for (int k : {1, 2, 8})
           for (int t : {1, 3, 17, 1000}) {
@@ -617,6 +699,7 @@ std::vector<Case> all_cases() {
   big(moe_sigmoid_group, 64, 8, 3, DType::f16);
   big(moe_precomputed, 8, 2, 100, DType::bf16);
   big(moe_softmax, 64, 8, 1, DType::bf16);
+  big(moe_expert_choice, 64, 8, 100, DType::bf16);
   // Other valid configurations: small tiles with the multi-block align path, large tiles,
   // block_m=16 with deep rings.
   const auto with = [&](int routing, int e, int k, int t, DType dt, const char* params) {
@@ -638,6 +721,16 @@ std::vector<Case> all_cases() {
   with(moe_sigmoid_group, 64, 8, 1000, DType::f16, small);
   with(moe_softmax_renorm, 8, 2, 1000, DType::f16, large);
   with(moe_precomputed, 8, 2, 17, DType::bf16, deep);
+  // Expert choice searches align_chunk, route_lanes and route_vec at their first value only.
+  const char* ec_small =
+      "block_m=32,bn1=32,bk1=64,warps1=4,warps_m1=2,stages1=4,bn2=64,bk2=32,warps2=8,"
+      "warps_m2=2,stages2=2,align_chunk=0,route_lanes=8,route_vec=1,combine_vec=4";
+  const char* ec_large =
+      "block_m=128,bn1=64,bk1=32,warps1=8,warps_m1=2,stages1=3,bn2=128,bk2=64,warps2=8,"
+      "warps_m2=2,stages2=3,align_chunk=0,route_lanes=8,route_vec=1,combine_vec=8";
+  with(moe_expert_choice, 64, 8, 1000, DType::bf16, ec_small);
+  with(moe_expert_choice, 8, 2, 1000, DType::f16, ec_large);
+  with(moe_expert_choice, 8, 1, 17, DType::bf16, deep);
   return out;
 }
 
@@ -747,6 +840,13 @@ TEST_F(GpuMoeOp, GraphCaptureReplaysBitForBitOnFreshInputs) {
     Case c;
     c.routing = routing, c.e = 64, c.k = 8, c.t = 17;
     set_groups(c);
+    cases.push_back(c);
+  }
+  {
+    Case c;  // expert choice: scores, select, gathered gemm1, gemm2, combine in expert order
+    c.routing = moe_expert_choice, c.e = 64, c.k = 8, c.t = 17;
+    cases.push_back(c);
+    c.e = 8, c.k = 2, c.t = 1000, c.dtype = DType::f16;
     cases.push_back(c);
   }
   {

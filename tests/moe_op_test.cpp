@@ -17,6 +17,7 @@
 #include "templates/moe/gemm_args.h"
 #include "templates/moe/moe_op.hpp"
 #include "templates/moe/reference.cuh"
+#include "templates/moe/reference_mlp.cuh"
 #include "templates/moe/zero.cuh"
 
 namespace ktune {
@@ -40,6 +41,7 @@ bool contains(const std::string& s, const std::string& part) {
 
 const char* const kMixtral = "e=8,k=2,h=4096,i=14336";
 const char* const kDeepSeek = "e=64,k=8,h=2048,i=1408,routing=sigmoid_group,n_group=8,topk_group=3";
+const char* const kExpertChoice = "e=64,k=8,h=2048,i=1408,routing=expert_choice";
 
 Problem problem(const std::string& shape, int t) {
   return op().parse_problem(shape + ",t=" + std::to_string(t));
@@ -217,7 +219,8 @@ TEST(MoeDefaults, ValidForManyShapes) {
       kMixtral, kDeepSeek, "e=8,k=2,h=4096,i=14336,routing=precomputed",
       "e=64,k=8,h=2048,i=1408,routing=softmax", "e=256,k=8,h=7168,i=2048,routing=sigmoid_group,"
       "n_group=8,topk_group=4", "e=6,k=1,h=8,i=8", "e=1,k=1,h=64,i=40", "e=128,k=16,h=512,i=24",
-      "e=60,k=4,h=2048,i=1408,routing=softmax"};
+      "e=60,k=4,h=2048,i=1408,routing=softmax", "e=64,k=8,h=2048,i=1408,routing=expert_choice",
+      "e=8,k=1,h=4096,i=14336,routing=expert_choice", "e=256,k=16,h=64,i=40,routing=expert_choice"};
   for (const std::string& shape : shapes)
     for (int t : {1, 2, 3, 16, 100, 1024, 4096, 65536})
       for (const char* arch : {"sm_80", "sm_90a"})
@@ -416,9 +419,51 @@ TEST(MoeRun, PrecomputedAndReference) {
   EXPECT_EQ(l.launches[0].launch.grid[0], 1u);
   EXPECT_THROW(run(params, p, {3}), InvalidArgument);
 
+  // With a workspace (the tuner's): route + stats, then the sampled parallel MLP (act, out);
+  // the choices land in the workspace and every sampled row is written.
   const RecordingLauncher ref = run(params, p, {}, true);
-  ASSERT_EQ(ref.launches.size(), 2u);
+  ASSERT_EQ(ref.launches.size(), 4u);
   const auto a = ref.launches[0].as<MoeReferenceArgs>();
+  EXPECT_NE(a.choice_n, nullptr);
+  EXPECT_EQ(a.max_choices, 2);
+  const auto mlp = ref.launches[2].as<MoeRefMlpArgs>();
+  EXPECT_EQ(mlp.choice_n, a.choice_n);
+  EXPECT_EQ(mlp.sample_stride, 1) << "t=3: every row";
+  EXPECT_EQ(ref.launches[2].launch.grid[0], 3u);
+  EXPECT_EQ(ref.launches[2].launch.grid[1], (14336u + kMoeRefCols - 1) / kMoeRefCols);
+  EXPECT_EQ(ref.launches[3].launch.grid[1], (4096u + kMoeRefCols - 1) / kMoeRefCols);
+  const std::size_t ref_ws = op().reference_workspace_bytes(p, DType::bf16);
+  for (const void* ptr : {static_cast<const void*>(mlp.choice_id), static_cast<const void*>(mlp.choice_w),
+                          static_cast<const void*>(mlp.choice_n), static_cast<const void*>(mlp.act)})
+    expect_inside(ptr, 4, ref_ws, "reference workspace");
+  // Large t: at most 256 rows sampled, and the tuner checks exactly those rows of y.
+  const Problem big = problem(kMixtral, 4096);
+  const auto sampled = run(op().default_params(big, DType::bf16, h100), big, {}, true);
+  ASSERT_EQ(sampled.launches.size(), 4u);
+  EXPECT_EQ(sampled.launches[2].as<MoeRefMlpArgs>().sample_stride, 16);
+  EXPECT_EQ(sampled.launches[2].launch.grid[0], 256u);
+  for (const TensorSpec& t : op().tensors(big, DType::bf16))
+    if (t.name == "y") {
+      EXPECT_EQ(t.verify_stride, 16);
+      EXPECT_EQ(t.row_elements, 4096);
+    }
+  // Without a workspace (tests that compare every row themselves): route + stats only, the
+  // MLP of every token in moe_reference_kernel.
+  {
+    std::uint64_t tensors[10];
+    for (int i = 0; i < 10; ++i) tensors[i] = 0x10000ull * (i + 1);
+    KernelHandle kernels[4] = {};
+    const double scaling = 1.0;
+    RunArgs bare;
+    bare.problem = &p;
+    bare.tensors = tensors;
+    bare.scalars = &scaling;
+    bare.kernels = kernels;
+    RecordingLauncher l0;
+    op().run_reference(bare, l0);
+    ASSERT_EQ(l0.launches.size(), 2u);
+    EXPECT_EQ(l0.launches[0].as<MoeReferenceArgs>().choice_n, nullptr);
+  }
   EXPECT_EQ(ref.launches[0].launch.grid[0], 3u);
   EXPECT_EQ(a.ids_in, reinterpret_cast<const int*>(0x40000));
   EXPECT_EQ(a.logits, nullptr);
@@ -431,6 +476,183 @@ TEST(MoeRun, PrecomputedAndReference) {
   EXPECT_EQ(b.correction_bias, reinterpret_cast<const float*>(0x30000));
   EXPECT_EQ(b.routed_scaling, 2.5f);
   EXPECT_EQ(b.n_group, 8);
+}
+
+// ---- expert choice ----
+
+TEST(MoeExpertChoice, ProblemTensorsAndReasons) {
+  const Problem p = problem(kExpertChoice, 1000);
+  EXPECT_EQ(p.values[5], moe_expert_choice);
+  EXPECT_EQ(op().problem_key(p),
+            "e=64,k=8,h=2048,i=1408,t=1000,routing=expert_choice,n_group=1,topk_group=1");
+  EXPECT_EQ(problem_error(std::string(kExpertChoice) + ",t=3"), "");
+  EXPECT_TRUE(contains(problem_error(std::string(kExpertChoice) + ",t=3,n_group=2"),
+                       "apply to routing=sigmoid_group only"));
+  // C = ceil(1000 * 8 / 64) = 125 tokens per expert: ids and weights [E * C], expert-major.
+  const auto specs = op().tensors(p, DType::bf16);
+  EXPECT_EQ(specs[1].elements, 1000 * 64);  // logits in
+  EXPECT_EQ(specs[2].elements, 0);
+  EXPECT_EQ(specs[3].elements, 64 * 125);
+  EXPECT_EQ(specs[3].role, TensorRole::output);
+  EXPECT_TRUE(specs[3].optional);
+  EXPECT_EQ(specs[4].elements, 64 * 125);
+  EXPECT_EQ(specs[8].elements, 64);
+  EXPECT_EQ(specs[9].elements, 0);  // no aux loss
+  EXPECT_EQ(op().tensors(problem(kExpertChoice, 3), DType::bf16)[3].elements, 64 * 1);
+  // The work done is E * C pairs; every expert's weights are touched.
+  EXPECT_DOUBLE_EQ(op().flops(p, DType::bf16),
+                   2.0 * 64 * 125 * (2048.0 * 2 * 1408 + 1408.0 * 2048));
+  EXPECT_DOUBLE_EQ(op().min_bytes(problem(kExpertChoice, 1), DType::bf16),
+                   64.0 * 3 * 2048 * 1408 * 2 + 2.0 * 2048 * 2 + 64 * 4);
+}
+
+TEST(MoeExpertChoice, TunablesWithoutEffectSayWhy) {
+  const DeviceInfo h100 = device("sm_90a");
+  const Problem p = problem(kExpertChoice, 1000);
+  const Params d = op().default_params(p, DType::bf16, h100);
+  EXPECT_EQ(op().invalid_reason(d, p, DType::bf16, h100), std::nullopt) << op().params_key(d);
+  EXPECT_EQ(op().param(d, "align_chunk"), 0);
+  EXPECT_EQ(op().param(d, "route_lanes"), 8);
+  EXPECT_EQ(op().param(d, "route_vec"), 1);
+  Params q = d;
+  q.values[op().param_index("route_vec")] = 4;
+  EXPECT_TRUE(contains(op().invalid_reason(q, p, DType::bf16, h100).value_or(""),
+                       "no effect with routing=expert_choice"));
+  q = d;
+  q.values[op().param_index("align_chunk")] = 4096;
+  EXPECT_TRUE(contains(op().invalid_reason(q, p, DType::bf16, h100).value_or(""),
+                       "align_chunk has no effect with routing=expert_choice"));
+  // k = 1 still combines (pair_out is [E * C, H], never y's layout): combine_vec is searched.
+  const Problem k1 = problem("e=8,k=1,h=256,i=128,routing=expert_choice", 100);
+  Params r = op().default_params(k1, DType::bf16, h100);
+  for (std::int64_t vec : {4, 8}) {
+    r.values[op().param_index("combine_vec")] = vec;
+    EXPECT_EQ(op().invalid_reason(r, k1, DType::bf16, h100), std::nullopt) << vec;
+  }
+  // block_m pruning counts C rows per expert: t=1, k=8, e=64 gives C=1.
+  const Problem one = problem(kExpertChoice, 1);
+  Params b = op().default_params(one, DType::bf16, h100);
+  EXPECT_EQ(op().param(b, "block_m"), 16);
+  b.values[op().param_index("block_m")] = 32;
+  EXPECT_TRUE(contains(op().invalid_reason(b, one, DType::bf16, h100).value_or(""),
+                       "a larger block only adds padding rows"));
+  const Space space(op(), p, DType::bf16, h100);
+  EXPECT_GT(space.valid_count(), 0u);
+}
+
+TEST(MoeExpertChoice, KernelsLaunchesAndWorkspace) {
+  const DeviceInfo h100 = device("sm_90a");
+  for (const std::string& shape :
+       {std::string(kExpertChoice), std::string("e=8,k=1,h=136,i=200,routing=expert_choice")}) {
+    for (int t : {1, 17, 1000}) {
+      const Problem p = problem(shape, t);
+      const std::string what = shape + " t=" + std::to_string(t);
+      const Params params = op().default_params(p, DType::bf16, h100);
+      EXPECT_EQ(kernel_names(params, p),
+                (std::vector<std::string>{"moe_expert_choice_scores_kernel",
+                                          "moe_expert_choice_select_kernel", "moe_gemm_kernel",
+                                          "moe_gemm_kernel", "moe_expert_choice_combine_kernel"}))
+          << what;
+      const auto ks = op().kernels(params, p, DType::bf16);
+      EXPECT_EQ(ks[1].name_expression, "ktune::moe_expert_choice_select_kernel<1024>");
+      const int E = static_cast<int>(op().dim(p, "e")), K = static_cast<int>(op().dim(p, "k"));
+      const int H = static_cast<int>(op().dim(p, "h")), I = static_cast<int>(op().dim(p, "i"));
+      const int bm = static_cast<int>(op().param(params, "block_m"));
+      const int C = moe_expert_capacity(t, K, E);
+      const long long rows = moe_expert_choice_padded(E, C, bm);
+      const std::size_t ws = op().workspace_bytes(params, p, DType::bf16);
+
+      const RecordingLauncher all = run(params, p);
+      ASSERT_EQ(all.launches.size(), 5u) << what;
+      for (std::size_t i = 0; i < 5; ++i) {
+        EXPECT_EQ(all.launches[i].launch.kernel, reinterpret_cast<KernelHandle>(0x100 + i));
+        EXPECT_EQ(static_cast<int>(all.launches[i].launch.block[0]),
+                  op().block_threads(params, p, DType::bf16, i));
+        EXPECT_EQ(all.launches[i].launch.shared_bytes,
+                  op().dynamic_shared_bytes(params, p, DType::bf16, i));
+      }
+      const auto sc = all.launches[0].as<MoeExpertChoiceArgs>();
+      const auto se = all.launches[1].as<MoeExpertChoiceArgs>();
+      EXPECT_EQ(all.launches[0].launch.grid[0], static_cast<unsigned>((t + 31) / 32));
+      EXPECT_EQ(all.launches[1].launch.grid[0], static_cast<unsigned>(E));
+      EXPECT_EQ(std::memcmp(&sc, &se, sizeof sc), 0);  // one argument struct for both
+      EXPECT_EQ(se.logits, reinterpret_cast<const float*>(0x20000));
+      EXPECT_EQ(se.pair_token, reinterpret_cast<int*>(0x40000));  // the caller's outputs
+      EXPECT_EQ(se.pair_weight, reinterpret_cast<float*>(0x50000));
+      EXPECT_EQ(se.expert_counts, reinterpret_cast<int*>(0x90000));
+      EXPECT_EQ(se.tokens, t);
+      EXPECT_EQ(se.experts, E);
+      EXPECT_EQ(se.capacity, C);
+      EXPECT_EQ(se.block_m, bm);
+      expect_inside(se.scores, 4u * static_cast<std::size_t>(E) * t, ws, "scores");
+      expect_inside(se.sorted_pairs, 4u * static_cast<std::size_t>(rows), ws, "sorted");
+      expect_inside(se.block_expert, 4u * static_cast<std::size_t>(rows / bm), ws, "blocks");
+      expect_inside(se.padded_rows, 4u, ws, "padded_rows");
+      const auto g1 = all.launches[2].as<MoeGemmArgs>();
+      const auto g2 = all.launches[3].as<MoeGemmArgs>();
+      EXPECT_EQ(all.launches[2].launch.grid[0], static_cast<unsigned>(rows / bm));
+      EXPECT_EQ(all.launches[3].launch.grid[0], static_cast<unsigned>(rows / bm));
+      EXPECT_EQ(all.launches[2].launch.grid[1],
+                moe_gemm_grid_y(I, static_cast<int>(op().param(params, "bn1"))));
+      EXPECT_EQ(all.launches[3].launch.grid[1],
+                moe_gemm_grid_y(H, static_cast<int>(op().param(params, "bn2"))));
+      EXPECT_EQ(g1.a, reinterpret_cast<const void*>(0x10000));
+      EXPECT_EQ(g1.pair_token, se.pair_token);  // x gathered through the chosen tokens
+      EXPECT_EQ(g1.pairs, E * C);
+      EXPECT_EQ(g1.sorted_pairs, se.sorted_pairs);
+      EXPECT_EQ(g1.block_expert, se.block_expert);
+      EXPECT_EQ(g1.padded_rows, se.padded_rows);
+      EXPECT_EQ(g1.max_blocks, rows / bm);
+      expect_inside(g1.out, 2u * static_cast<std::size_t>(rows) * I, ws, "act");
+      EXPECT_EQ(g2.a, g1.out);
+      EXPECT_EQ(g2.pair_token, nullptr);
+      EXPECT_EQ(g2.topk_weights, se.pair_weight);
+      EXPECT_EQ(g2.n, H);
+      EXPECT_GE(reinterpret_cast<std::uintptr_t>(g2.out), kWorkspace);  // never y, even at k=1
+      expect_inside(g2.out, 2u * static_cast<std::size_t>(E) * C * H, ws, "pair_out");
+      const auto cb = all.launches[4].as<MoeExpertChoiceCombineArgs>();
+      EXPECT_EQ(cb.pair_out, g2.out);
+      EXPECT_EQ(cb.pair_token, se.pair_token);
+      EXPECT_EQ(cb.y, reinterpret_cast<void*>(0x80000));
+      EXPECT_EQ(cb.capacity, C);
+      EXPECT_EQ(all.launches[4].launch.grid[0], static_cast<unsigned>(t));
+      EXPECT_EQ(all.launches[4].launch.grid[1],
+                moe_combine_grid_y(H, 128, static_cast<int>(op().param(params, "combine_vec"))));
+
+      // Without the optional outputs: tokens and weights in the workspace, no counts.
+      const RecordingLauncher bare = run(params, p, {3, 4, 8, 9});
+      ASSERT_EQ(bare.launches.size(), 5u) << what;
+      const auto b = bare.launches[1].as<MoeExpertChoiceArgs>();
+      expect_inside(b.pair_token, 4u * static_cast<std::size_t>(E) * C, ws, "tokens");
+      expect_inside(b.pair_weight, 4u * static_cast<std::size_t>(E) * C, ws, "weights");
+      EXPECT_GE(reinterpret_cast<std::uintptr_t>(b.pair_token), kWorkspace);
+      EXPECT_EQ(b.expert_counts, nullptr);
+      EXPECT_EQ(bare.launches[2].as<MoeGemmArgs>().pair_token, b.pair_token);
+      EXPECT_EQ(bare.launches[3].as<MoeGemmArgs>().topk_weights, b.pair_weight);
+      EXPECT_EQ(bare.launches[4].as<MoeExpertChoiceCombineArgs>().pair_token, b.pair_token);
+    }
+  }
+}
+
+TEST(MoeExpertChoice, ReferenceSelectsFirst) {
+  const DeviceInfo h100 = device("sm_90a");
+  const Problem p = problem(kExpertChoice, 9);
+  const auto ks = op().reference_kernels(p, DType::bf16);
+  ASSERT_EQ(ks.size(), op().reference_kernels(problem(kMixtral, 9), DType::bf16).size() + 1);
+  EXPECT_EQ(ks.back().name_expression, "ktune::moe_reference_expert_choice_kernel");
+  const RecordingLauncher ref = run(op().default_params(p, DType::bf16, h100), p, {}, true);
+  ASSERT_GE(ref.launches.size(), 3u);
+  EXPECT_EQ(ref.launches[0].launch.kernel, reinterpret_cast<KernelHandle>(0x100 + ks.size() - 1));
+  EXPECT_EQ(ref.launches[0].launch.grid[0], 64u);  // one block per expert
+  EXPECT_EQ(ref.launches[1].launch.kernel, reinterpret_cast<KernelHandle>(0x100));
+  EXPECT_EQ(ref.launches[1].launch.grid[0], 9u);   // then one per token
+  const auto a = ref.launches[0].as<MoeReferenceArgs>();
+  EXPECT_EQ(a.routing, moe_expert_choice);
+  EXPECT_EQ(a.logits, reinterpret_cast<const float*>(0x20000));
+  EXPECT_EQ(a.topk_ids, reinterpret_cast<float*>(0x40000));
+  EXPECT_EQ(a.topk_weights, reinterpret_cast<float*>(0x50000));
+  EXPECT_EQ(a.aux_loss, nullptr);
+  EXPECT_EQ(a.correction_bias, nullptr);
 }
 
 // ---- NVRTC ----
@@ -446,13 +668,17 @@ TEST(MoeCompile, DefaultsAndReferenceCompile) {
         {std::string(kMixtral) + ",t=1", DType::bf16},
         {std::string(kMixtral) + ",t=4096", DType::bf16},
         {std::string(kDeepSeek) + ",t=64", DType::f16},
-        {std::string(kMixtral) + ",routing=precomputed,t=16", DType::bf16}};
+        {std::string(kMixtral) + ",routing=precomputed,t=16", DType::bf16},
+        {std::string(kExpertChoice) + ",t=1000", DType::f16},
+        {"e=8,k=1,h=256,i=128,routing=expert_choice,t=3", DType::bf16}};
     for (const auto& [shape, dt] : sample) {
       const Problem p = op().parse_problem(shape);
       for (const KernelSource& k : op().kernels(op().default_params(p, dt, device(arch)), p, dt))
         add(k, arch);
     }
     for (const KernelSource& k : op().reference_kernels(problem(kMixtral, 1), DType::bf16))
+      add(k, arch);
+    for (const KernelSource& k : op().reference_kernels(problem(kExpertChoice, 7), DType::f16))
       add(k, arch);
   }
   const Compiler compiler(std::nullopt);

@@ -1,6 +1,6 @@
 // MoE routing and alignment without a GPU: the double references on hand-worked cases (ties,
-// groups, renormalisation, the aux loss, padding and dropped ids), and NVRTC compiles of a sample
-// of the route and align kernels for sm_80 and sm_90a.
+// groups, renormalisation, the aux loss, expert choice, padding and dropped ids, the layer), and
+// NVRTC compiles of a sample of the route, expert-choice and align kernels for sm_80 and sm_90a.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -96,6 +96,96 @@ TEST(MoeRouteReference, AuxLossSwitchForm) {
   EXPECT_NEAR(test::moe_aux_loss_ref(r2, p), 2.0 * p0, 1e-15);
 }
 
+// ---- expert choice ----
+
+TEST(MoeExpertChoiceReference, Capacity) {
+  EXPECT_EQ(moe_expert_capacity(5, 2, 4), 3);      // ceil(10 / 4)
+  EXPECT_EQ(moe_expert_capacity(1, 1, 64), 1);     // never 0
+  EXPECT_EQ(moe_expert_capacity(3, 8, 8), 3);      // k = e: C = t
+  EXPECT_EQ(moe_expert_capacity(1000, 8, 64), 125);
+  EXPECT_EQ(moe_expert_capacity(65536, 16, 16), 65536);
+  EXPECT_EQ(moe_expert_choice_padded(8, 3, 16), 8 * 16);
+  EXPECT_EQ(moe_expert_choice_padded(4, 33, 16), 4 * 48);
+}
+
+// T = 4, E = 2, k = 1: C = 2. Token 0 scores (1/2, 1/2); tokens 1..3 (s, 1 - s) with
+// s = sigmoid(1). Expert 0 takes two of the three tied tokens 1..3: the lower ids 1 and 2;
+// expert 1 takes token 0 and, of the tied 1..3, token 1. Token 1 gets both experts, token 3 none.
+TEST(MoeExpertChoiceReference, TiesGoToTheLowerTokenAndATokenMayGetNone) {
+  const std::vector<float> logits = {0.0f, 0.0f, 1.0f, 0.0f, 1.0f, 0.0f, 1.0f, 0.0f};
+  const auto r = test::moe_expert_choice_ref(logits, 4, 2, 1);
+  const double s = 1.0 / (1.0 + std::exp(-1.0));
+  ASSERT_EQ(r.capacity, 2);
+  EXPECT_EQ(r.tokens, (std::vector<int>{1, 2, 0, 1}));
+  ASSERT_EQ(r.weights.size(), 4u);
+  EXPECT_NEAR(r.weights[0], s, 1e-15);
+  EXPECT_NEAR(r.weights[1], s, 1e-15);
+  EXPECT_NEAR(r.weights[2], 0.5, 1e-15);
+  EXPECT_NEAR(r.weights[3], 1.0 - s, 1e-15);
+  EXPECT_NEAR(r.scores[3 * 2 + 1], 1.0 - s, 1e-15);
+  // Per token, in expert order; token 3 has none.
+  const auto uses = test::moe_expert_choice_uses(r.tokens, r.weights, 2, r.capacity);
+  ASSERT_EQ(uses.size(), 4u);
+  EXPECT_EQ(uses[0].token, 0);
+  EXPECT_EQ(uses[0].expert, 1);
+  EXPECT_EQ(uses[1].token, 1);
+  EXPECT_EQ(uses[1].expert, 0);
+  EXPECT_EQ(uses[2].token, 1);
+  EXPECT_EQ(uses[2].expert, 1);
+  EXPECT_EQ(uses[3].token, 2);
+  EXPECT_EQ(uses[3].expert, 0);
+}
+
+// T = 3, E = 2, k = 2: C = 3 = T, every expert takes every token; each token's weights are its
+// whole softmax, so they sum to 1.
+TEST(MoeExpertChoiceReference, CapacityEqualToTokensTakesEveryToken) {
+  const std::vector<float> logits = {0.25f, -1.0f, 2.0f, 2.0f, -0.5f, 4.0f};
+  const auto r = test::moe_expert_choice_ref(logits, 3, 2, 2);
+  ASSERT_EQ(r.capacity, 3);
+  EXPECT_EQ(r.tokens, (std::vector<int>{0, 1, 2, 0, 1, 2}));
+  for (int t = 0; t < 3; ++t) EXPECT_NEAR(r.weights[t] + r.weights[3 + t], 1.0, 1e-15);
+  EXPECT_NEAR(r.weights[0], 1.0 / (1.0 + std::exp(-1.25)), 1e-15);
+  EXPECT_NEAR(r.weights[1], 0.5, 1e-15);
+}
+
+// T = 6, E = 3, k = 1: C = 2. Each pair of tokens strongly prefers one expert, so each expert's
+// top two are tokens no other expert picks: every token is chosen exactly once.
+TEST(MoeExpertChoiceReference, ExpertsWithTopTokensNobodyElsePicks) {
+  const std::vector<float> logits = {4.0f, 0.0f, 0.0f, 3.0f,  0.5f, 0.0f,
+                                     0.0f, 4.0f, 0.0f, 0.5f,  3.0f, 0.0f,
+                                     0.0f, 0.0f, 4.0f, -1.0f, 0.0f, 3.5f};
+  const auto r = test::moe_expert_choice_ref(logits, 6, 3, 1);
+  ASSERT_EQ(r.capacity, 2);
+  EXPECT_EQ(r.tokens, (std::vector<int>{0, 1, 2, 3, 4, 5}));
+  const double z0 = std::exp(4.0) + 2.0;
+  EXPECT_NEAR(r.weights[0], std::exp(4.0) / z0, 1e-15);
+  const double z5 = std::exp(-1.0) + 1.0 + std::exp(3.5);
+  EXPECT_NEAR(r.weights[5], std::exp(3.5) / z5, 1e-15);
+}
+
+// The layer on a hand-sized case: H = 2, I = 1, E = 2. Expert 0: gate = x0, up = x1, w2 = (1, 2);
+// expert 1: gate = x1, up = x0, w2 = (3, 0.5). Token 0 is used by both, token 1 by none.
+TEST(MoeLayerReference, SumsUsesAndLeavesUnchosenTokensZero) {
+  const std::vector<double> x = {1.0, 2.0, 0.5, -1.0};
+  const std::vector<double> w1 = {1.0, 0.0, 0.0, 1.0,   // expert 0: gate row, up row
+                                  0.0, 1.0, 1.0, 0.0};  // expert 1
+  const std::vector<double> w2 = {1.0, 2.0, 3.0, 0.5};
+  const auto silu = [](double v) { return v / (1.0 + std::exp(-v)); };
+  const std::vector<test::MoeUse> uses = {{0, 0, 0.25}, {0, 1, 0.5}};
+  const std::vector<double> y = test::moe_layer_ref(x, w1, w2, 2, 2, 1, uses);
+  const double a0 = silu(1.0) * 2.0, a1 = silu(2.0) * 1.0;
+  EXPECT_NEAR(y[0], 0.25 * a0 * 1.0 + 0.5 * a1 * 3.0, 1e-15);
+  EXPECT_NEAR(y[1], 0.25 * a0 * 2.0 + 0.5 * a1 * 0.5, 1e-15);
+  EXPECT_EQ(y[2], 0.0);
+  EXPECT_EQ(y[3], 0.0);
+  // Top-k uses: pair p is token p / k; ids outside 0..E-1 are dropped.
+  const auto topk = test::moe_topk_uses({1, 0, 7, 1}, {0.5, 0.25, 1.0, 0.75}, 2, 2);
+  ASSERT_EQ(topk.size(), 3u);
+  EXPECT_EQ(topk[2].token, 1);
+  EXPECT_EQ(topk[2].expert, 1);
+  EXPECT_EQ(topk[2].weight, 0.75);
+}
+
 TEST(MoeAlignReference, PaddingCountsAndDroppedIds) {
   // 3 tokens, k = 2, E = 4, block_m = 4: pairs 0..5 with an out-of-range id (pair 4) dropped.
   const std::vector<int> ids = {2, 0, 2, 2, 7, 0};
@@ -146,6 +236,14 @@ std::vector<KernelSource> sample_kernels() {
   }
   for (int threads : {128, 256, 1024})
     out.push_back({"moe/align.cuh", "ktune::moe_align_kernel<" + std::to_string(threads) + ">"});
+  out.push_back({"moe/expert_choice.cuh", "ktune::moe_expert_choice_scores_kernel"});
+  for (int threads : {128, 512, 1024})
+    out.push_back({"moe/expert_choice.cuh",
+                   "ktune::moe_expert_choice_select_kernel<" + std::to_string(threads) + ">"});
+  for (const char* tv : {"ktune::bf16, 128, 8", "ktune::fp16, 128, 4", "ktune::bf16, 64, 1",
+                         "ktune::fp16, 512, 2"})
+    out.push_back({"moe/expert_choice.cuh",
+                   std::string("ktune::moe_expert_choice_combine_kernel<") + tv + ">"});
   for (const char* tc : {"256, 4096", "1024, 16384", "128, 1024"})
     for (const char* k : {"count", "scan", "scatter"})
       out.push_back({"moe/align.cuh", std::string("ktune::moe_align_") + k + "_kernel<" + tc + ">"});
@@ -186,6 +284,12 @@ TEST(MoeRouteCompile, InvalidTemplateParametersAreRefused) {
       {"moe/route.cuh", "ktune::moe_route_kernel<2, 128, 4, 4, 16>", "at most 32 (E <= 32 * LANES)"},
       {"moe/align.cuh", "ktune::moe_align_kernel<64>", "THREADS must be"},
       {"moe/align.cuh", "ktune::moe_align_count_kernel<256, 1000>", "CHUNK must be"},
+      {"moe/expert_choice.cuh", "ktune::moe_expert_choice_select_kernel<64>",
+       "THREADS must be a power of two in 128..1024"},
+      {"moe/expert_choice.cuh", "ktune::moe_expert_choice_combine_kernel<ktune::bf16, 128, 3>",
+       "VEC must be"},
+      {"moe/expert_choice.cuh", "ktune::moe_expert_choice_combine_kernel<float, 128, 4>",
+       "T must be bf16 or fp16"},
   };
   for (const auto& b : bad) {
     try {

@@ -1,5 +1,8 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+#include <limits>
 #include <set>
 
 #include "ktune/error.hpp"
@@ -86,6 +89,112 @@ TEST(Strategy, UnknownNameIsRejectedWithTheAllowedNames) {
     FAIL();
   } catch (const InvalidArgument& e) {
     EXPECT_NE(std::string(e.what()).find("exhaustive, random"), std::string::npos);
+  }
+}
+
+// A staged search of a separable cost (outer value + each group's own cost) reaches the global
+// optimum with far fewer evaluations than the product, and never proposes a point twice.
+TEST(Strategy, StagedFindsTheOptimumOfASeparableCostInFewEvaluations) {
+  // Tunables: 0 outer (4 values), 1-2 group A (5 x 4), 3 group B (6), 4-5 group C (3 x 3).
+  const std::vector<int> sizes = {4, 5, 4, 6, 3, 3};
+  std::vector<Params> points;
+  std::vector<std::int64_t> v(sizes.size(), 0);
+  for (;;) {
+    // Invalid points: group A's value (4, 3) and outer 2 with group B's 0 (a coupled rule).
+    const bool invalid = (v[1] == 4 && v[2] == 3) || (v[0] == 2 && v[3] == 0);
+    if (!invalid) points.push_back(Params{v});
+    std::size_t i = sizes.size();
+    while (i > 0 && ++v[i - 1] == sizes[i - 1]) v[--i] = 0;
+    if (i == 0) break;
+  }
+  const auto cost = [](const Params& p) {
+    const auto& x = p.values;
+    const double outer[] = {5.0, 3.0, 1.0, 4.0};
+    // Each group's best depends on the outer value, as a GEMM tile depends on block_m.
+    const double a = std::abs(static_cast<double>(x[1] - x[0])) + 0.5 * static_cast<double>((x[2] + x[0]) % 4);
+    const double b = std::abs(static_cast<double>(x[3] - 2 * x[0] + 1));
+    const double c = static_cast<double>((x[4] * 2 + x[5]) % 5);
+    return outer[x[0]] + a + b + c;
+  };
+  double best = 1e30;
+  for (const Params& p : points) best = std::min(best, cost(p));
+
+  StagedStrategy s(points, Params{{0, 0, 0, 0, 0, 0}}, {0}, {{1, 2}, {3}, {4, 5}});
+  std::set<Params> seen;
+  double found = 1e30;
+  std::size_t evaluations = 0;
+  for (std::vector<Params> batch = s.next_batch(); !batch.empty(); batch = s.next_batch()) {
+    for (const Params& p : batch) {
+      EXPECT_TRUE(seen.insert(p).second) << "proposed twice";
+      EXPECT_TRUE(std::find(points.begin(), points.end(), p) != points.end()) << "not a valid point";
+      s.report(p, cost(p));
+      found = std::min(found, cost(p));
+      ++evaluations;
+    }
+  }
+  EXPECT_DOUBLE_EQ(found, best);
+  EXPECT_LE(evaluations, 4u * (20 + 6 + 9));
+  EXPECT_LT(evaluations * 10, points.size());
+}
+
+TEST(Strategy, StagedSurvivesFailuresAndAStartOutsideTheSpace) {
+  std::vector<Params> points;
+  for (std::int64_t o = 0; o < 2; ++o)
+    for (std::int64_t a = 0; a < 3; ++a)
+      for (std::int64_t b = 0; b < 3; ++b) points.push_back(Params{{o, a, b}});
+  // Start (9, 9, 9) is no point: each outer value starts at its nearest valid point.
+  StagedStrategy s(points, Params{{9, 9, 9}}, {0}, {{1}, {2}});
+  std::size_t n = 0;
+  for (std::vector<Params> batch = s.next_batch(); !batch.empty(); batch = s.next_batch())
+    for (const Params& p : batch) {
+      s.report(p, std::numeric_limits<double>::infinity());  // every candidate fails
+      ++n;
+    }
+  EXPECT_GT(n, 0u);
+  EXPECT_LE(n, points.size());
+}
+
+TEST(Strategy, OpsNameTheirDefaultStrategyAndStagedNeedsStages) {
+  const Op& moe = get_op("moe");
+  Space s(moe, moe.parse_problem("e=8,k=2,h=256,i=512,t=16"), DType::bf16, *device_for_arch("sm_90a"));
+  const Params start = moe.default_params(s.problem(), DType::bf16, s.device());
+  EXPECT_EQ(make_op_strategy(moe, "", s.valid_points(), start, 0)->name(), "staged");
+  EXPECT_EQ(make_op_strategy(moe, "random", s.valid_points(), start, 0)->name(), "random");
+  const Op& norm = get_op("add_rmsnorm");
+  EXPECT_EQ(make_op_strategy(norm, "", {}, Params{}, 0)->name(), "exhaustive");
+  try {
+    make_op_strategy(norm, "staged", {}, Params{}, 0);
+    FAIL();
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("no search stages"), std::string::npos) << e.what();
+  }
+  // Every name in a staged op's groups is one of its tunables, and no tunable is in two groups.
+  std::set<std::string> named;
+  const SearchStages st = moe.search_stages();
+  for (const std::string& n : st.outer) EXPECT_TRUE(named.insert(n).second) << n;
+  for (const auto& g : st.groups)
+    for (const std::string& n : g) EXPECT_TRUE(named.insert(n).second) << n;
+  EXPECT_EQ(named.size(), moe.tunables().size()) << "every tunable is searched";
+  for (const std::string& n : named) EXPECT_NO_THROW(moe.param_index(n)) << n;
+}
+
+// The staged walk of a real MoE space stays small: hundreds of candidates, not the product.
+TEST(Strategy, StagedMoeSweepIsSmall) {
+  const Op& moe = get_op("moe");
+  for (const char* shape : {"e=8,k=2,h=4096,i=14336,t=1", "e=8,k=2,h=4096,i=14336,t=4096",
+                            "e=64,k=8,h=2048,i=1408,t=1024,routing=sigmoid_group,n_group=8,topk_group=4"}) {
+    Space s(moe, moe.parse_problem(shape), DType::bf16, *device_for_arch("sm_90a"));
+    const Params start = moe.default_params(s.problem(), DType::bf16, s.device());
+    std::unique_ptr<Strategy> st = make_op_strategy(moe, "", s.valid_points(), start, 0);
+    std::size_t n = 0;
+    for (std::vector<Params> batch = st->next_batch(); !batch.empty(); batch = st->next_batch())
+      for (const Params& p : batch) {
+        EXPECT_FALSE(s.check(p).has_value()) << shape;
+        st->report(p, static_cast<double>(n++ % 7) + 1.0);
+      }
+    std::printf("%s: %zu candidates of %zu valid\n", shape, n, s.valid_count());
+    EXPECT_GT(n, 10u) << shape;
+    EXPECT_LT(n, 700u) << shape << ": " << s.valid_count() << " valid points";
   }
 }
 

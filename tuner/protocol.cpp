@@ -93,9 +93,8 @@ void encode(Encoder& e, const ProblemRequest& r) {
   e.str(r.op).i64(static_cast<int>(r.dtype)).str(r.problem_key).u64(r.seed);
   e.u64(r.reference.size());
   for (const WireKernel& k : r.reference) encode(e, k);
-  encode(e, r.fill);
-  encode(e, r.compare);
-  encode(e, r.compare_f32);
+  e.u64(r.checks.size());
+  for (const WireKernel& k : r.checks) encode(e, k);
 }
 
 ProblemRequest decode_problem(Decoder& d) {
@@ -106,9 +105,11 @@ ProblemRequest decode_problem(Decoder& d) {
   r.seed = d.u64();
   std::uint64_t n = d.u64();
   for (std::uint64_t i = 0; i < n; ++i) r.reference.push_back(decode_kernel(d));
-  r.fill = decode_kernel(d);
-  r.compare = decode_kernel(d);
-  r.compare_f32 = decode_kernel(d);
+  n = d.u64();
+  if (n != kCheckKernels) throw Error("worker protocol: " + std::to_string(n) +
+                                      " verification kernels, expected " +
+                                      std::to_string(static_cast<int>(kCheckKernels)));
+  for (std::uint64_t i = 0; i < n; ++i) r.checks.push_back(decode_kernel(d));
   return r;
 }
 

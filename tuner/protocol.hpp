@@ -62,9 +62,13 @@ struct ProblemRequest {
   std::string problem_key;
   std::uint64_t seed = 0;
   std::vector<WireKernel> reference;  // Op::reference_kernels
-  WireKernel fill;                    // random fill for the input dtype
-  WireKernel compare;                 // output-vs-reference comparison for the output dtype
-  WireKernel compare_f32;             // the same for fp32 outputs (attention's log-sum-exp)
+  std::vector<WireKernel> checks;     // common/check.cuh kernels, indexed by CheckKernel
+};
+
+/// The verification kernels of ProblemRequest::checks, in this order: fill and compare for the
+/// op's dtype, for fp32 tensors (router logits, log-sum-exp), ids fill and int compare.
+enum CheckKernel : std::size_t {
+  kFill, kCompare, kFillF32, kCompareF32, kFillIds, kCompareI32, kCheckKernels
 };
 
 struct TimingSettings {

@@ -25,8 +25,11 @@ struct PlantedKernel {
 };
 
 struct SweepProgress {
+  std::string problem;        // the problem key being tuned
+  std::size_t problem_index = 0;  // 0-based, of `problems` (token buckets: one per bucket)
+  std::size_t problems = 1;
   std::size_t done = 0;       // candidates finished (any status)
-  std::size_t total = 0;      // candidates to evaluate
+  std::size_t total = 0;      // candidates known so far (a staged search adds a batch at a time)
   std::string params;         // the candidate just finished
   TrialStatus status = TrialStatus::ok;
   double median_us = 0.0;
@@ -38,7 +41,9 @@ struct SweepOptions {
   std::string op;
   DType dtype = DType::bf16;
   std::string shape;                      // empty: the op's default problem
-  std::string strategy = "exhaustive";
+  std::vector<std::int64_t> buckets;      // values of op.bucket_dim(): one problem per value
+                                          // (MoE token buckets); empty: the shape alone
+  std::string strategy;                   // empty: the op's default_strategy()
   std::size_t budget = 0;                 // candidates to evaluate; 0: no limit
   double time_limit_s = 0.0;              // 0: no limit
   int jobs = 0;                           // compile threads; 0: number of cores
@@ -95,7 +100,18 @@ struct SweepResult {
   std::map<TrialStatus, std::size_t> counts;
 };
 
-/// Runs a sweep. Throws InvalidArgument for bad options, NoDevice without a GPU, DatabaseError.
+/// The problems a sweep tunes: the shape (the op's default when empty), or, with buckets, the
+/// shape (which then need not set the bucket dim) with the bucket dim set to each value.
+/// Throws InvalidArgument naming a bad shape or value.
+std::vector<Problem> sweep_problems(const Op& op, const SweepOptions& options);
+/// True when a "name=value,..." shape sets `dim`.
+bool shape_names_dim(const std::string& shape, std::string_view dim);
+
+/// Runs a sweep of every problem (the shape, or one per bucket value), sharing one worker, one
+/// compile pool and one database. Throws InvalidArgument for bad options, NoDevice without a
+/// GPU, DatabaseError.
+std::vector<SweepResult> run_sweeps(const SweepOptions& options);
+/// run_sweeps for options without buckets: the one result.
 SweepResult run_sweep(const SweepOptions& options);
 
 }  // namespace ktune

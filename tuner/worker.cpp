@@ -87,8 +87,7 @@ class Worker {
     p->seed = r.seed;
     p->specs = p->op->tensors(p->problem, r.dtype);
     for (const ScalarSpec& s : p->op->scalars()) p->scalars.push_back(s.tuning_value);
-    std::vector<WireKernel> checks = {r.fill, r.compare, r.compare_f32};
-    p->checks = std::make_unique<LoadedKernels>(checks);
+    p->checks = std::make_unique<LoadedKernels>(r.checks);
     p->reference = std::make_unique<LoadedKernels>(r.reference);
     std::size_t io_bytes = 0;
     for (const TensorSpec& t : p->specs) {
@@ -113,6 +112,11 @@ class Worker {
     args.tensors = ptrs.data();
     args.scalars = p->scalars.data();
     args.kernels = p->reference->handles.data();
+    DeviceBuffer ref_workspace;
+    if (const std::size_t ws = p->op->reference_workspace_bytes(p->problem, p->dtype)) {
+      ref_workspace = DeviceBuffer(ws);
+      args.workspace = ref_workspace.get();
+    }
     CudaLauncher launcher(stream_);
     p->op->run_reference(args, launcher);
     KTUNE_CU(Driver::get().cuStreamSynchronize(stream_));
@@ -147,7 +151,7 @@ class Worker {
     for (std::size_t i = 0; i < p.specs.size(); ++i) {
       if (p.specs[i].role != TensorRole::output) continue;
       const std::size_t n = static_cast<std::size_t>(p.specs[i].elements);
-      if (p.specs[i].dtype == DType::f32)
+      if (dtype_size(p.specs[i].dtype) == 4)  // f32 NaN; an i32 of 2143289344 matches no id
         KTUNE_CU(cu.cuMemsetD32Async(p.buffers[i].get(), 0x7fc00000u, n, stream_));
       else
         KTUNE_CU(cu.cuMemsetD16Async(p.buffers[i].get(), nan_bits(p.specs[i].dtype), n, stream_));
@@ -220,22 +224,43 @@ class Worker {
     std::vector<DeviceBuffer> buffers;  // one per tensor spec
     std::vector<DeviceBuffer> refs;     // fp32, one per output
     DeviceBuffer stats;
-    std::unique_ptr<LoadedKernels> checks;     // [0] fill, [1] compare, [2] compare for fp32
+    std::unique_ptr<LoadedKernels> checks;     // indexed by CheckKernel
     std::unique_ptr<LoadedKernels> reference;
     std::size_t io_bytes = 0;
   };
 
+  // Each input as its spec says: uniform values of its own dtype, or distinct int32 ids.
   void fill_inputs(ProblemState& p) {
     CudaLauncher launcher(stream_);
     for (std::size_t i = 0; i < p.specs.size(); ++i) {
-      if (p.specs[i].role != TensorRole::input) continue;
+      const TensorSpec& spec = p.specs[i];
+      if (spec.role != TensorRole::input || spec.elements == 0) continue;
+      const unsigned long long seed = p.seed * 1000003ULL + i;
+      if (spec.fill.kind == Fill::Kind::distinct_ids) {
+        if (spec.dtype != DType::i32 || spec.fill.row <= 0 || spec.elements % spec.fill.row != 0 ||
+            spec.fill.hi < static_cast<float>(spec.fill.row))
+          throw Error("worker: input " + spec.name + " cannot hold rows of " +
+                      std::to_string(spec.fill.row) + " distinct ids");
+        FillIdsArgs a{};
+        a.data = reinterpret_cast<int*>(p.buffers[i].get());
+        a.rows = static_cast<unsigned long long>(spec.elements / spec.fill.row);
+        a.row = spec.fill.row;
+        a.bound = static_cast<int>(spec.fill.hi);
+        a.seed = seed;
+        launch_1d(launcher, p.checks->handles[kFillIds], a.rows, &a, sizeof a);
+        continue;
+      }
+      if (spec.dtype != p.dtype && spec.dtype != DType::f32)
+        throw Error("worker: input " + spec.name + " of dtype " + dtype_name(spec.dtype) +
+                    " has no uniform fill (op dtype " + dtype_name(p.dtype) + " or f32)");
       FillArgs a{};
       a.data = reinterpret_cast<void*>(p.buffers[i].get());
-      a.count = static_cast<unsigned long long>(p.specs[i].elements);
-      a.seed = p.seed * 1000003ULL + i;
-      a.lo = -2.0f;
-      a.hi = 2.0f;
-      launch_1d(launcher, p.checks->handles[0], a.count, &a, sizeof a);
+      a.count = static_cast<unsigned long long>(spec.elements);
+      a.seed = seed;
+      a.lo = spec.fill.lo;
+      a.hi = spec.fill.hi;
+      launch_1d(launcher, p.checks->handles[spec.dtype == DType::f32 ? kFillF32 : kFill], a.count,
+                &a, sizeof a);
     }
   }
 
@@ -243,21 +268,27 @@ class Worker {
   std::optional<std::string> verify(ProblemState& p) {
     const Driver& cu = Driver::get();
     CudaLauncher launcher(stream_);
-    Tolerance tol = p.op->tolerance(p.dtype);
+    const Tolerance tol = p.op->tolerance(p.problem, p.dtype);
     std::size_t out = 0;
     for (std::size_t i = 0; i < p.specs.size(); ++i) {
       if (p.specs[i].role != TensorRole::output) continue;
       const CompareStats zero{};
       KTUNE_CU(cu.cuMemcpyHtoD(p.stats.get(), &zero, sizeof zero));
+      const DType t = p.specs[i].dtype;
+      const bool exact = t == DType::i32;  // ids and counts: equal or wrong
       CompareArgs a{};
       a.out = reinterpret_cast<const void*>(p.buffers[i].get());
       a.ref = reinterpret_cast<const float*>(p.refs[out++].get());
       a.count = static_cast<unsigned long long>(p.specs[i].elements);
-      a.rtol = static_cast<float>(tol.rtol);
-      a.atol = static_cast<float>(tol.atol);
+      a.rtol = exact ? 0.0f : static_cast<float>(tol.rtol);
+      a.atol = exact ? 0.0f : static_cast<float>(tol.atol);
       a.stats = reinterpret_cast<CompareStats*>(p.stats.get());
-      launch_1d(launcher, p.checks->handles[p.specs[i].dtype == DType::f32 ? 2 : 1], a.count, &a,
-                sizeof a);
+      if (p.specs[i].row_elements > 0 && p.specs[i].verify_stride > 1) {
+        a.row = static_cast<unsigned long long>(p.specs[i].row_elements);
+        a.row_stride = static_cast<unsigned long long>(p.specs[i].verify_stride);
+      }
+      const CheckKernel compare = t == DType::f32 ? kCompareF32 : exact ? kCompareI32 : kCompare;
+      launch_1d(launcher, p.checks->handles[compare], a.count, &a, sizeof a);
       CompareStats s{};
       KTUNE_CU(cu.cuStreamSynchronize(stream_));
       KTUNE_CU(cu.cuMemcpyDtoH(&s, p.stats.get(), sizeof s));
@@ -268,7 +299,7 @@ class Worker {
                       "output %s: %llu of %lld elements outside tolerance (rtol %g, atol %g), "
                       "%llu not finite, max abs error %g, relative L2 error %.3g",
                       p.specs[i].name.c_str(), s.bad, static_cast<long long>(p.specs[i].elements),
-                      tol.rtol, tol.atol, s.nonfinite, static_cast<double>(s.max_abs_err), rel);
+                      exact ? 0.0 : tol.rtol, exact ? 0.0 : tol.atol, s.nonfinite, static_cast<double>(s.max_abs_err), rel);
         return std::string(buf);
       }
     }

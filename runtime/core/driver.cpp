@@ -154,6 +154,8 @@ Loaded load_driver() {
   resolve(lib, d.cuStreamCreate, {"cuStreamCreate"}, missing);
   resolve(lib, d.cuStreamDestroy, {"cuStreamDestroy_v2"}, missing);
   resolve(lib, d.cuStreamSynchronize, {"cuStreamSynchronize"}, missing);
+  resolve(lib, d.cuThreadExchangeStreamCaptureMode, {"cuThreadExchangeStreamCaptureMode"},
+          missing);
   resolve(lib, d.cuEventCreate, {"cuEventCreate"}, missing);
   resolve(lib, d.cuEventDestroy, {"cuEventDestroy_v2"}, missing);
   resolve(lib, d.cuEventRecord, {"cuEventRecord"}, missing);

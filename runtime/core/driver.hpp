@@ -46,6 +46,7 @@ struct Driver {
   CUresult (*cuStreamCreate)(CUstream*, unsigned int);
   CUresult (*cuStreamDestroy)(CUstream);                               // _v2
   CUresult (*cuStreamSynchronize)(CUstream);
+  CUresult (*cuThreadExchangeStreamCaptureMode)(CUstreamCaptureMode*);
   CUresult (*cuEventCreate)(CUevent*, unsigned int);
   CUresult (*cuEventDestroy)(CUevent);                                 // _v2
   CUresult (*cuEventRecord)(CUevent, CUstream);

@@ -3,6 +3,7 @@
 #include <cstdint>
 
 #include "ktune/ktune.hpp"
+#include "runtime/dispatch/moe_args.hpp"
 #include "runtime/dispatch/planner.hpp"
 
 namespace ktune {
@@ -111,6 +112,18 @@ void Runtime::flash_attention(const void* q, const void* k, const void* v, void*
                                     layout->v.batch, layout->v.head, layout->v.seq,
                                     layout->o.batch, layout->o.head, layout->o.seq};
   impl_->run(KTUNE_OP_INDEX("flash_attention"), dtype, dims, 7, t, 5, s, 1, stream, strides);
+}
+
+void Runtime::moe(const MoeArgs& args, Stream stream) {
+  const MoeCall c = pack_moe(args);
+  impl_->run(KTUNE_OP_INDEX("moe"), args.dtype, c.dims.data(), c.ndims, c.tensors.data(),
+             c.ntensors, c.scalars.data(), c.nscalars, stream, nullptr,
+             c.workspace.given() ? &c.workspace : nullptr);
+}
+
+std::size_t Runtime::moe_workspace_size(const MoeArgs& args) {
+  const MoeCall c = pack_moe(args, false);
+  return impl_->workspace_size(KTUNE_OP_INDEX("moe"), args.dtype, c.dims.data(), c.ndims);
 }
 
 void Runtime::run(std::string_view op, const std::vector<std::int64_t>& problem, DType dtype,

@@ -1,5 +1,6 @@
 // The C API: every call catches, records the message for ktune_last_error(), and returns a code.
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include <string>
 
@@ -46,6 +47,50 @@ ktune::DType to_dtype(ktune_dtype t) {
     throw ktune::InvalidArgument("dtype " + std::to_string(static_cast<int>(t)) +
                                  " is not one of KTUNE_FP32 (0), KTUNE_FP16 (1), KTUNE_BF16 (2)");
   return static_cast<ktune::DType>(t);
+}
+
+// The first ktune_moe_args: a caller built against it passes this struct_size. Fields appended
+// later keep their ktune_moe_args_init() defaults for such a caller.
+constexpr std::size_t kMoeArgsFirstSize =
+    offsetof(ktune_moe_args, workspace_bytes) + sizeof(size_t);
+
+void init_moe_args(ktune_moe_args* args) {
+  std::memset(static_cast<void*>(args), 0, sizeof *args);
+  args->struct_size = sizeof *args;
+  args->routing = KTUNE_MOE_SOFTMAX_RENORM;
+  args->n_group = 1;
+  args->topk_group = 1;
+  args->routed_scaling = 1.0f;
+  args->dtype = KTUNE_BF16;
+}
+
+/// The caller's struct as MoeArgs; `function` names the entry point in messages.
+ktune::MoeArgs moe_args(const char* function, const ktune_moe_args* in) {
+  if (!in) throw ktune::InvalidArgument(std::string(function) + ": args is null");
+  if (in->struct_size < kMoeArgsFirstSize || in->struct_size > sizeof(ktune_moe_args))
+    throw ktune::InvalidArgument(
+        std::string(function) + ": args->struct_size is " + std::to_string(in->struct_size) +
+        ", not " +
+        std::to_string(sizeof(ktune_moe_args)) +
+        (in->struct_size > sizeof(ktune_moe_args)
+             ? " (ktune.h is newer than this library)"
+             : " (initialise the struct with ktune_moe_args_init())"));
+  ktune_moe_args c;
+  init_moe_args(&c);
+  std::memcpy(static_cast<void*>(&c), in, in->struct_size);
+  ktune::MoeArgs a;
+  // Every field but routing and dtype has one name and type in both structs.
+#define KTUNE_MOE_COPY(f) a.f = c.f;
+  KTUNE_MOE_COPY(x) KTUNE_MOE_COPY(logits) KTUNE_MOE_COPY(correction_bias)
+  KTUNE_MOE_COPY(topk_ids) KTUNE_MOE_COPY(topk_weights) KTUNE_MOE_COPY(w1) KTUNE_MOE_COPY(w2)
+  KTUNE_MOE_COPY(y) KTUNE_MOE_COPY(expert_counts) KTUNE_MOE_COPY(aux_loss)
+  KTUNE_MOE_COPY(e) KTUNE_MOE_COPY(k) KTUNE_MOE_COPY(h) KTUNE_MOE_COPY(i) KTUNE_MOE_COPY(t)
+  KTUNE_MOE_COPY(n_group) KTUNE_MOE_COPY(topk_group) KTUNE_MOE_COPY(routed_scaling)
+  KTUNE_MOE_COPY(workspace) KTUNE_MOE_COPY(workspace_bytes)
+#undef KTUNE_MOE_COPY
+  a.routing = static_cast<ktune::MoeRoutingMode>(c.routing);
+  a.dtype = to_dtype(c.dtype);
+  return a;
 }
 
 }  // namespace
@@ -107,6 +152,25 @@ ktune_status ktune_flash_attention(const void* q, const void* k, const void* v, 
     ktune::Runtime::global().flash_attention(q, k, v, o, lse, b, hq, hkv, nq, nk, d, causal != 0,
                                              scale, to_dtype(dtype), stream,
                                              strides ? &layout : nullptr);
+  });
+}
+
+ktune_status ktune_moe_args_init(ktune_moe_args* args) {
+  return guarded([&] {
+    if (!args) throw ktune::InvalidArgument("ktune_moe_args_init: args is null");
+    init_moe_args(args);
+  });
+}
+
+ktune_status ktune_moe(const ktune_moe_args* args, ktune_stream stream) {
+  return guarded([&] { ktune::Runtime::global().moe(moe_args("ktune_moe", args), stream); });
+}
+
+ktune_status ktune_moe_workspace_size(const ktune_moe_args* args, size_t* bytes) {
+  return guarded([&] {
+    if (!bytes) throw ktune::InvalidArgument("ktune_moe_workspace_size: bytes is null");
+    *bytes =
+        ktune::Runtime::global().moe_workspace_size(moe_args("ktune_moe_workspace_size", args));
   });
 }
 

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 
 #include "db/store.hpp"
 #include "ktune/error.hpp"
@@ -9,6 +10,54 @@
 #include "runtime/core/launcher.hpp"
 
 namespace ktune {
+namespace {
+
+/// Relaxes this thread's stream-capture mode while it plans or allocates. A problem's first
+/// call may come inside a stream capture (CUDA graphs); loading a module and cuMemAlloc are not
+/// stream operations, and in the global and thread-local modes the driver refuses them and
+/// invalidates the capture. Neither is part of the captured work: the module and the workspace
+/// outlive the capture, and replays use them (the driver's documented push-pop pattern).
+class RelaxedCapture {
+ public:
+  RelaxedCapture() { KTUNE_CU(Driver::get().cuThreadExchangeStreamCaptureMode(&mode_)); }
+  ~RelaxedCapture() { Driver::get().cuThreadExchangeStreamCaptureMode(&mode_); }
+  RelaxedCapture(const RelaxedCapture&) = delete;
+  RelaxedCapture& operator=(const RelaxedCapture&) = delete;
+
+ private:
+  CUstreamCaptureMode mode_ = CU_STREAM_CAPTURE_MODE_RELAXED;
+};
+
+}  // namespace
+
+std::string address_text(std::uint64_t address) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(address));
+  return buf;
+}
+
+StreamKey stream_key(Stream stream) {
+  StreamKey k;
+  k.stream = static_cast<CUstream>(stream);
+  if (k.stream == CU_STREAM_PER_THREAD) k.thread = std::this_thread::get_id();
+  return k;
+}
+
+std::optional<std::string> workspace_reason(std::string_view op, const CallerWorkspace& w,
+                                            std::size_t needed, const std::string& params) {
+  const std::string name(op);
+  if (w.ptr == 0 && w.bytes > 0)
+    return name + ": workspace is null but workspace_bytes is " + std::to_string(w.bytes) +
+           ": pass both (the caller's workspace) or neither (the runtime's, one per stream)";
+  if (w.ptr % kWorkspaceAlignment != 0)
+    return name + ": workspace at " + address_text(w.ptr) + " is not aligned to " +
+           std::to_string(kWorkspaceAlignment) + " bytes (cuMemAlloc's alignment)";
+  if (w.bytes < needed)
+    return name + ": workspace_bytes " + std::to_string(w.bytes) + " is smaller than the " +
+           std::to_string(needed) + " bytes configuration " + params + " needs (Runtime::" +
+           name + "_workspace_size() or ktune_" + name + "_workspace_size() say how many)";
+  return std::nullopt;
+}
 
 const char* match_kind_name(Match m) {
   switch (m) {
@@ -164,8 +213,7 @@ std::unique_ptr<Plan> Runtime::Impl::make_plan(const PlanKey& key) {
   }
   plan->alignment = op.alignment(plan->params, plan->problem, plan->dtype);
   plan->tensors = op.tensors(plan->problem, plan->dtype);
-  if (std::size_t ws = op.workspace_bytes(plan->params, plan->problem, plan->dtype))
-    plan->workspace = std::make_unique<DeviceBuffer>(ws);
+  plan->workspace_bytes = op.workspace_bytes(plan->params, plan->problem, plan->dtype);
 
   if (log_)
     std::fprintf(stderr, "ktune: %s %s %s on %s: %s match, %s%s%s\n", plan->info.op.c_str(),
@@ -176,36 +224,66 @@ std::unique_ptr<Plan> Runtime::Impl::make_plan(const PlanKey& key) {
   return plan;
 }
 
-const Plan& Runtime::Impl::plan(const PlanKey& key) {
-  {
-    std::shared_lock<std::shared_mutex> lock(mu_);
-    auto it = plans_.find(key);
-    if (it != plans_.end()) return *it->second;
-  }
-  std::lock_guard<std::mutex> planning(plan_mu_);
-  {
-    std::shared_lock<std::shared_mutex> lock(mu_);
-    auto it = plans_.find(key);
-    if (it != plans_.end()) return *it->second;
-  }
-  std::unique_ptr<Plan> p = make_plan(key);
-  std::unique_lock<std::shared_mutex> lock(mu_);
-  return *(plans_[key] = std::move(p));
-}
-
-void Runtime::Impl::run(int op_index, DType dtype, const std::int64_t* dims, int ndims,
-                        const std::uint64_t* tensors, int ntensors, const double* scalars,
-                        int nscalars, Stream stream, const std::int64_t* layout) {
-  if (ndims > static_cast<int>(kMaxDims) || ntensors > static_cast<int>(kMaxTensors))
-    throw InvalidArgument("too many dimensions or tensors");
+PlanKey Runtime::Impl::key_of(int op_index, DType dtype, const std::int64_t* dims,
+                              std::size_t ndims) {
+  if (ndims > kMaxDims) throw InvalidArgument("too many dimensions");
   PlanKey key;
   key.op = op_index;
   key.dtype = static_cast<int>(dtype);
   key.device = static_cast<int>(ensure_context(0));
-  key.ndims = ndims;
-  for (int i = 0; i < ndims; ++i) key.dims[static_cast<std::size_t>(i)] = dims[i];
-  const Plan& p = plan(key);
+  key.ndims = static_cast<int>(ndims);
+  for (std::size_t i = 0; i < ndims; ++i) key.dims[i] = dims[i];
+  return key;
+}
 
+std::optional<Runtime::Impl::Dispatch> Runtime::Impl::find(const PlanKey& key,
+                                                           const StreamKey* stream) const {
+  auto it = plans_.find(key);
+  if (it == plans_.end()) return std::nullopt;
+  const Plan& p = *it->second;
+  if (!stream || p.workspace_bytes == 0) return Dispatch{&p, 0};
+  // Linear: a plan runs on a handful of streams.
+  for (const auto& [s, buffer] : p.workspaces)
+    if (s == *stream) return Dispatch{&p, buffer.get()};
+  return std::nullopt;
+}
+
+Runtime::Impl::Dispatch Runtime::Impl::dispatch(const PlanKey& key, const StreamKey* stream) {
+  {
+    std::shared_lock<std::shared_mutex> lock(mu_);
+    if (std::optional<Dispatch> d = find(key, stream)) return *d;
+  }
+  RelaxedCapture relaxed;
+  std::lock_guard<std::mutex> planning(plan_mu_);
+  Plan* plan = nullptr;
+  {
+    std::shared_lock<std::shared_mutex> lock(mu_);
+    if (std::optional<Dispatch> d = find(key, stream)) return *d;
+    if (auto it = plans_.find(key); it != plans_.end()) plan = it->second.get();
+  }
+  if (!plan) {
+    std::unique_ptr<Plan> made = make_plan(key);
+    std::unique_lock<std::shared_mutex> lock(mu_);
+    plan = (plans_[key] = std::move(made)).get();
+  }
+  if (!stream || plan->workspace_bytes == 0) return {plan, 0};
+  DeviceBuffer buffer(plan->workspace_bytes);
+  const std::uint64_t workspace = buffer.get();
+  std::unique_lock<std::shared_mutex> lock(mu_);
+  plan->workspaces.emplace_back(*stream, std::move(buffer));
+  return {plan, workspace};
+}
+
+void Runtime::Impl::run(int op_index, DType dtype, const std::int64_t* dims, int ndims,
+                        const std::uint64_t* tensors, int ntensors, const double* scalars,
+                        int nscalars, Stream stream, const std::int64_t* layout,
+                        const CallerWorkspace* workspace) {
+  if (ndims < 0 || ntensors > static_cast<int>(kMaxTensors))
+    throw InvalidArgument("too many dimensions or tensors");
+  const PlanKey key = key_of(op_index, dtype, dims, static_cast<std::size_t>(ndims));
+  const StreamKey own = stream_key(stream);
+  const Dispatch d = dispatch(key, workspace ? nullptr : &own);
+  const Plan& p = *d.plan;
   if (ntensors != static_cast<int>(p.tensors.size()) ||
       nscalars != static_cast<int>(p.op->scalars().size()))
     throw InvalidArgument(std::string(p.op->name()) + " takes " + std::to_string(p.tensors.size()) +
@@ -216,14 +294,11 @@ void Runtime::Impl::run(int op_index, DType dtype, const std::int64_t* dims, int
     if (ptr == 0)
       throw InvalidArgument(std::string(p.op->name()) + ": tensor " +
                             p.tensors[static_cast<std::size_t>(i)].name + " is a null pointer");
-    if (ptr % p.alignment != 0) {
-      char buf[64];
-      std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(ptr));
+    if (ptr % p.alignment != 0)
       throw InvalidArgument(std::string(p.op->name()) + ": tensor " +
-                            p.tensors[static_cast<std::size_t>(i)].name + " at " + buf +
-                            " is not aligned to " + std::to_string(p.alignment) +
+                            p.tensors[static_cast<std::size_t>(i)].name + " at " +
+                            address_text(ptr) + " is not aligned to " + std::to_string(p.alignment) +
                             " bytes, which configuration " + p.info.params + " requires");
-    }
   }
   RunArgs args;
   args.params = &p.params;
@@ -231,7 +306,12 @@ void Runtime::Impl::run(int op_index, DType dtype, const std::int64_t* dims, int
   args.dtype = p.dtype;
   args.tensors = tensors;
   args.scalars = scalars;
-  args.workspace = p.workspace ? p.workspace->get() : 0;
+  args.workspace = d.workspace;
+  if (workspace) {
+    if (auto why = workspace_reason(p.op->name(), *workspace, p.workspace_bytes, p.info.params))
+      throw InvalidArgument(*why);
+    args.workspace = workspace->ptr;
+  }
   args.kernels = p.kernels.data();
   args.layout = layout;
   CudaLauncher launcher(static_cast<CUstream>(stream));
@@ -242,14 +322,15 @@ MatchInfo Runtime::Impl::query(std::string_view op_name, std::string_view shape,
   int index = op_index(op_name);
   const Op& op = *all_ops()[static_cast<std::size_t>(index)];
   Problem problem = op.parse_problem(shape);
-  if (problem.values.size() > kMaxDims) throw InvalidArgument("too many dimensions");
-  PlanKey key;
-  key.op = index;
-  key.dtype = static_cast<int>(dtype);
-  key.device = static_cast<int>(ensure_context(0));
-  key.ndims = static_cast<int>(problem.values.size());
-  for (std::size_t i = 0; i < problem.values.size(); ++i) key.dims[i] = problem.values[i];
-  return plan(key).info;
+  return dispatch(key_of(index, dtype, problem.values.data(), problem.values.size()), nullptr)
+      .plan->info;
+}
+
+std::size_t Runtime::Impl::workspace_size(int op_index, DType dtype, const std::int64_t* dims,
+                                          int ndims) {
+  if (ndims < 0) throw InvalidArgument("negative dimension count");
+  return dispatch(key_of(op_index, dtype, dims, static_cast<std::size_t>(ndims)), nullptr)
+      .plan->workspace_bytes;
 }
 
 void Runtime::Impl::reset() {

@@ -9,8 +9,10 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <shared_mutex>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -25,6 +27,10 @@ namespace ktune {
 
 constexpr std::size_t kMaxDims = 8;
 constexpr std::size_t kMaxTensors = 16;
+constexpr std::size_t kMaxScalars = 8;
+/// Alignment a caller's workspace must have (cuMemAlloc gives 256): ops lay their regions out
+/// at 256-byte offsets from its start.
+constexpr std::size_t kWorkspaceAlignment = 256;
 
 /// Fixed-size key of a plan: hashing it allocates nothing.
 struct PlanKey {
@@ -50,6 +56,31 @@ struct PlanKeyHash {
   }
 };
 
+/// "0x7f0000000002": a device address in a message.
+std::string address_text(std::uint64_t address);
+
+/// What a runtime-owned workspace belongs to: a stream. CU_STREAM_PER_THREAD is another stream
+/// on every thread, so it is told apart by thread as well.
+struct StreamKey {
+  CUstream stream = nullptr;
+  std::thread::id thread;  // CU_STREAM_PER_THREAD only; otherwise the default id
+  bool operator==(const StreamKey& o) const { return stream == o.stream && thread == o.thread; }
+};
+StreamKey stream_key(Stream stream);
+
+/// A workspace the caller passes (the form for CUDA graph capture).
+struct CallerWorkspace {
+  std::uint64_t ptr = 0;
+  std::size_t bytes = 0;
+  bool given() const { return ptr != 0 || bytes != 0; }
+};
+
+/// Why `w` cannot serve as `op`'s workspace: a size without a pointer, a misaligned pointer, or
+/// (when `needed` > 0) fewer bytes than configuration `params` needs; nullopt when it can.
+/// Builds a string only when it fails (the hot path calls it).
+std::optional<std::string> workspace_reason(std::string_view op, const CallerWorkspace& w,
+                                            std::size_t needed, const std::string& params);
+
 /// A loaded kernel shared by every plan that uses the same instantiation.
 struct LoadedKernel {
   Module module;
@@ -65,7 +96,11 @@ struct Plan {
   std::vector<KernelHandle> kernels;
   std::size_t alignment = 1;
   std::vector<TensorSpec> tensors;
-  std::unique_ptr<DeviceBuffer> workspace;
+  std::size_t workspace_bytes = 0;  // op.workspace_bytes() of this configuration
+  /// The runtime's workspaces, one per stream this plan ran on without a caller workspace,
+  /// allocated at the first such call there and freed with the plan: two streams never share
+  /// scratch memory. Read under Runtime::Impl::mu_ shared, appended under it exclusive.
+  std::vector<std::pair<StreamKey, DeviceBuffer>> workspaces;
   MatchInfo info;
 };
 
@@ -74,10 +109,14 @@ class Runtime::Impl {
   explicit Impl(RuntimeOptions options);
 
   /// The hot path. `tensors` follows op.tensors(problem) order; `scalars` op.scalars().
-  /// `layout` (null: contiguous) holds op.layout_size() values.
+  /// `layout` (null: contiguous) holds op.layout_size() values. `workspace` null: the
+  /// runtime's workspace for `stream` (allocated at the plan's first call on it).
   void run(int op_index, DType dtype, const std::int64_t* dims, int ndims,
            const std::uint64_t* tensors, int ntensors, const double* scalars, int nscalars,
-           Stream stream, const std::int64_t* layout = nullptr);
+           Stream stream, const std::int64_t* layout = nullptr,
+           const CallerWorkspace* workspace = nullptr);
+  /// Workspace bytes of the configuration the lookup picks for the problem (plans it).
+  std::size_t workspace_size(int op_index, DType dtype, const std::int64_t* dims, int ndims);
   MatchInfo query(std::string_view op, std::string_view shape, DType dtype);
   /// Opens the databases and the compile cache if not yet and reports them; no CUDA call.
   RuntimeStatus status();
@@ -88,7 +127,17 @@ class Runtime::Impl {
   static int op_index(std::string_view name);
 
  private:
-  const Plan& plan(const PlanKey& key);
+  /// A planned problem and the runtime workspace of one call (0 when none is wanted or needed).
+  struct Dispatch {
+    const Plan* plan = nullptr;
+    std::uint64_t workspace = 0;
+  };
+  /// The plan of `key` and, when `stream` is set and the plan needs a workspace, the stream's:
+  /// one shared lock once both exist; otherwise plans and allocates under plan_mu_.
+  Dispatch dispatch(const PlanKey& key, const StreamKey* stream);
+  /// Both already there; under mu_.
+  std::optional<Dispatch> find(const PlanKey& key, const StreamKey* stream) const;
+  static PlanKey key_of(int op_index, DType dtype, const std::int64_t* dims, std::size_t ndims);
   std::unique_ptr<Plan> make_plan(const PlanKey& key);
   const DeviceInfo& device_info(int ordinal);
   // Both under plan_mu_; they log what they find (KTUNE_LOG).

@@ -1,5 +1,6 @@
 // Verification kernels the tuner runs around every candidate: deterministic random inputs and an
-// element-wise comparison against an fp32 reference. T is float, ktune::bf16 or ktune::fp16.
+// element-wise comparison against an fp32 reference. T is float, ktune::bf16 or ktune::fp16 (int
+// for compare_kernel; int ids come from fill_ids_kernel).
 // Both run kCheckThreads threads per block over any grid (grid-stride loops).
 #pragma once
 
@@ -23,6 +24,35 @@ __global__ void __launch_bounds__(kCheckThreads) fill_random_kernel(const FillAr
   }
 }
 
+/// One thread per row; a slot draws until its id differs from the row's earlier ones, and after
+/// 64 draws takes the smallest unused id (rows with row close to bound stay bounded).
+__global__ void __launch_bounds__(kCheckThreads) fill_ids_kernel(const FillIdsArgs args) {
+  for (unsigned long long r = blockIdx.x * static_cast<unsigned long long>(kCheckThreads) +
+                              threadIdx.x;
+       r < args.rows; r += static_cast<unsigned long long>(gridDim.x) * kCheckThreads) {
+    int* ids = args.data + r * static_cast<unsigned long long>(args.row);
+    for (int j = 0; j < args.row; ++j) {
+      int id = -1;
+      for (int attempt = 0; attempt < 64 && id < 0; ++attempt) {
+        const int c = static_cast<int>(
+            fill_hash(args.seed, (r * 64 + static_cast<unsigned long long>(j)) * 64 + attempt) %
+            static_cast<unsigned long long>(args.bound));
+        bool used = false;
+        for (int q = 0; q < j; ++q) used = used || ids[q] == c;
+        if (!used) id = c;
+      }
+      for (int c = 0; id < 0 && c < args.bound; ++c) {
+        bool used = false;
+        for (int q = 0; q < j; ++q) used = used || ids[q] == c;
+        if (!used) id = c;
+      }
+      ids[j] = id;
+    }
+  }
+}
+
+__device__ __forceinline__ float to_float(int x) { return static_cast<float>(x); }
+
 /// False for NaN and +-Inf.
 __device__ __forceinline__ bool is_finite(float v) { return fabsf(v) <= 3.402823466e38f; }
 
@@ -35,6 +65,7 @@ __global__ void __launch_bounds__(kCheckThreads) compare_kernel(const CompareArg
   for (unsigned long long i = blockIdx.x * static_cast<unsigned long long>(kCheckThreads) +
                               threadIdx.x;
        i < args.count; i += static_cast<unsigned long long>(gridDim.x) * kCheckThreads) {
+    if (args.row != 0 && args.row_stride > 1 && (i / args.row) % args.row_stride != 0) continue;
     const float o = to_float(out[i]);
     const float r = args.ref[i];
     bool ok;

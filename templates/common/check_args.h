@@ -23,6 +23,16 @@ struct FillArgs {
   float hi;
 };
 
+/// fill_ids_kernel: `rows` rows of `row` int32 ids, distinct within a row, uniform in
+/// [0, bound) (bound >= row), drawn from fill_hash(seed, .).
+struct FillIdsArgs {
+  int* data;                 // int[rows * row]
+  unsigned long long rows;
+  int row;
+  int bound;
+  unsigned long long seed;
+};
+
 /// What compare_kernel<T> accumulates. Start from a value-initialised struct (`CompareStats{}`)
 /// and launch any number of compare kernels into it.
 struct CompareStats {
@@ -35,7 +45,8 @@ struct CompareStats {
   double sum_sq_ref = 0.0;                          // sum of ref^2, finite ref
 };
 
-/// compare_kernel<T>: checks out (T) against ref (float), element by element.
+/// compare_kernel<T>: checks out (T: float, bf16, fp16 or int) against ref (float), element by
+/// element (int outputs such as MoE's expert ids are compared with rtol = atol = 0).
 struct CompareArgs {
   const void* out;           // T[count]
   const float* ref;          // float[count]
@@ -43,6 +54,8 @@ struct CompareArgs {
   float rtol;
   float atol;
   CompareStats* stats;       // accumulated into with atomics
+  unsigned long long row;    // 0: every element; else only rows r % row_stride == 0 of `row`
+  unsigned long long row_stride;  // elements are checked (the reference computed those)
 };
 
 /// splitmix64 of (seed, index): the integer hash behind fill_random_kernel.

@@ -18,6 +18,9 @@
 //   4. gemm2:   act rows times the expert's w2, scaled by the pair's routing weight in fp32 ->
 //               pair_out [T * k, H] at row p (scattered back through sorted_pairs)
 //   5. combine: y[t] = sum over s of pair_out[t * k + s], in slot order (deterministic)
+// moe_expert_choice replaces 1, 2 and 5 (moe/expert_choice.cuh): scores, select (each expert's
+// C tokens, and the static padded layout), the GEMMs with gemm1 gathering x through
+// pair_token, and a combine that sums the pairs naming each token in expert order.
 #pragma once
 
 #if defined(__CUDACC__)
@@ -37,6 +40,10 @@ enum MoeRouting : int {
                            // the sum of its two best biased scores); weights are the unbiased
                            // scores renormalised over the k, times routed_scaling (DeepSeek-V3)
   moe_precomputed = 3,     // ids and weights given by the caller: no route kernel
+  moe_expert_choice = 4,   // each expert picks its C = moe_expert_capacity(T, k, E) tokens of
+                           // highest softmax score (softmax over experts, per token), ties to
+                           // the lower token id; weights are the scores; a token gets 0..E
+                           // experts (moe/expert_choice.cuh replaces route, align and combine)
 };
 
 struct MoeRouteArgs {
@@ -94,6 +101,8 @@ struct MoeGemmArgs {
   int n;                         // output columns
   int kdim;                      // reduction length
   int max_blocks;                // grid bound: moe_max_blocks(...)
+  const int* pair_token;         // gemm1: [pairs] token of each pair (moe_expert_choice);
+                                 // nullptr: pair / k
 };
 
 struct MoeCombineArgs {
@@ -103,6 +112,51 @@ struct MoeCombineArgs {
   int k;
   int hidden;
 };
+
+/// moe_expert_choice: the routing of moe/expert_choice.cuh. Pair p = e * C + c is the c-th token
+/// (in increasing id) that expert e chose; sorted_pairs is static: expert e's rows start at
+/// e * Cp (Cp = C rounded up to block_m), row e * Cp + c holds pair e * C + c for c < C and the
+/// padding value E * C after.
+struct MoeExpertChoiceArgs {
+  const float* logits;           // [T, E] fp32, row-major
+  float* scores;                 // [E, T] scratch: softmax over experts of each token, transposed
+  int* pair_token;               // [E * C] out: chosen tokens, expert-major, increasing per expert
+  float* pair_weight;            // [E * C] out: their scores, the routing weights
+  int* sorted_pairs;             // [moe_expert_choice_padded(E, C, block_m)] out
+  int* block_expert;             // [moe_expert_choice_padded(...) / block_m] out
+  int* padded_rows;              // [1] out: moe_expert_choice_padded(E, C, block_m)
+  int* expert_counts;            // [E] out or nullptr: C each
+  int tokens;                    // T >= 1
+  int experts;                   // E, 1..256
+  int capacity;                  // C = moe_expert_capacity(T, k, E)
+  int block_m;                   // the GEMMs' row tile
+};
+
+/// Launch geometry of moe_expert_choice_scores_kernel (fixed): tokens per block, their logits
+/// staged in shared memory, and threads per block.
+constexpr int kMoeEcScoreTokens = 32;
+constexpr int kMoeEcScoreThreads = 128;
+
+struct MoeExpertChoiceCombineArgs {
+  const void* pair_out;          // [E * C, H]: row p = weight of pair p x its expert's MLP
+  const int* pair_token;         // [E * C] as MoeExpertChoiceArgs
+  void* y;                       // [T, H]
+  int tokens;
+  int experts;
+  int capacity;
+  int hidden;
+};
+
+/// moe_expert_choice: tokens each expert picks, C = ceil(T * k / E); 1 <= C <= T as k <= E. k is
+/// the mean number of experts per token (top-k times the capacity factor).
+KTUNE_MOE_HD constexpr int moe_expert_capacity(long long tokens, int k, int experts) {
+  return static_cast<int>((tokens * k + experts - 1) / experts);
+}
+
+/// moe_expert_choice: rows of sorted_pairs, each expert's C rows padded to a multiple of block_m.
+KTUNE_MOE_HD constexpr long long moe_expert_choice_padded(int experts, int capacity, int block_m) {
+  return static_cast<long long>(experts) * ((capacity + block_m - 1) / block_m * block_m);
+}
 
 /// Upper bound of the rows of sorted_pairs: every pair, plus block_m - 1 of padding for each
 /// expert that can receive a pair.

@@ -10,6 +10,7 @@
 // GATED (gemm1): A = x, row of sorted row r is x[pair / k]; the CTA reads BLOCK_N gate rows
 // (w1[e, n0 + j]) and the matching BLOCK_N up rows (w1[e, I + n0 + j]) of w1, keeps two
 // accumulators and writes act[r, n0 + j] = silu(gate) * up once, rounded from fp32.
+// With pair_token set (expert choice), the row is x[pair_token[pair]] instead of x[pair / k].
 // Not GATED (gemm2): A = act, row r read in place; the fp32 accumulator is multiplied by
 // topk_weights[pair] before rounding and stored at pair_out[pair]. Padding rows
 // (pair == T * k) load zeros and store nothing, so unwritten act rows are never read.
@@ -121,7 +122,7 @@ __global__ void __launch_bounds__(WARPS * 32)
     const int pair = args.sorted_pairs[m0 + r];
     const bool real = pair >= 0 && pair < args.pairs;
     if constexpr (GATED) {
-      s_src[r] = real ? pair / args.k : -1;
+      s_src[r] = real ? (args.pair_token ? args.pair_token[pair] : pair / args.k) : -1;
       s_dst[r] = real ? m0 + r : -1;
       s_scale[r] = 1.f;
     } else {

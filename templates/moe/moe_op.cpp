@@ -1,15 +1,18 @@
 // Host side of the MoE layer: the problem, the search space with a reason for every invalid
 // point, the workspace layout, per-architecture defaults, and the launches of the pipeline
-// (zero, route, align, gemm1, gemm2, combine; see moe/args.h) and of its fp32 reference.
+// (zero, route, align, gemm1, gemm2, combine; expert_choice: scores, select, gemm1, gemm2,
+// combine; see moe/args.h) and of its fp32 reference.
 #include "templates/moe/moe_op.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 
 #include "ktune/error.hpp"
 #include "templates/moe/args.h"
 #include "templates/moe/gemm_args.h"
 #include "templates/moe/reference.cuh"
+#include "templates/moe/reference_mlp.cuh"
 #include "templates/moe/zero.cuh"
 
 namespace ktune {
@@ -29,14 +32,26 @@ constexpr int kRouteThreads = 128;    // route block: 128 / LANES tokens
 constexpr int kAlignOneThreads = 1024;  // one-block align kernel
 constexpr int kAlignThreads = 256;      // the three kernels of the multi-block path
 constexpr int kCombineThreads = 128;
+constexpr int kEcSelectThreads = 1024;  // expert_choice select: one block per expert
 constexpr std::int64_t kMaxTokens = 65536;
 constexpr std::int64_t kMaxRow = 65536;  // h and i
 constexpr std::size_t kAlign = 256;      // workspace region alignment
 
 struct Shape {
   int e, k, h, i, t, routing, n_group, topk_group;
-  long long pairs() const { return static_cast<long long>(t) * k; }
+  bool expert_choice() const { return routing == moe_expert_choice; }
+  /// expert_choice: tokens per expert.
+  int capacity() const { return moe_expert_capacity(t, k, e); }
+  /// (token, expert) pairs: T * k, or E * C with expert_choice.
+  long long pairs() const {
+    return expert_choice() ? static_cast<long long>(e) * capacity() : static_cast<long long>(t) * k;
+  }
+  /// Router logits in, ids and weights out (optional outputs).
   bool routed() const { return routing != moe_precomputed; }
+  /// The route kernel and the aux loss: the top-k modes with logits.
+  bool route_kernel() const { return routed() && !expert_choice(); }
+  /// A combine kernel sums pairs into y (top-k with k = 1: gemm2 writes y itself).
+  bool combines() const { return k > 1 || expert_choice(); }
 };
 
 Shape shape_of(const Problem& p) {
@@ -63,9 +78,14 @@ std::string str(long long v) { return std::to_string(v); }
 const char* kernel_type(DType t) { return t == DType::bf16 ? "ktune::bf16" : "ktune::fp16"; }
 
 /// The kernels of one configuration, in launch order.
-enum class Stage { zero, route, align, align_count, align_scan, align_scatter, gemm1, gemm2, combine };
+enum class Stage {
+  zero, route, align, align_count, align_scan, align_scatter, ec_scores, ec_select, gemm1, gemm2,
+  combine, ec_combine
+};
 
 std::vector<Stage> stages_of(const Config& c, const Shape& s) {
+  if (s.expert_choice())
+    return {Stage::ec_scores, Stage::ec_select, Stage::gemm1, Stage::gemm2, Stage::ec_combine};
   std::vector<Stage> out;
   if (s.routed()) {
     out.push_back(Stage::zero);  // aux scratch; launched only when aux_loss is requested
@@ -87,6 +107,13 @@ int route_items(const Config& c, const Shape& s) {
   return (s.e + c.route_lanes * c.route_vec - 1) / (c.route_lanes * c.route_vec);
 }
 
+/// Rows of sorted_pairs and act: the bound over any routing, or exact for expert_choice (every
+/// expert has C rows).
+long long padded_rows_of(const Config& c, const Shape& s) {
+  return s.expert_choice() ? moe_expert_choice_padded(s.e, s.capacity(), c.block_m)
+                           : moe_max_padded(s.pairs(), s.e, c.block_m);
+}
+
 unsigned gemm_smem(const Config& c, bool gated) {
   return gated ? moe_gemm_smem_bytes(c.block_m, c.bn1, c.bk1, c.stages1, true)
                : moe_gemm_smem_bytes(c.block_m, c.bn2, c.bk2, c.stages2, false);
@@ -94,21 +121,22 @@ unsigned gemm_smem(const Config& c, bool gated) {
 
 /// Workspace regions, in this order, each starting 256-byte aligned (sizes from the problem's
 /// upper bounds, so the layout never depends on device-side counts):
-///   ids          int [T * k]            routed ids when the caller passes no topk_ids (routed
-///                                       modes only)
-///   weights      float [T * k]          likewise for topk_weights
-///   sorted_pairs int [moe_max_padded]
-///   block_expert int [moe_max_blocks]
+///   ids          int [pairs]            routed ids when the caller passes no topk_ids (routed
+///                                       modes only; pairs = T * k, or E * C for expert_choice)
+///   weights      float [pairs]          likewise for topk_weights
+///   sorted_pairs int [padded_rows_of]   moe_max_padded, or exact for expert_choice
+///   block_expert int [padded_rows_of / block_m]
 ///   padded_rows  int [1]
 ///   counts       int [E]                expert_counts when the caller passes none
 ///   align        int [moe_align_scratch_ints(T * k, E, chunk)]  multi-block align only
 ///   aux          u64 [2E + 1]           route's aux-loss scratch, zeroed by moe_zero_kernel in
-///                                       the same stream (routed modes only)
-///   act          T [moe_max_padded, I]  gemm1 -> gemm2
-///   pair_out     T [T * k, H]           gemm2 -> combine (k > 1 only)
+///                                       the same stream (route-kernel modes only)
+///   scores       float [E, T]           expert_choice only: softmax scores, transposed
+///   act          T [padded_rows_of, I]  gemm1 -> gemm2
+///   pair_out     T [pairs, H]           gemm2 -> combine (when there is a combine)
 struct Layout {
   std::size_t ids = 0, weights = 0, sorted_pairs = 0, block_expert = 0, padded_rows = 0,
-              counts = 0, align = 0, aux = 0, act = 0, pair_out = 0, total = 0;
+              counts = 0, align = 0, aux = 0, scores = 0, act = 0, pair_out = 0, total = 0;
 };
 
 Layout layout_of(const Config& c, const Shape& s, DType t) {
@@ -120,20 +148,53 @@ Layout layout_of(const Config& c, const Shape& s, DType t) {
     return start;
   };
   const auto pairs = static_cast<std::size_t>(s.pairs());
-  const auto padded = static_cast<std::size_t>(moe_max_padded(s.pairs(), s.e, c.block_m));
+  const auto padded = static_cast<std::size_t>(padded_rows_of(c, s));
   const std::size_t es = dtype_size(t);
   l.ids = take(s.routed() ? pairs * 4 : 0);
   l.weights = take(s.routed() ? pairs * 4 : 0);
   l.sorted_pairs = take(padded * 4);
-  l.block_expert = take(static_cast<std::size_t>(moe_max_blocks(s.pairs(), s.e, c.block_m)) * 4);
+  l.block_expert = take(padded / static_cast<std::size_t>(c.block_m) * 4);
   l.padded_rows = take(4);
   l.counts = take(static_cast<std::size_t>(s.e) * 4);
   l.align = take(c.align_chunk > 0
                      ? static_cast<std::size_t>(moe_align_scratch_ints(s.pairs(), s.e, c.align_chunk)) * 4
                      : 0);
-  l.aux = take(s.routed() ? (2 * static_cast<std::size_t>(s.e) + 1) * 8 : 0);
+  l.aux = take(s.route_kernel() ? (2 * static_cast<std::size_t>(s.e) + 1) * 8 : 0);
+  l.scores = take(s.expert_choice() ? static_cast<std::size_t>(s.e) * s.t * 4 : 0);
   l.act = take(padded * static_cast<std::size_t>(s.i) * es);
-  l.pair_out = take(s.k > 1 ? pairs * static_cast<std::size_t>(s.h) * es : 0);
+  l.pair_out = take(s.combines() ? pairs * static_cast<std::size_t>(s.h) * es : 0);
+  l.total = at;
+  return l;
+}
+
+/// Rows of y the tuner checks: every row up to 256 tokens, else every stride-th (at most 256
+/// rows): the reference's MLP costs 3*H*I weights read per checked (token, expert).
+int reference_stride(const Shape& s) { return s.t <= 256 ? 1 : (s.t + 255) / 256; }
+
+/// Workspace of the sampled reference: each token's choices (k, or up to e for expert_choice),
+/// then act [samples, choices, I] fp32.
+struct RefLayout {
+  int max_choices = 0, stride = 1, samples = 0;
+  std::size_t ids = 0, weights = 0, counts = 0, act = 0, total = 0;
+};
+
+RefLayout reference_layout(const Shape& s) {
+  RefLayout l;
+  l.max_choices = s.routing == moe_expert_choice ? s.e : s.k;
+  l.stride = reference_stride(s);
+  l.samples = (s.t + l.stride - 1) / l.stride;
+  std::size_t at = 0;
+  const auto take = [&](std::size_t bytes) {
+    const std::size_t start = at;
+    at += (bytes + kAlign - 1) / kAlign * kAlign;
+    return start;
+  };
+  const auto choices = static_cast<std::size_t>(s.t) * static_cast<std::size_t>(l.max_choices);
+  l.ids = take(choices * 4);
+  l.weights = take(choices * 4);
+  l.counts = take(static_cast<std::size_t>(s.t) * 4);
+  l.act = take(static_cast<std::size_t>(l.samples) * static_cast<std::size_t>(l.max_choices) *
+               static_cast<std::size_t>(s.i) * 4);
   l.total = at;
   return l;
 }
@@ -167,6 +228,30 @@ constexpr MoeDefaults kDefaults[] = {
 /// Valid for every problem problem_reason() accepts on any sm_80+ device: small tiles, 2 stages.
 constexpr MoeDefaults kSafe = {8, 0, 16, 64, 32, 4, 1, 2, 64, 32, 4, 1, 2, 0, 8, 8};
 
+/// Launches a.kernels[0], [1], ... in turn, each with a 1-D block and an (x, y) grid.
+class KernelSequence {
+ public:
+  KernelSequence(const RunArgs& a, Launcher& launcher) : a_(a), launcher_(launcher) {}
+  void operator()(unsigned gx, unsigned gy, unsigned threads, unsigned smem, const void* args,
+                  std::size_t size) {
+    KernelLaunch k;
+    k.kernel = a_.kernels[index_++];
+    k.grid[0] = gx;
+    k.grid[1] = gy;
+    k.block[0] = threads;
+    k.shared_bytes = smem;
+    k.args = args;
+    k.args_size = size;
+    launcher_.launch(k);
+  }
+  void skip() { ++index_; }
+
+ private:
+  const RunArgs& a_;
+  Launcher& launcher_;
+  std::size_t index_ = 0;
+};
+
 void* tensor(const RunArgs& a, std::size_t i) {
   return reinterpret_cast<void*>(static_cast<std::uintptr_t>(a.tensors[i]));
 }
@@ -175,14 +260,19 @@ class MoeOp final : public Op {
  public:
   MoeOp()
       : dims_{{"e", 1, kMaxExperts, {}, std::nullopt, "experts", true},
-              {"k", 1, kMaxK, {}, std::nullopt, "experts per token (top-k), at most e", true},
+              {"k", 1, kMaxK, {}, std::nullopt,
+               "experts per token (top-k), at most e; expert_choice: the mean, top-k x capacity "
+               "factor (each expert takes ceil(t * k / e) tokens)",
+               true},
               {"h", 8, kMaxRow, {}, std::nullopt, "hidden size, a multiple of 8", true},
               {"i", 8, kMaxRow, {}, std::nullopt, "expert intermediate size, a multiple of 8",
                true},
               {"t", 1, kMaxTokens, {}, std::nullopt, "tokens"},
-              {"routing", 0, 3, {"softmax", "softmax_renorm", "sigmoid_group", "precomputed"}, 1,
+              {"routing", 0, 4,
+               {"softmax", "softmax_renorm", "sigmoid_group", "precomputed", "expert_choice"}, 1,
                "softmax top-k; with weights renormalised over the k (Mixtral); group-limited "
-               "sigmoid with correction bias (DeepSeek-V3); ids and weights given"},
+               "sigmoid with correction bias (DeepSeek-V3); ids and weights given; each expert "
+               "picks its ceil(t * k / e) tokens of highest softmax score (expert choice)"},
               {"n_group", 1, kMaxGroups, {}, 1, "expert groups (sigmoid_group; else 1)", true},
               {"topk_group", 1, kMaxGroups, {}, 1, "groups kept per token (sigmoid_group; else 1)",
                true}},
@@ -245,21 +335,32 @@ class MoeOp final : public Op {
   }
 
   std::vector<TensorSpec> tensors(const Problem& p, DType t) const override {
+    // Sizes depend on the routing mode: topk_ids / topk_weights hold s.pairs() entries, [t, k]
+    // or, with expert_choice, [e, c] (c = ceil(t * k / e), each expert's tokens in increasing
+    // id); aux_loss exists for the route-kernel modes only (size 0: not written).
     const Shape s = shape_of(p);
     const std::int64_t pairs = s.pairs(), e = s.e, h = s.h, i = s.i, tok = s.t;
     const bool routed = s.routed();
     const TensorRole ids_role = routed ? TensorRole::output : TensorRole::input;
-    return {{"x", TensorRole::input, t, tok * h},
+    // Tuning inputs with y of order 1 (tolerance() assumes it): x uniform in [-1, 1), weights
+    // uniform in +-3 / sqrt(fan-in), so gate and up are ~N(0, 1) and each expert's output has
+    // variance ~1; precomputed weights average 1 / k, so a token's sum averages 1 (at most 2).
+    const auto scaled = [](std::int64_t fan_in) {
+      const float a = 3.0f / std::sqrt(static_cast<float>(fan_in));
+      return Fill::uniform(-a, a);
+    };
+    return {{"x", TensorRole::input, t, tok * h, false, Fill::uniform(-1.0f, 1.0f)},
             {"logits", TensorRole::input, DType::f32, routed ? tok * e : 0, !routed},
             {"correction_bias", TensorRole::input, DType::f32,
-             s.routing == moe_sigmoid_group ? e : 0, true},
-            {"topk_ids", ids_role, DType::i32, pairs, routed},
-            {"topk_weights", ids_role, DType::f32, pairs, routed},
-            {"w1", TensorRole::input, t, e * 2 * i * h},
-            {"w2", TensorRole::input, t, e * h * i},
-            {"y", TensorRole::output, t, tok * h},
+             s.routing == moe_sigmoid_group ? e : 0, true, Fill::uniform(-0.5f, 0.5f)},
+            {"topk_ids", ids_role, DType::i32, pairs, routed, Fill::distinct_ids(s.k, s.e)},
+            {"topk_weights", ids_role, DType::f32, pairs, routed,
+             Fill::uniform(0.0f, 2.0f / static_cast<float>(s.k))},
+            {"w1", TensorRole::input, t, e * 2 * i * h, false, scaled(h)},
+            {"w2", TensorRole::input, t, e * h * i, false, scaled(i)},
+            {"y", TensorRole::output, t, tok * h, false, {}, h, reference_stride(s)},
             {"expert_counts", TensorRole::output, DType::i32, e, true},
-            {"aux_loss", TensorRole::output, DType::f32, routed ? 1 : 0, true}};
+            {"aux_loss", TensorRole::output, DType::f32, s.route_kernel() ? 1 : 0, true}};
   }
 
   std::size_t workspace_bytes(const Params& params, const Problem& problem,
@@ -333,6 +434,18 @@ class MoeOp final : public Op {
                                                 str(kCombineThreads) + ", " + str(c.combine_vec) +
                                                 ">"});
           break;
+        case Stage::ec_scores:
+          out.push_back({"moe/expert_choice.cuh", "ktune::moe_expert_choice_scores_kernel"});
+          break;
+        case Stage::ec_select:
+          out.push_back({"moe/expert_choice.cuh", "ktune::moe_expert_choice_select_kernel<" +
+                                                      str(kEcSelectThreads) + ">"});
+          break;
+        case Stage::ec_combine:
+          out.push_back({"moe/expert_choice.cuh", "ktune::moe_expert_choice_combine_kernel<" + T +
+                                                      ", " + str(kCombineThreads) + ", " +
+                                                      str(c.combine_vec) + ">"});
+          break;
       }
     }
     return out;
@@ -351,6 +464,9 @@ class MoeOp final : public Op {
       case Stage::gemm1: return c.warps1 * 32;
       case Stage::gemm2: return c.warps2 * 32;
       case Stage::combine: return kCombineThreads;
+      case Stage::ec_scores: return kMoeEcScoreThreads;
+      case Stage::ec_select: return kEcSelectThreads;
+      case Stage::ec_combine: return kCombineThreads;
     }
     return 0;
   }
@@ -377,6 +493,7 @@ class MoeOp final : public Op {
     if (a.workspace == 0 && l.total > 0)
       throw InvalidArgument("moe: a workspace of " + str(static_cast<long long>(l.total)) +
                             " bytes is required (workspace_bytes())");
+    if (s.expert_choice()) return run_expert_choice(a, launcher, s, c, l);
     const bool routed = s.routed();
     int* ids = static_cast<int*>(tensor(a, 3));
     float* weights = static_cast<float*>(tensor(a, 4));
@@ -385,7 +502,7 @@ class MoeOp final : public Op {
     if (routed && !ids) ids = static_cast<int*>(ws(l.ids));
     if (routed && !weights) weights = static_cast<float*>(ws(l.weights));
     int* counts = tensor(a, 8) ? static_cast<int*>(tensor(a, 8)) : static_cast<int*>(ws(l.counts));
-    float* aux = routed ? static_cast<float*>(tensor(a, 9)) : nullptr;
+    float* aux = s.route_kernel() ? static_cast<float*>(tensor(a, 9)) : nullptr;
     auto* aux_scratch = static_cast<unsigned long long*>(ws(l.aux));
     int* sorted_pairs = static_cast<int*>(ws(l.sorted_pairs));
     int* block_expert = static_cast<int*>(ws(l.block_expert));
@@ -395,25 +512,13 @@ class MoeOp final : public Op {
     const int pairs = static_cast<int>(s.pairs());
     const int max_blocks = static_cast<int>(moe_max_blocks(pairs, s.e, c.block_m));
 
-    std::size_t index = 0;
-    const auto launch = [&](unsigned gx, unsigned gy, unsigned threads, unsigned smem,
-                            const void* args, std::size_t size) {
-      KernelLaunch k;
-      k.kernel = a.kernels[index++];
-      k.grid[0] = gx;
-      k.grid[1] = gy;
-      k.block[0] = threads;
-      k.shared_bytes = smem;
-      k.args = args;
-      k.args_size = size;
-      launcher.launch(k);
-    };
+    KernelSequence launch(a, launcher);
     if (routed) {
       const MoeZeroArgs z{aux_scratch, 2 * s.e + 1};
       if (aux)
         launch(1, 1, kMoeZeroThreads, 0, &z, sizeof z);
       else
-        ++index;  // nothing reads the scratch
+        launch.skip();  // nothing reads the scratch
       MoeRouteArgs r{};
       r.logits = static_cast<const float*>(tensor(a, 1));
       r.correction_bias =
@@ -481,9 +586,21 @@ class MoeOp final : public Op {
     }
   }
 
-  std::vector<KernelSource> reference_kernels(const Problem&, DType t) const override {
-    return {{"moe/reference.cuh", std::string("ktune::moe_reference_kernel<") + kernel_type(t) + ">"},
-            {"moe/reference.cuh", "ktune::moe_reference_stats_kernel"}};
+  std::vector<KernelSource> reference_kernels(const Problem& p, DType t) const override {
+    const std::string T = kernel_type(t);
+    std::vector<KernelSource> out = {
+            {"moe/reference.cuh", "ktune::moe_reference_kernel<" + T + ">"},
+            {"moe/reference.cuh", "ktune::moe_reference_stats_kernel"},
+            {"moe/reference_mlp.cuh", "ktune::moe_reference_act_kernel<" + T + ">"},
+            {"moe/reference_mlp.cuh", "ktune::moe_reference_out_kernel<" + T + ">"}};
+    // expert_choice: its selection kernel is appended (index 4) and launched before the others.
+    if (shape_of(p).expert_choice())
+      out.push_back({"moe/reference.cuh", "ktune::moe_reference_expert_choice_kernel"});
+    return out;
+  }
+
+  std::size_t reference_workspace_bytes(const Problem& p, DType) const override {
+    return reference_layout(shape_of(p)).total;
   }
 
   void run_reference(const RunArgs& a, Launcher& launcher) const override {
@@ -495,7 +612,7 @@ class MoeOp final : public Op {
       r.logits = static_cast<const float*>(tensor(a, 1));
       r.topk_ids = static_cast<float*>(tensor(a, 3));
       r.topk_weights = static_cast<float*>(tensor(a, 4));
-      r.aux_loss = static_cast<float*>(tensor(a, 9));
+      if (s.route_kernel()) r.aux_loss = static_cast<float*>(tensor(a, 9));
     } else {
       r.ids_in = static_cast<const int*>(tensor(a, 3));
       r.weights_in = static_cast<const float*>(tensor(a, 4));
@@ -516,17 +633,62 @@ class MoeOp final : public Op {
     r.routed_scaling = s.routing == moe_sigmoid_group ? static_cast<float>(a.scalars[0]) : 1.0f;
     if (routed && (!r.topk_ids || !r.topk_weights))
       throw InvalidArgument("moe reference: topk_ids and topk_weights outputs are required");
+    // With a workspace, the MLP runs in the parallel kernels of reference_mlp.cuh for the
+    // sampled rows (those tensors() tells the tuner to check); without one, one block per token
+    // computes every row.
+    const RefLayout rl = reference_layout(s);
+    const auto ws = [&](std::size_t off) {
+      return reinterpret_cast<void*>(static_cast<std::uintptr_t>(a.workspace + off));
+    };
+    if (a.workspace) {
+      r.choice_id = static_cast<int*>(ws(rl.ids));
+      r.choice_w = static_cast<float*>(ws(rl.weights));
+      r.choice_n = static_cast<int*>(ws(rl.counts));
+      r.max_choices = rl.max_choices;
+    }
     KernelLaunch k;
-    k.kernel = a.kernels[0];
-    k.grid[0] = static_cast<unsigned>(s.t);
     k.block[0] = kMoeReferenceThreads;
     k.args = &r;
     k.args_size = sizeof r;
+    if (s.expert_choice()) {
+      k.kernel = a.kernels[4];
+      k.grid[0] = static_cast<unsigned>(s.e);
+      launcher.launch(k);
+    }
+    k.kernel = a.kernels[0];
+    k.grid[0] = static_cast<unsigned>(s.t);
     launcher.launch(k);
     k.kernel = a.kernels[1];
     k.grid[0] = 1;
     k.block[0] = kMoeReferenceStatsThreads;
     launcher.launch(k);
+    if (!a.workspace) return;
+    MoeRefMlpArgs m{};
+    m.x = r.x;
+    m.w1 = r.w1;
+    m.w2 = r.w2;
+    m.choice_id = r.choice_id;
+    m.choice_w = r.choice_w;
+    m.choice_n = r.choice_n;
+    m.act = static_cast<float*>(ws(rl.act));
+    m.y = r.y;
+    m.tokens = s.t;
+    m.experts = s.e;
+    m.hidden = s.h;
+    m.inter = s.i;
+    m.max_choices = rl.max_choices;
+    m.sample_stride = rl.stride;
+    KernelLaunch mk;
+    mk.kernel = a.kernels[2];
+    mk.grid[0] = static_cast<unsigned>(rl.samples);
+    mk.grid[1] = static_cast<unsigned>((s.i + kMoeRefCols - 1) / kMoeRefCols);
+    mk.block[0] = kMoeRefMlpThreads;
+    mk.args = &m;
+    mk.args_size = sizeof m;
+    launcher.launch(mk);
+    mk.kernel = a.kernels[3];
+    mk.grid[1] = static_cast<unsigned>((s.h + kMoeRefCols - 1) / kMoeRefCols);
+    launcher.launch(mk);
   }
 
   Tolerance tolerance(DType t) const override {
@@ -538,6 +700,37 @@ class MoeOp final : public Op {
     // routing weight's rounding (fp32, exact) and fp32 reassociation over H = 4096-long sums.
     // Inputs must be scaled so that y is of order 1 (weights ~ 1 / sqrt(fan-in)).
     return t == DType::bf16 ? Tolerance{2e-2, 2e-2} : Tolerance{4e-3, 4e-3};
+  }
+
+  Tolerance tolerance(const Problem& p, DType t) const override {
+    // atol is for outputs of order 1; y scales with each token's sum of routing weights: 1 for
+    // the softmax modes (at most), routed_scaling for sigmoid_group, up to 2 for the tuner's
+    // precomputed weights.
+    const Shape s = shape_of(p);
+    const double scale = s.routing == moe_precomputed ? 2.0
+                         : s.routing == moe_sigmoid_group
+                             ? std::max(1.0, std::abs(scalars_[0].tuning_value))
+                             : 1.0;
+    Tolerance tol = tolerance(t);
+    tol.atol *= scale;
+    return tol;
+  }
+
+  SearchStages search_stages() const override {
+    // Each kernel's time depends on block_m and its own tunables only, and the op's time is
+    // their sum: for each block_m, gemm1's tile, gemm2's tile and the small kernels are searched
+    // one group at a time (hundreds of points instead of the whole product).
+    return {{"block_m"},
+            {{"bn1", "bk1", "warps1", "warps_m1", "stages1"},
+             {"bn2", "bk2", "warps2", "warps_m2", "stages2"},
+             {"align_chunk"},
+             {"route_lanes", "route_vec"},
+             {"combine_vec"}}};
+  }
+  std::string_view default_strategy() const override { return "staged"; }
+  std::string_view bucket_dim() const override { return "t"; }
+  std::vector<std::int64_t> default_buckets() const override {
+    return {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096};
   }
 
   double flops(const Problem& p, DType) const override {
@@ -570,9 +763,9 @@ class MoeOp final : public Op {
       if (bm > fit) bm = fit;
       return Params{{bm, r.bn1, r.bk1, r.warps1, std::min(r.warps_m1, bm / 16), r.stages1, r.bn2,
                      r.bk2, r.warps2, std::min(r.warps_m2, bm / 16), r.stages2,
-                     s.pairs() > r.align_chunk ? r.align_chunk : 0, s.routed() ? r.route_lanes : 8,
-                     s.routed() ? vec : 1,
-                     s.k > 1 ? r.combine_vec : tunables_[kCombineVec].values.front()}};
+                     s.pairs() > r.align_chunk && !s.expert_choice() ? r.align_chunk : 0,
+                     s.route_kernel() ? r.route_lanes : 8, s.route_kernel() ? vec : 1,
+                     s.combines() ? r.combine_vec : tunables_[kCombineVec].values.front()}};
     };
     for (const MoeDefaults& row : kDefaults) {
       if (device.cc_major < row.cc_major || s.t > row.max_t) continue;
@@ -587,6 +780,66 @@ class MoeOp final : public Op {
   }
 
  private:
+  /// routing=expert_choice: scores, select, gemm1 (x gathered through pair_token), gemm2,
+  /// combine in expert order; every grid from the problem (each expert has exactly C rows).
+  void run_expert_choice(const RunArgs& a, Launcher& launcher, const Shape& s, const Config& c,
+                         const Layout& l) const {
+    const auto ws = [&](std::size_t off) {
+      return reinterpret_cast<void*>(static_cast<std::uintptr_t>(a.workspace + off));
+    };
+    int* tokens = tensor(a, 3) ? static_cast<int*>(tensor(a, 3)) : static_cast<int*>(ws(l.ids));
+    float* weights =
+        tensor(a, 4) ? static_cast<float*>(tensor(a, 4)) : static_cast<float*>(ws(l.weights));
+    void* pair_out = ws(l.pair_out);
+    const int blocks = static_cast<int>(padded_rows_of(c, s) / c.block_m);
+    KernelSequence launch(a, launcher);
+    MoeExpertChoiceArgs ec{};
+    ec.logits = static_cast<const float*>(tensor(a, 1));
+    ec.scores = static_cast<float*>(ws(l.scores));
+    ec.pair_token = tokens;
+    ec.pair_weight = weights;
+    ec.sorted_pairs = static_cast<int*>(ws(l.sorted_pairs));
+    ec.block_expert = static_cast<int*>(ws(l.block_expert));
+    ec.padded_rows = static_cast<int*>(ws(l.padded_rows));
+    ec.expert_counts = static_cast<int*>(tensor(a, 8));
+    ec.tokens = s.t;
+    ec.experts = s.e;
+    ec.capacity = s.capacity();
+    ec.block_m = c.block_m;
+    launch(static_cast<unsigned>((s.t + kMoeEcScoreTokens - 1) / kMoeEcScoreTokens), 1,
+           kMoeEcScoreThreads, 0, &ec, sizeof ec);
+    launch(static_cast<unsigned>(s.e), 1, kEcSelectThreads, 0, &ec, sizeof ec);
+    MoeGemmArgs g1{};
+    g1.a = tensor(a, 0);
+    g1.w = tensor(a, 5);
+    g1.out = ws(l.act);
+    g1.sorted_pairs = ec.sorted_pairs;
+    g1.block_expert = ec.block_expert;
+    g1.padded_rows = ec.padded_rows;
+    g1.pairs = static_cast<int>(s.pairs());
+    g1.k = s.k;
+    g1.n = s.i;
+    g1.kdim = s.h;
+    g1.max_blocks = blocks;
+    g1.pair_token = tokens;
+    launch(static_cast<unsigned>(blocks), moe_gemm_grid_y(s.i, c.bn1),
+           static_cast<unsigned>(c.warps1 * 32), gemm_smem(c, true), &g1, sizeof g1);
+    MoeGemmArgs g2 = g1;
+    g2.a = g1.out;
+    g2.w = tensor(a, 6);
+    g2.out = pair_out;
+    g2.topk_weights = weights;
+    g2.n = s.h;
+    g2.kdim = s.i;
+    g2.pair_token = nullptr;
+    launch(static_cast<unsigned>(blocks), moe_gemm_grid_y(s.h, c.bn2),
+           static_cast<unsigned>(c.warps2 * 32), gemm_smem(c, false), &g2, sizeof g2);
+    const MoeExpertChoiceCombineArgs cb{pair_out, tokens, tensor(a, 7), s.t, s.e, s.capacity(),
+                                        s.h};
+    launch(static_cast<unsigned>(s.t), moe_combine_grid_y(s.h, kCombineThreads, c.combine_vec),
+           kCombineThreads, 0, &cb, sizeof cb);
+  }
+
   static Stage stage(const Config& c, const Shape& s, std::size_t index) {
     const std::vector<Stage> st = stages_of(c, s);
     if (index >= st.size())
@@ -646,14 +899,14 @@ class MoeOp final : public Op {
       return "gemm2 tile block_m=" + str(c.block_m) + ", bn2=" + str(c.bn2) + ", bk2=" +
              str(c.bk2) + ", warps2=" + str(c.warps2) + ", warps_m2=" + str(c.warps_m2) +
              ", stages2=" + str(c.stages2) + ": " + why;
-    if (s.k > 1) {
+    if (s.combines()) {
       if (const char* why = moe_combine_invalid_reason(kCombineThreads, c.combine_vec, s.h))
         return "combine_vec=" + str(c.combine_vec) + " at h=" + str(s.h) + ": " + why;
     } else if (c.combine_vec != tunables_[kCombineVec].values.front()) {
       return "combine_vec has no effect at k=1 (gemm2 writes y, no combine kernel): only "
              "combine_vec=" + str(tunables_[kCombineVec].values.front()) + " is searched";
     }
-    if (s.routed()) {
+    if (s.route_kernel()) {
       if (s.e % c.route_vec != 0)
         return "route_vec=" + str(c.route_vec) + " needs e % route_vec == 0 (whole vector loads "
                "of a logits row); e=" + str(s.e);
@@ -669,10 +922,18 @@ class MoeOp final : public Op {
                "tokens (128 / route_lanes) per route block";
     } else if (c.route_lanes != tunables_[kRouteLanes].values.front() ||
                c.route_vec != tunables_[kRouteVec].values.front()) {
-      return "route_lanes and route_vec have no effect with routing=precomputed (no route "
-             "kernel): only route_lanes=" + str(tunables_[kRouteLanes].values.front()) +
+      return std::string("route_lanes and route_vec have no effect with routing=") +
+             (s.expert_choice() ? "expert_choice (no route kernel: its scores and select "
+                                  "kernels have a fixed geometry)"
+                                : "precomputed (no route kernel)") +
+             ": only route_lanes=" + str(tunables_[kRouteLanes].values.front()) +
              ", route_vec=" + str(tunables_[kRouteVec].values.front()) + " are searched";
     }
+    if (s.expert_choice() && c.align_chunk != tunables_[kAlignChunk].values.front())
+      return "align_chunk has no effect with routing=expert_choice (no align kernel: every "
+             "expert takes exactly ceil(t*k/e) tokens, so the select kernel writes a static "
+             "layout): only align_chunk=" + str(tunables_[kAlignChunk].values.front()) +
+             " is searched";
     // Can never win: said, not dropped.
     if (c.align_chunk > 0 && s.pairs() <= c.align_chunk)
       return "align_chunk=" + str(c.align_chunk) + " with t*k=" + str(s.pairs()) +

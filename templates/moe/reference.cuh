@@ -10,6 +10,14 @@
 //                                 never rounded to 16 bits here: the tolerance covers that.
 //   moe_reference_stats_kernel    grid 1: expert_counts and the aux loss from the ids above.
 //
+// routing=expert_choice launches moe_reference_expert_choice_kernel first (grid E): expert e's
+// C tokens by a bisection on the score bits (32 counting passes, each score recomputed from its
+// logits row: plain, no scratch), written in token order to topk_ids / topk_weights [E * C];
+// then moe_reference_kernel finds, for its token, the experts whose list names it (in expert
+// order), and the stats kernel counts each expert's list. Scores are computed exactly as
+// moe/expert_choice.cuh computes them (serial max and sum in expert order, unfused add and
+// division), so both choose the same tokens bit for bit.
+//
 // One warp per dot product, lanes along the contiguous dimension (coalesced); act values of
 // kMoeReferenceChunk intermediate columns at a time live in shared memory.
 #pragma once
@@ -24,20 +32,28 @@ struct MoeReferenceArgs {
   const float* weights_in;       // [T, k] (precomputed)
   const void* w1;                // [E, 2I, H] T
   const void* w2;                // [E, H, I] T
-  float* topk_ids;               // [T, k] fp32 out (not precomputed)
-  float* topk_weights;           // [T, k] out (not precomputed)
+  float* topk_ids;               // [T, k] fp32 out (not precomputed); expert_choice: [E * C]
+                                 // chosen tokens, expert-major, increasing per expert
+  float* topk_weights;           // [T, k] out (not precomputed); expert_choice: [E * C]
   float* y;                      // [T, H] out
   float* expert_counts;          // [E] out or nullptr
-  float* aux_loss;               // [1] out or nullptr (not precomputed)
+  float* aux_loss;               // [1] out or nullptr (softmax, softmax_renorm, sigmoid_group)
   int tokens, experts, k, hidden, inter;
   int routing;                   // MoeRouting
   int n_group, topk_group;
   float routed_scaling;
+  // When choice_n is set, the kernel records each token's choices here ([T, max_choices] ids
+  // and weights, [T] counts) and leaves y to moe/reference_mlp.cuh (the sampled, parallel MLP).
+  int* choice_id;
+  float* choice_w;
+  int* choice_n;
+  int max_choices;
 };
 
 constexpr int kMoeReferenceThreads = 256;
 constexpr int kMoeReferenceChunk = 1024;       // act values per pass (4 KiB of shared memory)
 constexpr int kMoeReferenceStatsThreads = 1024;
+constexpr int kMoeReferenceMaxChoices = 256;   // experts per token: k, or up to E (expert_choice)
 
 #if defined(__CUDACC__)
 }  // namespace ktune
@@ -54,6 +70,20 @@ __device__ __forceinline__ float warp_sum(float v) {
 }
 
 __device__ __forceinline__ float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+/// One warp: silu(x . rg) * (x . ru) over H elements, lanes along H, fp32 (every lane returns it).
+template <typename T>
+__device__ __forceinline__ float gated_act(const T* x, const T* rg, const T* ru, int H, int lane) {
+  float g = 0.0f, u = 0.0f;
+  for (int h = lane; h < H; h += 32) {
+    const float xv = to_float(x[h]);
+    g += xv * to_float(rg[h]);
+    u += xv * to_float(ru[h]);
+  }
+  g = warp_sum(g);
+  u = warp_sum(u);
+  return g / (1.0f + expf(-g)) * u;
+}
 
 /// Routes token t serially (one thread): ids and weights, best first.
 __device__ void route_token(const MoeReferenceArgs& a, int t, int* ids, float* weights) {
@@ -110,25 +140,131 @@ __device__ void route_token(const MoeReferenceArgs& a, int t, int* ids, float* w
   for (int s = 0; s < a.k; ++s) weights[s] = raw[ids[s]] / norm * scale;
 }
 
+/// expert_choice: S[t, e], the softmax over experts of token t's logits, as
+/// moe_expert_choice_scores_kernel computes it (the bits matter: they decide the choice).
+__device__ float expert_choice_score(const MoeReferenceArgs& a, int t, int e) {
+  const int E = a.experts;
+  const float* row = a.logits + static_cast<long long>(t) * E;
+  float m = row[0];
+  for (int j = 1; j < E; ++j) m = fmaxf(m, row[j]);
+  float sum = 0.0f;
+  for (int j = 0; j < E; ++j) sum = __fadd_rn(sum, expf(row[j] - m));
+  return __fdiv_rn(expf(row[e] - m), sum);
+}
+
+/// Order-preserving bits of a score.
+__device__ __forceinline__ unsigned score_key(float v) {
+  const unsigned u = __float_as_uint(v);
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+/// Block-wide count of the tokens whose key of expert e's score passes `pred` (uniform result).
+template <typename Pred>
+__device__ int count_tokens(const MoeReferenceArgs& a, int e, int* s_count, Pred pred) {
+  if (threadIdx.x == 0) *s_count = 0;
+  __syncthreads();
+  int n = 0;
+  for (int t = static_cast<int>(threadIdx.x); t < a.tokens; t += kMoeReferenceThreads)
+    n += pred(score_key(expert_choice_score(a, t, e))) ? 1 : 0;
+  atomicAdd(s_count, n);
+  __syncthreads();
+  const int total = *s_count;
+  __syncthreads();
+  return total;
+}
+
 }  // namespace moe_ref
+
+/// routing=expert_choice: expert blockIdx.x's C tokens (highest score, ties to the lower token
+/// id) and their scores, in increasing token order, into topk_ids / topk_weights [E * C].
+__global__ void __launch_bounds__(kMoeReferenceThreads)
+    moe_reference_expert_choice_kernel(const MoeReferenceArgs a) {
+  __shared__ int s_count;
+  __shared__ int s_flag[kMoeReferenceThreads];  // 1: above the threshold, 2: equal to it
+  __shared__ int s_slot[kMoeReferenceThreads];
+  const int e = static_cast<int>(blockIdx.x);
+  const int tid = static_cast<int>(threadIdx.x);
+  const int C = moe_expert_capacity(a.tokens, a.k, a.experts);
+  // The C-th largest key: the largest v with at least C keys >= v, one bit at a time.
+  unsigned v = 0;
+  for (int bit = 31; bit >= 0; --bit) {
+    const unsigned cand = v | (1u << bit);
+    if (moe_ref::count_tokens(a, e, &s_count, [&](unsigned key) { return key >= cand; }) >= C)
+      v = cand;
+  }
+  const int above = moe_ref::count_tokens(a, e, &s_count, [&](unsigned key) { return key > v; });
+  // Every key above v is chosen, and the C - above lowest token ids of those equal to v. Thread
+  // 0 hands out the slots of each tile in token order.
+  int next = 0, equal_taken = 0;  // thread 0's
+  for (int base = 0; base < a.tokens; base += kMoeReferenceThreads) {
+    const int t = base + tid;
+    float score = 0.0f;
+    int flag = 0;
+    if (t < a.tokens) {
+      score = moe_ref::expert_choice_score(a, t, e);
+      const unsigned key = moe_ref::score_key(score);
+      flag = key > v ? 1 : key == v ? 2 : 0;
+    }
+    s_flag[tid] = flag;
+    __syncthreads();
+    if (tid == 0)
+      for (int i = 0; i < kMoeReferenceThreads; ++i) {
+        const bool take = s_flag[i] == 1 || (s_flag[i] == 2 && equal_taken < C - above);
+        if (take && s_flag[i] == 2) ++equal_taken;
+        s_slot[i] = take ? next++ : -1;
+      }
+    __syncthreads();
+    if (s_slot[tid] >= 0) {
+      const long long p = static_cast<long long>(e) * C + s_slot[tid];
+      a.topk_ids[p] = static_cast<float>(t);
+      a.topk_weights[p] = score;
+    }
+    __syncthreads();
+  }
+}
 
 template <typename T>
 __global__ void __launch_bounds__(kMoeReferenceThreads)
     moe_reference_kernel(const MoeReferenceArgs a) {
   constexpr int WARPS = kMoeReferenceThreads / 32;
-  __shared__ int s_id[16];
-  __shared__ float s_w[16];
+  __shared__ int s_id[kMoeReferenceMaxChoices];
+  __shared__ float s_w[kMoeReferenceMaxChoices];
+  __shared__ int s_n;
   __shared__ float s_act[kMoeReferenceChunk];
   const int t = static_cast<int>(blockIdx.x);
   const int tid = static_cast<int>(threadIdx.x), lane = tid % 32, warp = tid / 32;
-  const int E = a.experts, K = a.k, H = a.hidden, I = a.inter;
+  const int E = a.experts, H = a.hidden, I = a.inter;
   if (tid == 0) {
-    if (a.routing == moe_precomputed) {
+    s_n = a.k;
+    if (a.routing == moe_expert_choice) {
+      // The experts whose list (increasing token ids) names t, in expert order.
+      const int C = moe_expert_capacity(a.tokens, a.k, E);
+      s_n = 0;
+      for (int e = 0; e < E; ++e) {
+        const float* list = a.topk_ids + static_cast<long long>(e) * C;
+        int lo = 0, hi = C;
+        while (lo < hi) {
+          const int mid = (lo + hi) / 2;
+          if (list[mid] < static_cast<float>(t)) {
+            lo = mid + 1;
+          } else {
+            hi = mid;
+          }
+        }
+        if (lo < C && list[lo] == static_cast<float>(t)) {
+          s_id[s_n] = e;
+          s_w[s_n] = a.topk_weights[static_cast<long long>(e) * C + lo];
+          ++s_n;
+        }
+      }
+    } else if (a.routing == moe_precomputed) {
+      const int K = a.k;
       for (int s = 0; s < K; ++s) {
         s_id[s] = a.ids_in[static_cast<long long>(t) * K + s];
         s_w[s] = a.weights_in[static_cast<long long>(t) * K + s];
       }
     } else {
+      const int K = a.k;
       moe_ref::route_token(a, t, s_id, s_w);
       for (int s = 0; s < K; ++s) {
         a.topk_ids[static_cast<long long>(t) * K + s] = static_cast<float>(s_id[s]);
@@ -136,9 +272,20 @@ __global__ void __launch_bounds__(kMoeReferenceThreads)
       }
     }
   }
+  if (a.choice_n) {
+    __syncthreads();
+    const int n = s_n;
+    if (tid == 0) a.choice_n[t] = n;
+    for (int s = tid; s < n && s < a.max_choices; s += kMoeReferenceThreads) {
+      a.choice_id[static_cast<long long>(t) * a.max_choices + s] = s_id[s];
+      a.choice_w[static_cast<long long>(t) * a.max_choices + s] = s_w[s];
+    }
+    return;
+  }
   float* y = a.y + static_cast<long long>(t) * H;
   for (int c = tid; c < H; c += kMoeReferenceThreads) y[c] = 0.0f;
   __syncthreads();
+  const int K = s_n;
   const T* x = static_cast<const T*>(a.x) + static_cast<long long>(t) * H;
   for (int s = 0; s < K; ++s) {
     const int e = s_id[s];
@@ -149,17 +296,9 @@ __global__ void __launch_bounds__(kMoeReferenceThreads)
     for (int j0 = 0; j0 < I; j0 += kMoeReferenceChunk) {
       const int n = I - j0 < kMoeReferenceChunk ? I - j0 : kMoeReferenceChunk;
       for (int j = warp; j < n; j += WARPS) {
-        const T* rg = w1 + static_cast<long long>(j0 + j) * H;
-        const T* ru = w1 + static_cast<long long>(I + j0 + j) * H;
-        float g = 0.0f, u = 0.0f;
-        for (int h = lane; h < H; h += 32) {
-          const float xv = to_float(x[h]);
-          g += xv * to_float(rg[h]);
-          u += xv * to_float(ru[h]);
-        }
-        g = moe_ref::warp_sum(g);
-        u = moe_ref::warp_sum(u);
-        if (lane == 0) s_act[j] = g / (1.0f + expf(-g)) * u;
+        const float act = moe_ref::gated_act(x, w1 + static_cast<long long>(j0 + j) * H,
+                                             w1 + static_cast<long long>(I + j0 + j) * H, H, lane);
+        if (lane == 0) s_act[j] = act;
       }
       __syncthreads();
       for (int c = warp; c < H; c += WARPS) {
@@ -181,17 +320,24 @@ __global__ void __launch_bounds__(kMoeReferenceStatsThreads)
   const int E = a.experts, K = a.k, T = a.tokens;
   const int tid = static_cast<int>(threadIdx.x);
   const bool pre = a.routing == moe_precomputed;
+  const bool ec = a.routing == moe_expert_choice;
+  const int C = moe_expert_capacity(T, K, E);
   for (int e = tid; e < E; e += kMoeReferenceStatsThreads) {
     count[e] = 0;
     prob[e] = 0.0f;
   }
   __syncthreads();
-  const long long pairs = static_cast<long long>(T) * K;
+  const long long pairs = ec ? static_cast<long long>(E) * C : static_cast<long long>(T) * K;
   for (long long p = tid; p < pairs; p += kMoeReferenceStatsThreads) {
     const int id = pre ? a.ids_in[p] : static_cast<int>(a.topk_ids[p]);
-    if (id >= 0 && id < E) atomicAdd(&count[id], 1u);
+    if (ec) {
+      // expert_choice lists hold token ids: count the valid entries of each expert's list.
+      if (id >= 0 && id < T) atomicAdd(&count[p / C], 1u);
+    } else if (id >= 0 && id < E) {
+      atomicAdd(&count[id], 1u);
+    }
   }
-  const bool aux = !pre && a.aux_loss != nullptr;
+  const bool aux = !pre && !ec && a.aux_loss != nullptr;
   if (aux) {
     const bool sig = a.routing == moe_sigmoid_group;
     for (int t = tid; t < T; t += kMoeReferenceStatsThreads) {

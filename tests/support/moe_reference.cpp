@@ -147,6 +147,83 @@ double moe_aux_loss_ref(const MoeRouteResult& r, const MoeRouteProblem& p) {
   return E * loss;
 }
 
+MoeExpertChoiceResult moe_expert_choice_ref(const std::vector<float>& logits, int tokens,
+                                            int experts, int k) {
+  const std::size_t T = static_cast<std::size_t>(tokens), E = static_cast<std::size_t>(experts);
+  MoeExpertChoiceResult r;
+  r.capacity = moe_expert_capacity(tokens, k, experts);
+  r.scores.resize(T * E);
+  for (std::size_t t = 0; t < T; ++t) {
+    const float* row = logits.data() + t * E;
+    const double m = *std::max_element(row, row + E);
+    double sum = 0.0;
+    for (std::size_t e = 0; e < E; ++e) sum += std::exp(static_cast<double>(row[e]) - m);
+    for (std::size_t e = 0; e < E; ++e)
+      r.scores[t * E + e] = std::exp(static_cast<double>(row[e]) - m) / sum;
+  }
+  for (std::size_t e = 0; e < E; ++e) {
+    std::vector<double> column(T);
+    for (std::size_t t = 0; t < T; ++t) column[t] = r.scores[t * E + e];
+    std::vector<int> chosen = top(column, r.capacity);  // ties to the lower token id
+    std::sort(chosen.begin(), chosen.end());
+    for (int t : chosen) {
+      r.tokens.push_back(t);
+      r.weights.push_back(column[static_cast<std::size_t>(t)]);
+    }
+  }
+  return r;
+}
+
+std::vector<MoeUse> moe_topk_uses(const std::vector<int>& ids, const std::vector<double>& weights,
+                                  int k, int experts) {
+  std::vector<MoeUse> uses;
+  for (std::size_t p = 0; p < ids.size(); ++p)
+    if (ids[p] >= 0 && ids[p] < experts)
+      uses.push_back({static_cast<int>(p / static_cast<std::size_t>(k)), ids[p], weights[p]});
+  return uses;
+}
+
+std::vector<MoeUse> moe_expert_choice_uses(const std::vector<int>& tokens,
+                                           const std::vector<double>& weights, int experts,
+                                           int capacity) {
+  std::vector<MoeUse> uses;
+  for (int e = 0; e < experts; ++e)
+    for (int c = 0; c < capacity; ++c) {
+      const std::size_t p = static_cast<std::size_t>(e) * capacity + c;
+      uses.push_back({tokens[p], e, weights[p]});
+    }
+  // Per token in expert order (stable: each expert's entries are already in expert order).
+  std::stable_sort(uses.begin(), uses.end(),
+                   [](const MoeUse& a, const MoeUse& b) { return a.token < b.token; });
+  return uses;
+}
+
+std::vector<double> moe_layer_ref(const std::vector<double>& x, const std::vector<double>& w1,
+                                  const std::vector<double>& w2, int tokens, int hidden, int inter,
+                                  const std::vector<MoeUse>& uses) {
+  const std::size_t H = static_cast<std::size_t>(hidden), I = static_cast<std::size_t>(inter);
+  std::vector<double> y(static_cast<std::size_t>(tokens) * H, 0.0), act(I);
+  for (const MoeUse& u : uses) {
+    const double* xt = &x[static_cast<std::size_t>(u.token) * H];
+    const double* g1 = &w1[static_cast<std::size_t>(u.expert) * 2 * I * H];
+    const double* g2 = &w2[static_cast<std::size_t>(u.expert) * H * I];
+    for (std::size_t j = 0; j < I; ++j) {
+      double g = 0, up = 0;
+      for (std::size_t h = 0; h < H; ++h) {
+        g += xt[h] * g1[j * H + h];
+        up += xt[h] * g1[(I + j) * H + h];
+      }
+      act[j] = g / (1.0 + std::exp(-g)) * up;
+    }
+    for (std::size_t col = 0; col < H; ++col) {
+      double acc = 0;
+      for (std::size_t j = 0; j < I; ++j) acc += act[j] * g2[col * I + j];
+      y[static_cast<std::size_t>(u.token) * H + col] += u.weight * acc;
+    }
+  }
+  return y;
+}
+
 MoeAlignResult moe_align_ref(const std::vector<int>& ids, int experts, int block_m) {
   const long long pairs = static_cast<long long>(ids.size());
   MoeAlignResult r;

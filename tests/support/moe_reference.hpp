@@ -1,6 +1,7 @@
-// CPU references of the MoE routing and alignment kernels, in double precision: what
-// moe/route.cuh and moe/align.cuh must produce, written as plainly as possible (sort and count,
-// no cleverness). Plain std::vector, no Eigen: routing has no matrix algebra.
+// CPU references of the MoE routing and alignment kernels and of the whole layer, in double
+// precision: what moe/route.cuh, moe/expert_choice.cuh and moe/align.cuh must produce, written
+// as plainly as possible (sort and count, no cleverness). Plain std::vector, no Eigen: routing
+// has no matrix algebra.
 #pragma once
 
 #include <vector>
@@ -48,6 +49,40 @@ std::vector<std::vector<int>> moe_route_group_alternatives(const std::vector<flo
 
 /// E * sum_e f_e * P_e: f_e the share of the T*k choices that went to e, P_e the mean of prob.
 double moe_aux_loss_ref(const MoeRouteResult& r, const MoeRouteProblem& p);
+
+/// Expert-choice routing (routing=expert_choice) of logits [T, E]: each expert's C =
+/// moe_expert_capacity(T, k, E) tokens of highest softmax score, ties to the lower token id.
+struct MoeExpertChoiceResult {
+  int capacity = 0;             // C
+  std::vector<int> tokens;      // [E, C] each expert's chosen tokens in increasing id
+  std::vector<double> weights;  // [E, C] their scores
+  std::vector<double> scores;   // [T, E] softmax over experts of each token
+};
+
+MoeExpertChoiceResult moe_expert_choice_ref(const std::vector<float>& logits, int tokens,
+                                            int experts, int k);
+
+/// One expert's term of a token's output: y[token] += weight * MLP_expert(x[token]).
+struct MoeUse {
+  int token;
+  int expert;
+  double weight;
+};
+
+/// The uses of top-k routing: ids and weights [T, k]; ids outside 0..E-1 are dropped.
+std::vector<MoeUse> moe_topk_uses(const std::vector<int>& ids, const std::vector<double>& weights,
+                                  int k, int experts);
+
+/// The uses of expert-choice routing: per token, the experts that chose it, in expert order.
+std::vector<MoeUse> moe_expert_choice_uses(const std::vector<int>& tokens,
+                                           const std::vector<double>& weights, int experts,
+                                           int capacity);
+
+/// The layer in double: y [T, H] = sum over uses of weight * (silu(x W1g^T) * (x W1u^T)) W2^T,
+/// x [T, H], w1 [E, 2I, H], w2 [E, H, I]; 0 for a token with no use.
+std::vector<double> moe_layer_ref(const std::vector<double>& x, const std::vector<double>& w1,
+                                  const std::vector<double>& w2, int tokens, int hidden, int inter,
+                                  const std::vector<MoeUse>& uses);
 
 /// What the align kernels write, sized to moe_max_padded / moe_max_blocks.
 struct MoeAlignResult {

@@ -1,4 +1,4 @@
-/* ktune C API: tuned fused kernels for any FFI (ctypes, cffi, ...).
+/* ktune C API: tuned kernels for any FFI (ctypes, cffi, ...).
  *
  * Every function returns KTUNE_OK or an error code; ktune_last_error() then gives the message of
  * the calling thread's last failure. Pointers are CUDA device addresses; `stream` is a CUstream
@@ -77,6 +77,55 @@ ktune_status ktune_flash_attention(const void* q, const void* k, const void* v, 
                                    int64_t nk, int64_t d, const int64_t* strides, int causal,
                                    float scale, ktune_dtype dtype, ktune_stream stream);
 
+/* How MoE tokens choose their experts (ktune_moe_args.routing). */
+typedef enum ktune_moe_routing {
+  KTUNE_MOE_SOFTMAX = 0,        /* softmax over the e logits, top-k, probabilities as weights */
+  KTUNE_MOE_SOFTMAX_RENORM = 1, /* the same, the k weights renormalised to sum to 1 (Mixtral) */
+  KTUNE_MOE_SIGMOID_GROUP = 2,  /* sigmoid + correction bias, group-limited top-k, weights
+                                   renormalised times routed_scaling (DeepSeek-V3) */
+  KTUNE_MOE_PRECOMPUTED = 3,    /* the caller's topk_ids and topk_weights: no routing */
+  KTUNE_MOE_EXPERT_CHOICE = 4   /* each expert picks its c = ceil(t * k / e) best tokens */
+} ktune_moe_routing;
+
+/* One Mixture-of-Experts layer: for each of t tokens, over the k experts it is routed to,
+ * y[t] = sum of weight * (silu(x[t] W1g^T) * (x[t] W1u^T)) W2^T. Contiguous row-major device
+ * arrays, every pointer 16-byte aligned; x, w1, w2, y of `dtype` (KTUNE_BF16 or KTUNE_FP16).
+ * Fill it with ktune_moe_args_init() first: it sets struct_size and the defaults, so that a
+ * program built against this header keeps working when later versions append fields. */
+typedef struct ktune_moe_args {
+  size_t struct_size;             /* sizeof(ktune_moe_args), set by ktune_moe_args_init() */
+  const void* x;                  /* [t, h] */
+  const float* logits;            /* [t, e] fp32 router logits; routed modes only */
+  const float* correction_bias;   /* [e] fp32; KTUNE_MOE_SIGMOID_GROUP only (NULL: zeros) */
+  int32_t* topk_ids;              /* [t, k]: input with KTUNE_MOE_PRECOMPUTED, else optional out
+                                     (KTUNE_MOE_EXPERT_CHOICE: [e, c], each expert's tokens) */
+  float* topk_weights;            /* fp32, like topk_ids: the routing weights */
+  const void* w1;                 /* [e, 2i, h]: rows 0..i-1 gate, i..2i-1 up projection */
+  const void* w2;                 /* [e, h, i] */
+  void* y;                        /* [t, h] output */
+  int32_t* expert_counts;         /* [e] optional output: pairs routed to each expert */
+  float* aux_loss;                /* [1] optional output, routed modes: load-balancing loss */
+  int64_t e, k, h, i, t;          /* experts, experts per token, hidden, intermediate, tokens */
+  ktune_moe_routing routing;      /* default KTUNE_MOE_SOFTMAX_RENORM */
+  int64_t n_group, topk_group;    /* KTUNE_MOE_SIGMOID_GROUP: groups, groups kept; else 1 */
+  float routed_scaling;           /* KTUNE_MOE_SIGMOID_GROUP: weight multiplier; else 1 */
+  ktune_dtype dtype;              /* default KTUNE_BF16 */
+  void* workspace;                /* the caller's scratch (256-byte aligned), or NULL: the
+                                     runtime's, allocated at a problem's first call on each
+                                     stream */
+  size_t workspace_bytes;         /* its size: at least ktune_moe_workspace_size() */
+} ktune_moe_args;
+
+/* Zeroes *args and sets struct_size and the defaults (routing KTUNE_MOE_SOFTMAX_RENORM,
+ * n_group = topk_group = 1, routed_scaling = 1, dtype KTUNE_BF16). */
+ktune_status ktune_moe_args_init(ktune_moe_args* args);
+/* Runs the layer on `stream`. Every argument is checked before any CUDA call; the message names
+ * the bad one. Pass a workspace when capturing into a CUDA graph: then no call allocates. */
+ktune_status ktune_moe(const ktune_moe_args* args, ktune_stream stream);
+/* Workspace bytes ktune_moe(args) needs with the configuration the lookup picks for the problem
+ * (dimensions, routing, dtype; pointers are not looked at). Plans the problem. */
+ktune_status ktune_moe_workspace_size(const ktune_moe_args* args, size_t* bytes);
+
 /* What the runtime dispatches for `op` on `shape` (e.g. "m=16384,n=4096") on the current device:
  * how it matched and the parameters ("threads=256,rows=1,..."), written NUL-terminated into
  * params (truncated to params_size). Plans the problem if needed. */
@@ -91,7 +140,8 @@ ktune_status ktune_query(const char* op, const char* shape, ktune_dtype dtype, k
  * has yet; needs no GPU. */
 ktune_status ktune_runtime_report(char* text, size_t size, size_t* needed);
 
-/* Drops every plan and reopens the databases on the next call (after a sweep, say). */
+/* Drops every plan and the runtime's workspaces, and reopens the databases on the next call
+ * (after a sweep, say). */
 ktune_status ktune_reset(void);
 
 /* Chooses the user database (NULL: $KTUNE_DB or the default location) and whether the shipped

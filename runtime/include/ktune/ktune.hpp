@@ -3,7 +3,9 @@
 // Pointers are CUDA device addresses and `stream` a CUstream (nullptr: legacy default stream).
 // Calls run on the device of the current CUDA context (the primary context of device 0 when
 // there is none). The first call for a problem plans it: database lookup, then compile or cache
-// load; later calls only launch (no database query, no allocation, no compile). Thread-safe.
+// load; later calls only launch (no database query, no allocation, no compile). An op that needs
+// scratch memory (moe) takes the caller's workspace, or uses one the runtime allocates at the
+// problem's first call on each stream (two streams never share one). Thread-safe.
 // Errors are thrown as ktune::Error subclasses (ktune/error.hpp); nothing is printed unless
 // KTUNE_LOG is set.
 #pragma once
@@ -90,6 +92,50 @@ struct AttentionLayout {
                               std::int64_t d);
 };
 
+/// How MoE tokens choose their experts. Values match ktune_moe_routing and the moe op's
+/// `routing` dimension.
+enum class MoeRoutingMode : int {
+  softmax = 0,         // softmax over the e logits, top-k, the k probabilities as weights
+  softmax_renorm = 1,  // the same, the k weights renormalised to sum to 1 (Mixtral)
+  sigmoid_group = 2,   // sigmoid scores; top-k of score + correction_bias within the topk_group
+                       // best of n_group expert groups; weights renormalised, times
+                       // routed_scaling (DeepSeek-V3)
+  precomputed = 3,     // the caller's topk_ids and topk_weights: no routing
+  expert_choice = 4,   // each expert picks its c = ceil(t * k / e) tokens of highest softmax
+                       // score; a token gets 0..e experts
+};
+
+/// One Mixture-of-Experts layer (Runtime::moe). For each of t tokens, over the k experts the token
+/// is routed to:  y[t] = sum of weight * (silu(x[t] W1g^T) * (x[t] W1u^T)) W2^T.
+/// Tensors are contiguous row-major device arrays, every pointer 16-byte aligned; x, w1, w2 and y
+/// are of `dtype` (bf16 or fp16). Dimension limits: `ktune ops`.
+struct MoeArgs {
+  const void* x = nullptr;                 // [t, h]
+  const float* logits = nullptr;           // [t, e] fp32 router logits; routed modes only
+  const float* correction_bias = nullptr;  // [e] fp32; sigmoid_group only (null: zeros)
+  std::int32_t* topk_ids = nullptr;        // [t, k]: input with precomputed, else optional output
+                                           // (expert_choice: [e, c], the tokens each expert chose)
+  float* topk_weights = nullptr;           // fp32, like topk_ids: the routing weights
+  const void* w1 = nullptr;                // [e, 2i, h]: rows 0..i-1 gate, i..2i-1 up projection
+  const void* w2 = nullptr;                // [e, h, i]
+  void* y = nullptr;                       // [t, h] output
+  std::int32_t* expert_counts = nullptr;   // [e] optional output: pairs routed to each expert
+  float* aux_loss = nullptr;               // [1] optional output, routed modes: load-balancing loss
+  std::int64_t e = 0;                      // experts
+  std::int64_t k = 0;                      // experts per token, at most e
+  std::int64_t h = 0;                      // hidden size, a multiple of 8
+  std::int64_t i = 0;                      // expert intermediate size, a multiple of 8
+  std::int64_t t = 0;                      // tokens
+  MoeRoutingMode routing = MoeRoutingMode::softmax_renorm;
+  std::int64_t n_group = 1;                // sigmoid_group: expert groups, e % n_group == 0; else 1
+  std::int64_t topk_group = 1;             // sigmoid_group: groups kept per token; else 1
+  float routed_scaling = 1.0f;             // sigmoid_group: weights are multiplied by it; else 1
+  DType dtype = DType::bf16;
+  void* workspace = nullptr;               // the caller's scratch, 256-byte aligned; null: the
+                                           // runtime's (one per problem and stream)
+  std::size_t workspace_bytes = 0;         // its size: at least moe_workspace_size(*this)
+};
+
 class Runtime {
  public:
   explicit Runtime(RuntimeOptions options = {});
@@ -122,6 +168,23 @@ class Runtime {
                        std::int64_t nk, std::int64_t d, bool causal, float scale, DType dtype,
                        Stream stream, const AttentionLayout* layout = nullptr);
 
+  /// Mixture-of-Experts layer: routing (or the caller's), alignment of tokens by expert, two
+  /// grouped GEMMs and the weighted combine, all on `stream`. Every argument is checked on the
+  /// host before any CUDA call (InvalidArgument naming it and what is allowed): null, unused or
+  /// misaligned pointers for the routing mode, the problem's constraints, the scalars.
+  /// Workspace: with args.workspace set (at least moe_workspace_size(args) bytes) no call
+  /// allocates device memory: the form for CUDA graph capture and for callers with their own
+  /// allocator. Without, the runtime allocates one per (problem, stream) at the problem's first
+  /// call on that stream (CU_STREAM_PER_THREAD: per thread) and frees it at reset() or
+  /// configure(). A graph captured that way keeps using the capture stream's workspace: replay
+  /// it on that stream (elsewhere it could overlap calls on it), and capture it again after a
+  /// reset(). A problem's first call may come inside a stream capture: planning and allocating
+  /// run with the thread's capture mode relaxed (they are not captured work).
+  void moe(const MoeArgs& args, Stream stream);
+  /// Workspace bytes moe(args) needs with the configuration the lookup picks for args' problem
+  /// (dimensions, routing, dtype; pointers are not looked at). Plans the problem.
+  std::size_t moe_workspace_size(const MoeArgs& args);
+
   /// Generic entry: runs `op` with tensors in the op's declared order and scalars likewise.
   /// The problem is given by its dimension values in declared order.
   void run(std::string_view op, const std::vector<std::int64_t>& problem, DType dtype,
@@ -136,9 +199,9 @@ class Runtime {
   /// context). The same facts are logged once per runtime to stderr when KTUNE_LOG is set.
   RuntimeStatus status();
 
-  /// Drops all plans; databases are reopened on the next call.
+  /// Drops all plans and the runtime's workspaces; databases are reopened on the next call.
   void reset();
-  /// Replaces the options and drops all plans.
+  /// Replaces the options and drops all plans and the runtime's workspaces.
   void configure(RuntimeOptions options);
 
   class Impl;

@@ -1,0 +1,96 @@
+// The layer's MLP half of the fp32 reference for large problems, parallel over tokens AND
+// columns (moe_reference_kernel's own MLP runs one block per token, which streams every chosen
+// expert's 3*H*I weights through one SM: minutes at Mixtral size). moe_reference_kernel routes
+// and records each token's choices (MoeReferenceArgs::choice_*); then, for the sampled tokens
+// t % sample_stride == 0 only (the tuner checks those rows of y):
+//   moe_reference_act_kernel<T>  grid (samples, ceil(I / kMoeRefCols)): act[sample][s][j] =
+//                                silu(x.W1g_e[j]) * (x.W1u_e[j]) for each choice s of the token
+//   moe_reference_out_kernel<T>  grid (samples, ceil(H / kMoeRefCols)): y[t][c] =
+//                                sum over choices, in order, of w_s * act[sample][s] . W2_e[c]
+// One warp per column, lanes along the reduction, fp32 accumulation: the same arithmetic as
+// moe_reference_kernel's loop, so both references agree to rounding.
+#pragma once
+
+namespace ktune {
+
+constexpr int kMoeRefMlpThreads = 256;  // 8 warps
+constexpr int kMoeRefCols = 64;         // columns per block (8 per warp)
+
+/// Scratch of the sampled reference, in moe_reference_workspace's layout (floats/ints):
+/// choice ids [T * max_choices], weights [T * max_choices], counts [T], act [samples *
+/// max_choices * I].
+struct MoeRefMlpArgs {
+  const void* x;         // [T, H]
+  const void* w1;        // [E, 2I, H]
+  const void* w2;        // [E, H, I]
+  const int* choice_id;  // [T, max_choices]
+  const float* choice_w;
+  const int* choice_n;   // [T]
+  float* act;            // [samples, max_choices, I]
+  float* y;              // [T, H]: rows t % sample_stride == 0 written
+  int tokens, experts, hidden, inter;
+  int max_choices;
+  int sample_stride;
+};
+
+#if defined(__CUDACC__)
+}  // namespace ktune
+
+#include "common/types.cuh"
+#include "moe/reference.cuh"
+
+namespace ktune {
+
+template <typename T>
+__global__ void __launch_bounds__(kMoeRefMlpThreads) moe_reference_act_kernel(const MoeRefMlpArgs a) {
+  const int sample = static_cast<int>(blockIdx.x);
+  const int t = sample * a.sample_stride;
+  if (t >= a.tokens) return;
+  const int H = a.hidden, I = a.inter;
+  const int lane = static_cast<int>(threadIdx.x) % 32, warp = static_cast<int>(threadIdx.x) / 32;
+  const T* x = static_cast<const T*>(a.x) + static_cast<long long>(t) * H;
+  const int n = a.choice_n[t];
+  for (int s = 0; s < n; ++s) {
+    const int e = a.choice_id[static_cast<long long>(t) * a.max_choices + s];
+    if (e < 0 || e >= a.experts) continue;
+    const T* w1 = static_cast<const T*>(a.w1) + static_cast<long long>(e) * 2 * I * H;
+    float* act = a.act + (static_cast<long long>(sample) * a.max_choices + s) * I;
+    for (int c = warp; c < kMoeRefCols; c += kMoeRefMlpThreads / 32) {
+      const int j = static_cast<int>(blockIdx.y) * kMoeRefCols + c;
+      if (j >= I) break;
+      const float v = moe_ref::gated_act(x, w1 + static_cast<long long>(j) * H,
+                                         w1 + static_cast<long long>(I + j) * H, H, lane);
+      if (lane == 0) act[j] = v;
+    }
+  }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kMoeRefMlpThreads) moe_reference_out_kernel(const MoeRefMlpArgs a) {
+  const int sample = static_cast<int>(blockIdx.x);
+  const int t = sample * a.sample_stride;
+  if (t >= a.tokens) return;
+  const int H = a.hidden, I = a.inter;
+  const int lane = static_cast<int>(threadIdx.x) % 32, warp = static_cast<int>(threadIdx.x) / 32;
+  const int n = a.choice_n[t];
+  for (int c0 = warp; c0 < kMoeRefCols; c0 += kMoeRefMlpThreads / 32) {
+    const int c = static_cast<int>(blockIdx.y) * kMoeRefCols + c0;
+    if (c >= H) break;
+    float y = 0.0f;
+    for (int s = 0; s < n; ++s) {
+      const int e = a.choice_id[static_cast<long long>(t) * a.max_choices + s];
+      if (e < 0 || e >= a.experts) continue;
+      const float w = a.choice_w[static_cast<long long>(t) * a.max_choices + s];
+      const T* r2 = static_cast<const T*>(a.w2) + (static_cast<long long>(e) * H + c) * I;
+      const float* act = a.act + (static_cast<long long>(sample) * a.max_choices + s) * I;
+      float acc = 0.0f;
+      for (int j = lane; j < I; j += 32) acc += act[j] * to_float(r2[j]);
+      y += w * moe_ref::warp_sum(acc);
+    }
+    if (lane == 0) a.y[static_cast<long long>(t) * H + c] = y;
+  }
+}
+
+#endif  // __CUDACC__
+
+}  // namespace ktune

@@ -1,0 +1,189 @@
+#include "tuner/measure.hpp"
+
+#include "ktune/error.hpp"
+
+namespace ktune {
+namespace {
+
+WireKernel wire(const CompiledKernel& k, unsigned dynamic_shared) {
+  return WireKernel{k.cubin, k.lowered_name, dynamic_shared};
+}
+
+const char* check_type(DType t) {
+  switch (t) {
+    case DType::bf16: return "ktune::bf16";
+    case DType::f16: return "ktune::fp16";
+    case DType::f32: return "float";
+    case DType::i32: return "int";
+  }
+  return "float";
+}
+
+void to_outcome(const WorkerClient::Outcome& w, TrialOutcome& t) {
+  if (w.end == WorkerEnd::timed_out) {
+    t.status = TrialStatus::timeout;
+    t.detail = w.detail;
+  } else if (w.end == WorkerEnd::crashed) {
+    t.status = TrialStatus::launch_error;
+    t.detail = w.detail;
+  } else {
+    const Evaluation& e = w.evaluation;
+    t.status = e.status == EvalStatus::ok             ? TrialStatus::ok
+               : e.status == EvalStatus::wrong_result ? TrialStatus::wrong_result
+                                                      : TrialStatus::launch_error;
+    t.detail = e.detail;
+    t.median_us = e.median_us;
+    t.repetitions = e.repetitions;
+    t.spread_pct = e.median_us > 0 ? (e.p90_us - e.p10_us) / e.median_us * 100.0 : 0.0;
+  }
+}
+
+}  // namespace
+
+std::vector<KernelSource> check_kernel_sources(DType dtype) {
+  const std::string t = check_type(dtype);
+  std::vector<KernelSource> s(kCheckKernels);
+  s[kFill] = {"common/check.cuh", "ktune::fill_random_kernel<" + t + ">"};
+  s[kCompare] = {"common/check.cuh", "ktune::compare_kernel<" + t + ">"};
+  s[kFillF32] = {"common/check.cuh", "ktune::fill_random_kernel<float>"};
+  s[kCompareF32] = {"common/check.cuh", "ktune::compare_kernel<float>"};
+  s[kFillIds] = {"common/check.cuh", "ktune::fill_ids_kernel"};
+  s[kCompareI32] = {"common/check.cuh", "ktune::compare_kernel<int>"};
+  return s;
+}
+
+ProblemBench::ProblemBench(const SweepOptions& o, const Op& op, Problem problem,
+                           const DeviceInfo& device, WorkerClient& worker, CompilePool& pool,
+                           const Compiler& compiler, const std::vector<WireKernel>& checks)
+    : o_(o),
+      op_(op),
+      problem_(std::move(problem)),
+      device_(device),
+      worker_(worker),
+      pool_(pool),
+      compiler_(compiler) {
+  const std::string arch = device_.arch();
+  const std::vector<KernelSource> refs = op_.reference_kernels(problem_, o_.dtype);
+  std::vector<CompileJob> jobs;
+  for (const KernelSource& k : refs) jobs.push_back({k, arch, {}});
+  const std::size_t first = pool_.submit(std::move(jobs));
+  ProblemRequest pr;
+  pr.op = std::string(op_.name());
+  pr.dtype = o_.dtype;
+  pr.problem_key = op_.problem_key(problem_);
+  pr.seed = o_.seed + 20241121;
+  for (std::size_t i = 0; i < refs.size(); ++i) {
+    const CompileOutcome& c = pool_.wait(first + i);
+    if (!c.kernel)
+      throw Error("the reference kernel " + refs[i].name_expression +
+                  (c.timed_out ? " did not compile in time: " : " failed to compile: ") + c.error);
+    pr.reference.push_back(wire(*c.kernel, 0));
+  }
+  pr.checks = checks;
+  worker_.set_problem(pr, 300.0);
+  // Memory-bound problems that fit in L2 would otherwise be timed from the cache.
+  timing_.flush_l2 = op_.flops(problem_, o_.dtype) == 0.0 &&
+                     op_.min_bytes(problem_, o_.dtype) < 4.0 * static_cast<double>(device_.l2_bytes);
+}
+
+void ProblemBench::queue(const std::vector<Params>& candidates) {
+  const std::string arch = device_.arch();
+  for (const Params& p : candidates) {
+    const std::string key = op_.params_key(p);
+    if (jobs_.count(key)) continue;
+    std::vector<CompileJob> jobs;
+    const std::vector<KernelSource> ks = op_.kernels(p, problem_, o_.dtype);
+    for (std::size_t k = 0; k < ks.size(); ++k) {
+      CompileJob job{ks[k], arch, {}};
+      auto planted = o_.planted.find(key);
+      if (k == 0 && planted != o_.planted.end()) {
+        job.source.name_expression = planted->second.name_expression;
+        job.source_text = planted->second.source_text;
+      }
+      jobs.push_back(std::move(job));
+    }
+    const std::size_t n = jobs.size();
+    const std::size_t first = pool_.submit(std::move(jobs));
+    std::vector<std::size_t>& idx = jobs_[key];
+    for (std::size_t i = 0; i < n; ++i) idx.push_back(first + i);
+  }
+}
+
+TrialOutcome ProblemBench::measure(const Params& params, double& compile_seconds) {
+  TrialOutcome t;
+  t.params = params;
+  t.params_key = op_.params_key(params);
+  if (!jobs_.count(t.params_key)) queue({params});
+  const std::vector<std::size_t>& jobs = jobs_.at(t.params_key);
+  EvaluateRequest req;
+  req.params_key = t.params_key;
+  req.timing = timing_;
+  std::vector<KernelResources> resources;
+  compile_seconds = 0.0;
+  for (std::size_t k = 0; k < jobs.size(); ++k) {
+    const CompileOutcome& co = pool_.wait(jobs[k]);
+    if (!co.kernel) {
+      t.status = co.timed_out ? TrialStatus::compile_timeout : TrialStatus::compile_error;
+      t.detail = co.error;
+      if (co.timed_out) compile_seconds += o_.compile_timeout_s;  // the time it was given
+      return t;
+    }
+    compile_seconds += co.kernel->seconds;
+    resources.push_back(co.kernel->resources);
+    req.kernels.push_back(
+        wire(*co.kernel, op_.dynamic_shared_bytes(params, problem_, o_.dtype, k)));
+  }
+  if (!resources.empty()) t.resources = resources.front();
+  if (std::optional<std::string> why =
+          op_.invalid_after_compile(params, problem_, o_.dtype, device_, resources)) {
+    t.status = TrialStatus::invalid;  // rejected from its resources: never launched
+    t.detail = *why;
+    return t;
+  }
+  to_outcome(worker_.evaluate(req, o_.candidate_timeout_s), t);
+  if (t.status == TrialStatus::ok) requests_[t.params_key] = std::move(req);
+  return t;
+}
+
+void ProblemBench::retime(const std::vector<TrialOutcome*>& leaders) {
+  TimingSettings longer = timing_;
+  longer.min_seconds = 0.25;
+  longer.min_reps = 50;
+  const std::string arch = device_.arch();
+  for (TrialOutcome* t : leaders) {
+    EvaluateRequest req;
+    auto it = requests_.find(t->params_key);
+    if (it != requests_.end()) {
+      req = it->second;
+    } else {  // resumed from the database: compile (a cache hit, normally) again
+      req.params_key = t->params_key;
+      const std::vector<KernelSource> ks = op_.kernels(t->params, problem_, o_.dtype);
+      try {
+        for (std::size_t k = 0; k < ks.size(); ++k)
+          req.kernels.push_back(wire(compiler_.compile({ks[k], arch, {}}),
+                                     op_.dynamic_shared_bytes(t->params, problem_, o_.dtype, k)));
+      } catch (const CompileError&) {
+        continue;  // (a timeout included) it keeps the time recorded when it was measured
+      }
+    }
+    req.timing = longer;
+    const WorkerClient::Outcome w = worker_.evaluate(req, o_.candidate_timeout_s);
+    if (w.end == WorkerEnd::replied && w.evaluation.status == EvalStatus::ok) {
+      t->median_us = w.evaluation.median_us;
+      t->repetitions = w.evaluation.repetitions;
+      t->spread_pct = w.evaluation.median_us > 0 ? (w.evaluation.p90_us - w.evaluation.p10_us) /
+                                                       w.evaluation.median_us * 100.0
+                                                 : 0.0;
+    }
+    if (o_.progress) {
+      SweepProgress pg;
+      pg.phase = "retime";
+      pg.problem = op_.problem_key(problem_);
+      pg.params = t->params_key;
+      pg.median_us = t->median_us;
+      o_.progress(pg);
+    }
+  }
+}
+
+}  // namespace ktune
