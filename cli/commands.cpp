@@ -371,6 +371,22 @@ int cmd_space(const Args& args) {
   }
   Space space(op, problem, dtype, device);
   const std::string arch = device.arch();
+  // A space too large to list (MoE's) is described by a fixed-seed sample of its points;
+  // --compile compiles the sample's first valid points.
+  constexpr std::size_t kSample = 100000, kSampleCompiles = 64;
+  if (!space.enumerated() && vm.count("list"))
+    throw InvalidArgument("the " + std::string(op.name()) + " space has " +
+                          std::to_string(space.size()) + " points, too many to list (at most " +
+                          std::to_string(Space::kEnumerateLimit) + "); sweeps walk it with the "
+                          "staged strategy");
+  const std::vector<SpacePoint> sampled =
+      space.enumerated() ? std::vector<SpacePoint>{} : space.sample(kSample, 1);
+  std::size_t sample_valid = 0;
+  std::map<std::string, std::size_t> sample_reasons;
+  for (const SpacePoint& p : sampled) {
+    if (p.invalid) ++sample_reasons[*p.invalid];
+    else ++sample_valid;
+  }
 
   struct Row {
     std::string params;
@@ -384,6 +400,10 @@ int cmd_space(const Args& args) {
     std::vector<CompileJob> jobs;
     std::vector<std::pair<std::size_t, std::size_t>> owner;  // (point, kernel)
     std::vector<Params> valid = space.valid_points();
+    for (const SpacePoint& p : sampled)
+      if (!p.invalid && valid.size() < kSampleCompiles &&
+          std::find(valid.begin(), valid.end(), p.params) == valid.end())
+        valid.push_back(p.params);
     for (std::size_t i = 0; i < valid.size(); ++i) {
       std::vector<KernelSource> ks = op.kernels(valid[i], problem, dtype);
       for (std::size_t k = 0; k < ks.size(); ++k) {
@@ -425,11 +445,19 @@ int cmd_space(const Args& args) {
     Json j;
     j.begin_object().field("op", std::string(op.name())).field("problem", op.problem_key(problem));
     j.field("dtype", dtype_name(dtype)).field("arch", arch);
-    j.field("points", static_cast<long long>(space.points().size()));
-    j.field("valid", static_cast<long long>(space.valid_count()));
-    j.key("invalid_reasons").begin_object();
-    for (const auto& [reason, n] : space.invalid_reasons()) j.field(reason, static_cast<long long>(n));
-    j.end_object();
+    j.field("points", static_cast<long long>(space.size()));
+    if (space.enumerated()) {
+      j.field("valid", static_cast<long long>(space.valid_count()));
+      j.key("invalid_reasons").begin_object();
+      for (const auto& [reason, n] : space.invalid_reasons()) j.field(reason, static_cast<long long>(n));
+      j.end_object();
+    } else {
+      j.key("sample").begin_object().field("points", static_cast<long long>(sampled.size()));
+      j.field("valid", static_cast<long long>(sample_valid));
+      j.key("invalid_reasons").begin_object();
+      for (const auto& [reason, n] : sample_reasons) j.field(reason, static_cast<long long>(n));
+      j.end_object().end_object();
+    }
     if (vm.count("list")) {
       j.key("list").begin_array();
       for (const SpacePoint& p : space.points()) {
@@ -456,9 +484,16 @@ int cmd_space(const Args& args) {
   }
   std::printf("%s %s %s on %s%s\n", std::string(op.name()).c_str(), dtype_name(dtype),
               op.problem_key(problem).c_str(), shown(device.name).c_str(), device_note.c_str());
-  std::printf("%zu points: %zu valid, %zu invalid\n", space.points().size(), space.valid_count(),
-              space.points().size() - space.valid_count());
-  for (const auto& [reason, n] : space.invalid_reasons()) std::printf("  %4zu invalid: %s\n", n, reason.c_str());
+  if (space.enumerated()) {
+    std::printf("%zu points: %zu valid, %zu invalid\n", space.points().size(), space.valid_count(),
+                space.points().size() - space.valid_count());
+    for (const auto& [reason, n] : space.invalid_reasons())
+      std::printf("  %4zu invalid: %s\n", n, reason.c_str());
+  } else {
+    std::printf("%zu points, too many to list; a fixed-seed sample of %zu: %zu valid, %zu invalid\n",
+                space.size(), sampled.size(), sample_valid, sampled.size() - sample_valid);
+    for (const auto& [reason, n] : sample_reasons) std::printf("  %6zu invalid: %s\n", n, reason.c_str());
+  }
   if (vm.count("list"))
     for (const SpacePoint& p : space.points())
       std::printf("  %s  %s\n", op.params_key(p.params).c_str(), p.invalid ? p.invalid->c_str() : "valid");

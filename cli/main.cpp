@@ -153,5 +153,10 @@ int main(int argc, char** argv) {
     return ktune::compile_child_main(3, 4);
   }
   const std::string who = argc >= 2 && find_command(argv[1]) ? "ktune " + std::string(argv[1]) : "ktune";
+  // Output to a file or pipe is held in one large buffer, so that a failing write happens in
+  // finish()'s flush, where errno still says why (a smaller buffer fails mid-command and the
+  // reason is lost by the time the command ends).
+  static char out_buffer[1 << 20];
+  if (!::isatty(STDOUT_FILENO)) std::setvbuf(stdout, out_buffer, _IOFBF, sizeof out_buffer);
   return finish(who.c_str(), dispatch(argc, argv));
 }

@@ -56,7 +56,9 @@ double tflop_per_s(const SweepResult& r, double us) { return us > 0 ? r.flops / 
 void json_result(Json& j, const SweepResult& r, const SweepOptions& o) {
   j.begin_object().field("op", r.op).field("dtype", dtype_name(r.dtype)).field("problem", r.problem_key);
   j.field("device", r.device.name).field("strategy", r.strategy).field("sweep_id", static_cast<long long>(r.sweep_id));
-  j.field("space", static_cast<long long>(r.space_size)).field("valid", static_cast<long long>(r.valid_count));
+  j.field("space", static_cast<long long>(r.space_size));
+  if (r.space_enumerated) j.field("valid", static_cast<long long>(r.valid_count));
+  else j.key("valid").null();
   j.key("counts").begin_object();
   for (const auto& [s, n] : r.counts) j.field(status_name(s), static_cast<long long>(n));
   j.end_object();
@@ -85,8 +87,12 @@ void json_result(Json& j, const SweepResult& r, const SweepOptions& o) {
 void print_result(const SweepResult& r, const SweepOptions& o) {
   std::printf("\n%s %s %s on %s\n", r.op.c_str(), dtype_name(r.dtype), r.problem_key.c_str(),
               shown(r.device.name).c_str());
-  std::printf("  space: %zu points, %zu valid; strategy %s; this run:", r.space_size, r.valid_count,
-              r.strategy.c_str());
+  if (r.space_enumerated)
+    std::printf("  space: %zu points, %zu valid; strategy %s; this run:", r.space_size,
+                r.valid_count, r.strategy.c_str());
+  else
+    std::printf("  space: %zu points (walked, not listed); strategy %s; this run:", r.space_size,
+                r.strategy.c_str());
   for (const auto& [s, n] : r.counts) std::printf(" %s %zu", status_name(s), n);
   std::printf("\n");
   if (r.not_measured > 0)

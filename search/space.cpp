@@ -1,5 +1,7 @@
 #include "search/space.hpp"
 
+#include <limits>
+#include <random>
 #include <utility>
 
 namespace ktune {
@@ -7,6 +9,12 @@ namespace ktune {
 Space::Space(const Op& op, Problem problem, DType dtype, DeviceInfo device)
     : op_(&op), problem_(std::move(problem)), dtype_(dtype), device_(std::move(device)) {
   const std::vector<Tunable>& tunables = op.tunables();
+  for (const Tunable& t : tunables)
+    size_ = size_ > std::numeric_limits<std::size_t>::max() / t.values.size()
+                ? std::numeric_limits<std::size_t>::max()
+                : size_ * t.values.size();
+  if (size_ > kEnumerateLimit) return;
+  enumerated_ = true;
   std::vector<std::size_t> index(tunables.size(), 0);
   for (;;) {
     Params p;
@@ -43,6 +51,21 @@ std::map<std::string, std::size_t> Space::invalid_reasons() const {
   std::map<std::string, std::size_t> out;
   for (const SpacePoint& p : points_)
     if (p.invalid) ++out[*p.invalid];
+  return out;
+}
+
+std::vector<SpacePoint> Space::sample(std::size_t count, std::uint64_t seed) const {
+  const std::vector<Tunable>& tunables = op_->tunables();
+  std::mt19937_64 rng(seed);
+  std::vector<SpacePoint> out;
+  out.reserve(count);
+  for (std::size_t n = 0; n < count; ++n) {
+    Params p;
+    for (const Tunable& t : tunables)
+      p.values.push_back(t.values[static_cast<std::size_t>(rng() % t.values.size())]);
+    std::optional<std::string> reason = op_->invalid_reason(p, problem_, dtype_, device_);
+    out.push_back({std::move(p), std::move(reason)});
+  }
   return out;
 }
 

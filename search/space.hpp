@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
@@ -19,6 +20,10 @@ struct SpacePoint {
 
 class Space {
  public:
+  /// Spaces up to this many points are enumerated (each with its verdict); larger ones (MoE's)
+  /// are walked point by point (check()) by the staged strategy, or sampled.
+  static constexpr std::size_t kEnumerateLimit = std::size_t{1} << 20;
+
   Space(const Op& op, Problem problem, DType dtype, DeviceInfo device);
 
   const Op& op() const { return *op_; }
@@ -26,8 +31,15 @@ class Space {
   DType dtype() const { return dtype_; }
   const DeviceInfo& device() const { return device_; }
 
-  /// Every point of the cartesian product, in a fixed order (first tunable varies slowest).
+  /// Points of the cartesian product (saturating at SIZE_MAX).
+  std::size_t size() const { return size_; }
+  /// Whether points() holds every point (size() <= kEnumerateLimit).
+  bool enumerated() const { return enumerated_; }
+  /// Every point of the cartesian product, in a fixed order (first tunable varies slowest);
+  /// empty when not enumerated().
   const std::vector<SpacePoint>& points() const { return points_; }
+  /// `count` points drawn uniformly (with replacement) from `seed`, each with its verdict.
+  std::vector<SpacePoint> sample(std::size_t count, std::uint64_t seed) const;
   std::vector<Params> valid_points() const;
   std::size_t valid_count() const;
   /// Invalid points grouped by reason, with counts.
@@ -42,6 +54,8 @@ class Space {
   DType dtype_;
   DeviceInfo device_;
   std::vector<SpacePoint> points_;
+  std::size_t size_ = 1;
+  bool enumerated_ = false;
 };
 
 }  // namespace ktune

@@ -35,86 +35,103 @@ std::vector<Params> Strategy::next_batch() {
   return out;
 }
 
-StagedStrategy::StagedStrategy(std::vector<Params> points, Params start,
-                               std::vector<std::size_t> outer,
+StagedStrategy::StagedStrategy(std::vector<std::vector<std::int64_t>> values, Check check,
+                               Params start, std::vector<std::size_t> outer,
                                std::vector<std::vector<std::size_t>> groups)
-    : points_(std::move(points)),
+    : values_(std::move(values)),
+      check_(std::move(check)),
       start_(std::move(start)),
       outer_idx_(std::move(outer)),
       groups_(std::move(groups)) {
-  const auto project = [&](const Params& p) {
+  // The start's outer value first, then the others in odometer order.
+  std::vector<std::int64_t> first;
+  for (std::size_t i : outer_idx_) first.push_back(start_.values.at(i));
+  outer_values_.push_back(first);
+  std::vector<std::size_t> at(outer_idx_.size(), 0);
+  for (;;) {
     std::vector<std::int64_t> v;
-    for (std::size_t i : outer_idx_) v.push_back(p.values.at(i));
-    return v;
-  };
-  // The default's outer value first, then the others in the space's order.
-  const std::vector<std::int64_t> first = project(start_);
-  for (const Params& p : points_)
-    if (project(p) == first) {
-      outer_values_.push_back(first);
-      break;
-    }
-  for (const Params& p : points_) {
-    std::vector<std::int64_t> v = project(p);
-    if (std::find(outer_values_.begin(), outer_values_.end(), v) == outer_values_.end())
-      outer_values_.push_back(std::move(v));
+    for (std::size_t j = 0; j < outer_idx_.size(); ++j) v.push_back(values_[outer_idx_[j]][at[j]]);
+    if (v != first) outer_values_.push_back(std::move(v));
+    std::size_t k = outer_idx_.size();
+    while (k > 0 && ++at[k - 1] == values_[outer_idx_[k - 1]].size()) at[--k] = 0;
+    if (k == 0) break;
   }
+}
+
+std::vector<Params> StagedStrategy::group_points(std::size_t g, const Params& base) const {
+  const std::vector<std::size_t>& idx = groups_[g];
+  std::vector<Params> out;
+  std::vector<std::size_t> at(idx.size(), 0);
+  for (;;) {
+    Params p = base;
+    for (std::size_t j = 0; j < idx.size(); ++j) p.values[idx[j]] = values_[idx[j]][at[j]];
+    out.push_back(std::move(p));
+    std::size_t k = idx.size();
+    while (k > 0 && ++at[k - 1] == values_[idx[k - 1]].size()) at[--k] = 0;
+    if (k == 0) return out;
+  }
+}
+
+std::optional<Params> StagedStrategy::repair(Params p) const {
+  // Greedy: while the point is invalid, take the nearest change of one group that makes it
+  // valid; failing that, the nearest that changes its reason (another kernel's limit is next).
+  const auto distance = [&](const Params& a) {
+    std::size_t d = 0;
+    for (std::size_t i = 0; i < a.values.size(); ++i) d += a.values[i] != p.values[i] ? 1 : 0;
+    return d;
+  };
+  for (std::size_t round = 0; round < 2 * groups_.size() + 2; ++round) {
+    const std::optional<std::string> why = check_(p);
+    if (!why) return p;
+    std::optional<Params> valid, other;
+    std::size_t valid_d = 0, other_d = 0;
+    for (std::size_t g = 0; g < groups_.size(); ++g)
+      for (Params& q : group_points(g, p)) {
+        const std::size_t d = distance(q);
+        if (d == 0) continue;
+        const std::optional<std::string> r = check_(q);
+        if (!r && (!valid || d < valid_d)) {
+          valid = q;
+          valid_d = d;
+        } else if (r && *r != *why && (!other || d < other_d)) {
+          other = q;
+          other_d = d;
+        }
+      }
+    if (valid) return valid;
+    if (!other) return std::nullopt;
+    p = std::move(*other);
+  }
+  return std::nullopt;
 }
 
 bool StagedStrategy::begin_outer() {
-  while (outer_ < outer_values_.size()) {
-    const std::vector<std::int64_t>& v = outer_values_[outer_];
-    const Params* nearest = nullptr;
-    std::size_t nearest_changes = 0;
-    for (const Params& p : points_) {
-      bool match = true;
-      for (std::size_t j = 0; j < outer_idx_.size() && match; ++j)
-        match = p.values[outer_idx_[j]] == v[j];
-      if (!match) continue;
-      std::size_t changes = 0;
-      for (std::size_t i = 0; i < p.values.size(); ++i)
-        changes += p.values[i] != start_.values.at(i) ? 1 : 0;
-      if (!nearest || changes < nearest_changes) {
-        nearest = &p;
-        nearest_changes = changes;
-      }
-    }
-    if (nearest) {
-      current_ = *nearest;
+  for (; outer_ < outer_values_.size(); ++outer_) {
+    Params p = start_;
+    for (std::size_t j = 0; j < outer_idx_.size(); ++j)
+      p.values[outer_idx_[j]] = outer_values_[outer_][j];
+    if (std::optional<Params> valid = repair(std::move(p))) {
+      current_ = std::move(*valid);
       group_ = 0;
       return true;
     }
-    ++outer_;
   }
   return false;
-}
-
-std::vector<Params> StagedStrategy::group_batch() const {
-  const std::vector<std::size_t>& g = groups_[group_];
-  std::vector<Params> out;
-  for (const Params& p : points_) {
-    bool same = true;
-    for (std::size_t i = 0; i < p.values.size() && same; ++i)
-      if (std::find(g.begin(), g.end(), i) == g.end()) same = p.values[i] == current_.values[i];
-    if (same && !times_.count(p)) out.push_back(p);
-  }
-  return out;
 }
 
 void StagedStrategy::keep_best_of_group() {
   // The fastest reported point that differs from current_ in this group only (current_ itself
   // included); when none ran, current_ stays.
-  const std::vector<std::size_t>& g = groups_[group_];
   double best = std::numeric_limits<double>::infinity();
-  for (const auto& [p, t] : times_) {
-    bool same = true;
-    for (std::size_t i = 0; i < p.values.size() && same; ++i)
-      if (std::find(g.begin(), g.end(), i) == g.end()) same = p.values[i] == current_.values[i];
-    if (same && t < best) {
-      best = t;
-      current_ = p;
+  Params chosen = current_;
+  for (const Params& p : group_points(group_, current_)) {
+    auto it = times_.find(p);
+    if (it != times_.end() && it->second < best) {
+      best = it->second;
+      chosen = p;
     }
   }
+  current_ = std::move(chosen);
 }
 
 std::vector<Params> StagedStrategy::next_batch() {
@@ -122,6 +139,7 @@ std::vector<Params> StagedStrategy::next_batch() {
     if (!started_) {
       if (!begin_outer()) return {};
       started_ = true;
+      // The start itself is measured with the first group's batch (when valid and new).
     } else {
       keep_best_of_group();
       if (++group_ >= groups_.size()) {
@@ -130,10 +148,11 @@ std::vector<Params> StagedStrategy::next_batch() {
         continue;
       }
     }
-    std::vector<Params> batch = group_batch();
+    std::vector<Params> batch;
+    for (Params& p : group_points(group_, current_))
+      if (!times_.count(p) && !check_(p)) batch.push_back(std::move(p));
     if (!batch.empty()) return batch;
-    // Every point of this group was measured already (another outer value's start, a resumed
-    // row): its best is kept on the next call.
+    // Every valid point of this group was measured already: its best is kept next call.
   }
 }
 
@@ -171,15 +190,31 @@ std::unique_ptr<Strategy> make_strategy(std::string_view name, std::vector<Param
 
 namespace ktune {
 
-std::unique_ptr<Strategy> make_op_strategy(const Op& op, std::string_view name,
-                                           std::vector<Params> points, const Params& start,
-                                           std::uint64_t seed) {
+void check_strategy_name(const Op& op, std::string_view name) {
   if (name.empty()) name = op.default_strategy();
-  if (name != "staged") return make_strategy(name, std::move(points), seed);
+  if (name == "staged") {
+    if (op.search_stages().empty())
+      throw InvalidArgument("strategy staged: op " + std::string(op.name()) +
+                            " declares no search stages (allowed for it: exhaustive, random)");
+    return;
+  }
+  make_strategy(name, {}, 0);
+}
+
+std::unique_ptr<Strategy> make_space_strategy(const Space& space, std::string_view name,
+                                              const Params& start, std::uint64_t seed) {
+  const Op& op = space.op();
+  check_strategy_name(op, name);
+  if (name.empty()) name = op.default_strategy();
+  if (name != "staged") {
+    if (!space.enumerated())
+      throw InvalidArgument("the " + std::string(op.name()) + " space has " +
+                            std::to_string(space.size()) + " points, too many for the " +
+                            std::string(name) + " strategy (it needs every point listed, at most " +
+                            std::to_string(Space::kEnumerateLimit) + "): use --strategy staged");
+    return make_strategy(name, space.valid_points(), seed);
+  }
   const SearchStages stages = op.search_stages();
-  if (stages.empty())
-    throw InvalidArgument("strategy staged: op " + std::string(op.name()) +
-                          " declares no search stages (allowed for it: exhaustive, random)");
   std::vector<std::size_t> outer;
   for (const std::string& n : stages.outer) outer.push_back(op.param_index(n));
   std::vector<std::vector<std::size_t>> groups;
@@ -187,8 +222,11 @@ std::unique_ptr<Strategy> make_op_strategy(const Op& op, std::string_view name,
     groups.emplace_back();
     for (const std::string& n : g) groups.back().push_back(op.param_index(n));
   }
-  return std::make_unique<StagedStrategy>(std::move(points), start, std::move(outer),
-                                          std::move(groups));
+  std::vector<std::vector<std::int64_t>> values;
+  for (const Tunable& t : op.tunables()) values.push_back(t.values);
+  return std::make_unique<StagedStrategy>(
+      std::move(values), [&space](const Params& p) { return space.check(p); }, start,
+      std::move(outer), std::move(groups));
 }
 
 }  // namespace ktune

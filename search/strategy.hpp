@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <map>
 #include <memory>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "runtime/core/types.hpp"
+#include "search/space.hpp"
 #include "templates/op.hpp"
 
 namespace ktune {
@@ -57,16 +59,20 @@ class RandomStrategy final : public Strategy {
   std::size_t next_ = 0;
 };
 
-/// For ops whose time is a sum of kernels' times (SearchStages): for each value of the outer
-/// tunables (the default's first), start at the valid point nearest the default (fewest values
-/// changed), then search each group in turn over every valid point that differs from the
-/// current one in that group only, and keep the fastest. Points already reported are not
-/// proposed again. Evaluations: outer values x the sum of the groups' sizes, not their product.
+/// For ops whose time is a sum of kernels' times (SearchStages), over a space too large to
+/// enumerate: for each value of the outer tunables (the start's first), begin at the start with
+/// that value, repaired into a valid point (greedily, a group at a time, fewest values changed),
+/// then search each group in turn over every valid point that differs from the current one in
+/// that group only, and keep the fastest. Points already reported are not proposed again.
+/// Evaluations: outer values x the sum of the groups' sizes, not their product.
 class StagedStrategy final : public Strategy {
  public:
-  /// `outer` and `groups` are tunable indices; `start` need not be valid.
-  StagedStrategy(std::vector<Params> points, Params start, std::vector<std::size_t> outer,
-                 std::vector<std::vector<std::size_t>> groups);
+  /// nullopt when a point is valid, else why not.
+  using Check = std::function<std::optional<std::string>(const Params&)>;
+  /// `values[i]`: tunable i's values; `outer` and `groups`: tunable indices; `start` need not be
+  /// valid (every value must be one of its tunable's).
+  StagedStrategy(std::vector<std::vector<std::int64_t>> values, Check check, Params start,
+                 std::vector<std::size_t> outer, std::vector<std::vector<std::size_t>> groups);
   std::optional<Params> next() override;
   std::vector<Params> next_batch() override;
   void report(const Params& params, double median_us) override;
@@ -74,10 +80,13 @@ class StagedStrategy final : public Strategy {
 
  private:
   bool begin_outer();   // the start point of outer value outer_; false when none is left
-  std::vector<Params> group_batch() const;
+  /// Every point that equals `at` outside group g (the group's values in odometer order).
+  std::vector<Params> group_points(std::size_t g, const Params& at) const;
+  std::optional<Params> repair(Params p) const;
   void keep_best_of_group();
 
-  std::vector<Params> points_;
+  std::vector<std::vector<std::int64_t>> values_;
+  Check check_;
   Params start_;
   std::vector<std::size_t> outer_idx_;
   std::vector<std::vector<std::size_t>> groups_;
@@ -94,11 +103,14 @@ class StagedStrategy final : public Strategy {
 /// throws InvalidArgument naming the allowed names.
 std::unique_ptr<Strategy> make_strategy(std::string_view name, std::vector<Params> points,
                                         std::uint64_t seed);
-/// make_strategy for an op: "staged" walks op.search_stages() from `start` (InvalidArgument when
-/// the op declares none); an empty name is the op's default_strategy().
-std::unique_ptr<Strategy> make_op_strategy(const Op& op, std::string_view name,
-                                           std::vector<Params> points, const Params& start,
-                                           std::uint64_t seed);
+/// The strategy for a space: "staged" walks the op's search_stages() from `start`
+/// (InvalidArgument when the op declares none); "exhaustive" and "random" need an enumerated
+/// space (InvalidArgument naming its size otherwise); an empty name is the op's
+/// default_strategy().
+std::unique_ptr<Strategy> make_space_strategy(const Space& space, std::string_view name,
+                                              const Params& start, std::uint64_t seed);
+/// Rejects what make_space_strategy would for `op` (unknown name, staged without stages).
+void check_strategy_name(const Op& op, std::string_view name);
 const std::vector<std::string>& strategy_names();
 
 }  // namespace ktune

@@ -56,6 +56,24 @@ TEST(MoeGemmReasons, TableOfPoints) {
   EXPECT_STREQ(MoeGemmTile({256, 128, 128, 8, 4, 4}).invalid_reason(false),
                "shared memory above 227 KiB");
   EXPECT_EQ(moe_gemm_smem_bytes(64, 64, 64, 3, true), 3u * (64 + 128) * 128);
+  // The CTA order and the weights' L2 prefetch: defaults (0, 0) are today's kernel.
+  EXPECT_EQ(moe_gemm_invalid_reason(128, 128, 64, 8, 2, 3, true, 8, 256), nullptr);
+  EXPECT_EQ(moe_gemm_invalid_reason(16, 64, 128, 4, 1, 3, true, 0, 128), nullptr);
+  EXPECT_STREQ(moe_gemm_invalid_reason(64, 64, 64, 4, 2, 3, true, 3, 0),
+               "GROUP_M must be 0, 2, 4, 8, 16 or 32");
+  EXPECT_STREQ(moe_gemm_invalid_reason(64, 64, 64, 4, 2, 3, false, 0, 64),
+               "W_PREFETCH must be 0, 128 or 256");
+  // Register cap per CTA count: two 8-warp CTAs leave 128 registers, room for 64 accumulators
+  // (gemm2 128 x 128) but not for 128 (gemm1 128 x 128).
+  EXPECT_EQ(moe_gemm_regs_per_thread(8, 1), 255);
+  EXPECT_EQ(moe_gemm_regs_per_thread(8, 2), 128);
+  EXPECT_EQ(moe_gemm_invalid_reason(128, 128, 64, 8, 2, 3, false, 8, 0, 2), nullptr);
+  EXPECT_STREQ(moe_gemm_invalid_reason(128, 128, 64, 8, 2, 3, true, 8, 0, 2),
+               "MIN_CTAS leaves fewer registers per thread than the accumulators plus 32");
+  EXPECT_STREQ(moe_gemm_invalid_reason(64, 64, 64, 4, 2, 3, true, 0, 0, 5),
+               "MIN_CTAS must be 1 to 4");
+  EXPECT_EQ(moe_gemm_static_smem_bytes(16), 256u);
+  EXPECT_EQ(moe_gemm_static_smem_bytes(128), 1664u);
 
   EXPECT_EQ(moe_gemm_shape_invalid_reason(4096, 14336), nullptr);
   EXPECT_EQ(moe_gemm_shape_invalid_reason(136, 200), nullptr);
@@ -126,6 +144,23 @@ std::vector<Job> jobs() {
       "shared memory above 227 KiB", false);
   add("moe/combine.cuh", test::moe_combine_name(true, 96, 8), "sm_90a",
       "THREADS must be 64, 128, 256 or 512", false);
+  // The three trailing parameters (CTA order, L2 prefetch, CTAs per SM), both archs, and
+  // their reasons.
+  for (const char* arch : kArchs) {
+    add("moe/gemm.cuh", "ktune::moe_gemm_kernel<ktune::bf16, 128, 64, 64, 4, 2, 3, true, 8, 256>",
+        arch, nullptr, false);
+    add("moe/gemm.cuh", "ktune::moe_gemm_kernel<ktune::fp16, 16, 32, 128, 2, 1, 4, false, 0, 128>",
+        arch, nullptr, false);
+    add("moe/gemm.cuh",
+        "ktune::moe_gemm_kernel<ktune::bf16, 128, 128, 32, 8, 2, 4, false, 8, 0, 2>", arch,
+        nullptr, false);
+  }
+  add("moe/gemm.cuh", "ktune::moe_gemm_kernel<ktune::bf16, 128, 128, 64, 8, 2, 3, true, 8, 0, 2>",
+      "sm_90a", "MIN_CTAS leaves fewer registers per thread than the accumulators plus 32", false);
+  add("moe/gemm.cuh", "ktune::moe_gemm_kernel<ktune::bf16, 64, 64, 64, 4, 2, 3, true, 3, 0>",
+      "sm_90a", "GROUP_M must be 0, 2, 4, 8, 16 or 32", false);
+  add("moe/gemm.cuh", "ktune::moe_gemm_kernel<ktune::bf16, 64, 64, 64, 4, 2, 3, false, 0, 64>",
+      "sm_90a", "W_PREFETCH must be 0, 128 or 256", false);
   return out;
 }
 

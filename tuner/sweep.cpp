@@ -99,7 +99,7 @@ void validate(const Op& op, const SweepOptions& o) {
     throw InvalidArgument("database path " + o.db_path.string() + ": directory " + db_dir.string() +
                           " does not exist");
   // Rejects an unknown strategy name, or staged for an op without stages, before any work.
-  make_op_strategy(op, o.strategy, {}, Params{std::vector<std::int64_t>(op.tunables().size())}, 0);
+  check_strategy_name(op, o.strategy);
   if (!(o.compile_timeout_s >= 0) || !std::isfinite(o.compile_timeout_s))
     throw InvalidArgument("compile time limit " + std::to_string(o.compile_timeout_s) +
                           " s is not allowed: expected a finite number of seconds, 0 for none");
@@ -154,7 +154,8 @@ SweepResult sweep_problem(Session& s, const Problem& problem, std::size_t index,
   TrialBook book(s.store, op, base, o.force);
 
   const Space space(op, problem, o.dtype, s.device);
-  res.space_size = space.points().size();
+  res.space_size = space.size();
+  res.space_enumerated = space.enumerated();
   res.valid_count = space.valid_count();
   // Every invalid point gets its status and reason, where the strategy walks the whole space;
   // a staged search visits valid points only (the space lists the others with their reasons).
@@ -174,7 +175,7 @@ SweepResult sweep_problem(Session& s, const Problem& problem, std::size_t index,
   ProblemBench bench(o, op, problem, s.device, s.worker, s.pool, s.compiler, s.checks);
   const Params default_params = op.default_params(problem, o.dtype, s.device);
   std::unique_ptr<Strategy> strategy =
-      make_op_strategy(op, o.strategy, space.valid_points(), default_params, o.seed);
+      make_space_strategy(space, o.strategy, default_params, o.seed);
 
   // The default configuration first (the speedup baseline), then the strategy's batches.
   double best_us = 0.0;

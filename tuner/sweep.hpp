@@ -86,7 +86,8 @@ struct SweepResult {
   std::string strategy;
   std::int64_t sweep_id = 0;
   std::size_t space_size = 0;
-  std::size_t valid_count = 0;
+  std::size_t valid_count = 0;            // 0 when the space is too large to enumerate
+  bool space_enumerated = true;
   std::vector<TrialOutcome> trials;      // this run's and resumed ones
   std::optional<TrialOutcome> best;
   std::optional<TrialOutcome> default_config;

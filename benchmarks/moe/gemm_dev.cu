@@ -1,22 +1,35 @@
-// Development harness for templates/moe/gemm.cuh and combine.cuh: checks a table of
-// configurations against the double references of tests/support/moe_gemm_reference.hpp (host
-// routing and alignment, outputs poisoned with NaN), then times gemm1 and gemm2 on the Mixtral
-// shape (E=8, k=2, H=4096, I=14336) at T=1024 with uniform random routing.
+// Development harness for templates/moe/gemm.cuh and combine.cuh.
 //
-// Build (on the GPU machine):
+//   check: every check configuration (both dtypes) on the v0 case table (E in {1, 8}, T in
+//          {1, 3, 17, 100}, k in {1, 2}, H=136/I=200 and one aligned 256/512 shape), then every
+//          timing kernel (bf16) on a few cases, against the double references of
+//          tests/support/moe_gemm_reference.hpp (host routing and alignment, expert 0 with every
+//          token and expert E - 1 with none, outputs poisoned with NaN, padding rows unwritten).
+//   time:  gemm1 and gemm2 of every timing kernel whose block_m suits the token count, on the
+//          Mixtral (E=8, k=2, H=4096, I=14336) and DeepSeek-like (E=64, k=8, H=2048, I=1408)
+//          layers at several T with uniform random routing; weights rotate between two copies so
+//          that no repetition finds the previous one's weights in L2. Prints the best gemm1, the
+//          best gemm2 and the pair launched back to back, with the weight bytes the routing
+//          touches over the time as a share of the copy bandwidth.
+//   prof layer=mixtral|deepseek t=T g1=NAME g2=NAME: one launch of each (for ncu).
+//   only=N (with check): check_kernels() pair N alone, for compute-sanitizer.
+//   part=i/n (with check): cases i, i + n, ... alone (parallel processes).
+//
+// Build (nvcc 13, here or on the GPU machine):
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I . -I templates \
 //        benchmarks/moe/gemm_dev.cu -o gemm_dev
-// Run: ./gemm_dev [check] [time] [only=N]   (no argument: check and time; only=N checks
-// configs()[N] alone, for compute-sanitizer)
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <functional>
+#include <cstring>
+#include <map>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "benchmarks/moe/gemm_run2.cuh"
 #include "moe/combine.cuh"
 #include "moe/gemm.cuh"
 #include "tests/support/moe_gemm_reference.hpp"
@@ -32,21 +45,37 @@ static void check_cuda(cudaError_t e, const char* what, const char* file, int li
   }
 }
 
-struct Config {
-  int bm, bn, bk, warps, warps_m, stages;
-  void (*gemm1)(dim3, dim3, unsigned, MoeGemmArgs);
-  void (*gemm2)(dim3, dim3, unsigned, MoeGemmArgs);
-  std::string name() const {
+using Launch = void (*)(dim3, unsigned, unsigned, const MoeGemmArgs&);
+
+/// One kernel instantiation: the tile, gemm1 (gated) or gemm2, launchers per dtype. old: the
+/// frozen copy benchmarks/moe/gemm_run2.cuh (A/B only; never reported as a best).
+struct Kern {
+  int bm, bn, bk, warps, wm, stages, group, pf;
+  bool gated;
+  Launch bf16_launch, fp16_launch;  // fp16_launch may be null (timing kernels)
+  bool old = false;
+  int minc = 1;  // MIN_CTAS
+  std::string params() const {
     char b[96];
-    std::snprintf(b, sizeof b, "bm=%d bn=%d bk=%d warps=%d warps_m=%d stages=%d", bm, bn, bk,
-                  warps, warps_m, stages);
-    return b;
+    std::snprintf(b, sizeof b, "%d,%d,%d,%d,%d,%d", bm, bn, bk, warps, wm, stages);
+    std::string s = b;
+    if (group) s += ",g" + std::to_string(group);
+    if (pf) s += ",p" + std::to_string(pf);
+    if (minc > 1) s += ",m" + std::to_string(minc);
+    return s;
+  }
+  std::string name() const { return (old ? "r2:" : "") + params(); }
+  unsigned smem() const { return moe_gemm_smem_bytes(bm, bn, bk, stages, gated); }
+  void launch(bool bf16, const MoeGemmArgs& a) const {
+    const dim3 grid(a.max_blocks, moe_gemm_grid_y(a.n, bn));
+    (bf16 ? bf16_launch : fp16_launch)(grid, warps * 32, smem(), a);
   }
 };
 
-template <typename T, int BM, int BN, int BK, int W, int WM, int S, bool G>
-void launch_gemm(dim3 grid, dim3 block, unsigned smem, MoeGemmArgs a) {
-  auto k = moe_gemm_kernel<T, BM, BN, BK, W, WM, S, G>;
+template <typename T, int BM, int BN, int BK, int W, int WM, int S, bool G, int GR, int L2,
+          int MC = 1>
+void launch_gemm(dim3 grid, unsigned threads, unsigned smem, const MoeGemmArgs& a) {
+  auto k = moe_gemm_kernel<T, BM, BN, BK, W, WM, S, G, GR, L2, MC>;
   static bool once = [&] {
     // The dynamic limit plus the kernel's static shared memory must stay within 227 KiB.
     CK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -54,30 +83,123 @@ void launch_gemm(dim3 grid, dim3 block, unsigned smem, MoeGemmArgs a) {
     return true;
   }();
   (void)once;
-  k<<<grid, block, smem>>>(a);
+  k<<<grid, threads, smem>>>(a);
 }
 
-#define CFG(T, BM, BN, BK, W, WM, S)                                                       \
-  Config {                                                                                \
-    BM, BN, BK, W, WM, S, launch_gemm<T, BM, BN, BK, W, WM, S, true>,                     \
-        launch_gemm<T, BM, BN, BK, W, WM, S, false>                                       \
+template <typename T, int BM, int BN, int BK, int W, int WM, int S, bool G, int GR, int PF>
+void launch_gemm_run2(dim3 grid, unsigned threads, unsigned smem, const MoeGemmArgs& a) {
+  auto k = run2::moe_gemm_kernel<T, BM, BN, BK, W, WM, S, G, GR, PF>;
+  static bool once = [&] {
+    CK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                            static_cast<int>(moe_gemm_smem_bytes(BM, BN, BK, S, G))));
+    return true;
+  }();
+  (void)once;
+  k<<<grid, threads, smem>>>(a);
+}
+
+static_assert(moe_gemm_invalid_reason(128, 256, 64, 8, 2, 3, false, 8, 256) == nullptr, "");
+static_assert(moe_gemm_invalid_reason(128, 128, 64, 8, 2, 3, false, 8, 0, 2) == nullptr, "");
+
+// Both GEMMs of one tile, both dtypes (check table) or bf16 alone (timing table).
+#define BOTH(BM, BN, BK, W, WM, S, GR, L2)                                                  \
+  Kern{BM, BN, BK, W, WM, S, GR, L2, true, launch_gemm<bf16, BM, BN, BK, W, WM, S, true, GR, L2>, \
+       launch_gemm<fp16, BM, BN, BK, W, WM, S, true, GR, L2>},                               \
+      Kern {                                                                                \
+    BM, BN, BK, W, WM, S, GR, L2, false, launch_gemm<bf16, BM, BN, BK, W, WM, S, false, GR, L2>, \
+        launch_gemm<fp16, BM, BN, BK, W, WM, S, false, GR, L2>                              \
+  }
+#define G1(BM, BN, BK, W, WM, S, GR, L2) \
+  Kern { BM, BN, BK, W, WM, S, GR, L2, true, launch_gemm<bf16, BM, BN, BK, W, WM, S, true, GR, L2>, nullptr }
+#define G2(BM, BN, BK, W, WM, S, GR, L2) \
+  Kern { BM, BN, BK, W, WM, S, GR, L2, false, launch_gemm<bf16, BM, BN, BK, W, WM, S, false, GR, L2>, nullptr }
+#define G1M(BM, BN, BK, W, WM, S, GR, L2, MC)                                                 \
+  Kern {                                                                                    \
+    BM, BN, BK, W, WM, S, GR, L2, true, launch_gemm<bf16, BM, BN, BK, W, WM, S, true, GR, L2, MC>, \
+        nullptr, false, MC                                                                  \
+  }
+#define G2M(BM, BN, BK, W, WM, S, GR, L2, MC)                                                  \
+  Kern {                                                                                     \
+    BM, BN, BK, W, WM, S, GR, L2, false, launch_gemm<bf16, BM, BN, BK, W, WM, S, false, GR, L2, MC>, \
+        nullptr, false, MC                                                                   \
+  }
+#define OLD(BM, BN, BK, W, WM, S, G, GR, PF)                                                    \
+  Kern {                                                                                     \
+    BM, BN, BK, W, WM, S, GR, PF, G, launch_gemm_run2<bf16, BM, BN, BK, W, WM, S, G, GR, PF>, \
+        nullptr, true                                                                        \
   }
 
-template <typename T>
-std::vector<Config> configs() {
+/// Checked in both dtypes on the full case table: v0's seven tiles and the new parameters.
+std::vector<Kern> check_kernels() {
   return {
-      CFG(T, 64, 64, 64, 4, 2, 3),   CFG(T, 16, 64, 64, 4, 1, 4),  CFG(T, 128, 128, 32, 8, 2, 3),
-      CFG(T, 32, 32, 128, 2, 1, 2),  CFG(T, 128, 64, 64, 4, 4, 4), CFG(T, 16, 128, 64, 8, 1, 5),
-      CFG(T, 64, 128, 64, 8, 2, 3),
+      BOTH(64, 64, 64, 4, 2, 3, 0, 0),    BOTH(16, 64, 64, 4, 1, 4, 0, 0),
+      BOTH(128, 128, 32, 8, 2, 3, 0, 0),  BOTH(32, 32, 128, 2, 1, 2, 0, 0),
+      BOTH(128, 64, 64, 4, 4, 4, 0, 0),   BOTH(16, 128, 64, 8, 1, 5, 0, 0),
+      BOTH(64, 128, 64, 8, 2, 3, 0, 0),   BOTH(64, 64, 64, 4, 2, 3, 2, 256),
+      BOTH(128, 64, 32, 4, 2, 4, 4, 128), BOTH(32, 64, 128, 4, 2, 3, 8, 0),
+      BOTH(16, 32, 128, 2, 1, 4, 0, 0),   BOTH(128, 64, 64, 4, 2, 3, 8, 0),
+      BOTH(64, 64, 32, 8, 2, 3, 4, 0),
   };
 }
 
-template <typename T>
-std::vector<Config> timing_configs() {
+/// Timed (bf16), and checked in bf16 on a few cases.
+std::vector<Kern> timing_kernels() {
   return {
-      CFG(T, 128, 128, 64, 8, 2, 3), CFG(T, 128, 128, 32, 8, 2, 4), CFG(T, 128, 64, 64, 4, 2, 4),
-      CFG(T, 64, 128, 64, 4, 2, 4),  CFG(T, 128, 128, 64, 8, 4, 4), CFG(T, 64, 64, 64, 4, 2, 4),
-      CFG(T, 64, 256, 64, 8, 1, 3),
+      // block_m 16: weight streaming at small T
+      G1(16, 32, 128, 2, 1, 4, 0, 0), G1(16, 32, 128, 2, 1, 6, 0, 0),
+      G1(16, 64, 64, 4, 1, 4, 0, 0), G1(16, 64, 64, 4, 1, 6, 0, 0),
+      G1(16, 64, 64, 4, 1, 6, 0, 256), G1(16, 64, 64, 4, 1, 6, 0, 128),
+      G1(16, 64, 128, 4, 1, 3, 0, 0), G1(16, 64, 128, 4, 1, 4, 0, 0),
+      G1(16, 128, 64, 8, 1, 3, 0, 0), G1(16, 128, 64, 8, 1, 6, 0, 0),
+      G1(16, 32, 64, 2, 1, 6, 0, 256), G1(16, 128, 128, 8, 1, 3, 0, 0),
+      G2(16, 32, 128, 2, 1, 6, 0, 0), G2(16, 64, 128, 4, 1, 4, 0, 0),
+      G2(16, 64, 128, 4, 1, 6, 0, 0), G2(16, 64, 64, 4, 1, 6, 0, 0),
+      G2(16, 64, 64, 4, 1, 6, 0, 256), G2(16, 128, 64, 8, 1, 6, 0, 0),
+      G2(16, 128, 128, 8, 1, 3, 0, 0), G2(16, 64, 64, 4, 1, 4, 0, 0),
+      G2(16, 32, 64, 2, 1, 6, 0, 256), G2(16, 16, 128, 1, 1, 6, 0, 0),
+      G2(16, 32, 128, 2, 1, 4, 0, 0), G2(16, 32, 64, 2, 1, 4, 0, 256),
+      G1(16, 32, 64, 2, 1, 4, 0, 256), G1(16, 16, 64, 1, 1, 6, 0, 256),
+      OLD(16, 32, 64, 2, 1, 6, true, 0, 256), OLD(16, 64, 128, 4, 1, 3, true, 0, 0),
+      OLD(16, 32, 128, 2, 1, 4, true, 0, 0), OLD(16, 32, 128, 2, 1, 6, true, 0, 0),
+      OLD(16, 32, 128, 2, 1, 4, false, 0, 0), OLD(16, 32, 128, 2, 1, 6, false, 0, 0),
+      OLD(16, 64, 128, 4, 1, 4, false, 0, 0), OLD(16, 128, 128, 8, 1, 3, false, 0, 0),
+      OLD(16, 64, 128, 4, 1, 6, false, 0, 0), OLD(16, 128, 128, 8, 1, 3, true, 0, 0),
+      // block_m 32
+      G1(32, 64, 64, 4, 2, 4, 0, 0), G1(32, 64, 64, 4, 1, 6, 0, 0),
+      G1(32, 32, 128, 2, 1, 4, 0, 0), G1(32, 64, 128, 4, 2, 3, 0, 0),
+      G2(32, 64, 128, 4, 1, 4, 0, 0), G2(32, 128, 64, 8, 2, 4, 0, 0),
+      G2(32, 32, 128, 2, 1, 6, 0, 0), G2(32, 64, 64, 4, 2, 6, 0, 0),
+      G2(32, 32, 128, 2, 1, 4, 0, 0), G1(32, 32, 64, 2, 1, 6, 0, 256),
+      OLD(32, 32, 128, 2, 1, 4, true, 0, 0), OLD(32, 64, 128, 4, 2, 3, true, 0, 0),
+      OLD(32, 64, 128, 4, 1, 4, false, 0, 0), OLD(32, 32, 128, 2, 1, 6, false, 0, 0),
+      // block_m 64
+      G1(64, 64, 64, 4, 2, 3, 0, 0), G1(64, 64, 128, 4, 1, 3, 0, 0),
+      G1(64, 128, 64, 8, 2, 3, 0, 0), G1(64, 256, 64, 8, 1, 3, 0, 0),
+      G1(64, 128, 32, 4, 1, 4, 0, 0), G1(64, 64, 64, 4, 1, 4, 0, 0),
+      G2(64, 64, 64, 4, 2, 4, 0, 0), G2(64, 128, 64, 4, 1, 4, 0, 0),
+      G2(64, 256, 64, 8, 1, 3, 0, 0), G2(64, 128, 64, 8, 2, 4, 0, 0),
+      G2(64, 256, 32, 4, 1, 4, 0, 0), G2(64, 128, 128, 4, 1, 3, 0, 0),
+      G1(64, 256, 64, 8, 1, 3, 8, 0), G1(64, 64, 64, 4, 2, 3, 8, 0),
+      G2(64, 128, 64, 4, 1, 4, 8, 0), G2M(64, 128, 64, 8, 2, 3, 8, 0, 2),
+      OLD(64, 64, 128, 4, 1, 3, true, 0, 0), OLD(64, 128, 128, 4, 1, 3, false, 0, 0),
+      // block_m 128: compute at large T
+      G1(128, 128, 64, 8, 2, 3, 0, 0), G1(128, 128, 32, 8, 2, 4, 0, 0),
+      G1(128, 128, 64, 8, 2, 4, 0, 0), G1(128, 64, 64, 4, 2, 3, 0, 0),
+      G1(128, 64, 32, 4, 2, 4, 0, 0), G1(128, 64, 64, 4, 2, 3, 8, 0),
+      G1(128, 128, 64, 8, 2, 3, 8, 0), G1(128, 128, 32, 8, 2, 4, 16, 0),
+      G2(128, 256, 64, 8, 2, 3, 0, 0), G2(128, 256, 32, 8, 2, 4, 0, 0),
+      G2(128, 128, 64, 8, 2, 3, 0, 0), G2(128, 128, 64, 4, 2, 3, 0, 0),
+      G2(128, 128, 32, 4, 2, 4, 0, 0), G2(128, 128, 64, 4, 2, 3, 8, 0),
+      G2(128, 256, 64, 8, 2, 3, 8, 0), G2(128, 128, 32, 4, 2, 4, 16, 0),
+      G2M(128, 128, 64, 8, 2, 3, 8, 0, 2), G2M(128, 128, 64, 8, 2, 3, 0, 0, 2),
+      G2M(128, 128, 32, 8, 2, 4, 8, 0, 2), G1(128, 128, 64, 8, 2, 4, 8, 0),
+      G2(128, 256, 64, 8, 2, 4, 8, 0), G1(128, 64, 64, 4, 2, 3, 4, 0),
+      G2(128, 128, 64, 4, 2, 3, 4, 0), G2(128, 128, 64, 4, 2, 3, 16, 0),
+      OLD(128, 64, 64, 4, 2, 3, true, 0, 0), OLD(128, 128, 64, 8, 2, 4, true, 0, 0),
+      OLD(128, 256, 64, 8, 2, 3, false, 0, 0), OLD(128, 128, 64, 4, 2, 3, false, 8, 0),
+      // block_m 256
+      G1(256, 64, 64, 8, 4, 3, 0, 0), G1(256, 64, 64, 8, 4, 3, 8, 0),
+      G2(256, 128, 64, 8, 4, 3, 0, 0), G2(256, 128, 64, 8, 4, 3, 8, 0),
   };
 }
 
@@ -120,7 +242,9 @@ struct Dev {
 };
 
 int failures = 0;
-int only_config = -1;  // only=N: check configs[N] alone (for compute-sanitizer)
+int only_config = -1;
+int part = 0, parts = 1;  // part=i/n: this process checks cases i, i + n, ...
+int case_index = 0;
 
 void report(const MoeChecker& c) {
   if (c.failed) {
@@ -132,11 +256,26 @@ void report(const MoeChecker& c) {
   }
 }
 
+MoeGemmArgs gemm1_args(const void* x, const void* w1, void* act, const Dev& d, int pairs, int k,
+                       int H, int I, int max_blocks) {
+  return MoeGemmArgs{x,     w1, act, d.sorted, d.block_expert, d.padded, nullptr, pairs,
+                     k,     I,  H,   max_blocks, nullptr};
+}
+MoeGemmArgs gemm2_args(const void* act, const void* w2, void* out, const Dev& d, int pairs,
+                       int k, int H, int I, int max_blocks) {
+  return MoeGemmArgs{act, w2, out, d.sorted, d.block_expert, d.padded, d.weights, pairs,
+                     k,   H,  I,   max_blocks, nullptr};
+}
+
+/// Checks gemm1 (g1) and gemm2 (g2) with the same block_m on one case; g1 or g2 may be null
+/// (then the other GEMM's partner is the reference-checked kernel alone: gemm2 is always fed
+/// with the act that gemm1 wrote, so a null g1 uses `feed` for it).
 template <typename T>
-void check_case(bool bf16, const Config& cfg, int E, int Tn, int k, int H, int I,
+void check_case(bool bf16, const Kern& g1, const Kern* g2, int E, int Tn, int k, int H, int I,
                 std::mt19937& rng) {
+  if (case_index++ % parts != part) return;
   const MoeTestRouting r = moe_test_routing(Tn, E, k, rng);
-  const MoeAlignment al = moe_align_host(r, cfg.bm);
+  const MoeAlignment al = moe_align_host(r, g1.bm);
   const int pairs = Tn * k;
   const MoeTensor x(bf16, static_cast<std::size_t>(Tn) * H, rng);
   const MoeTensor w1(bf16, static_cast<std::size_t>(E) * 2 * I * H, rng, -0.5, 0.5);
@@ -151,25 +290,21 @@ void check_case(bool bf16, const Config& cfg, int E, int Tn, int k, int H, int I
   void* pair_out = dev_nan(static_cast<std::size_t>(pairs) * H);
   void* y = dev_nan(static_cast<std::size_t>(Tn) * H);
 
-  MoeGemmArgs g1{dx, dw1, act, d.sorted, d.block_expert, d.padded, nullptr, pairs, k, I, H,
-                 al.max_blocks};
-  cfg.gemm1(dim3(al.max_blocks, moe_gemm_grid_y(I, cfg.bn)), dim3(cfg.warps * 32),
-            moe_gemm_smem_bytes(cfg.bm, cfg.bn, cfg.bk, cfg.stages, true), g1);
+  g1.launch(bf16, gemm1_args(dx, dw1, act, d, pairs, k, H, I, al.max_blocks));
   CK(cudaGetLastError());
-  MoeGemmArgs g2{act, dw2, pair_out, d.sorted, d.block_expert, d.padded, d.weights, pairs, k, H,
-                 I, al.max_blocks};
-  cfg.gemm2(dim3(al.max_blocks, moe_gemm_grid_y(H, cfg.bn)), dim3(cfg.warps * 32),
-            moe_gemm_smem_bytes(cfg.bm, cfg.bn, cfg.bk, cfg.stages, false), g2);
-  CK(cudaGetLastError());
-  MoeCombineArgs c{pair_out, y, Tn, k, H};
-  moe_combine_kernel<T, 128, 8><<<dim3(Tn, moe_combine_grid_y(H, 128, 8)), 128>>>(c);
-  CK(cudaGetLastError());
+  if (g2) {
+    g2->launch(bf16, gemm2_args(act, dw2, pair_out, d, pairs, k, H, I, al.max_blocks));
+    CK(cudaGetLastError());
+    MoeCombineArgs c{pair_out, y, Tn, k, H};
+    moe_combine_kernel<T, 128, 8><<<dim3(Tn, moe_combine_grid_y(H, 128, 8)), 128>>>(c);
+    CK(cudaGetLastError());
+  }
   CK(cudaDeviceSynchronize());
 
   const double u = moe_unit(bf16);
-  char tag[200];
-  std::snprintf(tag, sizeof tag, "%s %s E=%d T=%d k=%d H=%d I=%d", bf16 ? "bf16" : "fp16",
-                cfg.name().c_str(), E, Tn, k, H, I);
+  char tag[240];
+  std::snprintf(tag, sizeof tag, "%s %s / %s E=%d T=%d k=%d H=%d I=%d", bf16 ? "bf16" : "fp16",
+                g1.name().c_str(), g2 ? g2->name().c_str() : "-", E, Tn, k, H, I);
 
   // gemm1 against the double reference; padding rows of act must stay NaN (not written).
   std::vector<double> act_ref, mag;
@@ -191,132 +326,362 @@ void check_case(bool bf16, const Config& cfg, int E, int Tn, int k, int H, int I
   if (written_padding) c1(NAN, 0, 1, "padding rows written: " + std::to_string(written_padding));
   report(c1);
 
-  // gemm2 against the double reference fed with the kernel's act.
-  std::vector<double> out_ref, mag2;
-  moe_gemm2_ref(r, al, act_got, w2.val, H, I, out_ref, mag2);
-  const auto out_bits =
-      host_copy(static_cast<const std::uint16_t*>(pair_out), static_cast<std::size_t>(pairs) * H);
-  MoeChecker c2(std::string("gemm2 ") + tag);
-  std::vector<double> out_got(out_bits.size());
-  for (std::size_t i = 0; i < out_bits.size(); ++i) {
-    out_got[i] = moe_from_bits(bf16, out_bits[i]);
-    c2(out_got[i], out_ref[i], u * std::fabs(out_ref[i]) + 1e-5 * mag2[i] + 1e-6,
-       "pair " + std::to_string(i / H) + " col " + std::to_string(i % H));
-  }
-  report(c2);
-
-  // combine against the double sum of the kernel's pair_out.
-  const auto y_bits =
-      host_copy(static_cast<const std::uint16_t*>(y), static_cast<std::size_t>(Tn) * H);
-  MoeChecker c3(std::string("combine ") + tag);
-  for (int t = 0; t < Tn; ++t)
-    for (int col = 0; col < H; ++col) {
-      double s = 0, m = 0;
-      for (int j = 0; j < k; ++j) {
-        s += out_got[(static_cast<std::size_t>(t) * k + j) * H + col];
-        m += std::fabs(out_got[(static_cast<std::size_t>(t) * k + j) * H + col]);
-      }
-      c3(moe_from_bits(bf16, y_bits[static_cast<std::size_t>(t) * H + col]), s,
-         u * std::fabs(s) + 1e-6 * m + 1e-7, "token " + std::to_string(t));
+  if (g2) {
+    // gemm2 against the double reference fed with the kernel's act.
+    std::vector<double> out_ref, mag2;
+    moe_gemm2_ref(r, al, act_got, w2.val, H, I, out_ref, mag2);
+    const auto out_bits = host_copy(static_cast<const std::uint16_t*>(pair_out),
+                                    static_cast<std::size_t>(pairs) * H);
+    MoeChecker c2(std::string("gemm2 ") + tag);
+    std::vector<double> out_got(out_bits.size());
+    for (std::size_t i = 0; i < out_bits.size(); ++i) {
+      out_got[i] = moe_from_bits(bf16, out_bits[i]);
+      c2(out_got[i], out_ref[i], u * std::fabs(out_ref[i]) + 1e-5 * mag2[i] + 1e-6,
+         "pair " + std::to_string(i / H) + " col " + std::to_string(i % H));
     }
-  report(c3);
+    report(c2);
+
+    // combine against the double sum of the kernel's pair_out.
+    const auto y_bits =
+        host_copy(static_cast<const std::uint16_t*>(y), static_cast<std::size_t>(Tn) * H);
+    MoeChecker c3(std::string("combine ") + tag);
+    for (int t = 0; t < Tn; ++t)
+      for (int col = 0; col < H; ++col) {
+        double s = 0, m = 0;
+        for (int j = 0; j < k; ++j) {
+          s += out_got[(static_cast<std::size_t>(t) * k + j) * H + col];
+          m += std::fabs(out_got[(static_cast<std::size_t>(t) * k + j) * H + col]);
+        }
+        c3(moe_from_bits(bf16, y_bits[static_cast<std::size_t>(t) * H + col]), s,
+           u * std::fabs(s) + 1e-6 * m + 1e-7, "token " + std::to_string(t));
+      }
+    report(c3);
+  }
 
   d.free();
   cudaFree(dx), cudaFree(dw1), cudaFree(dw2), cudaFree(act), cudaFree(pair_out), cudaFree(y);
 }
 
 template <typename T>
-void check_all(bool bf16) {
+void check_table(bool bf16) {
   std::mt19937 rng(bf16 ? 7 : 8);
-  const auto cfgs = configs<T>();
-  for (std::size_t ci = 0; ci < cfgs.size(); ++ci)
-    if (only_config < 0 || static_cast<int>(ci) == only_config)
-    for (int E : {1, 8})
-      for (int Tn : {1, 3, 17, 100})
-        for (int k : {1, 2}) {
-          if (k > E) continue;
-          // Odd sizes (not multiples of any tile) for most; one aligned shape per config.
-          const bool aligned = Tn == 17 && k == 2 && E == 8;
-          check_case<T>(bf16, cfgs[ci], E, Tn, k, aligned ? 256 : 136, aligned ? 512 : 200, rng);
-        }
+  const auto ks = check_kernels();
+  for (std::size_t ci = 0; ci + 1 < ks.size(); ci += 2)
+    if (only_config < 0 || static_cast<int>(ci / 2) == only_config)
+      for (int E : {1, 8})
+        for (int Tn : {1, 3, 17, 100})
+          for (int k : {1, 2}) {
+            if (k > E) continue;
+            // Odd sizes (not multiples of any tile) for most; one aligned shape per config.
+            const bool aligned = Tn == 17 && k == 2 && E == 8;
+            check_case<T>(bf16, ks[ci], &ks[ci + 1], E, Tn, k, aligned ? 256 : 136,
+                          aligned ? 512 : 200, rng);
+          }
 }
 
-template <typename T>
-void time_mixtral(bool bf16) {
-  const int E = 8, k = 2, H = 4096, I = 14336, Tn = 1024, pairs = Tn * k;
-  std::mt19937 rng(3);
-  const MoeTestRouting r = moe_test_routing(Tn, E, k, rng, false);
-  std::vector<std::uint16_t> xb(static_cast<std::size_t>(Tn) * H),
-      w1b(static_cast<std::size_t>(E) * 2 * I * H), w2b(static_cast<std::size_t>(E) * H * I);
-  // A table of random values spread by a multiplicative hash: billions of rng calls are slow.
-  std::uniform_int_distribution<int> ud(-64, 64);
-  std::vector<std::uint16_t> table(4096);
-  for (auto& b : table) b = moe_to_bits(bf16, (ud(rng) | 1) / 256.0);
-  for (auto* v : {&xb, &w1b, &w2b})
-    for (std::size_t i = 0; i < v->size(); ++i)
-      (*v)[i] = table[(static_cast<std::uint32_t>(i) * 0x9E3779B1u) >> 20];
-  auto* dx = dev_copy(xb);
-  auto* dw1 = dev_copy(w1b);
-  auto* dw2 = dev_copy(w2b);
+/// Every timing kernel in bf16 on a few cases: gemm1 kernels alone (act checked), gemm2 kernels
+/// fed by the first timing gemm1 of their block_m.
+void check_timing() {
+  std::mt19937 rng(11);
+  const auto ks = timing_kernels();
+  struct Case {
+    int E, Tn, k, H, I;
+  };
+  const Case cases[] = {{8, 100, 2, 136, 200}, {1, 3, 1, 136, 200}, {8, 300, 2, 264, 392}};
+  for (const Kern& g : ks) {
+    if (!g.gated) continue;
+    for (const Case& c : cases) check_case<bf16>(true, g, nullptr, c.E, c.Tn, c.k, c.H, c.I, rng);
+  }
+  for (const Kern& g : ks) {
+    if (g.gated) continue;
+    const Kern* feed = nullptr;
+    for (const Kern& f : ks)
+      if (f.gated && f.bm == g.bm) {
+        feed = &f;
+        break;
+      }
+    for (const Case& c : cases) check_case<bf16>(true, *feed, &g, c.E, c.Tn, c.k, c.H, c.I, rng);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Timing
+
+__global__ void fill_kernel(std::uint16_t* p, std::size_t n, std::uint32_t seed) {
+  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
+    std::uint32_t h = static_cast<std::uint32_t>(i) * 0x9E3779B1u ^ seed;
+    h ^= h >> 15;
+    h *= 0x85EBCA77u;
+    h ^= h >> 13;
+    // bf16 of +-(1..63)/256 (never zero): sign bit, exponent 2^-8..2^-3, random mantissa.
+    const int v = static_cast<int>(h & 63) | 1;
+    const float f = ((h >> 6) & 1 ? -v : v) / 256.0f;
+    p[i] = static_cast<std::uint16_t>(__float_as_uint(f) >> 16);
+  }
+}
+
+void fill(void* p, std::size_t n, std::uint32_t seed) {
+  fill_kernel<<<1024, 256>>>(static_cast<std::uint16_t*>(p), n, seed);
+  CK(cudaGetLastError());
+}
+
+struct Layer {
+  const char* name;
+  int E, k, H, I;
+};
+const Layer kMixtral{"mixtral", 8, 2, 4096, 14336};
+const Layer kDeepSeek{"deepseek", 64, 8, 2048, 1408};
+
+struct Buffers {
+  void* w1[2];
+  void* w2[2];
+  void* x;
+  void* act;
+  void* out;
+};
+
+double copy_bw = 2.92e12;  // bytes/s, replaced by the measurement below
+
+void measure_copy(void* a, void* b, std::size_t bytes) {
   cudaEvent_t e0, e1;
   CK(cudaEventCreate(&e0));
   CK(cudaEventCreate(&e1));
-  const double flops1 = 2.0 * pairs * H * 2.0 * I, flops2 = 2.0 * pairs * H * I;
-  for (const Config& cfg : timing_configs<T>()) {
-    const MoeAlignment al = moe_align_host(r, cfg.bm);
+  for (int i = 0; i < 3; ++i) CK(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice));
+  CK(cudaEventRecord(e0));
+  const int reps = 10;
+  for (int i = 0; i < reps; ++i) CK(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice));
+  CK(cudaEventRecord(e1));
+  CK(cudaEventSynchronize(e1));
+  float ms;
+  CK(cudaEventElapsedTime(&ms, e0, e1));
+  copy_bw = 2.0 * bytes * reps / (ms * 1e-3);
+  std::printf("copy bandwidth: %.3f TB/s (read + write, %zu MB)\n", copy_bw * 1e-12, bytes >> 20);
+}
+
+/// Median over batches of the mean time of `run(rep)` per repetition, in ms.
+template <typename F>
+float time_ms(F run) {
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  for (int w = 0; w < 2; ++w) run(w);
+  CK(cudaGetLastError());
+  CK(cudaEventRecord(e0));
+  run(0);
+  CK(cudaEventRecord(e1));
+  CK(cudaEventSynchronize(e1));
+  float est;
+  CK(cudaEventElapsedTime(&est, e0, e1));
+  const int reps = std::max(4, std::min(50, static_cast<int>(1.5f / std::max(est, 1e-3f))));
+  std::vector<float> batch;
+  for (int b = 0; b < 5; ++b) {
+    CK(cudaEventRecord(e0));
+    for (int i = 0; i < reps; ++i) run(i);
+    CK(cudaEventRecord(e1));
+    CK(cudaEventSynchronize(e1));
+    float ms;
+    CK(cudaEventElapsedTime(&ms, e0, e1));
+    batch.push_back(ms / reps);
+  }
+  CK(cudaGetLastError());
+  cudaEventDestroy(e0), cudaEventDestroy(e1);
+  std::sort(batch.begin(), batch.end());
+  return batch[2];
+}
+
+struct Result {
+  std::string layer;
+  int T, bm;
+  std::string g1, g2;
+  float t1, t2, both;
+  double gb, gflop;
+  float old_both;  // the same pair with the run-2 kernels, 0 when not instantiated
+};
+std::vector<Result> results;
+
+void time_layer(const Layer& L, int Tn, const std::vector<int>& bms, const Buffers& b) {
+  const int pairs = Tn * L.k;
+  std::mt19937 rng(1000 + Tn);
+  const MoeTestRouting r = moe_test_routing(Tn, L.E, L.k, rng, false);
+  std::vector<int> used(L.E, 0);
+  for (int id : r.ids) used[id] = 1;
+  int experts = 0;
+  for (int u : used) experts += u;
+  const double gb = experts * 3.0 * L.H * L.I * 2 * 1e-9;
+  const double gflop = 6.0 * pairs * L.H * L.I * 1e-9;
+  const auto ks = timing_kernels();
+  for (int bm : bms) {
+    const MoeAlignment al = moe_align_host(r, bm);
     Dev d;
     d.upload(al, r);
-    void* act = dev_nan(al.sorted_pairs.size() * I);
-    void* pair_out = dev_nan(static_cast<std::size_t>(pairs) * H);
-    MoeGemmArgs g1{dx, dw1, act, d.sorted, d.block_expert, d.padded, nullptr, pairs, k, I, H,
-                   al.max_blocks};
-    MoeGemmArgs g2{act, dw2, pair_out, d.sorted, d.block_expert, d.padded, d.weights, pairs, k,
-                   H, I, al.max_blocks};
-    const auto run1 = [&] {
-      cfg.gemm1(dim3(al.max_blocks, moe_gemm_grid_y(I, cfg.bn)), dim3(cfg.warps * 32),
-                moe_gemm_smem_bytes(cfg.bm, cfg.bn, cfg.bk, cfg.stages, true), g1);
+    int blocks_used = al.padded_rows / bm;
+    std::printf("%s T=%d bm=%d: %d experts (%.3f GB of weights), %d of %d blocks, %d padded rows "
+                "for %d pairs\n",
+                L.name, Tn, bm, experts, gb, blocks_used, al.max_blocks, al.padded_rows, pairs);
+    const auto a1 = [&](int i) {
+      return gemm1_args(b.x, b.w1[i & 1], b.act, d, pairs, L.k, L.H, L.I, al.max_blocks);
     };
-    const auto run2 = [&] {
-      cfg.gemm2(dim3(al.max_blocks, moe_gemm_grid_y(H, cfg.bn)), dim3(cfg.warps * 32),
-                moe_gemm_smem_bytes(cfg.bm, cfg.bn, cfg.bk, cfg.stages, false), g2);
+    const auto a2 = [&](int i) {
+      return gemm2_args(b.act, b.w2[i & 1], b.out, d, pairs, L.k, L.H, L.I, al.max_blocks);
     };
-    float ms[2];
-    int i = 0;
-    for (const std::function<void()>& run : {std::function<void()>(run1), std::function<void()>(run2)}) {
-      for (int w = 0; w < 3; ++w) run();
-      CK(cudaGetLastError());
-      CK(cudaDeviceSynchronize());
-      const int reps = 20;
-      CK(cudaEventRecord(e0));
-      for (int w = 0; w < reps; ++w) run();
-      CK(cudaEventRecord(e1));
-      CK(cudaEventSynchronize(e1));
-      CK(cudaEventElapsedTime(&ms[i], e0, e1));
-      ms[i++] /= reps;
+    const Kern* best1 = nullptr;
+    const Kern* best2 = nullptr;
+    float t1 = 1e30f, t2 = 1e30f;
+    for (const Kern& g : ks) {
+      if (g.bm != bm || !g.gated) continue;
+      const float t = time_ms([&](int i) { g.launch(true, a1(i)); });
+      std::printf("  gemm1 %-22s %8.4f ms  %6.1f%% of copy bw  %5.0f TFLOP/s\n", g.name().c_str(),
+                  t, gb * 2 / 3 * 1e9 / (t * 1e-3) / copy_bw * 100.0, gflop * 2 / 3 / t);
+      if (t < t1 && !g.old) t1 = t, best1 = &g;
     }
-    std::printf("time %s mixtral T=%d %s: gemm1 %.3f ms %.0f TFLOP/s | gemm2 %.3f ms %.0f TFLOP/s"
-                " | both %.3f ms %.0f TFLOP/s\n",
-                bf16 ? "bf16" : "fp16", Tn, cfg.name().c_str(), ms[0], flops1 / ms[0] * 1e-9,
-                ms[1], flops2 / ms[1] * 1e-9, ms[0] + ms[1],
-                (flops1 + flops2) / (ms[0] + ms[1]) * 1e-9);
+    if (!best1) {
+      d.free();
+      continue;
+    }
+    best1->launch(true, a1(0));  // real act values for gemm2
+    for (const Kern& g : ks) {
+      if (g.bm != bm || g.gated) continue;
+      const float t = time_ms([&](int i) { g.launch(true, a2(i)); });
+      std::printf("  gemm2 %-22s %8.4f ms  %6.1f%% of copy bw  %5.0f TFLOP/s\n", g.name().c_str(),
+                  t, gb / 3 * 1e9 / (t * 1e-3) / copy_bw * 100.0, gflop / 3 / t);
+      if (t < t2 && !g.old) t2 = t, best2 = &g;
+    }
+    if (!best2) {
+      d.free();
+      continue;
+    }
+    const float both = time_ms([&](int i) {
+      best1->launch(true, a1(i));
+      best2->launch(true, a2(i));
+    });
+    std::printf("  pair %s | %s: %.4f ms, %.1f%% of copy bw, %.0f TFLOP/s\n",
+                best1->name().c_str(), best2->name().c_str(), both,
+                gb * 1e9 / (both * 1e-3) / copy_bw * 100.0, gflop / both);
+    const Kern* old1 = nullptr;
+    const Kern* old2 = nullptr;
+    for (const Kern& g : ks)
+      if (g.old && g.params() == best1->params() && g.gated) old1 = &g;
+      else if (g.old && g.params() == best2->params() && !g.gated) old2 = &g;
+    float old_both = 0;
+    if (old1 && old2) {
+      old_both = time_ms([&](int i) {
+        old1->launch(true, a1(i));
+        old2->launch(true, a2(i));
+      });
+      std::printf("  pair (run-2 kernels): %.4f ms\n", old_both);
+    }
+    results.push_back({L.name, Tn, bm, best1->name(), best2->name(), t1, t2, both, gb, gflop,
+                       old_both});
     d.free();
-    cudaFree(act), cudaFree(pair_out);
   }
-  cudaFree(dx), cudaFree(dw1), cudaFree(dw2);
+}
+
+void time_all(const std::string& only_layer) {
+  const std::size_t w1_max = 8ull * 2 * 14336 * 4096, w2_max = 8ull * 4096 * 14336;
+  Buffers b;
+  for (int i = 0; i < 2; ++i) {
+    CK(cudaMalloc(&b.w1[i], w1_max * 2));
+    CK(cudaMalloc(&b.w2[i], w2_max * 2));
+    fill(b.w1[i], w1_max, 17 + i);
+    fill(b.w2[i], w2_max, 29 + i);
+  }
+  const std::size_t x_max = 4096ull * 4096, act_max = (4096ull * 8 + 64 * 256) * 14336,
+                    out_max = 4096ull * 8 * 4096;
+  CK(cudaMalloc(&b.x, x_max * 2));
+  CK(cudaMalloc(&b.act, act_max * 2));
+  CK(cudaMalloc(&b.out, out_max * 2));
+  fill(b.x, x_max, 5);
+  fill(b.act, act_max, 7);
+  CK(cudaDeviceSynchronize());
+  measure_copy(b.w1[0], b.w1[1], w1_max * 2);
+  fill(b.w1[1], w1_max, 18);
+
+  struct Point {
+    const Layer* L;
+    int T;
+    std::vector<int> bms;
+  };
+  const Point points[] = {
+      {&kMixtral, 1, {16}},          {&kMixtral, 16, {16}},         {&kMixtral, 64, {16, 32}},
+      {&kMixtral, 128, {16, 32, 64}}, {&kMixtral, 1024, {64, 128}}, {&kMixtral, 4096, {128, 256}},
+      {&kDeepSeek, 1, {16}},         {&kDeepSeek, 16, {16}},        {&kDeepSeek, 64, {16, 32}},
+      {&kDeepSeek, 128, {16, 32}},   {&kDeepSeek, 1024, {64, 128}}, {&kDeepSeek, 4096, {128}},
+  };
+  for (const Point& p : points)
+    if (only_layer.empty() || only_layer == p.L->name) time_layer(*p.L, p.T, p.bms, b);
+
+  std::printf("\n%-8s %5s %4s %-20s %8s %-20s %8s %8s %6s %6s %8s\n", "layer", "T", "bm",
+              "gemm1", "ms", "gemm2", "ms", "pair ms", "%bw", "TF/s", "run2 ms");
+  for (const Result& r : results)
+    std::printf("%-8s %5d %4d %-20s %8.4f %-20s %8.4f %8.4f %6.1f %6.0f %8.4f\n",
+                r.layer.c_str(), r.T, r.bm, r.g1.c_str(), r.t1, r.g2.c_str(), r.t2, r.both,
+                r.gb * 1e9 / (r.both * 1e-3) / copy_bw * 100.0, r.gflop / r.both, r.old_both);
+  for (int i = 0; i < 2; ++i) cudaFree(b.w1[i]), cudaFree(b.w2[i]);
+  cudaFree(b.x), cudaFree(b.act), cudaFree(b.out);
+}
+
+/// prof layer=L t=T g1=NAME g2=NAME: one warm-up and one launch of each (ncu picks them).
+void profile(const std::string& layer, int Tn, const std::string& n1, const std::string& n2) {
+  const Layer& L = layer == "deepseek" ? kDeepSeek : kMixtral;
+  const auto ks = timing_kernels();
+  const Kern* g1 = nullptr;
+  const Kern* g2 = nullptr;
+  for (const Kern& g : ks) {
+    if (g.gated && g.name() == n1) g1 = &g;
+    if (!g.gated && g.name() == n2) g2 = &g;
+  }
+  if (!g1 || !g2 || g1->bm != g2->bm) {
+    std::fprintf(stderr, "prof: unknown kernels or block_m differs\n");
+    std::exit(2);
+  }
+  const int pairs = Tn * L.k;
+  std::mt19937 rng(1000 + Tn);
+  const MoeTestRouting r = moe_test_routing(Tn, L.E, L.k, rng, false);
+  const MoeAlignment al = moe_align_host(r, g1->bm);
+  Dev d;
+  d.upload(al, r);
+  void *w1, *w2, *x, *act, *out;
+  const std::size_t n1e = static_cast<std::size_t>(L.E) * 2 * L.I * L.H,
+                    n2e = static_cast<std::size_t>(L.E) * L.H * L.I;
+  CK(cudaMalloc(&w1, n1e * 2));
+  CK(cudaMalloc(&w2, n2e * 2));
+  CK(cudaMalloc(&x, static_cast<std::size_t>(Tn) * L.H * 2));
+  CK(cudaMalloc(&act, al.sorted_pairs.size() * L.I * 2));
+  CK(cudaMalloc(&out, static_cast<std::size_t>(pairs) * L.H * 2));
+  fill(w1, n1e, 1), fill(w2, n2e, 2), fill(x, static_cast<std::size_t>(Tn) * L.H, 3);
+  for (int i = 0; i < 2; ++i) {
+    g1->launch(true, gemm1_args(x, w1, act, d, pairs, L.k, L.H, L.I, al.max_blocks));
+    g2->launch(true, gemm2_args(act, w2, out, d, pairs, L.k, L.H, L.I, al.max_blocks));
+  }
+  CK(cudaDeviceSynchronize());
+  std::printf("prof %s T=%d %s | %s done\n", L.name, Tn, n1.c_str(), n2.c_str());
 }
 
 int main(int argc, char** argv) {
-  bool check = argc == 1, time = argc == 1;
+  bool check = false, time = false, prof = false;
+  std::string layer, g1, g2;
+  int Tn = 16;
   for (int i = 1; i < argc; ++i) {
-    if (std::string(argv[i]) == "check") check = true;
-    if (std::string(argv[i]) == "time") time = true;
-    if (std::string(argv[i]).rfind("only=", 0) == 0) only_config = std::atoi(argv[i] + 5);
+    const std::string a = argv[i];
+    if (a == "check") check = true;
+    if (a == "time") time = true;
+    if (a == "prof") prof = true;
+    if (a.rfind("only=", 0) == 0) only_config = std::atoi(a.c_str() + 5);
+    if (a.rfind("part=", 0) == 0 && std::sscanf(a.c_str() + 5, "%d/%d", &part, &parts) != 2)
+      return 2;
+    if (a.rfind("layer=", 0) == 0) layer = a.substr(6);
+    if (a.rfind("t=", 0) == 0) Tn = std::atoi(a.c_str() + 2);
+    if (a.rfind("g1=", 0) == 0) g1 = a.substr(3);
+    if (a.rfind("g2=", 0) == 0) g2 = a.substr(3);
   }
   if (check) {
-    check_all<bf16>(true);
-    check_all<fp16>(false);
+    check_table<bf16>(true);
+    check_table<fp16>(false);
+    if (only_config < 0) check_timing();
     std::printf("check: %d failures\n", failures);
   }
-  if (time) time_mixtral<bf16>(true);
+  if (time) time_all(layer);
+  if (prof) profile(layer, Tn, g1, g2);
   return failures ? 1 : 0;
 }

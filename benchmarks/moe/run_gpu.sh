@@ -1,17 +1,47 @@
 #!/bin/bash
-# One device call: build the harness, check every configuration, memcheck two of them, time the
-# Mixtral gemm1/gemm2 at T=1024. Logs go to $OUT.
+# One device call: time every timing kernel on the Mixtral and DeepSeek-like layers (GPU quiet),
+# then check every configuration (12 processes) while compute-sanitizer memchecks two, then ncu
+# on the pairs named in $PROF ("layer t g1 g2;..."). Logs go to $OUT; a short table ends stdout.
+# BIN: a prebuilt harness (nvcc 13 on x86-64 builds the same binary here and there); without
+# one it is built here.
 set -o pipefail
 OUT=${OUT:-/tmp/moe_out}
 mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv,noheader
 date -u
-nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I . -I templates \
-  benchmarks/moe/gemm_dev.cu -o /tmp/gemm_dev || exit 1
-/tmp/gemm_dev check > "$OUT/check.log" 2>&1; echo "check rc=$?"
-grep -c '^ok' "$OUT/check.log"; grep -v '^ok' "$OUT/check.log" | head -20
-for n in 1 3; do
-  timeout 60 compute-sanitizer --tool memcheck --print-limit 5 /tmp/gemm_dev check only=$n > "$OUT/memcheck$n.log" 2>&1
-  echo "memcheck only=$n rc=$?"; grep -E "ERROR SUMMARY|Invalid|check:" "$OUT/memcheck$n.log" | head -5
+BIN=${BIN:-.gpu_moe/gemm_dev}
+if [ ! -x "$BIN" ]; then
+  nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I . -I templates \
+    benchmarks/moe/gemm_dev.cu -o /tmp/gemm_dev || exit 1
+  BIN=/tmp/gemm_dev
+fi
+"$BIN" time ${LAYER:+layer=$LAYER} > "$OUT/time.log" 2>&1
+echo "time rc=$?"
+
+for i in $(seq 0 11); do "$BIN" check part=$i/12 > "$OUT/check_$i.part" 2>&1 & done
+for n in ${MEMCHECK:-1 8}; do
+  timeout 240 compute-sanitizer --tool memcheck --print-limit 5 "$BIN" check only=$n \
+    > "$OUT/memcheck$n.log" 2>&1 &
 done
-/tmp/gemm_dev time 2>&1 | tee "$OUT/time.log"
+wait
+cat "$OUT"/check_*.part > "$OUT/check.log" && rm -f "$OUT"/check_*.part
+echo "check: $(grep -c '^ok' "$OUT/check.log") ok, $(grep -c '^FAIL' "$OUT/check.log") FAIL"
+grep '^FAIL' "$OUT/check.log" | head -5
+for n in ${MEMCHECK:-1 8}; do
+  echo "memcheck only=$n: $(grep -E 'ERROR SUMMARY|check:' "$OUT/memcheck$n.log" | tr '\n' ' ')"
+done
+
+if [ -n "$PROF" ]; then
+  IFS=';' read -ra runs <<< "$PROF"
+  for r in "${runs[@]}"; do
+    set -- $r
+    timeout 150 ncu --clock-control none --section SpeedOfLight --section WarpStateStats \
+      --section Occupancy --metrics dram__bytes_read.sum,dram__bytes_write.sum \
+      -k regex:moe_gemm --launch-skip 2 --launch-count 2 \
+      "$BIN" prof layer=$1 t=$2 g1=$3 g2=$4 >> "$OUT/ncu.log" 2>&1
+    echo "ncu $r rc=$?"
+  done
+  grep -E "moe_gemm_kernel|Duration|DRAM Throughput|dram__bytes|Compute \(SM\) Throughput|Registers Per|Achieved Occupancy|Stall" \
+    "$OUT/ncu.log" | sed -E 's/void ktune::moe_gemm_kernel<ktune::bf16, //' | cut -c1-110 | head -60
+fi
+sed -n '/^layer /,$p' "$OUT/time.log"

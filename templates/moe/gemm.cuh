@@ -14,6 +14,17 @@
 // Not GATED (gemm2): A = act, row r read in place; the fp32 accumulator is multiplied by
 // topk_weights[pair] before rounding and stored at pair_out[pair]. Padding rows
 // (pair == T * k) load zeros and store nothing, so unwritten act rows are never read.
+//
+// Warps along M take interleaved m16 fragments (fragment i of warp wm covers rows
+// (i * WARPS_M + wm) * 16 ...), and fragments past the block's last real row skip their ldmatrix
+// and mma: the last, partly padded block of each expert costs tensor time for its real rows
+// only, spread evenly over the warps. The loads of the tile stay whole (the B tile is needed
+// anyway, padding rows of A are zero-filled without reading memory).
+//
+// Start and steady state are arranged for weight streaming at small T: the block's row count,
+// expert and pairs are read together, the prologue's weight tiles are requested before the rows
+// are resolved, gemm2's routing weights are published only for the epilogue, and in the main loop
+// the next slot's copies are issued one part before each k16 step of mma (Loader, k_tile).
 #pragma once
 
 #include "attention/mma.cuh"
@@ -42,6 +53,156 @@ struct Tile {
   }
 };
 
+/// 16-byte cp.async of a weight chunk; PF > 0 asks L2 to fetch the whole PF-byte block around
+/// it (.L2::128B / .L2::256B), so the next k-tiles' bytes of the same weight row arrive with it.
+/// bytes = 0 zero-fills without reading (src must still be a valid address).
+template <int PF>
+__device__ __forceinline__ void cp_async_w(unsigned dst, const void* src, int bytes) {
+  if constexpr (PF == 0) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
+                 "r"(bytes));
+  } else if constexpr (PF == 128) {
+    asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16, %2;\n" ::"r"(dst),
+                 "l"(src), "r"(bytes));
+  } else {
+    asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;\n" ::"r"(dst),
+                 "l"(src), "r"(bytes));
+  }
+}
+
+/// Global -> shared copies of one ring slot: the A tile [BLOCK_M][BLOCK_K] (rows gathered) and
+/// the weight tile [NB * BLOCK_N][BLOCK_K]. Thread tid copies 16-byte chunk tid % CHUNKS of rows
+/// tid / CHUNKS + i * STEP. A slot's copies are cut into PARTS = BLOCK_K / 16 parts (pass i goes
+/// to part i % PARTS) so that the main loop can issue one part before each k16 step of mma:
+/// address arithmetic and copy issue then overlap the tensor work instead of stalling every
+/// warp right after the barrier.
+template <typename T, int BLOCK_M, int BLOCK_N, int BLOCK_K, int THREADS, bool GATED, int PF>
+struct Loader {
+  using L = Tile<BLOCK_K>;
+  static constexpr int CHUNKS = L::CHUNKS;
+  static constexpr int B_ROWS = (GATED ? 2 : 1) * BLOCK_N;
+  static constexpr unsigned A_BYTES = BLOCK_M * L::PITCH;
+  static constexpr unsigned STAGE_BYTES = (BLOCK_M + B_ROWS) * L::PITCH;
+  static constexpr int STEP = THREADS / CHUNKS;  // tile rows one pass of the CTA copies
+  static constexpr int A_ITERS = (BLOCK_M + STEP - 1) / STEP;
+  static constexpr int B_ITERS = (B_ROWS + STEP - 1) / STEP;
+  static constexpr int PARTS = BLOCK_K / 16;
+  static_assert(THREADS % CHUNKS == 0, "a pass covers whole rows");
+
+  const T* a_row[A_ITERS];  // gathered row of pass i at this thread's chunk (padding: row 0)
+  int a_bytes[A_ITERS];     // 16, or 0 for padding rows (zero fill)
+  const T* w;               // the expert's weights: a valid address for zero fills
+  const T* w_row;           // weight row of pass 0 (gate half) at this thread's chunk
+  long long up_jump;        // GATED: elements from gate row j to up row j, (n - BLOCK_N) * kdim
+  int b_step;               // bytes between the weight rows of consecutive passes
+  unsigned s_base;          // shared address of slot 0
+  int lrow, lchunk, n0, n, kdim;
+
+  static constexpr int LOAD_A = 1, LOAD_B = 2, LOAD_AB = 3;
+
+  /// Part `part` of k-tile kt into ring slot `slot`: the A tile (WHAT & LOAD_A), the weight
+  /// tile (WHAT & LOAD_B) or both. FAST: every weight row of the tile is below n and the whole
+  /// tile below kdim (no per-chunk test); otherwise chunks past either bound are zero-filled
+  /// from a valid address.
+  template <bool FAST, int WHAT = LOAD_AB>
+  __device__ __forceinline__ void load(int slot, int kt, int part) const {
+    const unsigned sa = s_base + slot * STAGE_BYTES;
+    const unsigned sb = sa + A_BYTES;
+    const bool k_ok = FAST || kt * BLOCK_K + lchunk * 8 < kdim;
+    const int koff = k_ok ? kt * BLOCK_K : 0;
+#pragma unroll
+    for (int i = 0; i < A_ITERS; ++i) {
+      if ((WHAT & LOAD_A) == 0 || i % PARTS != part) continue;
+      if (BLOCK_M % STEP == 0 || lrow + i * STEP < BLOCK_M)
+        attn::cp_async_16(sa + L::offset(lrow + i * STEP, lchunk), a_row[i] + koff,
+                          k_ok ? a_bytes[i] : 0);
+    }
+    const char* wk = reinterpret_cast<const char*>(w_row + koff);
+#pragma unroll
+    for (int i = 0; i < B_ITERS; ++i) {
+      if ((WHAT & LOAD_B) == 0 || i % PARTS != part) continue;
+      const int row = lrow + i * STEP;
+      if (B_ROWS % STEP == 0 || row < B_ROWS) {
+        bool up = false;
+        if constexpr (GATED && BLOCK_N % STEP == 0) up = i >= BLOCK_N / STEP;
+        else if constexpr (GATED) up = row >= BLOCK_N;
+        const T* p = reinterpret_cast<const T*>(wk + i * b_step) + (up ? up_jump : 0);
+        if constexpr (FAST) {
+          cp_async_w<PF>(sb + L::offset(row, lchunk), p, 16);
+        } else {
+          const bool ok = k_ok && n0 + (up ? row - BLOCK_N : row) < n;
+          cp_async_w<PF>(sb + L::offset(row, lchunk), ok ? p : w, ok ? 16 : 0);
+        }
+      }
+    }
+  }
+};
+
+/// One k16 step of mma on a ring slot: MF m16 fragments of A (rows A_FRAG apart, ldmatrix at
+/// a_addr) against NB weight tiles of NF n8 fragments (at b_addr). Fragments i >= mf_live hold
+/// padding rows only and are skipped; FULL: all MF are live (no test in the hot path).
+template <typename T, bool FULL, int MF, int NF, int NB, int BLOCK_N, int PITCH, int A_FRAG>
+__device__ __forceinline__ void mma_k16(float (&acc)[NB][MF][NF][4], unsigned a_addr,
+                                        unsigned b_addr, int mf_live) {
+  using namespace attn;
+  unsigned af[MF][4];
+#pragma unroll
+  for (int i = 0; i < MF; ++i)
+    if (FULL || i < mf_live)
+      ldmatrix_x4(a_addr + i * A_FRAG * PITCH, af[i][0], af[i][1], af[i][2], af[i][3]);
+#pragma unroll
+  for (int b = 0; b < NB; ++b)
+#pragma unroll
+    for (int j = 0; j < NF / 2; ++j) {
+      unsigned b0, b1, b2, b3;
+      ldmatrix_x4(b_addr + (b * BLOCK_N + j * 16) * PITCH, b0, b1, b2, b3);
+#pragma unroll
+      for (int i = 0; i < MF; ++i)
+        if (FULL || i < mf_live) {
+          mma_16816<T>(acc[b][i][2 * j], af[i], b0, b1);
+          mma_16816<T>(acc[b][i][2 * j + 1], af[i], b2, b3);
+        }
+    }
+}
+
+/// One k-tile: before each k16 step, part kk of the copies of tile `next` into `load_slot`
+/// (LOAD 0: none, 1: Loader::load<true>, 2: Loader::load<false>).
+template <typename T, bool FULL, int LOAD, int MF, int NF, int NB, int BLOCK_K, int BLOCK_N,
+          int PITCH, int A_FRAG, class LD>
+__device__ __forceinline__ void k_tile(float (&acc)[NB][MF][NF][4], const LD& ld, unsigned st,
+                                       unsigned a_lane, unsigned b_lane, int a_x, int b_x,
+                                       int mf_live, int load_slot, int next) {
+#pragma unroll
+  for (int kk = 0; kk < BLOCK_K / 16; ++kk) {
+    if constexpr (LOAD == 1) ld.template load<true>(load_slot, next, kk);
+    if constexpr (LOAD == 2) ld.template load<false>(load_slot, next, kk);
+    mma_k16<T, FULL, MF, NF, NB, BLOCK_N, PITCH, A_FRAG>(
+        acc, st + a_lane + (((2 * kk) ^ a_x) << 4), st + b_lane + (((2 * kk) ^ b_x) << 4),
+        mf_live);
+  }
+}
+
+/// k_tile with the copies `mode` selects (0: none, the ring is full; 1: fast; 2: bounds-checked).
+template <typename T, bool FULL, int MF, int NF, int NB, int BLOCK_K, int BLOCK_N, int PITCH,
+          int A_FRAG, class LD>
+__device__ __forceinline__ void k_tile_mode(int mode, float (&acc)[NB][MF][NF][4], const LD& ld,
+                                            unsigned st, unsigned a_lane, unsigned b_lane,
+                                            int a_x, int b_x, int mf_live, int load_slot,
+                                            int next) {
+  if (mode == 1)
+    k_tile<T, FULL, 1, MF, NF, NB, BLOCK_K, BLOCK_N, PITCH, A_FRAG>(acc, ld, st, a_lane, b_lane,
+                                                                    a_x, b_x, mf_live,
+                                                                    load_slot, next);
+  else if (mode == 0)
+    k_tile<T, FULL, 0, MF, NF, NB, BLOCK_K, BLOCK_N, PITCH, A_FRAG>(acc, ld, st, a_lane, b_lane,
+                                                                    a_x, b_x, mf_live,
+                                                                    load_slot, next);
+  else
+    k_tile<T, FULL, 2, MF, NF, NB, BLOCK_K, BLOCK_N, PITCH, A_FRAG>(acc, ld, st, a_lane, b_lane,
+                                                                    a_x, b_x, mf_live,
+                                                                    load_slot, next);
+}
+
 }  // namespace moe
 
 /// out = (gathered rows of a) x w[expert]^T with the epilogue of gemm1 (GATED) or gemm2, for the
@@ -50,18 +211,26 @@ struct Tile {
 /// T: bf16 or fp16 (a, w and out). BLOCK_M: rows per CTA, equal to the align kernel's block_m.
 /// BLOCK_N: output columns per CTA (GATED: of act, so 2 * BLOCK_N rows of w1 are read).
 /// BLOCK_K: reduction step per ring slot. WARPS: warps per CTA, WARPS_M of them along M (each
-/// warp owns a (BLOCK_M / WARPS_M) x (BLOCK_N / (WARPS / WARPS_M)) sub-tile). STAGES: ring depth.
+/// warp owns BLOCK_M / WARPS_M rows in interleaved m16 fragments and BLOCK_N / (WARPS / WARPS_M)
+/// columns). STAGES: ring depth. GROUP_M: CTA order; 0 runs the launch order (row blocks
+/// fastest), G > 0 takes G row blocks at a time through every column block (rows fastest within
+/// the group), so that a wave reuses a few experts' weights and rows from L2. W_PREFETCH: L2
+/// prefetch block of the weight loads in bytes (0, 128 or 256; cp_async_w). MIN_CTAS: CTAs per
+/// SM the register allocation must allow (__launch_bounds__' second argument), e.g. 2 keeps two
+/// 8-warp CTAs of a 128 x 128 gemm2 tile resident.
 ///
 /// Requirements: n and kdim multiples of 8 (16-byte rows; moe_gemm_shape_invalid_reason);
 /// sorted_pairs entries in [0, pairs] (pairs = padding); block_expert of every block below
-/// *padded_rows / BLOCK_M in [0, E).
+/// *padded_rows / BLOCK_M in [0, E). sorted_pairs holds gridDim.x * BLOCK_M entries and
+/// block_expert gridDim.x: every CTA reads its block's entries before it compares with
+/// *padded_rows (values past it are never used).
 ///
 /// Launch: grid (args.max_blocks, moe_gemm_grid_y(n, BLOCK_N)), WARPS * 32 threads,
 /// moe_gemm_smem_bytes(BLOCK_M, BLOCK_N, BLOCK_K, STAGES, GATED) bytes of dynamic shared memory
 /// (raise the kernel's dynamic limit first above 48 KiB). Blocks past *padded_rows exit at once.
 template <typename T, int BLOCK_M, int BLOCK_N, int BLOCK_K, int WARPS, int WARPS_M, int STAGES,
-          bool GATED>
-__global__ void __launch_bounds__(WARPS * 32)
+          bool GATED, int GROUP_M = 0, int W_PREFETCH = 0, int MIN_CTAS = 1>
+__global__ void __launch_bounds__(WARPS * 32, MIN_CTAS)
     moe_gemm_kernel(const __grid_constant__ MoeGemmArgs args) {
   static_assert(sizeof(T) == 2, "T must be bf16 or fp16");
   static_assert(BLOCK_M == 16 || BLOCK_M == 32 || BLOCK_M == 64 || BLOCK_M == 128 ||
@@ -83,6 +252,15 @@ __global__ void __launch_bounds__(WARPS * 32)
                         moe_gemm_static_smem_bytes(BLOCK_M) <=
                     227 * 1024,
                 "shared memory above 227 KiB");
+  static_assert(GROUP_M == 0 || GROUP_M == 2 || GROUP_M == 4 || GROUP_M == 8 || GROUP_M == 16 ||
+                    GROUP_M == 32,
+                "GROUP_M must be 0, 2, 4, 8, 16 or 32");
+  static_assert(W_PREFETCH == 0 || W_PREFETCH == 128 || W_PREFETCH == 256,
+                "W_PREFETCH must be 0, 128 or 256");
+  static_assert(MIN_CTAS >= 1 && MIN_CTAS <= 4, "MIN_CTAS must be 1 to 4");
+  static_assert(moe_gemm_regs_per_thread(WARPS, MIN_CTAS) >=
+                    moe_gemm_acc_regs(BLOCK_M, BLOCK_N, WARPS, GATED) + 32,
+                "MIN_CTAS leaves fewer registers per thread than the accumulators plus 32");
 
   using namespace attn;
   using L = moe::Tile<BLOCK_K>;
@@ -98,87 +276,110 @@ __global__ void __launch_bounds__(WARPS * 32)
   constexpr int B_ROWS = NB * BLOCK_N;
   constexpr unsigned A_BYTES = BLOCK_M * PITCH;
   constexpr unsigned STAGE_BYTES = (BLOCK_M + B_ROWS) * PITCH;
-  constexpr int STEP = THREADS / CHUNKS;  // tile rows one pass of the CTA copies
-  constexpr int A_ITERS = (BLOCK_M + STEP - 1) / STEP;
-  constexpr int B_ITERS = (B_ROWS + STEP - 1) / STEP;
-  static_assert(THREADS % CHUNKS == 0, "a pass covers whole rows");
 
   __shared__ int s_src[BLOCK_M];    // row of a to gather, -1: zeros
   __shared__ int s_dst[BLOCK_M];    // row of out to write, -1: none
   __shared__ float s_scale[BLOCK_M];
+  __shared__ int s_live;            // 1 + the last real row of the block
   extern __shared__ __align__(128) unsigned char smem[];
 
-  const int block = blockIdx.x;
+  int block = blockIdx.x;
+  int col_block = blockIdx.y;
+  if constexpr (GROUP_M > 0) {
+    // CTAs start in launch order (x fastest); renumber that order group by group. The last
+    // group holds the remaining gx % GROUP_M row blocks (or GROUP_M), so the map is one to one.
+    const int gx = gridDim.x;
+    const int id = blockIdx.y * gx + blockIdx.x;
+    const int per_group = GROUP_M * gridDim.y;
+    const int group = id / per_group;
+    const int first = group * GROUP_M;
+    const int size = gx - first < GROUP_M ? gx - first : GROUP_M;
+    const int in = id - group * per_group;
+    block = first + in % size;
+    col_block = in / size;
+  }
   const int m0 = block * BLOCK_M;
-  if (m0 >= *args.padded_rows) return;
+  const int tid = threadIdx.x;
+  // The block's row count, its expert and its pairs are independent reads (block < max_blocks,
+  // its rows inside sorted_pairs): all three in flight at once, before the early exits.
+  constexpr int ROWS_PER_THREAD = (BLOCK_M + THREADS - 1) / THREADS;
+  const int padded_rows = *args.padded_rows;
   const int expert = args.block_expert[block];
-  if (expert < 0) return;
-  const int n0 = blockIdx.y * BLOCK_N;
+  int pair_of[ROWS_PER_THREAD];
+#pragma unroll
+  for (int i = 0; i < ROWS_PER_THREAD; ++i) {
+    const int r = tid + i * THREADS;
+    pair_of[i] = BLOCK_M % THREADS == 0 || r < BLOCK_M ? args.sorted_pairs[m0 + r] : -1;
+  }
+  if (m0 >= padded_rows || expert < 0) return;
+  const int n0 = col_block * BLOCK_N;
   const int n = args.n;
   const int kdim = args.kdim;
-  const int tid = threadIdx.x;
 
-  for (int r = tid; r < BLOCK_M; r += THREADS) {
-    const int pair = args.sorted_pairs[m0 + r];
+  using LD = moe::Loader<T, BLOCK_M, BLOCK_N, BLOCK_K, THREADS, GATED, W_PREFETCH>;
+  const T* a = static_cast<const T*>(args.a);
+  LD ld;
+  ld.w = static_cast<const T*>(args.w) + static_cast<long long>(expert) * NB * n * kdim;
+  ld.s_base = smem_addr(smem);
+  ld.lrow = tid / CHUNKS;
+  ld.lchunk = tid % CHUNKS;
+  ld.n0 = n0;
+  ld.n = n;
+  ld.kdim = kdim;
+  ld.w_row = ld.w + static_cast<long long>(n0 + ld.lrow) * kdim + ld.lchunk * 8;
+  ld.up_jump = static_cast<long long>(n - BLOCK_N) * kdim;
+  ld.b_step = LD::STEP * kdim * 2;
+  // Every weight row of this CTA's column block exists: the fast loads need no column test.
+  const bool interior = n0 + BLOCK_N <= n;
+
+  // The weight tiles of the prologue depend on the expert alone: request them before the rows
+  // are resolved. They join the first commit group with A tile 0, and group s holds A tile s,
+  // so tile s has landed once groups 0..s have, as the main loop assumes.
+  const int k_tiles = (kdim + BLOCK_K - 1) / BLOCK_K;
+#pragma unroll
+  for (int s = 0; s < STAGES - 1; ++s)
+    if (s < k_tiles)
+#pragma unroll
+      for (int part = 0; part < LD::PARTS; ++part)
+        ld.template load<false, LD::LOAD_B>(s, s, part);
+
+  // gemm2's routing weights are read now and published after the main loop (the epilogue is
+  // their only reader), so their latency stays off the start.
+  float scale_of[ROWS_PER_THREAD];
+  if (tid == 0) s_live = 0;
+  __syncthreads();
+#pragma unroll
+  for (int i = 0; i < ROWS_PER_THREAD; ++i) {
+    const int r = tid + i * THREADS;
+    if (BLOCK_M % THREADS != 0 && r >= BLOCK_M) continue;
+    const int pair = pair_of[i];
     const bool real = pair >= 0 && pair < args.pairs;
+    if (real) atomicMax(&s_live, r + 1);
     if constexpr (GATED) {
       s_src[r] = real ? (args.pair_token ? args.pair_token[pair] : pair / args.k) : -1;
       s_dst[r] = real ? m0 + r : -1;
-      s_scale[r] = 1.f;
     } else {
       s_src[r] = real ? m0 + r : -1;
       s_dst[r] = real ? pair : -1;
-      s_scale[r] = real ? args.topk_weights[pair] : 0.f;
+      scale_of[i] = real ? args.topk_weights[pair] : 0.f;
     }
   }
   __syncthreads();
 
-  const T* a = static_cast<const T*>(args.a);
-  const T* w = static_cast<const T*>(args.w) + static_cast<long long>(expert) * NB * n * kdim;
-  const unsigned s_base = smem_addr(smem);
-
-  // Each thread copies chunk `lchunk` of rows lrow + i * STEP of both tiles. Gathered A rows
-  // keep one pointer each (nullptr: zeros); W rows are affine in i.
-  const int lrow = tid / CHUNKS;
-  const int lchunk = tid % CHUNKS;
-  const T* a_ptr[A_ITERS];
 #pragma unroll
-  for (int i = 0; i < A_ITERS; ++i) {
-    const int row = lrow + i * STEP;
+  for (int i = 0; i < LD::A_ITERS; ++i) {
+    const int row = ld.lrow + i * LD::STEP;
     const int src = row < BLOCK_M ? s_src[row] : -1;
-    a_ptr[i] = src >= 0 ? a + static_cast<long long>(src) * kdim + lchunk * 8 : nullptr;
+    ld.a_row[i] = a + static_cast<long long>(src >= 0 ? src : 0) * kdim + ld.lchunk * 8;
+    ld.a_bytes[i] = src >= 0 ? 16 : 0;
   }
-
-  const int k_tiles = (kdim + BLOCK_K - 1) / BLOCK_K;
-  auto load_stage = [&](int slot, int kt) {
-    const int kc = kt * BLOCK_K + lchunk * 8;
-    const bool k_ok = kc < kdim;
-    const unsigned sa = s_base + slot * STAGE_BYTES;
-    const unsigned sb = sa + A_BYTES;
-#pragma unroll
-    for (int i = 0; i < A_ITERS; ++i) {
-      const int row = lrow + i * STEP;
-      if (BLOCK_M % STEP == 0 || row < BLOCK_M) {
-        const bool ok = k_ok && a_ptr[i] != nullptr;
-        cp_async_16(sa + L::offset(row, lchunk), ok ? a_ptr[i] + kt * BLOCK_K : a, ok ? 16 : 0);
-      }
-    }
-#pragma unroll
-    for (int i = 0; i < B_ITERS; ++i) {
-      const int row = lrow + i * STEP;
-      if (B_ROWS % STEP == 0 || row < B_ROWS) {
-        const bool up = GATED && row >= BLOCK_N;
-        const int col = n0 + (up ? row - BLOCK_N : row);  // output column of this w row
-        const bool ok = k_ok && col < n;
-        const T* p = w + static_cast<long long>(up ? n + col : col) * kdim + kc;
-        cp_async_16(sb + L::offset(row, lchunk), ok ? p : w, ok ? 16 : 0);
-      }
-    }
-  };
 
 #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) {
-    if (s < k_tiles) load_stage(s, s);
+    if (s < k_tiles)
+#pragma unroll
+      for (int part = 0; part < LD::PARTS; ++part)
+        ld.template load<false, LD::LOAD_A>(s, s, part);
     cp_async_commit();
   }
 
@@ -186,15 +387,20 @@ __global__ void __launch_bounds__(WARPS * 32)
   const int warp = tid >> 5;
   const int warp_m = warp % WARPS_M;
   const int warp_n = warp / WARPS_M;
-  // ldmatrix lane addresses (fragment layouts in attention/mma.cuh): A rows lane & 15 with the
-  // odd chunk for lanes 16-31; W rows (lane & 7) + 8 * (lane >> 4) with the odd chunk for lanes
-  // 8-15 and 24-31. The swizzle term only depends on the row mod 8.
-  const int a_row = warp_m * WTM + (lane & 15);
+  // ldmatrix lane addresses (fragment layouts in attention/mma.cuh): A rows lane & 15 of the
+  // warp's first fragment with the odd chunk for lanes 16-31; W rows (lane & 7) + 8 * (lane >> 4)
+  // with the odd chunk for lanes 8-15 and 24-31. The swizzle term only depends on the row mod 8.
+  constexpr int A_FRAG = WARPS_M * 16;  // rows between a warp's fragments
+  const int a_row = warp_m * 16 + (lane & 15);
   const int b_row = warp_n * WTN + (lane & 7) + ((lane >> 4) << 3);
   const unsigned a_lane = a_row * PITCH;
   const unsigned b_lane = A_BYTES + b_row * PITCH;
   const int a_x = (lane >> 4) ^ L::swizzle(a_row);
   const int b_x = ((lane >> 3) & 1) ^ L::swizzle(b_row);
+  // Fragments of this warp holding at least one real row: i < mf_live.
+  const int live = s_live - warp_m * 16;
+  const int frags = live <= 0 ? 0 : (live + A_FRAG - 1) / A_FRAG;
+  const int mf_live = frags < MF ? frags : MF;
 
   float acc[NB][MF][NF][4];
 #pragma unroll
@@ -209,40 +415,32 @@ __global__ void __launch_bounds__(WARPS * 32)
   int slot = 0;
   for (int kt = 0; kt < k_tiles; ++kt) {
     // Tile kt has landed for every thread once this thread's older groups are done and the
-    // barrier passes; the barrier also retires every read of tile kt - 1, whose slot the copy
-    // issued just below overwrites.
+    // barrier passes; the barrier also retires every read of tile kt - 1, whose slot the copies
+    // issued during this tile overwrite.
     cp_async_wait<STAGES - 2>();
     __syncthreads();
-    {
-      const int next = kt + STAGES - 1;
-      if (next < k_tiles) load_stage(slot == 0 ? STAGES - 1 : slot - 1, next);
-      cp_async_commit();
-    }
-    const unsigned st = s_base + slot * STAGE_BYTES;
-#pragma unroll
-    for (int kk = 0; kk < BLOCK_K / 16; ++kk) {
-      unsigned af[MF][4];
-#pragma unroll
-      for (int i = 0; i < MF; ++i)
-        ldmatrix_x4(st + a_lane + i * 16 * PITCH + (((2 * kk) ^ a_x) << 4), af[i][0], af[i][1],
-                    af[i][2], af[i][3]);
-#pragma unroll
-      for (int b = 0; b < NB; ++b)
-#pragma unroll
-        for (int j = 0; j < NF / 2; ++j) {
-          unsigned b0, b1, b2, b3;
-          ldmatrix_x4(st + b_lane + (b * BLOCK_N + j * 16) * PITCH + (((2 * kk) ^ b_x) << 4), b0,
-                      b1, b2, b3);
-#pragma unroll
-          for (int i = 0; i < MF; ++i) {
-            mma_16816<T>(acc[b][i][2 * j], af[i], b0, b1);
-            mma_16816<T>(acc[b][i][2 * j + 1], af[i], b2, b3);
-          }
-        }
-    }
+    const int next = kt + STAGES - 1;
+    const int load_slot = slot == 0 ? STAGES - 1 : slot - 1;
+    const int mode = next >= k_tiles ? 0 : interior && (next + 1) * BLOCK_K <= kdim ? 1 : 2;
+    const unsigned st = ld.s_base + slot * STAGE_BYTES;
+    if (mf_live == MF)
+      moe::k_tile_mode<T, true, MF, NF, NB, BLOCK_K, BLOCK_N, PITCH, A_FRAG>(
+          mode, acc, ld, st, a_lane, b_lane, a_x, b_x, mf_live, load_slot, next);
+    else
+      moe::k_tile_mode<T, false, MF, NF, NB, BLOCK_K, BLOCK_N, PITCH, A_FRAG>(
+          mode, acc, ld, st, a_lane, b_lane, a_x, b_x, mf_live, load_slot, next);
+    cp_async_commit();
     slot = slot + 1 == STAGES ? 0 : slot + 1;
   }
   cp_async_wait<0>();
+  if constexpr (!GATED) {
+#pragma unroll
+    for (int i = 0; i < ROWS_PER_THREAD; ++i) {
+      const int r = tid + i * THREADS;
+      if (BLOCK_M % THREADS == 0 || r < BLOCK_M) s_scale[r] = scale_of[i];
+    }
+    __syncthreads();
+  }
 
   // Epilogue straight from the fragments: each thread owns rows g and g + 8 of every m16
   // fragment and columns 2t, 2t + 1 of every n8 fragment (n is even, so a pair is in or out).
@@ -253,10 +451,10 @@ __global__ void __launch_bounds__(WARPS * 32)
   for (int i = 0; i < MF; ++i)
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      const int row = warp_m * WTM + i * 16 + r * 8 + g;
+      const int row = (i * WARPS_M + warp_m) * 16 + r * 8 + g;
       const int dst = s_dst[row];
       if (dst < 0) continue;
-      const float scale = s_scale[row];
+      const float scale = GATED ? 1.f : s_scale[row];
       T* o = out + static_cast<long long>(dst) * n;
 #pragma unroll
       for (int j = 0; j < NF; ++j) {

@@ -24,9 +24,11 @@ KTUNE_MOE_HD constexpr unsigned moe_gemm_smem_bytes(int block_m, int block_n, in
 }
 
 /// Static shared memory of moe_gemm_kernel: per row of the block its source row, its
-/// destination row and its routing weight.
+/// destination row and its routing weight, plus the block's live-row count, rounded up to the
+/// 128-byte alignment of the dynamic area that follows (what ptxas reports for gemm2; gemm1
+/// drops the unused weights, so for it this is an upper bound).
 KTUNE_MOE_HD constexpr unsigned moe_gemm_static_smem_bytes(int block_m) {
-  return static_cast<unsigned>(block_m * 12);
+  return static_cast<unsigned>((block_m * 12 + 4 + 127) / 128 * 128);
 }
 
 /// fp32 accumulator registers per thread: (GATED ? 2 : 1) * BLOCK_M * BLOCK_N / threads.
@@ -34,12 +36,21 @@ KTUNE_MOE_HD constexpr int moe_gemm_acc_regs(int block_m, int block_n, int warps
   return (gated ? 2 : 1) * block_m * block_n / (warps * 32);
 }
 
-/// nullptr when moe_gemm_kernel<T, BLOCK_M, BLOCK_N, BLOCK_K, WARPS, WARPS_M, STAGES, GATED>
-/// compiles; otherwise why not (the kernel's static_asserts). Whether it also fits in registers
-/// without spilling only ptxas tells.
+/// Registers per thread that __launch_bounds__(warps * 32, min_ctas) leaves (the register file
+/// holds 64 Ki 32-bit registers per SM; at most 255 per thread).
+KTUNE_MOE_HD constexpr int moe_gemm_regs_per_thread(int warps, int min_ctas) {
+  return 65536 / (min_ctas * warps * 32) < 255 ? 65536 / (min_ctas * warps * 32) : 255;
+}
+
+/// nullptr when moe_gemm_kernel<T, BLOCK_M, BLOCK_N, BLOCK_K, WARPS, WARPS_M, STAGES, GATED,
+/// GROUP_M, W_PREFETCH, MIN_CTAS> compiles; otherwise why not (the kernel's static_asserts).
+/// Whether it also fits in registers without spilling only ptxas tells. group_m, w_prefetch and
+/// min_ctas default to the kernel's defaults (launch order, no L2 prefetch, no register cap).
 KTUNE_MOE_HD constexpr const char* moe_gemm_invalid_reason(int block_m, int block_n, int block_k,
                                                            int warps, int warps_m, int stages,
-                                                           bool gated) {
+                                                           bool gated, int group_m = 0,
+                                                           int w_prefetch = 0,
+                                                           int min_ctas = 1) {
   if (block_m != 16 && block_m != 32 && block_m != 64 && block_m != 128 && block_m != 256)
     return "BLOCK_M must be 16, 32, 64, 128 or 256";
   if (block_n != 16 && block_n != 32 && block_n != 64 && block_n != 128 && block_n != 256)
@@ -57,6 +68,15 @@ KTUNE_MOE_HD constexpr const char* moe_gemm_invalid_reason(int block_m, int bloc
           moe_gemm_static_smem_bytes(block_m) >
       227u * 1024u)
     return "shared memory above 227 KiB";
+  if (group_m != 0 && group_m != 2 && group_m != 4 && group_m != 8 && group_m != 16 &&
+      group_m != 32)
+    return "GROUP_M must be 0, 2, 4, 8, 16 or 32";
+  if (w_prefetch != 0 && w_prefetch != 128 && w_prefetch != 256)
+    return "W_PREFETCH must be 0, 128 or 256";
+  if (min_ctas < 1 || min_ctas > 4) return "MIN_CTAS must be 1 to 4";
+  if (moe_gemm_regs_per_thread(warps, min_ctas) <
+      moe_gemm_acc_regs(block_m, block_n, warps, gated) + 32)
+    return "MIN_CTAS leaves fewer registers per thread than the accumulators plus 32";
   return nullptr;
 }
 

@@ -20,7 +20,9 @@ namespace {
 
 enum Dim : std::size_t { kE, kK, kH, kI, kT, kRouting, kNGroup, kTopkGroup };
 enum Param : std::size_t {
-  kBlockM, kBn1, kBk1, kWarps1, kWarpsM1, kStages1, kBn2, kBk2, kWarps2, kWarpsM2, kStages2,
+  kBlockM,
+  kBn1, kBk1, kWarps1, kWarpsM1, kStages1, kGroup1, kPrefetch1,
+  kBn2, kBk2, kWarps2, kWarpsM2, kStages2, kGroup2, kPrefetch2,
   kAlignChunk, kRouteLanes, kRouteVec, kCombineVec
 };
 
@@ -59,19 +61,26 @@ Shape shape_of(const Problem& p) {
   return {at(kE), at(kK), at(kH), at(kI), at(kT), at(kRouting), at(kNGroup), at(kTopkGroup)};
 }
 
+/// One grouped GEMM's tunables (moe_gemm_kernel's template arguments after BLOCK_M).
+struct GemmTile {
+  int bn, bk, warps, warps_m, stages;
+  int group_m;   // CTA order: 0 launch order, else groups of group_m row blocks
+  int prefetch;  // L2 prefetch bytes of weight loads (0, 256)
+};
+
 struct Config {
   int block_m;
-  int bn1, bk1, warps1, warps_m1, stages1;
-  int bn2, bk2, warps2, warps_m2, stages2;
+  GemmTile g1, g2;
   int align_chunk;  // 0: one-block align kernel
   int route_lanes, route_vec, combine_vec;
 };
 
 Config config_of(const Params& p) {
   const auto at = [&](Param i) { return static_cast<int>(p.values[i]); };
-  return {at(kBlockM), at(kBn1),     at(kBk1),       at(kWarps1),    at(kWarpsM1),
-          at(kStages1), at(kBn2),    at(kBk2),       at(kWarps2),    at(kWarpsM2),
-          at(kStages2), at(kAlignChunk), at(kRouteLanes), at(kRouteVec), at(kCombineVec)};
+  return {at(kBlockM),
+          {at(kBn1), at(kBk1), at(kWarps1), at(kWarpsM1), at(kStages1), at(kGroup1), at(kPrefetch1)},
+          {at(kBn2), at(kBk2), at(kWarps2), at(kWarpsM2), at(kStages2), at(kGroup2), at(kPrefetch2)},
+          at(kAlignChunk), at(kRouteLanes), at(kRouteVec), at(kCombineVec)};
 }
 
 std::string str(long long v) { return std::to_string(v); }
@@ -115,8 +124,8 @@ long long padded_rows_of(const Config& c, const Shape& s) {
 }
 
 unsigned gemm_smem(const Config& c, bool gated) {
-  return gated ? moe_gemm_smem_bytes(c.block_m, c.bn1, c.bk1, c.stages1, true)
-               : moe_gemm_smem_bytes(c.block_m, c.bn2, c.bk2, c.stages2, false);
+  const GemmTile& g = gated ? c.g1 : c.g2;
+  return moe_gemm_smem_bytes(c.block_m, g.bn, g.bk, g.stages, gated);
 }
 
 /// Workspace regions, in this order, each starting 256-byte aligned (sizes from the problem's
@@ -206,27 +215,28 @@ struct MoeDefaults {
   int cc_major;     // first compute capability (major) this row applies to
   int max_t;        // tokens up to this count
   int block_m;      // rows per GEMM block = align block (small t: little padding per expert)
-  int bn1, bk1, warps1, warps_m1, stages1;  // gemm1 tile (act columns, k step, warps, ring)
-  int bn2, bk2, warps2, warps_m2, stages2;  // gemm2 tile
+  GemmTile g1;      // gemm1: act columns, k step, warps, warps along M, ring, CTA order, prefetch
+  GemmTile g2;      // gemm2
   int align_chunk;  // 0: one-block align; else pairs per block of the three-kernel path
   int route_lanes;  // threads per token in the route kernel
   int combine_vec;  // elements per thread of the combine
 };
 constexpr MoeDefaults kDefaults[] = {
-    // Hopper (sm_90a) runs the same mma.sync kernels; rows first picked by the GEMM test's
-    // tiles, to be replaced by sweep results.
-    {9, 32, 16, 64, 64, 4, 1, 4, 64, 64, 4, 1, 4, 0, 8, 8},
-    {9, 256, 32, 64, 64, 4, 2, 4, 64, 64, 4, 2, 4, 0, 8, 8},
-    {9, 2048, 64, 64, 64, 4, 2, 3, 64, 64, 4, 2, 3, 0, 8, 8},
-    {9, 1 << 30, 128, 64, 64, 8, 2, 3, 128, 64, 8, 2, 3, 4096, 8, 8},
+    // Hopper (sm_90a) runs the same mma.sync kernels. Rows from the GEMM harness on the H100
+    // (benchmarks/moe/gemm_h100_2026-11-23.log): small t streams weights through deep rings of
+    // 128-wide k steps; large t takes wide tiles, gemm2 in groups of 8 row blocks.
+    {9, 32, 16, {32, 128, 2, 1, 6, 0, 0}, {64, 128, 4, 1, 6, 0, 0}, 0, 8, 8},
+    {9, 128, 32, {64, 128, 4, 2, 3, 0, 0}, {64, 128, 4, 1, 4, 0, 0}, 0, 8, 8},
+    {9, 2048, 64, {256, 64, 8, 1, 3, 0, 0}, {128, 64, 4, 1, 4, 8, 0}, 0, 8, 8},
+    {9, 1 << 30, 128, {128, 64, 8, 2, 4, 0, 0}, {256, 64, 8, 2, 3, 8, 0}, 4096, 8, 8},
     // Ampere (sm_80) and later: 164 KiB of shared memory, fewer stages.
-    {8, 32, 16, 64, 64, 4, 1, 3, 64, 64, 4, 1, 3, 0, 8, 8},
-    {8, 256, 32, 64, 64, 4, 2, 3, 64, 64, 4, 2, 3, 0, 8, 8},
-    {8, 2048, 64, 64, 64, 4, 2, 3, 64, 64, 4, 2, 3, 0, 8, 8},
-    {8, 1 << 30, 128, 64, 32, 8, 2, 3, 128, 32, 8, 2, 3, 4096, 8, 8},
+    {8, 32, 16, {64, 64, 4, 1, 3, 0, 0}, {64, 64, 4, 1, 3, 0, 0}, 0, 8, 8},
+    {8, 256, 32, {64, 64, 4, 2, 3, 0, 0}, {64, 64, 4, 2, 3, 0, 0}, 0, 8, 8},
+    {8, 2048, 64, {64, 64, 4, 2, 3, 0, 0}, {64, 64, 4, 2, 3, 0, 0}, 0, 8, 8},
+    {8, 1 << 30, 128, {64, 32, 8, 2, 3, 0, 0}, {128, 32, 8, 2, 3, 0, 0}, 4096, 8, 8},
 };
 /// Valid for every problem problem_reason() accepts on any sm_80+ device: small tiles, 2 stages.
-constexpr MoeDefaults kSafe = {8, 0, 16, 64, 32, 4, 1, 2, 64, 32, 4, 1, 2, 0, 8, 8};
+constexpr MoeDefaults kSafe = {8, 0, 16, {64, 32, 4, 1, 2, 0, 0}, {64, 32, 4, 1, 2, 0, 0}, 0, 8, 8};
 
 /// Launches a.kernels[0], [1], ... in turn, each with a 1-D block and an (x, y) grid.
 class KernelSequence {
@@ -278,16 +288,21 @@ class MoeOp final : public Op {
                true}},
         tunables_{
             {"block_m", {16, 32, 64, 128}, "GEMM rows per block = align padding per expert"},
-            {"bn1", {32, 64, 128}, "gemm1 act columns per block (2x rows of w1: gate and up)"},
-            {"bk1", {32, 64}, "gemm1 reduction step per ring slot"},
-            {"warps1", {4, 8}, "gemm1 warps per block"},
+            {"bn1", {32, 64, 128, 256}, "gemm1 act columns per block (2x rows of w1: gate and up)"},
+            {"bk1", {32, 64, 128}, "gemm1 reduction step per ring slot"},
+            {"warps1", {2, 4, 8}, "gemm1 warps per block"},
             {"warps_m1", {1, 2}, "gemm1 warps along M (the rest along N)"},
-            {"stages1", {2, 3, 4}, "gemm1 cp.async ring depth"},
-            {"bn2", {32, 64, 128}, "gemm2 output columns per block"},
-            {"bk2", {32, 64}, "gemm2 reduction step per ring slot"},
-            {"warps2", {4, 8}, "gemm2 warps per block"},
+            {"stages1", {2, 3, 4, 6}, "gemm1 cp.async ring depth"},
+            {"group1", {0, 8}, "gemm1 CTA order: 0 launch order; 8: groups of 8 row blocks run "
+                               "through every column block (weights shared in L2)"},
+            {"prefetch1", {0, 256}, "gemm1 weight loads ask L2 for this many bytes (0: 16)"},
+            {"bn2", {32, 64, 128, 256}, "gemm2 output columns per block"},
+            {"bk2", {32, 64, 128}, "gemm2 reduction step per ring slot"},
+            {"warps2", {2, 4, 8}, "gemm2 warps per block"},
             {"warps_m2", {1, 2}, "gemm2 warps along M (the rest along N)"},
-            {"stages2", {2, 3, 4}, "gemm2 cp.async ring depth"},
+            {"stages2", {2, 3, 4, 6}, "gemm2 cp.async ring depth"},
+            {"group2", {0, 8}, "gemm2 CTA order (as group1)"},
+            {"prefetch2", {0, 256}, "gemm2 weight loads ask L2 for this many bytes (0: 16)"},
             {"align_chunk", {0, 4096},
              "0: one-block align kernel; else pairs per block of the count/scan/scatter path"},
             {"route_lanes", {8, 32}, "threads per token in the route kernel"},
@@ -382,7 +397,7 @@ class MoeOp final : public Op {
       if (device.smem_optin_per_block > 0 &&
           smem > static_cast<unsigned>(device.smem_optin_per_block))
         return std::string(gated ? "gemm1" : "gemm2") + " tile needs " + str(smem) +
-               " bytes of shared memory (stages x (A + B tiles) + 12 x block_m), more than the "
+               " bytes of shared memory (stages x (A + B tiles) + the row table), more than the "
                "device's " + str(device.smem_optin_per_block) + " per block";
     }
     return std::nullopt;
@@ -394,10 +409,11 @@ class MoeOp final : public Op {
     const Config c = config_of(params);
     const Shape s = shape_of(problem);
     const std::string T = kernel_type(t);
-    const auto gemm = [&](int bn, int bk, int w, int wm, int st, bool gated) {
-      return "ktune::moe_gemm_kernel<" + T + ", " + str(c.block_m) + ", " + str(bn) + ", " +
-             str(bk) + ", " + str(w) + ", " + str(wm) + ", " + str(st) + ", " +
-             (gated ? "true" : "false") + ">";
+    const auto gemm = [&](const GemmTile& g, bool gated) {
+      return "ktune::moe_gemm_kernel<" + T + ", " + str(c.block_m) + ", " + str(g.bn) + ", " +
+             str(g.bk) + ", " + str(g.warps) + ", " + str(g.warps_m) + ", " + str(g.stages) +
+             ", " + (gated ? "true" : "false") + ", " + str(g.group_m) + ", " + str(g.prefetch) +
+             ">";
     };
     const std::string chunk = str(kAlignThreads) + ", " + str(c.align_chunk) + ">";
     std::vector<KernelSource> out;
@@ -423,11 +439,10 @@ class MoeOp final : public Op {
           out.push_back({"moe/align.cuh", "ktune::moe_align_scatter_kernel<" + chunk});
           break;
         case Stage::gemm1:
-          out.push_back({"moe/gemm.cuh", gemm(c.bn1, c.bk1, c.warps1, c.warps_m1, c.stages1, true)});
+          out.push_back({"moe/gemm.cuh", gemm(c.g1, true)});
           break;
         case Stage::gemm2:
-          out.push_back(
-              {"moe/gemm.cuh", gemm(c.bn2, c.bk2, c.warps2, c.warps_m2, c.stages2, false)});
+          out.push_back({"moe/gemm.cuh", gemm(c.g2, false)});
           break;
         case Stage::combine:
           out.push_back({"moe/combine.cuh", "ktune::moe_combine_kernel<" + T + ", " +
@@ -461,8 +476,8 @@ class MoeOp final : public Op {
       case Stage::align_count:
       case Stage::align_scan:
       case Stage::align_scatter: return kAlignThreads;
-      case Stage::gemm1: return c.warps1 * 32;
-      case Stage::gemm2: return c.warps2 * 32;
+      case Stage::gemm1: return c.g1.warps * 32;
+      case Stage::gemm2: return c.g2.warps * 32;
       case Stage::combine: return kCombineThreads;
       case Stage::ec_scores: return kMoeEcScoreThreads;
       case Stage::ec_select: return kEcSelectThreads;
@@ -568,8 +583,8 @@ class MoeOp final : public Op {
     g1.n = s.i;
     g1.kdim = s.h;
     g1.max_blocks = max_blocks;
-    launch(static_cast<unsigned>(max_blocks), moe_gemm_grid_y(s.i, c.bn1),
-           static_cast<unsigned>(c.warps1 * 32), gemm_smem(c, true), &g1, sizeof g1);
+    launch(static_cast<unsigned>(max_blocks), moe_gemm_grid_y(s.i, c.g1.bn),
+           static_cast<unsigned>(c.g1.warps * 32), gemm_smem(c, true), &g1, sizeof g1);
     MoeGemmArgs g2 = g1;
     g2.a = act;
     g2.w = tensor(a, 6);
@@ -577,8 +592,8 @@ class MoeOp final : public Op {
     g2.topk_weights = weights;
     g2.n = s.h;
     g2.kdim = s.i;
-    launch(static_cast<unsigned>(max_blocks), moe_gemm_grid_y(s.h, c.bn2),
-           static_cast<unsigned>(c.warps2 * 32), gemm_smem(c, false), &g2, sizeof g2);
+    launch(static_cast<unsigned>(max_blocks), moe_gemm_grid_y(s.h, c.g2.bn),
+           static_cast<unsigned>(c.g2.warps * 32), gemm_smem(c, false), &g2, sizeof g2);
     if (s.k > 1) {
       const MoeCombineArgs cb{pair_out, tensor(a, 7), s.t, s.k, s.h};
       launch(static_cast<unsigned>(s.t), moe_combine_grid_y(s.h, kCombineThreads, c.combine_vec),
@@ -721,8 +736,10 @@ class MoeOp final : public Op {
     // their sum: for each block_m, gemm1's tile, gemm2's tile and the small kernels are searched
     // one group at a time (hundreds of points instead of the whole product).
     return {{"block_m"},
-            {{"bn1", "bk1", "warps1", "warps_m1", "stages1"},
-             {"bn2", "bk2", "warps2", "warps_m2", "stages2"},
+            {{"bn1", "bk1", "warps1", "warps_m1"},
+             {"stages1", "group1", "prefetch1"},
+             {"bn2", "bk2", "warps2", "warps_m2"},
+             {"stages2", "group2", "prefetch2"},
              {"align_chunk"},
              {"route_lanes", "route_vec"},
              {"combine_vec"}}};
@@ -761,8 +778,9 @@ class MoeOp final : public Op {
       int bm = r.block_m;
       const int fit = fitting_block_m(s);
       if (bm > fit) bm = fit;
-      return Params{{bm, r.bn1, r.bk1, r.warps1, std::min(r.warps_m1, bm / 16), r.stages1, r.bn2,
-                     r.bk2, r.warps2, std::min(r.warps_m2, bm / 16), r.stages2,
+      return Params{{bm, r.g1.bn, r.g1.bk, r.g1.warps, std::min(r.g1.warps_m, bm / 16),
+                     r.g1.stages, r.g1.group_m, r.g1.prefetch, r.g2.bn, r.g2.bk, r.g2.warps,
+                     std::min(r.g2.warps_m, bm / 16), r.g2.stages, r.g2.group_m, r.g2.prefetch,
                      s.pairs() > r.align_chunk && !s.expert_choice() ? r.align_chunk : 0,
                      s.route_kernel() ? r.route_lanes : 8, s.route_kernel() ? vec : 1,
                      s.combines() ? r.combine_vec : tunables_[kCombineVec].values.front()}};
@@ -822,8 +840,8 @@ class MoeOp final : public Op {
     g1.kdim = s.h;
     g1.max_blocks = blocks;
     g1.pair_token = tokens;
-    launch(static_cast<unsigned>(blocks), moe_gemm_grid_y(s.i, c.bn1),
-           static_cast<unsigned>(c.warps1 * 32), gemm_smem(c, true), &g1, sizeof g1);
+    launch(static_cast<unsigned>(blocks), moe_gemm_grid_y(s.i, c.g1.bn),
+           static_cast<unsigned>(c.g1.warps * 32), gemm_smem(c, true), &g1, sizeof g1);
     MoeGemmArgs g2 = g1;
     g2.a = g1.out;
     g2.w = tensor(a, 6);
@@ -832,8 +850,8 @@ class MoeOp final : public Op {
     g2.n = s.h;
     g2.kdim = s.i;
     g2.pair_token = nullptr;
-    launch(static_cast<unsigned>(blocks), moe_gemm_grid_y(s.h, c.bn2),
-           static_cast<unsigned>(c.warps2 * 32), gemm_smem(c, false), &g2, sizeof g2);
+    launch(static_cast<unsigned>(blocks), moe_gemm_grid_y(s.h, c.g2.bn),
+           static_cast<unsigned>(c.g2.warps * 32), gemm_smem(c, false), &g2, sizeof g2);
     const MoeExpertChoiceCombineArgs cb{pair_out, tokens, tensor(a, 7), s.t, s.e, s.capacity(),
                                         s.h};
     launch(static_cast<unsigned>(s.t), moe_combine_grid_y(s.h, kCombineThreads, c.combine_vec),
@@ -889,16 +907,13 @@ class MoeOp final : public Op {
     }
     const Config c = config_of(params);
     const Shape s = shape_of(problem);
-    if (const char* why = moe_gemm_invalid_reason(c.block_m, c.bn1, c.bk1, c.warps1, c.warps_m1,
-                                                  c.stages1, true))
-      return "gemm1 tile block_m=" + str(c.block_m) + ", bn1=" + str(c.bn1) + ", bk1=" +
-             str(c.bk1) + ", warps1=" + str(c.warps1) + ", warps_m1=" + str(c.warps_m1) +
-             ", stages1=" + str(c.stages1) + ": " + why;
-    if (const char* why = moe_gemm_invalid_reason(c.block_m, c.bn2, c.bk2, c.warps2, c.warps_m2,
-                                                  c.stages2, false))
-      return "gemm2 tile block_m=" + str(c.block_m) + ", bn2=" + str(c.bn2) + ", bk2=" +
-             str(c.bk2) + ", warps2=" + str(c.warps2) + ", warps_m2=" + str(c.warps_m2) +
-             ", stages2=" + str(c.stages2) + ": " + why;
+    // The kernel's own reasons, one line per reason (the point's values are in its key).
+    for (const bool gated : {true, false}) {
+      const GemmTile& g = gated ? c.g1 : c.g2;
+      if (const char* why = moe_gemm_invalid_reason(c.block_m, g.bn, g.bk, g.warps, g.warps_m,
+                                                    g.stages, gated, g.group_m, g.prefetch))
+        return std::string(gated ? "gemm1" : "gemm2") + " tile: " + why;
+    }
     if (s.combines()) {
       if (const char* why = moe_combine_invalid_reason(kCombineThreads, c.combine_vec, s.h))
         return "combine_vec=" + str(c.combine_vec) + " at h=" + str(s.h) + ": " + why;
@@ -946,11 +961,18 @@ class MoeOp final : public Op {
                                  std::min<long long>(s.e, s.pairs())) +
              " rows per expert of t*k=" + str(s.pairs()) + " pairs over e=" + str(s.e) +
              " experts in one block: a larger block only adds padding rows";
-    if (c.bn1 > fitting_block_n(kBn1, s.i))
-      return "bn1=" + str(c.bn1) + " exceeds i=" + str(s.i) + " where bn1=" +
+    for (const bool gated : {true, false}) {
+      const GemmTile& g = gated ? c.g1 : c.g2;
+      if (g.prefetch > 0 && g.bk * 2 >= g.prefetch)
+        return std::string(gated ? "prefetch1=" : "prefetch2=") + str(g.prefetch) + " with " +
+               (gated ? "bk1=" : "bk2=") + str(g.bk) + ": a ring slot already loads " +
+               str(g.bk * 2) + " bytes of each weight row; the prefetch adds nothing";
+    }
+    if (c.g1.bn > fitting_block_n(kBn1, s.i))
+      return "bn1=" + str(c.g1.bn) + " exceeds i=" + str(s.i) + " where bn1=" +
              str(fitting_block_n(kBn1, s.i)) + " already covers it: the extra columns are padding";
-    if (c.bn2 > fitting_block_n(kBn2, s.h))
-      return "bn2=" + str(c.bn2) + " exceeds h=" + str(s.h) + " where bn2=" +
+    if (c.g2.bn > fitting_block_n(kBn2, s.h))
+      return "bn2=" + str(c.g2.bn) + " exceeds h=" + str(s.h) + " where bn2=" +
              str(fitting_block_n(kBn2, s.h)) + " already covers it: the extra columns are padding";
     return std::nullopt;
   }
