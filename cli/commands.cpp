@@ -299,11 +299,16 @@ int cmd_ops(const Args& args) {
       }
     }
     std::printf("   (default %s)\n", op->problem_key(op->default_problem()).c_str());
-    std::printf("  lookup: a tuned configuration serves the nearest problem with the same");
-    bool any = false;
+    std::string same;
     for (const DimSpec& d : op->dims())
-      if (d.matched_exactly()) std::printf("%s %s", any ? "," : "", d.name.c_str()), any = true;
-    std::printf("%s\n", any ? "" : " op");
+      if (d.matched_exactly()) same += (same.empty() ? "" : ", ") + d.name;
+    std::printf("  lookup: the nearest tuned problem%s%s, up to a factor %.3g away (log distance)",
+                same.empty() ? "" : " with the same ", same.c_str(), std::exp(op->fallback_radius()));
+    for (const DimSpec& d : op->dims())
+      for (std::int64_t b : d.regimes)
+        std::printf(", never across %s=%lld|%lld", d.name.c_str(), static_cast<long long>(b),
+                    static_cast<long long>(b + 1));
+    std::printf("; else the built-in default\n");
     std::printf("  sweep: %s strategy", std::string(op->default_strategy()).c_str());
     if (!op->bucket_dim().empty()) {
       std::string list;

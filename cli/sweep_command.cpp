@@ -14,6 +14,7 @@
 #include "cli/output.hpp"
 #include "db/store.hpp"
 #include "ktune/error.hpp"
+#include "runtime/dispatch/miss_log.hpp"
 #include "search/strategy.hpp"
 #include "tuner/sweep.hpp"
 
@@ -166,6 +167,62 @@ void check_db_location(const DbLocation& db) {
   }
 }
 
+/// JSON (an array when `several`, else the one object) or each result's summary; 0 when every
+/// problem has a best configuration, else 1.
+int print_results(const std::vector<SweepResult>& results, const SweepOptions& o, bool json,
+                  bool several) {
+  bool all_best = true;
+  for (const SweepResult& r : results) all_best = all_best && r.best.has_value();
+  if (json) {
+    Json j;
+    if (several) j.begin_array();
+    for (const SweepResult& r : results) json_result(j, r, o);
+    if (several) j.end_array();
+    std::printf("%s\n", j.str().c_str());
+  } else {
+    for (const SweepResult& r : results) print_result(r, o);
+  }
+  return all_best ? 0 : 1;
+}
+
+/// Sweeps each problem of a miss log in turn (its op's default strategy unless --strategy), then
+/// prints one line per problem.
+int sweep_misses(const std::string& path, SweepOptions o, bool json) {
+  std::vector<std::string> skipped;
+  const std::vector<MissEntry> misses = read_miss_log(path, skipped);
+  for (const std::string& s : skipped)
+    std::fprintf(stderr, "ktune sweep: warning: %s: %s\n", shown(path, 200).c_str(),
+                 shown(s, 300).c_str());
+  if (misses.empty())
+    throw InvalidArgument("the miss log " + ktune::quoted(path, 200) + " lists no problem to tune");
+  for (const MissEntry& m : misses) check_strategy_name(get_op(m.op), o.strategy);
+  std::vector<SweepResult> results;
+  for (std::size_t i = 0; i < misses.size(); ++i) {
+    std::fprintf(stderr, "problem %zu/%zu: %s %s %s (was %s)\n", i + 1, misses.size(),
+                 misses[i].op.c_str(), dtype_name(misses[i].dtype), misses[i].problem_key.c_str(),
+                 misses[i].match.c_str());
+    SweepOptions one = o;
+    one.op = misses[i].op;
+    one.dtype = misses[i].dtype;
+    one.shape = misses[i].problem_key;
+    one.buckets.clear();
+    results.push_back(run_sweep(one));
+  }
+  const int code = print_results(results, o, json, true);
+  if (json) return code;
+  std::printf("\n%-16s %-5s %12s %12s %8s  %s\n", "op", "dtype", "best us", "default us", "speedup",
+              "problem");
+  for (const SweepResult& r : results) {
+    const bool has_default = r.best && r.default_config && r.default_config->status == TrialStatus::ok;
+    std::printf("%-16s %-5s %12s %12s %8s  %s\n", r.op.c_str(), dtype_name(r.dtype),
+                r.best ? format_fixed(r.best->median_us, 2).c_str() : "none",
+                has_default ? format_fixed(r.default_config->median_us, 2).c_str() : "-",
+                has_default ? (format_fixed(r.default_config->median_us / r.best->median_us, 2) + "x").c_str() : "-",
+                r.problem_key.c_str());
+  }
+  return code;
+}
+
 }  // namespace
 
 int cmd_sweep(const Args& args) {
@@ -173,6 +230,8 @@ int cmd_sweep(const Args& args) {
   desc.add_options()
       ("op", po::value<std::string>()->default_value("add_rmsnorm"), "op name (see ktune ops)")
       ("shape", po::value<std::string>()->default_value(""), "problem, e.g. m=16384,n=4096 or 16384x4096 (default: the op's)")
+      ("from-misses", po::value<std::string>(),
+       "tune every problem a KTUNE_MISS_LOG file lists (instead of --op/--shape)")
       ("tokens", po::value<std::string>(),
        "moe: token counts to tune, e.g. 1,16,128 (default: 1,2,4,...,4096 unless --shape sets t)")
       ("dtype", po::value<std::string>()->default_value("bf16"), "bf16 or fp16")
@@ -192,7 +251,7 @@ int cmd_sweep(const Args& args) {
       ("db", po::value<std::string>(), "database (default: $KTUNE_DB or the data directory)")
       ("json", "print the summary as JSON");
   po::variables_map vm;
-  if (!parse_options("sweep", "[--op OP] [--shape S] [--tokens LIST] [--dtype T] "
+  if (!parse_options("sweep", "[--op OP] [--shape S] [--tokens LIST] [--from-misses FILE] [--dtype T] "
                               "[--strategy exhaustive|random|staged] "
                               "[--budget N] [--time-limit S] [--jobs N] [--timeout S] "
                               "[--compile-timeout S] [--db PATH] [--force]",
@@ -200,6 +259,12 @@ int cmd_sweep(const Args& args) {
     return 0;
 
   // Validate before anything is created or started.
+  if (vm.count("from-misses")) {
+    for (const char* o : {"op", "shape", "tokens", "dtype", "causal"})
+      if (vm.count(o) && !vm[o].defaulted())
+        throw InvalidArgument(std::string("--from-misses names each problem's op, dtype and shape: "
+                                          "leave out --") + o);
+  }
   const Op& op = op_option(vm["op"].as<std::string>());
   SweepOptions o;
   o.op = std::string(op.name());
@@ -257,28 +322,15 @@ int cmd_sweep(const Args& args) {
 
   std::vector<SweepResult> results;
   try {
+    if (vm.count("from-misses")) return sweep_misses(vm["from-misses"].as<std::string>(), o, json);
     results = run_sweeps(o);
   } catch (const fs::filesystem_error& e) {
     throw Error("cannot use " + ktune::quoted(e.path1().string(), 200) + ": " + e.code().message() +
                 " (the database is " + db.describe() + ")");
   }
   if (tty) std::fprintf(stderr, "\r\033[K");
-  bool all_best = true;
-  for (const SweepResult& r : results) all_best = all_best && r.best.has_value();
-
-  if (json) {
-    Json j;
-    if (o.buckets.empty()) {
-      json_result(j, results.front(), o);
-    } else {
-      j.begin_array();
-      for (const SweepResult& r : results) json_result(j, r, o);
-      j.end_array();
-    }
-    std::printf("%s\n", j.str().c_str());
-    return all_best ? 0 : 1;
-  }
-  for (const SweepResult& r : results) print_result(r, o);
+  const int code = print_results(results, o, json, !o.buckets.empty());
+  if (json) return code;
   if (results.size() > 1) {
     // One line per bucket: what the runtime now dispatches, against the built-in default.
     double seconds = 0;
@@ -303,7 +355,7 @@ int cmd_sweep(const Args& args) {
     std::printf("%zu problems in %.1f s; stored in %s\n", results.size(), seconds,
                 shown(o.db_path.string()).c_str());
   }
-  return all_best ? 0 : 1;
+  return code;
 }
 
 }  // namespace ktune::cli

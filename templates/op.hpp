@@ -29,7 +29,16 @@ struct DimSpec {
   std::optional<std::int64_t> def;   // default value (index for enumerated dims)
   std::string help;
   bool exact = false;                // integer dims: the lookup never crosses a different value
+  // Dims matched by distance: values on either side of a boundary behave differently (decode's
+  // nq <= 16 against prefill's): the lookup never serves one regime from the other.
+  std::vector<std::int64_t> regimes = {};
   bool enumerated() const { return !choices.empty(); }
+  /// Which regime `v` is in: the number of boundaries below it.
+  int regime(std::int64_t v) const {
+    int r = 0;
+    for (std::int64_t b : regimes) r += v > b ? 1 : 0;
+    return r;
+  }
   bool matched_exactly() const { return exact || enumerated(); }
 };
 
@@ -212,6 +221,10 @@ class Op {
   /// measure whole declares them and names "staged" its default strategy.
   virtual SearchStages search_stages() const { return {}; }
   virtual std::string_view default_strategy() const { return "exhaustive"; }
+  /// The farthest (problem_distance: log-space) a tuned problem may be for the lookup to serve
+  /// its configuration to another problem; beyond it the built-in default wins. ln 4: a factor 4
+  /// in one dim, or 2 in four.
+  virtual double fallback_radius() const { return 1.3863; }  // ln 4, rounded up
   /// The dim `ktune sweep` tunes over a list of values in one command (MoE: "t", the token
   /// buckets), and its default list; empty name: none.
   virtual std::string_view bucket_dim() const { return {}; }

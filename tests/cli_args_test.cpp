@@ -83,6 +83,9 @@ TEST_F(Cli, EveryNumberIsFiniteAndInItsRange) {
       {"sweep --op moe --strategy bayes", "unknown strategy \"bayes\" (allowed: exhaustive, random, staged)"},
       {"sweep --op moe --tokens 1,70000 --shape e=8,k=2,h=256,i=512",
        "t=70000"},
+      {"sweep --from-misses /nonexistent/misses.tsv", "cannot read the miss log \"/nonexistent/misses.tsv\""},
+      {"sweep --from-misses /dev/null --op softmax", "--from-misses names each problem's op, dtype and shape: leave out --op"},
+      {"sweep --from-misses /dev/null", "the miss log \"/dev/null\" lists no problem to tune"},
   };
   for (const auto& c : cases) {
     const std::string args = c.args + (c.args.rfind("sweep", 0) == 0 ? " --db " + db : "");

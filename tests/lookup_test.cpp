@@ -9,12 +9,14 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <iterator>
 #include <functional>
 #include <optional>
 
 #include "db/sqlite.hpp"
 #include "db/store.hpp"
 #include "runtime/dispatch/lookup.hpp"
+#include "runtime/dispatch/miss_log.hpp"
 #include "tests/support/test_env.hpp"
 
 namespace ktune {
@@ -140,6 +142,59 @@ TEST_F(Lookup, NearestShapeInLogSpace) {
   EXPECT_EQ(op.params_key(r.params), near);
 }
 
+TEST_F(Lookup, AFarNeighbourLosesToTheDefault) {
+  // Tuned 16x away in m (log distance ln 16 > the radius ln 4): the default serves.
+  const std::string far = tuned(problem("m=16384,n=4096"), h100, 0);
+  auto db = make_db("u.db", {{h100, "m=16384,n=4096", far}});
+  TuningDatabases dbs(db, {});
+  LookupResult r = dbs.find(op, DType::bf16, problem("m=1024,n=4096"), h100);
+  EXPECT_EQ(r.kind, Match::default_config);
+  EXPECT_EQ(r.params, op.default_params(problem("m=1024,n=4096"), DType::bf16, h100));
+  // 4x away is the edge: still served.
+  r = dbs.find(op, DType::bf16, problem("m=4096,n=4096"), h100);
+  EXPECT_EQ(r.kind, Match::nearest_shape);
+  EXPECT_EQ(op.params_key(r.params), far);
+  // The same on another device of the architecture.
+  r = dbs.find(op, DType::bf16, problem("m=1024,n=4096"), other_h100);
+  EXPECT_EQ(r.kind, Match::default_config);
+}
+
+TEST_F(Lookup, DecodeIsNeverServedFromPrefillRows) {
+  // A decode problem (nq = 1) with only prefill rows tuned (nq = 4096) and a row in its own
+  // regime but too far (nq = 16 is 16x): the default, not a prefill configuration (they were
+  // 1.7-2.2x slower than the decode problem's own sweep).
+  const Op& fa = get_op("flash_attention");
+  const std::filesystem::path path = dir.path() / "fa.db";
+  {
+    Store s = Store::open(path, Store::Mode::read_write);
+    s.upsert_device(h100);
+    for (const char* problem : {"b=8,hq=32,hkv=8,nq=4096,nk=4096,d=128",
+                                "b=8,hq=32,hkv=8,nq=16,nk=4096,d=128",
+                                "b=8,hq=32,hkv=8,nq=17,nk=4096,d=128"}) {
+      BestRecord b;
+      b.device_key = h100.key();
+      b.op = "flash_attention";
+      b.dtype = DType::bf16;
+      b.problem_key = fa.problem_key(fa.parse_problem(problem));
+      b.params_key = fa.params_key(fa.default_params(fa.parse_problem(problem), DType::bf16, h100));
+      b.template_hash = fa.template_hash();
+      b.median_us = 10.0;
+      s.set_best(b);
+    }
+  }
+  TuningDatabases dbs(path, {});
+  const Problem decode = fa.parse_problem("b=8,hq=32,hkv=8,nq=1,nk=4096,d=128");
+  EXPECT_EQ(dbs.find(fa, DType::bf16, decode, h100).kind, Match::default_config);
+  // nq = 8 is served from nq = 16 (same regime, 2x), never from nq = 17 (1.06x, other regime).
+  const LookupResult eight =
+      dbs.find(fa, DType::bf16, fa.parse_problem("b=8,hq=32,hkv=8,nq=8,nk=4096,d=128"), h100);
+  EXPECT_EQ(eight.kind, Match::nearest_shape);
+  EXPECT_EQ(eight.tuned_problem, fa.problem_key(fa.parse_problem("b=8,hq=32,hkv=8,nq=16,nk=4096,d=128")));
+  const LookupResult twenty =
+      dbs.find(fa, DType::bf16, fa.parse_problem("b=8,hq=32,hkv=8,nq=20,nk=4096,d=128"), h100);
+  EXPECT_EQ(twenty.tuned_problem, fa.problem_key(fa.parse_problem("b=8,hq=32,hkv=8,nq=17,nk=4096,d=128")));
+}
+
 TEST_F(Lookup, NearestSkipsConfigsInvalidForTheAskedProblem) {
   // Tuned at n=4096 with a vector width that cannot divide n=4095.
   Problem asked = problem("m=4096,n=4095");
@@ -249,6 +304,12 @@ TEST(ProblemDistance, ExactDimsMustMatch) {
   Problem c = op.parse_problem("b=2,hq=16,hkv=16,nq=2048,nk=2048,d=128");
   EXPECT_TRUE(std::isinf(problem_distance(op, a, b)));
   EXPECT_TRUE(std::isfinite(problem_distance(op, a, c)));
+  // nq regimes: 1..16 (decode, short queries) against longer query blocks.
+  Problem d16 = op.parse_problem("b=2,hq=16,hkv=16,nq=16,nk=4096,d=128");
+  Problem d17 = op.parse_problem("b=2,hq=16,hkv=16,nq=17,nk=4096,d=128");
+  Problem d1 = op.parse_problem("b=2,hq=16,hkv=16,nq=1,nk=4096,d=128");
+  EXPECT_TRUE(std::isinf(problem_distance(op, d16, d17)));
+  EXPECT_NEAR(problem_distance(op, d16, d1), std::log(16.0), 1e-12);
   const std::vector<DimSpec>& dims = op.dims();
   for (const DimSpec& d : dims) EXPECT_EQ(d.matched_exactly(), d.name == "d" || d.name == "causal") << d.name;
 }
@@ -667,6 +728,61 @@ TEST_F(Lookup, FindDeviceSkipsAHostileDeviceRow) {
   EXPECT_TRUE(st[0].errors.empty()) << all_text(st[0]);
   ASSERT_EQ(st[0].skipped_rows.size(), 1u) << all_text(st[0]);
   EXPECT_CONTAINS(st[0].skipped_rows[0], "1099511627776");
+}
+
+// ---- the miss log (KTUNE_MISS_LOG, ktune sweep --from-misses) ----
+
+TEST(MissLog, AppendsWholeLinesAndRefusesWhatIsNotAFile) {
+  test::TempDir dir;
+  const std::string path = (dir.path() / "misses.tsv").string();
+  const MissEntry a{"moe", DType::bf16, "e=8,k=2,h=4096,i=14336,t=3,routing=softmax_renorm,n_group=1,topk_group=1",
+                    "dev", "nearest_shape"};
+  EXPECT_EQ(append_line(path, miss_line(a)), std::nullopt);
+  EXPECT_EQ(append_line(path, miss_line(a)), std::nullopt);
+  std::ifstream in(path);
+  std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(all, miss_line(a) + miss_line(a));
+  // A FIFO without a reader would block an open for writing: refused at once instead.
+  const std::string fifo = (dir.path() / "fifo").string();
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  std::optional<std::string> why = append_line(fifo, miss_line(a));
+  ASSERT_TRUE(why.has_value());
+  EXPECT_NE(why->find("cannot open"), std::string::npos) << *why;
+  why = append_line(dir.path().string(), miss_line(a));
+  ASSERT_TRUE(why.has_value());
+  why = append_line((dir.path() / "no" / "dir.tsv").string(), miss_line(a));
+  ASSERT_TRUE(why.has_value());
+  EXPECT_NE(why->find("No such file"), std::string::npos) << *why;
+}
+
+TEST(MissLog, ReadsValidLinesOnceAndSaysWhyOthersAreSkipped) {
+  test::TempDir dir;
+  const std::string path = (dir.path() / "misses.tsv").string();
+  {
+    std::ofstream out(path);
+    out << "# comment\n"
+        << "softmax\tbf16\tm=64,n=4096\tdev\tdefault\n"
+        << "softmax\tbf16\tn=4096,m=64\tother\tnearest_shape\n"  // the same problem
+        << "softmax\tfp16\tm=64,n=4096\tdev\tdefault\n"
+        << "nosuchop\tbf16\tm=1\tdev\tdefault\n"
+        << "softmax\tf64\tm=64,n=4096\tdev\tdefault\n"
+        << "softmax\tbf16\tm=0,n=4096\tdev\tdefault\n"
+        << "softmax\tbf16\tm=64\n"
+        << "\n";
+  }
+  std::vector<std::string> skipped;
+  const std::vector<MissEntry> m = read_miss_log(path, skipped);
+  ASSERT_EQ(m.size(), 2u);
+  EXPECT_EQ(m[0].problem_key, "m=64,n=4096");
+  EXPECT_EQ(m[0].dtype, DType::bf16);
+  EXPECT_EQ(m[1].dtype, DType::f16);
+  ASSERT_EQ(skipped.size(), 4u);
+  EXPECT_NE(skipped[0].find("line 5: unknown op \"nosuchop\""), std::string::npos) << skipped[0];
+  EXPECT_NE(skipped[1].find("line 6: unknown dtype \"f64\""), std::string::npos) << skipped[1];
+  EXPECT_NE(skipped[2].find("line 7: "), std::string::npos) << skipped[2];
+  EXPECT_NE(skipped[2].find("m=0"), std::string::npos) << skipped[2];
+  EXPECT_NE(skipped[3].find("line 8: expected 5 tab-separated fields"), std::string::npos) << skipped[3];
+  EXPECT_THROW(read_miss_log((dir.path() / "missing.tsv").string(), skipped), InvalidArgument);
 }
 
 }  // namespace

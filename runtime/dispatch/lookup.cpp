@@ -23,6 +23,8 @@ double problem_distance(const Op& op, const Problem& a, const Problem& b) {
       if (a.values[i] != b.values[i]) return std::numeric_limits<double>::infinity();
       continue;
     }
+    if (dims[i].regime(a.values[i]) != dims[i].regime(b.values[i]))
+      return std::numeric_limits<double>::infinity();
     double d = std::log(static_cast<double>(a.values[i])) - std::log(static_cast<double>(b.values[i]));
     sum += d * d;
   }
@@ -268,7 +270,9 @@ LookupResult TuningDatabases::find(const Op& op, DType dtype, const Problem& pro
       if (!this_device && r.arch != arch) continue;
       const Problem tuned = op.parse_problem(r.problem_key);
       const double d = problem_distance(op, problem, tuned);
-      if (!std::isfinite(d)) continue;
+      // Too far (or across an exact dim or a regime): the default serves better than a
+      // configuration measured on a problem that behaves differently.
+      if (!(d <= op.fallback_radius())) continue;
       Params p = op.parse_params(r.params_key);
       if (op.invalid_reason(p, problem, dtype, device)) {
         // Tuned for another problem (or device), it need not fit this one; that is no fault of

@@ -1,5 +1,7 @@
 // The lookup policy: exact (device, op, dtype, problem) -> nearest tuned problem on this device
-// -> nearest tuned problem on another device of the same architecture -> built-in default.
+// -> nearest tuned problem on another device of the same architecture -> built-in default; a
+// neighbour counts only within the op's fallback radius, in the same regime, with every exact dim
+// equal.
 // Only rows whose template hash matches the compiled-in kernels count (stale rows are skipped),
 // and every parameter read from a database is validated against the op's space first.
 // Nothing is skipped silently: each database's state, each row a lookup skips and each query
@@ -99,7 +101,9 @@ std::optional<std::string> keys_reason(const std::string& op, DType dtype,
                                        const std::string& params_key);
 
 /// Distance between two problems of one op: Euclidean in log space over the dims matched by
-/// distance; infinity when a dim matched exactly (DimSpec::matched_exactly) differs.
+/// distance; infinity when a dim matched exactly (DimSpec::matched_exactly) differs or a dim's
+/// values lie in different regimes (DimSpec::regimes). The lookup serves a neighbour only within
+/// Op::fallback_radius().
 double problem_distance(const Op& op, const Problem& a, const Problem& b);
 
 }  // namespace ktune

@@ -8,6 +8,7 @@
 #include "ktune/error.hpp"
 #include "runtime/core/device.hpp"
 #include "runtime/core/launcher.hpp"
+#include "runtime/dispatch/miss_log.hpp"
 
 namespace ktune {
 namespace {
@@ -72,6 +73,7 @@ const char* match_kind_name(Match m) {
 Runtime::Impl::Impl(RuntimeOptions options) : options_(std::move(options)) {
   const char* log = std::getenv("KTUNE_LOG");
   log_ = log && *log && std::string(log) != "0";
+  if (const char* misses = std::getenv("KTUNE_MISS_LOG")) miss_log_ = misses;
 }
 
 int Runtime::Impl::op_index(std::string_view name) {
@@ -215,6 +217,16 @@ std::unique_ptr<Plan> Runtime::Impl::make_plan(const PlanKey& key) {
   plan->tensors = op.tensors(plan->problem, plan->dtype);
   plan->workspace_bytes = op.workspace_bytes(plan->params, plan->problem, plan->dtype);
 
+  if (!miss_log_.empty() && found.kind != Match::exact && !miss_log_failed_) {
+    const MissEntry miss{plan->info.op, plan->dtype, plan->info.problem, device.key(),
+                         match_kind_name(found.kind)};
+    if (std::optional<std::string> why = append_line(miss_log_, miss_line(miss))) {
+      // The user asked for the log: say once that it is not written, whatever KTUNE_LOG says.
+      miss_log_failed_ = true;
+      std::fprintf(stderr, "ktune: KTUNE_MISS_LOG=%s: not written: %s\n",
+                   quoted(miss_log_, 200).c_str(), why->c_str());
+    }
+  }
   if (log_)
     std::fprintf(stderr, "ktune: %s %s %s on %s: %s match, %s%s%s\n", plan->info.op.c_str(),
                  dtype_name(plan->dtype), plan->info.problem.c_str(), device.name.c_str(),

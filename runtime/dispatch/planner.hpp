@@ -158,6 +158,8 @@ class Runtime::Impl {
   std::map<int, DeviceInfo> devices_;
   std::map<std::string, std::weak_ptr<LoadedKernel>> kernels_;
   bool log_ = false;
+  std::string miss_log_;        // KTUNE_MISS_LOG: where non-exact plans are appended
+  bool miss_log_failed_ = false;  // said once, then quiet
   // Lines already logged, so that each fact is logged once per runtime, resets included.
   std::unordered_set<std::string> logged_;
 };

@@ -140,7 +140,7 @@ class FlashAttentionOp final : public Op {
               {"hq", 1, kMaxGridY, {}, std::nullopt, "query heads (b * hq <= 65535)"},
               {"hkv", 1, kMaxGridY, {}, std::nullopt,
                "key/value heads, dividing hq (hq: multi-head, 1: multi-query, else grouped)"},
-              {"nq", 1, kMaxSeq, {}, std::nullopt, "query rows"},
+              {"nq", 1, kMaxSeq, {}, std::nullopt, "query rows", false, {16}},
               {"nk", 1, kMaxSeq, {}, std::nullopt, "key/value rows"},
               {"d", 32, 256, {}, std::nullopt, "head dimension: 32, 64, 96, 128 or 256",
                /*exact=*/true},
