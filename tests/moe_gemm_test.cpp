@@ -72,6 +72,14 @@ TEST(MoeGemmReasons, TableOfPoints) {
                "MIN_CTAS leaves fewer registers per thread than the accumulators plus 32");
   EXPECT_STREQ(moe_gemm_invalid_reason(64, 64, 64, 4, 2, 3, true, 0, 0, 5),
                "MIN_CTAS must be 1 to 4");
+  // The epilogue through shared memory: the ring must hold BLOCK_M x (BLOCK_N + 8) elements.
+  EXPECT_EQ(moe_gemm_epi_smem_bytes(128, 256), 128u * 264 * 2);
+  EXPECT_EQ(moe_gemm_invalid_reason(128, 256, 64, 8, 2, 3, false, 8, 0, 1, 1), nullptr);
+  EXPECT_EQ(moe_gemm_invalid_reason(16, 16, 128, 1, 1, 4, true, 0, 0, 1, 1), nullptr);
+  EXPECT_STREQ(moe_gemm_invalid_reason(128, 256, 32, 8, 2, 2, false, 0, 0, 1, 1),
+               "EPI=1: the ring must hold the BLOCK_M x (BLOCK_N + 8) output tile");
+  EXPECT_STREQ(moe_gemm_invalid_reason(64, 64, 64, 4, 2, 3, false, 0, 0, 1, 2),
+               "EPI must be 0 or 1");
   EXPECT_EQ(moe_gemm_static_smem_bytes(16), 256u);
   EXPECT_EQ(moe_gemm_static_smem_bytes(128), 1664u);
 
@@ -144,8 +152,8 @@ std::vector<Job> jobs() {
       "shared memory above 227 KiB", false);
   add("moe/combine.cuh", test::moe_combine_name(true, 96, 8), "sm_90a",
       "THREADS must be 64, 128, 256 or 512", false);
-  // The three trailing parameters (CTA order, L2 prefetch, CTAs per SM), both archs, and
-  // their reasons.
+  // The four trailing parameters (CTA order, L2 prefetch, CTAs per SM, epilogue), both archs,
+  // and their reasons.
   for (const char* arch : kArchs) {
     add("moe/gemm.cuh", "ktune::moe_gemm_kernel<ktune::bf16, 128, 64, 64, 4, 2, 3, true, 8, 256>",
         arch, nullptr, false);
@@ -154,7 +162,19 @@ std::vector<Job> jobs() {
     add("moe/gemm.cuh",
         "ktune::moe_gemm_kernel<ktune::bf16, 128, 128, 32, 8, 2, 4, false, 8, 0, 2>", arch,
         nullptr, false);
+    add("moe/gemm.cuh",
+        "ktune::moe_gemm_kernel<ktune::bf16, 128, 64, 64, 4, 2, 3, true, 8, 0, 1, 1>", arch,
+        nullptr, false);
+    add("moe/gemm.cuh",
+        "ktune::moe_gemm_kernel<ktune::fp16, 128, 256, 64, 8, 2, 3, false, 8, 0, 1, 1>", arch,
+        nullptr, false);
+    add("moe/gemm.cuh",
+        "ktune::moe_gemm_kernel<ktune::bf16, 16, 16, 128, 1, 1, 4, true, 0, 0, 1, 1>", arch,
+        nullptr, false);
   }
+  add("moe/gemm.cuh",
+      "ktune::moe_gemm_kernel<ktune::bf16, 128, 256, 32, 8, 2, 2, false, 0, 0, 1, 1>", "sm_90a",
+      "EPI=1: the ring must hold the BLOCK_M x (BLOCK_N + 8) output tile", false);
   add("moe/gemm.cuh", "ktune::moe_gemm_kernel<ktune::bf16, 128, 128, 64, 8, 2, 3, true, 8, 0, 2>",
       "sm_90a", "MIN_CTAS leaves fewer registers per thread than the accumulators plus 32", false);
   add("moe/gemm.cuh", "ktune::moe_gemm_kernel<ktune::bf16, 64, 64, 64, 4, 2, 3, true, 3, 0>",

@@ -11,6 +11,8 @@
 //          that no repetition finds the previous one's weights in L2. Prints the best gemm1, the
 //          best gemm2 and the pair launched back to back, with the weight bytes the routing
 //          touches over the time as a share of the copy bandwidth.
+//          tmin=T: only the points with at least T tokens.
+//   peak:  the rate of dense mma.sync from registers with the SM clock (the GEMMs' ceiling).
 //   prof layer=mixtral|deepseek t=T g1=NAME g2=NAME: one launch of each (for ncu).
 //   only=N (with check): check_kernels() pair N alone, for compute-sanitizer.
 //   part=i/n (with check): cases i, i + n, ... alone (parallel processes).
@@ -29,7 +31,6 @@
 #include <string>
 #include <vector>
 
-#include "benchmarks/moe/gemm_run2.cuh"
 #include "moe/combine.cuh"
 #include "moe/gemm.cuh"
 #include "tests/support/moe_gemm_reference.hpp"
@@ -47,14 +48,13 @@ static void check_cuda(cudaError_t e, const char* what, const char* file, int li
 
 using Launch = void (*)(dim3, unsigned, unsigned, const MoeGemmArgs&);
 
-/// One kernel instantiation: the tile, gemm1 (gated) or gemm2, launchers per dtype. old: the
-/// frozen copy benchmarks/moe/gemm_run2.cuh (A/B only; never reported as a best).
+/// One kernel instantiation: the tile, gemm1 (gated) or gemm2, launchers per dtype.
 struct Kern {
   int bm, bn, bk, warps, wm, stages, group, pf;
   bool gated;
   Launch bf16_launch, fp16_launch;  // fp16_launch may be null (timing kernels)
-  bool old = false;
   int minc = 1;  // MIN_CTAS
+  int epi = 0;   // EPI
   std::string params() const {
     char b[96];
     std::snprintf(b, sizeof b, "%d,%d,%d,%d,%d,%d", bm, bn, bk, warps, wm, stages);
@@ -62,9 +62,10 @@ struct Kern {
     if (group) s += ",g" + std::to_string(group);
     if (pf) s += ",p" + std::to_string(pf);
     if (minc > 1) s += ",m" + std::to_string(minc);
+    if (epi) s += ",e" + std::to_string(epi);
     return s;
   }
-  std::string name() const { return (old ? "r2:" : "") + params(); }
+  std::string name() const { return params(); }
   unsigned smem() const { return moe_gemm_smem_bytes(bm, bn, bk, stages, gated); }
   void launch(bool bf16, const MoeGemmArgs& a) const {
     const dim3 grid(a.max_blocks, moe_gemm_grid_y(a.n, bn));
@@ -73,9 +74,9 @@ struct Kern {
 };
 
 template <typename T, int BM, int BN, int BK, int W, int WM, int S, bool G, int GR, int L2,
-          int MC = 1>
+          int MC = 1, int EP = 0>
 void launch_gemm(dim3 grid, unsigned threads, unsigned smem, const MoeGemmArgs& a) {
-  auto k = moe_gemm_kernel<T, BM, BN, BK, W, WM, S, G, GR, L2, MC>;
+  auto k = moe_gemm_kernel<T, BM, BN, BK, W, WM, S, G, GR, L2, MC, EP>;
   static bool once = [&] {
     // The dynamic limit plus the kernel's static shared memory must stay within 227 KiB.
     CK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -86,20 +87,10 @@ void launch_gemm(dim3 grid, unsigned threads, unsigned smem, const MoeGemmArgs& 
   k<<<grid, threads, smem>>>(a);
 }
 
-template <typename T, int BM, int BN, int BK, int W, int WM, int S, bool G, int GR, int PF>
-void launch_gemm_run2(dim3 grid, unsigned threads, unsigned smem, const MoeGemmArgs& a) {
-  auto k = run2::moe_gemm_kernel<T, BM, BN, BK, W, WM, S, G, GR, PF>;
-  static bool once = [&] {
-    CK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                            static_cast<int>(moe_gemm_smem_bytes(BM, BN, BK, S, G))));
-    return true;
-  }();
-  (void)once;
-  k<<<grid, threads, smem>>>(a);
-}
-
 static_assert(moe_gemm_invalid_reason(128, 256, 64, 8, 2, 3, false, 8, 256) == nullptr, "");
 static_assert(moe_gemm_invalid_reason(128, 128, 64, 8, 2, 3, false, 8, 0, 2) == nullptr, "");
+static_assert(moe_gemm_invalid_reason(128, 256, 64, 8, 2, 3, false, 8, 0, 1, 1) == nullptr, "");
+static_assert(moe_gemm_invalid_reason(128, 256, 32, 8, 2, 2, false, 0, 0, 1, 1) != nullptr, "");
 
 // Both GEMMs of one tile, both dtypes (check table) or bf16 alone (timing table).
 #define BOTH(BM, BN, BK, W, WM, S, GR, L2)                                                  \
@@ -116,17 +107,32 @@ static_assert(moe_gemm_invalid_reason(128, 128, 64, 8, 2, 3, false, 8, 0, 2) == 
 #define G1M(BM, BN, BK, W, WM, S, GR, L2, MC)                                                 \
   Kern {                                                                                    \
     BM, BN, BK, W, WM, S, GR, L2, true, launch_gemm<bf16, BM, BN, BK, W, WM, S, true, GR, L2, MC>, \
-        nullptr, false, MC                                                                  \
+        nullptr, MC                                                                         \
   }
 #define G2M(BM, BN, BK, W, WM, S, GR, L2, MC)                                                  \
   Kern {                                                                                     \
     BM, BN, BK, W, WM, S, GR, L2, false, launch_gemm<bf16, BM, BN, BK, W, WM, S, false, GR, L2, MC>, \
-        nullptr, false, MC                                                                   \
+        nullptr, MC                                                                          \
   }
-#define OLD(BM, BN, BK, W, WM, S, G, GR, PF)                                                    \
-  Kern {                                                                                     \
-    BM, BN, BK, W, WM, S, GR, PF, G, launch_gemm_run2<bf16, BM, BN, BK, W, WM, S, G, GR, PF>, \
-        nullptr, true                                                                        \
+// EPI=1 (epilogue through shared memory): both GEMMs in both dtypes, or gemm1 / gemm2 in bf16.
+#define LG(T, G, BM, BN, BK, W, WM, S, GR, L2) \
+  launch_gemm<T, BM, BN, BK, W, WM, S, G, GR, L2, 1, 1>
+#define BOTHE(BM, BN, BK, W, WM, S, GR, L2)                                                  \
+  Kern{BM, BN, BK, W, WM, S, GR, L2, true, LG(bf16, true, BM, BN, BK, W, WM, S, GR, L2),     \
+       LG(fp16, true, BM, BN, BK, W, WM, S, GR, L2), 1, 1},                                  \
+      Kern {                                                                                \
+    BM, BN, BK, W, WM, S, GR, L2, false, LG(bf16, false, BM, BN, BK, W, WM, S, GR, L2),     \
+        LG(fp16, false, BM, BN, BK, W, WM, S, GR, L2), 1, 1                                 \
+  }
+#define G1E(BM, BN, BK, W, WM, S, GR, L2)                                                    \
+  Kern {                                                                                    \
+    BM, BN, BK, W, WM, S, GR, L2, true, LG(bf16, true, BM, BN, BK, W, WM, S, GR, L2), nullptr, \
+        1, 1                                                                                \
+  }
+#define G2E(BM, BN, BK, W, WM, S, GR, L2)                                                    \
+  Kern {                                                                                    \
+    BM, BN, BK, W, WM, S, GR, L2, false, LG(bf16, false, BM, BN, BK, W, WM, S, GR, L2),     \
+        nullptr, 1, 1                                                                       \
   }
 
 /// Checked in both dtypes on the full case table: v0's seven tiles and the new parameters.
@@ -138,7 +144,9 @@ std::vector<Kern> check_kernels() {
       BOTH(64, 128, 64, 8, 2, 3, 0, 0),   BOTH(64, 64, 64, 4, 2, 3, 2, 256),
       BOTH(128, 64, 32, 4, 2, 4, 4, 128), BOTH(32, 64, 128, 4, 2, 3, 8, 0),
       BOTH(16, 32, 128, 2, 1, 4, 0, 0),   BOTH(128, 64, 64, 4, 2, 3, 8, 0),
-      BOTH(64, 64, 32, 8, 2, 3, 4, 0),
+      BOTH(64, 64, 32, 8, 2, 3, 4, 0),    BOTHE(128, 128, 32, 8, 2, 3, 0, 0),
+      BOTHE(64, 64, 64, 4, 2, 3, 8, 0),   BOTHE(16, 32, 128, 2, 1, 4, 0, 0),
+      BOTHE(16, 16, 128, 1, 1, 4, 0, 0),
   };
 }
 
@@ -159,19 +167,12 @@ std::vector<Kern> timing_kernels() {
       G2(16, 32, 64, 2, 1, 6, 0, 256), G2(16, 16, 128, 1, 1, 6, 0, 0),
       G2(16, 32, 128, 2, 1, 4, 0, 0), G2(16, 32, 64, 2, 1, 4, 0, 256),
       G1(16, 32, 64, 2, 1, 4, 0, 256), G1(16, 16, 64, 1, 1, 6, 0, 256),
-      OLD(16, 32, 64, 2, 1, 6, true, 0, 256), OLD(16, 64, 128, 4, 1, 3, true, 0, 0),
-      OLD(16, 32, 128, 2, 1, 4, true, 0, 0), OLD(16, 32, 128, 2, 1, 6, true, 0, 0),
-      OLD(16, 32, 128, 2, 1, 4, false, 0, 0), OLD(16, 32, 128, 2, 1, 6, false, 0, 0),
-      OLD(16, 64, 128, 4, 1, 4, false, 0, 0), OLD(16, 128, 128, 8, 1, 3, false, 0, 0),
-      OLD(16, 64, 128, 4, 1, 6, false, 0, 0), OLD(16, 128, 128, 8, 1, 3, true, 0, 0),
       // block_m 32
       G1(32, 64, 64, 4, 2, 4, 0, 0), G1(32, 64, 64, 4, 1, 6, 0, 0),
       G1(32, 32, 128, 2, 1, 4, 0, 0), G1(32, 64, 128, 4, 2, 3, 0, 0),
       G2(32, 64, 128, 4, 1, 4, 0, 0), G2(32, 128, 64, 8, 2, 4, 0, 0),
       G2(32, 32, 128, 2, 1, 6, 0, 0), G2(32, 64, 64, 4, 2, 6, 0, 0),
       G2(32, 32, 128, 2, 1, 4, 0, 0), G1(32, 32, 64, 2, 1, 6, 0, 256),
-      OLD(32, 32, 128, 2, 1, 4, true, 0, 0), OLD(32, 64, 128, 4, 2, 3, true, 0, 0),
-      OLD(32, 64, 128, 4, 1, 4, false, 0, 0), OLD(32, 32, 128, 2, 1, 6, false, 0, 0),
       // block_m 64
       G1(64, 64, 64, 4, 2, 3, 0, 0), G1(64, 64, 128, 4, 1, 3, 0, 0),
       G1(64, 128, 64, 8, 2, 3, 0, 0), G1(64, 256, 64, 8, 1, 3, 0, 0),
@@ -181,7 +182,8 @@ std::vector<Kern> timing_kernels() {
       G2(64, 256, 32, 4, 1, 4, 0, 0), G2(64, 128, 128, 4, 1, 3, 0, 0),
       G1(64, 256, 64, 8, 1, 3, 8, 0), G1(64, 64, 64, 4, 2, 3, 8, 0),
       G2(64, 128, 64, 4, 1, 4, 8, 0), G2M(64, 128, 64, 8, 2, 3, 8, 0, 2),
-      OLD(64, 64, 128, 4, 1, 3, true, 0, 0), OLD(64, 128, 128, 4, 1, 3, false, 0, 0),
+      G1E(64, 256, 64, 8, 1, 3, 0, 0), G1E(64, 64, 64, 4, 1, 4, 0, 0),
+      G2E(64, 128, 64, 4, 1, 4, 8, 0),
       // block_m 128: compute at large T
       G1(128, 128, 64, 8, 2, 3, 0, 0), G1(128, 128, 32, 8, 2, 4, 0, 0),
       G1(128, 128, 64, 8, 2, 4, 0, 0), G1(128, 64, 64, 4, 2, 3, 0, 0),
@@ -195,8 +197,10 @@ std::vector<Kern> timing_kernels() {
       G2M(128, 128, 32, 8, 2, 4, 8, 0, 2), G1(128, 128, 64, 8, 2, 4, 8, 0),
       G2(128, 256, 64, 8, 2, 4, 8, 0), G1(128, 64, 64, 4, 2, 3, 4, 0),
       G2(128, 128, 64, 4, 2, 3, 4, 0), G2(128, 128, 64, 4, 2, 3, 16, 0),
-      OLD(128, 64, 64, 4, 2, 3, true, 0, 0), OLD(128, 128, 64, 8, 2, 4, true, 0, 0),
-      OLD(128, 256, 64, 8, 2, 3, false, 0, 0), OLD(128, 128, 64, 4, 2, 3, false, 8, 0),
+      G1E(128, 64, 64, 4, 2, 3, 0, 0), G1E(128, 64, 64, 4, 2, 3, 8, 0),
+      G1E(128, 128, 64, 8, 2, 3, 8, 0), G1E(128, 128, 64, 8, 2, 4, 8, 0),
+      G2E(128, 256, 64, 8, 2, 3, 8, 0), G2E(128, 128, 64, 4, 2, 3, 8, 0),
+      G2E(128, 128, 64, 4, 2, 3, 4, 0),
       // block_m 256
       G1(256, 64, 64, 8, 4, 3, 0, 0), G1(256, 64, 64, 8, 4, 3, 8, 0),
       G2(256, 128, 64, 8, 4, 3, 0, 0), G2(256, 128, 64, 8, 4, 3, 8, 0),
@@ -496,7 +500,6 @@ struct Result {
   std::string g1, g2;
   float t1, t2, both;
   double gb, gflop;
-  float old_both;  // the same pair with the run-2 kernels, 0 when not instantiated
 };
 std::vector<Result> results;
 
@@ -533,7 +536,7 @@ void time_layer(const Layer& L, int Tn, const std::vector<int>& bms, const Buffe
       const float t = time_ms([&](int i) { g.launch(true, a1(i)); });
       std::printf("  gemm1 %-22s %8.4f ms  %6.1f%% of copy bw  %5.0f TFLOP/s\n", g.name().c_str(),
                   t, gb * 2 / 3 * 1e9 / (t * 1e-3) / copy_bw * 100.0, gflop * 2 / 3 / t);
-      if (t < t1 && !g.old) t1 = t, best1 = &g;
+      if (t < t1) t1 = t, best1 = &g;
     }
     if (!best1) {
       d.free();
@@ -545,7 +548,7 @@ void time_layer(const Layer& L, int Tn, const std::vector<int>& bms, const Buffe
       const float t = time_ms([&](int i) { g.launch(true, a2(i)); });
       std::printf("  gemm2 %-22s %8.4f ms  %6.1f%% of copy bw  %5.0f TFLOP/s\n", g.name().c_str(),
                   t, gb / 3 * 1e9 / (t * 1e-3) / copy_bw * 100.0, gflop / 3 / t);
-      if (t < t2 && !g.old) t2 = t, best2 = &g;
+      if (t < t2) t2 = t, best2 = &g;
     }
     if (!best2) {
       d.free();
@@ -558,26 +561,12 @@ void time_layer(const Layer& L, int Tn, const std::vector<int>& bms, const Buffe
     std::printf("  pair %s | %s: %.4f ms, %.1f%% of copy bw, %.0f TFLOP/s\n",
                 best1->name().c_str(), best2->name().c_str(), both,
                 gb * 1e9 / (both * 1e-3) / copy_bw * 100.0, gflop / both);
-    const Kern* old1 = nullptr;
-    const Kern* old2 = nullptr;
-    for (const Kern& g : ks)
-      if (g.old && g.params() == best1->params() && g.gated) old1 = &g;
-      else if (g.old && g.params() == best2->params() && !g.gated) old2 = &g;
-    float old_both = 0;
-    if (old1 && old2) {
-      old_both = time_ms([&](int i) {
-        old1->launch(true, a1(i));
-        old2->launch(true, a2(i));
-      });
-      std::printf("  pair (run-2 kernels): %.4f ms\n", old_both);
-    }
-    results.push_back({L.name, Tn, bm, best1->name(), best2->name(), t1, t2, both, gb, gflop,
-                       old_both});
+    results.push_back({L.name, Tn, bm, best1->name(), best2->name(), t1, t2, both, gb, gflop});
     d.free();
   }
 }
 
-void time_all(const std::string& only_layer) {
+void time_all(const std::string& only_layer, int t_min) {
   const std::size_t w1_max = 8ull * 2 * 14336 * 4096, w2_max = 8ull * 4096 * 14336;
   Buffers b;
   for (int i = 0; i < 2; ++i) {
@@ -609,16 +598,62 @@ void time_all(const std::string& only_layer) {
       {&kDeepSeek, 128, {16, 32}},   {&kDeepSeek, 1024, {64, 128}}, {&kDeepSeek, 4096, {128}},
   };
   for (const Point& p : points)
-    if (only_layer.empty() || only_layer == p.L->name) time_layer(*p.L, p.T, p.bms, b);
+    if ((only_layer.empty() || only_layer == p.L->name) && p.T >= t_min)
+      time_layer(*p.L, p.T, p.bms, b);
 
-  std::printf("\n%-8s %5s %4s %-20s %8s %-20s %8s %8s %6s %6s %8s\n", "layer", "T", "bm",
-              "gemm1", "ms", "gemm2", "ms", "pair ms", "%bw", "TF/s", "run2 ms");
+  std::printf("\n%-8s %5s %4s %-20s %8s %-20s %8s %8s %6s %6s\n", "layer", "T", "bm",
+              "gemm1", "ms", "gemm2", "ms", "pair ms", "%bw", "TF/s");
   for (const Result& r : results)
-    std::printf("%-8s %5d %4d %-20s %8.4f %-20s %8.4f %8.4f %6.1f %6.0f %8.4f\n",
+    std::printf("%-8s %5d %4d %-20s %8.4f %-20s %8.4f %8.4f %6.1f %6.0f\n",
                 r.layer.c_str(), r.T, r.bm, r.g1.c_str(), r.t1, r.g2.c_str(), r.t2, r.both,
-                r.gb * 1e9 / (r.both * 1e-3) / copy_bw * 100.0, r.gflop / r.both, r.old_both);
+                r.gb * 1e9 / (r.both * 1e-3) / copy_bw * 100.0, r.gflop / r.both);
   for (int i = 0; i < 2; ++i) cudaFree(b.w1[i]), cudaFree(b.w2[i]);
   cudaFree(b.x), cudaFree(b.act), cudaFree(b.out);
+}
+
+/// The ceiling of the GEMMs: dense mma.sync m16n8k16 (bf16, fp32 accumulators) from registers,
+/// no memory traffic, 8 independent accumulators per warp; 8 or 16 warps per SM. Thread 0 of
+/// CTA 0 reads the SM clock against the global timer, so the rate comes with its clock.
+__global__ void __launch_bounds__(256) mma_peak_kernel(float* out, long long* clk, int iters) {
+  const unsigned lane = threadIdx.x & 31;
+  const unsigned a[4] = {pack2<bf16>(0.01f * lane, -0.02f), pack2<bf16>(0.03f, 0.01f * lane),
+                         pack2<bf16>(-0.01f * lane, 0.02f), pack2<bf16>(0.02f, -0.01f)};
+  const unsigned b0 = pack2<bf16>(0.5f, -0.25f * lane), b1 = pack2<bf16>(0.125f * lane, 0.5f);
+  float acc[8][4] = {};
+  long long c0 = clock64(), t0;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  for (int it = 0; it < iters; ++it)
+#pragma unroll
+    for (int j = 0; j < 8; ++j) attn::mma_16816<bf16>(acc[j], a, b0, b1);
+  float sum = 0;
+#pragma unroll
+  for (int j = 0; j < 8; ++j) sum += acc[j][0] + acc[j][1] + acc[j][2] + acc[j][3];
+  if (sum == 1.2345f) out[threadIdx.x] = sum;
+  long long c1 = clock64(), t1;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t1));
+  if (blockIdx.x == 0 && threadIdx.x == 0) clk[0] = c1 - c0, clk[1] = t1 - t0;
+}
+
+void mma_peak() {
+  float* out;
+  long long* clk;
+  CK(cudaMalloc(&out, 1024 * sizeof(float)));
+  CK(cudaMalloc(&clk, 2 * sizeof(long long)));
+  int sms;
+  CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  const int iters = 20000;
+  for (int per_sm : {1, 2, 4}) {
+    const int ctas = sms * per_sm;
+    const float ms = time_ms([&](int) { mma_peak_kernel<<<ctas, 256>>>(out, clk, iters); });
+    long long c[2];
+    CK(cudaMemcpy(c, clk, sizeof c, cudaMemcpyDeviceToHost));
+    const double flop = 2.0 * 16 * 8 * 16 * 8.0 * iters * ctas * 8;
+    std::printf("mma.sync peak: %d warps/SM: %.4f ms, %.0f TFLOP/s, SM clock %.0f MHz, "
+                "%.0f FMA/clk/SM\n",
+                per_sm * 8, ms, flop / (ms * 1e-3) * 1e-12, 1e3 * c[0] / c[1],
+                flop / 2 / (ms * 1e-3) / sms / (1e9 * c[0] / c[1]));
+  }
+  cudaFree(out), cudaFree(clk);
 }
 
 /// prof layer=L t=T g1=NAME g2=NAME: one warm-up and one launch of each (ncu picks them).
@@ -659,19 +694,21 @@ void profile(const std::string& layer, int Tn, const std::string& n1, const std:
 }
 
 int main(int argc, char** argv) {
-  bool check = false, time = false, prof = false;
+  bool check = false, time = false, prof = false, peak = false;
   std::string layer, g1, g2;
-  int Tn = 16;
+  int Tn = 16, t_min = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "check") check = true;
     if (a == "time") time = true;
     if (a == "prof") prof = true;
+    if (a == "peak") peak = true;
     if (a.rfind("only=", 0) == 0) only_config = std::atoi(a.c_str() + 5);
     if (a.rfind("part=", 0) == 0 && std::sscanf(a.c_str() + 5, "%d/%d", &part, &parts) != 2)
       return 2;
     if (a.rfind("layer=", 0) == 0) layer = a.substr(6);
     if (a.rfind("t=", 0) == 0) Tn = std::atoi(a.c_str() + 2);
+    if (a.rfind("tmin=", 0) == 0) t_min = std::atoi(a.c_str() + 5);
     if (a.rfind("g1=", 0) == 0) g1 = a.substr(3);
     if (a.rfind("g2=", 0) == 0) g2 = a.substr(3);
   }
@@ -681,7 +718,8 @@ int main(int argc, char** argv) {
     if (only_config < 0) check_timing();
     std::printf("check: %d failures\n", failures);
   }
-  if (time) time_all(layer);
+  if (peak) mma_peak();
+  if (time) time_all(layer, t_min);
   if (prof) profile(layer, Tn, g1, g2);
   return failures ? 1 : 0;
 }

@@ -1,9 +1,11 @@
 #!/bin/bash
-# One device call: time every timing kernel on the Mixtral and DeepSeek-like layers (GPU quiet),
-# then check every configuration (12 processes) while compute-sanitizer memchecks two, then ncu
-# on the pairs named in $PROF ("layer t g1 g2;..."). Logs go to $OUT; a short table ends stdout.
-# BIN: a prebuilt harness (nvcc 13 on x86-64 builds the same binary here and there); without
-# one it is built here.
+# One device call: the mma.sync ceiling and then every timing kernel on the Mixtral and
+# DeepSeek-like layers (GPU quiet; TIME_ARGS, e.g. "tmin=1024", narrows the points), then check
+# every configuration (12 processes) while compute-sanitizer memchecks two ($MEMCHECK: indices of
+# check_kernels() pairs), then ncu on the pairs named in $PROF ("layer t g1 g2;...": every
+# metric of the sections below, raw, in $OUT/ncu_raw.log). Logs go to $OUT; a short table ends
+# stdout. BIN: a prebuilt harness (nvcc 13 on x86-64 builds the same binary here and there);
+# without one it is built here.
 set -o pipefail
 OUT=${OUT:-/tmp/moe_out}
 mkdir -p "$OUT"
@@ -15,12 +17,14 @@ if [ ! -x "$BIN" ]; then
     benchmarks/moe/gemm_dev.cu -o /tmp/gemm_dev || exit 1
   BIN=/tmp/gemm_dev
 fi
-"$BIN" time ${LAYER:+layer=$LAYER} > "$OUT/time.log" 2>&1
+timeout ${TIME_LIMIT:-600} "$BIN" peak time ${LAYER:+layer=$LAYER} $TIME_ARGS > "$OUT/time.log" 2>&1
 echo "time rc=$?"
 
-for i in $(seq 0 11); do "$BIN" check part=$i/12 > "$OUT/check_$i.part" 2>&1 & done
+for i in $(seq 0 11); do
+  timeout ${CHECK_LIMIT:-600} "$BIN" check part=$i/12 > "$OUT/check_$i.part" 2>&1 &
+done
 for n in ${MEMCHECK:-1 8}; do
-  timeout 240 compute-sanitizer --tool memcheck --print-limit 5 "$BIN" check only=$n \
+  timeout ${CHECK_LIMIT:-240} compute-sanitizer --tool memcheck --print-limit 5 "$BIN" check only=$n \
     > "$OUT/memcheck$n.log" 2>&1 &
 done
 wait
@@ -35,13 +39,17 @@ if [ -n "$PROF" ]; then
   IFS=';' read -ra runs <<< "$PROF"
   for r in "${runs[@]}"; do
     set -- $r
-    timeout 150 ncu --clock-control none --section SpeedOfLight --section WarpStateStats \
-      --section Occupancy --metrics dram__bytes_read.sum,dram__bytes_write.sum \
-      -k regex:moe_gemm --launch-skip 2 --launch-count 2 \
-      "$BIN" prof layer=$1 t=$2 g1=$3 g2=$4 >> "$OUT/ncu.log" 2>&1
+    timeout ${NCU_LIMIT:-150} ncu --clock-control none --section SpeedOfLight \
+      --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
+      --section MemoryWorkloadAnalysis_Tables --section WarpStateStats --section Occupancy \
+      --section InstructionStats --section LaunchStats \
+      --metrics dram__bytes_read.sum,dram__bytes_write.sum \
+      -k regex:moe_gemm --launch-skip 2 --launch-count 2 --page raw \
+      "$BIN" prof layer=$1 t=$2 g1=$3 g2=$4 >> "$OUT/ncu_raw.log" 2>&1
     echo "ncu $r rc=$?"
   done
-  grep -E "moe_gemm_kernel|Duration|DRAM Throughput|dram__bytes|Compute \(SM\) Throughput|Registers Per|Achieved Occupancy|Stall" \
-    "$OUT/ncu.log" | sed -E 's/void ktune::moe_gemm_kernel<ktune::bf16, //' | cut -c1-110 | head -60
+  grep -E "moe_gemm_kernel|gpu__time_duration.sum|dram__bytes_(read|write).sum |pipe_tensor.*pct|sm__cycles_elapsed.avg.per_second|smsp__issue_active.avg.pct|l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_(ld|st).sum |l1tex__data_pipe_lsu_wavefronts_mem_shared.sum.pct" \
+    "$OUT/ncu_raw.log" | sed -E 's/void ktune::moe_gemm_kernel<ktune::bf16, //' | tr -s ' ' | cut -c1-110 | head -40
 fi
+grep '^mma.sync peak' "$OUT/time.log"
 sed -n '/^layer /,$p' "$OUT/time.log"

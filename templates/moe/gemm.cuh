@@ -217,7 +217,12 @@ __device__ __forceinline__ void k_tile_mode(int mode, float (&acc)[NB][MF][NF][4
 /// the group), so that a wave reuses a few experts' weights and rows from L2. W_PREFETCH: L2
 /// prefetch block of the weight loads in bytes (0, 128 or 256; cp_async_w). MIN_CTAS: CTAs per
 /// SM the register allocation must allow (__launch_bounds__' second argument), e.g. 2 keeps two
-/// 8-warp CTAs of a 128 x 128 gemm2 tile resident.
+/// 8-warp CTAs of a 128 x 128 gemm2 tile resident. EPI: 0 stores each thread's fragment pairs
+/// (4 bytes) straight to global memory; 1 rounds the tile into the drained ring first (rows of
+/// BLOCK_N + 8 elements, so the 32 words of one fragment store hit 32 distinct banks) and writes
+/// it back in whole 16-byte chunks, consecutive threads on consecutive chunks of a row: a warp
+/// stores 512 contiguous bytes per instruction instead of 8 rows x 16 bytes
+/// (moe_gemm_invalid_reason: the ring must hold BLOCK_M x (BLOCK_N + 8) elements).
 ///
 /// Requirements: n and kdim multiples of 8 (16-byte rows; moe_gemm_shape_invalid_reason);
 /// sorted_pairs entries in [0, pairs] (pairs = padding); block_expert of every block below
@@ -229,7 +234,7 @@ __device__ __forceinline__ void k_tile_mode(int mode, float (&acc)[NB][MF][NF][4
 /// moe_gemm_smem_bytes(BLOCK_M, BLOCK_N, BLOCK_K, STAGES, GATED) bytes of dynamic shared memory
 /// (raise the kernel's dynamic limit first above 48 KiB). Blocks past *padded_rows exit at once.
 template <typename T, int BLOCK_M, int BLOCK_N, int BLOCK_K, int WARPS, int WARPS_M, int STAGES,
-          bool GATED, int GROUP_M = 0, int W_PREFETCH = 0, int MIN_CTAS = 1>
+          bool GATED, int GROUP_M = 0, int W_PREFETCH = 0, int MIN_CTAS = 1, int EPI = 0>
 __global__ void __launch_bounds__(WARPS * 32, MIN_CTAS)
     moe_gemm_kernel(const __grid_constant__ MoeGemmArgs args) {
   static_assert(sizeof(T) == 2, "T must be bf16 or fp16");
@@ -261,6 +266,10 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_CTAS)
   static_assert(moe_gemm_regs_per_thread(WARPS, MIN_CTAS) >=
                     moe_gemm_acc_regs(BLOCK_M, BLOCK_N, WARPS, GATED) + 32,
                 "MIN_CTAS leaves fewer registers per thread than the accumulators plus 32");
+  static_assert(EPI == 0 || EPI == 1, "EPI must be 0 or 1");
+  static_assert(EPI == 0 || moe_gemm_epi_smem_bytes(BLOCK_M, BLOCK_N) <=
+                                moe_gemm_smem_bytes(BLOCK_M, BLOCK_N, BLOCK_K, STAGES, GATED),
+                "EPI=1: the ring must hold the BLOCK_M x (BLOCK_N + 8) output tile");
 
   using namespace attn;
   using L = moe::Tile<BLOCK_K>;
@@ -433,6 +442,9 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_CTAS)
     slot = slot + 1 == STAGES ? 0 : slot + 1;
   }
   cp_async_wait<0>();
+  // EPI=1 overwrites the ring: every warp must be past its last ldmatrix (gemm2's barrier
+  // below serves as well).
+  if constexpr (EPI == 1 && GATED) __syncthreads();
   if constexpr (!GATED) {
 #pragma unroll
     for (int i = 0; i < ROWS_PER_THREAD; ++i) {
@@ -442,11 +454,49 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_CTAS)
     __syncthreads();
   }
 
-  // Epilogue straight from the fragments: each thread owns rows g and g + 8 of every m16
-  // fragment and columns 2t, 2t + 1 of every n8 fragment (n is even, so a pair is in or out).
+  // Each thread owns rows g and g + 8 of every m16 fragment and columns 2t, 2t + 1 of every n8
+  // fragment (n is even, so a pair is in or out); pair (i, r, j) rounds to one 32-bit word.
   T* out = static_cast<T*>(args.out);
   const int g = lane >> 2;
   const int t = lane & 3;
+  const auto word = [&](int i, int r, int j, float scale) {
+    if constexpr (GATED) {
+      const float g0 = acc[0][i][j][2 * r], g1 = acc[0][i][j][2 * r + 1];
+      return pack2<T>(g0 * sigmoid_approx(g0) * acc[1][i][j][2 * r],
+                      g1 * sigmoid_approx(g1) * acc[1][i][j][2 * r + 1]);
+    } else {
+      return pack2<T>(acc[0][i][j][2 * r] * scale, acc[0][i][j][2 * r + 1] * scale);
+    }
+  };
+  if constexpr (EPI == 1) {
+    constexpr int OP = BLOCK_N + 8;  // elements per staged row
+    constexpr int CH = BLOCK_N / 8;  // 16-byte chunks per row
+    unsigned* so = reinterpret_cast<unsigned*>(smem);
+#pragma unroll
+    for (int i = 0; i < MF; ++i)
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int row = (i * WARPS_M + warp_m) * 16 + r * 8 + g;
+        const float scale = GATED ? 1.f : s_scale[row];
+#pragma unroll
+        for (int j = 0; j < NF; ++j)
+          so[(row * OP + warp_n * WTN + j * 8 + 2 * t) / 2] = word(i, r, j, scale);
+      }
+    __syncthreads();
+    const int live_rows = s_live;
+#pragma unroll 4
+    for (int idx = tid; idx < BLOCK_M * CH; idx += THREADS) {
+      const int row = idx / CH;
+      const int c = idx % CH;
+      if (row >= live_rows) break;  // rows past the last real one are padding
+      const int dst = s_dst[row];
+      const int col = n0 + c * 8;
+      if (dst >= 0 && col < n)
+        *reinterpret_cast<uint4*>(out + static_cast<long long>(dst) * n + col) =
+            *reinterpret_cast<const uint4*>(smem + (row * OP + c * 8) * 2);
+    }
+    return;
+  }
 #pragma unroll
   for (int i = 0; i < MF; ++i)
 #pragma unroll
@@ -459,18 +509,7 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_CTAS)
 #pragma unroll
       for (int j = 0; j < NF; ++j) {
         const int col = n0 + warp_n * WTN + j * 8 + 2 * t;
-        if (col < n) {
-          float v0, v1;
-          if constexpr (GATED) {
-            const float g0 = acc[0][i][j][2 * r], g1 = acc[0][i][j][2 * r + 1];
-            v0 = g0 * sigmoid_approx(g0) * acc[1][i][j][2 * r];
-            v1 = g1 * sigmoid_approx(g1) * acc[1][i][j][2 * r + 1];
-          } else {
-            v0 = acc[0][i][j][2 * r] * scale;
-            v1 = acc[0][i][j][2 * r + 1] * scale;
-          }
-          *reinterpret_cast<unsigned*>(o + col) = pack2<T>(v0, v1);
-        }
+        if (col < n) *reinterpret_cast<unsigned*>(o + col) = word(i, r, j, scale);
       }
     }
 }

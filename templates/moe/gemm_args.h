@@ -23,6 +23,12 @@ KTUNE_MOE_HD constexpr unsigned moe_gemm_smem_bytes(int block_m, int block_n, in
   return static_cast<unsigned>(stages * (block_m + (gated ? 2 : 1) * block_n) * block_k * 2);
 }
 
+/// Bytes of the staged output tile of moe_gemm_kernel's EPI=1 epilogue (rows of block_n + 8
+/// 16-bit elements), which reuses the ring: it must not exceed moe_gemm_smem_bytes(...).
+KTUNE_MOE_HD constexpr unsigned moe_gemm_epi_smem_bytes(int block_m, int block_n) {
+  return static_cast<unsigned>(block_m * (block_n + 8) * 2);
+}
+
 /// Static shared memory of moe_gemm_kernel: per row of the block its source row, its
 /// destination row and its routing weight, plus the block's live-row count, rounded up to the
 /// 128-byte alignment of the dynamic area that follows (what ptxas reports for gemm2; gemm1
@@ -43,14 +49,15 @@ KTUNE_MOE_HD constexpr int moe_gemm_regs_per_thread(int warps, int min_ctas) {
 }
 
 /// nullptr when moe_gemm_kernel<T, BLOCK_M, BLOCK_N, BLOCK_K, WARPS, WARPS_M, STAGES, GATED,
-/// GROUP_M, W_PREFETCH, MIN_CTAS> compiles; otherwise why not (the kernel's static_asserts).
-/// Whether it also fits in registers without spilling only ptxas tells. group_m, w_prefetch and
-/// min_ctas default to the kernel's defaults (launch order, no L2 prefetch, no register cap).
+/// GROUP_M, W_PREFETCH, MIN_CTAS, EPI> compiles; otherwise why not (the kernel's static_asserts).
+/// Whether it also fits in registers without spilling only ptxas tells. group_m, w_prefetch,
+/// min_ctas and epi default to the kernel's defaults (launch order, no L2 prefetch, no register
+/// cap, stores from the fragments).
 KTUNE_MOE_HD constexpr const char* moe_gemm_invalid_reason(int block_m, int block_n, int block_k,
                                                            int warps, int warps_m, int stages,
                                                            bool gated, int group_m = 0,
                                                            int w_prefetch = 0,
-                                                           int min_ctas = 1) {
+                                                           int min_ctas = 1, int epi = 0) {
   if (block_m != 16 && block_m != 32 && block_m != 64 && block_m != 128 && block_m != 256)
     return "BLOCK_M must be 16, 32, 64, 128 or 256";
   if (block_n != 16 && block_n != 32 && block_n != 64 && block_n != 128 && block_n != 256)
@@ -77,6 +84,10 @@ KTUNE_MOE_HD constexpr const char* moe_gemm_invalid_reason(int block_m, int bloc
   if (moe_gemm_regs_per_thread(warps, min_ctas) <
       moe_gemm_acc_regs(block_m, block_n, warps, gated) + 32)
     return "MIN_CTAS leaves fewer registers per thread than the accumulators plus 32";
+  if (epi != 0 && epi != 1) return "EPI must be 0 or 1";
+  if (epi == 1 && moe_gemm_epi_smem_bytes(block_m, block_n) >
+                      moe_gemm_smem_bytes(block_m, block_n, block_k, stages, gated))
+    return "EPI=1: the ring must hold the BLOCK_M x (BLOCK_N + 8) output tile";
   return nullptr;
 }
 
