@@ -21,8 +21,8 @@ namespace {
 enum Dim : std::size_t { kE, kK, kH, kI, kT, kRouting, kNGroup, kTopkGroup };
 enum Param : std::size_t {
   kBlockM,
-  kBn1, kBk1, kWarps1, kWarpsM1, kStages1, kGroup1, kPrefetch1,
-  kBn2, kBk2, kWarps2, kWarpsM2, kStages2, kGroup2, kPrefetch2,
+  kBn1, kBk1, kWarps1, kWarpsM1, kStages1, kGroup1, kPrefetch1, kEpi1,
+  kBn2, kBk2, kWarps2, kWarpsM2, kStages2, kGroup2, kPrefetch2, kEpi2,
   kAlignChunk, kRouteLanes, kRouteVec, kCombineVec
 };
 
@@ -66,6 +66,7 @@ struct GemmTile {
   int bn, bk, warps, warps_m, stages;
   int group_m;   // CTA order: 0 launch order, else groups of group_m row blocks
   int prefetch;  // L2 prefetch bytes of weight loads (0, 256)
+  int epi;       // 1: the output tile goes through shared memory, 16-byte stores
 };
 
 struct Config {
@@ -78,8 +79,10 @@ struct Config {
 Config config_of(const Params& p) {
   const auto at = [&](Param i) { return static_cast<int>(p.values[i]); };
   return {at(kBlockM),
-          {at(kBn1), at(kBk1), at(kWarps1), at(kWarpsM1), at(kStages1), at(kGroup1), at(kPrefetch1)},
-          {at(kBn2), at(kBk2), at(kWarps2), at(kWarpsM2), at(kStages2), at(kGroup2), at(kPrefetch2)},
+          {at(kBn1), at(kBk1), at(kWarps1), at(kWarpsM1), at(kStages1), at(kGroup1), at(kPrefetch1),
+           at(kEpi1)},
+          {at(kBn2), at(kBk2), at(kWarps2), at(kWarpsM2), at(kStages2), at(kGroup2), at(kPrefetch2),
+           at(kEpi2)},
           at(kAlignChunk), at(kRouteLanes), at(kRouteVec), at(kCombineVec)};
 }
 
@@ -225,18 +228,19 @@ constexpr MoeDefaults kDefaults[] = {
     // Hopper (sm_90a) runs the same mma.sync kernels. Rows from the GEMM harness on the H100
     // (benchmarks/moe/gemm_h100_2026-11-23.log): small t streams weights through deep rings of
     // 128-wide k steps; large t takes wide tiles, gemm2 in groups of 8 row blocks.
-    {9, 32, 16, {32, 128, 2, 1, 6, 0, 0}, {64, 128, 4, 1, 6, 0, 0}, 0, 8, 8},
-    {9, 128, 32, {64, 128, 4, 2, 3, 0, 0}, {64, 128, 4, 1, 4, 0, 0}, 0, 8, 8},
-    {9, 2048, 64, {256, 64, 8, 1, 3, 0, 0}, {128, 64, 4, 1, 4, 8, 0}, 0, 8, 8},
-    {9, 1 << 30, 128, {128, 64, 8, 2, 4, 0, 0}, {256, 64, 8, 2, 3, 8, 0}, 4096, 8, 8},
+    {9, 32, 16, {32, 128, 2, 1, 6, 0, 0, 0}, {64, 128, 4, 1, 6, 0, 0, 0}, 0, 8, 8},
+    {9, 128, 32, {64, 128, 4, 2, 3, 0, 0, 0}, {64, 128, 4, 1, 4, 0, 0, 0}, 0, 8, 8},
+    {9, 2048, 64, {256, 64, 8, 1, 3, 0, 0, 0}, {128, 64, 4, 1, 4, 8, 0, 0}, 0, 8, 8},
+    {9, 1 << 30, 128, {128, 64, 8, 2, 4, 0, 0, 0}, {256, 64, 8, 2, 3, 8, 0, 0}, 4096, 8, 8},
     // Ampere (sm_80) and later: 164 KiB of shared memory, fewer stages.
-    {8, 32, 16, {64, 64, 4, 1, 3, 0, 0}, {64, 64, 4, 1, 3, 0, 0}, 0, 8, 8},
-    {8, 256, 32, {64, 64, 4, 2, 3, 0, 0}, {64, 64, 4, 2, 3, 0, 0}, 0, 8, 8},
-    {8, 2048, 64, {64, 64, 4, 2, 3, 0, 0}, {64, 64, 4, 2, 3, 0, 0}, 0, 8, 8},
-    {8, 1 << 30, 128, {64, 32, 8, 2, 3, 0, 0}, {128, 32, 8, 2, 3, 0, 0}, 4096, 8, 8},
+    {8, 32, 16, {64, 64, 4, 1, 3, 0, 0, 0}, {64, 64, 4, 1, 3, 0, 0, 0}, 0, 8, 8},
+    {8, 256, 32, {64, 64, 4, 2, 3, 0, 0, 0}, {64, 64, 4, 2, 3, 0, 0, 0}, 0, 8, 8},
+    {8, 2048, 64, {64, 64, 4, 2, 3, 0, 0, 0}, {64, 64, 4, 2, 3, 0, 0, 0}, 0, 8, 8},
+    {8, 1 << 30, 128, {64, 32, 8, 2, 3, 0, 0, 0}, {128, 32, 8, 2, 3, 0, 0, 0}, 4096, 8, 8},
 };
 /// Valid for every problem problem_reason() accepts on any sm_80+ device: small tiles, 2 stages.
-constexpr MoeDefaults kSafe = {8, 0, 16, {64, 32, 4, 1, 2, 0, 0}, {64, 32, 4, 1, 2, 0, 0}, 0, 8, 8};
+constexpr MoeDefaults kSafe = {8, 0, 16, {64, 32, 4, 1, 2, 0, 0, 0}, {64, 32, 4, 1, 2, 0, 0, 0},
+                               0, 8, 8};
 
 /// Launches a.kernels[0], [1], ... in turn, each with a 1-D block and an (x, y) grid.
 class KernelSequence {
@@ -296,6 +300,8 @@ class MoeOp final : public Op {
             {"group1", {0, 8}, "gemm1 CTA order: 0 launch order; 8: groups of 8 row blocks run "
                                "through every column block (weights shared in L2)"},
             {"prefetch1", {0, 256}, "gemm1 weight loads ask L2 for this many bytes (0: 16)"},
+            {"epi1", {0, 1}, "gemm1 epilogue: 0 fragment stores; 1 through shared memory, 16-byte "
+                             "stores"},
             {"bn2", {32, 64, 128, 256}, "gemm2 output columns per block"},
             {"bk2", {32, 64, 128}, "gemm2 reduction step per ring slot"},
             {"warps2", {2, 4, 8}, "gemm2 warps per block"},
@@ -303,6 +309,7 @@ class MoeOp final : public Op {
             {"stages2", {2, 3, 4, 6}, "gemm2 cp.async ring depth"},
             {"group2", {0, 8}, "gemm2 CTA order (as group1)"},
             {"prefetch2", {0, 256}, "gemm2 weight loads ask L2 for this many bytes (0: 16)"},
+            {"epi2", {0, 1}, "gemm2 epilogue (as epi1)"},
             {"align_chunk", {0, 4096},
              "0: one-block align kernel; else pairs per block of the count/scan/scatter path"},
             {"route_lanes", {8, 32}, "threads per token in the route kernel"},
@@ -413,7 +420,7 @@ class MoeOp final : public Op {
       return "ktune::moe_gemm_kernel<" + T + ", " + str(c.block_m) + ", " + str(g.bn) + ", " +
              str(g.bk) + ", " + str(g.warps) + ", " + str(g.warps_m) + ", " + str(g.stages) +
              ", " + (gated ? "true" : "false") + ", " + str(g.group_m) + ", " + str(g.prefetch) +
-             ">";
+             ", 1, " + str(g.epi) + ">";
     };
     const std::string chunk = str(kAlignThreads) + ", " + str(c.align_chunk) + ">";
     std::vector<KernelSource> out;
@@ -737,9 +744,9 @@ class MoeOp final : public Op {
     // one group at a time (hundreds of points instead of the whole product).
     return {{"block_m"},
             {{"bn1", "bk1", "warps1", "warps_m1"},
-             {"stages1", "group1", "prefetch1"},
+             {"stages1", "group1", "prefetch1", "epi1"},
              {"bn2", "bk2", "warps2", "warps_m2"},
-             {"stages2", "group2", "prefetch2"},
+             {"stages2", "group2", "prefetch2", "epi2"},
              {"align_chunk"},
              {"route_lanes", "route_vec"},
              {"combine_vec"}}};
@@ -779,8 +786,9 @@ class MoeOp final : public Op {
       const int fit = fitting_block_m(s);
       if (bm > fit) bm = fit;
       return Params{{bm, r.g1.bn, r.g1.bk, r.g1.warps, std::min(r.g1.warps_m, bm / 16),
-                     r.g1.stages, r.g1.group_m, r.g1.prefetch, r.g2.bn, r.g2.bk, r.g2.warps,
-                     std::min(r.g2.warps_m, bm / 16), r.g2.stages, r.g2.group_m, r.g2.prefetch,
+                     r.g1.stages, r.g1.group_m, r.g1.prefetch, r.g1.epi, r.g2.bn, r.g2.bk,
+                     r.g2.warps, std::min(r.g2.warps_m, bm / 16), r.g2.stages, r.g2.group_m,
+                     r.g2.prefetch, r.g2.epi,
                      s.pairs() > r.align_chunk && !s.expert_choice() ? r.align_chunk : 0,
                      s.route_kernel() ? r.route_lanes : 8, s.route_kernel() ? vec : 1,
                      s.combines() ? r.combine_vec : tunables_[kCombineVec].values.front()}};
@@ -911,7 +919,8 @@ class MoeOp final : public Op {
     for (const bool gated : {true, false}) {
       const GemmTile& g = gated ? c.g1 : c.g2;
       if (const char* why = moe_gemm_invalid_reason(c.block_m, g.bn, g.bk, g.warps, g.warps_m,
-                                                    g.stages, gated, g.group_m, g.prefetch))
+                                                    g.stages, gated, g.group_m, g.prefetch, 1,
+                                                    g.epi))
         return std::string(gated ? "gemm1" : "gemm2") + " tile: " + why;
     }
     if (s.combines()) {
