@@ -614,24 +614,28 @@ int cmd_best(const Args& args) {
     report_databases(runtime.status().databases, db, true);
   }
 
+  // Scratch the configuration needs (a caller-provided workspace, e.g. for CUDA graphs).
+  const std::size_t workspace = op.workspace_bytes(op.parse_params(m.params), problem, dtype);
   if (vm.count("json")) {
     Json j;
     j.begin_object().field("op", m.op).field("problem", m.problem).field("dtype", dtype_name(dtype));
     if (device) j.field("device", device->name).field("device_key", device->key()).field("arch", device->arch());
     j.field("match", match_kind_name(m.kind)).field("params", m.params);
     j.field("tuned_problem", m.tuned_problem).field("tuned_device", m.tuned_device);
-    j.field("database", m.database).field("tuned_us", m.tuned_us).end_object();
+    j.field("database", m.database).field("tuned_us", m.tuned_us);
+    j.field("workspace_bytes", static_cast<long long>(workspace)).end_object();
     std::printf("%s\n", j.str().c_str());
     return 0;
   }
   std::printf("%s %s %s: %s\n", m.op.c_str(), dtype_name(dtype), shown(m.problem).c_str(),
-              shown(m.params).c_str());
+              shown(m.params, 1000).c_str());
   if (device) std::printf("  for: %s (%s)\n", shown(device->name).c_str(), device->arch().c_str());
   std::printf("  match: %s", match_kind_name(m.kind));
   if (m.kind != Match::default_config)
     std::printf(" (tuned on %s, %s, %.2f us, from %s)", shown(m.tuned_problem).c_str(),
                 shown(m.tuned_device).c_str(), m.tuned_us, shown(m.database).c_str());
   std::printf("\n");
+  if (workspace > 0) std::printf("  workspace: %zu bytes\n", workspace);
   return 0;
 }
 
