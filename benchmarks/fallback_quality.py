@@ -1,0 +1,139 @@
+#!/usr/bin/env python3
+"""How good is what the runtime dispatches for a problem nobody tuned? (issue 9)
+
+For each held-out problem (not in the shipped database: decode, GQA, odd lengths, every head
+dim), on this GPU and in one run:
+  1. `ktune best` (the runtime's lookup over an empty user database and the shipped ones) says
+     which configuration a user gets and how it matched (nearest_shape, other_device, default);
+  2. an exhaustive `ktune sweep` of that exact problem measures every valid configuration;
+  3. the ratio is (fastest configuration's median) / (dispatched configuration's median), both
+     from the same sweep's trials, so both are timed the same way in the same run: 1.0 means the
+     lookup found the optimum.
+Reports each problem, the geometric mean and the worst (bar: geomean >= 0.95, worst >= 0.85).
+
+Usage (GPU machine, after scripts/gpu_bundle.sh, carrying .gpu):
+  python3 benchmarks/fallback_quality.py --ktune .gpu/bin/ktune --out $OUT [--only N,M]
+The bundle's shipped databases (share/ktune/db) are the ones the lookup reads.
+"""
+import argparse
+import datetime
+import json
+import math
+import os
+import sqlite3
+import subprocess
+import sys
+import tempfile
+
+# op, shape: none of these is a row of db/shipped/h100.db (checked at start).
+HELD_OUT = [
+    ("flash_attention", "b=16,hq=32,hkv=8,nq=1,nk=4096,d=128,causal=no"),
+    ("flash_attention", "b=1,hq=64,hkv=8,nq=1,nk=32768,d=128,causal=no"),
+    ("flash_attention", "b=8,hq=32,hkv=32,nq=1,nk=8192,d=64,causal=no"),
+    ("flash_attention", "b=4,hq=16,hkv=2,nq=4,nk=2000,d=128,causal=yes"),
+    ("flash_attention", "b=8,hq=16,hkv=4,nq=1,nk=8192,d=256,causal=no"),
+    ("flash_attention", "b=4,hq=32,hkv=8,nq=64,nk=8192,d=128,causal=yes"),
+    ("flash_attention", "b=2,hq=32,hkv=8,nq=3000,nk=3000,d=128,causal=yes"),
+    ("flash_attention", "b=1,hq=64,hkv=8,nq=6000,nk=6000,d=128,causal=no"),
+    ("flash_attention", "b=3,hq=16,hkv=16,nq=777,nk=1999,d=64,causal=no"),
+    ("flash_attention", "b=1,hq=12,hkv=12,nq=5000,nk=5000,d=64,causal=yes"),
+    ("flash_attention", "b=5,hq=20,hkv=4,nq=300,nk=300,d=128,causal=no"),
+    ("flash_attention", "b=4,hq=16,hkv=16,nq=2048,nk=2048,d=32,causal=no"),
+    ("flash_attention", "b=2,hq=24,hkv=24,nq=4096,nk=4096,d=96,causal=no"),
+    ("flash_attention", "b=2,hq=16,hkv=16,nq=4096,nk=4096,d=256,causal=no"),
+    ("flash_attention", "b=2,hq=16,hkv=16,nq=4096,nk=4096,d=256,causal=yes"),
+    ("flash_attention", "b=1,hq=16,hkv=16,nq=12000,nk=12000,d=128,causal=yes"),
+]
+
+
+def run(cmd, env):
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if p.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)}: exit {p.returncode}: {p.stderr.strip()[-500:]}")
+    return p.stdout
+
+
+def trial_medians(db, op, problem_key):
+    """params_key -> median_us of the ok trials of one problem (the sweep's own measurements)."""
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    rows = con.execute(
+        "SELECT params_key, median_us FROM trials WHERE op = ? AND dtype = 'bf16' AND "
+        "problem_key = ? AND status = 'ok'", (op, problem_key)).fetchall()
+    con.close()
+    return dict(rows)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--ktune", default=".gpu/bin/ktune")
+    ap.add_argument("--out", default=os.environ.get("OUT", "."))
+    ap.add_argument("--only", default="", help="comma-separated indices into the problem list")
+    ap.add_argument("--shipped", default="db/shipped/h100.db",
+                    help="checked to hold none of the held-out problems")
+    args = ap.parse_args()
+    problems = HELD_OUT
+    if args.only:
+        problems = [HELD_OUT[int(i)] for i in args.only.split(",")]
+    env = dict(os.environ)
+    env.pop("KTUNE_DB", None)
+    work = tempfile.mkdtemp(prefix="ktune-fallback-")
+    empty_db = os.path.join(work, "empty.db")
+    sweep_db = os.path.join(work, "exact.db")
+
+    if os.path.exists(args.shipped):
+        con = sqlite3.connect(f"file:{args.shipped}?mode=ro", uri=True)
+        shipped = {(op, key) for op, key in con.execute("SELECT op, problem_key FROM best")}
+        con.close()
+    else:
+        shipped = set()
+
+    results = []
+    for op, shape in problems:
+        best = json.loads(run([args.ktune, "best", "--op", op, "--shape", shape, "--db", empty_db,
+                               "--json"], env))
+        key = best["problem"]
+        if (op, key) in shipped:
+            raise SystemExit(f"{key} is in the shipped database: not held out")
+        sweep = json.loads(run([args.ktune, "sweep", "--op", op, "--shape", shape, "--db", sweep_db,
+                                "--strategy", "exhaustive", "--json"], env))
+        medians = trial_medians(sweep_db, op, key)
+        fastest_params = min(medians, key=medians.get)
+        dispatched = medians.get(best["params"])
+        row = {"op": op, "problem": key, "match": best["match"], "dispatched": best["params"],
+               "tuned_problem": best.get("tuned_problem", ""), "fastest": fastest_params,
+               "fastest_us": medians[fastest_params], "dispatched_us": dispatched,
+               "candidates": len(medians), "sweep_seconds": sweep.get("seconds")}
+        row["ratio"] = medians[fastest_params] / dispatched if dispatched else None
+        results.append(row)
+        print(f"{key}: {best['match']}, ratio {row['ratio']:.3f}" if row["ratio"] else
+              f"{key}: {best['match']}, dispatched configuration failed in the sweep", flush=True)
+
+    ratios = [r["ratio"] for r in results if r["ratio"]]
+    geomean = math.exp(sum(math.log(x) for x in ratios) / len(ratios)) if ratios else 0.0
+    worst = min(ratios) if ratios else 0.0
+    gpu = run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], env).strip()
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    lines = [f"# Fallback quality on held-out problems ({gpu}, {stamp})", "",
+             f"command: `python3 benchmarks/fallback_quality.py {' '.join(sys.argv[1:])}`", "",
+             "ratio = fastest configuration / dispatched configuration, both medians of one "
+             "exhaustive sweep of the exact problem (1.0: the lookup found the optimum).", "",
+             "| problem | match | ratio | dispatched us | fastest us | candidates |",
+             "|---|---|---|---|---|---|"]
+    for r in results:
+        ratio = f"{r['ratio']:.3f}" if r["ratio"] else "failed"
+        disp = f"{r['dispatched_us']:.1f}" if r["dispatched_us"] else "-"
+        lines.append(f"| {r['op']} {r['problem']} | {r['match']} | {ratio} | {disp} | "
+                     f"{r['fastest_us']:.1f} | {r['candidates']} |")
+    lines += ["", f"geometric mean {geomean:.3f} (bar >= 0.95), worst {worst:.3f} (bar >= 0.85)"]
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "fallback.md"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    with open(os.path.join(args.out, "fallback.json"), "w") as f:
+        json.dump({"device": gpu, "date": stamp, "geomean": geomean, "worst": worst,
+                   "problems": results}, f, indent=1)
+    print("\n".join(lines[-3:]))
+    return 0 if geomean >= 0.95 and worst >= 0.85 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
