@@ -119,6 +119,111 @@ struct Session {
   Clock::time_point t0;
 };
 
+/// Every invalid point with its status and reason, where the strategy walks the whole space; a
+/// staged search visits valid points only (the space describes the others with their reasons).
+void record_invalid_points(const Op& op, const Space& space, TrialBook& book, SweepResult& res) {
+  if (res.strategy == "staged") return;
+  for (const SpacePoint& p : space.points()) {
+    if (!p.invalid) continue;
+    TrialOutcome t;
+    t.params = p.params;
+    t.params_key = op.params_key(p.params);
+    t.status = TrialStatus::invalid;
+    t.detail = *p.invalid;
+    if (!book.known(t.params_key)) book.record(t, 0.0);
+    res.trials.push_back(std::move(t));
+  }
+}
+
+/// The default configuration first (the speedup baseline), then the strategy's batches: each
+/// compiled in the background, then measured (or resumed from the database) in order and
+/// reported to the strategy; within the budget and the time limit.
+void measure_batches(Session& s, const Params& default_params,
+                     Strategy& strategy, ProblemBench& bench, TrialBook& book, SweepResult& res,
+                     std::size_t index, std::size_t count) {
+  const SweepOptions& o = s.o;
+  const Op& op = s.op;
+  double best_us = 0.0;
+  std::size_t done = 0, known = 0, fresh = 0;
+  std::vector<Params> batch = {default_params};
+  for (bool first = true; !batch.empty(); first = false) {
+    std::vector<Params> todo;
+    for (const Params& p : batch) {
+      if (!first && p == default_params) continue;
+      if (!book.known(op.params_key(p))) {
+        if (o.budget > 0 && fresh >= o.budget && !first) continue;
+        ++fresh;
+      }
+      todo.push_back(p);
+    }
+    known += todo.size();
+    bench.queue(todo);
+    for (const Params& p : todo) {
+      if (o.time_limit_s > 0 && seconds_since(s.t0) > o.time_limit_s && p != default_params) {
+        res.not_measured += known - done;
+        return;
+      }
+      TrialOutcome t;
+      if (const TrialOutcome* r = book.known(op.params_key(p))) {
+        t = *r;
+      } else {
+        double compile_s = 0.0;
+        t = bench.measure(p, compile_s);
+        book.record(t, compile_s);
+      }
+      strategy.report(p, t.status == TrialStatus::ok ? t.median_us
+                                                     : std::numeric_limits<double>::infinity());
+      if (t.status == TrialStatus::ok && (best_us == 0.0 || t.median_us < best_us))
+        best_us = t.median_us;
+      ++done;
+      if (o.progress) {
+        SweepProgress pg;
+        pg.problem = res.problem_key;
+        pg.problem_index = index;
+        pg.problems = count;
+        pg.done = done;
+        pg.total = known;
+        pg.params = t.params_key;
+        pg.status = t.status;
+        pg.median_us = t.median_us;
+        pg.best_us = best_us;
+        pg.phase = t.resumed ? "resume" : "evaluate";
+        o.progress(pg);
+      }
+      res.trials.push_back(std::move(t));
+    }
+    if (o.budget > 0 && fresh >= o.budget && !first) return;
+    batch = strategy.next_batch();
+  }
+}
+
+/// Re-times the leaders back to back, so noise cannot pick the winner, and stores the best.
+void choose_best(Session& s, ProblemBench& bench, const TrialRecord& base, SweepResult& res) {
+  std::vector<TrialOutcome*> ok;
+  for (TrialOutcome& t : res.trials)
+    if (t.status == TrialStatus::ok) ok.push_back(&t);
+  const auto faster = [](const TrialOutcome* a, const TrialOutcome* b) {
+    return a->median_us < b->median_us;
+  };
+  std::sort(ok.begin(), ok.end(), faster);
+  ok.resize(std::min<std::size_t>(ok.size(), static_cast<std::size_t>(std::max(s.o.retime_top, 1))));
+  if (ok.size() > 1) {
+    bench.retime(ok);
+    std::sort(ok.begin(), ok.end(), faster);
+  }
+  if (ok.empty()) return;
+  res.best = *ok.front();
+  BestRecord b;
+  b.device_key = base.device_key;
+  b.op = res.op;
+  b.dtype = res.dtype;
+  b.problem_key = res.problem_key;
+  b.params_key = res.best->params_key;
+  b.template_hash = base.template_hash;
+  b.median_us = res.best->median_us;
+  s.store.set_best(b);
+}
+
 SweepResult sweep_problem(Session& s, const Problem& problem, std::size_t index,
                           std::size_t count) {
   const SweepOptions& o = s.o;
@@ -157,110 +262,15 @@ SweepResult sweep_problem(Session& s, const Problem& problem, std::size_t index,
   res.space_size = space.size();
   res.space_enumerated = space.enumerated();
   res.valid_count = space.valid_count();
-  // Every invalid point gets its status and reason, where the strategy walks the whole space;
-  // a staged search visits valid points only (the space lists the others with their reasons).
-  if (res.strategy != "staged") {
-    for (const SpacePoint& p : space.points()) {
-      if (!p.invalid) continue;
-      TrialOutcome t;
-      t.params = p.params;
-      t.params_key = op.params_key(p.params);
-      t.status = TrialStatus::invalid;
-      t.detail = *p.invalid;
-      if (!book.known(t.params_key)) book.record(t, 0.0);
-      res.trials.push_back(std::move(t));
-    }
-  }
+  record_invalid_points(op, space, book, res);
 
   ProblemBench bench(o, op, problem, s.device, s.worker, s.pool, s.compiler, s.checks);
   const Params default_params = op.default_params(problem, o.dtype, s.device);
   std::unique_ptr<Strategy> strategy =
       make_space_strategy(space, o.strategy, default_params, o.seed);
+  measure_batches(s, default_params, *strategy, bench, book, res, index, count);
+  choose_best(s, bench, base, res);
 
-  // The default configuration first (the speedup baseline), then the strategy's batches.
-  double best_us = 0.0;
-  std::size_t done = 0, known = 0, fresh = 0;
-  bool out_of_time = false;
-  std::vector<Params> batch = {default_params};
-  for (bool first = true; !batch.empty(); first = false) {
-    std::vector<Params> todo;
-    for (const Params& p : batch) {
-      if (!first && p == default_params) continue;
-      if (!book.known(op.params_key(p))) {
-        if (o.budget > 0 && fresh >= o.budget && !first) continue;
-        ++fresh;
-      }
-      todo.push_back(p);
-    }
-    known += todo.size();
-    bench.queue(todo);
-    for (const Params& p : todo) {
-      if (o.time_limit_s > 0 && seconds_since(s.t0) > o.time_limit_s && p != default_params) {
-        out_of_time = true;
-        res.not_measured += known - done;
-        break;
-      }
-      TrialOutcome t;
-      if (const TrialOutcome* r = book.known(op.params_key(p))) {
-        t = *r;
-      } else {
-        double compile_s = 0.0;
-        t = bench.measure(p, compile_s);
-        book.record(t, compile_s);
-      }
-      strategy->report(p, t.status == TrialStatus::ok ? t.median_us
-                                                      : std::numeric_limits<double>::infinity());
-      if (t.status == TrialStatus::ok && (best_us == 0.0 || t.median_us < best_us))
-        best_us = t.median_us;
-      ++done;
-      if (o.progress) {
-        SweepProgress pg;
-        pg.problem = res.problem_key;
-        pg.problem_index = index;
-        pg.problems = count;
-        pg.done = done;
-        pg.total = known;
-        pg.params = t.params_key;
-        pg.status = t.status;
-        pg.median_us = t.median_us;
-        pg.best_us = best_us;
-        pg.phase = t.resumed ? "resume" : "evaluate";
-        o.progress(pg);
-      }
-      res.trials.push_back(std::move(t));
-    }
-    if (out_of_time || (o.budget > 0 && fresh >= o.budget && !first)) break;
-    batch = strategy->next_batch();
-  }
-
-  // Choose: re-time the leaders back to back, so noise cannot pick the winner.
-  std::vector<TrialOutcome*> ok;
-  for (TrialOutcome& t : res.trials)
-    if (t.status == TrialStatus::ok) ok.push_back(&t);
-  std::sort(ok.begin(), ok.end(), [](const TrialOutcome* a, const TrialOutcome* b) {
-    return a->median_us < b->median_us;
-  });
-  std::vector<TrialOutcome*> leaders(
-      ok.begin(), ok.begin() + std::min<std::size_t>(
-                                   ok.size(), static_cast<std::size_t>(std::max(o.retime_top, 1))));
-  if (leaders.size() > 1) {
-    bench.retime(leaders);
-    std::sort(leaders.begin(), leaders.end(), [](const TrialOutcome* a, const TrialOutcome* b) {
-      return a->median_us < b->median_us;
-    });
-  }
-  if (!leaders.empty()) {
-    res.best = *leaders.front();
-    BestRecord b;
-    b.device_key = sr.device_key;
-    b.op = res.op;
-    b.dtype = o.dtype;
-    b.problem_key = res.problem_key;
-    b.params_key = res.best->params_key;
-    b.template_hash = base.template_hash;
-    b.median_us = res.best->median_us;
-    s.store.set_best(b);
-  }
   const std::string default_key = op.params_key(default_params);
   for (const TrialOutcome& t : res.trials) {
     if (t.params_key == default_key) res.default_config = t;
