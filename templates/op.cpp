@@ -402,6 +402,12 @@ std::optional<std::string> Op::invalid_after_compile(
   return std::nullopt;
 }
 
+std::optional<std::string> needs_sm80_reason(const DeviceInfo& device) {
+  if (device.cc_major <= 0 || device.cc_major >= 8) return std::nullopt;
+  return "needs compute capability 8.0 or later (cp.async, bf16 mma.sync); the device is " +
+         std::to_string(device.cc_major) + "." + std::to_string(device.cc_minor);
+}
+
 Tolerance Op::tolerance(DType t) const {
   switch (t) {
     case DType::bf16: return {1.6e-2, 1e-2};

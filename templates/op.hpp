@@ -270,6 +270,10 @@ class Op {
   std::string template_hash() const;
 };
 
+/// Why a device cannot run the mma.sync + cp.async kernels (compute capability below 8.0), or
+/// nullopt (also for an unknown capability, 0).
+std::optional<std::string> needs_sm80_reason(const DeviceInfo& device);
+
 /// Every op ktune knows, in a fixed order.
 const std::vector<const Op*>& all_ops();
 /// nullptr when unknown.

@@ -2,6 +2,7 @@
 
 #include "ktune/error.hpp"
 #include "templates/attention/attention_op.hpp"
+#include "templates/decode/decode_op.hpp"
 #include "templates/fused/fused_ops.hpp"
 #include "templates/moe/moe_op.hpp"
 #include "templates/op.hpp"
@@ -12,6 +13,7 @@ const std::vector<const Op*>& all_ops() {
   static const std::vector<const Op*> ops = [] {
     std::vector<const Op*> all = fused_ops();
     all.push_back(&flash_attention_op());
+    all.push_back(&flash_decode_op());
     all.push_back(&moe_op());
     return all;
   }();

@@ -204,9 +204,7 @@ class FlashAttentionOp final : public Op {
     if (auto why = static_reason(params, problem, t)) return why;
     const Config c = config_of(params);
     const Shape s = shape_of(problem);
-    if (device.cc_major > 0 && device.cc_major < 8)
-      return "needs compute capability 8.0 or later (cp.async, bf16 mma.sync); the device is " +
-             str(device.cc_major) + "." + str(device.cc_minor);
+    if (auto why = needs_sm80_reason(device)) return why;
     const unsigned smem = smem_bytes(c, s.d);
     if (device.smem_optin_per_block > 0 && smem > static_cast<unsigned>(device.smem_optin_per_block))
       return smem_text(c, s.d) + ", more than the device's " + str(device.smem_optin_per_block) +

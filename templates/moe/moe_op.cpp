@@ -395,9 +395,7 @@ class MoeOp final : public Op {
   std::optional<std::string> invalid_reason(const Params& params, const Problem& problem,
                                             DType t, const DeviceInfo& device) const override {
     if (auto why = static_reason(params, problem, t)) return why;
-    if (device.cc_major > 0 && device.cc_major < 8)
-      return "needs compute capability 8.0 or later (cp.async, bf16 mma.sync); the device is " +
-             str(device.cc_major) + "." + str(device.cc_minor);
+    if (auto why = needs_sm80_reason(device)) return why;
     const Config c = config_of(params);
     for (const bool gated : {true, false}) {
       const unsigned smem = gemm_smem(c, gated) + moe_gemm_static_smem_bytes(c.block_m);

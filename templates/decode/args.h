@@ -1,0 +1,135 @@
+// Arguments and geometry of the split-KV ("flash decoding") attention kernels, shared by the
+// kernels (NVRTC, nvcc) and host code (g++): no headers, plain types only.
+//
+// Tensors as flash_attention's: Q [B, Hq, Nq, D], K and V [B, Hkv, Nk, D], O like Q, each through
+// element strides for batch, head and row (last dimension contiguous). The g = Hq / Hkv query
+// heads that share a key/value head are packed with the query rows into the M dimension of one
+// tile: packed row r of KV head kh is query row r / g of query head kh * g + r % g, so every K/V
+// byte is read once per KV head and split, and causal limits grow with r.
+#pragma once
+
+#if defined(__CUDACC__)
+#define KTUNE_DECODE_HD __host__ __device__
+#else
+#define KTUNE_DECODE_HD
+#endif
+
+namespace ktune {
+
+struct FlashDecodeArgs {
+  const void* q;                 // [B, Hq, Nq, D] elements of the kernel's dtype
+  const void* k;                 // [B, Hkv, Nk, D]
+  const void* v;                 // [B, Hkv, Nk, D]
+  void* o;                       // [B, Hq, Nq, D], same dtype as q
+  float* lse;                    // [B, Hq, Nq] contiguous, natural log; nullptr: not written
+  float* part_o;                 // workspace: [splits, B, Hq, Nq, D] fp32 partial O (normalised
+                                 // by the split's own sum); unused when splits == 1
+  float* part_lse;               // workspace: [splits, B, Hq, Nq] the split's log-sum-exp
+  long long q_batch_stride;      // element strides; rows start 16-byte aligned
+  long long q_head_stride;
+  long long q_row_stride;
+  long long k_batch_stride;
+  long long k_head_stride;
+  long long k_row_stride;
+  long long v_batch_stride;
+  long long v_head_stride;
+  long long v_row_stride;
+  long long o_batch_stride;
+  long long o_head_stride;
+  long long o_row_stride;
+  int batch;                     // B
+  int heads_q;                   // Hq
+  int heads_kv;                  // Hkv, divides Hq
+  int seq_q;                     // Nq >= 1
+  int seq_k;                     // Nk >= 1
+  int group;                     // Hq / Hkv
+  int splits;                    // CTAs along the key axis (grid y); 1: o and lse written directly
+  int tiles_per_split;           // key tiles (BLOCK_N keys each) per split
+  float scale;                   // softmax scale (> 0)
+};
+
+/// Packed rows (query heads of a group x query rows) per KV head.
+KTUNE_DECODE_HD constexpr long long flash_decode_rows(long long group, long long seq_q) {
+  return group * seq_q;
+}
+
+/// Key tiles of BLOCK_N keys covering Nk.
+KTUNE_DECODE_HD constexpr long long flash_decode_tiles(long long seq_k, int block_n) {
+  return (seq_k + block_n - 1) / block_n;
+}
+
+/// Key tiles per split: split s covers tiles [s * per, min(tiles, (s + 1) * per)).
+KTUNE_DECODE_HD constexpr long long flash_decode_tiles_per_split(long long seq_k, int block_n,
+                                                                 int splits) {
+  return (flash_decode_tiles(seq_k, block_n) + splits - 1) / splits;
+}
+
+/// Splits that receive at least one key tile; fewer than `splits` means some would be empty.
+KTUNE_DECODE_HD constexpr long long flash_decode_used_splits(long long seq_k, int block_n,
+                                                             int splits) {
+  return (flash_decode_tiles(seq_k, block_n) +
+          flash_decode_tiles_per_split(seq_k, block_n, splits) - 1) /
+         flash_decode_tiles_per_split(seq_k, block_n, splits);
+}
+
+/// Keys a packed row sees: all Nk, or for causal (bottom-right aligned) query row i sees keys
+/// j <= i + Nk - Nq; may be <= 0 (the row sees none).
+KTUNE_DECODE_HD constexpr long long flash_decode_row_limit(long long packed_row, long long group,
+                                                           long long seq_q, long long seq_k,
+                                                           bool causal) {
+  return !causal ? seq_k
+                 : (packed_row / group + seq_k - seq_q + 1 < seq_k
+                        ? packed_row / group + seq_k - seq_q + 1
+                        : seq_k);
+}
+
+/// Bytes per shared-memory row of 16-bit elements: D * 2 plus 16 bytes of padding, so that the 8
+/// rows of an ldmatrix phase fall in 8 distinct bank groups.
+KTUNE_DECODE_HD constexpr int flash_decode_pitch(int d) { return 2 * d + 16; }
+
+/// Shared memory of the end-of-CTA merge across warps: the fp32 O tile (rows padded by 8 floats)
+/// and each warp's row max and sum.
+KTUNE_DECODE_HD constexpr unsigned flash_decode_merge_bytes(int d, int block_m, int warps) {
+  return static_cast<unsigned>(4 * block_m * (d + 8) + 4 * 2 * warps * block_m);
+}
+
+/// Dynamic shared memory of flash_decode_split: the Q tile, then the K/V ring (STAGES K and V
+/// tiles), which the merge reuses once the last tile is consumed.
+KTUNE_DECODE_HD constexpr unsigned flash_decode_smem_bytes(int d, int block_m, int block_n,
+                                                           int warps, int stages) {
+  return static_cast<unsigned>(flash_decode_pitch(d) * block_m) +
+         (static_cast<unsigned>(flash_decode_pitch(d) * 2 * block_n * stages) >
+                  flash_decode_merge_bytes(d, block_m, warps)
+              ? static_cast<unsigned>(flash_decode_pitch(d) * 2 * block_n * stages)
+              : flash_decode_merge_bytes(d, block_m, warps));
+}
+
+/// fp32 accumulators of O and S per thread of flash_decode_split: BLOCK_M * D / 32 and
+/// BLOCK_M * (BLOCK_N / WARPS) / 32. Above 144 ptxas spills (measured at 160-192 on sm_90a).
+KTUNE_DECODE_HD constexpr int flash_decode_accumulators(int d, int block_m, int block_n,
+                                                       int warps) {
+  return block_m * (d + block_n / warps) / 32;
+}
+
+/// Rows of O one combine block merges (one warp each).
+constexpr int kFlashDecodeCombineWarps = 4;
+
+/// nullptr when flash_decode_split<T, D, BLOCK_M, BLOCK_N, WARPS, STAGES, CAUSAL> compiles;
+/// otherwise why not (the kernel's static_asserts).
+KTUNE_DECODE_HD constexpr const char* flash_decode_invalid_reason(int d, int block_m, int block_n,
+                                                                  int warps, int stages) {
+  if (d != 32 && d != 64 && d != 96 && d != 128 && d != 256)
+    return "D must be 32, 64, 96, 128 or 256";
+  if (block_m != 16 && block_m != 32 && block_m != 64) return "BLOCK_M must be 16, 32 or 64";
+  if (block_n != 32 && block_n != 64 && block_n != 128) return "BLOCK_N must be 32, 64 or 128";
+  if (warps != 2 && warps != 4 && warps != 8) return "WARPS must be 2, 4 or 8";
+  if (block_n % (16 * warps) != 0) return "BLOCK_N must be a multiple of 16 * WARPS";
+  if (block_m * (d + block_n / warps) > 4608)
+    return "BLOCK_M * (D + BLOCK_N / WARPS) must be at most 4608 (O and S accumulators)";
+  if (stages < 2 || stages > 4) return "STAGES must be 2, 3 or 4";
+  if (flash_decode_smem_bytes(d, block_m, block_n, warps, stages) > 227u * 1024u)
+    return "shared memory above 227 KiB";
+  return nullptr;
+}
+
+}  // namespace ktune

@@ -1,0 +1,427 @@
+// Host side of split-KV decode attention: the problem, the search space with a reason for every
+// invalid point, per-architecture defaults (the split count picked from the device's SM count),
+// the workspace, and the launches of the split kernel, the combine kernel and the reference.
+#include "templates/decode/decode_op.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "ktune/error.hpp"
+#include "templates/attention/args.h"
+#include "templates/attention/attention_op.hpp"
+#include "templates/decode/args.h"
+
+namespace ktune {
+namespace {
+
+// Problem dimensions and tunables, in declared order.
+enum Dim : std::size_t { kB, kHq, kHkv, kNq, kNk, kD, kCausal };
+enum Param : std::size_t { kSplits, kBlockM, kBlockN, kWarps, kStages };
+
+constexpr std::int64_t kMaxGrid = 65535;                 // b * hq (and grid y, z)
+constexpr std::int64_t kMaxNq = 256;                     // decode, speculative, short chunks
+constexpr std::int64_t kMaxSeq = std::int64_t{1} << 30;  // int key positions
+constexpr std::int64_t kRowAlign = 8;                    // elements: 16-byte rows
+constexpr unsigned kReferenceThreads = 256;              // 8 query rows per block
+constexpr std::int64_t kHeadDims[] = {32, 64, 96, 128, 256};
+constexpr std::int64_t kBlockMs[] = {16, 32, 64};
+constexpr unsigned kMaxSmem = 227u * 1024u;              // any GPU's most per block
+constexpr int kMaxAccumulators = 144;                    // O + S fp32 registers per thread
+
+struct Shape {
+  std::int64_t b, hq, hkv, nq, nk, d;
+  bool causal;
+  std::int64_t group() const { return hq / hkv; }
+  std::int64_t rows() const { return flash_decode_rows(group(), nq); }  // per KV head
+};
+
+Shape shape_of(const Problem& p) {
+  const std::vector<std::int64_t>& v = p.values;
+  return {v[kB], v[kHq], v[kHkv], v[kNq], v[kNk], v[kD], v[kCausal] != 0};
+}
+
+struct Config {
+  int splits, block_m, block_n, warps, stages;
+};
+
+Config config_of(const Params& p) {
+  const auto at = [&](Param i) { return static_cast<int>(p.values[i]); };
+  return {at(kSplits), at(kBlockM), at(kBlockN), at(kWarps), at(kStages)};
+}
+
+unsigned smem_bytes(const Config& c, std::int64_t d) {
+  return flash_decode_smem_bytes(static_cast<int>(d), c.block_m, c.block_n, c.warps, c.stages);
+}
+
+std::int64_t row_tiles(const Shape& s, int block_m) { return (s.rows() + block_m - 1) / block_m; }
+
+std::string str(std::int64_t v) { return std::to_string(v); }
+const char* kernel_type(DType t) { return t == DType::bf16 ? "ktune::bf16" : "ktune::fp16"; }
+const char* cpp_bool(bool b) { return b ? "true" : "false"; }
+
+/// Built-in configuration per architecture and head dimension: first row with cc_major <= the
+/// device's and the problem's d. Should not affect results, only speed. Not yet measured: chosen
+/// so that 2 CTAs per SM keep 2-4 K/V tiles (64-130 KiB) in flight per SM, well above the ~25 KiB
+/// per SM that H100's bandwidth-latency product asks (benchmarks/decode/NOTES.md).
+struct DecodeDefaults {
+  int cc_major;      // first compute capability (major) this row applies to
+  int d;             // head dimension
+  int block_n;       // keys per K/V tile
+  int warps;         // warps per CTA; each takes block_n / warps keys of every tile
+  int stages;        // depth of the cp.async K/V ring
+  int ctas_per_sm;   // CTAs per SM the split count aims to fill (capped by shared memory)
+  int split_keys;    // fewest keys a split should get (its prologue and the combine amortised)
+};
+constexpr DecodeDefaults kDefaults[] = {
+    // Hopper: 227 KiB per block, 228 KiB per SM.
+    {9, 32, 128, 4, 3, 2, 256},
+    {9, 64, 128, 4, 3, 2, 256},
+    {9, 96, 64, 4, 3, 2, 256},
+    {9, 128, 64, 4, 3, 2, 256},
+    {9, 256, 32, 2, 4, 1, 256},
+    // Ampere: 163 KiB per block, 164 KiB per SM: one stage fewer keeps 2 CTAs per SM.
+    {8, 32, 128, 4, 2, 2, 256},
+    {8, 64, 128, 4, 2, 2, 256},
+    {8, 96, 64, 4, 2, 2, 256},
+    {8, 128, 64, 4, 2, 2, 256},
+    {8, 256, 32, 2, 3, 1, 256},
+};
+/// Smallest tiles, for a device with less shared memory than the rows above assume.
+constexpr DecodeDefaults kSmallest = {8, 0, 32, 2, 2, 1, 256};
+
+/// The split counts the search may use; `splits` = 1 writes o directly (no combine, no
+/// workspace).
+const std::vector<std::int64_t> kSplitValues = {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128};
+
+void* tensor(const RunArgs& a, std::size_t i) {
+  return reinterpret_cast<void*>(static_cast<std::uintptr_t>(a.tensors[i]));
+}
+
+/// Strides from args.layout (else contiguous [B, H, S, D]) and the scale, checked as
+/// flash_attention checks them; throws InvalidArgument.
+struct Common {
+  std::int64_t st[12];
+  float scale;
+};
+
+Common common_args(const RunArgs& a, const Shape& s) {
+  Common c{};
+  if (a.layout) {
+    static const char* const names[12] = {"q batch", "q head", "q seq", "k batch", "k head",
+                                          "k seq",   "v batch", "v head", "v seq", "o batch",
+                                          "o head",  "o seq"};
+    for (int i = 0; i < 12; ++i) {
+      c.st[i] = a.layout[i];
+      const bool row = i % 3 == 2;
+      if (c.st[i] < (row ? 1 : 0) || c.st[i] % kRowAlign != 0)
+        throw InvalidArgument(std::string("flash_decode: ") + names[i] + " stride " +
+                              str(c.st[i]) + " must be a " + (row ? "positive" : "non-negative") +
+                              " multiple of " + str(kRowAlign) +
+                              " elements (rows start 16-byte aligned)");
+    }
+  } else {
+    const std::int64_t q_head = s.nq * s.d, kv_head = s.nk * s.d;
+    const std::int64_t contiguous[12] = {s.hq * q_head,  q_head,  s.d, s.hkv * kv_head, kv_head,
+                                         s.d,            s.hkv * kv_head, kv_head, s.d,
+                                         s.hq * q_head,  q_head,  s.d};
+    for (int i = 0; i < 12; ++i) c.st[i] = contiguous[i];
+  }
+  const double scale = a.scalars[0];
+  if (std::isinf(scale))
+    throw InvalidArgument("flash_decode: scale " + std::to_string(scale) + " is not finite");
+  // <= 0 (and NaN) select the usual 1/sqrt(d).
+  c.scale = scale > 0 ? static_cast<float>(scale)
+                      : static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.d)));
+  return c;
+}
+
+FlashDecodeArgs make_args(const RunArgs& a, const Shape& s, const Config& c) {
+  const Common m = common_args(a, s);
+  FlashDecodeArgs k{};
+  k.q = tensor(a, 0);
+  k.k = tensor(a, 1);
+  k.v = tensor(a, 2);
+  k.o = tensor(a, 3);
+  k.lse = static_cast<float*>(tensor(a, 4));
+  if (c.splits > 1) {
+    if (a.workspace == 0 || a.workspace % 16 != 0)
+      throw InvalidArgument("flash_decode: splits=" + str(c.splits) +
+                            " needs a 16-byte aligned workspace of workspace_bytes()");
+    const std::uint64_t part_o_bytes =
+        static_cast<std::uint64_t>(c.splits * s.b * s.hq * s.nq * s.d) * 4;
+    k.part_o = reinterpret_cast<float*>(static_cast<std::uintptr_t>(a.workspace));
+    k.part_lse = reinterpret_cast<float*>(static_cast<std::uintptr_t>(a.workspace + part_o_bytes));
+  }
+  k.q_batch_stride = m.st[0], k.q_head_stride = m.st[1], k.q_row_stride = m.st[2];
+  k.k_batch_stride = m.st[3], k.k_head_stride = m.st[4], k.k_row_stride = m.st[5];
+  k.v_batch_stride = m.st[6], k.v_head_stride = m.st[7], k.v_row_stride = m.st[8];
+  k.o_batch_stride = m.st[9], k.o_head_stride = m.st[10], k.o_row_stride = m.st[11];
+  k.batch = static_cast<int>(s.b);
+  k.heads_q = static_cast<int>(s.hq);
+  k.heads_kv = static_cast<int>(s.hkv);
+  k.seq_q = static_cast<int>(s.nq);
+  k.seq_k = static_cast<int>(s.nk);
+  k.group = static_cast<int>(s.group());
+  k.splits = c.splits;
+  k.tiles_per_split = static_cast<int>(flash_decode_tiles_per_split(s.nk, c.block_n, c.splits));
+  k.scale = m.scale;
+  return k;
+}
+
+class FlashDecodeOp final : public Op {
+ public:
+  FlashDecodeOp()
+      : dims_{{"b", 1, kMaxGrid, {}, std::nullopt, "batch"},
+              {"hq", 1, kMaxGrid, {}, std::nullopt, "query heads (b * hq <= 65535)"},
+              {"hkv", 1, kMaxGrid, {}, std::nullopt,
+               "key/value heads, dividing hq; the hq / hkv query heads of a group share a tile"},
+              {"nq", 1, kMaxNq, {}, std::nullopt,
+               "query rows per sequence (1: decode; up to 256: speculative, chunked prefill)",
+               false, {16}},
+              {"nk", 1, kMaxSeq, {}, std::nullopt, "key/value rows (the KV cache length)"},
+              {"d", 32, 256, {}, std::nullopt, "head dimension: 32, 64, 96, 128 or 256",
+               /*exact=*/true},
+              {"causal", 0, 1, {"no", "yes"}, 0,
+               "causal mask, aligned to the bottom right (query row i sees keys j <= nk - nq + i)"}},
+        tunables_{
+            {"splits", kSplitValues,
+             "CTAs along the key axis, merged by a combine kernel (1: none); the default picks "
+             "enough to fill every SM"},
+            {"block_m", {16, 32, 64}, "packed rows (query heads of a group x query rows) per CTA"},
+            {"block_n", {32, 64, 128}, "keys per K/V tile"},
+            {"warps", {2, 4, 8}, "warps per CTA; each takes block_n / warps keys of every tile"},
+            {"stages", {2, 3, 4}, "depth of the cp.async K/V ring"},
+        },
+        scalars_{{"scale", 0.0, "softmax scale; <= 0: 1/sqrt(d)"}} {}
+
+  std::string_view name() const override { return "flash_decode"; }
+  std::string_view summary() const override {
+    return "split-KV attention for decode and short queries: GQA heads packed into one tile, "
+           "partials merged by log-sum-exp; strided, causal, with the row log-sum-exp";
+  }
+  std::string_view family() const override { return "decode"; }
+  const std::vector<DimSpec>& dims() const override { return dims_; }
+  const std::vector<Tunable>& tunables() const override { return tunables_; }
+  const std::vector<ScalarSpec>& scalars() const override { return scalars_; }
+  std::size_t layout_size() const override { return 12; }
+
+  // The first decode bar: 16 sequences, 32 query heads over 8 KV heads, 4096 keys.
+  Problem default_problem() const override { return {{16, 32, 8, 1, 4096, 128, 0}}; }
+
+  std::optional<std::string> problem_reason(const Problem& p) const override {
+    const Shape s = shape_of(p);
+    if (std::find(std::begin(kHeadDims), std::end(kHeadDims), s.d) == std::end(kHeadDims))
+      return "d=" + str(s.d) + " is not a supported head dimension (32, 64, 96, 128, 256)";
+    if (s.hq % s.hkv != 0)
+      return "hq=" + str(s.hq) + " is not a multiple of hkv=" + str(s.hkv) +
+             " (each key/value head serves hq / hkv query heads)";
+    if (s.b * s.hq > kMaxGrid)
+      return "b=" + str(s.b) + " x hq=" + str(s.hq) + " = " + str(s.b * s.hq) +
+             " (batch, head) pairs; at most " + str(kMaxGrid);
+    return std::nullopt;
+  }
+
+  std::vector<TensorSpec> tensors(const Problem& p, DType t) const override {
+    return flash_attention_op().tensors(p, t);  // q, k, v, o, optional lse
+  }
+
+  /// Partial O (fp32, [splits, B, Hq, Nq, D]) then partial log-sum-exp ([splits, B, Hq, Nq]);
+  /// none with one split.
+  std::size_t workspace_bytes(const Params& params, const Problem& problem,
+                              DType) const override {
+    const Config c = config_of(params);
+    if (c.splits <= 1) return 0;
+    const Shape s = shape_of(problem);
+    return static_cast<std::size_t>(c.splits * s.b * s.hq * s.nq * (s.d + 1)) * 4;
+  }
+
+  std::size_t alignment(const Params&, const Problem&, DType) const override { return 16; }
+
+  std::optional<std::string> invalid_reason(const Params& params, const Problem& problem,
+                                            DType t, const DeviceInfo& device) const override {
+    if (auto why = static_reason(params, problem, t)) return why;
+    const Config c = config_of(params);
+    const Shape s = shape_of(problem);
+    if (auto why = needs_sm80_reason(device)) return why;
+    const unsigned smem = smem_bytes(c, s.d);
+    if (device.smem_optin_per_block > 0 && smem > static_cast<unsigned>(device.smem_optin_per_block))
+      return smem_text(c, s.d) + ", more than the device's " + str(device.smem_optin_per_block) +
+             " per block";
+    return std::nullopt;
+  }
+
+  std::vector<KernelSource> kernels(const Params& params, const Problem& problem,
+                                    DType t) const override {
+    if (auto why = static_reason(params, problem, t))
+      throw InvalidArgument("flash_decode: " + *why);
+    const Config c = config_of(params);
+    const Shape s = shape_of(problem);
+    std::vector<KernelSource> k = {
+        {"decode/flash_decode.cuh",
+         std::string("ktune::flash_decode_split<") + kernel_type(t) + ", " + str(s.d) + ", " +
+             str(c.block_m) + ", " + str(c.block_n) + ", " + str(c.warps) + ", " + str(c.stages) +
+             ", " + cpp_bool(s.causal) + ">"}};
+    if (c.splits > 1)
+      k.push_back({"decode/flash_decode.cuh", std::string("ktune::flash_decode_combine<") +
+                                                  kernel_type(t) + ", " + str(s.d) + ">"});
+    return k;
+  }
+
+  int block_threads(const Params& params, const Problem&, DType,
+                    std::size_t kernel_index) const override {
+    return kernel_index == 0 ? config_of(params).warps * 32 : kFlashDecodeCombineWarps * 32;
+  }
+
+  unsigned dynamic_shared_bytes(const Params& params, const Problem& problem, DType,
+                                std::size_t kernel_index) const override {
+    return kernel_index == 0 ? smem_bytes(config_of(params), shape_of(problem).d) : 0;
+  }
+
+  void run(const RunArgs& a, Launcher& launcher) const override {
+    const Shape s = shape_of(*a.problem);
+    const Config c = config_of(*a.params);
+    const FlashDecodeArgs k = make_args(a, s, c);
+    KernelLaunch split;
+    split.kernel = a.kernels[0];
+    split.grid[0] = static_cast<unsigned>(row_tiles(s, c.block_m));
+    split.grid[1] = static_cast<unsigned>(c.splits);
+    split.grid[2] = static_cast<unsigned>(s.b * s.hkv);
+    split.block[0] = static_cast<unsigned>(c.warps * 32);
+    split.shared_bytes = smem_bytes(c, s.d);
+    split.args = &k;
+    split.args_size = sizeof k;
+    launcher.launch(split);
+    if (c.splits == 1) return;
+    KernelLaunch combine;
+    combine.kernel = a.kernels[1];
+    combine.grid[0] = static_cast<unsigned>((s.b * s.hq * s.nq + kFlashDecodeCombineWarps - 1) /
+                                            kFlashDecodeCombineWarps);
+    combine.block[0] = kFlashDecodeCombineWarps * 32;
+    combine.args = &k;
+    combine.args_size = sizeof k;
+    launcher.launch(combine);
+  }
+
+  // Same problem layout (dims, tensors, scalar, strides) and math as flash_attention: its fp32
+  // reference (one warp per query row), tolerance and flop count serve unchanged.
+  std::vector<KernelSource> reference_kernels(const Problem& p, DType t) const override {
+    return flash_attention_op().reference_kernels(p, t);
+  }
+
+  void run_reference(const RunArgs& a, Launcher& launcher) const override {
+    flash_attention_op().run_reference(a, launcher);
+  }
+
+  Tolerance tolerance(DType t) const override { return flash_attention_op().tolerance(t); }
+
+  double flops(const Problem& p, DType t) const override { return flash_attention_op().flops(p, t); }
+
+  /// The table row's tiles; block_m the smallest tile holding the packed rows (at most what
+  /// the accumulator budget allows); splits the largest listed count whose CTAs still fit in one wave of
+  /// sm_count * ctas_per_sm (fewer when shared memory allows fewer CTAs per SM) with at least
+  /// split_keys keys each and no empty split. The count is picked here, from the device, rather
+  /// than resolved from an `auto` value in run(): run() and workspace_bytes() do not see the
+  /// device, and an explicit count makes every database row name the configuration it timed.
+  Params default_params(const Problem& problem, DType t, const DeviceInfo& device) const override {
+    const Shape s = shape_of(problem);
+    const DecodeDefaults* row = &kSmallest;
+    for (const DecodeDefaults& r : kDefaults)
+      if (r.d == s.d && device.cc_major >= r.cc_major) {
+        row = &r;
+        break;
+      }
+    Params p = params_for(*row, s, device);
+    if (row != &kSmallest && invalid_reason(p, problem, t, device))
+      p = params_for(kSmallest, s, device);
+    return p;
+  }
+
+ private:
+  static Params params_for(const DecodeDefaults& r, const Shape& s, const DeviceInfo& device) {
+    std::int64_t block_m = 16;
+    for (std::int64_t m : kBlockMs)
+      if (flash_decode_accumulators(static_cast<int>(s.d), static_cast<int>(m), r.block_n,
+                                    r.warps) <= kMaxAccumulators) {
+        block_m = m;
+        if (m >= s.rows()) break;
+      }
+    Config c{1, static_cast<int>(block_m), r.block_n, r.warps, r.stages};
+    if (device.sm_count > 0) {
+      const unsigned smem = smem_bytes(c, s.d) + 1024;  // the driver reserves 1 KiB per CTA
+      const std::int64_t per_sm =
+          device.smem_per_sm > 0
+              ? std::max<std::int64_t>(1, std::min<std::int64_t>(r.ctas_per_sm,
+                                                                 device.smem_per_sm / smem))
+              : r.ctas_per_sm;
+      const std::int64_t base = s.b * s.hkv * row_tiles(s, c.block_m);
+      const std::int64_t want = std::min(device.sm_count * per_sm / base,
+                                         std::max<std::int64_t>(1, s.nk / r.split_keys));
+      for (std::int64_t v : kSplitValues)
+        if (v <= want && flash_decode_used_splits(s.nk, c.block_n, static_cast<int>(v)) == v)
+          c.splits = static_cast<int>(v);
+    }
+    return Params{{c.splits, c.block_m, c.block_n, c.warps, c.stages}};
+  }
+
+  /// Why the point cannot be instantiated or can never win (no device needed), or nullopt.
+  std::optional<std::string> static_reason(const Params& params, const Problem& problem,
+                                           DType t) const {
+    if (t != DType::bf16 && t != DType::f16)
+      return std::string(dtype_name(t)) + " is not supported by flash_decode (dtypes: bf16, fp16)";
+    if (auto why = check_params(params)) return why;
+    try {
+      check_problem(problem);
+    } catch (const InvalidArgument& e) {
+      return std::string(e.what());
+    }
+    const Config c = config_of(params);
+    const Shape s = shape_of(problem);
+    if (c.block_n % (16 * c.warps) != 0)
+      return "block_n=" + str(c.block_n) + " / warps=" + str(c.warps) + " = " +
+             str(c.block_n / c.warps) + " keys per warp (each warp takes whole 16-key slices)";
+    if (const int acc = flash_decode_accumulators(static_cast<int>(s.d), c.block_m, c.block_n,
+                                                  c.warps);
+        acc > kMaxAccumulators)
+      return "block_m=" + str(c.block_m) + " at d=" + str(s.d) + " with " +
+             str(c.block_n / c.warps) + " keys per warp: " + str(acc) +
+             " fp32 accumulators of O and S per thread (at most " + str(kMaxAccumulators) +
+             "; ptxas spills above)";
+    if (c.block_m > 16 && 2 * s.rows() <= c.block_m)
+      return "block_m=" + str(c.block_m) + " for " + str(s.rows()) + " packed rows (" +
+             str(s.group()) + " heads per group x nq=" + str(s.nq) +
+             "): half the tile or more would be padding; block_m=" + str(c.block_m / 2) +
+             " reads the same K/V";
+    const std::int64_t used = flash_decode_used_splits(s.nk, c.block_n, c.splits);
+    if (used < c.splits)
+      return "splits=" + str(c.splits) + " over " + str(flash_decode_tiles(s.nk, c.block_n)) +
+             " key tiles of block_n=" + str(c.block_n) + " (nk=" + str(s.nk) + "): " +
+             str(c.splits - used) + " splits would be empty";
+    if (smem_bytes(c, s.d) > kMaxSmem)
+      return smem_text(c, s.d) + ", more than the 227 KiB any GPU gives a block";
+    // Anything else the kernel's static_asserts would reject (nothing, with the lists above).
+    if (const char* why = flash_decode_invalid_reason(static_cast<int>(s.d), c.block_m, c.block_n,
+                                                      c.warps, c.stages))
+      return params_key(params) + ": " + why;
+    return std::nullopt;
+  }
+
+  static std::string smem_text(const Config& c, std::int64_t d) {
+    return "block_m=" + str(c.block_m) + ", block_n=" + str(c.block_n) + ", stages=" +
+           str(c.stages) + " at d=" + str(d) + " need " + str(smem_bytes(c, d)) +
+           " bytes of shared memory (Q tile + " + str(c.stages) + " K and V tiles)";
+  }
+
+  std::vector<DimSpec> dims_;
+  std::vector<Tunable> tunables_;
+  std::vector<ScalarSpec> scalars_;
+};
+
+}  // namespace
+
+const Op& flash_decode_op() {
+  static const FlashDecodeOp op;
+  return op;
+}
+
+}  // namespace ktune

@@ -1,0 +1,490 @@
+// Split-KV ("flash decoding") attention forward with grouped-query packing, for decode and short
+// query blocks (Nq up to a few hundred): mma.sync m16n8k16 tiles, a cp.async K/V ring.
+//
+// Grid (row tiles, splits, B * Hkv). A CTA takes BLOCK_M packed rows (the g query heads of one KV
+// head times the query rows, see args.h) and the key tiles of its split. Every warp holds all
+// BLOCK_M rows and takes its own BLOCK_N / WARPS keys of each tile: with M as small as decode's
+// 1-16 rows, splitting keys rather than rows keeps every warp busy, and each warp keeps its own
+// online softmax. At the end the warps' states are merged in shared memory (in warp order, so the
+// result is deterministic), and the CTA writes its split's O (normalised) and log-sum-exp to the
+// workspace, or with a single split o and lse directly. flash_decode_combine then merges the
+// splits: lse = log sum_s exp(lse_s), o = sum_s exp(lse_s - lse) o_s, exact up to rounding.
+#pragma once
+
+#include "attention/mma.cuh"
+#include "common/types.cuh"
+#include "decode/args.h"
+
+namespace ktune {
+namespace decode {
+
+__device__ __forceinline__ float quad_max(float x) {
+  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
+  return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
+}
+
+__device__ __forceinline__ float quad_sum(float x) {
+  x += __shfl_xor_sync(0xffffffffu, x, 1);
+  return x + __shfl_xor_sync(0xffffffffu, x, 2);
+}
+
+/// Copies key rows [row0, row0 + ROWS) of one KV head into a padded shared tile; rows at or past
+/// `rows_valid` (the end of the keys) are zero-filled without being read, so P V never meets
+/// garbage (0 * NaN).
+template <int D, int ROWS, int THREADS>
+__device__ __forceinline__ void load_kv_tile(unsigned dst, const unsigned short* src,
+                                             long long row_stride, int rows_valid, int tid) {
+  constexpr int CHUNKS = D / 8;
+  constexpr int TOTAL = ROWS * CHUNKS;
+  constexpr int PITCH = flash_decode_pitch(D);
+#pragma unroll
+  for (int i = 0; i < (TOTAL + THREADS - 1) / THREADS; ++i) {
+    const int id = tid + i * THREADS;
+    if (TOTAL % THREADS == 0 || id < TOTAL) {
+      const int row = id / CHUNKS;
+      const int chunk = id % CHUNKS;
+      if (row < rows_valid)
+        attn::cp_async_16(dst + row * PITCH + chunk * 16, src + row * row_stride + chunk * 8);
+      else
+        attn::cp_async_16(dst + row * PITCH + chunk * 16, src, 0);
+    }
+  }
+}
+
+}  // namespace decode
+
+/// Partial attention of one (row tile, split, batch * KV head); see the file comment.
+///
+/// T: bf16 or fp16. D: head dimension. BLOCK_M: packed rows per CTA (16 * MF; every warp holds
+/// all of them). BLOCK_N: keys per tile; each warp takes BLOCK_N / WARPS of them (a multiple of
+/// 16). STAGES: depth of the K/V ring. Launch: grid (ceil(rows / BLOCK_M), splits, B * Hkv),
+/// WARPS * 32 threads, flash_decode_smem_bytes(D, BLOCK_M, BLOCK_N, WARPS, STAGES) bytes of
+/// dynamic shared memory (raise the kernel's limit above 48 KiB).
+template <typename T, int D, int BLOCK_M, int BLOCK_N, int WARPS, int STAGES, bool CAUSAL>
+__global__ void __launch_bounds__(WARPS * 32)
+    flash_decode_split(const __grid_constant__ FlashDecodeArgs args) {
+  static_assert(sizeof(T) == 2, "T must be bf16 or fp16");
+  static_assert(D == 32 || D == 64 || D == 96 || D == 128 || D == 256, "unsupported head dim");
+  static_assert(BLOCK_M == 16 || BLOCK_M == 32 || BLOCK_M == 64, "BLOCK_M: 16, 32, 64");
+  static_assert(BLOCK_N == 32 || BLOCK_N == 64 || BLOCK_N == 128, "BLOCK_N: 32, 64, 128");
+  static_assert(WARPS == 2 || WARPS == 4 || WARPS == 8, "WARPS: 2, 4, 8");
+  static_assert(BLOCK_N % (16 * WARPS) == 0, "each warp takes whole 16-key slices");
+  static_assert(flash_decode_accumulators(D, BLOCK_M, BLOCK_N, WARPS) <= 144,
+                "O and S accumulators: at most 144 fp32 registers per thread");
+  static_assert(STAGES >= 2 && STAGES <= 4, "STAGES must be 2, 3 or 4");
+  static_assert(flash_decode_smem_bytes(D, BLOCK_M, BLOCK_N, WARPS, STAGES) <= 227 * 1024,
+                "shared memory above 227 KiB");
+
+  using namespace attn;
+  constexpr int THREADS = WARPS * 32;
+  constexpr int MF = BLOCK_M / 16;        // 16-row fragments (every warp holds all)
+  constexpr int KW = BLOCK_N / WARPS;     // keys of a tile per warp
+  constexpr int NT = KW / 8;              // n8 column tiles of S per warp
+  constexpr int DT = D / 8;               // n8 column tiles of O
+  constexpr int QK_STEPS = D / 16;
+  constexpr int PV_STEPS = KW / 16;
+  constexpr int CHUNKS = D / 8;           // 16-byte chunks per row
+  constexpr int PITCH = flash_decode_pitch(D);
+  constexpr unsigned KV_BYTES = BLOCK_N * PITCH;
+  const float NEG_INF = -__int_as_float(0x7f800000);
+
+  extern __shared__ __align__(128) unsigned char smem[];
+  const unsigned sQ = smem_addr(smem);
+  const unsigned sK = sQ + BLOCK_M * PITCH;
+  const unsigned sV = sK + STAGES * KV_BYTES;
+
+  const int tid = threadIdx.x;
+  const int lane = tid & 31;
+  const int warp = tid >> 5;
+  const int g = lane >> 2;  // fragment row within 8
+  const int t = lane & 3;   // fragment column pair
+  const int Nq = args.seq_q;
+  const int Nk = args.seq_k;
+  const int group = args.group;
+  const int rows = group * Nq;
+  const int r0 = blockIdx.x * BLOCK_M;
+  const int rows_valid = min(BLOCK_M, rows - r0);
+  const int split = blockIdx.y;
+  const int b = blockIdx.z / args.heads_kv;
+  const int kh = blockIdx.z % args.heads_kv;
+
+  const unsigned short* q = static_cast<const unsigned short*>(args.q) + b * args.q_batch_stride;
+  const unsigned short* k = static_cast<const unsigned short*>(args.k) +
+                            b * args.k_batch_stride + kh * args.k_head_stride;
+  const unsigned short* v = static_cast<const unsigned short*>(args.v) +
+                            b * args.v_batch_stride + kh * args.v_head_stride;
+
+  // Q tile: packed row r is query row r / g of head kh * g + r % g; padding rows are zeros.
+  for (int id = tid; id < BLOCK_M * CHUNKS; id += THREADS) {
+    const int row = id / CHUNKS;
+    const int chunk = id % CHUNKS;
+    const unsigned dst = sQ + row * PITCH + chunk * 16;
+    if (row < rows_valid) {
+      const int r = r0 + row;
+      cp_async_16(dst, q + (kh * group + r % group) * args.q_head_stride +
+                           (r / group) * args.q_row_stride + chunk * 8);
+    } else {
+      cp_async_16(dst, q, 0);
+    }
+  }
+  cp_async_commit();
+
+  // Key tiles of this split, [n_begin, n_end); for causal, cut after the last key the tile's last
+  // row sees. Tiles below n_full need no mask (every row of the tile sees all their keys).
+  const int tiles = (Nk + BLOCK_N - 1) / BLOCK_N;
+  const int n_begin = split * args.tiles_per_split;
+  int n_end = min(tiles, n_begin + args.tiles_per_split);
+  int n_full = Nk / BLOCK_N;
+  if (CAUSAL) {
+    const int last = static_cast<int>(
+        flash_decode_row_limit(r0 + rows_valid - 1, group, Nq, Nk, true));
+    n_end = min(n_end, last <= 0 ? 0 : (last + BLOCK_N - 1) / BLOCK_N);
+    const int first = static_cast<int>(flash_decode_row_limit(r0, group, Nq, Nk, true));
+    n_full = first <= 0 ? 0 : first / BLOCK_N;
+  }
+  n_full = max(n_begin, min(n_full, n_end));
+
+  const auto load = [&](int n, int st) {
+    const long long r = static_cast<long long>(n) * BLOCK_N;
+    decode::load_kv_tile<D, BLOCK_N, THREADS>(sK + st * KV_BYTES, k + r * args.k_row_stride,
+                                              args.k_row_stride, Nk - n * BLOCK_N, tid);
+    decode::load_kv_tile<D, BLOCK_N, THREADS>(sV + st * KV_BYTES, v + r * args.v_row_stride,
+                                              args.v_row_stride, Nk - n * BLOCK_N, tid);
+  };
+#pragma unroll
+  for (int s = 0; s < STAGES - 1; ++s) {
+    if (n_begin + s < n_end) load(n_begin + s, s);
+    cp_async_commit();
+  }
+
+  // Keys each of this thread's rows sees (rows mf * 16 + r * 8 + g of the tile).
+  int limit[MF][2];
+#pragma unroll
+  for (int mf = 0; mf < MF; ++mf)
+#pragma unroll
+    for (int r = 0; r < 2; ++r)
+      limit[mf][r] = static_cast<int>(
+          flash_decode_row_limit(r0 + mf * 16 + r * 8 + g, group, Nq, Nk, CAUSAL));
+
+  // ldmatrix lane addresses (fragment layouts: see attention/flash_attention.cuh).
+  const unsigned q_lane = sQ + (lane & 15) * PITCH + ((lane >> 4) << 4);
+  const unsigned k_lane =
+      (warp * KW + (lane & 7) + ((lane >> 4) << 3)) * PITCH + (((lane >> 3) & 1) << 4);
+  const unsigned v_lane =
+      (warp * KW + (lane & 7) + (((lane >> 3) & 1) << 3)) * PITCH + ((lane >> 4) << 4);
+
+  const float scale_log2 = args.scale * 1.4426950408889634f;
+  float o_acc[MF][DT][4];
+  float row_max[MF][2];
+  float row_sum[MF][2];
+#pragma unroll
+  for (int mf = 0; mf < MF; ++mf) {
+#pragma unroll
+    for (int j = 0; j < DT; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) o_acc[mf][j][e] = 0.f;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      row_max[mf][r] = NEG_INF;
+      row_sum[mf][r] = 0.f;
+    }
+  }
+
+  int stage = 0;
+  const auto tile = [&](const int n, const bool MASK) {
+    // Tile n has landed once this thread's older groups are done and the barrier passes; the
+    // barrier also retires every read of tile n - 1, whose stage the copy below refills.
+    cp_async_wait<STAGES - 2>();
+    __syncthreads();
+    {
+      const int nl = n + STAGES - 1;
+      if (nl < n_end) load(nl, stage == 0 ? STAGES - 1 : stage - 1);
+      cp_async_commit();
+    }
+    const unsigned k_stage = sK + stage * KV_BYTES + k_lane;
+    const unsigned v_stage = sV + stage * KV_BYTES + v_lane;
+
+    float s[MF][NT][4];
+#pragma unroll
+    for (int mf = 0; mf < MF; ++mf)
+#pragma unroll
+      for (int j = 0; j < NT; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) s[mf][j][e] = 0.f;
+#pragma unroll
+    for (int kk = 0; kk < QK_STEPS; ++kk) {
+      unsigned a[MF][4];
+#pragma unroll
+      for (int mf = 0; mf < MF; ++mf)
+        ldmatrix_x4(q_lane + mf * 16 * PITCH + kk * 32, a[mf][0], a[mf][1], a[mf][2], a[mf][3]);
+#pragma unroll
+      for (int nn = 0; nn < NT / 2; ++nn) {
+        unsigned b0, b1, b2, b3;
+        ldmatrix_x4(k_stage + nn * 16 * PITCH + kk * 32, b0, b1, b2, b3);
+#pragma unroll
+        for (int mf = 0; mf < MF; ++mf) {
+          mma_16816<T>(s[mf][2 * nn], a[mf], b0, b1);
+          mma_16816<T>(s[mf][2 * nn + 1], a[mf], b2, b3);
+        }
+      }
+    }
+
+    if (MASK) {
+      // Keys past Nk, and for causal past each row's diagonal, score -inf.
+      const int key0 = n * BLOCK_N + warp * KW + 2 * t;
+#pragma unroll
+      for (int mf = 0; mf < MF; ++mf)
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          const int lim = limit[mf][r] - key0;  // first masked column of this thread
+#pragma unroll
+          for (int j = 0; j < NT; ++j)
+#pragma unroll
+            for (int e = 0; e < 2; ++e)
+              if (j * 8 + e >= lim) s[mf][j][2 * r + e] = NEG_INF;
+        }
+    }
+
+    // Online softmax over this warp's keys. O is rescaled only when some row's max moved.
+#pragma unroll
+    for (int mf = 0; mf < MF; ++mf)
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        float mx = NEG_INF;
+#pragma unroll
+        for (int j = 0; j < NT; ++j)
+          mx = fmaxf(mx, fmaxf(s[mf][j][2 * r], s[mf][j][2 * r + 1]));
+        mx = decode::quad_max(mx);
+        const float m_old = row_max[mf][r];
+        const float m_new = fmaxf(m_old, mx);
+        const bool moved = m_new > m_old;  // false while the row is fully masked
+        if (__any_sync(0xffffffffu, moved)) {
+          // exp2(-inf) = 0 when the row had no key yet.
+          const float alpha = moved ? exp2_approx(m_old * scale_log2 - m_new * scale_log2) : 1.f;
+          row_sum[mf][r] *= alpha;
+#pragma unroll
+          for (int j = 0; j < DT; ++j) {
+            o_acc[mf][j][2 * r] *= alpha;
+            o_acc[mf][j][2 * r + 1] *= alpha;
+          }
+        }
+        row_max[mf][r] = m_new;
+        const float offset = m_new == NEG_INF ? 0.f : m_new * scale_log2;
+        float sum = 0.f;
+#pragma unroll
+        for (int j = 0; j < NT; ++j) {
+          s[mf][j][2 * r] = exp2_approx(s[mf][j][2 * r] * scale_log2 - offset);
+          s[mf][j][2 * r + 1] = exp2_approx(s[mf][j][2 * r + 1] * scale_log2 - offset);
+          sum += s[mf][j][2 * r] + s[mf][j][2 * r + 1];
+        }
+        row_sum[mf][r] += sum;
+      }
+
+    // O += P V: the S accumulators of n8 tiles 2kk, 2kk+1 are the A fragment of k16 step kk.
+#pragma unroll
+    for (int kk = 0; kk < PV_STEPS; ++kk) {
+      unsigned a[MF][4];
+#pragma unroll
+      for (int mf = 0; mf < MF; ++mf) {
+        a[mf][0] = pack2<T>(s[mf][2 * kk][0], s[mf][2 * kk][1]);
+        a[mf][1] = pack2<T>(s[mf][2 * kk][2], s[mf][2 * kk][3]);
+        a[mf][2] = pack2<T>(s[mf][2 * kk + 1][0], s[mf][2 * kk + 1][1]);
+        a[mf][3] = pack2<T>(s[mf][2 * kk + 1][2], s[mf][2 * kk + 1][3]);
+      }
+#pragma unroll
+      for (int dd = 0; dd < DT / 2; ++dd) {
+        unsigned b0, b1, b2, b3;
+        ldmatrix_x4_trans(v_stage + kk * 16 * PITCH + dd * 32, b0, b1, b2, b3);
+#pragma unroll
+        for (int mf = 0; mf < MF; ++mf) {
+          mma_16816<T>(o_acc[mf][2 * dd], a[mf], b0, b1);
+          mma_16816<T>(o_acc[mf][2 * dd + 1], a[mf], b2, b3);
+        }
+      }
+    }
+    stage = stage + 1 == STAGES ? 0 : stage + 1;
+  };
+  int n = n_begin;
+  for (; n < n_full; ++n) tile(n, false);
+  for (; n < n_end; ++n) tile(n, true);
+
+  // Merge the warps. Every copy has landed and every warp is past its last ldmatrix before the
+  // ring is reused: O tile [BLOCK_M][D + 8] fp32, then row max (log2 units) and sum per warp.
+  cp_async_wait<0>();
+  __syncthreads();
+  constexpr int OP = D + 8;
+  float* const buf = reinterpret_cast<float*>(smem + BLOCK_M * PITCH);
+  float* const w_max = buf + BLOCK_M * OP;
+  float* const w_sum = w_max + WARPS * BLOCK_M;
+#pragma unroll
+  for (int mf = 0; mf < MF; ++mf)
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      row_sum[mf][r] = decode::quad_sum(row_sum[mf][r]);
+      if (t == 0) {
+        const int row = mf * 16 + r * 8 + g;
+        w_max[warp * BLOCK_M + row] =
+            row_max[mf][r] == NEG_INF ? NEG_INF : row_max[mf][r] * scale_log2;
+        w_sum[warp * BLOCK_M + row] = row_sum[mf][r];
+      }
+    }
+  __syncthreads();
+  // Each warp's weight for its rows: exp2(m_w - M) / L, with M the rows' max over warps and L the
+  // total sum at that reference. A row no warp saw gets weight 0 (O = 0, lse = -inf).
+  float weight[MF][2];
+#pragma unroll
+  for (int mf = 0; mf < MF; ++mf)
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int row = mf * 16 + r * 8 + g;
+      float m = NEG_INF;
+#pragma unroll
+      for (int w = 0; w < WARPS; ++w) m = fmaxf(m, w_max[w * BLOCK_M + row]);
+      float l = 0.f;
+      if (m != NEG_INF) {
+#pragma unroll
+        for (int w = 0; w < WARPS; ++w)
+          l += w_sum[w * BLOCK_M + row] * exp2_approx(w_max[w * BLOCK_M + row] - m);
+      }
+      const float mine = row_max[mf][r] == NEG_INF ? NEG_INF : row_max[mf][r] * scale_log2;
+      weight[mf][r] = l > 0.f ? exp2_approx(mine - m) * rcp_approx(l) : 0.f;
+    }
+  // Warps add their share in order: the same bits on every run.
+#pragma unroll 1
+  for (int w = 0; w < WARPS; ++w) {
+    if (warp == w) {
+#pragma unroll
+      for (int mf = 0; mf < MF; ++mf)
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          float* const dst = buf + (mf * 16 + r * 8 + g) * OP + 2 * t;
+#pragma unroll
+          for (int j = 0; j < DT; ++j) {
+            float2 x = make_float2(o_acc[mf][j][2 * r] * weight[mf][r],
+                                   o_acc[mf][j][2 * r + 1] * weight[mf][r]);
+            if (w > 0) {
+              const float2 y = *reinterpret_cast<const float2*>(dst + j * 8);
+              x.x += y.x;
+              x.y += y.y;
+            }
+            *reinterpret_cast<float2*>(dst + j * 8) = x;
+          }
+        }
+    }
+    __syncthreads();
+  }
+
+  // Store the CTA's rows: o in T with one split, else the fp32 partial of this split.
+  const bool direct = args.splits == 1;
+  const long long plane = static_cast<long long>(args.batch) * args.heads_q * Nq;  // rows/split
+  for (int id = tid; id < BLOCK_M * (D / 4); id += THREADS) {
+    const int row = id / (D / 4);
+    const int c = id % (D / 4);
+    if (row >= rows_valid) continue;
+    const int r = r0 + row;
+    const int h = kh * group + r % group;
+    const int qr = r / group;
+    const float4 x = *reinterpret_cast<const float4*>(buf + row * OP + 4 * c);
+    if (direct) {
+      unsigned short* o = static_cast<unsigned short*>(args.o) + b * args.o_batch_stride +
+                          h * args.o_head_stride + qr * args.o_row_stride + 4 * c;
+      *reinterpret_cast<uint2*>(o) = make_uint2(pack2<T>(x.x, x.y), pack2<T>(x.z, x.w));
+    } else {
+      const long long at = split * plane + (static_cast<long long>(b) * args.heads_q + h) * Nq + qr;
+      *reinterpret_cast<float4*>(args.part_o + at * D + 4 * c) = x;
+    }
+  }
+  for (int row = tid; row < rows_valid; row += THREADS) {
+    float m = NEG_INF, l = 0.f;
+    for (int w = 0; w < WARPS; ++w) m = fmaxf(m, w_max[w * BLOCK_M + row]);
+    if (m != NEG_INF)
+      for (int w = 0; w < WARPS; ++w)
+        l += w_sum[w * BLOCK_M + row] * exp2_approx(w_max[w * BLOCK_M + row] - m);
+    const float lse = l > 0.f ? (m + log2_approx(l)) * 0.6931471805599453f : NEG_INF;
+    const int r = r0 + row;
+    const long long at =
+        (static_cast<long long>(b) * args.heads_q + kh * group + r % group) * Nq + r / group;
+    if (!direct)
+      args.part_lse[split * plane + at] = lse;
+    else if (args.lse != nullptr)
+      args.lse[at] = lse;
+  }
+}
+
+/// Merges the splits' partial O and log-sum-exp into o (and lse when set): one warp per output
+/// row (b, h, query row), lane l holding elements [l * D / 32, (l + 1) * D / 32). Launch: grid
+/// ceil(B * Hq * Nq / kFlashDecodeCombineWarps), kFlashDecodeCombineWarps * 32 threads.
+template <typename T, int D>
+__global__ void __launch_bounds__(kFlashDecodeCombineWarps * 32)
+    flash_decode_combine(const __grid_constant__ FlashDecodeArgs args) {
+  static_assert(sizeof(T) == 2, "T must be bf16 or fp16");
+  static_assert(D % 32 == 0 && D <= 256, "D must be a multiple of 32, at most 256");
+  constexpr int PER_LANE = D / 32;
+  const float NEG_INF = -__int_as_float(0x7f800000);
+  constexpr float LOG2E = 1.4426950408889634f;
+  const int lane = threadIdx.x & 31;
+  const long long plane = static_cast<long long>(args.batch) * args.heads_q * args.seq_q;
+  const long long row = static_cast<long long>(blockIdx.x) * kFlashDecodeCombineWarps +
+                        (threadIdx.x >> 5);
+  if (row >= plane) return;  // whole warps leave; nothing below synchronises the block
+  const int splits = args.splits;
+
+  float m = NEG_INF;
+  for (int s = lane; s < splits; s += 32) m = fmaxf(m, args.part_lse[s * plane + row]);
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
+  float l = 0.f;
+  if (m != NEG_INF)
+    for (int s = lane; s < splits; s += 32)
+      l += attn::exp2_approx((args.part_lse[s * plane + row] - m) * LOG2E);
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) l += __shfl_xor_sync(0xffffffffu, l, off);
+  const float inv = l > 0.f ? 1.f / l : 0.f;
+
+  float acc[PER_LANE];
+#pragma unroll
+  for (int i = 0; i < PER_LANE; ++i) acc[i] = 0.f;
+  for (int s0 = 0; s0 < splits; s0 += 32) {
+    // Lane i holds the weight of split s0 + i; broadcast one at a time.
+    const int mine = s0 + lane;
+    const float w = mine < splits && m != NEG_INF
+                        ? attn::exp2_approx((args.part_lse[mine * plane + row] - m) * LOG2E) * inv
+                        : 0.f;
+    const int count = splits - s0 < 32 ? splits - s0 : 32;
+    for (int i = 0; i < count; ++i) {
+      const float ws = __shfl_sync(0xffffffffu, w, i);
+      const float* p = args.part_o + ((s0 + i) * plane + row) * D + lane * PER_LANE;
+      if constexpr (PER_LANE % 4 == 0) {
+#pragma unroll
+        for (int e = 0; e < PER_LANE; e += 4) {
+          const float4 x = *reinterpret_cast<const float4*>(p + e);
+          acc[e] += ws * x.x;
+          acc[e + 1] += ws * x.y;
+          acc[e + 2] += ws * x.z;
+          acc[e + 3] += ws * x.w;
+        }
+      } else {
+#pragma unroll
+        for (int e = 0; e < PER_LANE; ++e) acc[e] += ws * p[e];
+      }
+    }
+  }
+
+  const int qr = static_cast<int>(row % args.seq_q);
+  const int h = static_cast<int>((row / args.seq_q) % args.heads_q);
+  const int b = static_cast<int>(row / (static_cast<long long>(args.seq_q) * args.heads_q));
+  T* o = static_cast<T*>(args.o) + b * args.o_batch_stride + h * args.o_head_stride +
+         qr * args.o_row_stride + lane * PER_LANE;
+  if constexpr (PER_LANE % 2 == 0) {
+#pragma unroll
+    for (int e = 0; e < PER_LANE; e += 2)
+      *reinterpret_cast<unsigned*>(o + e) = pack2<T>(acc[e], acc[e + 1]);
+  } else {
+#pragma unroll
+    for (int e = 0; e < PER_LANE; ++e) o[e] = from_float<T>(acc[e]);
+  }
+  if (args.lse != nullptr && lane == 0)
+    args.lse[row] = m != NEG_INF ? m + logf(l) : NEG_INF;
+}
+
+}  // namespace ktune

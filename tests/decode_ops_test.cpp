@@ -1,0 +1,685 @@
+// The flash_decode op's host side: problems and reasons, the space and its invalid reasons,
+// defaults (the split count from the device), the workspace, launches through a recording
+// launcher, a double-precision model of the split-KV partition and both merges (warps inside a
+// CTA, then splits) against plain softmax attention, and NVRTC compiles for sm_80 and sm_90a.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "ktune/error.hpp"
+#include "runtime/core/compiler.hpp"
+#include "search/space.hpp"
+#include "templates/attention/args.h"
+#include "templates/decode/args.h"
+#include "templates/decode/decode_op.hpp"
+
+namespace ktune {
+namespace {
+
+const Op& op() { return flash_decode_op(); }
+DeviceInfo device(std::string_view arch) { return *device_for_arch(arch); }
+
+bool contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
+
+std::string problem_error(const std::string& shape) {
+  try {
+    op().parse_problem(shape);
+  } catch (const InvalidArgument& e) {
+    return e.what();
+  }
+  return "";
+}
+
+std::string run_error(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const InvalidArgument& e) {
+    return e.what();
+  }
+  return "";
+}
+
+std::string why(const std::string& params, const std::string& problem,
+                const char* arch = "sm_90a") {
+  return op()
+      .invalid_reason(op().parse_params(params), op().parse_problem(problem), DType::bf16,
+                      device(arch))
+      .value_or("");
+}
+
+/// Records launches and copies each argument struct (it lives on run()'s stack).
+template <typename Args>
+class RecordingLauncher final : public Launcher {
+ public:
+  void launch(const KernelLaunch& l) override {
+    launches.push_back(l);
+    Args a{};
+    EXPECT_EQ(l.args_size, sizeof a);
+    std::memcpy(&a, l.args, sizeof a);
+    args.push_back(a);
+  }
+  std::vector<KernelLaunch> launches;
+  std::vector<Args> args;
+};
+
+/// Runs the op with tensors at 0x10000 * (i + 1), the workspace at 0x100000, kernel handles
+/// 0x100 and 0x200.
+RecordingLauncher<FlashDecodeArgs> run(const Params& params, const Problem& p,
+                                       std::uint64_t workspace = 0x100000, double scale = 0.0,
+                                       const std::int64_t* layout = nullptr) {
+  const std::uint64_t tensors[5] = {0x10000, 0x20000, 0x30000, 0x40000, 0x50000};
+  const KernelHandle kernels[2] = {reinterpret_cast<KernelHandle>(0x100),
+                                   reinterpret_cast<KernelHandle>(0x200)};
+  RunArgs a;
+  a.params = &params;
+  a.problem = &p;
+  a.tensors = tensors;
+  a.scalars = &scale;
+  a.kernels = kernels;
+  a.workspace = workspace;
+  a.layout = layout;
+  RecordingLauncher<FlashDecodeArgs> l;
+  op().run(a, l);
+  return l;
+}
+
+const char* const kBar1 = "b=16,hq=32,hkv=8,nq=1,nk=4096,d=128";
+const char* const kBar2 = "b=1,hq=64,hkv=8,nq=1,nk=32768,d=128";
+
+// ---- problems ----
+
+TEST(DecodeProblem, KeysRoundTripAndBadProblemsSayWhy) {
+  const Problem p = op().parse_problem("d=64,nk=1000,nq=5,hkv=2,hq=16,b=3,causal=yes");
+  EXPECT_EQ(p.values, (std::vector<std::int64_t>{3, 16, 2, 5, 1000, 64, 1}));
+  EXPECT_EQ(op().problem_key(p), "b=3,hq=16,hkv=2,nq=5,nk=1000,d=64,causal=yes");
+  EXPECT_EQ(op().parse_problem(op().problem_key(p)), p);
+  EXPECT_EQ(op().problem_key(op().default_problem()),
+            "b=16,hq=32,hkv=8,nq=1,nk=4096,d=128,causal=no");
+  EXPECT_EQ(op().name(), "flash_decode");
+  EXPECT_EQ(op().family(), "decode");
+  EXPECT_EQ(find_op("flash_decode"), &op());
+  EXPECT_EQ(op().layout_size(), 12u);
+
+  EXPECT_TRUE(contains(problem_error("b=1,hq=8,hkv=8,nq=1,nk=1,d=80"),
+                       "d=80 is not a supported head dimension (32, 64, 96, 128, 256)"));
+  EXPECT_TRUE(contains(problem_error("b=1,hq=8,hkv=3,nq=1,nk=1,d=64"),
+                       "hq=8 is not a multiple of hkv=3"));
+  EXPECT_TRUE(contains(problem_error("b=4096,hq=32,hkv=8,nq=1,nk=1,d=64"),
+                       "b=4096 x hq=32 = 131072 (batch, head) pairs; at most 65535"));
+  EXPECT_TRUE(contains(problem_error("b=1,hq=8,hkv=8,nq=257,nk=1,d=64"),
+                       "nq=257 is out of range (allowed 1..256)"));
+  EXPECT_TRUE(contains(problem_error("b=1,hq=8,hkv=8,nq=0,nk=1,d=64"), "nq=0 is out of range"));
+  EXPECT_EQ(problem_error("b=1,hq=65535,hkv=1,nq=256,nk=1073741824,d=256,causal=yes"), "");
+  // Decode (nq <= 16) and longer query blocks are separate regimes for the lookup.
+  const DimSpec& nq = op().dims()[3];
+  EXPECT_EQ(nq.regime(16), 0);
+  EXPECT_EQ(nq.regime(17), 1);
+  EXPECT_TRUE(op().dims()[5].matched_exactly());
+}
+
+// ---- the space ----
+
+TEST(DecodeSpace, InvalidPointsCarryTheirReason) {
+  const Problem p = op().parse_problem(kBar1);
+  const Space h100(op(), p, DType::bf16, device("sm_90a"));
+  EXPECT_EQ(h100.points().size(), 14u * 3 * 3 * 3 * 3);
+  EXPECT_GT(h100.valid_count(), 0u);
+  std::size_t counted = 0;
+  for (const auto& [reason, n] : h100.invalid_reasons()) {
+    EXPECT_FALSE(reason.empty());
+    counted += n;
+  }
+  EXPECT_EQ(counted, h100.points().size() - h100.valid_count());
+  // At d=128 and 4 packed rows only block_m=16 is valid, with the (block_n, warps) pairs of
+  // whole 16-key slices: (32, 2), (64, 2), (64, 4), (128, 2), (128, 4), (128, 8); the split
+  // counts that leave no split empty; every ring depth but 4 stages of 128 keys (276 KiB).
+  std::size_t expected = 0;
+  for (std::int64_t splits : op().tunables()[0].values)
+    for (int bn : {32, 64, 128})
+      for (int w : {2, 4, 8})
+        if (bn % (16 * w) == 0 && flash_decode_used_splits(4096, bn, static_cast<int>(splits)) ==
+                                      splits)
+          expected += bn == 128 ? 2 : 3;
+  EXPECT_EQ(h100.valid_count(), expected);
+
+  EXPECT_EQ(why("splits=2,block_m=16,block_n=64,warps=4,stages=3", kBar1), "");
+  EXPECT_EQ(why("splits=2,block_m=16,block_n=32,warps=4,stages=3", kBar1),
+            "block_n=32 / warps=4 = 8 keys per warp (each warp takes whole 16-key slices)");
+  EXPECT_EQ(why("splits=2,block_m=64,block_n=64,warps=4,stages=3",
+                "b=1,hq=64,hkv=1,nq=1,nk=4096,d=128"),
+            "block_m=64 at d=128 with 16 keys per warp: 288 fp32 accumulators of O and S per "
+            "thread (at most 144; ptxas spills above)");
+  EXPECT_EQ(why("splits=2,block_m=32,block_n=128,warps=2,stages=2",
+                "b=1,hq=64,hkv=1,nq=1,nk=4096,d=128"),
+            "block_m=32 at d=128 with 64 keys per warp: 192 fp32 accumulators of O and S per "
+            "thread (at most 144; ptxas spills above)");
+  EXPECT_EQ(why("splits=2,block_m=32,block_n=64,warps=4,stages=3", kBar1),
+            "block_m=32 for 4 packed rows (4 heads per group x nq=1): half the tile or more "
+            "would be padding; block_m=16 reads the same K/V");
+  EXPECT_EQ(why("splits=2,block_m=32,block_n=64,warps=4,stages=3",
+                "b=1,hq=32,hkv=8,nq=5,nk=4096,d=128"),
+            "");  // 20 packed rows
+  EXPECT_EQ(why("splits=8,block_m=16,block_n=64,warps=4,stages=2",
+                "b=1,hq=8,hkv=8,nq=1,nk=600,d=128"),
+            "splits=8 over 10 key tiles of block_n=64 (nk=600): 3 splits would be empty");
+  EXPECT_EQ(why("splits=2,block_m=16,block_n=64,warps=4,stages=2",
+                "b=1,hq=8,hkv=8,nq=1,nk=64,d=128"),
+            "splits=2 over 1 key tiles of block_n=64 (nk=64): 1 splits would be empty");
+  EXPECT_EQ(why("splits=1,block_m=16,block_n=64,warps=4,stages=2",
+                "b=1,hq=8,hkv=8,nq=1,nk=1,d=128"),
+            "");
+  // d=256, 128-key tiles, 4 stages: 530 KiB anywhere; 3 stages of 64 keys: 210 KiB, H100 only.
+  EXPECT_TRUE(contains(why("splits=1,block_m=16,block_n=128,warps=4,stages=4",
+                           "b=1,hq=8,hkv=8,nq=1,nk=4096,d=256"),
+                       "more than the 227 KiB any GPU gives a block"));
+  const std::string d256 = "b=1,hq=8,hkv=8,nq=1,nk=4096,d=256";
+  EXPECT_EQ(why("splits=1,block_m=16,block_n=64,warps=4,stages=3", d256), "");
+  EXPECT_EQ(why("splits=1,block_m=16,block_n=64,warps=4,stages=3", d256, "sm_80"),
+            "block_m=16, block_n=64, stages=3 at d=256 need 211200 bytes of shared memory (Q "
+            "tile + 3 K and V tiles), more than the device's 166912 per block");
+  // Values outside the lists, other dtypes, old GPUs.
+  Params q = op().parse_params("splits=2,block_m=16,block_n=64,warps=4,stages=3");
+  q.values[0] = 5;
+  EXPECT_EQ(op().invalid_reason(q, p, DType::bf16, device("sm_90a")),
+            "splits=5 is not one of 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128");
+  q.values[0] = 2;
+  EXPECT_TRUE(contains(op().invalid_reason(q, p, DType::f32, device("sm_90a")).value_or(""),
+                       "is not supported by flash_decode (dtypes: bf16, fp16)"));
+  DeviceInfo turing = device("sm_80");
+  turing.cc_major = 7;
+  turing.cc_minor = 5;
+  EXPECT_EQ(op().invalid_reason(q, p, DType::bf16, turing),
+            "needs compute capability 8.0 or later (cp.async, bf16 mma.sync); the device is 7.5");
+  EXPECT_TRUE(contains(run_error([&] {
+                         op().kernels(op().parse_params(
+                                          "splits=2,block_m=16,block_n=32,warps=4,stages=3"),
+                                      p, DType::bf16);
+                       }),
+                       "flash_decode: block_n=32 / warps=4"));
+}
+
+TEST(DecodeSpace, ValidPointsPassTheKernelsOwnChecks) {
+  for (std::int64_t d : {32, 64, 96, 128, 256})
+    for (const char* dims : {"b=2,hq=32,hkv=8,nq=1,nk=4096", "b=1,hq=16,hkv=1,nq=33,nk=1000"})
+      for (const char* arch : {"sm_80", "sm_90a"}) {
+        const Problem p = op().parse_problem(std::string(dims) + ",d=" + std::to_string(d));
+        const Space s(op(), p, DType::f16, device(arch));
+        EXPECT_GT(s.valid_count(), 0u) << d << " " << arch;
+        for (const Params& params : s.valid_points()) {
+          const auto v = params.values;
+          EXPECT_EQ(flash_decode_invalid_reason(static_cast<int>(d), static_cast<int>(v[1]),
+                                                static_cast<int>(v[2]), static_cast<int>(v[3]),
+                                                static_cast<int>(v[4])),
+                    nullptr)
+              << op().params_key(params);
+          EXPECT_LE(op().dynamic_shared_bytes(params, p, DType::f16, 0),
+                    static_cast<unsigned>(device(arch).smem_optin_per_block));
+          EXPECT_EQ(flash_decode_used_splits(p.values[4], static_cast<int>(v[2]),
+                                             static_cast<int>(v[0])),
+                    v[0]);
+        }
+      }
+}
+
+// ---- defaults ----
+
+TEST(DecodeDefaults, ValidForEveryShapeDtypeAndArch) {
+  DeviceInfo small = device("sm_80");  // an sm_86-like part: 99 KiB per block, 84 SMs
+  small.cc_minor = 6;
+  small.sm_count = 84;
+  small.smem_optin_per_block = 99 * 1024;
+  small.smem_per_sm = 100 * 1024;
+  DeviceInfo unknown = device("sm_90a");
+  unknown.sm_count = 0;
+  unknown.smem_per_sm = 0;
+  const std::vector<DeviceInfo> devices{device("sm_80"), device("sm_90a"), small, unknown};
+  for (const DeviceInfo& dev : devices)
+    for (DType t : {DType::bf16, DType::f16})
+      for (std::int64_t d : {32, 64, 96, 128, 256})
+        for (const char* dims :
+             {"b=1,hq=1,hkv=1,nq=1,nk=1", "b=16,hq=32,hkv=8,nq=1,nk=4096",
+              "b=1,hq=64,hkv=8,nq=1,nk=32768", "b=3,hq=16,hkv=1,nq=33,nk=4099",
+              "b=1,hq=8,hkv=8,nq=256,nk=17", "b=64,hq=8,hkv=1,nq=5,nk=1000",
+              "b=1,hq=1,hkv=1,nq=1,nk=1073741824", "b=2047,hq=32,hkv=32,nq=2,nk=300"})
+          for (const char* causal : {"no", "yes"}) {
+            const Problem p = op().parse_problem(std::string(dims) + ",d=" + std::to_string(d) +
+                                                 ",causal=" + causal);
+            const Params params = op().default_params(p, t, dev);
+            EXPECT_EQ(op().invalid_reason(params, p, t, dev), std::nullopt)
+                << dev.name << " " << dtype_name(t) << " " << op().problem_key(p) << ": "
+                << op().params_key(params);
+          }
+}
+
+TEST(DecodeDefaults, SplitsFillTheDevice) {
+  const DeviceInfo h100 = device("sm_90a");
+  const auto key = [&](const std::string& problem, const DeviceInfo& dev) {
+    return op().params_key(op().default_params(op().parse_problem(problem), DType::bf16, dev));
+  };
+  // 128 (batch, KV head) CTAs: 2 splits fill 132 SMs x 2 CTAs (108 KiB each) in one wave.
+  EXPECT_EQ(key(kBar1, h100), "splits=2,block_m=16,block_n=64,warps=4,stages=3");
+  // 8 CTAs: 32 splits of 1024 keys.
+  EXPECT_EQ(key(kBar2, h100), "splits=32,block_m=16,block_n=64,warps=4,stages=3");
+  // Short caches are not split below 256 keys a split; a full grid is not split at all.
+  EXPECT_EQ(key("b=1,hq=8,hkv=8,nq=1,nk=1000,d=128", h100),
+            "splits=3,block_m=16,block_n=64,warps=4,stages=3");
+  EXPECT_EQ(key("b=64,hq=32,hkv=8,nq=1,nk=8192,d=128", h100),
+            "splits=1,block_m=16,block_n=64,warps=4,stages=3");
+  // MQA: 16 x 1 rows; 128 splits of 256 keys.
+  EXPECT_EQ(key("b=1,hq=16,hkv=1,nq=1,nk=32768,d=128", h100),
+            "splits=128,block_m=16,block_n=64,warps=4,stages=3");
+  // Longer query blocks take the largest tile the accumulators allow (64 rows at d=64 and 32
+  // keys per warp would need 192): 2 row tiles x 8 KV heads x 16 splits.
+  EXPECT_EQ(key("b=1,hq=32,hkv=8,nq=16,nk=4096,d=64", h100),
+            "splits=16,block_m=32,block_n=128,warps=4,stages=3");
+  // A100: one stage fewer, 108 SMs.
+  EXPECT_EQ(key(kBar2, device("sm_80")), "splits=24,block_m=16,block_n=64,warps=4,stages=2");
+  // d=256 on a part with 99 KiB per block falls back to the smallest tiles.
+  DeviceInfo small = device("sm_80");
+  small.smem_optin_per_block = 99 * 1024;
+  EXPECT_EQ(key("b=1,hq=8,hkv=8,nq=1,nk=512,d=256", small),
+            "splits=2,block_m=16,block_n=32,warps=2,stages=2");
+}
+
+// ---- workspace and launches ----
+
+TEST(DecodeWorkspace, HoldsEveryPartialTheKernelsAddress) {
+  for (const char* dims : {kBar1, kBar2, "b=3,hq=16,hkv=1,nq=33,nk=4099,d=64,causal=yes",
+                           "b=1,hq=8,hkv=2,nq=256,nk=5000,d=256"}) {
+    const Problem p = op().parse_problem(dims);
+    const Space s(op(), p, DType::bf16, device("sm_90a"));
+    for (const Params& params : s.valid_points()) {
+      const std::int64_t splits = params.values[0];
+      const std::size_t bytes = op().workspace_bytes(params, p, DType::bf16);
+      if (splits == 1) {
+        EXPECT_EQ(bytes, 0u);
+        continue;
+      }
+      const RecordingLauncher<FlashDecodeArgs> l = run(params, p, 0x100000);
+      const FlashDecodeArgs& a = l.args[0];
+      const std::uint64_t base = 0x100000;
+      const std::int64_t plane = p.values[0] * p.values[1] * p.values[3];
+      // Last float of part_o and of part_lse, as the kernels index them.
+      const std::uint64_t o_end = reinterpret_cast<std::uintptr_t>(a.part_o) +
+                                  4 * static_cast<std::uint64_t>(splits * plane * p.values[5]);
+      const std::uint64_t lse_end =
+          reinterpret_cast<std::uintptr_t>(a.part_lse) + 4 * static_cast<std::uint64_t>(splits * plane);
+      EXPECT_EQ(reinterpret_cast<std::uintptr_t>(a.part_o), base);
+      EXPECT_LE(o_end, reinterpret_cast<std::uintptr_t>(a.part_lse));
+      EXPECT_EQ(reinterpret_cast<std::uintptr_t>(a.part_lse) % 16, 0u);
+      EXPECT_EQ(lse_end, base + bytes) << op().params_key(params);
+    }
+  }
+  // The bar's second shape at 32 splits: 32 x 64 rows x (128 + 1) floats.
+  const Problem p = op().parse_problem(kBar2);
+  EXPECT_EQ(op().workspace_bytes(op().parse_params("splits=32,block_m=16,block_n=64,warps=4,"
+                                                   "stages=3"),
+                                 p, DType::bf16),
+            32u * 64 * 129 * 4);
+}
+
+TEST(DecodeRun, SplitsKernelThenCombine) {
+  const Problem p = op().parse_problem("b=3,hq=16,hkv=2,nq=5,nk=1000,d=64,causal=yes");
+  const Params params = op().parse_params("splits=3,block_m=32,block_n=64,warps=2,stages=4");
+  const auto ks = op().kernels(params, p, DType::f16);
+  ASSERT_EQ(ks.size(), 2u);
+  EXPECT_EQ(ks[0].file, "decode/flash_decode.cuh");
+  EXPECT_EQ(ks[0].name_expression, "ktune::flash_decode_split<ktune::fp16, 64, 32, 64, 2, 4, true>");
+  EXPECT_EQ(ks[1].name_expression, "ktune::flash_decode_combine<ktune::fp16, 64>");
+
+  const RecordingLauncher<FlashDecodeArgs> l = run(params, p);
+  ASSERT_EQ(l.launches.size(), 2u);
+  const KernelLaunch& split = l.launches[0];
+  EXPECT_EQ(split.kernel, reinterpret_cast<KernelHandle>(0x100));
+  EXPECT_EQ(split.grid[0], 2u);  // 8 heads per group x 5 rows = 40 packed rows, tiles of 32
+  EXPECT_EQ(split.grid[1], 3u);  // splits
+  EXPECT_EQ(split.grid[2], 6u);  // b * hkv
+  EXPECT_EQ(split.block[0], 64u);
+  EXPECT_EQ(static_cast<int>(split.block[0]), op().block_threads(params, p, DType::f16, 0));
+  EXPECT_EQ(split.shared_bytes, op().dynamic_shared_bytes(params, p, DType::f16, 0));
+  EXPECT_EQ(split.shared_bytes, 32u * 144 + 4 * 2 * 64 * 144);  // Q + 4 stages of K and V
+  const KernelLaunch& combine = l.launches[1];
+  EXPECT_EQ(combine.kernel, reinterpret_cast<KernelHandle>(0x200));
+  EXPECT_EQ(combine.grid[0], (3u * 16 * 5 + 3) / 4);  // one warp per output row
+  EXPECT_EQ(combine.grid[1], 1u);
+  EXPECT_EQ(combine.block[0], 128u);
+  EXPECT_EQ(combine.shared_bytes, 0u);
+  EXPECT_EQ(op().block_threads(params, p, DType::f16, 1), 128);
+  EXPECT_EQ(op().dynamic_shared_bytes(params, p, DType::f16, 1), 0u);
+
+  const FlashDecodeArgs& a = l.args[0];
+  EXPECT_EQ(a.q, reinterpret_cast<const void*>(0x10000));
+  EXPECT_EQ(a.k, reinterpret_cast<const void*>(0x20000));
+  EXPECT_EQ(a.v, reinterpret_cast<const void*>(0x30000));
+  EXPECT_EQ(a.o, reinterpret_cast<void*>(0x40000));
+  EXPECT_EQ(a.lse, reinterpret_cast<float*>(0x50000));
+  EXPECT_EQ(a.q_batch_stride, 16 * 5 * 64);
+  EXPECT_EQ(a.q_head_stride, 5 * 64);
+  EXPECT_EQ(a.k_batch_stride, 2 * 1000 * 64);
+  EXPECT_EQ(a.v_head_stride, 1000 * 64);
+  EXPECT_EQ(a.o_row_stride, 64);
+  EXPECT_EQ(a.group, 8);
+  EXPECT_EQ(a.splits, 3);
+  EXPECT_EQ(a.tiles_per_split, 6);  // 16 tiles of 64 keys: 6, 6, 4
+  EXPECT_EQ(a.seq_q, 5);
+  EXPECT_EQ(a.seq_k, 1000);
+  EXPECT_FLOAT_EQ(a.scale, 0.125f);
+  EXPECT_EQ(std::memcmp(&l.args[0], &l.args[1], sizeof a), 0);  // one struct for both kernels
+
+  // One split: o written directly, no combine, no workspace needed.
+  const Params one = op().parse_params("splits=1,block_m=32,block_n=64,warps=2,stages=4");
+  EXPECT_EQ(op().kernels(one, p, DType::f16).size(), 1u);
+  const RecordingLauncher<FlashDecodeArgs> l1 = run(one, p, 0);
+  ASSERT_EQ(l1.launches.size(), 1u);
+  EXPECT_EQ(l1.launches[0].grid[1], 1u);
+  EXPECT_EQ(l1.args[0].part_o, nullptr);
+  // Several splits without a workspace: a clear error, nothing launched.
+  EXPECT_TRUE(contains(run_error([&] { run(params, p, 0); }),
+                       "flash_decode: splits=3 needs a 16-byte aligned workspace"));
+  EXPECT_FLOAT_EQ(run(params, p, 0x100000, 0.3).args[0].scale, 0.3f);
+  EXPECT_TRUE(contains(
+      run_error([&] { run(params, p, 0x100000, std::numeric_limits<double>::infinity()); }),
+      "not finite"));
+}
+
+TEST(DecodeRun, StridesComeFromTheLayout) {
+  const Problem p = op().parse_problem("b=2,hq=4,hkv=1,nq=3,nk=33,d=128");
+  const Params params = op().default_params(p, DType::bf16, device("sm_90a"));
+  // [B, S, H, D] for q and o, [B, H, S, D] for k and v.
+  std::int64_t layout[12] = {3 * 4 * 128, 128,      4 * 128, 33 * 128,    33 * 128, 128,
+                             33 * 128,    33 * 128, 128,     3 * 4 * 128, 128,      4 * 128};
+  const FlashDecodeArgs a = run(params, p, 0x100000, 0, layout).args[0];
+  EXPECT_EQ(a.q_head_stride, 128);
+  EXPECT_EQ(a.q_row_stride, 512);
+  EXPECT_EQ(a.k_head_stride, 33 * 128);
+  EXPECT_EQ(a.o_row_stride, 512);
+  layout[5] = 100;
+  EXPECT_TRUE(contains(run_error([&] { run(params, p, 0x100000, 0, layout); }),
+                       "flash_decode: k seq stride 100 must be a positive multiple of 8"));
+  layout[5] = 128;
+  layout[9] = -8;
+  EXPECT_TRUE(contains(run_error([&] { run(params, p, 0x100000, 0, layout); }),
+                       "o batch stride -8 must be a non-negative multiple of 8"));
+}
+
+TEST(DecodeRun, ReferenceIsFlashAttentions) {
+  const Problem p = op().parse_problem("b=2,hq=8,hkv=2,nq=17,nk=5,d=96,causal=yes");
+  const auto ref = op().reference_kernels(p, DType::f16);
+  ASSERT_EQ(ref.size(), 1u);
+  EXPECT_EQ(ref[0].file, "attention/reference.cuh");
+  EXPECT_EQ(ref[0].name_expression, "ktune::flash_attention_reference<ktune::fp16, 96, true>");
+  const Params params = op().default_params(p, DType::f16, device("sm_80"));
+  const std::uint64_t tensors[5] = {0x10000, 0x20000, 0x30000, 0x40000, 0x50000};
+  const KernelHandle kernel = reinterpret_cast<KernelHandle>(0x100);
+  const double scale = 0;
+  RunArgs a;
+  a.params = &params;
+  a.problem = &p;
+  a.tensors = tensors;
+  a.scalars = &scale;
+  a.kernels = &kernel;
+  RecordingLauncher<FlashAttentionArgs> l;
+  op().run_reference(a, l);
+  ASSERT_EQ(l.launches.size(), 1u);
+  const unsigned warps = l.launches[0].block[0] / 32;
+  EXPECT_GE(l.launches[0].grid[0] * warps, 17u);
+  EXPECT_LT((l.launches[0].grid[0] - 1) * warps, 17u);
+  EXPECT_EQ(l.launches[0].grid[1], 16u);
+  EXPECT_EQ(l.args[0].heads_kv, 2);
+  EXPECT_EQ(l.args[0].k_head_stride, 5 * 96);
+}
+
+// ---- the split-KV math, in double ----
+
+struct Partial {
+  std::vector<double> o;  // normalised by its own sum; 0 when no key was seen
+  double lse = -std::numeric_limits<double>::infinity();
+};
+
+/// Softmax attention of one query over keys [k0, k1) visible below `limit`, normalised.
+Partial attend(const std::vector<double>& q, const std::vector<std::vector<double>>& k,
+               const std::vector<std::vector<double>>& v, double scale, long long k0,
+               long long k1, long long limit) {
+  const std::size_t d = q.size();
+  Partial p;
+  p.o.assign(d, 0.0);
+  double m = -std::numeric_limits<double>::infinity();
+  std::vector<double> s;
+  for (long long j = k0; j < std::min(k1, limit); ++j) {
+    double x = 0;
+    for (std::size_t i = 0; i < d; ++i) x += q[i] * k[static_cast<std::size_t>(j)][i];
+    s.push_back(x * scale);
+    m = std::max(m, s.back());
+  }
+  if (s.empty()) return p;
+  double l = 0;
+  for (std::size_t n = 0; n < s.size(); ++n) {
+    const double e = std::exp(s[n] - m);
+    l += e;
+    for (std::size_t i = 0; i < d; ++i) p.o[i] += e * v[static_cast<std::size_t>(k0) + n][i];
+  }
+  for (double& x : p.o) x /= l;
+  p.lse = m + std::log(l);
+  return p;
+}
+
+/// The merge both kernels do: weights exp(lse_i - lse) with lse = log sum_i exp(lse_i).
+Partial merge(const std::vector<Partial>& parts, std::size_t d) {
+  Partial out;
+  out.o.assign(d, 0.0);
+  double m = -std::numeric_limits<double>::infinity();
+  for (const Partial& p : parts) m = std::max(m, p.lse);
+  if (std::isinf(m)) return out;
+  double l = 0;
+  for (const Partial& p : parts) l += std::exp(p.lse - m);
+  out.lse = m + std::log(l);
+  for (const Partial& p : parts)
+    for (std::size_t i = 0; i < d; ++i) out.o[i] += std::exp(p.lse - out.lse) * p.o[i];
+  return out;
+}
+
+TEST(DecodeMath, SplitsAndWarpsMergeToPlainAttention) {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<double> u(-2.0, 2.0);
+  const std::size_t d = 16;
+  int checked = 0;
+  for (long long nk : {1LL, 17LL, 100LL, 333LL})
+    for (long long nq : {1LL, 3LL, 40LL})
+      for (bool causal : {false, true})
+        for (int block_n : {32, 64})
+          for (int warps : {1, 2})
+            for (int splits : {1, 2, 3, 5}) {
+              if (flash_decode_used_splits(nk, block_n, splits) != splits) continue;
+              const long long group = 2;
+              std::vector<std::vector<double>> k(static_cast<std::size_t>(nk)), v = k;
+              for (auto& row : k) {
+                row.resize(d);
+                for (double& x : row) x = u(rng);
+              }
+              for (auto& row : v) {
+                row.resize(d);
+                for (double& x : row) x = u(rng);
+              }
+              const long long per = flash_decode_tiles_per_split(nk, block_n, splits);
+              const int kw = block_n / warps;
+              for (long long r = 0; r < flash_decode_rows(group, nq); ++r) {
+                std::vector<double> q(d);
+                for (double& x : q) x = u(rng);
+                const long long limit = flash_decode_row_limit(r, group, nq, nk, causal);
+                const Partial full = attend(q, k, v, 0.25, 0, nk, limit);
+                // Splits of `per` tiles; inside a split, warp w takes keys
+                // [w * kw, (w + 1) * kw) of every tile (one online state per warp).
+                std::vector<Partial> split_parts;
+                for (int s = 0; s < splits; ++s) {
+                  std::vector<Partial> warp_parts;
+                  for (int w = 0; w < warps; ++w) {
+                    std::vector<Partial> slices;
+                    for (long long n = s * per; n < std::min((s + 1) * per,
+                                                             flash_decode_tiles(nk, block_n));
+                         ++n) {
+                      const long long k0 = n * block_n + w * kw;
+                      slices.push_back(attend(q, k, v, 0.25, k0, std::min(nk, k0 + kw), limit));
+                    }
+                    warp_parts.push_back(merge(slices, d));
+                  }
+                  split_parts.push_back(merge(warp_parts, d));
+                }
+                const Partial combined = merge(split_parts, d);
+                if (std::isinf(full.lse)) {
+                  EXPECT_TRUE(std::isinf(combined.lse) && combined.lse < 0);
+                } else {
+                  EXPECT_NEAR(combined.lse, full.lse, 1e-12);
+                }
+                for (std::size_t i = 0; i < d; ++i) ASSERT_NEAR(combined.o[i], full.o[i], 1e-12);
+                ++checked;
+              }
+            }
+  EXPECT_GT(checked, 1000);
+}
+
+// ---- the rest of the interface ----
+
+TEST(DecodeOp, TensorsBytesFlopsTolerance) {
+  const Problem p = op().parse_problem(kBar1);
+  const std::vector<TensorSpec> ts = op().tensors(p, DType::bf16);
+  ASSERT_EQ(ts.size(), 5u);
+  const char* names[] = {"q", "k", "v", "o", "lse"};
+  for (std::size_t i = 0; i < 5; ++i) EXPECT_EQ(ts[i].name, names[i]);
+  EXPECT_TRUE(ts[4].optional);
+  EXPECT_EQ(ts[4].dtype, DType::f32);
+  // Decode is K/V-bound: 16 x 8 x 4096 x 128 x 2 bytes each for K and V (268 MB at the bar).
+  EXPECT_DOUBLE_EQ(op().min_bytes(p, DType::bf16),
+                   2.0 * (2 * 16 * 32 * 128 + 2 * 16 * 8 * 4096 * 128) + 4.0 * 16 * 32);
+  EXPECT_DOUBLE_EQ(op().flops(p, DType::bf16), 4.0 * 16 * 32 * 128 * 4096);
+  // Causal: row i of nq sees nk - nq + 1 + i keys.
+  const Problem c = op().parse_problem("b=1,hq=2,hkv=1,nq=3,nk=10,d=64,causal=yes");
+  EXPECT_DOUBLE_EQ(op().flops(c, DType::bf16), 4.0 * 2 * 64 * (8 + 9 + 10));
+  EXPECT_DOUBLE_EQ(op().tolerance(DType::bf16).rtol, 2e-2);
+  EXPECT_DOUBLE_EQ(op().tolerance(DType::f16).atol, 5e-3);
+  EXPECT_EQ(op().alignment(op().default_params(p, DType::bf16, device("sm_90a")), p, DType::bf16),
+            16u);
+  ASSERT_EQ(op().scalars().size(), 1u);
+  EXPECT_EQ(op().scalars()[0].name, "scale");
+}
+
+TEST(DecodeOp, SourceFilesAndHash) {
+  const std::vector<std::string_view> files = op().source_files();
+  const auto has = [&](std::string_view f) {
+    return std::find(files.begin(), files.end(), f) != files.end();
+  };
+  EXPECT_TRUE(has("decode/flash_decode.cuh"));
+  EXPECT_TRUE(has("decode/args.h"));
+  EXPECT_TRUE(has("attention/mma.cuh"));
+  EXPECT_TRUE(has("common/types.cuh"));
+  EXPECT_FALSE(has("attention/flash_attention.cuh"));
+  EXPECT_EQ(op().template_hash().size(), 64u);
+  for (const Op* other : all_ops())
+    if (other != &op()) {
+      EXPECT_NE(other->template_hash(), op().template_hash()) << other->name();
+    }
+  // flash_attention's hash (the shipped database's key) does not cover decode/.
+  for (std::string_view f : get_op("flash_attention").source_files())
+    EXPECT_NE(f.substr(0, 7), "decode/") << f;
+}
+
+// ---- NVRTC: defaults and a sample of the space compile for sm_80 and sm_90a ----
+
+TEST(DecodeCompile, DefaultsAndASampleCompile) {
+  std::set<std::pair<std::string, std::string>> seen;  // (arch, name expression)
+  std::vector<CompileJob> jobs;
+  std::vector<bool> is_default;
+  const auto add = [&](const Problem& p, DType t, const Params& params, const std::string& arch,
+                       bool def) {
+    for (const KernelSource& k : op().kernels(params, p, t))
+      if (seen.insert({arch, k.name_expression}).second) {
+        jobs.push_back({k, arch, {}});
+        is_default.push_back(def);
+      }
+  };
+  for (const char* arch : {"sm_80", "sm_90a"}) {
+    const DeviceInfo dev = device(arch);
+    // Defaults: decode (nq = 1) and a longer query block for d = 64, 128, 256, bf16 without
+    // and fp16 with the causal mask; the combine kernel comes with every split default.
+    for (std::int64_t d : {64, 128, 256})
+      for (const char* dims : {"b=1,hq=64,hkv=8,nq=1,nk=32768", "b=1,hq=32,hkv=8,nq=16,nk=8192"})
+        for (DType t : {DType::bf16, DType::f16}) {
+          const Problem p = op().parse_problem(std::string(dims) + ",d=" + std::to_string(d) +
+                                               (t == DType::f16 ? ",causal=yes" : ""));
+          add(p, t, op().default_params(p, t, dev), arch, true);
+        }
+    // A sample of the space: a few valid points per head dim, among them those at the edge of
+    // the accumulator budget (the split count does not change the kernels).
+    for (std::int64_t d : {64, 128, 256}) {
+      const Problem p =
+          op().parse_problem("b=1,hq=16,hkv=2,nq=5,nk=8192,d=" + std::to_string(d));
+      const std::vector<Params> valid = Space(op(), p, DType::bf16, dev).valid_points();
+      for (std::size_t i = 0; i < valid.size(); i += valid.size() / 5 + 1)
+        add(p, DType::bf16, valid[i], arch, false);
+      for (const Params& v : valid)
+        if (flash_decode_accumulators(static_cast<int>(d), static_cast<int>(v.values[1]),
+                                      static_cast<int>(v.values[2]),
+                                      static_cast<int>(v.values[3])) == 144) {
+          add(p, DType::bf16, v, arch, false);
+          break;
+        }
+    }
+  }
+  std::printf("compiling %zu distinct kernels\n", jobs.size());
+  const std::vector<CompileOutcome> outcomes = compile_parallel(Compiler(std::nullopt), jobs, 0);
+  ASSERT_EQ(outcomes.size(), jobs.size());
+  for (std::size_t i = 0; i < jobs.size(); ++i) {
+    const CompileOutcome& o = outcomes[i];
+    const std::string& expr = jobs[i].source.name_expression;
+    ASSERT_TRUE(o.kernel.has_value()) << expr << " for " << jobs[i].arch << ":\n" << o.error;
+    const KernelResources& r = o.kernel->resources;
+    std::printf("%s %-6s %-66s %3d registers, stack %d, spills %d/%d\n",
+                is_default[i] ? "default" : "sample ", jobs[i].arch.c_str(), expr.c_str(),
+                r.registers, r.local_bytes, r.spill_stores, r.spill_loads);
+    EXPECT_LE(r.registers, 255) << expr;
+    // The defaults keep everything in registers. Other valid points may spill a few dozen
+    // bytes (ptxas hoists K fragments); the accumulator budget rules out the hundreds beyond
+    // it, and timing decides the rest.
+    if (is_default[i]) {
+      EXPECT_EQ(r.spill_stores, 0) << jobs[i].arch << " " << expr;
+    } else {
+      EXPECT_LE(r.spill_stores, 64) << jobs[i].arch << " " << expr;
+    }
+  }
+}
+
+// flash_decode hands its reference, tolerance and flops to flash_attention: the two must read
+// the same problem, tensors, scalars and strides.
+TEST(FlashDecodeOp, SharesFlashAttentionsProblemLayout) {
+  const Op& decode = get_op("flash_decode");
+  const Op& fa = get_op("flash_attention");
+  ASSERT_EQ(decode.dims().size(), fa.dims().size());
+  for (std::size_t i = 0; i < fa.dims().size(); ++i) {
+    EXPECT_EQ(decode.dims()[i].name, fa.dims()[i].name);
+    EXPECT_EQ(decode.dims()[i].choices, fa.dims()[i].choices);
+  }
+  const Problem p = decode.parse_problem("b=3,hq=32,hkv=8,nq=5,nk=1000,d=128,causal=yes");
+  const auto a = decode.tensors(p, DType::bf16), b = fa.tensors(p, DType::bf16);
+  ASSERT_EQ(a.size(), b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].name, b[i].name);
+    EXPECT_EQ(a[i].elements, b[i].elements);
+    EXPECT_EQ(a[i].role, b[i].role);
+  }
+  ASSERT_EQ(decode.scalars().size(), fa.scalars().size());
+  EXPECT_EQ(decode.scalars()[0].name, fa.scalars()[0].name);
+  EXPECT_EQ(decode.layout_size(), fa.layout_size());
+}
+
+}  // namespace
+}  // namespace ktune

@@ -1,0 +1,354 @@
+// flash_decode on the GPU against the Eigen (double) CPU reference: batch 1 and 3, MHA, GQA 4:1
+// and 8:1, MQA 16:1, nq 1..33, nk 1..4099 (partial tiles, splits of uneven length), head dims
+// 64/128/256, causal and not, bf16 and fp16, outputs poisoned with NaN, the LSE (and a null LSE
+// pointer), a [B,S,H,D] layout, non-default configurations from the space, and a CUDA graph
+// replaying the same bits. The op is run directly (compile, load, CudaLauncher, a workspace of
+// workspace_bytes()). Skipped without a GPU.
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "runtime/core/compiler.hpp"
+#include "runtime/core/device.hpp"
+#include "runtime/core/driver.hpp"
+#include "runtime/core/launcher.hpp"
+#include "search/space.hpp"
+#include "templates/decode/decode_op.hpp"
+#include "tests/support/attention_reference.hpp"
+#include "tests/support/fused_reference.hpp"
+#include "tests/support/test_env.hpp"
+
+namespace ktune {
+namespace {
+
+using test::AttentionResult;
+using test::AttentionShape;
+using test::AttentionTensor;
+
+const Op& op() { return flash_decode_op(); }
+
+const std::filesystem::path& cache_dir() {
+  static test::TempDir dir;
+  return dir.path();
+}
+
+Problem problem_of(const AttentionShape& s) {
+  Problem p;
+  p.values = {s.b, s.hq, s.hkv, s.nq, s.nk, s.d, s.causal ? 1 : 0};
+  return p;
+}
+
+/// A [B, H, S, D] tensor: random values in [-2, 2) rounded to t (never 0) on the host, and its
+/// device copy in the chosen layout.
+struct DeviceTensor {
+  AttentionTensor host;
+  DeviceBuffer dev;
+
+  DeviceTensor(DType t, std::int64_t b, std::int64_t h, std::int64_t s, std::int64_t d, bool bshd,
+               std::mt19937& rng) {
+    test::attention_strides(b, h, s, d, bshd, host);
+    std::uniform_real_distribution<double> u(-2.0, 2.0);
+    std::vector<std::uint16_t> bits(host.data.size());
+    for (std::size_t i = 0; i < bits.size(); ++i) {
+      double v = test::round_to(t, u(rng));
+      if (v == 0.0) v = 0.25;
+      host.data[i] = v;
+      bits[i] = t == DType::bf16 ? test::float_to_bf16_bits(static_cast<float>(v))
+                                 : test::float_to_fp16_bits(static_cast<float>(v));
+    }
+    dev = DeviceBuffer(bits.size() * 2);
+    KTUNE_CU(Driver::get().cuMemcpyHtoD(dev.get(), bits.data(), bits.size() * 2));
+  }
+};
+
+/// Compiled and loaded kernels by name expression, for the whole binary.
+CUfunction load(const KernelSource& source, const DeviceInfo& dev, unsigned dynamic_smem) {
+  static std::map<std::string, std::pair<std::unique_ptr<Module>, CUfunction>> loaded;
+  auto it = loaded.find(source.name_expression);
+  if (it == loaded.end()) {
+    const CompiledKernel ck = Compiler(cache_dir()).compile({source, dev.arch(), {}});
+    auto module = std::make_unique<Module>(ck.cubin);
+    const CUfunction f = module->function(ck.lowered_name);
+    it = loaded.emplace(source.name_expression, std::make_pair(std::move(module), f)).first;
+  }
+  if (dynamic_smem > 0)
+    KTUNE_CU(Driver::get().cuFuncSetAttribute(
+        it->second.second, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+        static_cast<int>(dynamic_smem)));
+  return it->second.second;
+}
+
+/// One configuration ready to run on one problem: its kernels, a workspace, the strides.
+struct Prepared {
+  Params params;
+  Problem problem;
+  DType dtype;
+  std::vector<KernelHandle> kernels;
+  DeviceBuffer workspace;
+  std::vector<std::int64_t> layout;  // empty: contiguous [B, H, S, D]
+
+  Prepared(const Params& p, const AttentionShape& s, DType t, const DeviceInfo& dev, bool bshd)
+      : params(p), problem(problem_of(s)), dtype(t) {
+    const std::vector<KernelSource> sources = op().kernels(params, problem, dtype);
+    for (std::size_t i = 0; i < sources.size(); ++i)
+      kernels.push_back(
+          load(sources[i], dev, op().dynamic_shared_bytes(params, problem, dtype, i)));
+    if (const std::size_t bytes = op().workspace_bytes(params, problem, dtype))
+      workspace = DeviceBuffer(bytes);
+    if (bshd) {
+      const std::int64_t q = s.hq * s.d, kv = s.hkv * s.d;
+      layout = {s.nq * q, s.d, q, s.nk * kv, s.d, kv, s.nk * kv, s.d, kv, s.nq * q, s.d, q};
+    }
+  }
+
+  void run(const DeviceTensor& q, const DeviceTensor& k, const DeviceTensor& v, CUdeviceptr o,
+           CUdeviceptr lse, double scale, CUstream stream) const {
+    const std::uint64_t tensors[5] = {q.dev.get(), k.dev.get(), v.dev.get(), o, lse};
+    RunArgs a;
+    a.params = &params;
+    a.problem = &problem;
+    a.dtype = dtype;
+    a.tensors = tensors;
+    a.scalars = &scale;
+    a.workspace = workspace.get();
+    a.kernels = kernels.data();
+    a.layout = layout.empty() ? nullptr : layout.data();
+    CudaLauncher launcher(stream);
+    op().run(a, launcher);
+  }
+};
+
+/// Output buffers, poisoned with NaN before each run.
+struct Outputs {
+  AttentionTensor layout;
+  DeviceBuffer o, lse;
+  std::size_t o_elements, lse_elements;
+
+  Outputs(const AttentionShape& s, bool bshd) {
+    test::attention_strides(s.b, s.hq, s.nq, s.d, bshd, layout);
+    o_elements = layout.data.size();
+    lse_elements = static_cast<std::size_t>(s.b * s.hq * s.nq);
+    o = DeviceBuffer(o_elements * 2);
+    lse = DeviceBuffer(lse_elements * 4);
+  }
+  void poison(DType t) {
+    const Driver& cu = Driver::get();
+    KTUNE_CU(cu.cuMemsetD16Async(o.get(), t == DType::bf16 ? 0x7fc0 : 0x7e00, o_elements, nullptr));
+    KTUNE_CU(cu.cuMemsetD32Async(lse.get(), 0x7fc00000u, lse_elements, nullptr));
+    KTUNE_CU(cu.cuCtxSynchronize());
+  }
+  std::vector<std::uint16_t> o_bits() const {
+    std::vector<std::uint16_t> bits(o_elements);
+    KTUNE_CU(Driver::get().cuMemcpyDtoH(bits.data(), o.get(), bits.size() * 2));
+    return bits;
+  }
+  std::vector<float> lse_values() const {
+    std::vector<float> v(lse_elements);
+    KTUNE_CU(Driver::get().cuMemcpyDtoH(v.data(), lse.get(), v.size() * 4));
+    return v;
+  }
+};
+
+/// Counts elements outside atol + rtol * |ref|; NaN never passes, an infinite reference must be
+/// matched exactly.
+struct Checker {
+  Tolerance tol;
+  std::string what;
+  std::size_t bad = 0;
+  /// Element i of query row r of head h of batch b (i < 0: the row's lse).
+  void operator()(double out, double ref, std::int64_t b, std::int64_t h, std::int64_t r,
+                  std::int64_t i) {
+    const bool ok = std::isinf(ref) ? out == ref
+                                    : std::fabs(out - ref) <= tol.atol + tol.rtol * std::fabs(ref);
+    if (!ok && bad++ < 3)
+      ADD_FAILURE() << what << ": b=" << b << " h=" << h << " row=" << r
+                    << (i >= 0 ? " i=" + std::to_string(i) : std::string()) << " = " << out
+                    << ", reference " << ref;
+  }
+  ~Checker() { EXPECT_EQ(bad, 0u) << what; }
+};
+
+void check(const AttentionShape& s, DType t, const Outputs& out, const AttentionResult& ref,
+           bool with_lse, const std::string& what) {
+  const std::vector<std::uint16_t> o = out.o_bits();
+  const std::vector<float> lse = out.lse_values();
+  Checker o_check{op().tolerance(t), what + " o"};
+  Checker lse_check{op().tolerance(t), what + " lse"};
+  for (std::int64_t b = 0; b < s.b; ++b)
+    for (std::int64_t h = 0; h < s.hq; ++h)
+      for (std::int64_t r = 0; r < s.nq; ++r) {
+        const std::size_t at = static_cast<std::size_t>(b * out.layout.batch +
+                                                        h * out.layout.head + r * out.layout.seq);
+        for (std::int64_t i = 0; i < s.d; ++i) {
+          const std::uint16_t bits = o[at + static_cast<std::size_t>(i)];
+          const double v = t == DType::bf16 ? test::bf16_bits_to_float(bits)
+                                            : test::fp16_bits_to_float(bits);
+          o_check(v, ref.o_at(s, b, h, r, i), b, h, r, i);
+        }
+        const std::size_t li = static_cast<std::size_t>((b * s.hq + h) * s.nq + r);
+        if (with_lse)
+          lse_check(lse[li], ref.lse[li], b, h, r, -1);
+        else if (!std::isnan(lse[li]))
+          ADD_FAILURE() << what << ": lse written although the pointer was null (b=" << b
+                        << " h=" << h << " row=" << r << ")";
+      }
+}
+
+struct Heads {
+  std::int64_t hq, hkv;
+};
+constexpr Heads kHeads[] = {{8, 8}, {32, 8}, {64, 8}, {16, 1}};
+constexpr std::int64_t kNq[] = {1, 2, 5, 16, 33};
+constexpr std::int64_t kNk[] = {1, 17, 1000, 4099};
+
+class GpuDecode : public ::testing::TestWithParam<std::tuple<std::int64_t, DType>> {
+ protected:
+  void SetUp() override {
+    KTUNE_REQUIRE_GPU();
+    ensure_context(0);
+    device_ = query_device(0);
+  }
+
+  /// Compiles every kernel the defaults of the grid dispatch, in parallel, into the cache.
+  static void SetUpTestSuite() {
+    if (!test::gpu_missing_reason().empty()) return;
+    ensure_context(0);
+    const DeviceInfo dev = query_device(0);
+    std::set<std::string> seen;
+    std::vector<CompileJob> jobs;
+    for (std::int64_t d : {64, 128, 256})
+      for (DType t : {DType::bf16, DType::f16})
+        for (std::int64_t b : {1, 3})
+          for (const Heads& heads : kHeads)
+            for (std::int64_t nq : kNq)
+              for (std::int64_t nk : kNk)
+                for (bool causal : {false, true}) {
+                  AttentionShape s;
+                  s.b = b, s.hq = heads.hq, s.hkv = heads.hkv, s.nq = nq, s.nk = nk, s.d = d;
+                  s.causal = causal;
+                  const Problem p = problem_of(s);
+                  for (const KernelSource& k : op().kernels(op().default_params(p, t, dev), p, t))
+                    if (seen.insert(k.name_expression).second) jobs.push_back({k, dev.arch(), {}});
+                }
+    compile_parallel(Compiler(cache_dir()), jobs, 0);
+  }
+
+  DeviceInfo device_;
+};
+
+// The default configuration for this device on every shape of the grid; every third run leaves
+// lse null.
+TEST_P(GpuDecode, DefaultsMatchTheReference) {
+  const auto& [d, t] = GetParam();
+  int n = 0;
+  for (std::int64_t b : {1, 3})
+    for (const Heads& heads : kHeads)
+      for (std::int64_t nq : kNq)
+        for (std::int64_t nk : kNk)
+          for (bool causal : {false, true}) {
+            AttentionShape s;
+            s.b = b, s.hq = heads.hq, s.hkv = heads.hkv, s.nq = nq, s.nk = nk, s.d = d;
+            s.causal = causal;
+            if (nq == 5) s.scale = 0.3;  // an explicit scale somewhere
+            const Problem p = problem_of(s);
+            const std::string name = op().problem_key(p) + " " + dtype_name(t);
+            std::mt19937 rng(static_cast<unsigned>(std::hash<std::string>()(name)));
+            const DeviceTensor q(t, s.b, s.hq, s.nq, s.d, false, rng);
+            const DeviceTensor k(t, s.b, s.hkv, s.nk, s.d, false, rng);
+            const DeviceTensor v(t, s.b, s.hkv, s.nk, s.d, false, rng);
+            const AttentionResult ref = test::attention_ref(s, q.host, k.host, v.host);
+            const Params params = op().default_params(p, t, device_);
+            ASSERT_EQ(op().invalid_reason(params, p, t, device_), std::nullopt) << name;
+            const Prepared prep(params, s, t, device_, false);
+            Outputs out(s, false);
+            out.poison(t);
+            const bool with_lse = ++n % 3 != 0;
+            prep.run(q, k, v, out.o.get(), with_lse ? out.lse.get() : 0, s.scale, nullptr);
+            KTUNE_CU(Driver::get().cuCtxSynchronize());
+            check(s, t, out, ref, with_lse, name + " " + op().params_key(params));
+          }
+}
+
+// Non-default points of the space (every split count, tile, warp count and ring depth among
+// them), a [B,S,H,D] layout, and a CUDA graph replay that reproduces a direct run bit for bit.
+TEST_P(GpuDecode, SpacePointsLayoutsAndGraphs) {
+  const auto& [d, t] = GetParam();
+  for (const char* dims : {"b=1,hq=32,hkv=8,nq=5,nk=4099,causal=yes",
+                           "b=3,hq=16,hkv=1,nq=1,nk=1000", "b=1,hq=64,hkv=8,nq=33,nk=4099"}) {
+    const Problem p = op().parse_problem(std::string(dims) + ",d=" + std::to_string(d));
+    AttentionShape s;
+    s.b = p.values[0], s.hq = p.values[1], s.hkv = p.values[2], s.nq = p.values[3];
+    s.nk = p.values[4], s.d = d, s.causal = p.values[6] != 0;
+    const std::string name = op().problem_key(p) + " " + dtype_name(t);
+    std::mt19937 rng(5);
+    const Space space(op(), p, t, device_);
+    const std::vector<Params> valid = space.valid_points();
+    ASSERT_FALSE(valid.empty()) << name;
+    for (bool bshd : {false, true}) {
+      const DeviceTensor q(t, s.b, s.hq, s.nq, s.d, bshd, rng);
+      const DeviceTensor k(t, s.b, s.hkv, s.nk, s.d, bshd, rng);
+      const DeviceTensor v(t, s.b, s.hkv, s.nk, s.d, bshd, rng);
+      const AttentionResult ref = test::attention_ref(s, q.host, k.host, v.host);
+      const std::size_t step = bshd ? valid.size() / 3 + 1 : valid.size() / 12 + 1;
+      for (std::size_t i = bshd ? 1 : 0; i < valid.size(); i += step) {
+        const Prepared prep(valid[i], s, t, device_, bshd);
+        Outputs out(s, bshd);
+        out.poison(t);
+        prep.run(q, k, v, out.o.get(), out.lse.get(), 0.0, nullptr);
+        KTUNE_CU(Driver::get().cuCtxSynchronize());
+        check(s, t, out, ref, true,
+              name + (bshd ? " bshd " : " bhsd ") + op().params_key(valid[i]));
+      }
+    }
+    // Graph: the default with the largest split count on this device, captured once.
+    const DeviceTensor q(t, s.b, s.hq, s.nq, s.d, false, rng);
+    const DeviceTensor k(t, s.b, s.hkv, s.nk, s.d, false, rng);
+    const DeviceTensor v(t, s.b, s.hkv, s.nk, s.d, false, rng);
+    const Params params = op().default_params(p, t, device_);
+    const Prepared prep(params, s, t, device_, false);
+    Outputs direct(s, false), graphed(s, false);
+    direct.poison(t);
+    prep.run(q, k, v, direct.o.get(), direct.lse.get(), 0.0, nullptr);
+    KTUNE_CU(Driver::get().cuCtxSynchronize());
+    cudaStream_t stream = nullptr;
+    ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+    ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
+    prep.run(q, k, v, graphed.o.get(), graphed.lse.get(), 0.0, reinterpret_cast<CUstream>(stream));
+    cudaGraph_t graph = nullptr;
+    ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+    cudaGraphExec_t exec = nullptr;
+    ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+    for (int replay = 0; replay < 2; ++replay) {
+      graphed.poison(t);
+      ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+      ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+      EXPECT_EQ(graphed.o_bits(), direct.o_bits()) << name << " replay " << replay;
+      const std::vector<float> a = graphed.lse_values(), b = direct.lse_values();
+      EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0) << name << " replay " << replay;
+    }
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+    cudaStreamDestroy(stream);
+  }
+}
+
+std::string case_name(const ::testing::TestParamInfo<std::tuple<std::int64_t, DType>>& info) {
+  return "d" + std::to_string(std::get<0>(info.param)) + "_" + dtype_name(std::get<1>(info.param));
+}
+
+INSTANTIATE_TEST_SUITE_P(HeadDims, GpuDecode,
+                         ::testing::Combine(::testing::Values(std::int64_t{64}, std::int64_t{128},
+                                                              std::int64_t{256}),
+                                            ::testing::Values(DType::bf16, DType::f16)),
+                         case_name);
+
+}  // namespace
+}  // namespace ktune
