@@ -53,16 +53,29 @@ enum class TensorRole { input, output };
 
 /// How the tuner fills an input before each verification run. `uniform`: values uniform in
 /// [lo, hi) (float dtypes). `distinct_ids`: int32 rows of `row` ids, distinct within a row, drawn
-/// uniformly from [0, hi) (MoE's precomputed top-k expert ids; hi >= row).
+/// uniformly from [0, hi) (MoE's precomputed top-k expert ids; hi >= row). `permutation`: int32,
+/// a random permutation of [0, first_int) over the tensor's `first_int` elements, each value once
+/// (a paged KV cache's block table: every page of the pool used once, in scattered order).
+/// `uniform_int`: int32 uniform in [first_int, last_int], except that element 0 is last_int and
+/// element 1 first_int, so that a tensor of two or more elements always mixes values (per-sequence
+/// KV lengths: the longest and the shortest are always exercised).
 struct Fill {
-  enum class Kind { uniform, distinct_ids };
+  enum class Kind { uniform, distinct_ids, permutation, uniform_int };
   Kind kind = Kind::uniform;
   float lo = -2.0f;
   float hi = 2.0f;
   int row = 0;
+  std::int64_t first_int = 0;  // permutation: the bound; uniform_int: the lowest value
+  std::int64_t last_int = 0;   // uniform_int: the highest value (inclusive)
   static Fill uniform(float lo, float hi) { return {Kind::uniform, lo, hi, 0}; }
   static Fill distinct_ids(int row, int bound) {
     return {Kind::distinct_ids, 0.0f, static_cast<float>(bound), row};
+  }
+  static Fill permutation(std::int64_t bound) {
+    return {Kind::permutation, 0.0f, 0.0f, 0, bound, bound - 1};
+  }
+  static Fill uniform_int(std::int64_t lo, std::int64_t hi) {
+    return {Kind::uniform_int, 0.0f, 0.0f, 0, lo, hi};
   }
 };
 

@@ -6,7 +6,10 @@
 //   modes, as two compiles: bf16 with one causal flag and fp16 with the other (alternating over
 //   the configurations);
 // - d=32, 96, 256: the default and every tenth valid configuration per arch and dtype;
-// - the reference kernel for every head dim, dtype and causal flag.
+// - the reference kernel for every head dim, dtype and causal flag;
+// - the mask variants (window, softcap, alibi), a sample: each alone and the combinations
+//   (window + softcap as Gemma 2, all three) on the default configuration of d=64 and d=128,
+//   bf16 and fp16 alternating, causal and not; and the reference with each combination.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -29,10 +32,15 @@ struct Job {
   bool is_default = false;
 };
 
-Problem problem(std::int64_t d, bool causal) {
+Problem problem(std::int64_t d, bool causal, const std::string& variants = "") {
   return flash_attention_op().parse_problem("b=2,hq=16,hkv=16,nq=4096,nk=4096,d=" +
-                                            std::to_string(d) + (causal ? ",causal=yes" : ""));
+                                            std::to_string(d) + (causal ? ",causal=yes" : "") +
+                                            variants);
 }
+
+const char* const kVariants[] = {",window=1024", ",softcap=yes", ",alibi=yes",
+                                 ",window=4096,softcap=yes", ",window=512,alibi=yes",
+                                 ",window=256,softcap=yes,alibi=yes"};
 
 std::vector<Job> attention_jobs() {
   const Op& op = flash_attention_op();
@@ -62,6 +70,17 @@ std::vector<Job> attention_jobs() {
         for (std::size_t i = 0; i < valid.size(); ++i)
           if (full || i % 10 == 0)
             add(problem(d, (i % 2 == 1) != (t == DType::f16)), t, valid[i], arch, false);
+      }
+    int n = 0;
+    for (const char* variants : kVariants)
+      for (std::int64_t d : {64, 128}) {
+        const DType t = n % 2 == 0 ? DType::bf16 : DType::f16;
+        const Problem p = problem(d, n++ % 3 != 0, variants);
+        add(p, t, flash_attention_op().default_params(p, t, dev), arch, false);
+        for (const KernelSource& k : flash_attention_op().reference_kernels(p, t))
+          if (seen.insert({arch, k.name_expression}).second)
+            jobs.push_back({{k, arch, {}}, flash_attention_op().problem_key(p) + " reference",
+                            false});
       }
   }
   return jobs;

@@ -1,5 +1,6 @@
-// The flash attention op's host side: problem keys and reasons, the search space and its invalid
-// reasons, defaults, launch geometry and kernel arguments (through a recording launcher), flops.
+// The flash attention op's host side: problem keys and reasons (the mask variants included, and
+// keys written before them), the search space and its invalid reasons, defaults, launch geometry
+// and kernel arguments (through a recording launcher), flops.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -50,14 +51,16 @@ class RecordingLauncher final : public Launcher {
 
 /// Runs the op (or its reference) with tensors at 0x10000 * (i + 1), one fake kernel handle.
 RecordingLauncher run(const Params& params, const Problem& p, double scale = 0.0,
-                      const std::int64_t* layout = nullptr, bool reference = false) {
-  const std::uint64_t tensors[5] = {0x10000, 0x20000, 0x30000, 0x40000, 0x50000};
+                      const std::int64_t* layout = nullptr, bool reference = false,
+                      double softcap = 50.0, std::uint64_t slopes = 0x60000) {
+  const std::uint64_t tensors[6] = {0x10000, 0x20000, 0x30000, 0x40000, 0x50000, slopes};
   const KernelHandle kernel = reinterpret_cast<KernelHandle>(0x100);
+  const double scalars[2] = {scale, softcap};
   RunArgs a;
   a.params = &params;
   a.problem = &p;
   a.tensors = tensors;
-  a.scalars = &scale;
+  a.scalars = scalars;
   a.kernels = &kernel;
   a.layout = layout;
   RecordingLauncher l;
@@ -83,19 +86,71 @@ const char* const kMha = "b=2,hq=16,hkv=16,nq=4096,nk=4096,d=128";
 
 TEST(AttentionProblem, KeysRoundTripInDeclaredOrder) {
   const Problem p = op().parse_problem("d=64,nk=1000,nq=17,hkv=2,hq=8,b=3,causal=yes");
-  EXPECT_EQ(p.values, (std::vector<std::int64_t>{3, 8, 2, 17, 1000, 64, 1}));
-  EXPECT_EQ(op().problem_key(p), "b=3,hq=8,hkv=2,nq=17,nk=1000,d=64,causal=yes");
+  EXPECT_EQ(p.values, (std::vector<std::int64_t>{3, 8, 2, 17, 1000, 64, 1, 0, 0, 0}));
+  EXPECT_EQ(op().problem_key(p),
+            "b=3,hq=8,hkv=2,nq=17,nk=1000,d=64,causal=yes,window=0,softcap=no,alibi=no");
   EXPECT_EQ(op().parse_problem(op().problem_key(p)), p);
   EXPECT_EQ(op().parse_problem("3x8x2x17x1000x64"), op().parse_problem("b=3,hq=8,hkv=2,nq=17,"
                                                                        "nk=1000,d=64"));
   EXPECT_EQ(op().problem_key(op().default_problem()),
-            "b=2,hq=16,hkv=16,nq=4096,nk=4096,d=128,causal=no");
+            "b=2,hq=16,hkv=16,nq=4096,nk=4096,d=128,causal=no,window=0,softcap=no,alibi=no");
+  const Problem v = op().parse_problem("alibi=yes,window=4096,b=1,hq=4,hkv=4,nq=9,nk=9,d=32,"
+                                       "softcap=yes");
+  EXPECT_EQ(v.values, (std::vector<std::int64_t>{1, 4, 4, 9, 9, 32, 0, 4096, 1, 1}));
+  EXPECT_EQ(op().parse_problem(op().problem_key(v)), v);
+  // "x" shapes name the integer dims in order; the window is the eighth.
+  EXPECT_EQ(op().parse_problem("1x4x4x9x9x32x4096"),
+            op().parse_problem("b=1,hq=4,hkv=4,nq=9,nk=9,d=32,window=4096"));
   EXPECT_EQ(op().name(), "flash_attention");
   EXPECT_EQ(op().family(), "attention");
   EXPECT_EQ(find_op("flash_attention"), &op());
 }
 
+TEST(AttentionProblem, KeysWrittenBeforeTheVariantsParseWithThemOff) {
+  // The shipped database's keys (and any user database's) end at causal: they are the same
+  // problems as before, every variant off, and print with the variants (the rows' keys are
+  // rewritten to match: db/shipped/README.md).
+  for (const char* old : {"b=16,hq=16,hkv=16,nq=512,nk=512,d=64,causal=no",
+                          "b=1,hq=16,hkv=16,nq=16384,nk=16384,d=128,causal=yes"}) {
+    const Problem p = op().parse_problem(old);
+    ASSERT_EQ(p.values.size(), 10u);
+    EXPECT_EQ(std::vector<std::int64_t>(p.values.begin() + 7, p.values.end()),
+              (std::vector<std::int64_t>{0, 0, 0}));
+    EXPECT_EQ(op().problem_key(p), std::string(old) + ",window=0,softcap=no,alibi=no");
+    EXPECT_EQ(op().parse_problem(std::string(old) + ",window=0,softcap=no,alibi=no"), p);
+  }
+  // The same default kernel as before for every old problem.
+  const Problem old = op().parse_problem("b=1,hq=2,hkv=1,nq=64,nk=64,d=128,causal=yes");
+  EXPECT_EQ(op().kernels(op().default_params(old, DType::bf16, device("sm_90a")), old,
+                         DType::bf16)[0].name_expression,
+            "ktune::flash_attention_fwd<ktune::bf16, 128, 128, 64, 4, 2, true, false, 1, false, "
+            "false, false, false>");
+}
+
+TEST(AttentionProblem, VariantDimsAndTheLookupsRules) {
+  const std::vector<DimSpec>& dims = op().dims();
+  ASSERT_EQ(dims.size(), 10u);
+  const char* names[] = {"b", "hq", "hkv", "nq", "nk", "d", "causal", "window", "softcap", "alibi"};
+  for (std::size_t i = 0; i < 10; ++i) EXPECT_EQ(dims[i].name, names[i]);
+  // Window: by distance, with no window (0) a regime of its own; softcap and alibi exact.
+  EXPECT_FALSE(dims[7].matched_exactly());
+  EXPECT_EQ(dims[7].regime(0), 0);
+  EXPECT_EQ(dims[7].regime(1), 1);
+  EXPECT_EQ(dims[7].regime(4096), dims[7].regime(8192));
+  EXPECT_TRUE(dims[8].matched_exactly());
+  EXPECT_TRUE(dims[9].matched_exactly());
+  EXPECT_EQ(dims[7].def, 0);
+  EXPECT_EQ(dims[8].def, 0);
+  EXPECT_EQ(dims[9].def, 0);
+}
+
 TEST(AttentionProblem, BadProblemsSayWhy) {
+  EXPECT_TRUE(contains(problem_error("b=1,hq=8,hkv=8,nq=1,nk=1,d=64,window=-1"),
+                       "window=-1 is out of range"));
+  EXPECT_TRUE(contains(problem_error("b=1,hq=8,hkv=8,nq=1,nk=1,d=64,softcap=30"),
+                       "softcap=\"30\" is not one of no, yes"));
+  EXPECT_TRUE(contains(problem_error("b=1,hq=8,hkv=8,nq=1,nk=1,d=64,alibi=1"),
+                       "alibi=\"1\" is not one of no, yes"));
   EXPECT_TRUE(contains(problem_error("b=1,hq=8,hkv=8,nq=1,nk=1,d=80"),
                        "d=80 is not a supported head dimension (32, 64, 96, 128, 256)"));
   EXPECT_TRUE(contains(problem_error("b=1,hq=8,hkv=3,nq=1,nk=1,d=64"),
@@ -316,7 +371,8 @@ TEST(AttentionRun, ReferenceCoversEveryRow) {
   const auto ref = op().reference_kernels(p, DType::f16);
   ASSERT_EQ(ref.size(), 1u);
   EXPECT_EQ(ref[0].file, "attention/reference.cuh");
-  EXPECT_EQ(ref[0].name_expression, "ktune::flash_attention_reference<ktune::fp16, 96, true>");
+  EXPECT_EQ(ref[0].name_expression,
+            "ktune::flash_attention_reference<ktune::fp16, 96, true, false, false, false>");
   const RecordingLauncher l = run(op().default_params(p, DType::f16, device("sm_80")), p, 0,
                                   nullptr, true);
   ASSERT_EQ(l.launches.size(), 1u);
@@ -329,6 +385,71 @@ TEST(AttentionRun, ReferenceCoversEveryRow) {
   EXPECT_EQ(l.args[0].o_row_stride, 96);
 }
 
+TEST(AttentionRun, VariantArgumentsReachTheKernelAndItsReference) {
+  const Params params =
+      op().parse_params("block_m=64,block_n=32,warps=4,stages=2,q_regs=1,smem_pad=0,impl=0");
+  const Problem off = op().parse_problem("b=1,hq=4,hkv=2,nq=100,nk=300,d=64,causal=yes");
+  for (bool reference : {false, true}) {
+    // Variants off: the cap and the slopes are not read (a null slopes pointer is fine).
+    const FlashAttentionArgs a = run(params, off, 0, nullptr, reference, -1.0, 0).args[0];
+    EXPECT_EQ(a.window, 0);
+    EXPECT_EQ(a.softcap, 0.f);
+    EXPECT_EQ(a.alibi_slopes, nullptr);
+
+    const Problem all = op().parse_problem(
+        "b=1,hq=4,hkv=2,nq=100,nk=300,d=64,causal=yes,window=77,softcap=yes,alibi=yes");
+    const FlashAttentionArgs b = run(params, all, 0, nullptr, reference, 30.0).args[0];
+    EXPECT_EQ(b.window, 77);
+    EXPECT_FLOAT_EQ(b.softcap, 30.f);
+    EXPECT_EQ(b.alibi_slopes, reinterpret_cast<const float*>(0x60000));
+    // A cap must be given with softcap=yes, slopes with alibi=yes.
+    EXPECT_TRUE(contains(run_error([&] { run(params, all, 0, nullptr, reference, 0.0); }),
+                         "softcap 0.000000 must be a positive finite cap with softcap=yes"));
+    EXPECT_TRUE(contains(
+        run_error([&] {
+          run(params, all, 0, nullptr, reference, std::numeric_limits<double>::infinity());
+        }),
+        "must be a positive finite cap"));
+    EXPECT_TRUE(contains(run_error([&] { run(params, all, 0, nullptr, reference, 30.0, 0); }),
+                         "alibi=yes needs the alibi_slopes tensor"));
+  }
+  // A problem of the first 7 dims only (flash_decode's) runs with the variants off.
+  Problem seven = off;
+  seven.values.resize(7);
+  EXPECT_EQ(run(params, seven, 0, nullptr, true, -1.0, 0).args[0].window, 0);
+  EXPECT_EQ(op().tensors(seven, DType::bf16).size(), 6u);
+  EXPECT_EQ(op().reference_kernels(seven, DType::bf16)[0].name_expression,
+            "ktune::flash_attention_reference<ktune::bf16, 64, true, false, false, false>");
+}
+
+TEST(AttentionRun, VariantsAreTemplateArguments) {
+  const Params params =
+      op().parse_params("block_m=128,block_n=64,warps=4,stages=2,q_regs=0,smem_pad=0,impl=0");
+  const auto expr = [&](const char* extra) {
+    const Problem p =
+        op().parse_problem(std::string("b=1,hq=2,hkv=1,nq=64,nk=64,d=128,causal=yes") + extra);
+    return op().kernels(params, p, DType::bf16)[0].name_expression + " | " +
+           op().reference_kernels(p, DType::bf16)[0].name_expression;
+  };
+  const std::string head = "ktune::flash_attention_fwd<ktune::bf16, 128, 128, 64, 4, 2, true, "
+                           "false, 1, false, ";
+  const std::string ref = "ktune::flash_attention_reference<ktune::bf16, 128, true, ";
+  EXPECT_EQ(expr(""), head + "false, false, false> | " + ref + "false, false, false>");
+  EXPECT_EQ(expr(",window=4096"), head + "true, false, false> | " + ref + "true, false, false>");
+  EXPECT_EQ(expr(",softcap=yes"), head + "false, true, false> | " + ref + "false, true, false>");
+  EXPECT_EQ(expr(",alibi=yes"), head + "false, false, true> | " + ref + "false, false, true>");
+  EXPECT_EQ(expr(",window=1,softcap=yes,alibi=yes"),
+            head + "true, true, true> | " + ref + "true, true, true>");
+  // The variants change neither the space nor the defaults.
+  const Problem plain = op().parse_problem(kMha);
+  const Problem windowed = op().parse_problem(std::string(kMha) + ",window=4096,softcap=yes");
+  const DeviceInfo h100 = device("sm_90a");
+  EXPECT_EQ(Space(op(), plain, DType::bf16, h100).valid_count(),
+            Space(op(), windowed, DType::bf16, h100).valid_count());
+  EXPECT_EQ(op().default_params(plain, DType::bf16, h100),
+            op().default_params(windowed, DType::bf16, h100));
+}
+
 TEST(AttentionRun, NameExpressionFollowsTheParameters) {
   const Problem p = op().parse_problem("b=1,hq=2,hkv=1,nq=64,nk=64,d=256,causal=yes");
   const Params params =
@@ -337,7 +458,8 @@ TEST(AttentionRun, NameExpressionFollowsTheParameters) {
   ASSERT_EQ(ks.size(), 1u);
   EXPECT_EQ(ks[0].file, "attention/flash_attention.cuh");
   EXPECT_EQ(ks[0].name_expression,
-            "ktune::flash_attention_fwd<ktune::fp16, 256, 64, 32, 4, 3, true, true, 1, true>");
+            "ktune::flash_attention_fwd<ktune::fp16, 256, 64, 32, 4, 3, true, true, 1, true, false, "
+            "false, false>");
 }
 
 // ---- the rest of the interface ----
@@ -345,9 +467,19 @@ TEST(AttentionRun, NameExpressionFollowsTheParameters) {
 TEST(AttentionOp, TensorsBytesFlopsTolerance) {
   const Problem p = op().parse_problem("b=2,hq=8,hkv=2,nq=100,nk=300,d=64");
   const std::vector<TensorSpec> ts = op().tensors(p, DType::bf16);
-  ASSERT_EQ(ts.size(), 5u);
-  const char* names[] = {"q", "k", "v", "o", "lse"};
-  for (std::size_t i = 0; i < 5; ++i) EXPECT_EQ(ts[i].name, names[i]);
+  ASSERT_EQ(ts.size(), 6u);
+  const char* names[] = {"q", "k", "v", "o", "lse", "alibi_slopes"};
+  for (std::size_t i = 0; i < 6; ++i) EXPECT_EQ(ts[i].name, names[i]);
+  // The slopes: [hq] fp32, optional unless alibi=yes, filled with positive slopes below 1.
+  EXPECT_EQ(ts[5].role, TensorRole::input);
+  EXPECT_EQ(ts[5].dtype, DType::f32);
+  EXPECT_EQ(ts[5].elements, 8);
+  EXPECT_TRUE(ts[5].optional);
+  EXPECT_GT(ts[5].fill.lo, 0.f);
+  EXPECT_LE(ts[5].fill.hi, 1.f);
+  const Problem alibi = op().parse_problem("b=2,hq=8,hkv=2,nq=100,nk=300,d=64,alibi=yes");
+  EXPECT_FALSE(op().tensors(alibi, DType::bf16)[5].optional);
+  EXPECT_DOUBLE_EQ(op().min_bytes(alibi, DType::bf16) - op().min_bytes(p, DType::bf16), 4.0 * 8);
   EXPECT_EQ(ts[0].elements, 2 * 8 * 100 * 64);
   EXPECT_EQ(ts[1].elements, 2 * 2 * 300 * 64);
   EXPECT_EQ(ts[3].role, TensorRole::output);
@@ -363,8 +495,10 @@ TEST(AttentionOp, TensorsBytesFlopsTolerance) {
             16u);
   EXPECT_DOUBLE_EQ(op().tolerance(DType::bf16).rtol, 2e-2);
   EXPECT_DOUBLE_EQ(op().tolerance(DType::f16).atol, 5e-3);
-  ASSERT_EQ(op().scalars().size(), 1u);
+  ASSERT_EQ(op().scalars().size(), 2u);
   EXPECT_EQ(op().scalars()[0].name, "scale");
+  EXPECT_EQ(op().scalars()[1].name, "softcap");
+  EXPECT_DOUBLE_EQ(op().scalars()[1].tuning_value, 50.0);
 }
 
 TEST(AttentionOp, CausalFlopsCountTheVisiblePairsExactly) {
@@ -385,6 +519,38 @@ TEST(AttentionOp, CausalFlopsCountTheVisiblePairsExactly) {
   // Square: N (N + 1) / 2 pairs, about half of the non-causal count.
   const Problem sq = op().parse_problem("b=1,hq=16,hkv=16,nq=8192,nk=8192,d=128,causal=yes");
   EXPECT_DOUBLE_EQ(op().flops(sq, DType::bf16), 4.0 * 16 * 128 * 8192.0 * 8193 / 2);
+}
+
+TEST(AttentionOp, WindowFlopsCountTheVisiblePairsExactly) {
+  // Brute force: key j is seen by row i when j > i' - window (and j <= i' if causal), i' the
+  // bottom-right aligned row. Softcap and ALiBi change no count.
+  const auto pairs = [](std::int64_t nq, std::int64_t nk, bool causal, std::int64_t w) {
+    double n = 0;
+    for (std::int64_t i = 0; i < nq; ++i)
+      for (std::int64_t j = 0; j < nk; ++j) {
+        const std::int64_t at = i + nk - nq;
+        n += (!causal || j <= at) && j > at - w;
+      }
+    return n;
+  };
+  for (auto [nq, nk] : {std::pair<std::int64_t, std::int64_t>{1, 1}, {7, 7}, {5, 12}, {12, 5},
+                        {1, 1000}, {1000, 1}, {333, 417}})
+    for (bool causal : {false, true})
+      for (std::int64_t w : {1, 2, 5, 64, 999, 5000}) {
+        const Problem p = op().parse_problem(
+            "b=3,hq=4,hkv=2,nq=" + std::to_string(nq) + ",nk=" + std::to_string(nk) +
+            ",d=32,softcap=yes,alibi=yes,window=" + std::to_string(w) +
+            (causal ? ",causal=yes" : ""));
+        EXPECT_DOUBLE_EQ(op().flops(p, DType::bf16), 4.0 * 3 * 4 * 32 * pairs(nq, nk, causal, w))
+            << nq << " " << nk << " " << causal << " " << w;
+      }
+  // The bar's shape: window 4096 on 16k causal does 2.286x fewer pairs than full causal.
+  const Problem full = op().parse_problem("b=1,hq=16,hkv=16,nq=16384,nk=16384,d=128,causal=yes");
+  const Problem win =
+      op().parse_problem("b=1,hq=16,hkv=16,nq=16384,nk=16384,d=128,causal=yes,window=4096");
+  const double n = 16384, w = 4096;
+  EXPECT_DOUBLE_EQ(op().flops(win, DType::bf16), 4.0 * 16 * 128 * (w * (w + 1) / 2 + (n - w) * w));
+  EXPECT_NEAR(op().flops(full, DType::bf16) / op().flops(win, DType::bf16), 2.286, 1e-3);
 }
 
 TEST(AttentionOp, SourceFilesAreTheFamilyAndWhatItIncludes) {

@@ -1,8 +1,11 @@
 // The CPU attention reference on cases small enough to work out by hand, and against a direct
-// triple loop on random data: layouts, grouped heads, causal alignment, rows that see no key.
+// triple loop on random data: layouts, grouped heads, causal alignment, rows that see no key, and
+// the mask variants (window edges, soft-capping, ALiBi slopes, and their combinations).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <random>
 
@@ -177,6 +180,177 @@ TEST(AttentionReference, LayoutsAgreeAndMatchADirectLoop) {
             EXPECT_NEAR(a.o_at(s, bb, h, r, i), acc[i] / sum, 1e-12);
         }
   }
+}
+
+TEST(AttentionReference, WindowEdgesCausal) {
+  // q = 0, causal, window 2: row i averages the values of keys i - 1 and i (only key 0 for row 0).
+  AttentionShape s;
+  s.nq = 4;
+  s.nk = 4;
+  s.d = 1;
+  s.causal = true;
+  s.window = 2;
+  Qkv t(4, 4, 1);
+  t.k.data = {1, 2, 3, 4};
+  t.v.data = {1, 2, 4, 8};
+  const AttentionResult r = t.run(s);
+  EXPECT_EQ(r.o, (std::vector<double>{1, 1.5, 3, 6}));
+  EXPECT_NEAR(r.lse[0], 0.0, 1e-15);
+  for (int i = 1; i < 4; ++i) EXPECT_NEAR(r.lse[static_cast<std::size_t>(i)], std::log(2.0), 1e-15);
+  // Window 1: each row sees its diagonal key only.
+  s.window = 1;
+  EXPECT_EQ(t.run(s).o, (std::vector<double>{1, 2, 4, 8}));
+  // A window at least nk changes nothing.
+  s.window = 4;
+  const AttentionResult wide = t.run(s);
+  s.window = 0;
+  const AttentionResult none = t.run(s);
+  EXPECT_EQ(wide.o, none.o);
+  EXPECT_EQ(wide.lse, none.lse);
+}
+
+TEST(AttentionReference, WindowEdgesNonCausalAndBottomRight) {
+  // nq = 2, nk = 4, not causal, window 2: row i (aligned i' = i + 2) sees keys j > i' - 2 and
+  // every key right of i': row 0 keys 1..3, row 1 keys 2..3.
+  AttentionShape s;
+  s.nq = 2;
+  s.nk = 4;
+  s.d = 1;
+  s.window = 2;
+  Qkv t(2, 4, 1);
+  t.v.data = {1, 2, 4, 8};
+  const AttentionResult r = t.run(s);
+  EXPECT_NEAR(r.o[0], 14.0 / 3, 1e-14);
+  EXPECT_NEAR(r.o[1], 6.0, 1e-14);
+  EXPECT_NEAR(r.lse[0], std::log(3.0), 1e-15);
+  // Causal as well: row 0 sees keys 1..2, row 1 keys 2..3.
+  s.causal = true;
+  const AttentionResult c = t.run(s);
+  EXPECT_NEAR(c.o[0], 3.0, 1e-14);
+  EXPECT_NEAR(c.o[1], 6.0, 1e-14);
+  // nq > nk, causal and window 1: rows 0 and 1 see no key (o = 0, lse = -inf), row 2 key 0.
+  s.nq = 3;
+  s.nk = 1;
+  s.window = 1;
+  Qkv u(3, 1, 1);
+  u.v.data = {9};
+  const AttentionResult none = u.run(s);
+  EXPECT_EQ(none.o, (std::vector<double>{0, 0, 9}));
+  EXPECT_EQ(none.lse[1], -std::numeric_limits<double>::infinity());
+  EXPECT_DOUBLE_EQ(none.lse[2], 0.0);
+}
+
+TEST(AttentionReference, SoftcapBoundsTheScores) {
+  // One key: o is its value whatever the cap; lse is the capped score cap * tanh(s / cap).
+  AttentionShape s;
+  s.d = 1;
+  s.scale = 1.0;
+  s.softcap = 2.0;
+  Qkv t(1, 1, 1);
+  t.q.data = {3};
+  t.k.data = {2};
+  t.v.data = {-5};
+  const AttentionResult r = t.run(s);
+  EXPECT_DOUBLE_EQ(r.o[0], -5);
+  EXPECT_NEAR(r.lse[0], 2.0 * std::tanh(6.0 / 2.0), 1e-15);
+  // Two keys with scores 0 and 6, cap 2: weights 1 and e^{2 tanh 3}.
+  s.nk = 2;
+  Qkv u(1, 2, 1);
+  u.q.data = {3};
+  u.k.data = {0, 2};
+  u.v.data = {1, 0};
+  const double w = std::exp(2.0 * std::tanh(3.0));
+  const AttentionResult c = u.run(s);
+  EXPECT_NEAR(c.o[0], 1.0 / (1.0 + w), 1e-15);
+  EXPECT_NEAR(c.lse[0], std::log(1.0 + w), 1e-14);
+  // A large cap is (nearly) no cap.
+  s.softcap = 1e6;
+  EXPECT_NEAR(u.run(s).o[0], 1.0 / (1.0 + std::exp(6.0)), 1e-12);
+}
+
+TEST(AttentionReference, AlibiPenalisesDistanceFromTheAlignedRow) {
+  // q = 0, nq = 1, nk = 3: the row sits at key 2; slope ln 2 gives weights 1/4, 1/2, 1.
+  AttentionShape s;
+  s.nk = 3;
+  s.d = 1;
+  s.alibi_slopes = {std::log(2.0)};
+  Qkv t(1, 3, 1);
+  t.v.data = {4, 2, 1};
+  const AttentionResult r = t.run(s);
+  EXPECT_NEAR(r.o[0], (1 + 1 + 1) / 1.75, 1e-14);
+  EXPECT_NEAR(r.lse[0], std::log(1.75), 1e-15);
+  // Not causal, nq = nk = 2: row 0 pays for the key to its right too (|j - i'|): weights 1, 1/2.
+  s.nq = 2;
+  s.nk = 2;
+  Qkv u(2, 2, 1);
+  u.v.data = {3, 6};
+  const AttentionResult c = u.run(s);
+  EXPECT_NEAR(c.o[0], (3 + 0.5 * 6) / 1.5, 1e-14);
+  EXPECT_NEAR(c.o[1], (0.5 * 3 + 6) / 1.5, 1e-14);
+  // Per head: hq = 2 with slopes 0 and ln 2 (kv shared).
+  s.hq = 2;
+  s.alibi_slopes = {0.0, std::log(2.0)};
+  AttentionTensor q, k, v;
+  attention_strides(1, 2, 2, 1, false, q);
+  attention_strides(1, 1, 2, 1, false, k);
+  attention_strides(1, 1, 2, 1, false, v);
+  v.data = {3, 6};
+  s.hkv = 1;
+  const AttentionResult h = attention_ref(s, q, k, v);
+  EXPECT_NEAR(h.o_at(s, 0, 0, 0, 0), 4.5, 1e-14);
+  EXPECT_NEAR(h.o_at(s, 0, 1, 0, 0), 4.0, 1e-14);
+}
+
+TEST(AttentionReference, VariantsMatchADirectLoop) {
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<double> slope(0.0, 1.0);
+  AttentionShape base;
+  base.b = 1;
+  base.hq = 4;
+  base.hkv = 2;
+  base.d = 8;
+  for (auto [nq, nk] : {std::pair<std::int64_t, std::int64_t>{7, 13}, {13, 7}, {9, 9}})
+    for (bool causal : {false, true})
+      for (std::int64_t window : {0, 1, 3, 20})
+        for (double cap : {0.0, 1.5})
+          for (bool alibi : {false, true}) {
+            AttentionShape s = base;
+            s.nq = nq, s.nk = nk, s.causal = causal, s.window = window, s.softcap = cap;
+            if (alibi)
+              for (int h = 0; h < 4; ++h) s.alibi_slopes.push_back(slope(rng));
+            const AttentionTensor q = random_tensor(1, 4, nq, 8, false, rng);
+            const AttentionTensor k = random_tensor(1, 2, nk, 8, true, rng);
+            const AttentionTensor v = random_tensor(1, 2, nk, 8, false, rng);
+            const AttentionResult a = attention_ref(s, q, k, v);
+            const double scale = 1.0 / std::sqrt(8.0);
+            for (std::int64_t h = 0; h < 4; ++h)
+              for (std::int64_t r = 0; r < nq; ++r) {
+                const std::int64_t at = r + nk - nq;
+                double sum = 0, acc[8] = {};
+                for (std::int64_t j = 0; j < nk; ++j) {
+                  if ((causal && j > at) || (window > 0 && j <= at - window)) continue;
+                  double x = 0;
+                  for (std::int64_t i = 0; i < 8; ++i) x += q.at(0, h, r, i) * k.at(0, h / 2, j, i);
+                  x *= scale;
+                  if (cap > 0) x = cap * std::tanh(x / cap);
+                  if (alibi) x -= s.alibi_slopes[static_cast<std::size_t>(h)] *
+                                  static_cast<double>(std::abs(j - at));
+                  const double p = std::exp(x);
+                  sum += p;
+                  for (std::int64_t i = 0; i < 8; ++i) acc[i] += p * v.at(0, h / 2, j, i);
+                }
+                const std::size_t li = static_cast<std::size_t>(h * nq + r);
+                if (sum == 0) {
+                  EXPECT_EQ(a.lse[li], -std::numeric_limits<double>::infinity());
+                  continue;
+                }
+                EXPECT_NEAR(a.lse[li], std::log(sum), 1e-12);
+                for (std::int64_t i = 0; i < 8; ++i)
+                  EXPECT_NEAR(a.o_at(s, 0, h, r, i), acc[i] / sum, 1e-12)
+                      << nq << " " << nk << " " << causal << " " << window << " " << cap << " "
+                      << alibi;
+              }
+          }
 }
 
 }  // namespace

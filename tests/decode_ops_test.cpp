@@ -2,6 +2,10 @@
 // defaults (the split count from the device), the workspace, launches through a recording
 // launcher, a double-precision model of the split-KV partition and both merges (warps inside a
 // CTA, then splits) against plain softmax attention, and NVRTC compiles for sm_80 and sm_90a.
+// Paged KV: the page dim and its reasons, the tensors and their fills, the launches and the
+// reference, a double model of the gather through the block table (page slots read one tile
+// ahead, per-sequence lengths, empty splits skipped by the kernel and the combine alike), the
+// tuner's permutation and integer-range fills, and NVRTC compiles of the paged kernels.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -19,6 +23,7 @@
 #include "runtime/core/compiler.hpp"
 #include "search/space.hpp"
 #include "templates/attention/args.h"
+#include "templates/common/check_args.h"
 #include "templates/decode/args.h"
 #include "templates/decode/decode_op.hpp"
 
@@ -96,16 +101,18 @@ RecordingLauncher<FlashDecodeArgs> run(const Params& params, const Problem& p,
 
 const char* const kBar1 = "b=16,hq=32,hkv=8,nq=1,nk=4096,d=128";
 const char* const kBar2 = "b=1,hq=64,hkv=8,nq=1,nk=32768,d=128";
+// The paged bar: 64 sequences of 100..8000 keys in pages of 16.
+const char* const kPagedBar = "b=64,hq=32,hkv=8,nq=1,nk=8000,d=128,page=16";
 
 // ---- problems ----
 
 TEST(DecodeProblem, KeysRoundTripAndBadProblemsSayWhy) {
   const Problem p = op().parse_problem("d=64,nk=1000,nq=5,hkv=2,hq=16,b=3,causal=yes");
-  EXPECT_EQ(p.values, (std::vector<std::int64_t>{3, 16, 2, 5, 1000, 64, 1}));
-  EXPECT_EQ(op().problem_key(p), "b=3,hq=16,hkv=2,nq=5,nk=1000,d=64,causal=yes");
+  EXPECT_EQ(p.values, (std::vector<std::int64_t>{3, 16, 2, 5, 1000, 64, 1, 0}));
+  EXPECT_EQ(op().problem_key(p), "b=3,hq=16,hkv=2,nq=5,nk=1000,d=64,causal=yes,page=0");
   EXPECT_EQ(op().parse_problem(op().problem_key(p)), p);
   EXPECT_EQ(op().problem_key(op().default_problem()),
-            "b=16,hq=32,hkv=8,nq=1,nk=4096,d=128,causal=no");
+            "b=16,hq=32,hkv=8,nq=1,nk=4096,d=128,causal=no,page=0");
   EXPECT_EQ(op().name(), "flash_decode");
   EXPECT_EQ(op().family(), "decode");
   EXPECT_EQ(find_op("flash_decode"), &op());
@@ -251,7 +258,9 @@ TEST(DecodeDefaults, ValidForEveryShapeDtypeAndArch) {
              {"b=1,hq=1,hkv=1,nq=1,nk=1", "b=16,hq=32,hkv=8,nq=1,nk=4096",
               "b=1,hq=64,hkv=8,nq=1,nk=32768", "b=3,hq=16,hkv=1,nq=33,nk=4099",
               "b=1,hq=8,hkv=8,nq=256,nk=17", "b=64,hq=8,hkv=1,nq=5,nk=1000",
-              "b=1,hq=1,hkv=1,nq=1,nk=1073741824", "b=2047,hq=32,hkv=32,nq=2,nk=300"})
+              "b=1,hq=1,hkv=1,nq=1,nk=1073741824", "b=2047,hq=32,hkv=32,nq=2,nk=300",
+              "b=64,hq=32,hkv=8,nq=1,nk=8000,page=16", "b=3,hq=16,hkv=1,nq=33,nk=4099,page=256",
+              "b=5,hq=8,hkv=8,nq=1,nk=17,page=32"})
           for (const char* causal : {"no", "yes"}) {
             const Problem p = op().parse_problem(std::string(dims) + ",d=" + std::to_string(d) +
                                                  ",causal=" + causal);
@@ -285,6 +294,15 @@ TEST(DecodeDefaults, SplitsFillTheDevice) {
             "splits=16,block_m=32,block_n=128,warps=4,stages=3");
   // A100: one stage fewer, 108 SMs.
   EXPECT_EQ(key(kBar2, device("sm_80")), "splits=24,block_m=16,block_n=64,warps=4,stages=2");
+  // Paged: pieces of at most 1024 keys of nk even when the grid is full (mixed lengths), and a
+  // short cache is not split further than the contiguous rule says.
+  EXPECT_EQ(key(kPagedBar, h100), "splits=6,block_m=16,block_n=64,warps=4,stages=3");
+  EXPECT_EQ(key("b=64,hq=32,hkv=8,nq=1,nk=8192,d=128,page=16", h100),
+            "splits=8,block_m=16,block_n=64,warps=4,stages=3");
+  EXPECT_EQ(key("b=1,hq=64,hkv=8,nq=1,nk=32768,d=128,page=256", h100),
+            "splits=32,block_m=16,block_n=64,warps=4,stages=3");
+  EXPECT_EQ(key("b=64,hq=32,hkv=8,nq=1,nk=1000,d=128,page=16", h100),
+            "splits=1,block_m=16,block_n=64,warps=4,stages=3");
   // d=256 on a part with 99 KiB per block falls back to the smallest tiles.
   DeviceInfo small = device("sm_80");
   small.smem_optin_per_block = 99 * 1024;
@@ -418,7 +436,12 @@ TEST(DecodeRun, ReferenceIsFlashAttentions) {
   const auto ref = op().reference_kernels(p, DType::f16);
   ASSERT_EQ(ref.size(), 1u);
   EXPECT_EQ(ref[0].file, "attention/reference.cuh");
-  EXPECT_EQ(ref[0].name_expression, "ktune::flash_attention_reference<ktune::fp16, 96, true>");
+  // flash_attention's reference for the same 7 dims, its own later dims (mask variants) at their
+  // defaults: the page dim never reaches it.
+  const Op& fa = get_op("flash_attention");
+  EXPECT_EQ(ref[0], fa.reference_kernels(fa.parse_problem("b=2,hq=8,hkv=2,nq=17,nk=5,d=96,"
+                                                          "causal=yes"),
+                                         DType::f16)[0]);
   const Params params = op().default_params(p, DType::f16, device("sm_80"));
   const std::uint64_t tensors[5] = {0x10000, 0x20000, 0x30000, 0x40000, 0x50000};
   const KernelHandle kernel = reinterpret_cast<KernelHandle>(0x100);
@@ -658,27 +681,524 @@ TEST(DecodeCompile, DefaultsAndASampleCompile) {
   }
 }
 
-// flash_decode hands its reference, tolerance and flops to flash_attention: the two must read
-// the same problem, tensors, scalars and strides.
+// flash_decode hands its contiguous reference, tolerance and flops to flash_attention: the two
+// must read the same first 7 dims, the same five tensors, scale and strides.
 TEST(FlashDecodeOp, SharesFlashAttentionsProblemLayout) {
   const Op& decode = get_op("flash_decode");
   const Op& fa = get_op("flash_attention");
-  ASSERT_EQ(decode.dims().size(), fa.dims().size());
-  for (std::size_t i = 0; i < fa.dims().size(); ++i) {
+  ASSERT_GE(fa.dims().size(), 7u);
+  ASSERT_EQ(decode.dims().size(), 8u);
+  for (std::size_t i = 0; i < 7; ++i) {
     EXPECT_EQ(decode.dims()[i].name, fa.dims()[i].name);
     EXPECT_EQ(decode.dims()[i].choices, fa.dims()[i].choices);
   }
+  EXPECT_EQ(decode.dims()[7].name, "page");
   const Problem p = decode.parse_problem("b=3,hq=32,hkv=8,nq=5,nk=1000,d=128,causal=yes");
-  const auto a = decode.tensors(p, DType::bf16), b = fa.tensors(p, DType::bf16);
-  ASSERT_EQ(a.size(), b.size());
+  const auto a = decode.tensors(p, DType::bf16);
+  const auto b = fa.tensors(fa.parse_problem("b=3,hq=32,hkv=8,nq=5,nk=1000,d=128,causal=yes"),
+                            DType::bf16);
+  ASSERT_EQ(a.size(), 5u);
+  ASSERT_GE(b.size(), a.size());
   for (std::size_t i = 0; i < a.size(); ++i) {
     EXPECT_EQ(a[i].name, b[i].name);
     EXPECT_EQ(a[i].elements, b[i].elements);
     EXPECT_EQ(a[i].role, b[i].role);
   }
-  ASSERT_EQ(decode.scalars().size(), fa.scalars().size());
+  ASSERT_EQ(decode.scalars().size(), 1u);
+  ASSERT_GE(fa.scalars().size(), 1u);
   EXPECT_EQ(decode.scalars()[0].name, fa.scalars()[0].name);
   EXPECT_EQ(decode.layout_size(), fa.layout_size());
+}
+
+// ---- paged KV ----
+
+/// Runs a paged problem with tensors q, k_cache, v_cache, o, lse, block_table, seq_lens at
+/// 0x10000 * (i + 1).
+RecordingLauncher<FlashDecodeArgs> run_paged(const Params& params, const Problem& p,
+                                             const std::int64_t* layout = nullptr,
+                                             std::uint64_t block_table = 0x60000) {
+  const std::uint64_t tensors[7] = {0x10000, 0x20000, 0x30000, 0x40000,
+                                    0x50000, block_table, 0x70000};
+  const KernelHandle kernels[2] = {reinterpret_cast<KernelHandle>(0x100),
+                                   reinterpret_cast<KernelHandle>(0x200)};
+  const double scale = 0.0;
+  RunArgs a;
+  a.params = &params;
+  a.problem = &p;
+  a.tensors = tensors;
+  a.scalars = &scale;
+  a.kernels = kernels;
+  a.workspace = 0x100000;
+  a.layout = layout;
+  RecordingLauncher<FlashDecodeArgs> l;
+  op().run(a, l);
+  return l;
+}
+
+TEST(DecodePaged, PageIsAnExactDimWithReasons) {
+  const Problem p = op().parse_problem(kPagedBar);
+  EXPECT_EQ(p.values.back(), 16);
+  EXPECT_EQ(op().problem_key(p), "b=64,hq=32,hkv=8,nq=1,nk=8000,d=128,causal=no,page=16");
+  EXPECT_EQ(op().parse_problem(op().problem_key(p)), p);
+  // A key written before the page dim existed is the contiguous problem.
+  EXPECT_EQ(op().parse_problem("b=16,hq=32,hkv=8,nq=1,nk=4096,d=128,causal=no"),
+            op().default_problem());
+  const DimSpec& page = op().dims()[7];
+  EXPECT_EQ(page.name, "page");
+  EXPECT_TRUE(page.matched_exactly());
+  EXPECT_EQ(page.def.value_or(-1), 0);
+  for (int ok : {0, 16, 32, 64, 128, 256})
+    EXPECT_EQ(problem_error("b=2,hq=8,hkv=2,nq=1,nk=100,d=64,page=" + std::to_string(ok)), "")
+        << ok;
+  for (int bad : {1, 8, 48, 100, 255})
+    EXPECT_TRUE(
+        contains(problem_error("b=2,hq=8,hkv=2,nq=1,nk=100,d=64,page=" + std::to_string(bad)),
+                 "page=" + std::to_string(bad) +
+                     " is not a supported page size (0: contiguous; 16, 32, 64, 128, "
+                     "256)"))
+        << bad;
+  EXPECT_TRUE(contains(problem_error("b=65535,hq=1,hkv=1,nq=1,nk=1073741824,d=64,page=16"),
+                       "b=65535 x 67108864 pages of page=16: more than 2^31 - 1 pages (int32 "
+                       "page ids)"));
+  EXPECT_EQ(problem_error("b=511,hq=1,hkv=1,nq=1,nk=1073741824,d=64,page=256"), "");
+  EXPECT_TRUE(contains(problem_error("b=1,hq=8,hkv=8,nq=1,nk=100,d=64,page=512"),
+                       "out of range (allowed 0..256)"));
+}
+
+TEST(DecodePaged, TensorsInStableOrderWithTheirFills) {
+  const Problem p = op().parse_problem("b=3,hq=16,hkv=4,nq=2,nk=1000,d=64,page=32,causal=yes");
+  const std::vector<TensorSpec> ts = op().tensors(p, DType::f16);
+  ASSERT_EQ(ts.size(), 7u);
+  const char* names[] = {"q", "k_cache", "v_cache", "o", "lse", "block_table", "seq_lens"};
+  for (std::size_t i = 0; i < 7; ++i) EXPECT_EQ(ts[i].name, names[i]);
+  const std::int64_t pages = 3 * 32;  // ceil(1000 / 32) = 32 per sequence
+  EXPECT_EQ(ts[0].elements, 3 * 16 * 2 * 64);
+  EXPECT_EQ(ts[1].elements, pages * 32 * 4 * 64);
+  EXPECT_EQ(ts[2].elements, ts[1].elements);
+  EXPECT_EQ(ts[3].role, TensorRole::output);
+  EXPECT_TRUE(ts[4].optional);
+  EXPECT_EQ(ts[4].dtype, DType::f32);
+  for (std::size_t i : {5, 6}) {
+    EXPECT_EQ(ts[i].role, TensorRole::input);
+    EXPECT_EQ(ts[i].dtype, DType::i32);
+    EXPECT_FALSE(ts[i].optional);
+  }
+  EXPECT_EQ(ts[5].elements, pages);
+  EXPECT_EQ(ts[5].fill.kind, Fill::Kind::permutation);
+  EXPECT_EQ(ts[5].fill.first_int, pages);  // every page of the pool once
+  EXPECT_EQ(ts[6].elements, 3);
+  EXPECT_EQ(ts[6].fill.kind, Fill::Kind::uniform_int);
+  EXPECT_EQ(ts[6].fill.first_int, 1000 / 16);
+  EXPECT_EQ(ts[6].fill.last_int, 1000);
+  // Short caches: lengths from 1.
+  const Problem tiny = op().parse_problem("b=2,hq=8,hkv=8,nq=1,nk=7,d=64,page=16");
+  EXPECT_EQ(op().tensors(tiny, DType::bf16)[6].fill.first_int, 1);
+  EXPECT_EQ(op().tensors(tiny, DType::bf16)[5].elements, 2);
+  // The contiguous problem's tensors are today's five.
+  EXPECT_EQ(
+      op().tensors(op().parse_problem("b=3,hq=16,hkv=4,nq=2,nk=1000,d=64"), DType::f16).size(), 5u);
+
+  // Bytes: K/V rows of nk keys per sequence (an upper bound of seq_lens), not the pools' pages.
+  const Problem bar = op().parse_problem(kPagedBar);
+  const double kv = 2.0 * 2 * 64 * 8000 * 8 * 128;
+  const double rest = 2.0 * 2 * 64 * 32 * 128 + 4.0 * (64 * 32 + 64 * 500 + 64);
+  EXPECT_DOUBLE_EQ(op().min_bytes(bar, DType::bf16), kv + rest);
+  EXPECT_DOUBLE_EQ(
+      op().flops(bar, DType::bf16),
+      op().flops(op().parse_problem("b=64,hq=32,hkv=8,nq=1,nk=8000,d=128"), DType::bf16));
+}
+
+TEST(DecodePaged, LaunchesReadThePoolsThroughTheTable) {
+  const Problem p = op().parse_problem("b=3,hq=16,hkv=2,nq=5,nk=1000,d=64,causal=yes,page=16");
+  const Params params = op().parse_params("splits=3,block_m=32,block_n=64,warps=2,stages=4");
+  EXPECT_EQ(why("splits=3,block_m=32,block_n=64,warps=2,stages=4", op().problem_key(p)), "");
+  const auto ks = op().kernels(params, p, DType::f16);
+  ASSERT_EQ(ks.size(), 2u);
+  EXPECT_EQ(ks[0].name_expression,
+            "ktune::flash_decode_split<ktune::fp16, 64, 32, 64, 2, 4, true, 16>");
+  EXPECT_EQ(ks[1].name_expression, "ktune::flash_decode_combine<ktune::fp16, 64>");
+  // Two slots of 64 / 16 page ids after the ring.
+  EXPECT_EQ(op().dynamic_shared_bytes(params, p, DType::f16, 0),
+            32u * 144 + 4 * 2 * 64 * 144 + 2 * 4 * 4);
+  const Problem p256 = op().parse_problem("b=3,hq=16,hkv=2,nq=5,nk=1000,d=64,page=256");
+  EXPECT_EQ(op().dynamic_shared_bytes(params, p256, DType::f16, 0),
+            32u * 144 + 4 * 2 * 64 * 144 + 2 * 4);
+
+  const RecordingLauncher<FlashDecodeArgs> l = run_paged(params, p);
+  ASSERT_EQ(l.launches.size(), 2u);
+  EXPECT_EQ(l.launches[0].grid[0], 2u);
+  EXPECT_EQ(l.launches[0].grid[1], 3u);
+  EXPECT_EQ(l.launches[0].grid[2], 6u);
+  EXPECT_EQ(l.launches[0].shared_bytes, op().dynamic_shared_bytes(params, p, DType::f16, 0));
+  const FlashDecodeArgs& a = l.args[0];
+  EXPECT_EQ(a.k, reinterpret_cast<const void*>(0x20000));
+  EXPECT_EQ(a.v, reinterpret_cast<const void*>(0x30000));
+  EXPECT_EQ(a.block_table, reinterpret_cast<const int*>(0x60000));
+  EXPECT_EQ(a.seq_lens, reinterpret_cast<const int*>(0x70000));
+  EXPECT_EQ(a.page, 16);
+  EXPECT_EQ(a.pages_per_seq, 63);  // ceil(1000 / 16)
+  EXPECT_EQ(a.tiles_per_split, 6);
+  EXPECT_EQ(a.split_keys, 6 * 64);
+  EXPECT_EQ(a.seq_k, 1000);
+  // The pools' strides (documentation: the kernel derives them from Hkv and D).
+  EXPECT_EQ(a.k_batch_stride, 0);
+  EXPECT_EQ(a.k_head_stride, 64);
+  EXPECT_EQ(a.k_row_stride, 2 * 64);
+  EXPECT_EQ(a.v_row_stride, 2 * 64);
+  EXPECT_EQ(a.q_head_stride, 5 * 64);
+  EXPECT_EQ(std::memcmp(&l.args[0], &l.args[1], sizeof a), 0);
+
+  // The layout's q and o strides apply; its k and v entries are ignored, not checked.
+  std::int64_t layout[12] = {5 * 16 * 64, 64, 16 * 64, -1, 3, 0, 7, 7, 7, 5 * 16 * 64, 64, 16 * 64};
+  const FlashDecodeArgs b = run_paged(params, p, layout).args[0];
+  EXPECT_EQ(b.q_row_stride, 16 * 64);
+  EXPECT_EQ(b.o_head_stride, 64);
+  EXPECT_EQ(b.k_row_stride, 2 * 64);
+  layout[2] = 12;
+  EXPECT_TRUE(contains(run_error([&] { run_paged(params, p, layout); }),
+                       "flash_decode: q seq stride 12 must be a positive multiple of 8"));
+  EXPECT_TRUE(contains(run_error([&] { run_paged(params, p, nullptr, 0); }),
+                       "flash_decode: page=16 needs the block_table and seq_lens tensors"));
+  // Contiguous problems never read the two extra tensors.
+  const Problem c = op().parse_problem("b=3,hq=16,hkv=2,nq=5,nk=1000,d=64,causal=yes");
+  const FlashDecodeArgs ca = run(params, c).args[0];
+  EXPECT_EQ(ca.block_table, nullptr);
+  EXPECT_EQ(ca.seq_lens, nullptr);
+  EXPECT_EQ(ca.page, 0);
+}
+
+TEST(DecodePaged, ReferenceGathersThroughTheTable) {
+  const Problem p = op().parse_problem("b=2,hq=8,hkv=2,nq=17,nk=300,d=96,causal=yes,page=64");
+  const auto ref = op().reference_kernels(p, DType::bf16);
+  ASSERT_EQ(ref.size(), 1u);
+  EXPECT_EQ(ref[0].file, "decode/reference.cuh");
+  EXPECT_EQ(ref[0].name_expression, "ktune::flash_decode_paged_reference<ktune::bf16, 96, true>");
+  const std::uint64_t tensors[7] = {0x10000, 0x20000, 0x30000, 0x40000, 0x50000, 0x60000, 0x70000};
+  const KernelHandle kernel = reinterpret_cast<KernelHandle>(0x100);
+  const double scale = 0;
+  RunArgs a;
+  a.problem = &p;
+  a.tensors = tensors;
+  a.scalars = &scale;
+  a.kernels = &kernel;
+  RecordingLauncher<FlashDecodeArgs> l;
+  op().run_reference(a, l);
+  ASSERT_EQ(l.launches.size(), 1u);
+  const unsigned warps = l.launches[0].block[0] / 32;
+  EXPECT_GE(l.launches[0].grid[0] * warps, 17u);
+  EXPECT_LT((l.launches[0].grid[0] - 1) * warps, 17u);
+  EXPECT_EQ(l.launches[0].grid[1], 16u);
+  EXPECT_EQ(l.args[0].o, reinterpret_cast<void*>(0x40000));
+  EXPECT_EQ(l.args[0].block_table, reinterpret_cast<const int*>(0x60000));
+  EXPECT_EQ(l.args[0].seq_lens, reinterpret_cast<const int*>(0x70000));
+  EXPECT_EQ(l.args[0].page, 64);
+  EXPECT_EQ(l.args[0].pages_per_seq, 5);
+  EXPECT_EQ(l.args[0].o_row_stride, 96);  // float elements
+}
+
+// The copy's slot and row formulas give the page and row of key key0 + rt + i * rpi for every
+// tile, page size and copy shape (rpi = threads / (d / 8): 2 at d=256 with 2 warps, 64 at d=32
+// with 8 warps).
+TEST(DecodePaged, PageSlotsAddressEveryKey) {
+  int checked = 0;
+  for (int page : {16, 32, 64, 128, 256})
+    for (int block_n : {32, 64, 128})
+      for (int rpi : {2, 4, 8, 16, 32, 64}) {
+        if (rpi > block_n) continue;
+        EXPECT_EQ(flash_decode_page_slots(block_n, page), std::max(1, block_n / page));
+        for (long long key0 = 0; key0 < 1024; key0 += block_n)
+          for (int i = 0; i < block_n / rpi; ++i)
+            for (int rt = 0; rt < rpi; ++rt) {
+              const long long key = key0 + rt + i * rpi;
+              // The tile's pages start at page key0 / page of the sequence's table row.
+              ASSERT_EQ(key0 / page + flash_decode_copy_slot(i, rt, rpi, block_n, page), key / page)
+                  << page << " " << block_n << " " << rpi << " " << key;
+              ASSERT_EQ(flash_decode_copy_row(key0, i, rt, rpi, block_n, page), key % page);
+              ASSERT_LT(flash_decode_copy_slot(i, rt, rpi, block_n, page),
+                        flash_decode_page_slots(block_n, page));
+              ++checked;
+            }
+      }
+  EXPECT_GT(checked, 80000);
+  EXPECT_EQ(flash_decode_seq_len(-3, 100), 0);
+  EXPECT_EQ(flash_decode_seq_len(101, 100), 100);
+  EXPECT_EQ(flash_decode_splits_used(0, 256, 4), 1);
+  EXPECT_EQ(flash_decode_splits_used(256, 256, 4), 1);
+  EXPECT_EQ(flash_decode_splits_used(257, 256, 4), 2);
+  EXPECT_EQ(flash_decode_splits_used(5000, 256, 4), 4);
+}
+
+/// A paged layer in double: per sequence a length, a block table row, and pools of rows
+/// (one KV head: the head offset is a constant added to every row).
+struct PagedModel {
+  int page, pages_per_seq;
+  std::vector<int> table, lens;
+  std::vector<std::vector<double>> k_pool, v_pool;  // [page id * page + row][d]
+};
+
+/// The keys the kernel reads for split `split` of sequence b: tile by tile, the page ids of each
+/// tile coming from the table (prologue tiles) or from the two shared slots filled one tile
+/// ahead, exactly in the kernel's order. Returns false when the CTA exits at once.
+bool split_keys_of(const PagedModel& m, int b, int split, int tiles_per_split, int block_n,
+                   int stages, long long row_limit_max, std::vector<long long>& keys,
+                   std::vector<std::vector<double>>& k_rows,
+                   std::vector<std::vector<double>>& v_rows) {
+  const int len =
+      flash_decode_seq_len(m.lens[static_cast<std::size_t>(b)], m.pages_per_seq * m.page);
+  const int tiles = (len + block_n - 1) / block_n;
+  const int n_begin = split * tiles_per_split;
+  if (split > 0 && n_begin >= tiles) return false;
+  int n_end = std::min(tiles, n_begin + tiles_per_split);
+  if (row_limit_max < static_cast<long long>(n_end) * block_n)
+    n_end = row_limit_max <= 0 ? 0 : static_cast<int>((row_limit_max + block_n - 1) / block_n);
+  const int* table = m.table.data() + static_cast<std::size_t>(b) * m.pages_per_seq;
+  const int slots = flash_decode_page_slots(block_n, m.page);
+  std::vector<int> s_pages(2 * static_cast<std::size_t>(slots), -7);  // stale garbage
+  const auto page_id = [&](int n, int slot) {
+    const long long first = static_cast<long long>(n) * block_n / m.page + slot;
+    if (first * m.page >= len) return 0;  // past the sequence: the table is not read
+    EXPECT_LT(first, m.pages_per_seq);
+    return table[first];
+  };
+  // The copy of 4 warps at d=128: 8 rows per pass.
+  const int rpi = 8;
+  const auto load = [&](int n, const int* pages) {
+    const long long key0 = static_cast<long long>(n) * block_n;
+    std::vector<long long> at(static_cast<std::size_t>(block_n), -1);
+    for (int i = 0; i < block_n / rpi; ++i)
+      for (int rt = 0; rt < rpi; ++rt)
+        if (key0 + rt + i * rpi < len)
+          at[static_cast<std::size_t>(rt + i * rpi)] =
+              static_cast<long long>(pages[flash_decode_copy_slot(i, rt, rpi, block_n, m.page)]) *
+                  m.page +
+              flash_decode_copy_row(key0, i, rt, rpi, block_n, m.page);
+    for (int row = 0; row < block_n && key0 + row < len; ++row) {
+      keys.push_back(key0 + row);
+      k_rows.push_back(m.k_pool[static_cast<std::size_t>(at[static_cast<std::size_t>(row)])]);
+      v_rows.push_back(m.v_pool[static_cast<std::size_t>(at[static_cast<std::size_t>(row)])]);
+    }
+  };
+  for (int s = 0; s < stages - 1; ++s)
+    if (n_begin + s < n_end)
+      load(n_begin + s, table + static_cast<long long>(n_begin + s) * block_n / m.page);
+  {
+    const int mt = n_begin + stages - 1;
+    for (int t = 0; t < slots; ++t)
+      if (mt < n_end) s_pages[static_cast<std::size_t>((mt & 1) * slots + t)] = page_id(mt, t);
+  }
+  for (int n = n_begin; n < n_end; ++n) {
+    const int nl = n + stages - 1;
+    if (nl < n_end) load(nl, s_pages.data() + (nl & 1) * slots);
+    std::vector<int> next(static_cast<std::size_t>(slots), 0);
+    for (int t = 0; t < slots; ++t)
+      if (nl + 1 < n_end) next[static_cast<std::size_t>(t)] = page_id(nl + 1, t);
+    for (int t = 0; t < slots; ++t)
+      if (nl + 1 < n_end)
+        s_pages[static_cast<std::size_t>(((nl + 1) & 1) * slots + t)] =
+            next[static_cast<std::size_t>(t)];
+  }
+  return true;
+}
+
+TEST(DecodePaged, GatherSplitsAndCombineMatchPlainAttention) {
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<double> u(-2.0, 2.0);
+  const std::size_t d = 8;
+  const long long group = 2;
+  int checked = 0, exited = 0;
+  for (long long nk : {1LL, 17LL, 100LL, 333LL})
+    for (int page : {16, 32, 64, 128, 256})
+      for (int block_n : {32, 64, 128})
+        for (int splits : {1, 2, 3, 5})
+          for (int stages : {2, 3, 4}) {
+            if (flash_decode_used_splits(nk, block_n, splits) != splits) continue;
+            const int b_count = 3;
+            PagedModel m;
+            m.page = page;
+            m.pages_per_seq = static_cast<int>(flash_decode_pages(nk, page));
+            const int pool = b_count * m.pages_per_seq;
+            // The tuner's fills: a permutation of the pool's pages, lengths with both ends.
+            for (int i = 0; i < pool; ++i)
+              m.table.push_back(
+                  static_cast<int>(fill_permute(nk * 7 + page, static_cast<unsigned long long>(i),
+                                                static_cast<unsigned long long>(pool))));
+            for (int i = 0; i < b_count; ++i)
+              m.lens.push_back(static_cast<int>(
+                  fill_int_value(nk + page, static_cast<unsigned long long>(i), 1, nk)));
+            m.k_pool.resize(static_cast<std::size_t>(pool) * page);
+            m.v_pool.resize(m.k_pool.size());
+            for (auto* rows : {&m.k_pool, &m.v_pool})
+              for (auto& row : *rows) {
+                row.resize(d);
+                for (double& x : row) x = u(rng);
+              }
+            const long long per = flash_decode_tiles_per_split(nk, block_n, splits);
+            const int split_keys = static_cast<int>(per) * block_n;
+            for (bool causal : {false, true})
+              for (long long nq : {1LL, 3LL})
+                for (int b = 0; b < b_count; ++b) {
+                  const int len = m.lens[static_cast<std::size_t>(b)];
+                  // The sequence's keys, contiguous, straight from the table.
+                  std::vector<std::vector<double>> k, v;
+                  for (int j = 0; j < len; ++j) {
+                    const std::size_t at = static_cast<std::size_t>(
+                        m.table[static_cast<std::size_t>(b * m.pages_per_seq + j / page)] * page +
+                        j % page);
+                    k.push_back(m.k_pool[at]);
+                    v.push_back(m.v_pool[at]);
+                  }
+                  const int used = flash_decode_splits_used(len, split_keys, splits);
+                  for (long long r = 0; r < flash_decode_rows(group, nq); ++r) {
+                    std::vector<double> q(d);
+                    for (double& x : q) x = u(rng);
+                    const long long limit = flash_decode_row_limit(r, group, nq, len, causal);
+                    const Partial full = attend(q, k, v, 0.25, 0, len, limit);
+                    std::vector<Partial> parts;
+                    for (int s = 0; s < splits; ++s) {
+                      std::vector<long long> keys;
+                      std::vector<std::vector<double>> kr, vr;
+                      const bool ran = split_keys_of(
+                          m, b, s, static_cast<int>(per), block_n, stages,
+                          flash_decode_row_limit(r, group, nq, len, causal), keys, kr, vr);
+                      // The kernel exits exactly for the splits the combine skips.
+                      ASSERT_EQ(ran, s < used) << nk << " " << page << " " << s;
+                      if (!ran) {
+                        ++exited;
+                        continue;
+                      }
+                      // Every key read is the sequence's own key, in order, from its page.
+                      for (std::size_t i = 0; i < keys.size(); ++i) {
+                        ASSERT_EQ(keys[i], s * per * block_n + static_cast<long long>(i));
+                        ASSERT_EQ(kr[i], k[static_cast<std::size_t>(keys[i])]);
+                        ASSERT_EQ(vr[i], v[static_cast<std::size_t>(keys[i])]);
+                      }
+                      const long long k0 = keys.empty() ? 0 : keys.front();
+                      parts.push_back(attend(q, kr, vr, 0.25, 0,
+                                             static_cast<long long>(keys.size()), limit - k0));
+                    }
+                    const Partial combined = merge(parts, d);
+                    if (std::isinf(full.lse)) {
+                      EXPECT_TRUE(std::isinf(combined.lse) && combined.lse < 0);
+                    } else {
+                      EXPECT_NEAR(combined.lse, full.lse, 1e-12);
+                    }
+                    for (std::size_t i = 0; i < d; ++i)
+                      ASSERT_NEAR(combined.o[i], full.o[i], 1e-12);
+                    ++checked;
+                  }
+                }
+          }
+  EXPECT_GT(checked, 1000);
+  EXPECT_GT(exited, 100);  // short sequences leave splits empty
+}
+
+// ---- the tuner's fills for paged problems ----
+
+TEST(DecodePaged, PermutationFillUsesEveryPageOnce) {
+  for (unsigned long long seed : {0ull, 1ull, 20241121ull * 1000003ull + 5})
+    for (unsigned long long bound :
+         {1ull, 2ull, 3ull, 5ull, 16ull, 17ull, 100ull, 1000ull, 4096ull, 32000ull, 65537ull}) {
+      std::vector<char> seen(bound, 0);
+      unsigned long long fixed = 0, ascending = 0;
+      unsigned long long prev = 0;
+      for (unsigned long long i = 0; i < bound; ++i) {
+        const unsigned long long x = fill_permute(seed, i, bound);
+        ASSERT_LT(x, bound) << seed << " " << bound;
+        ASSERT_FALSE(seen[x]) << seed << " " << bound << " " << i;
+        seen[x] = 1;
+        fixed += x == i;
+        ascending += i > 0 && x == prev + 1;
+        prev = x;
+      }
+      // Fragmented: neither the identity nor runs of consecutive pages.
+      if (bound >= 100) {
+        EXPECT_LT(fixed, bound / 20 + 2) << bound;
+        EXPECT_LT(ascending, bound / 20 + 2) << bound;
+      }
+    }
+  int same = 0;  // the seed matters
+  for (unsigned long long i = 0; i < 16; ++i)
+    same += fill_permute(1, i, 1000) == fill_permute(2, i, 1000);
+  EXPECT_LT(same, 4);
+}
+
+TEST(DecodePaged, UniformIntFillMixesLengthsWithinTheRange) {
+  for (long long nk : {1LL, 2LL, 17LL, 1000LL, 8000LL, 1LL << 30}) {
+    const long long lo = std::max(1LL, nk / 16);
+    for (unsigned long long count : {1ull, 2ull, 3ull, 64ull}) {
+      std::set<long long> values;
+      for (unsigned long long i = 0; i < count; ++i) {
+        const long long x = fill_int_value(77, i, lo, nk);
+        ASSERT_GE(x, lo);
+        ASSERT_LE(x, nk);
+        values.insert(x);
+      }
+      EXPECT_EQ(*values.rbegin(), nk);  // element 0: the longest sequence
+      if (count >= 2) {
+        EXPECT_EQ(*values.begin(), lo);
+        if (lo < nk) {
+          EXPECT_GE(values.size(), 2u) << nk;  // never all equal
+        }
+      }
+      if (count == 64 && nk >= 1000) {
+        EXPECT_GT(values.size(), 50u);
+      }
+    }
+  }
+}
+
+// ---- NVRTC: the paged kernels and the new fill kernels compile ----
+
+TEST(DecodePaged, PagedKernelsAndFillsCompile) {
+  std::set<std::pair<std::string, std::string>> seen;
+  std::vector<CompileJob> jobs;
+  std::vector<bool> is_default;
+  const auto add = [&](const KernelSource& k, const std::string& arch, bool def) {
+    if (seen.insert({arch, k.name_expression}).second) {
+      jobs.push_back({k, arch, {}});
+      is_default.push_back(def);
+    }
+  };
+  for (const char* arch : {"sm_80", "sm_90a"}) {
+    const DeviceInfo dev = device(arch);
+    for (std::int64_t d : {64, 128, 256})
+      for (int page : {16, 256})
+        for (const char* dims : {"b=64,hq=32,hkv=8,nq=1,nk=8000", "b=1,hq=64,hkv=8,nq=1,nk=32768",
+                                 "b=4,hq=32,hkv=8,nq=16,nk=4096"})
+          for (DType t : {DType::bf16, DType::f16}) {
+            const Problem p = op().parse_problem(std::string(dims) + ",d=" + std::to_string(d) +
+                                                 ",page=" + std::to_string(page) +
+                                                 (t == DType::f16 ? ",causal=yes" : ""));
+            for (const KernelSource& k : op().kernels(op().default_params(p, t, dev), p, t))
+              add(k, arch, true);
+            for (const KernelSource& k : op().reference_kernels(p, t)) add(k, arch, false);
+          }
+    // Pages smaller than, equal to and larger than the tile.
+    const Problem p = op().parse_problem("b=2,hq=16,hkv=2,nq=5,nk=4096,d=128,page=32");
+    for (const char* params : {"splits=4,block_m=16,block_n=128,warps=4,stages=2",
+                               "splits=4,block_m=16,block_n=32,warps=2,stages=4"})
+      for (const KernelSource& k : op().kernels(op().parse_params(params), p, DType::bf16))
+        add(k, arch, false);
+    add({"common/check.cuh", "ktune::fill_permutation_kernel"}, arch, false);
+    add({"common/check.cuh", "ktune::fill_uniform_int_kernel"}, arch, false);
+  }
+  std::printf("compiling %zu distinct kernels\n", jobs.size());
+  const std::vector<CompileOutcome> outcomes = compile_parallel(Compiler(std::nullopt), jobs, 0);
+  ASSERT_EQ(outcomes.size(), jobs.size());
+  for (std::size_t i = 0; i < jobs.size(); ++i) {
+    const CompileOutcome& o = outcomes[i];
+    const std::string& expr = jobs[i].source.name_expression;
+    ASSERT_TRUE(o.kernel.has_value()) << expr << " for " << jobs[i].arch << ":\n" << o.error;
+    const KernelResources& r = o.kernel->resources;
+    std::printf("%s %-6s %-72s %3d registers, stack %d, spills %d/%d\n",
+                is_default[i] ? "default" : "other  ", jobs[i].arch.c_str(), expr.c_str(),
+                r.registers, r.local_bytes, r.spill_stores, r.spill_loads);
+    if (is_default[i]) {
+      EXPECT_EQ(r.spill_stores, 0) << jobs[i].arch << " " << expr;
+    } else {
+      EXPECT_LE(r.spill_stores, 64) << jobs[i].arch << " " << expr;
+    }
+  }
 }
 
 }  // namespace

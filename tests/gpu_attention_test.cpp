@@ -1,10 +1,13 @@
 // Flash attention through the public runtime API on the GPU, against the Eigen (double) CPU
 // reference: head dims, both dtypes, causal and not, nq != nk both ways, grouped-query and
 // multi-query heads, odd lengths, [B,H,S,D] and [B,S,H,D] layouts, the LSE; the default
-// configuration and non-default ones planted as the exact best of a database. Also the tuner's
-// fp32 reference kernel, and bad arguments through the C API. Skipped without a GPU.
+// configuration and non-default ones planted as the exact best of a database. The mask variants
+// (sliding window, soft-capping, ALiBi, and Gemma 2's window + softcap) through the generic entry.
+// Also the tuner's fp32 reference kernel, and bad arguments through the C API. Skipped without a
+// GPU.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -53,8 +56,19 @@ const std::filesystem::path& cache_dir() {
 
 Problem problem_of(const AttentionShape& s) {
   Problem p;
-  p.values = {s.b, s.hq, s.hkv, s.nq, s.nk, s.d, s.causal ? 1 : 0};
+  p.values = {s.b, s.hq, s.hkv, s.nq, s.nk, s.d, s.causal ? 1 : 0, s.window,
+              s.softcap > 0 ? 1 : 0, s.alibi_slopes.empty() ? 0 : 1};
   return p;
+}
+
+/// The fields of `s` a problem sets; the cap and the slopes are the caller's.
+AttentionShape shape_from(const Problem& p) {
+  AttentionShape s;
+  s.b = p.values[0], s.hq = p.values[1], s.hkv = p.values[2];
+  s.nq = p.values[3], s.nk = p.values[4], s.d = p.values[5];
+  s.causal = p.values[6] != 0;
+  s.window = p.values[7];
+  return s;
 }
 
 std::uint16_t to_bits(DType t, double v) {
@@ -160,12 +174,7 @@ struct Case {
 };
 
 AttentionShape shape_of(const Case& c, std::int64_t d) {
-  const Problem p = op().parse_problem(std::string(c.dims) + ",d=" + std::to_string(d));
-  AttentionShape s;
-  s.b = p.values[0], s.hq = p.values[1], s.hkv = p.values[2];
-  s.nq = p.values[3], s.nk = p.values[4], s.d = p.values[5];
-  s.causal = p.values[6] != 0;
-  return s;
+  return shape_from(op().parse_problem(std::string(c.dims) + ",d=" + std::to_string(d)));
 }
 
 const Case kCases[] = {
@@ -313,6 +322,147 @@ INSTANTIATE_TEST_SUITE_P(OtherHeadDims, GpuAttention,
                                             ::testing::Values(DType::bf16, DType::f16)),
                          case_name);
 
+// ---- mask variants ----
+
+struct VariantCase {
+  const char* dims;  // with window / softcap / alibi; d comes from the test parameter
+  double softcap;    // the cap with softcap=yes
+};
+
+const VariantCase kVariantCases[] = {
+    {"b=1,hq=4,hkv=2,nq=1000,nk=1000,causal=yes,window=256", 0},
+    {"b=2,hq=2,hkv=2,nq=333,nk=777,window=100", 0},                 // not causal, nq < nk
+    {"b=1,hq=2,hkv=1,nq=777,nk=333,causal=yes,window=64", 0},       // rows that see no key
+    {"b=1,hq=2,hkv=2,nq=200,nk=200,causal=yes,window=1", 0},        // the diagonal only
+    {"b=1,hq=2,hkv=2,nq=130,nk=4097,causal=yes,window=5000", 0},    // wider than nk
+    {"b=1,hq=4,hkv=4,nq=300,nk=300,softcap=yes", 2.0},              // the cap saturates
+    {"b=1,hq=4,hkv=4,nq=129,nk=1000,causal=yes,softcap=yes", 50.0},
+    {"b=1,hq=8,hkv=2,nq=500,nk=500,alibi=yes", 0},
+    {"b=1,hq=4,hkv=1,nq=257,nk=1025,causal=yes,alibi=yes", 0},
+    {"b=1,hq=8,hkv=4,nq=2048,nk=2048,causal=yes,window=1024,softcap=yes", 5.0},  // Gemma 2
+    {"b=2,hq=4,hkv=2,nq=1000,nk=1500,causal=yes,window=300,softcap=yes,alibi=yes", 3.0},
+    {"b=1,hq=2,hkv=2,nq=999,nk=999,window=77,softcap=yes,alibi=yes", 3.0},
+};
+
+class GpuAttentionVariants
+    : public ::testing::TestWithParam<std::tuple<VariantCase, std::int64_t, DType>> {
+ protected:
+  void SetUp() override {
+    KTUNE_REQUIRE_GPU();
+    ensure_context(0);
+    device_ = query_device(0);
+  }
+  /// Compiles every kernel the cases will dispatch, in parallel, into the shared cache.
+  static void SetUpTestSuite() {
+    if (!test::gpu_missing_reason().empty()) return;
+    ensure_context(0);
+    const DeviceInfo dev = query_device(0);
+    std::vector<CompileJob> jobs;
+    for (const VariantCase& c : kVariantCases)
+      for (std::int64_t d : {64, 128})
+        for (DType t : {DType::bf16, DType::f16}) {
+          const Problem p = op().parse_problem(std::string(c.dims) + ",d=" + std::to_string(d));
+          jobs.push_back({op().kernels(op().default_params(p, t, dev), p, t)[0], dev.arch(), {}});
+          for (const char* planted : {kPlanted[0], kPlanted[2], kPlanted[4]}) {
+            const Params params = op().parse_params(planted);
+            if (!op().invalid_reason(params, p, t, dev))
+              jobs.push_back({op().kernels(params, p, t)[0], dev.arch(), {}});
+          }
+        }
+    compile_parallel(Compiler(cache_dir()), jobs, 0);
+  }
+
+  DeviceInfo device_;
+  test::TempDir dir_;
+};
+
+/// One run through the generic entry (tensors q, k, v, o, lse, slopes; scalars scale, cap).
+void run_variant(Runtime& rt, const AttentionShape& s, DType t, const DeviceTensor& q,
+                 const DeviceTensor& k, const DeviceTensor& v, const DeviceBuffer& slopes,
+                 const AttentionResult& ref, const std::string& what) {
+  Outputs out(s, false);
+  out.poison(t);
+  rt.run("flash_attention", problem_of(s).values, t,
+         {q.ptr(), k.ptr(), v.ptr(), out.o_ptr(), out.lse_ptr(),
+          s.alibi_slopes.empty() ? nullptr : reinterpret_cast<const void*>(slopes.get())},
+         {s.scale, s.softcap}, nullptr);
+  KTUNE_CU(Driver::get().cuCtxSynchronize());
+  check_outputs(s, t, out, ref, true, what);
+}
+
+TEST_P(GpuAttentionVariants, DefaultAndTunedConfigsMatchTheReference) {
+  const auto& [c, d, t] = GetParam();
+  const Problem p = op().parse_problem(std::string(c.dims) + ",d=" + std::to_string(d));
+  AttentionShape s = shape_from(p);
+  if (p.values[8] != 0) s.softcap = c.softcap;
+  const std::string name = op().problem_key(p) + " " + dtype_name(t);
+  std::mt19937 rng(static_cast<unsigned>(std::hash<std::string>()(name)));
+  std::vector<float> slopes(static_cast<std::size_t>(s.hq), 0.f);
+  if (p.values[9] != 0) {
+    // Slopes as ALiBi makes them, 2^(-8 (h + 1) / hq), shuffled so heads differ from the order.
+    for (std::size_t h = 0; h < slopes.size(); ++h)
+      slopes[h] = std::exp2(-8.0f * static_cast<float>(h + 1) / static_cast<float>(slopes.size()));
+    std::shuffle(slopes.begin(), slopes.end(), rng);
+    s.alibi_slopes.assign(slopes.begin(), slopes.end());
+  }
+  DeviceBuffer slopes_dev(slopes.size() * 4);
+  KTUNE_CU(Driver::get().cuMemcpyHtoD(slopes_dev.get(), slopes.data(), slopes.size() * 4));
+  const DeviceTensor q(t, s.b, s.hq, s.nq, s.d, false, rng);
+  const DeviceTensor k(t, s.b, s.hkv, s.nk, s.d, false, rng);
+  const DeviceTensor v(t, s.b, s.hkv, s.nk, s.d, false, rng);
+  const AttentionResult ref = test::attention_ref(s, q.host, k.host, v.host);
+
+  RuntimeOptions ro;
+  ro.db_path = (dir_.path() / "empty.db").string();
+  ro.use_shipped_databases = false;
+  ro.cache_dir = cache_dir().string();
+  Runtime rt(ro);
+  EXPECT_EQ(rt.query("flash_attention", op().problem_key(p), t).kind, Match::default_config);
+  run_variant(rt, s, t, q, k, v, slopes_dev, ref, name + " default");
+
+  // Two planted configurations: other tile shapes, so the window's tile bounds and the per-warp
+  // skips are exercised with 32- and 128-key tiles.
+  int n = 0;
+  for (const char* planted : {kPlanted[0], kPlanted[2], kPlanted[4]}) {
+    const Params params = op().parse_params(planted);
+    if (op().invalid_reason(params, p, t, device_)) continue;
+    const std::filesystem::path db = dir_.path() / ("tuned-" + std::to_string(n++) + ".db");
+    {
+      Store store = Store::open(db, Store::Mode::read_write);
+      store.upsert_device(device_);
+      BestRecord b;
+      b.device_key = device_.key();
+      b.op = "flash_attention";
+      b.dtype = t;
+      b.problem_key = op().problem_key(p);
+      b.params_key = planted;
+      b.template_hash = op().template_hash();
+      b.median_us = 1.0;
+      store.set_best(b);
+    }
+    ro.db_path = db.string();
+    rt.configure(ro);
+    EXPECT_EQ(rt.query("flash_attention", op().problem_key(p), t).kind, Match::exact);
+    run_variant(rt, s, t, q, k, v, slopes_dev, ref, name + " " + planted);
+  }
+  EXPECT_GE(n, 2) << name;
+}
+
+std::string variant_name(
+    const ::testing::TestParamInfo<std::tuple<VariantCase, std::int64_t, DType>>& info) {
+  const auto& [c, d, t] = info.param;
+  std::string s = std::string(c.dims) + "_d" + std::to_string(d) + "_" + dtype_name(t);
+  for (char& ch : s)
+    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  return s;
+}
+
+INSTANTIATE_TEST_SUITE_P(Variants, GpuAttentionVariants,
+                         ::testing::Combine(::testing::ValuesIn(kVariantCases),
+                                            ::testing::Values(std::int64_t{64}, std::int64_t{128}),
+                                            ::testing::Values(DType::bf16, DType::f16)),
+                         variant_name);
+
 // ---- the tuner's fp32 reference kernel ----
 
 class GpuAttentionReference : public ::testing::Test {
@@ -327,7 +477,11 @@ TEST_F(GpuAttentionReference, MatchesTheCpuReference) {
   const Driver& cu = Driver::get();
   for (const char* dims : {"b=2,hq=8,hkv=2,nq=300,nk=77,d=64,causal=yes",
                            "b=1,hq=2,hkv=1,nq=77,nk=1000,d=128,causal=yes",
-                           "b=1,hq=3,hkv=3,nq=65,nk=129,d=256"}) {
+                           "b=1,hq=3,hkv=3,nq=65,nk=129,d=256",
+                           "b=1,hq=4,hkv=2,nq=300,nk=500,d=64,causal=yes,window=50,softcap=yes",
+                           "b=1,hq=4,hkv=2,nq=99,nk=300,d=128,window=20,alibi=yes",
+                           "b=1,hq=2,hkv=1,nq=200,nk=100,d=64,causal=yes,window=9,softcap=yes,"
+                           "alibi=yes"}) {
     const Problem p = op().parse_problem(dims);
     const DType t = DType::bf16;
     const std::vector<KernelSource> sources = op().reference_kernels(p, t);
@@ -336,12 +490,13 @@ TEST_F(GpuAttentionReference, MatchesTheCpuReference) {
     const Module module(ck.cubin);
     const KernelHandle kernel = module.function(ck.lowered_name);
 
-    const AttentionShape s = [&] {
-      AttentionShape x;
-      x.b = p.values[0], x.hq = p.values[1], x.hkv = p.values[2], x.nq = p.values[3];
-      x.nk = p.values[4], x.d = p.values[5], x.causal = p.values[6] != 0;
-      return x;
-    }();
+    AttentionShape s = shape_from(p);
+    if (p.values[8] != 0) s.softcap = 4.0;
+    std::vector<float> slopes(static_cast<std::size_t>(s.hq));
+    for (std::size_t h = 0; h < slopes.size(); ++h) slopes[h] = 0.1f * static_cast<float>(h + 1);
+    if (p.values[9] != 0) s.alibi_slopes.assign(slopes.begin(), slopes.end());
+    DeviceBuffer slopes_dev(slopes.size() * 4);
+    KTUNE_CU(cu.cuMemcpyHtoD(slopes_dev.get(), slopes.data(), slopes.size() * 4));
     std::mt19937 rng(11);
     const DeviceTensor q(t, s.b, s.hq, s.nq, s.d, false, rng);
     const DeviceTensor k(t, s.b, s.hkv, s.nk, s.d, false, rng);
@@ -350,13 +505,14 @@ TEST_F(GpuAttentionReference, MatchesTheCpuReference) {
     DeviceBuffer o(rows * static_cast<std::size_t>(s.d) * 4), lse(rows * 4);
     KTUNE_CU(cu.cuMemsetD32Async(o.get(), 0x7fc00000u, rows * static_cast<std::size_t>(s.d), nullptr));
     KTUNE_CU(cu.cuMemsetD32Async(lse.get(), 0x7fc00000u, rows, nullptr));
-    const std::uint64_t tensors[5] = {q.dev.get(), k.dev.get(), v.dev.get(), o.get(), lse.get()};
-    const double scale = 0.0;
+    const std::uint64_t tensors[6] = {q.dev.get(), k.dev.get(), v.dev.get(), o.get(), lse.get(),
+                                      slopes_dev.get()};
+    const double scalars[2] = {0.0, s.softcap};
     RunArgs a;
     a.problem = &p;
     a.dtype = t;
     a.tensors = tensors;
-    a.scalars = &scale;
+    a.scalars = scalars;
     a.kernels = &kernel;
     CudaLauncher launcher(nullptr);
     op().run_reference(a, launcher);

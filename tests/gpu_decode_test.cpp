@@ -2,13 +2,18 @@
 // and 8:1, MQA 16:1, nq 1..33, nk 1..4099 (partial tiles, splits of uneven length), head dims
 // 64/128/256, causal and not, bf16 and fp16, outputs poisoned with NaN, the LSE (and a null LSE
 // pointer), a [B,S,H,D] layout, non-default configurations from the space, and a CUDA graph
-// replaying the same bits. The op is run directly (compile, load, CudaLauncher, a workspace of
-// workspace_bytes()). Skipped without a GPU.
+// replaying the same bits. Paged KV (page 16 and 256): pools with a shuffled block table, mixed
+// sequence lengths 1..nk (1 and nk always), GQA and MQA, causal against each sequence's own
+// length, the defaults and split points of the space, against the same double reference run on
+// each sequence's gathered keys. The op is run directly (compile, load, CudaLauncher, a workspace
+// of workspace_bytes()). Skipped without a GPU.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <numeric>
 #include <map>
 #include <memory>
 #include <random>
@@ -40,9 +45,9 @@ const std::filesystem::path& cache_dir() {
   return dir.path();
 }
 
-Problem problem_of(const AttentionShape& s) {
+Problem problem_of(const AttentionShape& s, std::int64_t page = 0) {
   Problem p;
-  p.values = {s.b, s.hq, s.hkv, s.nq, s.nk, s.d, s.causal ? 1 : 0};
+  p.values = {s.b, s.hq, s.hkv, s.nq, s.nk, s.d, s.causal ? 1 : 0, page};
   return p;
 }
 
@@ -95,8 +100,9 @@ struct Prepared {
   DeviceBuffer workspace;
   std::vector<std::int64_t> layout;  // empty: contiguous [B, H, S, D]
 
-  Prepared(const Params& p, const AttentionShape& s, DType t, const DeviceInfo& dev, bool bshd)
-      : params(p), problem(problem_of(s)), dtype(t) {
+  Prepared(const Params& p, const AttentionShape& s, DType t, const DeviceInfo& dev, bool bshd,
+           std::int64_t page = 0)
+      : params(p), problem(problem_of(s, page)), dtype(t) {
     const std::vector<KernelSource> sources = op().kernels(params, problem, dtype);
     for (std::size_t i = 0; i < sources.size(); ++i)
       kernels.push_back(
@@ -121,6 +127,24 @@ struct Prepared {
     a.workspace = workspace.get();
     a.kernels = kernels.data();
     a.layout = layout.empty() ? nullptr : layout.data();
+    CudaLauncher launcher(stream);
+    op().run(a, launcher);
+  }
+
+  /// Paged: q, the pools, o, lse, then the block table and the lengths.
+  void run_paged(const DeviceTensor& q, CUdeviceptr k_pool, CUdeviceptr v_pool, CUdeviceptr o,
+                 CUdeviceptr lse, CUdeviceptr block_table, CUdeviceptr seq_lens,
+                 CUstream stream) const {
+    const std::uint64_t tensors[7] = {q.dev.get(), k_pool, v_pool, o, lse, block_table, seq_lens};
+    const double scale = 0.0;
+    RunArgs a;
+    a.params = &params;
+    a.problem = &problem;
+    a.dtype = dtype;
+    a.tensors = tensors;
+    a.scalars = &scale;
+    a.workspace = workspace.get();
+    a.kernels = kernels.data();
     CudaLauncher launcher(stream);
     op().run(a, launcher);
   }
@@ -340,6 +364,186 @@ TEST_P(GpuDecode, SpacePointsLayoutsAndGraphs) {
   }
 }
 
+// ---- paged KV ----
+
+/// A paged K/V cache on the device: pools [pages, page, Hkv, D] of random values rounded to t
+/// (never 0), a shuffled block table (every page once) and the sequences' lengths.
+struct PagedCache {
+  std::int64_t page, pages_per_seq, hkv, d;
+  std::vector<int> table, lens;
+  std::vector<double> k, v;  // the pools, as the device holds them
+  DeviceBuffer k_dev, v_dev, table_dev, lens_dev;
+
+  PagedCache(DType t, std::int64_t b, std::int64_t hkv_, std::int64_t nk, std::int64_t d_,
+             std::int64_t page_, std::mt19937& rng)
+      : page(page_), pages_per_seq((nk + page_ - 1) / page_), hkv(hkv_), d(d_) {
+    const std::int64_t pages = b * pages_per_seq;
+    table.resize(static_cast<std::size_t>(pages));
+    std::iota(table.begin(), table.end(), 0);
+    std::shuffle(table.begin(), table.end(), rng);
+    // Both ends always, the rest anywhere in 1..nk.
+    std::uniform_int_distribution<std::int64_t> len(1, nk);
+    for (std::int64_t i = 0; i < b; ++i)
+      lens.push_back(static_cast<int>(i == 0 ? nk : i == 1 ? 1 : len(rng)));
+    std::uniform_real_distribution<double> u(-2.0, 2.0);
+    const std::size_t n = static_cast<std::size_t>(pages * page * hkv * d);
+    for (const auto& [host, dev] : {std::pair{&k, &k_dev}, std::pair{&v, &v_dev}}) {
+      host->resize(n);
+      std::vector<std::uint16_t> bits(n);
+      for (std::size_t i = 0; i < n; ++i) {
+        double x = test::round_to(t, u(rng));
+        if (x == 0.0) x = 0.25;
+        (*host)[i] = x;
+        bits[i] = t == DType::bf16 ? test::float_to_bf16_bits(static_cast<float>(x))
+                                   : test::float_to_fp16_bits(static_cast<float>(x));
+      }
+      *dev = DeviceBuffer(n * 2);
+      KTUNE_CU(Driver::get().cuMemcpyHtoD(dev->get(), bits.data(), n * 2));
+    }
+    table_dev = DeviceBuffer(table.size() * 4);
+    KTUNE_CU(Driver::get().cuMemcpyHtoD(table_dev.get(), table.data(), table.size() * 4));
+    lens_dev = DeviceBuffer(lens.size() * 4);
+    KTUNE_CU(Driver::get().cuMemcpyHtoD(lens_dev.get(), lens.data(), lens.size() * 4));
+  }
+
+  /// Sequence b's keys (or values) gathered into a contiguous [1, Hkv, len, D] tensor.
+  test::AttentionTensor gather(const std::vector<double>& pool, std::int64_t b) const {
+    const std::int64_t len = lens[static_cast<std::size_t>(b)];
+    test::AttentionTensor out;
+    test::attention_strides(1, hkv, len, d, false, out);
+    for (std::int64_t h = 0; h < hkv; ++h)
+      for (std::int64_t j = 0; j < len; ++j) {
+        const std::int64_t pg = table[static_cast<std::size_t>(b * pages_per_seq + j / page)];
+        for (std::int64_t i = 0; i < d; ++i)
+          out.data[static_cast<std::size_t>(h * out.head + j * out.seq + i)] =
+              pool[static_cast<std::size_t>(((pg * page + j % page) * hkv + h) * d + i)];
+      }
+    return out;
+  }
+};
+
+/// The double reference of a paged batch: each sequence on its own gathered keys, its length as
+/// nk (so causal is aligned to it), results laid out as one [B, Hq, Nq] batch.
+AttentionResult paged_reference(const AttentionShape& s, const DeviceTensor& q,
+                                const PagedCache& cache) {
+  AttentionResult all;
+  for (std::int64_t b = 0; b < s.b; ++b) {
+    AttentionShape one = s;
+    one.b = 1;
+    one.nk = cache.lens[static_cast<std::size_t>(b)];
+    test::AttentionTensor q1;
+    test::attention_strides(1, s.hq, s.nq, s.d, false, q1);
+    for (std::int64_t h = 0; h < s.hq; ++h)
+      for (std::int64_t r = 0; r < s.nq; ++r)
+        for (std::int64_t i = 0; i < s.d; ++i)
+          q1.data[static_cast<std::size_t>(h * q1.head + r * q1.seq + i)] = q.host.at(b, h, r, i);
+    const AttentionResult r =
+        test::attention_ref(one, q1, cache.gather(cache.k, b), cache.gather(cache.v, b));
+    all.o.insert(all.o.end(), r.o.begin(), r.o.end());
+    all.lse.insert(all.lse.end(), r.lse.begin(), r.lse.end());
+  }
+  return all;
+}
+
+class GpuDecodePaged : public ::testing::TestWithParam<std::tuple<std::int64_t, DType>> {
+ protected:
+  void SetUp() override {
+    KTUNE_REQUIRE_GPU();
+    ensure_context(0);
+    device_ = query_device(0);
+  }
+  DeviceInfo device_;
+};
+
+// Mixed lengths (1 and nk among them) over a shuffled pool: the default and points of the space
+// with several splits (empty splits for the short sequences) and with tiles smaller and larger
+// than a page, for d = 64, 128, 256, causal and not, GQA 4:1, MQA 16:1 and MHA.
+TEST_P(GpuDecodePaged, MixedLengthsMatchTheReference) {
+  const auto& [page, t] = GetParam();
+  for (std::int64_t d : {64, 128, 256})
+    for (const char* dims : {"b=5,hq=32,hkv=8,nq=1,nk=1000", "b=4,hq=16,hkv=1,nq=5,nk=4099",
+                             "b=3,hq=8,hkv=8,nq=33,nk=300"})
+      for (bool causal : {false, true}) {
+        const Problem p =
+            op().parse_problem(std::string(dims) + ",d=" + std::to_string(d) +
+                               ",page=" + std::to_string(page) + (causal ? ",causal=yes" : ""));
+        AttentionShape s;
+        s.b = p.values[0], s.hq = p.values[1], s.hkv = p.values[2], s.nq = p.values[3];
+        s.nk = p.values[4], s.d = d, s.causal = causal;
+        const std::string name = op().problem_key(p) + " " + dtype_name(t);
+        std::mt19937 rng(static_cast<unsigned>(std::hash<std::string>()(name)));
+        const DeviceTensor q(t, s.b, s.hq, s.nq, s.d, false, rng);
+        const PagedCache cache(t, s.b, s.hkv, s.nk, s.d, page, rng);
+        const AttentionResult ref = paged_reference(s, q, cache);
+        // The default, the most splits, and a tile of another size than the default's.
+        std::vector<Params> points{op().default_params(p, t, device_)};
+        const std::vector<Params> valid = Space(op(), p, t, device_).valid_points();
+        ASSERT_FALSE(valid.empty()) << name;
+        points.push_back(*std::max_element(
+            valid.begin(), valid.end(),
+            [](const Params& a, const Params& b) { return a.values[0] < b.values[0]; }));
+        for (const Params& v : valid)
+          if (v.values[2] != points[0].values[2] && v.values[0] > 1) {
+            points.push_back(v);
+            break;
+          }
+        int n = 0;
+        for (const Params& params : points) {
+          ASSERT_EQ(op().invalid_reason(params, p, t, device_), std::nullopt) << name;
+          const Prepared prep(params, s, t, device_, false, page);
+          Outputs out(s, false);
+          out.poison(t);
+          const bool with_lse = n++ != 1;
+          prep.run_paged(q, cache.k_dev.get(), cache.v_dev.get(), out.o.get(),
+                         with_lse ? out.lse.get() : 0, cache.table_dev.get(), cache.lens_dev.get(),
+                         nullptr);
+          KTUNE_CU(Driver::get().cuCtxSynchronize());
+          check(s, t, out, ref, with_lse, name + " " + op().params_key(params));
+        }
+      }
+}
+
+// The tuner's path: the paged reference kernel (decode/reference.cuh) on the GPU agrees with the
+// double reference, so a sweep's verification of a paged problem checks the right thing.
+TEST_P(GpuDecodePaged, ReferenceKernelMatchesTheDoubleReference) {
+  const auto& [page, t] = GetParam();
+  const Problem p = op().parse_problem("b=4,hq=16,hkv=4,nq=3,nk=777,d=128,causal=yes,page=" +
+                                       std::to_string(page));
+  AttentionShape s;
+  s.b = 4, s.hq = 16, s.hkv = 4, s.nq = 3, s.nk = 777, s.d = 128, s.causal = true;
+  std::mt19937 rng(3);
+  const DeviceTensor q(t, s.b, s.hq, s.nq, s.d, false, rng);
+  const PagedCache cache(t, s.b, s.hkv, s.nk, s.d, page, rng);
+  const AttentionResult ref = paged_reference(s, q, cache);
+  const std::vector<KernelSource> sources = op().reference_kernels(p, t);
+  ASSERT_EQ(sources.size(), 1u);
+  const KernelHandle kernel = load(sources[0], device_, 0);
+  DeviceBuffer o(ref.o.size() * 4), lse(ref.lse.size() * 4);
+  const std::uint64_t tensors[7] = {
+      q.dev.get(), cache.k_dev.get(),     cache.v_dev.get(),   o.get(),
+      lse.get(),   cache.table_dev.get(), cache.lens_dev.get()};
+  const double scale = 0.0;
+  RunArgs a;
+  a.problem = &p;
+  a.dtype = t;
+  a.tensors = tensors;
+  a.scalars = &scale;
+  a.kernels = &kernel;
+  CudaLauncher launcher(nullptr);
+  op().run_reference(a, launcher);
+  KTUNE_CU(Driver::get().cuCtxSynchronize());
+  std::vector<float> got(ref.o.size()), got_lse(ref.lse.size());
+  KTUNE_CU(Driver::get().cuMemcpyDtoH(got.data(), o.get(), got.size() * 4));
+  KTUNE_CU(Driver::get().cuMemcpyDtoH(got_lse.data(), lse.get(), got_lse.size() * 4));
+  for (std::size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], ref.o[i], 1e-4) << i;
+  for (std::size_t i = 0; i < got_lse.size(); ++i)
+    if (std::isinf(ref.lse[i])) {
+      EXPECT_EQ(got_lse[i], ref.lse[i]) << i;
+    } else {
+      EXPECT_NEAR(got_lse[i], ref.lse[i], 1e-4) << i;
+    }
+}
+
 std::string case_name(const ::testing::TestParamInfo<std::tuple<std::int64_t, DType>>& info) {
   return "d" + std::to_string(std::get<0>(info.param)) + "_" + dtype_name(std::get<1>(info.param));
 }
@@ -349,6 +553,14 @@ INSTANTIATE_TEST_SUITE_P(HeadDims, GpuDecode,
                                                               std::int64_t{256}),
                                             ::testing::Values(DType::bf16, DType::f16)),
                          case_name);
+
+INSTANTIATE_TEST_SUITE_P(Pages, GpuDecodePaged,
+                         ::testing::Combine(::testing::Values(std::int64_t{16}, std::int64_t{256}),
+                                            ::testing::Values(DType::bf16, DType::f16)),
+                         [](const ::testing::TestParamInfo<std::tuple<std::int64_t, DType>>& i) {
+                           return "page" + std::to_string(std::get<0>(i.param)) + "_" +
+                                  dtype_name(std::get<1>(i.param));
+                         });
 
 }  // namespace
 }  // namespace ktune

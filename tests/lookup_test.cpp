@@ -310,8 +310,18 @@ TEST(ProblemDistance, ExactDimsMustMatch) {
   Problem d1 = op.parse_problem("b=2,hq=16,hkv=16,nq=1,nk=4096,d=128");
   EXPECT_TRUE(std::isinf(problem_distance(op, d16, d17)));
   EXPECT_NEAR(problem_distance(op, d16, d1), std::log(16.0), 1e-12);
+  // window: 0 (none) in its own regime; equal values, 0 included, are distance 0.
+  Problem w0 = op.parse_problem("b=2,hq=16,hkv=16,nq=4096,nk=4096,d=128,window=0");
+  Problem w4k = op.parse_problem("b=2,hq=16,hkv=16,nq=4096,nk=4096,d=128,window=4096");
+  Problem w2k = op.parse_problem("b=2,hq=16,hkv=16,nq=4096,nk=4096,d=128,window=2048");
+  EXPECT_DOUBLE_EQ(problem_distance(op, w0, w0), 0.0);
+  EXPECT_TRUE(std::isinf(problem_distance(op, w0, w4k)));
+  EXPECT_NEAR(problem_distance(op, w2k, w4k), std::log(2.0), 1e-12);
   const std::vector<DimSpec>& dims = op.dims();
-  for (const DimSpec& d : dims) EXPECT_EQ(d.matched_exactly(), d.name == "d" || d.name == "causal") << d.name;
+  for (const DimSpec& d : dims)
+    EXPECT_EQ(d.matched_exactly(),
+              d.name == "d" || d.name == "causal" || d.name == "softcap" || d.name == "alibi")
+        << d.name;
 }
 
 // ---- what the lookup reports (issue 7, finding 5) ----

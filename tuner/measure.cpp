@@ -49,6 +49,8 @@ std::vector<KernelSource> check_kernel_sources(DType dtype) {
   s[kCompareF32] = {"common/check.cuh", "ktune::compare_kernel<float>"};
   s[kFillIds] = {"common/check.cuh", "ktune::fill_ids_kernel"};
   s[kCompareI32] = {"common/check.cuh", "ktune::compare_kernel<int>"};
+  s[kFillPermutation] = {"common/check.cuh", "ktune::fill_permutation_kernel"};
+  s[kFillUniformInt] = {"common/check.cuh", "ktune::fill_uniform_int_kernel"};
   return s;
 }
 

@@ -66,9 +66,11 @@ struct ProblemRequest {
 };
 
 /// The verification kernels of ProblemRequest::checks, in this order: fill and compare for the
-/// op's dtype, for fp32 tensors (router logits, log-sum-exp), ids fill and int compare.
+/// op's dtype, for fp32 tensors (router logits, log-sum-exp), ids fill and int compare, then the
+/// int32 fills of a permutation (block tables) and of a range (sequence lengths).
 enum CheckKernel : std::size_t {
-  kFill, kCompare, kFillF32, kCompareF32, kFillIds, kCompareI32, kCheckKernels
+  kFill, kCompare, kFillF32, kCompareF32, kFillIds, kCompareI32, kFillPermutation,
+  kFillUniformInt, kCheckKernels
 };
 
 struct TimingSettings {

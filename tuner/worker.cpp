@@ -229,7 +229,8 @@ class Worker {
     std::size_t io_bytes = 0;
   };
 
-  // Each input as its spec says: uniform values of its own dtype, or distinct int32 ids.
+  // Each input as its spec says: uniform values of its own dtype, distinct int32 ids, an int32
+  // permutation or int32 values in a range.
   void fill_inputs(ProblemState& p) {
     CudaLauncher launcher(stream_);
     for (std::size_t i = 0; i < p.specs.size(); ++i) {
@@ -248,6 +249,29 @@ class Worker {
         a.bound = static_cast<int>(spec.fill.hi);
         a.seed = seed;
         launch_1d(launcher, p.checks->handles[kFillIds], a.rows, &a, sizeof a);
+        continue;
+      }
+      if (spec.fill.kind == Fill::Kind::permutation || spec.fill.kind == Fill::Kind::uniform_int) {
+        const bool perm = spec.fill.kind == Fill::Kind::permutation;
+        constexpr std::int64_t kIntMax = 2147483647;
+        const bool fits = perm ? spec.fill.first_int == spec.elements && spec.elements <= kIntMax
+                               : spec.fill.first_int <= spec.fill.last_int &&
+                                     spec.fill.first_int >= -kIntMax - 1 &&
+                                     spec.fill.last_int <= kIntMax;
+        if (spec.dtype != DType::i32 || !fits)
+          throw Error("worker: input " + spec.name + " (" + dtype_name(spec.dtype) + ", " +
+                      std::to_string(spec.elements) + " elements) cannot hold " +
+                      (perm ? "a permutation of [0, " + std::to_string(spec.fill.first_int) + ")"
+                            : "int32 values in [" + std::to_string(spec.fill.first_int) + ", " +
+                                  std::to_string(spec.fill.last_int) + "]"));
+        FillIntArgs a{};
+        a.data = reinterpret_cast<int*>(p.buffers[i].get());
+        a.count = static_cast<unsigned long long>(spec.elements);
+        a.seed = seed;
+        a.lo = spec.fill.first_int;
+        a.hi = spec.fill.last_int;
+        launch_1d(launcher, p.checks->handles[perm ? kFillPermutation : kFillUniformInt], a.count,
+                  &a, sizeof a);
         continue;
       }
       if (spec.dtype != p.dtype && spec.dtype != DType::f32)

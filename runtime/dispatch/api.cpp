@@ -100,18 +100,19 @@ void Runtime::flash_attention(const void* q, const void* k, const void* v, void*
                               std::int64_t b, std::int64_t hq, std::int64_t hkv, std::int64_t nq,
                               std::int64_t nk, std::int64_t d, bool causal, float scale,
                               DType dtype, Stream stream, const AttentionLayout* layout) {
-  const std::int64_t dims[] = {b, hq, hkv, nq, nk, d, causal ? 1 : 0};
-  const std::uint64_t t[] = {addr(q), addr(k), addr(v), addr(o), addr(lse)};
-  const double s[] = {scale};
+  // No mask variant here (window 0, softcap no, alibi no): no slopes tensor, cap unused.
+  const std::int64_t dims[] = {b, hq, hkv, nq, nk, d, causal ? 1 : 0, 0, 0, 0};
+  const std::uint64_t t[] = {addr(q), addr(k), addr(v), addr(o), addr(lse), 0};
+  const double s[] = {scale, 0.0};
   if (!layout) {
-    impl_->run(KTUNE_OP_INDEX("flash_attention"), dtype, dims, 7, t, 5, s, 1, stream, nullptr);
+    impl_->run(KTUNE_OP_INDEX("flash_attention"), dtype, dims, 10, t, 6, s, 2, stream, nullptr);
     return;
   }
   const std::int64_t strides[12] = {layout->q.batch, layout->q.head, layout->q.seq,
                                     layout->k.batch, layout->k.head, layout->k.seq,
                                     layout->v.batch, layout->v.head, layout->v.seq,
                                     layout->o.batch, layout->o.head, layout->o.seq};
-  impl_->run(KTUNE_OP_INDEX("flash_attention"), dtype, dims, 7, t, 5, s, 1, stream, strides);
+  impl_->run(KTUNE_OP_INDEX("flash_attention"), dtype, dims, 10, t, 6, s, 2, stream, strides);
 }
 
 void Runtime::moe(const MoeArgs& args, Stream stream) {

@@ -23,6 +23,7 @@ double problem_distance(const Op& op, const Problem& a, const Problem& b) {
       if (a.values[i] != b.values[i]) return std::numeric_limits<double>::infinity();
       continue;
     }
+    if (a.values[i] == b.values[i]) continue;  // (also a 0, which has no logarithm)
     if (dims[i].regime(a.values[i]) != dims[i].regime(b.values[i]))
       return std::numeric_limits<double>::infinity();
     double d = std::log(static_cast<double>(a.values[i])) - std::log(static_cast<double>(b.values[i]));

@@ -39,6 +39,11 @@ struct FlashAttentionArgs {
   int seq_q;                     // Nq >= 1
   int seq_k;                     // Nk >= 1
   float scale;                   // softmax scale (> 0), usually 1/sqrt(D)
+  // Mask variants; each is read only by kernels instantiated with its flag (WINDOW, SOFTCAP,
+  // ALIBI), so configurations without them ignore these fields.
+  int window;                    // > 0: query row i sees keys j > i + Nk - Nq - window
+  float softcap;                 // > 0: scores become softcap * tanh(score / softcap)
+  const float* alibi_slopes;     // [Hq] fp32: score -= slope[h] * |j - (i + Nk - Nq)|
 };
 
 /// Dynamic shared memory of flash_attention_fwd: the Q tile plus STAGES K and V tiles, 16-bit
@@ -55,7 +60,8 @@ KTUNE_ATTN_HD constexpr unsigned flash_attention_grid_x(int seq_q, int block_m) 
 }
 
 /// nullptr when flash_attention_fwd<T, D, BLOCK_M, BLOCK_N, WARPS, STAGES, CAUSAL, Q_IN_REGS,
-/// MIN_CTAS, SMEM_PAD> compiles; otherwise why not (the kernel's static_asserts).
+/// MIN_CTAS, SMEM_PAD, WINDOW, SOFTCAP, ALIBI> compiles (the mask variants never matter here);
+/// otherwise why not (the kernel's static_asserts).
 /// Whether it also fits in registers without spilling only ptxas tells.
 KTUNE_ATTN_HD constexpr const char* flash_attention_invalid_reason(int d, int block_m, int block_n,
                                                                    int warps, int stages,

@@ -2,6 +2,7 @@
 // invalid point, per-architecture defaults, and the launches of the kernel and its reference.
 #include "templates/attention/attention_op.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -12,7 +13,7 @@ namespace ktune {
 namespace {
 
 // Problem dimensions and tunables, in declared order.
-enum Dim : std::size_t { kB, kHq, kHkv, kNq, kNk, kD, kCausal };
+enum Dim : std::size_t { kB, kHq, kHkv, kNq, kNk, kD, kCausal, kWindow, kSoftcap, kAlibi };
 enum Param : std::size_t { kBlockM, kBlockN, kWarps, kStages, kQRegs, kSmemPad, kImpl };
 
 constexpr std::int64_t kMaxGridY = 65535;                      // b * hq rows of the grid
@@ -25,11 +26,30 @@ constexpr std::int64_t kHeadDims[] = {32, 64, 96, 128, 256};
 struct Shape {
   std::int64_t b, hq, hkv, nq, nk, d;
   bool causal;
+  std::int64_t window;  // 0: none
+  bool softcap, alibi;
 };
 
+/// A problem of 7 values (flash_decode's, which shares the first 7 dims and delegates its
+/// tensors and reference here) has every mask variant off.
 Shape shape_of(const Problem& p) {
   const std::vector<std::int64_t>& v = p.values;
-  return {v[kB], v[kHq], v[kHkv], v[kNq], v[kNk], v[kD], v[kCausal] != 0};
+  const auto at = [&](Dim i) { return i < v.size() ? v[i] : 0; };
+  return {v[kB], v[kHq], v[kHkv], v[kNq], v[kNk], v[kD], v[kCausal] != 0,
+          at(kWindow), at(kSoftcap) != 0, at(kAlibi) != 0};
+}
+
+/// Score-value pairs a row sees, summed over rows: sum over i in [0, nq) of clamp(i + c, 0, nk),
+/// the keys j < i + c (bottom-right aligned bounds), in closed form.
+double clamped_sum(std::int64_t c, std::int64_t nq, std::int64_t nk) {
+  // x = i + c runs over [c, c + nq - 1]: 0 below 0, x on [0, nk], nk above.
+  const std::int64_t lo = std::max<std::int64_t>(c, 0), hi = std::min(c + nq - 1, nk);
+  double sum = 0.0;
+  if (lo <= hi) sum += (static_cast<double>(lo) + static_cast<double>(hi)) *
+                       static_cast<double>(hi - lo + 1) / 2.0;
+  const std::int64_t above = c + nq - 1 - std::max(nk, c - 1);  // x in (nk, c + nq - 1]
+  if (above > 0) sum += static_cast<double>(above) * static_cast<double>(nk);
+  return sum;
 }
 
 struct Config {
@@ -53,6 +73,12 @@ std::string str(std::int64_t v) { return std::to_string(v); }
 
 const char* kernel_type(DType t) { return t == DType::bf16 ? "ktune::bf16" : "ktune::fp16"; }
 const char* cpp_bool(bool b) { return b ? "true" : "false"; }
+
+/// The template arguments of the mask variants: ", WINDOW, SOFTCAP, ALIBI".
+std::string variant_args(const Shape& s) {
+  return std::string(", ") + cpp_bool(s.window > 0) + ", " + cpp_bool(s.softcap) + ", " +
+         cpp_bool(s.alibi);
+}
 
 /// Built-in configuration per architecture and head dimension. Should not affect results, only
 /// speed. The first row with cc_major <= the device's and the problem's d applies.
@@ -130,6 +156,21 @@ FlashAttentionArgs make_args(const RunArgs& a, const Shape& s) {
   // <= 0 (and NaN) select the usual 1/sqrt(d).
   k.scale = scale > 0 ? static_cast<float>(scale)
                       : static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.d)));
+  // The variants' arguments are read only when the problem asks for them (flash_decode passes
+  // one scalar and five tensors).
+  k.window = static_cast<int>(s.window);  // <= 2^30, the dim's range
+  if (s.softcap) {
+    const double cap = a.scalars[1];
+    if (!(cap > 0) || std::isinf(cap))
+      throw InvalidArgument("flash_attention: softcap " + std::to_string(cap) +
+                            " must be a positive finite cap with softcap=yes");
+    k.softcap = static_cast<float>(cap);
+  }
+  if (s.alibi) {
+    k.alibi_slopes = static_cast<const float*>(tensor(a, 5));
+    if (!k.alibi_slopes)
+      throw InvalidArgument("flash_attention: alibi=yes needs the alibi_slopes tensor ([hq] fp32)");
+  }
   return k;
 }
 
@@ -145,7 +186,19 @@ class FlashAttentionOp final : public Op {
               {"d", 32, 256, {}, std::nullopt, "head dimension: 32, 64, 96, 128 or 256",
                /*exact=*/true},
               {"causal", 0, 1, {"no", "yes"}, 0,
-               "causal mask, aligned to the bottom right when nq != nk"}},
+               "causal mask, aligned to the bottom right when nq != nk"},
+              // The mask variants come after causal so that keys written before them parse
+              // with the variants off. A window is matched by distance (4096 serves 8192: both
+              // bound the work per row), never against 0 (no window), its own regime.
+              {"window", 0, kMaxSeq, {}, 0,
+               "sliding window: 0 none, else row i sees keys j > i + nk - nq - window (with "
+               "causal, the last window keys up to its diagonal)",
+               false, {0}},
+              {"softcap", 0, 1, {"no", "yes"}, 0,
+               "logit soft-capping: scores become softcap * tanh(score / softcap), the cap a "
+               "scalar"},
+              {"alibi", 0, 1, {"no", "yes"}, 0,
+               "ALiBi: score -= slope[h] * |j - (i + nk - nq)|, slopes an fp32 tensor [hq]"}},
         tunables_{
             {"block_m", {64, 128, 256}, "query rows per CTA"},
             {"block_n", {32, 64, 128}, "keys per K/V tile"},
@@ -158,11 +211,14 @@ class FlashAttentionOp final : public Op {
             // with its own file, rows in kDefaults and an invalid_reason below sm_90.
             {"impl", {0}, "kernel variant: 0 = mma.sync + cp.async (sm_80 and later)"},
         },
-        scalars_{{"scale", 0.0, "softmax scale; <= 0: 1/sqrt(d)"}} {}
+        scalars_{{"scale", 0.0, "softmax scale; <= 0: 1/sqrt(d)"},
+                 {"softcap", 50.0, "tanh cap of the scaled scores with softcap=yes (> 0; Gemma 2 "
+                                   "uses 50); ignored otherwise"}} {}
 
   std::string_view name() const override { return "flash_attention"; }
   std::string_view summary() const override {
-    return "o = softmax(scale * q k^T [causal mask]) v with the row log-sum-exp; GQA/MQA, strided";
+    return "o = softmax(scale * q k^T [softcap, alibi, causal/window mask]) v with the row "
+           "log-sum-exp; GQA/MQA, strided";
   }
   std::string_view family() const override { return "attention"; }
   const std::vector<DimSpec>& dims() const override { return dims_; }
@@ -170,7 +226,9 @@ class FlashAttentionOp final : public Op {
   const std::vector<ScalarSpec>& scalars() const override { return scalars_; }
   std::size_t layout_size() const override { return 12; }
 
-  Problem default_problem() const override { return {{2, 16, 16, 4096, 4096, 128, 0}}; }
+  Problem default_problem() const override {
+    return {{2, 16, 16, 4096, 4096, 128, 0, 0, 0, 0}};
+  }
 
   std::optional<std::string> problem_reason(const Problem& p) const override {
     const Shape s = shape_of(p);
@@ -194,7 +252,10 @@ class FlashAttentionOp final : public Op {
             {"k", TensorRole::input, t, kv},
             {"v", TensorRole::input, t, kv},
             {"o", TensorRole::output, t, q},
-            {"lse", TensorRole::output, DType::f32, s.b * s.hq * s.nq, true}};
+            {"lse", TensorRole::output, DType::f32, s.b * s.hq * s.nq, true},
+            // Required with alibi=yes; ALiBi's slopes are 2^(-8k/hq), in (0, 1].
+            {"alibi_slopes", TensorRole::input, DType::f32, s.hq, !s.alibi,
+             Fill::uniform(0.01f, 1.0f)}};
   }
 
   std::size_t alignment(const Params&, const Problem&, DType) const override { return 16; }
@@ -223,7 +284,7 @@ class FlashAttentionOp final : public Op {
              std::string("ktune::flash_attention_fwd<") + kernel_type(t) + ", " + str(s.d) + ", " +
                  str(c.block_m) + ", " + str(c.block_n) + ", " + str(c.warps) + ", " +
                  str(c.stages) + ", " + cpp_bool(s.causal) + ", " + cpp_bool(c.q_regs) + ", 1, " +
-                 cpp_bool(c.smem_pad) + ">"}};
+                 cpp_bool(c.smem_pad) + variant_args(s) + ">"}};
   }
 
   int block_threads(const Params& params, const Problem&, DType, std::size_t) const override {
@@ -254,7 +315,7 @@ class FlashAttentionOp final : public Op {
     const Shape s = shape_of(p);
     return {{"attention/reference.cuh", std::string("ktune::flash_attention_reference<") +
                                             kernel_type(t) + ", " + str(s.d) + ", " +
-                                            cpp_bool(s.causal) + ">"}};
+                                            cpp_bool(s.causal) + variant_args(s) + ">"}};
   }
 
   void run_reference(const RunArgs& a, Launcher& launcher) const override {
@@ -276,18 +337,21 @@ class FlashAttentionOp final : public Op {
     return t == DType::bf16 ? Tolerance{2e-2, 2e-2} : Tolerance{5e-3, 5e-3};
   }
 
+  double min_bytes(const Problem& p, DType t) const override {
+    // The slopes are read only with alibi=yes.
+    const Shape s = shape_of(p);
+    return Op::min_bytes(p, t) - (s.alibi ? 0.0 : 4.0 * static_cast<double>(s.hq));
+  }
+
   double flops(const Problem& p, DType) const override {
     const Shape s = shape_of(p);
-    // Score-value pairs computed: nq * nk, or for causal the keys each row sees. Row i sees
-    // i + nk - nq + 1 keys (at most nk, at least 0), an arithmetic series from the first row
-    // that sees any key up to the last, which sees all nk.
-    double pairs = static_cast<double>(s.nq) * static_cast<double>(s.nk);
-    if (s.causal) {
-      const std::int64_t first_row = s.nq > s.nk ? s.nq - s.nk : 0;
-      const double rows = static_cast<double>(s.nq - first_row);
-      const double first = static_cast<double>(first_row + s.nk - s.nq + 1);
-      pairs = (first + static_cast<double>(s.nk)) * rows / 2.0;
-    }
+    // Score-value pairs computed: the keys each row sees. Row i sees keys j < i + nk - nq + 1
+    // (causal; else all nk) less those j < i + nk - nq - window + 1 (a window), each count
+    // clamped to [0, nk].
+    const std::int64_t shift = s.nk - s.nq;
+    double pairs = s.causal ? clamped_sum(shift + 1, s.nq, s.nk)
+                            : static_cast<double>(s.nq) * static_cast<double>(s.nk);
+    if (s.window > 0) pairs -= clamped_sum(shift - s.window + 1, s.nq, s.nk);
     return 4.0 * static_cast<double>(s.b * s.hq * s.d) * pairs;
   }
 

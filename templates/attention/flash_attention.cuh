@@ -124,23 +124,30 @@ __device__ __forceinline__ float quad_sum(float x) {
 
 }  // namespace attn
 
-/// O = softmax(scale * Q K^T [+ causal mask]) V and, when args.lse is set, the natural-log
-/// log-sum-exp of each row of scaled scores. Causal masking is aligned bottom-right: query i sees
-/// keys j <= i + Nk - Nq; a row that sees no key gets O = 0 and LSE = -inf.
+/// O = softmax(scores + mask) V and, when args.lse is set, the natural-log log-sum-exp of each
+/// row of scores, where scores = scale * Q K^T, then cap * tanh(scores / cap) with SOFTCAP, then
+/// minus slope[h] * |j - i'| with ALIBI (i' = i + Nk - Nq, the row aligned bottom-right). Masks:
+/// CAUSAL keeps keys j <= i'; WINDOW keeps keys j > i' - args.window (a left window, alone or
+/// with CAUSAL, as FlashAttention's window (left, -1) or (left, 0)). A row that sees no key gets
+/// O = 0 and LSE = -inf. With WINDOW, K/V tiles wholly left of every row's window are neither
+/// loaded nor computed: a CTA walks about (window + BLOCK_M) / BLOCK_N tiles whatever Nk is.
 ///
 /// T: bf16 or fp16. D: head dimension. BLOCK_M x BLOCK_N: query rows per CTA x key rows per
 /// tile. WARPS: each owns BLOCK_M / WARPS query rows (16 or 32). STAGES: depth of the K/V ring.
 /// Q_IN_REGS: Q fragments loaded once into registers (true) or re-read from shared memory for
 /// every tile (false; fewer registers, for large D or 32 rows per warp). MIN_CTAS: CTAs per SM
 /// promised to the register allocator (__launch_bounds__); 1 lets it use up to 255 registers.
-/// SMEM_PAD: padded rows instead of XOR swizzle in shared memory (see Tile).
+/// SMEM_PAD: padded rows instead of XOR swizzle in shared memory (see Tile). WINDOW, SOFTCAP,
+/// ALIBI: the mask variants above (args.window, args.softcap, args.alibi_slopes); off, the
+/// kernel is the same code as without them.
 ///
 /// Launch: grid (flash_attention_grid_x(Nq, BLOCK_M), B * Hq), WARPS * 32 threads,
 /// flash_attention_smem_bytes(D, BLOCK_M, BLOCK_N, STAGES, SMEM_PAD) bytes of dynamic shared
 /// memory (raise the kernel's dynamic limit first above 48 KiB). Measured best on H100: D=128
 /// <128, 64, 4, 2, Q_IN_REGS=false>, D=64 <128, 64, 4, 2, true> (benchmarks/attention/NOTES.md).
 template <typename T, int D, int BLOCK_M, int BLOCK_N, int WARPS, int STAGES, bool CAUSAL,
-          bool Q_IN_REGS = true, int MIN_CTAS = 1, bool SMEM_PAD = false>
+          bool Q_IN_REGS = true, int MIN_CTAS = 1, bool SMEM_PAD = false, bool WINDOW = false,
+          bool SOFTCAP = false, bool ALIBI = false>
 __global__ void __launch_bounds__(WARPS * 32, MIN_CTAS)
     flash_attention_fwd(const __grid_constant__ FlashAttentionArgs args) {
   static_assert(sizeof(T) == 2, "T must be bf16 or fp16");
@@ -211,18 +218,29 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_CTAS)
     n_end = last < 0 ? 0 : min(n_end, last / BLOCK_N + 1);
     n_full = diag + 1 <= 0 ? 0 : min(n_full, (diag + 1) / BLOCK_N);
   }
+  // Sliding window: tiles [0, n_begin) lie left of the first row's window, so of every row's,
+  // and are skipped; [n_begin, n_low) hold keys left of the last row's window, which need the
+  // mask. Without WINDOW both stay 0.
+  int n_begin = 0;
+  int n_low = 0;
+  if constexpr (WINDOW) {
+    const int first_lo = m0 + Nk - Nq - args.window + 1;  // first key the first row sees
+    const int last_lo = min(m0 + BLOCK_M, Nq) - 1 + Nk - Nq - args.window + 1;
+    n_begin = first_lo <= 0 ? 0 : min(n_end, first_lo / BLOCK_N);
+    n_low = last_lo <= 0 ? n_begin : min(n_end, (last_lo + BLOCK_N - 1) / BLOCK_N);
+  }
 
   // Prologue: Q as its own group, then the first STAGES - 1 K/V tiles.
   load_tile<T, D, SMEM_PAD, BLOCK_M, THREADS>(sQ, q, args.q_row_stride, Nq - m0, tid);
   cp_async_commit();
 #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) {
-    if (s < n_end) {
-      const long long r = static_cast<long long>(s) * BLOCK_N;
+    if (n_begin + s < n_end) {
+      const long long r = static_cast<long long>(n_begin + s) * BLOCK_N;
       load_tile<T, D, SMEM_PAD, BLOCK_N, THREADS>(sK + s * KV_BYTES, k + r * args.k_row_stride,
-                                        args.k_row_stride, Nk - s * BLOCK_N, tid);
+                                        args.k_row_stride, Nk - (n_begin + s) * BLOCK_N, tid);
       load_tile<T, D, SMEM_PAD, BLOCK_N, THREADS>(sV + s * KV_BYTES, v + r * args.v_row_stride,
-                                        args.v_row_stride, Nk - s * BLOCK_N, tid);
+                                        args.v_row_stride, Nk - (n_begin + s) * BLOCK_N, tid);
     }
     cp_async_commit();
   }
@@ -255,6 +273,18 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_CTAS)
   }
 
   const float scale_log2 = args.scale * 1.4426950408889634f;
+  // SOFTCAP and ALIBI turn the scores into log2-domain logits right after Q K^T (the cap and the
+  // bias apply to scaled scores), so the softmax then multiplies by 1; otherwise the scale is
+  // folded into the softmax's FFMA. lse_scale takes a row max back to natural-log units.
+  constexpr bool LOGITS = SOFTCAP || ALIBI;
+  const float softmax_scale = LOGITS ? 1.f : scale_log2;
+  const float lse_scale = LOGITS ? 0.6931471805599453f : args.scale;
+  float cap_in = 0.f, cap_out = 0.f, slope_log2 = 0.f;
+  if constexpr (SOFTCAP) {
+    cap_in = args.scale / args.softcap;              // tanh's argument: score / cap
+    cap_out = args.softcap * 1.4426950408889634f;    // cap in log2 units
+  }
+  if constexpr (ALIBI) slope_log2 = args.alibi_slopes[h] * 1.4426950408889634f;
   const int g = lane >> 2;  // fragment row within 8
   const int t = lane & 3;   // fragment column pair
   const int row_base = m0 + warp * 16 * MF + g;
@@ -334,8 +364,30 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_CTAS)
         }
       }
 
+      if constexpr (LOGITS) {
+#pragma unroll
+        for (int mf = 0; mf < MF; ++mf)
+#pragma unroll
+          for (int r = 0; r < 2; ++r) {
+            // Column minus aligned row, as a float (exact below 2^24) for ALiBi's distance.
+            const float dist0 =
+                static_cast<float>(n * BLOCK_N + 2 * t - (row_base + mf * 16 + r * 8 + Nk - Nq));
+#pragma unroll
+            for (int j = 0; j < NT; ++j)
+#pragma unroll
+              for (int e = 0; e < 2; ++e) {
+                float x = s[mf][j][2 * r + e];
+                x = SOFTCAP ? cap_out * tanh_approx(x * cap_in) : x * scale_log2;
+                if constexpr (ALIBI)
+                  x = fmaf(-slope_log2, fabsf(dist0 + static_cast<float>(j * 8 + e)), x);
+                s[mf][j][2 * r + e] = x;
+              }
+          }
+      }
+
       if (MASK) {
-        // Keys past Nk, and for causal keys past each row's diagonal, score -inf.
+        // Keys past Nk, for causal keys past each row's diagonal, and with a window keys left of
+        // it, score -inf.
 #pragma unroll
         for (int mf = 0; mf < MF; ++mf)
 #pragma unroll
@@ -343,11 +395,22 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_CTAS)
             const int row = row_base + mf * 16 + r * 8;
             const int limit = CAUSAL ? min(Nk, row + Nk - Nq + 1) : Nk;
             const int lim = limit - n * BLOCK_N - 2 * t;  // first masked column of this thread
+            if constexpr (WINDOW) {
+              // First column of this thread inside the row's window.
+              const int low = row + Nk - Nq - args.window + 1 - n * BLOCK_N - 2 * t;
 #pragma unroll
-            for (int j = 0; j < NT; ++j)
+              for (int j = 0; j < NT; ++j)
 #pragma unroll
-              for (int e = 0; e < 2; ++e)
-                if (j * 8 + e >= lim) s[mf][j][2 * r + e] = -__int_as_float(0x7f800000);
+                for (int e = 0; e < 2; ++e)
+                  if (j * 8 + e >= lim || j * 8 + e < low)
+                    s[mf][j][2 * r + e] = -__int_as_float(0x7f800000);
+            } else {
+#pragma unroll
+              for (int j = 0; j < NT; ++j)
+#pragma unroll
+                for (int e = 0; e < 2; ++e)
+                  if (j * 8 + e >= lim) s[mf][j][2 * r + e] = -__int_as_float(0x7f800000);
+            }
           }
       }
 
@@ -368,9 +431,10 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_CTAS)
           const float mx = quad_max(tree_max<NT / 2>(t));
           const float m_old = row_max[mf][r];
           // True when m_old = -inf and mx is finite; false (NaN) while the row is fully masked.
-          const bool move = mx * scale_log2 - m_old * scale_log2 > RESCALE_LOG2;
+          const bool move = mx * softmax_scale - m_old * softmax_scale > RESCALE_LOG2;
           if (__any_sync(0xffffffffu, move)) {
-            const float alpha = move ? exp2_approx(m_old * scale_log2 - mx * scale_log2) : 1.f;
+            const float alpha =
+                move ? exp2_approx(m_old * softmax_scale - mx * softmax_scale) : 1.f;
             row_max[mf][r] = move ? mx : m_old;
             row_sum[mf][r] *= alpha;
 #pragma unroll
@@ -380,12 +444,13 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_CTAS)
             }
           }
           // A row with every score masked so far keeps max -inf; offset 0 keeps exp2 at 0.
-          const float offset =
-              row_max[mf][r] == -__int_as_float(0x7f800000) ? 0.f : row_max[mf][r] * scale_log2;
+          const float offset = row_max[mf][r] == -__int_as_float(0x7f800000)
+                                   ? 0.f
+                                   : row_max[mf][r] * softmax_scale;
 #pragma unroll
           for (int j = 0; j < NT; ++j) {
-            s[mf][j][2 * r] = exp2_approx(s[mf][j][2 * r] * scale_log2 - offset);
-            s[mf][j][2 * r + 1] = exp2_approx(s[mf][j][2 * r + 1] * scale_log2 - offset);
+            s[mf][j][2 * r] = exp2_approx(s[mf][j][2 * r] * softmax_scale - offset);
+            s[mf][j][2 * r + 1] = exp2_approx(s[mf][j][2 * r + 1] * softmax_scale - offset);
             t[j] = s[mf][j][2 * r] + s[mf][j][2 * r + 1];
           }
           row_sum[mf][r] += tree_sum<NT / 2>(t);
@@ -419,6 +484,13 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_CTAS)
     stage = stage + 1 == STAGES ? 0 : stage + 1;
   };
   int n = 0;
+  if constexpr (WINDOW) {
+    // Tiles left of the window of some row: a warp computes those that reach its first row's
+    // window (rows only move right, as on the diagonal), and only copies the others.
+    const int warp_lo = m0 + warp * 16 * MF + Nk - Nq - args.window + 1;
+    const int n_warp_begin = warp_lo <= 0 ? 0 : warp_lo / BLOCK_N;
+    for (n = n_begin; n < n_low; ++n) tile(n, true, n >= n_warp_begin);
+  }
   for (; n < n_full; ++n) tile(n, false, true);
   // In diagonal tiles past the last key of this warp's last row, the warp's scores would all be
   // -inf: it only takes part in the barriers and the copies (tiles only move right).
@@ -446,7 +518,7 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_CTAS)
       const int row = row_base + mf * 16 + r * 8;
       if (args.lse != nullptr && t == 0 && row < Nq)
         args.lse[lse_base + row] =
-            sum > 0.f ? row_max[mf][r] * args.scale + log2_approx(sum) * 0.6931471805599453f
+            sum > 0.f ? row_max[mf][r] * lse_scale + log2_approx(sum) * 0.6931471805599453f
                       : -__int_as_float(0x7f800000);
       const int srow = warp * 16 * MF + mf * 16 + r * 8 + g;
 #pragma unroll

@@ -90,5 +90,13 @@ __device__ __forceinline__ float log2_approx(float x) {
   return y;
 }
 
+/// tanh(x) on the special-function unit (sm_75+; relative error about 2^-11), one MUFU op as
+/// FlashAttention's soft-capping uses: scores stay within cap * 2^-11 of the exact value.
+__device__ __forceinline__ float tanh_approx(float x) {
+  float y;
+  asm("tanh.approx.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
 }  // namespace attn
 }  // namespace ktune

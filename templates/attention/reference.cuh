@@ -10,10 +10,12 @@ namespace ktune {
 
 /// One warp per query row; lane l holds elements l, l + 32, ... of the row. Keys are streamed in
 /// order with an online softmax (expf, running max and sum), so any Nk runs in O(D) registers.
-/// Same arguments and masking rules as flash_attention_fwd, except that `args.o` is float (with
-/// the o strides in float elements). Launch: grid (ceil(Nq / warps per block), B * Hq), any
-/// multiple of 32 threads, no shared memory.
-template <typename T, int D, bool CAUSAL>
+/// Same arguments, masks and score variants as flash_attention_fwd (WINDOW, SOFTCAP, ALIBI),
+/// computed directly with tanhf and expf, except that `args.o` is float (with the o strides in
+/// float elements). Launch: grid (ceil(Nq / warps per block), B * Hq), any multiple of 32
+/// threads, no shared memory.
+template <typename T, int D, bool CAUSAL, bool WINDOW = false, bool SOFTCAP = false,
+          bool ALIBI = false>
 __global__ void flash_attention_reference(const __grid_constant__ FlashAttentionArgs args) {
   static_assert(D % 32 == 0, "D must be a multiple of 32");
   constexpr int PER_LANE = D / 32;
@@ -35,15 +37,16 @@ __global__ void flash_attention_reference(const __grid_constant__ FlashAttention
     acc[i] = 0.f;
   }
 
-  // Bottom-right causal alignment: query row i sees keys j <= i + Nk - Nq.
-  long long keys = args.seq_k;
-  if (CAUSAL) {
-    const long long last = static_cast<long long>(row) + args.seq_k - args.seq_q;
-    keys = last < 0 ? 0 : (last + 1 < keys ? last + 1 : keys);
-  }
+  // Bottom-right alignment: row i is at position i' = i + Nk - Nq among the keys. Causal: it
+  // sees keys j <= i'; a window: keys j > i' - window.
+  const long long aligned = static_cast<long long>(row) + args.seq_k - args.seq_q;
+  long long keys = args.seq_k, first = 0;
+  if (CAUSAL) keys = aligned < 0 ? 0 : (aligned + 1 < keys ? aligned + 1 : keys);
+  if (WINDOW && aligned - args.window + 1 > 0) first = aligned - args.window + 1;
+  const float slope = ALIBI ? args.alibi_slopes[h] : 0.f;
   const float neg_inf = -__int_as_float(0x7f800000);
   float max = neg_inf, sum = 0.f;
-  for (long long j = 0; j < keys; ++j) {
+  for (long long j = first; j < keys; ++j) {
     const T* kr = k + j * args.k_row_stride;
     float s = 0.f;
 #pragma unroll
@@ -52,6 +55,8 @@ __global__ void flash_attention_reference(const __grid_constant__ FlashAttention
 #pragma unroll
     for (int offset = 16; offset > 0; offset >>= 1) s += __shfl_xor_sync(0xffffffffu, s, offset);
     s *= args.scale;
+    if (SOFTCAP) s = args.softcap * tanhf(s / args.softcap);
+    if (ALIBI) s -= slope * static_cast<float>(j > aligned ? j - aligned : aligned - j);
     if (s > max) {
       const float c = expf(max - s);  // 0 for the first key (max = -inf)
       sum *= c;

@@ -1,6 +1,7 @@
 // Verification kernels the tuner runs around every candidate: deterministic random inputs and an
 // element-wise comparison against an fp32 reference. T is float, ktune::bf16 or ktune::fp16 (int
-// for compare_kernel; int ids come from fill_ids_kernel).
+// for compare_kernel; int ids come from fill_ids_kernel, int permutations and ranges from
+// fill_permutation_kernel and fill_uniform_int_kernel).
 // Both run kCheckThreads threads per block over any grid (grid-stride loops).
 #pragma once
 
@@ -49,6 +50,22 @@ __global__ void __launch_bounds__(kCheckThreads) fill_ids_kernel(const FillIdsAr
       ids[j] = id;
     }
   }
+}
+
+/// A permutation of [0, count) (fill_permute); one thread per element.
+__global__ void __launch_bounds__(kCheckThreads) fill_permutation_kernel(const FillIntArgs args) {
+  for (unsigned long long i = blockIdx.x * static_cast<unsigned long long>(kCheckThreads) +
+                              threadIdx.x;
+       i < args.count; i += static_cast<unsigned long long>(gridDim.x) * kCheckThreads)
+    args.data[i] = static_cast<int>(fill_permute(args.seed, i, args.count));
+}
+
+/// int32 values in [lo, hi], both ends present (fill_int_value).
+__global__ void __launch_bounds__(kCheckThreads) fill_uniform_int_kernel(const FillIntArgs args) {
+  for (unsigned long long i = blockIdx.x * static_cast<unsigned long long>(kCheckThreads) +
+                              threadIdx.x;
+       i < args.count; i += static_cast<unsigned long long>(gridDim.x) * kCheckThreads)
+    args.data[i] = static_cast<int>(fill_int_value(args.seed, i, args.lo, args.hi));
 }
 
 __device__ __forceinline__ float to_float(int x) { return static_cast<float>(x); }

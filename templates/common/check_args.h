@@ -33,6 +33,16 @@ struct FillIdsArgs {
   unsigned long long seed;
 };
 
+/// fill_permutation_kernel: data[i] = fill_permute(seed, i, count), a permutation of
+/// [0, count). fill_uniform_int_kernel: data[i] = fill_int_value(seed, i, lo, hi).
+struct FillIntArgs {
+  int* data;                 // int[count]
+  unsigned long long count;  // elements (permutation: also the bound, at most 2^31)
+  unsigned long long seed;
+  long long lo;              // uniform_int: values in [lo, hi], int32
+  long long hi;
+};
+
 /// What compare_kernel<T> accumulates. Start from a value-initialised struct (`CompareStats{}`)
 /// and launch any number of compare kernels into it.
 struct CompareStats {
@@ -73,6 +83,41 @@ KTUNE_HOST_DEVICE inline float fill_value(unsigned long long seed, unsigned long
                                           float lo, float hi) {
   const float u = static_cast<float>(fill_hash(seed, index) >> 40) * (1.0f / 16777216.0f);
   return lo + (hi - lo) * u;
+}
+
+/// Element `index` (< bound) of a permutation of [0, bound) drawn from `seed`: a 4-round Feistel
+/// network on [0, 4^h) (the smallest power of 4 >= bound, so < 4 * bound) is a bijection; walking
+/// its cycle until the value falls below bound keeps a bijection of [0, bound) (cycle walking).
+/// Each element is independent of the others: one thread per element, a few rounds each.
+KTUNE_HOST_DEVICE inline unsigned long long fill_permute(unsigned long long seed,
+                                                         unsigned long long index,
+                                                         unsigned long long bound) {
+  if (bound <= 1) return 0;
+  int h = 1;
+  while ((1ull << (2 * h)) < bound) ++h;
+  const unsigned long long mask = (1ull << h) - 1;
+  unsigned long long x = index;
+  do {
+    unsigned long long l = x >> h, r = x & mask;
+    for (unsigned long long round = 0; round < 4; ++round) {
+      const unsigned long long f = fill_hash(seed * 4 + round, r) & mask;
+      const unsigned long long next = l ^ f;
+      l = r;
+      r = next;
+    }
+    x = (l << h) | r;
+  } while (x >= bound);
+  return x;
+}
+
+/// Element `index` of fill_uniform_int_kernel: element 0 is hi and element 1 lo (a tensor of two
+/// or more elements always holds both ends), the others uniform in [lo, hi] (lo <= hi).
+KTUNE_HOST_DEVICE inline long long fill_int_value(unsigned long long seed, unsigned long long index,
+                                                  long long lo, long long hi) {
+  if (index == 0) return hi;
+  if (index == 1) return lo;
+  const unsigned long long span = static_cast<unsigned long long>(hi - lo) + 1;
+  return lo + static_cast<long long>(fill_hash(seed, index) % span);
 }
 
 }  // namespace ktune

@@ -6,6 +6,11 @@
 // heads that share a key/value head are packed with the query rows into the M dimension of one
 // tile: packed row r of KV head kh is query row r / g of query head kh * g + r % g, so every K/V
 // byte is read once per KV head and split, and causal limits grow with r.
+//
+// Paged KV cache (PAGE > 0): K and V are pools [num_pages, PAGE, Hkv, D] (vLLM's NHD layout,
+// contiguous), sequence b's key j lives in page block_table[b * pages_per_seq + j / PAGE], row
+// j % PAGE, and sequence b has seq_lens[b] keys (causal alignment bottom-right against its own
+// length). The k/v strides then hold the pool's (row Hkv * D, head D, batch 0).
 #pragma once
 
 #if defined(__CUDACC__)
@@ -46,7 +51,56 @@ struct FlashDecodeArgs {
   int splits;                    // CTAs along the key axis (grid y); 1: o and lse written directly
   int tiles_per_split;           // key tiles (BLOCK_N keys each) per split
   float scale;                   // softmax scale (> 0)
+  const int* block_table;        // paged: [B, pages_per_seq] page ids into the pools; else null
+  const int* seq_lens;           // paged: [B] keys per sequence, 1..Nk (clamped to [0, Nk]); else
+                                 // null (every sequence has Nk keys)
+  int page;                      // keys per page (16..256, a power of 2); 0: contiguous K/V
+  int pages_per_seq;             // ceil(Nk / page): a block table row
+  int split_keys;                // tiles_per_split * BLOCK_N: keys per split (for the combine)
 };
+
+/// Pages a sequence of seq_k keys spans: one block table row.
+KTUNE_DECODE_HD constexpr long long flash_decode_pages(long long seq_k, int page) {
+  return (seq_k + page - 1) / page;
+}
+
+/// Page ids one K/V tile of BLOCK_N keys needs (tiles start at multiples of BLOCK_N and both are
+/// powers of 2, so a tile lies in one page or covers whole pages).
+KTUNE_DECODE_HD constexpr int flash_decode_page_slots(int block_n, int page) {
+  return page >= block_n ? 1 : block_n / page;
+}
+
+/// The paged K/V copy: thread t copies 16-byte chunk t % (D / 8) of rows rt + i * rpi of a tile
+/// (rt = t / (D / 8), rpi = threads / (D / 8) rows per pass, both powers of 2, rt < rpi). Which of
+/// the tile's page ids row rt + i * rpi uses: written so that it is a compile-time constant plus
+/// at most a per-thread one (no division per copy).
+KTUNE_DECODE_HD constexpr int flash_decode_copy_slot(int i, int rt, int rpi, int block_n,
+                                                     int page) {
+  return page >= block_n ? 0 : (rpi <= page ? i * rpi / page : i * rpi / page + rt / page);
+}
+
+/// Row inside its page of key key0 + rt + i * rpi (key0: the tile's first key, a multiple of
+/// block_n).
+KTUNE_DECODE_HD constexpr int flash_decode_copy_row(long long key0, int i, int rt, int rpi,
+                                                    int block_n, int page) {
+  return page >= block_n ? static_cast<int>(key0 % page) + rt + i * rpi
+                         : (rpi <= page ? i * rpi % page + rt : rt % page);
+}
+
+/// A sequence's key count as the kernels use it: seq_lens[b] clamped to [0, Nk].
+KTUNE_DECODE_HD constexpr int flash_decode_seq_len(int len, int seq_k) {
+  return len < 0 ? 0 : (len > seq_k ? seq_k : len);
+}
+
+/// Splits holding keys of a sequence of `len` keys (split 0 always counts: it writes the zero
+/// output of an empty sequence); the split kernel's CTAs past them exit at once and the combine
+/// reads only these.
+KTUNE_DECODE_HD constexpr int flash_decode_splits_used(int len, int split_keys, int splits) {
+  return len <= split_keys ? 1
+                           : ((len + split_keys - 1) / split_keys < splits
+                                  ? (len + split_keys - 1) / split_keys
+                                  : splits);
+}
 
 /// Packed rows (query heads of a group x query rows) per KV head.
 KTUNE_DECODE_HD constexpr long long flash_decode_rows(long long group, long long seq_q) {
@@ -94,10 +148,12 @@ KTUNE_DECODE_HD constexpr unsigned flash_decode_merge_bytes(int d, int block_m, 
 }
 
 /// Dynamic shared memory of flash_decode_split: the Q tile, then the K/V ring (STAGES K and V
-/// tiles), which the merge reuses once the last tile is consumed.
+/// tiles), which the merge reuses once the last tile is consumed; paged, two slots of the page
+/// ids of the next tile to load at the end.
 KTUNE_DECODE_HD constexpr unsigned flash_decode_smem_bytes(int d, int block_m, int block_n,
-                                                           int warps, int stages) {
-  return static_cast<unsigned>(flash_decode_pitch(d) * block_m) +
+                                                           int warps, int stages, int page = 0) {
+  return static_cast<unsigned>(page > 0 ? 2 * 4 * flash_decode_page_slots(block_n, page) : 0) +
+         static_cast<unsigned>(flash_decode_pitch(d) * block_m) +
          (static_cast<unsigned>(flash_decode_pitch(d) * 2 * block_n * stages) >
                   flash_decode_merge_bytes(d, block_m, warps)
               ? static_cast<unsigned>(flash_decode_pitch(d) * 2 * block_n * stages)
@@ -114,10 +170,13 @@ KTUNE_DECODE_HD constexpr int flash_decode_accumulators(int d, int block_m, int 
 /// Rows of O one combine block merges (one warp each).
 constexpr int kFlashDecodeCombineWarps = 4;
 
-/// nullptr when flash_decode_split<T, D, BLOCK_M, BLOCK_N, WARPS, STAGES, CAUSAL> compiles;
+/// nullptr when flash_decode_split<T, D, BLOCK_M, BLOCK_N, WARPS, STAGES, CAUSAL, PAGE> compiles;
 /// otherwise why not (the kernel's static_asserts).
 KTUNE_DECODE_HD constexpr const char* flash_decode_invalid_reason(int d, int block_m, int block_n,
-                                                                  int warps, int stages) {
+                                                                  int warps, int stages,
+                                                                  int page = 0) {
+  if (page != 0 && page != 16 && page != 32 && page != 64 && page != 128 && page != 256)
+    return "PAGE must be 0 (contiguous), 16, 32, 64, 128 or 256";
   if (d != 32 && d != 64 && d != 96 && d != 128 && d != 256)
     return "D must be 32, 64, 96, 128 or 256";
   if (block_m != 16 && block_m != 32 && block_m != 64) return "BLOCK_M must be 16, 32 or 64";
@@ -127,7 +186,7 @@ KTUNE_DECODE_HD constexpr const char* flash_decode_invalid_reason(int d, int blo
   if (block_m * (d + block_n / warps) > 4608)
     return "BLOCK_M * (D + BLOCK_N / WARPS) must be at most 4608 (O and S accumulators)";
   if (stages < 2 || stages > 4) return "STAGES must be 2, 3 or 4";
-  if (flash_decode_smem_bytes(d, block_m, block_n, warps, stages) > 227u * 1024u)
+  if (flash_decode_smem_bytes(d, block_m, block_n, warps, stages, page) > 227u * 1024u)
     return "shared memory above 227 KiB";
   return nullptr;
 }

@@ -1,6 +1,8 @@
 // Host side of split-KV decode attention: the problem, the search space with a reason for every
 // invalid point, per-architecture defaults (the split count picked from the device's SM count),
 // the workspace, and the launches of the split kernel, the combine kernel and the reference.
+// Paged problems (page > 0) read K/V from page pools through a block table, with per-sequence
+// lengths; contiguous ones keep flash_attention's tensors, strides and reference.
 #include "templates/decode/decode_op.hpp"
 
 #include <algorithm>
@@ -16,7 +18,7 @@ namespace ktune {
 namespace {
 
 // Problem dimensions and tunables, in declared order.
-enum Dim : std::size_t { kB, kHq, kHkv, kNq, kNk, kD, kCausal };
+enum Dim : std::size_t { kB, kHq, kHkv, kNq, kNk, kD, kCausal, kPage };
 enum Param : std::size_t { kSplits, kBlockM, kBlockN, kWarps, kStages };
 
 constexpr std::int64_t kMaxGrid = 65535;                 // b * hq (and grid y, z)
@@ -26,20 +28,43 @@ constexpr std::int64_t kRowAlign = 8;                    // elements: 16-byte ro
 constexpr unsigned kReferenceThreads = 256;              // 8 query rows per block
 constexpr std::int64_t kHeadDims[] = {32, 64, 96, 128, 256};
 constexpr std::int64_t kBlockMs[] = {16, 32, 64};
+constexpr std::int64_t kPages[] = {0, 16, 32, 64, 128, 256};
+constexpr std::int64_t kMaxInt = 2147483647;             // int32 page ids and lengths
 constexpr unsigned kMaxSmem = 227u * 1024u;              // any GPU's most per block
 constexpr int kMaxAccumulators = 144;                    // O + S fp32 registers per thread
+constexpr std::int64_t kPagedSplitKeys = 1024;           // paged defaults: keys per split at most
 
 struct Shape {
   std::int64_t b, hq, hkv, nq, nk, d;
   bool causal;
+  std::int64_t page;  // 0: contiguous K/V
   std::int64_t group() const { return hq / hkv; }
   std::int64_t rows() const { return flash_decode_rows(group(), nq); }  // per KV head
+  bool paged() const { return page > 0; }
+  std::int64_t pages_per_seq() const {
+    return paged() ? flash_decode_pages(nk, static_cast<int>(page)) : 0;
+  }
+  std::int64_t pool_pages() const { return b * pages_per_seq(); }  // each sequence's own pages
 };
 
+// Keys written before the page dim existed have 7 values: contiguous.
 Shape shape_of(const Problem& p) {
   const std::vector<std::int64_t>& v = p.values;
-  return {v[kB], v[kHq], v[kHkv], v[kNq], v[kNk], v[kD], v[kCausal] != 0};
+  return {v[kB], v[kHq], v[kHkv], v[kNq], v[kNk], v[kD], v[kCausal] != 0,
+          v.size() > kPage ? v[kPage] : 0};
 }
+
+/// The problem flash_attention reads for a contiguous one: the 7 dims both ops share (b .. causal),
+/// its own later dims (mask variants) left at their defaults, off. The page dim must not reach it.
+Problem attention_problem(const Problem& p) {
+  Problem a = p;
+  a.values.resize(kPage);
+  return a;
+}
+
+// Tensor order: q, k, v, o, lse as flash_attention's (k and v are the pools when paged), then
+// block_table and seq_lens for paged problems only.
+enum Tensor : std::size_t { kQ, kK, kV, kO, kLse, kBlockTable, kSeqLens };
 
 struct Config {
   int splits, block_m, block_n, warps, stages;
@@ -50,8 +75,9 @@ Config config_of(const Params& p) {
   return {at(kSplits), at(kBlockM), at(kBlockN), at(kWarps), at(kStages)};
 }
 
-unsigned smem_bytes(const Config& c, std::int64_t d) {
-  return flash_decode_smem_bytes(static_cast<int>(d), c.block_m, c.block_n, c.warps, c.stages);
+unsigned smem_bytes(const Config& c, std::int64_t d, std::int64_t page) {
+  return flash_decode_smem_bytes(static_cast<int>(d), c.block_m, c.block_n, c.warps, c.stages,
+                                 static_cast<int>(page));
 }
 
 std::int64_t row_tiles(const Shape& s, int block_m) { return (s.rows() + block_m - 1) / block_m; }
@@ -99,7 +125,8 @@ void* tensor(const RunArgs& a, std::size_t i) {
 }
 
 /// Strides from args.layout (else contiguous [B, H, S, D]) and the scale, checked as
-/// flash_attention checks them; throws InvalidArgument.
+/// flash_attention checks them; throws InvalidArgument. Paged, the k and v entries of the layout
+/// are ignored (neither read nor checked): the pools are contiguous [pages, page, Hkv, D].
 struct Common {
   std::int64_t st[12];
   float scale;
@@ -113,6 +140,7 @@ Common common_args(const RunArgs& a, const Shape& s) {
                                           "o head",  "o seq"};
     for (int i = 0; i < 12; ++i) {
       c.st[i] = a.layout[i];
+      if (s.paged() && i >= 3 && i < 9) continue;
       const bool row = i % 3 == 2;
       if (c.st[i] < (row ? 1 : 0) || c.st[i] % kRowAlign != 0)
         throw InvalidArgument(std::string("flash_decode: ") + names[i] + " stride " +
@@ -120,12 +148,18 @@ Common common_args(const RunArgs& a, const Shape& s) {
                               " multiple of " + str(kRowAlign) +
                               " elements (rows start 16-byte aligned)");
     }
-  } else {
+  }
+  if (!a.layout) {
     const std::int64_t q_head = s.nq * s.d, kv_head = s.nk * s.d;
     const std::int64_t contiguous[12] = {s.hq * q_head,  q_head,  s.d, s.hkv * kv_head, kv_head,
                                          s.d,            s.hkv * kv_head, kv_head, s.d,
                                          s.hq * q_head,  q_head,  s.d};
     for (int i = 0; i < 12; ++i) c.st[i] = contiguous[i];
+  }
+  if (s.paged()) {  // the pools' strides: row Hkv * D, head D, no batch
+    for (int i : {3, 6}) c.st[i] = 0;
+    for (int i : {4, 7}) c.st[i] = s.d;
+    for (int i : {5, 8}) c.st[i] = s.hkv * s.d;
   }
   const double scale = a.scalars[0];
   if (std::isinf(scale))
@@ -139,11 +173,20 @@ Common common_args(const RunArgs& a, const Shape& s) {
 FlashDecodeArgs make_args(const RunArgs& a, const Shape& s, const Config& c) {
   const Common m = common_args(a, s);
   FlashDecodeArgs k{};
-  k.q = tensor(a, 0);
-  k.k = tensor(a, 1);
-  k.v = tensor(a, 2);
-  k.o = tensor(a, 3);
-  k.lse = static_cast<float*>(tensor(a, 4));
+  k.q = tensor(a, kQ);
+  k.k = tensor(a, kK);
+  k.v = tensor(a, kV);
+  k.o = tensor(a, kO);
+  k.lse = static_cast<float*>(tensor(a, kLse));
+  if (s.paged()) {
+    k.block_table = static_cast<const int*>(tensor(a, kBlockTable));
+    k.seq_lens = static_cast<const int*>(tensor(a, kSeqLens));
+    if (!k.block_table || !k.seq_lens)
+      throw InvalidArgument("flash_decode: page=" + str(s.page) +
+                            " needs the block_table and seq_lens tensors");
+    k.page = static_cast<int>(s.page);
+    k.pages_per_seq = static_cast<int>(s.pages_per_seq());
+  }
   if (c.splits > 1) {
     if (a.workspace == 0 || a.workspace % 16 != 0)
       throw InvalidArgument("flash_decode: splits=" + str(c.splits) +
@@ -165,6 +208,7 @@ FlashDecodeArgs make_args(const RunArgs& a, const Shape& s, const Config& c) {
   k.group = static_cast<int>(s.group());
   k.splits = c.splits;
   k.tiles_per_split = static_cast<int>(flash_decode_tiles_per_split(s.nk, c.block_n, c.splits));
+  k.split_keys = k.tiles_per_split * c.block_n;
   k.scale = m.scale;
   return k;
 }
@@ -183,7 +227,12 @@ class FlashDecodeOp final : public Op {
               {"d", 32, 256, {}, std::nullopt, "head dimension: 32, 64, 96, 128 or 256",
                /*exact=*/true},
               {"causal", 0, 1, {"no", "yes"}, 0,
-               "causal mask, aligned to the bottom right (query row i sees keys j <= nk - nq + i)"}},
+               "causal mask, aligned to the bottom right (query row i sees keys j <= nk - nq + i)"},
+              {"page", 0, 256, {}, 0,
+               "0: contiguous K/V; else keys per page (16, 32, 64, 128, 256) of paged K/V pools "
+               "[pages, page, hkv, d] read through a block table, with per-sequence lengths "
+               "(nk their maximum; causal aligned to each sequence's own length)",
+               /*exact=*/true}},
         tunables_{
             {"splits", kSplitValues,
              "CTAs along the key axis, merged by a combine kernel (1: none); the default picks "
@@ -198,7 +247,8 @@ class FlashDecodeOp final : public Op {
   std::string_view name() const override { return "flash_decode"; }
   std::string_view summary() const override {
     return "split-KV attention for decode and short queries: GQA heads packed into one tile, "
-           "partials merged by log-sum-exp; strided, causal, with the row log-sum-exp";
+           "partials merged by log-sum-exp; strided or paged KV (block table, per-sequence "
+           "lengths), causal, with the row log-sum-exp";
   }
   std::string_view family() const override { return "decode"; }
   const std::vector<DimSpec>& dims() const override { return dims_; }
@@ -207,7 +257,7 @@ class FlashDecodeOp final : public Op {
   std::size_t layout_size() const override { return 12; }
 
   // The first decode bar: 16 sequences, 32 query heads over 8 KV heads, 4096 keys.
-  Problem default_problem() const override { return {{16, 32, 8, 1, 4096, 128, 0}}; }
+  Problem default_problem() const override { return {{16, 32, 8, 1, 4096, 128, 0, 0}}; }
 
   std::optional<std::string> problem_reason(const Problem& p) const override {
     const Shape s = shape_of(p);
@@ -219,11 +269,53 @@ class FlashDecodeOp final : public Op {
     if (s.b * s.hq > kMaxGrid)
       return "b=" + str(s.b) + " x hq=" + str(s.hq) + " = " + str(s.b * s.hq) +
              " (batch, head) pairs; at most " + str(kMaxGrid);
+    if (std::find(std::begin(kPages), std::end(kPages), s.page) == std::end(kPages))
+      return "page=" + str(s.page) + " is not a supported page size (0: contiguous; 16, 32, 64, "
+             "128, 256)";
+    if (s.paged() && s.pool_pages() > kMaxInt)
+      return "b=" + str(s.b) + " x " + str(s.pages_per_seq()) + " pages of page=" + str(s.page) +
+             ": more than 2^31 - 1 pages (int32 page ids)";
     return std::nullopt;
   }
 
+  /// Contiguous: q, k, v, o and the optional lse, as flash_attention's first five. Paged: the same
+  /// five (k and v the pools [b * ceil(nk / page), page, hkv, d], sized for every sequence at nk),
+  /// then block_table int32 [b, ceil(nk / page)] and seq_lens int32 [b]. The tuner fills the
+  /// block table with a permutation of the pool's pages and the lengths in
+  /// [max(1, nk / 16), nk], both ends present.
   std::vector<TensorSpec> tensors(const Problem& p, DType t) const override {
-    return flash_attention_op().tensors(p, t);  // q, k, v, o, optional lse
+    const Shape s = shape_of(p);
+    const std::int64_t q = s.b * s.hq * s.nq * s.d;
+    if (!s.paged()) {
+      const std::int64_t kv = s.b * s.hkv * s.nk * s.d;
+      return {{"q", TensorRole::input, t, q},
+              {"k", TensorRole::input, t, kv},
+              {"v", TensorRole::input, t, kv},
+              {"o", TensorRole::output, t, q},
+              {"lse", TensorRole::output, DType::f32, s.b * s.hq * s.nq, true}};
+    }
+    const std::int64_t pool = s.pool_pages() * s.page * s.hkv * s.d;
+    return {{"q", TensorRole::input, t, q},
+            {"k_cache", TensorRole::input, t, pool},
+            {"v_cache", TensorRole::input, t, pool},
+            {"o", TensorRole::output, t, q},
+            {"lse", TensorRole::output, DType::f32, s.b * s.hq * s.nq, true},
+            {"block_table", TensorRole::input, DType::i32, s.pool_pages(), false,
+             Fill::permutation(s.pool_pages())},
+            {"seq_lens", TensorRole::input, DType::i32, s.b, false,
+             Fill::uniform_int(std::max<std::int64_t>(1, s.nk / 16), s.nk)}};
+  }
+
+  /// Paged: the K/V rows of b sequences of nk keys each (the most any sequence may have: the op
+  /// cannot see seq_lens, so this is an upper bound, about 1.9x the rows of the tuner's lengths),
+  /// not the pools' padding to whole pages; q, o, lse, the block table and the lengths.
+  double min_bytes(const Problem& p, DType t) const override {
+    const Shape s = shape_of(p);
+    if (!s.paged()) return Op::min_bytes(p, t);
+    const double e = static_cast<double>(dtype_size(t));
+    return e * static_cast<double>(2 * s.b * s.hq * s.nq * s.d) +
+           e * static_cast<double>(2 * s.b * s.nk * s.hkv * s.d) +
+           4.0 * static_cast<double>(s.b * s.hq * s.nq + s.pool_pages() + s.b);
   }
 
   /// Partial O (fp32, [splits, B, Hq, Nq, D]) then partial log-sum-exp ([splits, B, Hq, Nq]);
@@ -244,9 +336,9 @@ class FlashDecodeOp final : public Op {
     const Config c = config_of(params);
     const Shape s = shape_of(problem);
     if (auto why = needs_sm80_reason(device)) return why;
-    const unsigned smem = smem_bytes(c, s.d);
+    const unsigned smem = smem_bytes(c, s.d, s.page);
     if (device.smem_optin_per_block > 0 && smem > static_cast<unsigned>(device.smem_optin_per_block))
-      return smem_text(c, s.d) + ", more than the device's " + str(device.smem_optin_per_block) +
+      return smem_text(c, s) + ", more than the device's " + str(device.smem_optin_per_block) +
              " per block";
     return std::nullopt;
   }
@@ -261,7 +353,7 @@ class FlashDecodeOp final : public Op {
         {"decode/flash_decode.cuh",
          std::string("ktune::flash_decode_split<") + kernel_type(t) + ", " + str(s.d) + ", " +
              str(c.block_m) + ", " + str(c.block_n) + ", " + str(c.warps) + ", " + str(c.stages) +
-             ", " + cpp_bool(s.causal) + ">"}};
+             ", " + cpp_bool(s.causal) + (s.paged() ? ", " + str(s.page) : std::string()) + ">"}};
     if (c.splits > 1)
       k.push_back({"decode/flash_decode.cuh", std::string("ktune::flash_decode_combine<") +
                                                   kernel_type(t) + ", " + str(s.d) + ">"});
@@ -275,7 +367,8 @@ class FlashDecodeOp final : public Op {
 
   unsigned dynamic_shared_bytes(const Params& params, const Problem& problem, DType,
                                 std::size_t kernel_index) const override {
-    return kernel_index == 0 ? smem_bytes(config_of(params), shape_of(problem).d) : 0;
+    const Shape s = shape_of(problem);
+    return kernel_index == 0 ? smem_bytes(config_of(params), s.d, s.page) : 0;
   }
 
   void run(const RunArgs& a, Launcher& launcher) const override {
@@ -288,7 +381,7 @@ class FlashDecodeOp final : public Op {
     split.grid[1] = static_cast<unsigned>(c.splits);
     split.grid[2] = static_cast<unsigned>(s.b * s.hkv);
     split.block[0] = static_cast<unsigned>(c.warps * 32);
-    split.shared_bytes = smem_bytes(c, s.d);
+    split.shared_bytes = smem_bytes(c, s.d, s.page);
     split.args = &k;
     split.args_size = sizeof k;
     launcher.launch(split);
@@ -303,24 +396,51 @@ class FlashDecodeOp final : public Op {
     launcher.launch(combine);
   }
 
-  // Same problem layout (dims, tensors, scalar, strides) and math as flash_attention: its fp32
-  // reference (one warp per query row), tolerance and flop count serve unchanged.
+  // Contiguous problems have flash_attention's layout (dims, tensors, scalar, strides) and math:
+  // its fp32 reference (one warp per query row) serves unchanged. Paged ones have their own,
+  // which gathers each key through the block table (decode/reference.cuh). The tolerance and the
+  // flop count are flash_attention's (flops at nk keys per sequence: an upper bound when paged).
   std::vector<KernelSource> reference_kernels(const Problem& p, DType t) const override {
-    return flash_attention_op().reference_kernels(p, t);
+    const Shape s = shape_of(p);
+    if (!s.paged()) return flash_attention_op().reference_kernels(attention_problem(p), t);
+    return {{"decode/reference.cuh", std::string("ktune::flash_decode_paged_reference<") +
+                                         kernel_type(t) + ", " + str(s.d) + ", " +
+                                         cpp_bool(s.causal) + ">"}};
   }
 
   void run_reference(const RunArgs& a, Launcher& launcher) const override {
-    flash_attention_op().run_reference(a, launcher);
+    const Shape s = shape_of(*a.problem);
+    if (!s.paged()) {
+      const Problem fa = attention_problem(*a.problem);
+      RunArgs b = a;
+      b.problem = &fa;
+      flash_attention_op().run_reference(b, launcher);
+      return;
+    }
+    Config one{1, 16, 32, 2, 2};  // make_args needs no workspace with one split
+    const FlashDecodeArgs k = make_args(a, s, one);
+    constexpr unsigned rows = kReferenceThreads / 32;
+    KernelLaunch l;
+    l.kernel = a.kernels[0];
+    l.grid[0] = static_cast<unsigned>((s.nq + rows - 1) / rows);
+    l.grid[1] = static_cast<unsigned>(s.b * s.hq);
+    l.block[0] = kReferenceThreads;
+    l.args = &k;
+    l.args_size = sizeof k;
+    launcher.launch(l);
   }
 
   Tolerance tolerance(DType t) const override { return flash_attention_op().tolerance(t); }
 
-  double flops(const Problem& p, DType t) const override { return flash_attention_op().flops(p, t); }
+  double flops(const Problem& p, DType t) const override {
+    return flash_attention_op().flops(attention_problem(p), t);
+  }
 
   /// The table row's tiles; block_m the smallest tile holding the packed rows (at most what
-  /// the accumulator budget allows); splits the largest listed count whose CTAs still fit in one wave of
-  /// sm_count * ctas_per_sm (fewer when shared memory allows fewer CTAs per SM) with at least
-  /// split_keys keys each and no empty split. The count is picked here, from the device, rather
+  /// the accumulator budget allows); splits the largest listed count whose CTAs still fit in one
+  /// wave of sm_count * ctas_per_sm (fewer when shared memory allows fewer CTAs per SM) with at
+  /// least split_keys keys each and no empty split; paged, at least enough splits for pieces of
+  /// kPagedSplitKeys keys of nk. The count is picked here, from the device, rather
   /// than resolved from an `auto` value in run(): run() and workspace_bytes() do not see the
   /// device, and an explicit count makes every database row name the configuration it timed.
   Params default_params(const Problem& problem, DType t, const DeviceInfo& device) const override {
@@ -348,15 +468,19 @@ class FlashDecodeOp final : public Op {
       }
     Config c{1, static_cast<int>(block_m), r.block_n, r.warps, r.stages};
     if (device.sm_count > 0) {
-      const unsigned smem = smem_bytes(c, s.d) + 1024;  // the driver reserves 1 KiB per CTA
+      const unsigned smem = smem_bytes(c, s.d, s.page) + 1024;  // the driver reserves 1 KiB per CTA
       const std::int64_t per_sm =
           device.smem_per_sm > 0
               ? std::max<std::int64_t>(1, std::min<std::int64_t>(r.ctas_per_sm,
                                                                  device.smem_per_sm / smem))
               : r.ctas_per_sm;
       const std::int64_t base = s.b * s.hkv * row_tiles(s, c.block_m);
-      const std::int64_t want = std::min(device.sm_count * per_sm / base,
-                                         std::max<std::int64_t>(1, s.nk / r.split_keys));
+      std::int64_t want = std::min(device.sm_count * per_sm / base,
+                                   std::max<std::int64_t>(1, s.nk / r.split_keys));
+      // Paged batches mix lengths: one CTA per (sequence, head) would leave the SMs waiting on
+      // the longest sequences. Pieces of about kPagedSplitKeys keys balance them (splits past a
+      // sequence's end exit at once), whatever the grid.
+      if (s.paged()) want = std::max(want, s.nk / kPagedSplitKeys);
       for (std::int64_t v : kSplitValues)
         if (v <= want && flash_decode_used_splits(s.nk, c.block_n, static_cast<int>(v)) == v)
           c.splits = static_cast<int>(v);
@@ -397,18 +521,19 @@ class FlashDecodeOp final : public Op {
       return "splits=" + str(c.splits) + " over " + str(flash_decode_tiles(s.nk, c.block_n)) +
              " key tiles of block_n=" + str(c.block_n) + " (nk=" + str(s.nk) + "): " +
              str(c.splits - used) + " splits would be empty";
-    if (smem_bytes(c, s.d) > kMaxSmem)
-      return smem_text(c, s.d) + ", more than the 227 KiB any GPU gives a block";
+    if (smem_bytes(c, s.d, s.page) > kMaxSmem)
+      return smem_text(c, s) + ", more than the 227 KiB any GPU gives a block";
     // Anything else the kernel's static_asserts would reject (nothing, with the lists above).
     if (const char* why = flash_decode_invalid_reason(static_cast<int>(s.d), c.block_m, c.block_n,
-                                                      c.warps, c.stages))
+                                                      c.warps, c.stages, static_cast<int>(s.page)))
       return params_key(params) + ": " + why;
     return std::nullopt;
   }
 
-  static std::string smem_text(const Config& c, std::int64_t d) {
+  static std::string smem_text(const Config& c, const Shape& s) {
+    const std::int64_t d = s.d;
     return "block_m=" + str(c.block_m) + ", block_n=" + str(c.block_n) + ", stages=" +
-           str(c.stages) + " at d=" + str(d) + " need " + str(smem_bytes(c, d)) +
+           str(c.stages) + " at d=" + str(d) + " need " + str(smem_bytes(c, d, s.page)) +
            " bytes of shared memory (Q tile + " + str(c.stages) + " K and V tiles)";
   }
 

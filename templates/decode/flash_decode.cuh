@@ -9,6 +9,12 @@
 // result is deterministic), and the CTA writes its split's O (normalised) and log-sum-exp to the
 // workspace, or with a single split o and lse directly. flash_decode_combine then merges the
 // splits: lse = log sum_s exp(lse_s), o = sum_s exp(lse_s - lse) o_s, exact up to rounding.
+//
+// Paged KV (PAGE > 0, see args.h): rows are gathered through the block table, and every CTA
+// reads its sequence's length: key tiles past it are never loaded, a split past it exits at once
+// (writing nothing; the combine reads only the splits that hold keys), and the causal diagonal
+// is aligned to that length. The page ids of the tile loaded next are read one tile ahead into a
+// shared slot, so the cp.async issue never waits on the block table.
 #pragma once
 
 #include "attention/mma.cuh"
@@ -51,17 +57,55 @@ __device__ __forceinline__ void load_kv_tile(unsigned dst, const unsigned short*
   }
 }
 
+/// Paged: copies keys [key0, key0 + ROWS) of one KV head from the pools (rows `row_stride`
+/// elements apart, Hkv * D) into padded shared K and V tiles. `pages` holds the tile's page ids
+/// (flash_decode_copy_slot), from the block table or a shared slot; rows at or past `rows_valid`
+/// are zero-filled, reading neither the table nor the pools.
+template <int D, int ROWS, int THREADS, int PAGE>
+__device__ __forceinline__ void load_kv_tiles_paged(unsigned dst_k, unsigned dst_v,
+                                                    const unsigned short* k,
+                                                    const unsigned short* v, long long row_stride,
+                                                    const int* pages, long long key0,
+                                                    int rows_valid, int tid) {
+  constexpr int CHUNKS = D / 8;
+  constexpr int RPI = THREADS / CHUNKS;  // rows per pass
+  constexpr int PITCH = flash_decode_pitch(D);
+  static_assert(THREADS % CHUNKS == 0 && ROWS % RPI == 0, "whole rows per pass");
+  const int rt = tid / CHUNKS;
+  const int chunk = tid % CHUNKS;
+#pragma unroll
+  for (int i = 0; i < ROWS / RPI; ++i) {
+    const int row = rt + i * RPI;
+    const unsigned off = row * PITCH + chunk * 16;
+    if (row < rows_valid) {
+      const long long page = pages[flash_decode_copy_slot(i, rt, RPI, ROWS, PAGE)];
+      const long long at =
+          (page * PAGE + flash_decode_copy_row(key0, i, rt, RPI, ROWS, PAGE)) * row_stride +
+          chunk * 8;
+      attn::cp_async_16(dst_k + off, k + at);
+      attn::cp_async_16(dst_v + off, v + at);
+    } else {
+      attn::cp_async_16(dst_k + off, k, 0);
+      attn::cp_async_16(dst_v + off, v, 0);
+    }
+  }
+}
+
 }  // namespace decode
 
 /// Partial attention of one (row tile, split, batch * KV head); see the file comment.
 ///
 /// T: bf16 or fp16. D: head dimension. BLOCK_M: packed rows per CTA (16 * MF; every warp holds
 /// all of them). BLOCK_N: keys per tile; each warp takes BLOCK_N / WARPS of them (a multiple of
-/// 16). STAGES: depth of the K/V ring. Launch: grid (ceil(rows / BLOCK_M), splits, B * Hkv),
-/// WARPS * 32 threads, flash_decode_smem_bytes(D, BLOCK_M, BLOCK_N, WARPS, STAGES) bytes of
+/// 16). STAGES: depth of the K/V ring. PAGE: 0 for contiguous K/V, else the page size of the
+/// pools (args.block_table, args.seq_lens). Launch: grid (ceil(rows / BLOCK_M), splits, B * Hkv),
+/// WARPS * 32 threads, flash_decode_smem_bytes(D, BLOCK_M, BLOCK_N, WARPS, STAGES, PAGE) bytes of
 /// dynamic shared memory (raise the kernel's limit above 48 KiB).
-template <typename T, int D, int BLOCK_M, int BLOCK_N, int WARPS, int STAGES, bool CAUSAL>
-__global__ void __launch_bounds__(WARPS * 32)
+template <typename T, int D, int BLOCK_M, int BLOCK_N, int WARPS, int STAGES, bool CAUSAL,
+          int PAGE = 0>
+// Paged, at least one CTA per SM (and no more) is all ptxas is told: without it, it capped a paged
+// default at 168 registers and spilled. Contiguous kernels keep the plain bound.
+__global__ void __launch_bounds__(WARPS * 32, PAGE > 0 ? 1 : 0)
     flash_decode_split(const __grid_constant__ FlashDecodeArgs args) {
   static_assert(sizeof(T) == 2, "T must be bf16 or fp16");
   static_assert(D == 32 || D == 64 || D == 96 || D == 128 || D == 256, "unsupported head dim");
@@ -72,8 +116,11 @@ __global__ void __launch_bounds__(WARPS * 32)
   static_assert(flash_decode_accumulators(D, BLOCK_M, BLOCK_N, WARPS) <= 144,
                 "O and S accumulators: at most 144 fp32 registers per thread");
   static_assert(STAGES >= 2 && STAGES <= 4, "STAGES must be 2, 3 or 4");
-  static_assert(flash_decode_smem_bytes(D, BLOCK_M, BLOCK_N, WARPS, STAGES) <= 227 * 1024,
+  static_assert(flash_decode_smem_bytes(D, BLOCK_M, BLOCK_N, WARPS, STAGES, PAGE) <= 227 * 1024,
                 "shared memory above 227 KiB");
+  static_assert(PAGE == 0 || PAGE == 16 || PAGE == 32 || PAGE == 64 || PAGE == 128 ||
+                    PAGE == 256,
+                "PAGE: 0 (contiguous), 16, 32, 64, 128 or 256");
 
   using namespace attn;
   constexpr int THREADS = WARPS * 32;
@@ -86,6 +133,10 @@ __global__ void __launch_bounds__(WARPS * 32)
   constexpr int CHUNKS = D / 8;           // 16-byte chunks per row
   constexpr int PITCH = flash_decode_pitch(D);
   constexpr unsigned KV_BYTES = BLOCK_N * PITCH;
+  constexpr unsigned RING = 2 * STAGES * KV_BYTES > flash_decode_merge_bytes(D, BLOCK_M, WARPS)
+                                ? 2 * STAGES * KV_BYTES
+                                : flash_decode_merge_bytes(D, BLOCK_M, WARPS);
+  constexpr int SLOTS = PAGE > 0 ? flash_decode_page_slots(BLOCK_N, PAGE) : 1;
   const float NEG_INF = -__int_as_float(0x7f800000);
 
   extern __shared__ __align__(128) unsigned char smem[];
@@ -99,7 +150,6 @@ __global__ void __launch_bounds__(WARPS * 32)
   const int g = lane >> 2;  // fragment row within 8
   const int t = lane & 3;   // fragment column pair
   const int Nq = args.seq_q;
-  const int Nk = args.seq_k;
   const int group = args.group;
   const int rows = group * Nq;
   const int r0 = blockIdx.x * BLOCK_M;
@@ -107,12 +157,23 @@ __global__ void __launch_bounds__(WARPS * 32)
   const int split = blockIdx.y;
   const int b = blockIdx.z / args.heads_kv;
   const int kh = blockIdx.z % args.heads_kv;
+  // Keys of this sequence: all Nk, or paged its own length.
+  const int Nk = PAGE > 0 ? flash_decode_seq_len(args.seq_lens[b], args.seq_k) : args.seq_k;
+  const int tiles = (Nk + BLOCK_N - 1) / BLOCK_N;
+  const int n_begin = split * args.tiles_per_split;
+  // A split past the sequence's end has nothing to add: the combine does not read it (split 0
+  // always writes, so that an empty sequence still gets o = 0 and lse = -inf).
+  if (PAGE > 0 && split > 0 && n_begin >= tiles) return;
 
+  // Paged, run() sets the k and v strides to the pools' (batch 0, head D, row Hkv * D): the same
+  // addressing then gives this head's column of every pool row.
   const unsigned short* q = static_cast<const unsigned short*>(args.q) + b * args.q_batch_stride;
   const unsigned short* k = static_cast<const unsigned short*>(args.k) +
                             b * args.k_batch_stride + kh * args.k_head_stride;
   const unsigned short* v = static_cast<const unsigned short*>(args.v) +
                             b * args.v_batch_stride + kh * args.v_head_stride;
+  // Two slots of SLOTS page ids: those of the next tile to load, written one tile ahead.
+  int* const s_pages = reinterpret_cast<int*>(smem + BLOCK_M * PITCH + RING);
 
   // Q tile: packed row r is query row r / g of head kh * g + r % g; padding rows are zeros.
   for (int id = tid; id < BLOCK_M * CHUNKS; id += THREADS) {
@@ -131,8 +192,6 @@ __global__ void __launch_bounds__(WARPS * 32)
 
   // Key tiles of this split, [n_begin, n_end); for causal, cut after the last key the tile's last
   // row sees. Tiles below n_full need no mask (every row of the tile sees all their keys).
-  const int tiles = (Nk + BLOCK_N - 1) / BLOCK_N;
-  const int n_begin = split * args.tiles_per_split;
   int n_end = min(tiles, n_begin + args.tiles_per_split);
   int n_full = Nk / BLOCK_N;
   if (CAUSAL) {
@@ -144,17 +203,42 @@ __global__ void __launch_bounds__(WARPS * 32)
   }
   n_full = max(n_begin, min(n_full, n_end));
 
-  const auto load = [&](int n, int st) {
+  // Paged: `pages` holds tile n's page ids (the block table row from page n * BLOCK_N / PAGE, or
+  // a shared slot holding the same).
+  const auto load = [&](int n, int st, const int* pages) {
     const long long r = static_cast<long long>(n) * BLOCK_N;
-    decode::load_kv_tile<D, BLOCK_N, THREADS>(sK + st * KV_BYTES, k + r * args.k_row_stride,
-                                              args.k_row_stride, Nk - n * BLOCK_N, tid);
-    decode::load_kv_tile<D, BLOCK_N, THREADS>(sV + st * KV_BYTES, v + r * args.v_row_stride,
-                                              args.v_row_stride, Nk - n * BLOCK_N, tid);
+    if constexpr (PAGE > 0) {
+      decode::load_kv_tiles_paged<D, BLOCK_N, THREADS, PAGE>(
+          sK + st * KV_BYTES, sV + st * KV_BYTES, k, v, args.k_row_stride, pages, r,
+          Nk - n * BLOCK_N, tid);
+    } else {
+      decode::load_kv_tile<D, BLOCK_N, THREADS>(sK + st * KV_BYTES, k + r * args.k_row_stride,
+                                                args.k_row_stride, Nk - n * BLOCK_N, tid);
+      decode::load_kv_tile<D, BLOCK_N, THREADS>(sV + st * KV_BYTES, v + r * args.v_row_stride,
+                                                args.v_row_stride, Nk - n * BLOCK_N, tid);
+    }
+  };
+  // Paged: page id `slot` of tile n, or 0 past the sequence (never used: such rows are zeroed).
+  const auto page_id = [&](int n, int slot) {
+    constexpr int P = PAGE > 0 ? PAGE : 1;  // (the lambda is only called when paged)
+    const long long first = static_cast<long long>(n) * BLOCK_N / P + slot;
+    // The row's address is recomputed from the parameters: one register fewer across the math.
+    return first * P < Nk
+               ? args.block_table[static_cast<long long>(b) * args.pages_per_seq + first]
+               : 0;
   };
 #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) {
-    if (n_begin + s < n_end) load(n_begin + s, s);
+    if (n_begin + s < n_end)
+      load(n_begin + s, s,
+           PAGE > 0 ? args.block_table + static_cast<long long>(b) * args.pages_per_seq +
+                          static_cast<long long>(n_begin + s) * BLOCK_N / (PAGE > 0 ? PAGE : 1)
+                    : nullptr);
     cp_async_commit();
+  }
+  if constexpr (PAGE > 0) {
+    const int m = n_begin + STAGES - 1;  // loaded by the first tile step, from its slot
+    if (tid < SLOTS && m < n_end) s_pages[(m & 1) * SLOTS + tid] = page_id(m, tid);
   }
 
   // Keys each of this thread's rows sees (rows mf * 16 + r * 8 + g of the tile).
@@ -196,11 +280,15 @@ __global__ void __launch_bounds__(WARPS * 32)
     // barrier also retires every read of tile n - 1, whose stage the copy below refills.
     cp_async_wait<STAGES - 2>();
     __syncthreads();
-    {
-      const int nl = n + STAGES - 1;
-      if (nl < n_end) load(nl, stage == 0 ? STAGES - 1 : stage - 1);
-      cp_async_commit();
-    }
+    const int nl = n + STAGES - 1;
+    if (nl < n_end) load(nl, stage == 0 ? STAGES - 1 : stage - 1, s_pages + (nl & 1) * SLOTS);
+    cp_async_commit();
+    // Paged: the page ids of tile nl + 1, read now and stored to the other slot after this
+    // tile's math (the barrier of the next step publishes them; the slot's last readers were
+    // before this step's barrier).
+    int next_page = 0;
+    if constexpr (PAGE > 0)
+      if (tid < SLOTS && nl + 1 < n_end) next_page = page_id(nl + 1, tid);
     const unsigned k_stage = sK + stage * KV_BYTES + k_lane;
     const unsigned v_stage = sV + stage * KV_BYTES + v_lane;
 
@@ -302,6 +390,8 @@ __global__ void __launch_bounds__(WARPS * 32)
         }
       }
     }
+    if constexpr (PAGE > 0)
+      if (tid < SLOTS && nl + 1 < n_end) s_pages[((nl + 1) & 1) * SLOTS + tid] = next_page;
     stage = stage + 1 == STAGES ? 0 : stage + 1;
   };
   int n = n_begin;
@@ -412,7 +502,8 @@ __global__ void __launch_bounds__(WARPS * 32)
 }
 
 /// Merges the splits' partial O and log-sum-exp into o (and lse when set): one warp per output
-/// row (b, h, query row), lane l holding elements [l * D / 32, (l + 1) * D / 32). Launch: grid
+/// row (b, h, query row), lane l holding elements [l * D / 32, (l + 1) * D / 32); paged, only
+/// the splits that hold keys of the row's sequence (flash_decode_splits_used). Launch: grid
 /// ceil(B * Hq * Nq / kFlashDecodeCombineWarps), kFlashDecodeCombineWarps * 32 threads.
 template <typename T, int D>
 __global__ void __launch_bounds__(kFlashDecodeCombineWarps * 32)
@@ -427,7 +518,15 @@ __global__ void __launch_bounds__(kFlashDecodeCombineWarps * 32)
   const long long row = static_cast<long long>(blockIdx.x) * kFlashDecodeCombineWarps +
                         (threadIdx.x >> 5);
   if (row >= plane) return;  // whole warps leave; nothing below synchronises the block
-  const int splits = args.splits;
+  const int qr = static_cast<int>(row % args.seq_q);
+  const int h = static_cast<int>((row / args.seq_q) % args.heads_q);
+  const int b = static_cast<int>(row / (static_cast<long long>(args.seq_q) * args.heads_q));
+  // Paged: only the splits holding keys of this sequence wrote partials.
+  const int splits = args.seq_lens == nullptr
+                         ? args.splits
+                         : flash_decode_splits_used(
+                               flash_decode_seq_len(args.seq_lens[b], args.seq_k),
+                               args.split_keys, args.splits);
 
   float m = NEG_INF;
   for (int s = lane; s < splits; s += 32) m = fmaxf(m, args.part_lse[s * plane + row]);
@@ -470,9 +569,6 @@ __global__ void __launch_bounds__(kFlashDecodeCombineWarps * 32)
     }
   }
 
-  const int qr = static_cast<int>(row % args.seq_q);
-  const int h = static_cast<int>((row / args.seq_q) % args.heads_q);
-  const int b = static_cast<int>(row / (static_cast<long long>(args.seq_q) * args.heads_q));
   T* o = static_cast<T*>(args.o) + b * args.o_batch_stride + h * args.o_head_stride +
          qr * args.o_row_stride + lane * PER_LANE;
   if constexpr (PER_LANE % 2 == 0) {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 
 namespace ktune::test {
@@ -47,19 +48,27 @@ AttentionResult attention_ref(const AttentionShape& s, const AttentionTensor& q,
       for (std::int64_t r0 = 0; r0 < s.nq; r0 += kRows) {
         const std::int64_t rows = std::min(kRows, s.nq - r0);
         Matrix scores = gather(q, b, h, r0, rows, s.d) * kh.transpose() * scale;
+        if (s.softcap > 0) scores = (scores.array() / s.softcap).tanh() * s.softcap;
         for (std::int64_t r = 0; r < rows; ++r) {
           const std::int64_t row = r0 + r;
-          // Keys [0, seen) are visible to this row.
+          const std::int64_t aligned = row + s.nk - s.nq;  // the row's position among the keys
+          // Keys [first, seen) are visible to this row.
           const std::int64_t seen =
-              s.causal ? std::clamp<std::int64_t>(row + s.nk - s.nq + 1, 0, s.nk) : s.nk;
+              s.causal ? std::clamp<std::int64_t>(aligned + 1, 0, s.nk) : s.nk;
+          const std::int64_t first =
+              s.window > 0 ? std::clamp<std::int64_t>(aligned - s.window + 1, 0, seen) : 0;
           const std::size_t lse_index = static_cast<std::size_t>((b * s.hq + h) * s.nq + row);
           double* o = &out.o[lse_index * static_cast<std::size_t>(s.d)];
-          if (seen == 0) continue;  // o = 0, lse = -inf
-          const auto visible = scores.row(r).head(seen);
+          if (seen == first) continue;  // o = 0, lse = -inf
+          Eigen::RowVectorXd visible = scores.row(r).segment(first, seen - first);
+          if (!s.alibi_slopes.empty())
+            for (std::int64_t j = first; j < seen; ++j)
+              visible(j - first) -= s.alibi_slopes[static_cast<std::size_t>(h)] *
+                                    static_cast<double>(std::abs(j - aligned));
           const double max = visible.maxCoeff();
           const Eigen::RowVectorXd p = (visible.array() - max).exp().matrix();
           const double sum = p.sum();
-          const Eigen::RowVectorXd orow = p * vh.topRows(seen) / sum;
+          const Eigen::RowVectorXd orow = p * vh.middleRows(first, seen - first) / sum;
           for (std::int64_t i = 0; i < s.d; ++i) o[i] = orow(i);
           out.lse[lse_index] = max + std::log(sum);
         }

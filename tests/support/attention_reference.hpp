@@ -1,5 +1,6 @@
 // CPU reference of flash attention forward in double precision (Eigen): O and the row
-// log-sum-exp, grouped-query heads, bottom-right causal masking, strided tensors.
+// log-sum-exp, grouped-query heads, bottom-right causal masking, strided tensors, and the mask
+// variants (sliding window, logit soft-capping, ALiBi).
 #pragma once
 
 #include <cstdint>
@@ -27,6 +28,9 @@ struct AttentionShape {
   std::int64_t b = 1, hq = 1, hkv = 1, nq = 1, nk = 1, d = 64;
   bool causal = false;
   double scale = 0.0;  // <= 0: 1/sqrt(d)
+  std::int64_t window = 0;          // > 0: row i sees keys j > i + nk - nq - window
+  double softcap = 0.0;             // > 0: scores become softcap * tanh(score / softcap)
+  std::vector<double> alibi_slopes; // non-empty ([hq]): score -= slope[h] * |j - (i + nk - nq)|
 };
 
 struct AttentionResult {
@@ -38,9 +42,10 @@ struct AttentionResult {
   }
 };
 
-/// o = softmax(scale * q k^T + mask) v per (batch, query head); query head h reads key/value
-/// head h / (hq / hkv). Causal: query row i sees keys j <= i + nk - nq; a row that sees none
-/// gets o = 0 and lse = -inf.
+/// o = softmax(scores + mask) v per (batch, query head); query head h reads key/value head
+/// h / (hq / hkv). scores = scale * q k^T, soft-capped, then the ALiBi bias. With i' = i + nk - nq,
+/// causal keeps keys j <= i' and a window keys j > i' - window; a row that sees none gets o = 0
+/// and lse = -inf.
 AttentionResult attention_ref(const AttentionShape& s, const AttentionTensor& q,
                               const AttentionTensor& k, const AttentionTensor& v);
 
