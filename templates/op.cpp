@@ -162,10 +162,11 @@ std::string Op::problem_key(const Problem& p) const {
   const std::vector<DimSpec>& ds = dims();
   std::string out;
   for (std::size_t i = 0; i < ds.size() && i < p.values.size(); ++i) {
-    if (i) out += ',';
+    const std::int64_t v = p.values[i];
+    if (!ds[i].keyed_at_default && ds[i].def && v == *ds[i].def) continue;
+    if (!out.empty()) out += ',';
     out += ds[i].name;
     out += '=';
-    const std::int64_t v = p.values[i];
     if (ds[i].enumerated() && v >= 0 && v < static_cast<std::int64_t>(ds[i].choices.size()))
       out += ds[i].choices[static_cast<std::size_t>(v)];
     else

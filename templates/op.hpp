@@ -32,6 +32,9 @@ struct DimSpec {
   // Dims matched by distance: values on either side of a boundary behave differently (decode's
   // nq <= 16 against prefill's): the lookup never serves one regime from the other.
   std::vector<std::int64_t> regimes = {};
+  // False for a dim added after databases were written (mask variants, paging): at its default
+  // it is left out of problem keys, so keys written before it existed still match exactly.
+  bool keyed_at_default = true;
   bool enumerated() const { return !choices.empty(); }
   /// Which regime `v` is in: the number of boundaries below it.
   int regime(std::int64_t v) const {

@@ -87,16 +87,18 @@ const char* const kMha = "b=2,hq=16,hkv=16,nq=4096,nk=4096,d=128";
 TEST(AttentionProblem, KeysRoundTripInDeclaredOrder) {
   const Problem p = op().parse_problem("d=64,nk=1000,nq=17,hkv=2,hq=8,b=3,causal=yes");
   EXPECT_EQ(p.values, (std::vector<std::int64_t>{3, 8, 2, 17, 1000, 64, 1, 0, 0, 0}));
-  EXPECT_EQ(op().problem_key(p),
-            "b=3,hq=8,hkv=2,nq=17,nk=1000,d=64,causal=yes,window=0,softcap=no,alibi=no");
+  // Variants at their defaults are left out of keys (keys written before them match).
+  EXPECT_EQ(op().problem_key(p), "b=3,hq=8,hkv=2,nq=17,nk=1000,d=64,causal=yes");
   EXPECT_EQ(op().parse_problem(op().problem_key(p)), p);
   EXPECT_EQ(op().parse_problem("3x8x2x17x1000x64"), op().parse_problem("b=3,hq=8,hkv=2,nq=17,"
                                                                        "nk=1000,d=64"));
   EXPECT_EQ(op().problem_key(op().default_problem()),
-            "b=2,hq=16,hkv=16,nq=4096,nk=4096,d=128,causal=no,window=0,softcap=no,alibi=no");
+            "b=2,hq=16,hkv=16,nq=4096,nk=4096,d=128,causal=no");
   const Problem v = op().parse_problem("alibi=yes,window=4096,b=1,hq=4,hkv=4,nq=9,nk=9,d=32,"
                                        "softcap=yes");
   EXPECT_EQ(v.values, (std::vector<std::int64_t>{1, 4, 4, 9, 9, 32, 0, 4096, 1, 1}));
+  EXPECT_EQ(op().problem_key(v),
+            "b=1,hq=4,hkv=4,nq=9,nk=9,d=32,causal=no,window=4096,softcap=yes,alibi=yes");
   EXPECT_EQ(op().parse_problem(op().problem_key(v)), v);
   // "x" shapes name the integer dims in order; the window is the eighth.
   EXPECT_EQ(op().parse_problem("1x4x4x9x9x32x4096"),
@@ -108,15 +110,15 @@ TEST(AttentionProblem, KeysRoundTripInDeclaredOrder) {
 
 TEST(AttentionProblem, KeysWrittenBeforeTheVariantsParseWithThemOff) {
   // The shipped database's keys (and any user database's) end at causal: they are the same
-  // problems as before, every variant off, and print with the variants (the rows' keys are
-  // rewritten to match: db/shipped/README.md).
+  // problems as before, every variant off, and print as they were written (variants at their
+  // defaults are left out), so their rows match exactly.
   for (const char* old : {"b=16,hq=16,hkv=16,nq=512,nk=512,d=64,causal=no",
                           "b=1,hq=16,hkv=16,nq=16384,nk=16384,d=128,causal=yes"}) {
     const Problem p = op().parse_problem(old);
     ASSERT_EQ(p.values.size(), 10u);
     EXPECT_EQ(std::vector<std::int64_t>(p.values.begin() + 7, p.values.end()),
               (std::vector<std::int64_t>{0, 0, 0}));
-    EXPECT_EQ(op().problem_key(p), std::string(old) + ",window=0,softcap=no,alibi=no");
+    EXPECT_EQ(op().problem_key(p), std::string(old));
     EXPECT_EQ(op().parse_problem(std::string(old) + ",window=0,softcap=no,alibi=no"), p);
   }
   // The same default kernel as before for every old problem.

@@ -109,10 +109,10 @@ const char* const kPagedBar = "b=64,hq=32,hkv=8,nq=1,nk=8000,d=128,page=16";
 TEST(DecodeProblem, KeysRoundTripAndBadProblemsSayWhy) {
   const Problem p = op().parse_problem("d=64,nk=1000,nq=5,hkv=2,hq=16,b=3,causal=yes");
   EXPECT_EQ(p.values, (std::vector<std::int64_t>{3, 16, 2, 5, 1000, 64, 1, 0}));
-  EXPECT_EQ(op().problem_key(p), "b=3,hq=16,hkv=2,nq=5,nk=1000,d=64,causal=yes,page=0");
+  EXPECT_EQ(op().problem_key(p), "b=3,hq=16,hkv=2,nq=5,nk=1000,d=64,causal=yes");  // page 0
   EXPECT_EQ(op().parse_problem(op().problem_key(p)), p);
   EXPECT_EQ(op().problem_key(op().default_problem()),
-            "b=16,hq=32,hkv=8,nq=1,nk=4096,d=128,causal=no,page=0");
+            "b=16,hq=32,hkv=8,nq=1,nk=4096,d=128,causal=no");
   EXPECT_EQ(op().name(), "flash_decode");
   EXPECT_EQ(op().family(), "decode");
   EXPECT_EQ(find_op("flash_decode"), &op());

@@ -187,18 +187,20 @@ class FlashAttentionOp final : public Op {
                /*exact=*/true},
               {"causal", 0, 1, {"no", "yes"}, 0,
                "causal mask, aligned to the bottom right when nq != nk"},
-              // The mask variants come after causal so that keys written before them parse
-              // with the variants off. A window is matched by distance (4096 serves 8192: both
+              // The mask variants come after causal, and are left out of keys when off, so that
+              // keys written before them parse and match with the variants off. A window is matched by distance (4096 serves 8192: both
               // bound the work per row), never against 0 (no window), its own regime.
               {"window", 0, kMaxSeq, {}, 0,
                "sliding window: 0 none, else row i sees keys j > i + nk - nq - window (with "
                "causal, the last window keys up to its diagonal)",
-               false, {0}},
+               false, {0}, /*keyed_at_default=*/false},
               {"softcap", 0, 1, {"no", "yes"}, 0,
                "logit soft-capping: scores become softcap * tanh(score / softcap), the cap a "
-               "scalar"},
+               "scalar",
+               false, {}, /*keyed_at_default=*/false},
               {"alibi", 0, 1, {"no", "yes"}, 0,
-               "ALiBi: score -= slope[h] * |j - (i + nk - nq)|, slopes an fp32 tensor [hq]"}},
+               "ALiBi: score -= slope[h] * |j - (i + nk - nq)|, slopes an fp32 tensor [hq]",
+               false, {}, /*keyed_at_default=*/false}},
         tunables_{
             {"block_m", {64, 128, 256}, "query rows per CTA"},
             {"block_n", {32, 64, 128}, "keys per K/V tile"},

@@ -232,7 +232,7 @@ class FlashDecodeOp final : public Op {
                "0: contiguous K/V; else keys per page (16, 32, 64, 128, 256) of paged K/V pools "
                "[pages, page, hkv, d] read through a block table, with per-sequence lengths "
                "(nk their maximum; causal aligned to each sequence's own length)",
-               /*exact=*/true}},
+               /*exact=*/true, {}, /*keyed_at_default=*/false}},
         tunables_{
             {"splits", kSplitValues,
              "CTAs along the key axis, merged by a combine kernel (1: none); the default picks "
