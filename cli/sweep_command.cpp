@@ -119,12 +119,6 @@ void print_result(const SweepResult& r, const SweepOptions& o) {
   std::printf("  %.1f s; stored in %s\n", r.seconds, shown(o.db_path.string()).c_str());
 }
 
-std::string format_fixed(double v, int digits) {
-  char b[64];
-  std::snprintf(b, sizeof b, "%.*f", digits, v);
-  return b;
-}
-
 const char* r_unit(const std::vector<SweepResult>& rs) {
   return rs.front().flops > 0 ? "TFLOP/s" : "TB/s";
 }
@@ -215,9 +209,9 @@ int sweep_misses(const std::string& path, SweepOptions o, bool json) {
   for (const SweepResult& r : results) {
     const bool has_default = r.best && r.default_config && r.default_config->status == TrialStatus::ok;
     std::printf("%-16s %-5s %12s %12s %8s  %s\n", r.op.c_str(), dtype_name(r.dtype),
-                r.best ? format_fixed(r.best->median_us, 2).c_str() : "none",
-                has_default ? format_fixed(r.default_config->median_us, 2).c_str() : "-",
-                has_default ? (format_fixed(r.default_config->median_us / r.best->median_us, 2) + "x").c_str() : "-",
+                r.best ? fmt("%.2f", r.best->median_us).c_str() : "none",
+                has_default ? fmt("%.2f", r.default_config->median_us).c_str() : "-",
+                has_default ? (fmt("%.2f", r.default_config->median_us / r.best->median_us) + "x").c_str() : "-",
                 r.problem_key.c_str());
   }
   return code;
@@ -348,8 +342,8 @@ int cmd_sweep(const Args& args) {
       std::printf("%-10s %12.2f %10.1f %9.1f %12s %8s  %s\n", t.c_str(), us,
                   r.flops > 0 ? tflop_per_s(r, us) : tb_per_s(r, us),
                   100.0 * tb_per_s(r, us) * 1e12 / r.copy_bandwidth,
-                  has_default ? format_fixed(r.default_config->median_us, 2).c_str() : "-",
-                  has_default ? (format_fixed(r.default_config->median_us / us, 2) + "x").c_str() : "-",
+                  has_default ? fmt("%.2f", r.default_config->median_us).c_str() : "-",
+                  has_default ? (fmt("%.2f", r.default_config->median_us / us) + "x").c_str() : "-",
                   r.best->params_key.c_str());
     }
     std::printf("%zu problems in %.1f s; stored in %s\n", results.size(), seconds,

@@ -403,6 +403,24 @@ std::optional<std::string> Op::invalid_after_compile(
   return std::nullopt;
 }
 
+std::optional<std::string> Op::point_reason(const Params& params, const Problem& problem,
+                                            DType t) const {
+  const std::vector<DType> ok = dtypes();
+  if (std::find(ok.begin(), ok.end(), t) == ok.end()) {
+    std::string names;
+    for (DType d : ok) names += std::string(names.empty() ? "" : ", ") + dtype_name(d);
+    return std::string(dtype_name(t)) + " is not supported by " + std::string(name()) +
+           " (dtypes: " + names + ")";
+  }
+  if (auto why = check_params(params)) return why;
+  try {
+    check_problem(problem);
+  } catch (const InvalidArgument& e) {
+    return std::string(e.what());
+  }
+  return std::nullopt;
+}
+
 std::optional<std::string> needs_sm80_reason(const DeviceInfo& device) {
   if (device.cc_major <= 0 || device.cc_major >= 8) return std::nullopt;
   return "needs compute capability 8.0 or later (cp.async, bf16 mma.sync); the device is " +

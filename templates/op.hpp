@@ -263,6 +263,11 @@ class Op {
   Problem parse_problem(std::string_view text) const;
   /// Checks every value against the dims' ranges, then problem_reason(); throws InvalidArgument.
   void check_problem(const Problem& p) const;
+  /// Why (dtype, params, problem) is not even a point to judge: a dtype outside dtypes(),
+  /// parameters outside the tunables' lists, or a problem check_problem() rejects; else nullopt.
+  /// The common start of every op's invalid_reason().
+  std::optional<std::string> point_reason(const Params& params, const Problem& problem,
+                                          DType t) const;
   /// Constraints between dimensions or on allowed values beyond a range (e.g. head dims the
   /// template supports, hq a multiple of hkv); nullopt when the problem is fine.
   virtual std::optional<std::string> problem_reason(const Problem&) const { return std::nullopt; }

@@ -375,14 +375,7 @@ class FlashAttentionOp final : public Op {
   /// Why the point cannot be instantiated at all (no device needed), or nullopt.
   std::optional<std::string> static_reason(const Params& params, const Problem& problem,
                                            DType t) const {
-    if (t != DType::bf16 && t != DType::f16)
-      return std::string(dtype_name(t)) + " is not supported by flash_attention (dtypes: bf16, fp16)";
-    if (auto why = check_params(params)) return why;
-    try {
-      check_problem(problem);
-    } catch (const InvalidArgument& e) {
-      return std::string(e.what());
-    }
+    if (auto why = point_reason(params, problem, t)) return why;
     const Config c = config_of(params);
     const Shape s = shape_of(problem);
     if (c.block_m % (16 * c.warps) != 0)

@@ -491,14 +491,7 @@ class FlashDecodeOp final : public Op {
   /// Why the point cannot be instantiated or can never win (no device needed), or nullopt.
   std::optional<std::string> static_reason(const Params& params, const Problem& problem,
                                            DType t) const {
-    if (t != DType::bf16 && t != DType::f16)
-      return std::string(dtype_name(t)) + " is not supported by flash_decode (dtypes: bf16, fp16)";
-    if (auto why = check_params(params)) return why;
-    try {
-      check_problem(problem);
-    } catch (const InvalidArgument& e) {
-      return std::string(e.what());
-    }
+    if (auto why = point_reason(params, problem, t)) return why;
     const Config c = config_of(params);
     const Shape s = shape_of(problem);
     if (c.block_n % (16 * c.warps) != 0)

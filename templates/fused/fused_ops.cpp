@@ -63,28 +63,9 @@ class FusedOp : public Op {
   }
 
  protected:
-  /// Why (params, problem, t) cannot run before looking at the op's own rules, or nullopt.
-  std::optional<std::string> basic_reason(const Params& params, const Problem& problem,
-                                          DType t) const {
-    const std::vector<DType> ok = dtypes();
-    if (std::find(ok.begin(), ok.end(), t) == ok.end()) {
-      std::string names;
-      for (DType d : ok) names += std::string(names.empty() ? "" : ", ") + dtype_name(d);
-      return std::string(dtype_name(t)) + " is not supported by " + name_ + " (dtypes: " + names +
-             ")";
-    }
-    if (auto why = check_params(params)) return why;
-    try {
-      check_problem(problem);
-    } catch (const InvalidArgument& e) {
-      return std::string(e.what());
-    }
-    return std::nullopt;
-  }
-
   /// Rejects parameters that are not in the space before they reach a name expression.
   void require_valid(const Params& params, const Problem& problem, DType t) const {
-    if (auto why = basic_reason(params, problem, t))
+    if (auto why = point_reason(params, problem, t))
       throw InvalidArgument(name_ + ": " + *why);
   }
 
@@ -157,7 +138,7 @@ class RowOp : public FusedOp {
 
   std::optional<std::string> invalid_reason(const Params& params, const Problem& problem,
                                             DType t, const DeviceInfo& device) const override {
-    if (auto why = basic_reason(params, problem, t)) return why;
+    if (auto why = point_reason(params, problem, t)) return why;
     const std::int64_t n = n_of(problem);
     const RowShape s = row_shape(params, n);
     const std::size_t size = dtype_size(t);
@@ -451,7 +432,7 @@ class ElementwiseOp : public FusedOp {
 
   std::optional<std::string> invalid_reason(const Params& params, const Problem& problem,
                                             DType t, const DeviceInfo& device) const override {
-    if (auto why = basic_reason(params, problem, t)) return why;
+    if (auto why = point_reason(params, problem, t)) return why;
     const std::int64_t n = n_of(problem);
     const std::int64_t vec = params.values[kEwVec];
     const std::int64_t threads = params.values[kEwThreads];

@@ -903,14 +903,7 @@ class MoeOp final : public Op {
   /// Why the point cannot be instantiated (no device needed) or can never win, or nullopt.
   std::optional<std::string> static_reason(const Params& params, const Problem& problem,
                                            DType t) const {
-    if (t != DType::bf16 && t != DType::f16)
-      return std::string(dtype_name(t)) + " is not supported by moe (dtypes: bf16, fp16)";
-    if (auto why = check_params(params)) return why;
-    try {
-      check_problem(problem);
-    } catch (const InvalidArgument& e) {
-      return std::string(e.what());
-    }
+    if (auto why = point_reason(params, problem, t)) return why;
     const Config c = config_of(params);
     const Shape s = shape_of(problem);
     // The kernel's own reasons, one line per reason (the point's values are in its key).
