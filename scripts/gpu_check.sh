@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # On the GPU machine (after scripts/gpu_bundle.sh here, carrying .gpu): the GPU tests, then a
-# cold-cache sweep of the default op. Logs under $OUT; a short table last.
+# cold-cache sweep of the default op. Logs in $OUT/logs.tar.gz; a short table last.
+# TESTS="a b" picks test binaries, NO_SWEEP=1 skips the sweep, TEST_TIMEOUT=s per binary.
 set -uo pipefail
 OUT=${OUT:-/tmp/ktune-out}
 B=${BUNDLE:-.gpu}
-mkdir -p "$OUT"
+mkdir -p "$OUT/logs"
 export LD_LIBRARY_PATH=$PWD/$B/lib:${LD_LIBRARY_PATH:-}
 export KTUNE_CLI=$PWD/$B/bin/ktune
 export KTUNE_CACHE_DIR=$(mktemp -d)
@@ -14,7 +15,7 @@ $K devices | tee -a "$OUT/gpu.txt"
 summary=()
 for t in ${TESTS:-core_test compiler_test gpu_fused_test tuner_test gpu_attention_test}; do
   start=$(date +%s)
-  timeout 300 $B/tests/$t --gtest_brief=1 >"$OUT/$t.log" 2>&1
+  timeout ${TEST_TIMEOUT:-300} $B/tests/$t --gtest_brief=1 >"$OUT/logs/$t.log" 2>&1
   rc=$?
   summary+=("$t rc=$rc $(( $(date +%s) - start ))s $(grep -E '^\[  (PASSED|FAILED|SKIPPED)' "$OUT/$t.log" | tr '\n' ' ')")
 done
@@ -30,5 +31,6 @@ fi
 $K best --op flash_attention --shape b=2,hq=16,hkv=16,nq=4096,nk=4096,d=128 --db "$(mktemp -d)/empty.db" \
   >"$OUT/best.txt" 2>&1
 summary+=("best with only the shipped db: $(tr '\n' ' ' <"$OUT/best.txt")")
+tar czf "$OUT/logs.tar.gz" -C "$OUT" logs && rm -rf "$OUT/logs"
 echo "==== summary"
 printf '%s\n' "${summary[@]}"

@@ -276,10 +276,10 @@ TEST(DecodeDefaults, SplitsFillTheDevice) {
   const auto key = [&](const std::string& problem, const DeviceInfo& dev) {
     return op().params_key(op().default_params(op().parse_problem(problem), DType::bf16, dev));
   };
-  // 128 (batch, KV head) CTAs: 2 splits fill 132 SMs x 2 CTAs (108 KiB each) in one wave.
-  EXPECT_EQ(key(kBar1, h100), "splits=2,block_m=16,block_n=64,warps=4,stages=3");
-  // 8 CTAs: 32 splits of 1024 keys.
-  EXPECT_EQ(key(kBar2, h100), "splits=32,block_m=16,block_n=64,warps=4,stages=3");
+  // One CTA per SM (measured best on the H100): 128 (batch, KV head) CTAs fill 132 SMs
+  // unsplit; 8 take 16 splits of 2048 keys.
+  EXPECT_EQ(key(kBar1, h100), "splits=1,block_m=16,block_n=64,warps=4,stages=3");
+  EXPECT_EQ(key(kBar2, h100), "splits=16,block_m=16,block_n=64,warps=4,stages=3");
   // Short caches are not split below 256 keys a split; a full grid is not split at all.
   EXPECT_EQ(key("b=1,hq=8,hkv=8,nq=1,nk=1000,d=128", h100),
             "splits=3,block_m=16,block_n=64,warps=4,stages=3");
@@ -289,11 +289,11 @@ TEST(DecodeDefaults, SplitsFillTheDevice) {
   EXPECT_EQ(key("b=1,hq=16,hkv=1,nq=1,nk=32768,d=128", h100),
             "splits=128,block_m=16,block_n=64,warps=4,stages=3");
   // Longer query blocks take the largest tile the accumulators allow (64 rows at d=64 and 32
-  // keys per warp would need 192): 2 row tiles x 8 KV heads x 16 splits.
+  // keys per warp would need 192): 2 row tiles x 8 KV heads x 8 splits.
   EXPECT_EQ(key("b=1,hq=32,hkv=8,nq=16,nk=4096,d=64", h100),
-            "splits=16,block_m=32,block_n=128,warps=4,stages=3");
-  // A100: one stage fewer, 108 SMs.
-  EXPECT_EQ(key(kBar2, device("sm_80")), "splits=24,block_m=16,block_n=64,warps=4,stages=2");
+            "splits=8,block_m=32,block_n=128,warps=4,stages=3");
+  // A100: one stage fewer, 108 SMs: 8 x 12.
+  EXPECT_EQ(key(kBar2, device("sm_80")), "splits=12,block_m=16,block_n=64,warps=4,stages=2");
   // Paged: pieces of at most 1024 keys of nk even when the grid is full (mixed lengths), and a
   // short cache is not split further than the contiguous rule says.
   EXPECT_EQ(key(kPagedBar, h100), "splits=6,block_m=16,block_n=64,warps=4,stages=3");

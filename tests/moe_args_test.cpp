@@ -511,3 +511,14 @@ TEST_F(MoeC, ValidArgumentsReachTheDevice) {
 
 }  // namespace
 }  // namespace ktune
+
+// A plan key holds at most kMaxDims dims (and a call kMaxScalars scalars):
+// every registered op must fit, or each of its calls fails with "too many dimensions" (the
+// attention op outgrew 8 dims when its mask variants came, and only the GPU tests saw it).
+TEST(PlanKey, EveryRegisteredOpFits) {
+  for (const ktune::Op* op : ktune::all_ops()) {
+    SCOPED_TRACE(std::string(op->name()));
+    EXPECT_LE(op->dims().size(), ktune::kMaxDims);
+    EXPECT_LE(op->scalars().size(), ktune::kMaxScalars);
+  }
+}

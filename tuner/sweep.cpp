@@ -198,15 +198,25 @@ void measure_batches(Session& s, const Params& default_params,
 }
 
 /// Re-times the leaders back to back, so noise cannot pick the winner, and stores the best.
-void choose_best(Session& s, ProblemBench& bench, const TrialRecord& base, SweepResult& res) {
+void choose_best(Session& s, ProblemBench& bench, const TrialRecord& base,
+                 const std::string& default_key, SweepResult& res) {
   std::vector<TrialOutcome*> ok;
-  for (TrialOutcome& t : res.trials)
-    if (t.status == TrialStatus::ok) ok.push_back(&t);
+  TrialOutcome* default_trial = nullptr;
+  for (TrialOutcome& t : res.trials) {
+    if (t.status != TrialStatus::ok) continue;
+    ok.push_back(&t);
+    if (t.params_key == default_key) default_trial = &t;
+  }
   const auto faster = [](const TrialOutcome* a, const TrialOutcome* b) {
     return a->median_us < b->median_us;
   };
   std::sort(ok.begin(), ok.end(), faster);
   ok.resize(std::min<std::size_t>(ok.size(), static_cast<std::size_t>(std::max(s.o.retime_top, 1))));
+  // The default is re-timed beside the leaders: "tuned vs default" then compares two times of
+  // the same phase (clocks drift over a long sweep), and the best is never slower than the
+  // default it replaces.
+  if (default_trial && std::find(ok.begin(), ok.end(), default_trial) == ok.end())
+    ok.push_back(default_trial);
   if (ok.size() > 1) {
     bench.retime(ok);
     std::sort(ok.begin(), ok.end(), faster);
@@ -269,9 +279,9 @@ SweepResult sweep_problem(Session& s, const Problem& problem, std::size_t index,
   std::unique_ptr<Strategy> strategy =
       make_space_strategy(space, o.strategy, default_params, o.seed);
   measure_batches(s, default_params, *strategy, bench, book, res, index, count);
-  choose_best(s, bench, base, res);
-
   const std::string default_key = op.params_key(default_params);
+  choose_best(s, bench, base, default_key, res);
+
   for (const TrialOutcome& t : res.trials) {
     if (t.params_key == default_key) res.default_config = t;
     ++res.counts[t.status];

@@ -3,6 +3,7 @@
 #include <cstdint>
 
 #include "ktune/ktune.hpp"
+#include "runtime/dispatch/attention_args.hpp"
 #include "runtime/dispatch/moe_args.hpp"
 #include "runtime/dispatch/planner.hpp"
 
@@ -113,6 +114,18 @@ void Runtime::flash_attention(const void* q, const void* k, const void* v, void*
                                     layout->v.batch, layout->v.head, layout->v.seq,
                                     layout->o.batch, layout->o.head, layout->o.seq};
   impl_->run(KTUNE_OP_INDEX("flash_attention"), dtype, dims, 10, t, 6, s, 2, stream, strides);
+}
+
+void Runtime::attention(const AttentionArgs& args, Stream stream) {
+  const AttentionCall c = pack_attention(args);
+  impl_->run(c.op_index, args.dtype, c.dims.data(), c.ndims, c.tensors.data(), c.ntensors,
+             c.scalars.data(), c.nscalars, stream, c.has_strides ? c.strides.data() : nullptr,
+             c.workspace.given() ? &c.workspace : nullptr);
+}
+
+std::size_t Runtime::attention_workspace_size(const AttentionArgs& args) {
+  const AttentionCall c = pack_attention(args, false);
+  return impl_->workspace_size(c.op_index, args.dtype, c.dims.data(), c.ndims);
 }
 
 void Runtime::moe(const MoeArgs& args, Stream stream) {

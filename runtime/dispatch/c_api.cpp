@@ -49,6 +49,17 @@ ktune::DType to_dtype(ktune_dtype t) {
   return static_cast<ktune::DType>(t);
 }
 
+/// A versioned args struct's struct_size: at least its first version's, at most this header's.
+void check_struct_size(const char* function, std::size_t given, std::size_t first,
+                       std::size_t full, const char* init) {
+  if (given >= first && given <= full) return;
+  throw ktune::InvalidArgument(std::string(function) + ": args->struct_size is " +
+                               std::to_string(given) + ", not " + std::to_string(full) +
+                               (given > full ? " (ktune.h is newer than this library)"
+                                             : std::string(" (initialise the struct with ") +
+                                                   init + "())"));
+}
+
 // The first ktune_moe_args: a caller built against it passes this struct_size. Fields appended
 // later keep their ktune_moe_args_init() defaults for such a caller.
 constexpr std::size_t kMoeArgsFirstSize =
@@ -67,14 +78,8 @@ void init_moe_args(ktune_moe_args* args) {
 /// The caller's struct as MoeArgs; `function` names the entry point in messages.
 ktune::MoeArgs moe_args(const char* function, const ktune_moe_args* in) {
   if (!in) throw ktune::InvalidArgument(std::string(function) + ": args is null");
-  if (in->struct_size < kMoeArgsFirstSize || in->struct_size > sizeof(ktune_moe_args))
-    throw ktune::InvalidArgument(
-        std::string(function) + ": args->struct_size is " + std::to_string(in->struct_size) +
-        ", not " +
-        std::to_string(sizeof(ktune_moe_args)) +
-        (in->struct_size > sizeof(ktune_moe_args)
-             ? " (ktune.h is newer than this library)"
-             : " (initialise the struct with ktune_moe_args_init())"));
+  check_struct_size(function, in->struct_size, kMoeArgsFirstSize, sizeof(ktune_moe_args),
+                    "ktune_moe_args_init");
   ktune_moe_args c;
   init_moe_args(&c);
   std::memcpy(static_cast<void*>(&c), in, in->struct_size);
@@ -90,6 +95,55 @@ ktune::MoeArgs moe_args(const char* function, const ktune_moe_args* in) {
 #undef KTUNE_MOE_COPY
   a.routing = static_cast<ktune::MoeRoutingMode>(c.routing);
   a.dtype = to_dtype(c.dtype);
+  return a;
+}
+
+// The first ktune_attention_args: fields appended later keep their defaults for its callers.
+constexpr std::size_t kAttentionArgsFirstSize =
+    offsetof(ktune_attention_args, workspace_bytes) + sizeof(size_t);
+
+void init_attention_args(ktune_attention_args* args) {
+  std::memset(static_cast<void*>(args), 0, sizeof *args);
+  args->struct_size = sizeof *args;
+  args->dtype = KTUNE_BF16;
+  args->impl = KTUNE_ATTENTION_AUTO;
+}
+
+/// The caller's struct as AttentionArgs (`layout` receives its strides); `function` names the
+/// entry point in messages.
+ktune::AttentionArgs attention_args(const char* function, const ktune_attention_args* in,
+                                    ktune::AttentionLayout& layout) {
+  if (!in) throw ktune::InvalidArgument(std::string(function) + ": args is null");
+  check_struct_size(function, in->struct_size, kAttentionArgsFirstSize,
+                    sizeof(ktune_attention_args), "ktune_attention_args_init");
+  ktune_attention_args c;
+  init_attention_args(&c);
+  std::memcpy(static_cast<void*>(&c), in, in->struct_size);
+  if (c.causal != 0 && c.causal != 1)
+    throw ktune::InvalidArgument(std::string(function) + ": causal=" + std::to_string(c.causal) +
+                                 " must be 0 or 1");
+  ktune::AttentionArgs a;
+#define KTUNE_ATTENTION_COPY(f) a.f = c.f;
+  KTUNE_ATTENTION_COPY(q) KTUNE_ATTENTION_COPY(k) KTUNE_ATTENTION_COPY(v) KTUNE_ATTENTION_COPY(o)
+  KTUNE_ATTENTION_COPY(lse) KTUNE_ATTENTION_COPY(b) KTUNE_ATTENTION_COPY(hq)
+  KTUNE_ATTENTION_COPY(hkv) KTUNE_ATTENTION_COPY(nq) KTUNE_ATTENTION_COPY(nk)
+  KTUNE_ATTENTION_COPY(d) KTUNE_ATTENTION_COPY(scale) KTUNE_ATTENTION_COPY(window)
+  KTUNE_ATTENTION_COPY(softcap) KTUNE_ATTENTION_COPY(alibi_slopes)
+  KTUNE_ATTENTION_COPY(page_size) KTUNE_ATTENTION_COPY(block_table)
+  KTUNE_ATTENTION_COPY(seq_lens) KTUNE_ATTENTION_COPY(workspace)
+  KTUNE_ATTENTION_COPY(workspace_bytes)
+#undef KTUNE_ATTENTION_COPY
+  a.causal = c.causal == 1;
+  a.dtype = to_dtype(c.dtype);
+  a.impl = static_cast<ktune::AttentionImpl>(c.impl);
+  if (c.strides) {
+    const int64_t* s = c.strides;
+    layout.q = {s[0], s[1], s[2]};
+    layout.k = {s[3], s[4], s[5]};
+    layout.v = {s[6], s[7], s[8]};
+    layout.o = {s[9], s[10], s[11]};
+    a.layout = &layout;
+  }
   return a;
 }
 
@@ -171,6 +225,29 @@ ktune_status ktune_moe_workspace_size(const ktune_moe_args* args, size_t* bytes)
     if (!bytes) throw ktune::InvalidArgument("ktune_moe_workspace_size: bytes is null");
     *bytes =
         ktune::Runtime::global().moe_workspace_size(moe_args("ktune_moe_workspace_size", args));
+  });
+}
+
+ktune_status ktune_attention_args_init(ktune_attention_args* args) {
+  return guarded([&] {
+    if (!args) throw ktune::InvalidArgument("ktune_attention_args_init: args is null");
+    init_attention_args(args);
+  });
+}
+
+ktune_status ktune_attention(const ktune_attention_args* args, ktune_stream stream) {
+  return guarded([&] {
+    ktune::AttentionLayout layout;
+    ktune::Runtime::global().attention(attention_args("ktune_attention", args, layout), stream);
+  });
+}
+
+ktune_status ktune_attention_workspace_size(const ktune_attention_args* args, size_t* bytes) {
+  return guarded([&] {
+    if (!bytes) throw ktune::InvalidArgument("ktune_attention_workspace_size: bytes is null");
+    ktune::AttentionLayout layout;
+    *bytes = ktune::Runtime::global().attention_workspace_size(
+        attention_args("ktune_attention_workspace_size", args, layout));
   });
 }
 

@@ -25,7 +25,7 @@
 
 namespace ktune {
 
-constexpr std::size_t kMaxDims = 8;
+constexpr std::size_t kMaxDims = 16;
 constexpr std::size_t kMaxTensors = 16;
 constexpr std::size_t kMaxScalars = 8;
 /// Alignment a caller's workspace must have (cuMemAlloc gives 256): ops lay their regions out

@@ -100,17 +100,22 @@ struct DecodeDefaults {
   int split_keys;    // fewest keys a split should get (its prologue and the combine amortised)
 };
 constexpr DecodeDefaults kDefaults[] = {
-    // Hopper: 227 KiB per block, 228 KiB per SM.
-    {9, 32, 128, 4, 3, 2, 256},
-    {9, 64, 128, 4, 3, 2, 256},
-    {9, 96, 64, 4, 3, 2, 256},
-    {9, 128, 64, 4, 3, 2, 256},
+    // Hopper: 227 KiB per block, 228 KiB per SM. One CTA per SM: on the H100 (2026-11-23,
+    // benchmarks/results/decode-h100-2026-11-23.md) the fastest split count of three exhaustive
+    // sweeps (d=128 at 128 and 8 (batch, KV head) pairs, d=256 at 32) was the one that filled
+    // each SM once; a second wave of splits cost more (the combine, shorter streams) than it
+    // hid. d=32/64/96 follow d=128 (not measured).
+    {9, 32, 128, 4, 3, 1, 256},
+    {9, 64, 128, 4, 3, 1, 256},
+    {9, 96, 64, 4, 3, 1, 256},
+    {9, 128, 64, 4, 3, 1, 256},
     {9, 256, 32, 2, 4, 1, 256},
-    // Ampere: 163 KiB per block, 164 KiB per SM: one stage fewer keeps 2 CTAs per SM.
-    {8, 32, 128, 4, 2, 2, 256},
-    {8, 64, 128, 4, 2, 2, 256},
-    {8, 96, 64, 4, 2, 2, 256},
-    {8, 128, 64, 4, 2, 2, 256},
+    // Ampere: 163 KiB per block, 164 KiB per SM: one stage fewer. Not measured (no sm_80 GPU
+    // lent): one CTA per SM as measured on Hopper.
+    {8, 32, 128, 4, 2, 1, 256},
+    {8, 64, 128, 4, 2, 1, 256},
+    {8, 96, 64, 4, 2, 1, 256},
+    {8, 128, 64, 4, 2, 1, 256},
     {8, 256, 32, 2, 3, 1, 256},
 };
 /// Smallest tiles, for a device with less shared memory than the rows above assume.

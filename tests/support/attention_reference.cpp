@@ -3,9 +3,12 @@
 #include <Eigen/Dense>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
+#include <thread>
+#include <vector>
 
 namespace ktune::test {
 namespace {
@@ -38,13 +41,15 @@ AttentionResult attention_ref(const AttentionShape& s, const AttentionTensor& q,
   AttentionResult out;
   out.o.assign(static_cast<std::size_t>(s.b * s.hq * s.nq * s.d), 0.0);
   out.lse.assign(static_cast<std::size_t>(s.b * s.hq * s.nq), neg_inf);
-  // Query rows in blocks: the score block stays small however long the sequences are.
+  // Query rows in blocks: the score block stays small however long the sequences are. One task
+  // per (batch, KV head): K and V are gathered once for the query heads that share them, and the
+  // tasks (disjoint outputs) run on the machine's cores.
   constexpr std::int64_t kRows = 256;
-  for (std::int64_t b = 0; b < s.b; ++b)
-    for (std::int64_t h = 0; h < s.hq; ++h) {
-      const std::int64_t hk = h / (s.hq / s.hkv);
-      const Matrix kh = gather(k, b, hk, 0, s.nk, s.d);
-      const Matrix vh = gather(v, b, hk, 0, s.nk, s.d);
+  const std::int64_t group = s.hq / s.hkv;
+  auto task = [&](std::int64_t b, std::int64_t hk) {
+    const Matrix kh = gather(k, b, hk, 0, s.nk, s.d);
+    const Matrix vh = gather(v, b, hk, 0, s.nk, s.d);
+    for (std::int64_t h = hk * group; h < (hk + 1) * group; ++h)
       for (std::int64_t r0 = 0; r0 < s.nq; r0 += kRows) {
         const std::int64_t rows = std::min(kRows, s.nq - r0);
         Matrix scores = gather(q, b, h, r0, rows, s.d) * kh.transpose() * scale;
@@ -73,7 +78,18 @@ AttentionResult attention_ref(const AttentionShape& s, const AttentionTensor& q,
           out.lse[lse_index] = max + std::log(sum);
         }
       }
-    }
+  };
+  const std::int64_t tasks = s.b * s.hkv;
+  const std::int64_t cores = std::max<std::int64_t>(std::thread::hardware_concurrency(), 1);
+  const std::int64_t workers = std::clamp<std::int64_t>(tasks, 1, cores);
+  std::atomic<std::int64_t> next{0};
+  auto worker = [&] {
+    for (std::int64_t i = next++; i < tasks; i = next++) task(i / s.hkv, i % s.hkv);
+  };
+  std::vector<std::thread> pool;
+  for (std::int64_t w = 1; w < workers; ++w) pool.emplace_back(worker);
+  worker();
+  for (std::thread& t : pool) t.join();
   return out;
 }
 

@@ -77,6 +77,52 @@ ktune_status ktune_flash_attention(const void* q, const void* k, const void* v, 
                                    int64_t nk, int64_t d, const int64_t* strides, int causal,
                                    float scale, ktune_dtype dtype, ktune_stream stream);
 
+/* Which kernel family serves ktune_attention (ktune_attention_args.impl). */
+typedef enum ktune_attention_impl {
+  KTUNE_ATTENTION_AUTO = 0,    /* paged K/V or nq <= 16: split-KV decode; else prefill */
+  KTUNE_ATTENTION_PREFILL = 1, /* flash_attention: contiguous K/V */
+  KTUNE_ATTENTION_DECODE = 2   /* flash_decode: split-KV, GQA packing, contiguous or paged K/V */
+} ktune_attention_impl;
+
+/* One attention forward call: prefill or decode, contiguous or paged K/V, mask variants.
+ * o = softmax(mask(scale * q k^T)) v per query head; query head h reads KV head h / (hq / hkv).
+ * q, k, v, o of `dtype`, 16-byte aligned; the others 4-byte aligned. Fill it with
+ * ktune_attention_args_init() first (struct_size and the defaults), so that a program built
+ * against this header keeps working when later versions append fields. */
+typedef struct ktune_attention_args {
+  size_t struct_size;          /* sizeof(ktune_attention_args), set by ktune_attention_args_init() */
+  const void* q;               /* [b, hq, nq, d] (strides: see strides) */
+  const void* k;               /* [b, hkv, nk, d]; paged: the pool [pages, page_size, hkv, d] */
+  const void* v;               /* like k */
+  void* o;                     /* like q */
+  float* lse;                  /* optional fp32 [b, hq, nq] output: the rows' log-sum-exp */
+  int64_t b, hq, hkv, nq, nk, d; /* paged: nk is the longest sequence */
+  const int64_t* strides;      /* 12 element strides (batch, head, seq of q, k, v, o) or NULL:
+                                  contiguous [b, h, s, d]; paged: the k and v entries are unused */
+  int causal;                  /* 0 or 1, bottom-right aligned: row r sees keys <= r + len - nq */
+  float scale;                 /* <= 0: 1/sqrt(d) */
+  int64_t window;              /* > 0: each row sees only the last `window` keys up to its own */
+  float softcap;               /* > 0: scores become softcap * tanh(scores / softcap) */
+  const float* alibi_slopes;   /* optional fp32 [hq]: score -= slope * |key - query position| */
+  int64_t page_size;           /* 0: contiguous K/V; else 16, 32, 64, 128 or 256 */
+  const int32_t* block_table;  /* paged: [b, ceil(nk / page_size)] page ids into the pools */
+  const int32_t* seq_lens;     /* paged: [b] keys of each sequence, 1..nk */
+  ktune_dtype dtype;           /* default KTUNE_BF16 */
+  ktune_attention_impl impl;   /* default KTUNE_ATTENTION_AUTO */
+  void* workspace;             /* the caller's scratch (256-byte aligned), or NULL: the runtime's,
+                                  allocated at a problem's first call on each stream */
+  size_t workspace_bytes;      /* its size: at least ktune_attention_workspace_size() */
+} ktune_attention_args;
+
+/* Zeroes *args and sets struct_size and the defaults (dtype KTUNE_BF16, impl AUTO). */
+ktune_status ktune_attention_args_init(ktune_attention_args* args);
+/* Runs the call on `stream`. Every argument is checked before any CUDA call; the message names
+ * the bad one. Pass a workspace when capturing into a CUDA graph: then no call allocates. */
+ktune_status ktune_attention(const ktune_attention_args* args, ktune_stream stream);
+/* Workspace bytes ktune_attention(args) needs with the configuration the lookup picks (0 when
+ * the chosen kernel needs none; pointers are not looked at). Plans the problem. */
+ktune_status ktune_attention_workspace_size(const ktune_attention_args* args, size_t* bytes);
+
 /* How MoE tokens choose their experts (ktune_moe_args.routing). */
 typedef enum ktune_moe_routing {
   KTUNE_MOE_SOFTMAX = 0,        /* softmax over the e logits, top-k, probabilities as weights */

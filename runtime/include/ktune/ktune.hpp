@@ -136,6 +136,43 @@ struct MoeArgs {
   std::size_t workspace_bytes = 0;         // its size: at least moe_workspace_size(*this)
 };
 
+/// Which kernel family serves an attention call (AttentionArgs::impl).
+enum class AttentionImpl : int {
+  automatic = 0,  // paged KV or nq <= kDecodeMaxNq: split-KV decode; else the prefill kernel
+  prefill = 1,    // flash_attention (contiguous K/V only)
+  decode = 2,     // flash_decode: split-KV with GQA packing, contiguous or paged K/V
+};
+
+/// Query rows per sequence up to which AttentionImpl::automatic picks the decode kernel: the
+/// lookup's regime boundary between decode and prefill problems (DimSpec::regimes of nq).
+constexpr std::int64_t kDecodeMaxNq = 16;
+
+/// One attention forward call (Runtime::attention): prefill or decode, contiguous or paged K/V,
+/// with the mask variants. o = softmax(mask(scale * q k^T)) v per query head; query head h reads
+/// KV head h / (hq / hkv). Every pointer of q, k, v, o is 16-byte aligned, the others 4-byte.
+struct AttentionArgs {
+  const void* q = nullptr;  // [b, hq, nq, d] (strides: layout)
+  const void* k = nullptr;  // [b, hkv, nk, d], or paged: the pool [pages, page_size, hkv, d]
+  const void* v = nullptr;  // like k
+  void* o = nullptr;        // like q
+  float* lse = nullptr;     // optional fp32 [b, hq, nq] output: each row's log-sum-exp
+  std::int64_t b = 0, hq = 0, hkv = 0, nq = 0, nk = 0, d = 0;  // paged: nk = longest sequence
+  bool causal = false;      // bottom-right aligned: query row r sees keys <= r + len - nq
+  float scale = 0.0f;       // <= 0: 1/sqrt(d)
+  std::int64_t window = 0;  // > 0: each row sees only the last `window` keys up to its own
+  float softcap = 0.0f;     // > 0: scores become softcap * tanh(scores / softcap)
+  const float* alibi_slopes = nullptr;  // optional fp32 [hq]: score -= slope * |key - query|
+  std::int64_t page_size = 0;           // 0: contiguous k and v; else 16, 32, 64, 128 or 256
+  const std::int32_t* block_table = nullptr;  // paged: [b, ceil(nk / page_size)] page ids
+  const std::int32_t* seq_lens = nullptr;     // paged: [b] keys of each sequence, 1..nk
+  const AttentionLayout* layout = nullptr;    // null: contiguous [b, h, s, d] (paged: q, o only)
+  DType dtype = DType::bf16;
+  AttentionImpl impl = AttentionImpl::automatic;
+  void* workspace = nullptr;        // the caller's scratch (256-byte aligned) or null: the
+                                    // runtime's, one per problem and stream
+  std::size_t workspace_bytes = 0;  // its size: at least attention_workspace_size(*this)
+};
+
 class Runtime {
  public:
   explicit Runtime(RuntimeOptions options = {});
@@ -167,6 +204,17 @@ class Runtime {
                        std::int64_t b, std::int64_t hq, std::int64_t hkv, std::int64_t nq,
                        std::int64_t nk, std::int64_t d, bool causal, float scale, DType dtype,
                        Stream stream, const AttentionLayout* layout = nullptr);
+
+  /// Attention forward through one entry for prefill, decode (split-KV, GQA packing) and paged
+  /// KV caches, with sliding window, soft-capping and ALiBi: args.impl picks the kernel family
+  /// (automatic: decode for paged K/V or nq <= kDecodeMaxNq, unless a variant it lacks is asked
+  /// for; then prefill). Every argument is checked on the host before any CUDA call. The decode
+  /// kernel's split partials need a workspace: args.workspace (attention_workspace_size bytes)
+  /// for graph capture without allocation, else the runtime's per (problem, stream), as moe().
+  void attention(const AttentionArgs& args, Stream stream);
+  /// Workspace bytes attention(args) needs with the configuration the lookup picks (0 when the
+  /// chosen kernel needs none). Plans the problem.
+  std::size_t attention_workspace_size(const AttentionArgs& args);
 
   /// Mixture-of-Experts layer: routing (or the caller's), alignment of tokens by expert, two
   /// grouped GEMMs and the weighted combine, all on `stream`. Every argument is checked on the

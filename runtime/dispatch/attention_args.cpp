@@ -1,0 +1,259 @@
+// AttentionArgs checked on the host and packed in the order of the op that serves them. The op
+// descriptions (templates/attention, templates/decode) decide the order of their dims, tensors
+// and scalars and the problem's constraints; this file maps each name to an AttentionArgs field
+// (a dim, tensor or scalar an op gains needs one entry in the tables below) and decides which op
+// serves a call.
+#include "runtime/dispatch/attention_args.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "ktune/error.hpp"
+#include "templates/op.hpp"
+
+namespace ktune {
+namespace {
+
+constexpr const char* kPrefill = "flash_attention";
+constexpr const char* kDecode = "flash_decode";
+
+/// An AttentionArgs field under the ops' name for it. A dim an op lacks (a variant) must be 0
+/// in the call: missing_variant() routes or refuses the call otherwise.
+struct Dim {
+  const char* name;
+  std::int64_t (*get)(const AttentionArgs&);
+};
+
+const Dim kDims[] = {
+    {"b", [](const AttentionArgs& a) { return a.b; }},
+    {"hq", [](const AttentionArgs& a) { return a.hq; }},
+    {"hkv", [](const AttentionArgs& a) { return a.hkv; }},
+    {"nq", [](const AttentionArgs& a) { return a.nq; }},
+    {"nk", [](const AttentionArgs& a) { return a.nk; }},
+    {"d", [](const AttentionArgs& a) { return a.d; }},
+    {"causal", [](const AttentionArgs& a) -> std::int64_t { return a.causal ? 1 : 0; }},
+    {"window", [](const AttentionArgs& a) { return a.window; }},
+    {"softcap", [](const AttentionArgs& a) -> std::int64_t { return a.softcap != 0.0f ? 1 : 0; }},
+    {"alibi", [](const AttentionArgs& a) -> std::int64_t { return a.alibi_slopes ? 1 : 0; }},
+    {"page", [](const AttentionArgs& a) { return a.page_size; }},
+};
+
+struct Tensor {
+  const char* name;
+  std::uint64_t (*get)(const AttentionArgs&);
+  std::size_t alignment;
+};
+
+template <typename T>
+std::uint64_t addr(const T* p) {
+  return reinterpret_cast<std::uint64_t>(p);
+}
+
+const Tensor kTensors[] = {
+    {"q", [](const AttentionArgs& a) { return addr(a.q); }, 16},
+    {"k", [](const AttentionArgs& a) { return addr(a.k); }, 16},
+    {"v", [](const AttentionArgs& a) { return addr(a.v); }, 16},
+    {"k_cache", [](const AttentionArgs& a) { return addr(a.k); }, 16},
+    {"v_cache", [](const AttentionArgs& a) { return addr(a.v); }, 16},
+    {"o", [](const AttentionArgs& a) { return addr(a.o); }, 16},
+    {"lse", [](const AttentionArgs& a) { return addr(a.lse); }, 4},
+    {"alibi_slopes", [](const AttentionArgs& a) { return addr(a.alibi_slopes); }, 4},
+    {"block_table", [](const AttentionArgs& a) { return addr(a.block_table); }, 4},
+    {"seq_lens", [](const AttentionArgs& a) { return addr(a.seq_lens); }, 4},
+};
+
+struct Scalar {
+  const char* name;
+  double (*get)(const AttentionArgs&);
+};
+
+const Scalar kScalars[] = {
+    {"scale", [](const AttentionArgs& a) { return static_cast<double>(a.scale); }},
+    {"softcap", [](const AttentionArgs& a) { return static_cast<double>(a.softcap); }},
+};
+
+template <typename T, std::size_t N>
+const T* by_name(const T (&table)[N], const std::string& name, std::string_view op,
+                 const char* what) {
+  for (const T& f : table)
+    if (name == f.name) return &f;
+  throw Error(std::string(op) + ": the op's " + what + " " + name +
+              " has no AttentionArgs field (runtime/dispatch/attention_args.cpp)");
+}
+
+/// Tensors in the op's order for one (paging, ALiBi) combination, with what a call must pass.
+struct TensorOrder {
+  std::vector<const Tensor*> tensors;
+  std::vector<bool> required;
+};
+
+/// One op's tables, resolved once; its tensor orders per combination at their first call.
+struct OpTables {
+  const Op* op = nullptr;
+  int index = 0;
+  std::vector<const Dim*> dims;
+  std::vector<const Scalar*> scalars;
+  std::vector<DType> dtypes;
+  std::once_flag once[2][2];  // [paged][alibi]
+  TensorOrder orders[2][2];
+
+  explicit OpTables(const char* name) {
+    op = &get_op(name);
+    index = Runtime::Impl::op_index(name);
+    for (const DimSpec& d : op->dims()) dims.push_back(by_name(kDims, d.name, name, "dimension"));
+    for (const ScalarSpec& s : op->scalars())
+      scalars.push_back(by_name(kScalars, s.name, name, "scalar"));
+    dtypes = op->dtypes();
+    if (dims.size() > kMaxDims || scalars.size() > kMaxScalars)
+      throw Error(std::string(name) + ": more dimensions or scalars than the runtime passes");
+  }
+
+  bool has_dim(const char* name) const {
+    for (const Dim* d : dims)
+      if (std::string_view(d->name) == name) return true;
+    return false;
+  }
+
+  /// The tensor order of `problem`: it depends on paging and ALiBi alone (the ops add
+  /// block_table/seq_lens and the slopes by those dims), so the first problem of each
+  /// combination stands for all.
+  const TensorOrder& order(const Problem& problem, bool paged, bool alibi, DType t) {
+    std::call_once(once[paged][alibi], [&] {
+      TensorOrder o;
+      for (const TensorSpec& s : op->tensors(problem, t)) {
+        o.tensors.push_back(by_name(kTensors, s.name, op->name(), "tensor"));
+        o.required.push_back(!s.optional);
+      }
+      if (o.tensors.size() > kMaxTensors)
+        throw Error(std::string(op->name()) + ": more tensors than the runtime passes");
+      orders[paged][alibi] = std::move(o);
+    });
+    return orders[paged][alibi];
+  }
+};
+
+OpTables& tables(bool decode) {
+  static OpTables prefill(kPrefill);
+  static OpTables dec(kDecode);
+  return decode ? dec : prefill;
+}
+
+std::string number(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+/// The variant `a` asks for that `t`'s op lacks, or null.
+const char* missing_variant(const OpTables& t, const AttentionArgs& a) {
+  if (a.window != 0 && !t.has_dim("window")) return "window";
+  if (a.softcap != 0.0f && !t.has_dim("softcap")) return "softcap";
+  if (a.alibi_slopes && !t.has_dim("alibi")) return "alibi_slopes";
+  if (a.page_size != 0 && !t.has_dim("page")) return "page_size";
+  return nullptr;
+}
+
+}  // namespace
+
+const char* attention_op_for(const AttentionArgs& a) {
+  switch (a.impl) {
+    case AttentionImpl::prefill:
+    case AttentionImpl::decode: {
+      const bool decode = a.impl == AttentionImpl::decode;
+      if (const char* what = missing_variant(tables(decode), a))
+        throw InvalidArgument(std::string("attention: impl=") + (decode ? "decode" : "prefill") +
+                              " (" + (decode ? kDecode : kPrefill) + ") does not take " + what +
+                              (std::string_view(what) == "page_size"
+                                   ? " (paged K/V: impl=decode or automatic)"
+                                   : " (impl=automatic picks an op that does)"));
+      return decode ? kDecode : kPrefill;
+    }
+    case AttentionImpl::automatic: {
+      const bool want_decode = a.page_size != 0 || a.nq <= kDecodeMaxNq;
+      if (want_decode && !missing_variant(tables(true), a)) return kDecode;
+      if (const char* what = missing_variant(tables(false), a)) {
+        const char* also = missing_variant(tables(true), a);
+        throw InvalidArgument(std::string("attention: no op takes ") + what +
+                              (also && std::string_view(also) != what
+                                   ? std::string(" together with ") + also
+                                   : std::string()) +
+                              " (" + kPrefill + " has no paged K/V; " + kDecode +
+                              " lacks the other variants)");
+      }
+      return kPrefill;
+    }
+  }
+  throw InvalidArgument("attention: impl " + std::to_string(static_cast<int>(a.impl)) +
+                        " is not one of automatic (0), prefill (1), decode (2)");
+}
+
+AttentionCall pack_attention(const AttentionArgs& a, bool pointers) {
+  AttentionCall c;
+  c.op = attention_op_for(a);
+  OpTables& t = tables(c.op == kDecode);
+  c.op_index = t.index;
+  const std::string op(c.op);
+  if (std::find(t.dtypes.begin(), t.dtypes.end(), a.dtype) == t.dtypes.end())
+    throw InvalidArgument("attention: dtype " + std::string(dtype_name(a.dtype)) + " (" +
+                          std::to_string(static_cast<int>(a.dtype)) +
+                          ") is not supported (allowed: bf16, fp16)");
+  if (a.window < 0)
+    throw InvalidArgument("attention: window=" + std::to_string(a.window) +
+                          " must be >= 0 (0: no sliding window)");
+  if (!std::isfinite(a.softcap) || a.softcap < 0.0f)
+    throw InvalidArgument("attention: softcap=" + number(a.softcap) +
+                          " must be finite and >= 0 (0: no soft-capping)");
+  if (!std::isfinite(a.scale))
+    throw InvalidArgument("attention: scale=" + number(a.scale) +
+                          " must be finite (<= 0: 1/sqrt(d))");
+
+  c.ndims = static_cast<int>(t.dims.size());
+  for (std::size_t d = 0; d < t.dims.size(); ++d) c.dims[d] = t.dims[d]->get(a);
+  // Reused by every call of the thread: checking allocates nothing once it has grown.
+  thread_local Problem problem;
+  problem.values.assign(c.dims.begin(), c.dims.begin() + c.ndims);
+  t.op->check_problem(problem);
+
+  c.nscalars = static_cast<int>(t.scalars.size());
+  for (std::size_t s = 0; s < t.scalars.size(); ++s) c.scalars[s] = t.scalars[s]->get(a);
+
+  if (a.layout) {
+    const AttentionLayout& l = *a.layout;
+    c.strides = {l.q.batch, l.q.head, l.q.seq, l.k.batch, l.k.head, l.k.seq,
+                 l.v.batch, l.v.head, l.v.seq, l.o.batch, l.o.head, l.o.seq};
+    c.has_strides = true;
+  }
+  if (!pointers) return c;
+
+  const bool paged = a.page_size != 0;
+  if (!paged && (a.block_table || a.seq_lens))
+    throw InvalidArgument(std::string("attention: ") + (a.block_table ? "block_table" : "seq_lens") +
+                          " is set but page_size=0 (contiguous K/V): set page_size for a paged "
+                          "cache, or leave block_table and seq_lens null");
+  const TensorOrder& order = t.order(problem, paged, a.alibi_slopes != nullptr, a.dtype);
+  c.ntensors = static_cast<int>(order.tensors.size());
+  for (std::size_t i = 0; i < order.tensors.size(); ++i) {
+    const Tensor& tensor = *order.tensors[i];
+    const std::uint64_t ptr = tensor.get(a);
+    if (ptr == 0) {
+      if (order.required[i])
+        throw InvalidArgument("attention: " + std::string(tensor.name) + " is null (" + op +
+                              " needs it" + (paged ? " for a paged cache)" : ")"));
+      continue;
+    }
+    if (ptr % tensor.alignment != 0)
+      throw InvalidArgument("attention: " + std::string(tensor.name) + " at " +
+                            address_text(ptr) + " is not " + std::to_string(tensor.alignment) +
+                            "-byte aligned");
+    c.tensors[i] = ptr;
+  }
+  c.workspace = {reinterpret_cast<std::uint64_t>(a.workspace), a.workspace_bytes};
+  if (auto why = workspace_reason(op, c.workspace, 0, {})) throw InvalidArgument(*why);
+  return c;
+}
+
+}  // namespace ktune

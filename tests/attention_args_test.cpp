@@ -1,0 +1,294 @@
+// Runtime::attention / ktune_attention on the host: which op serves a call, every bad argument
+// named before any CUDA call, the packing in the serving op's order, and the C struct's
+// versioning. No GPU needed (valid calls end in NoDevice here).
+#include "runtime/dispatch/attention_args.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "ktune/ktune.h"
+#include "ktune/ktune.hpp"
+#include "templates/op.hpp"
+#include "tests/support/test_env.hpp"
+
+namespace ktune {
+namespace {
+
+#define EXPECT_CONTAINS(text, part)                          \
+  EXPECT_NE(std::string(text).find(part), std::string::npos) \
+      << "expected '" << (part) << "' in: " << (text)
+
+template <typename T = void>
+T* at(std::uint64_t a) {
+  return reinterpret_cast<T*>(a);
+}
+
+/// A decode call: GQA 32/8, one query row, 4099 keys, d=128, fake 16-byte aligned addresses.
+AttentionArgs decode_args() {
+  AttentionArgs a;
+  a.q = at(0x100000), a.k = at(0x200000), a.v = at(0x300000), a.o = at(0x400000);
+  a.b = 3, a.hq = 32, a.hkv = 8, a.nq = 1, a.nk = 4099, a.d = 128;
+  return a;
+}
+
+AttentionArgs prefill_args() {
+  AttentionArgs a = decode_args();
+  a.nq = a.nk = 777;
+  a.causal = true;
+  return a;
+}
+
+AttentionArgs paged_args() {
+  AttentionArgs a = decode_args();
+  a.page_size = 16;
+  a.block_table = at<const std::int32_t>(0x500000);
+  a.seq_lens = at<const std::int32_t>(0x510000);
+  return a;
+}
+
+bool has_dim(const char* op, const char* dim) {
+  for (const DimSpec& d : get_op(op).dims())
+    if (d.name == dim) return true;
+  return false;
+}
+
+RuntimeOptions options(const test::TempDir& dir) {
+  RuntimeOptions o;
+  o.db_path = (dir.path() / "user.db").string();
+  o.use_shipped_databases = false;
+  o.cache_dir = (dir.path() / "cache").string();
+  return o;
+}
+
+TEST(AttentionArgs, AutomaticPicksDecodeForShortQueriesAndPagedCaches) {
+  EXPECT_STREQ(attention_op_for(decode_args()), "flash_decode");
+  AttentionArgs a = decode_args();
+  a.nq = kDecodeMaxNq;
+  EXPECT_STREQ(attention_op_for(a), "flash_decode");
+  a.nq = kDecodeMaxNq + 1;
+  EXPECT_STREQ(attention_op_for(a), "flash_attention");
+  EXPECT_STREQ(attention_op_for(prefill_args()), "flash_attention");
+  AttentionArgs paged = paged_args();
+  paged.nq = 40;  // chunked prefill against a paged cache: only decode reads pages
+  EXPECT_STREQ(attention_op_for(paged), "flash_decode");
+  // A variant decode lacks goes to prefill when the cache is contiguous.
+  for (const char* variant : {"window", "softcap", "alibi"}) {
+    AttentionArgs v = decode_args();
+    if (std::string(variant) == "window") v.window = 256;
+    if (std::string(variant) == "softcap") v.softcap = 30.0f;
+    if (std::string(variant) == "alibi") v.alibi_slopes = at<const float>(0x600000);
+    EXPECT_STREQ(attention_op_for(v), has_dim("flash_decode", variant) ? "flash_decode"
+                                                                         : "flash_attention")
+        << variant;
+  }
+  AttentionArgs forced = prefill_args();
+  forced.impl = AttentionImpl::decode;
+  EXPECT_STREQ(attention_op_for(forced), "flash_decode");
+  forced = decode_args();
+  forced.impl = AttentionImpl::prefill;
+  EXPECT_STREQ(attention_op_for(forced), "flash_attention");
+}
+
+struct BadArgs {
+  std::string what;
+  std::function<void(AttentionArgs&)> change;
+  std::vector<std::string> message;
+};
+
+std::vector<BadArgs> bad_args() {
+  std::vector<BadArgs> cases = {
+      {"q null", [](AttentionArgs& a) { a.q = nullptr; }, {"attention: q is null"}},
+      {"o null (prefill)", [](AttentionArgs& a) { a.o = nullptr, a.nq = 100; },
+       {"attention: o is null", "flash_attention"}},
+      {"k misaligned", [](AttentionArgs& a) { a.k = at(0x200008); },
+       {"attention: k at 0x200008 is not 16-byte aligned"}},
+      {"lse misaligned", [](AttentionArgs& a) { a.lse = at<float>(0x700002); },
+       {"attention: lse at 0x700002 is not 4-byte aligned"}},
+      {"hq not a multiple of hkv", [](AttentionArgs& a) { a.hq = 30; }, {"hq", "hkv"}},
+      {"d unsupported", [](AttentionArgs& a) { a.d = 100; }, {"d=100"}},
+      {"b zero", [](AttentionArgs& a) { a.b = 0; }, {"b"}},
+      {"window negative", [](AttentionArgs& a) { a.window = -1; },
+       {"attention: window=-1 must be >= 0"}},
+      {"softcap NaN", [](AttentionArgs& a) { a.softcap = std::nanf(""); },
+       {"attention: softcap=nan must be finite and >= 0"}},
+      {"softcap negative", [](AttentionArgs& a) { a.softcap = -5.0f; },
+       {"attention: softcap=-5 must be finite and >= 0"}},
+      {"scale infinite", [](AttentionArgs& a) { a.scale = std::numeric_limits<float>::infinity(); },
+       {"attention: scale=inf must be finite"}},
+      {"dtype f32", [](AttentionArgs& a) { a.dtype = DType::f32; },
+       {"attention: dtype", "is not supported (allowed: bf16, fp16)"}},
+      {"impl out of range", [](AttentionArgs& a) { a.impl = static_cast<AttentionImpl>(7); },
+       {"attention: impl 7 is not one of automatic (0), prefill (1), decode (2)"}},
+      {"block_table without a page size",
+       [](AttentionArgs& a) { a.block_table = at<const std::int32_t>(0x500000); },
+       {"attention: block_table is set but page_size=0"}},
+      {"seq_lens without a page size",
+       [](AttentionArgs& a) { a.seq_lens = at<const std::int32_t>(0x510000); },
+       {"attention: seq_lens is set but page_size=0"}},
+      {"paged without a block table",
+       [](AttentionArgs& a) { a = paged_args(), a.block_table = nullptr; },
+       {"attention: block_table is null (flash_decode needs it for a paged cache)"}},
+      {"paged without lengths", [](AttentionArgs& a) { a = paged_args(), a.seq_lens = nullptr; },
+       {"attention: seq_lens is null"}},
+      {"page size not allowed", [](AttentionArgs& a) { a = paged_args(), a.page_size = 24; },
+       {"page=24"}},
+      {"paged forced to prefill",
+       [](AttentionArgs& a) { a = paged_args(), a.impl = AttentionImpl::prefill; },
+       {"attention: impl=prefill (flash_attention) does not take page_size"}},
+      {"workspace size without pointer", [](AttentionArgs& a) { a.workspace_bytes = 4096; },
+       {"workspace is null but workspace_bytes is 4096"}},
+  };
+  return cases;
+}
+
+TEST(AttentionArgs, EveryBadArgumentIsNamedBeforeAnyCudaCall) {
+  test::TempDir dir;
+  Runtime rt(options(dir));
+  for (const BadArgs& c : bad_args()) {
+    AttentionArgs a = decode_args();
+    c.change(a);
+    try {
+      rt.attention(a, nullptr);
+      ADD_FAILURE() << c.what << ": accepted";
+    } catch (const InvalidArgument& e) {
+      for (const std::string& part : c.message) EXPECT_CONTAINS(e.what(), part) << c.what;
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << c.what << ": not an InvalidArgument: " << e.what();
+    }
+  }
+}
+
+TEST(AttentionArgs, ValidArgumentsReachTheDevice) {
+  if (test::gpu_missing_reason().empty())
+    GTEST_SKIP() << "a GPU is here: fake addresses would be launched";
+  test::TempDir dir;
+  Runtime rt(options(dir));
+  AttentionArgs with_lse = decode_args();
+  with_lse.lse = at<float>(0x700000);
+  AttentionArgs caller = paged_args();
+  caller.workspace = at(0xa00000), caller.workspace_bytes = 1;  // its size is checked once planned
+  AttentionArgs alibi = prefill_args();
+  alibi.alibi_slopes = at<const float>(0x600000);
+  alibi.window = 100, alibi.softcap = 50.0f;
+  const AttentionLayout bshd = AttentionLayout::bshd(32, 8, 1, 4099, 128);
+  AttentionArgs strided = decode_args();
+  strided.layout = &bshd;
+  for (const AttentionArgs& a :
+       {decode_args(), prefill_args(), paged_args(), with_lse, caller, alibi, strided}) {
+    EXPECT_THROW(rt.attention(a, nullptr), NoDevice);
+    EXPECT_THROW(rt.attention_workspace_size(a), NoDevice);
+  }
+}
+
+TEST(AttentionArgs, PackedInTheServingOpsOrder) {
+  AttentionArgs a = paged_args();
+  a.lse = at<float>(0x700000);
+  a.scale = 0.25f;
+  const AttentionCall c = pack_attention(a);
+  const Op& op = get_op("flash_decode");
+  ASSERT_STREQ(c.op, "flash_decode");
+  ASSERT_EQ(c.ndims, static_cast<int>(op.dims().size()));
+  for (std::size_t i = 0; i < op.dims().size(); ++i) {
+    const std::string& name = op.dims()[i].name;
+    const std::int64_t want = name == "b"      ? 3
+                              : name == "hq"   ? 32
+                              : name == "hkv"  ? 8
+                              : name == "nq"   ? 1
+                              : name == "nk"   ? 4099
+                              : name == "d"    ? 128
+                              : name == "page" ? 16
+                                               : 0;
+    EXPECT_EQ(c.dims[i], want) << name;
+  }
+  Problem p;
+  p.values.assign(c.dims.begin(), c.dims.begin() + c.ndims);
+  const std::vector<TensorSpec> specs = op.tensors(p, DType::bf16);
+  ASSERT_EQ(c.ntensors, static_cast<int>(specs.size()));
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    const std::string& name = specs[i].name;
+    const std::uint64_t want = name == "q"                ? 0x100000
+                               : name == "k_cache"        ? 0x200000
+                               : name == "v_cache"        ? 0x300000
+                               : name == "o"              ? 0x400000
+                               : name == "lse"            ? 0x700000
+                               : name == "block_table"    ? 0x500000
+                               : name == "seq_lens"       ? 0x510000
+                                                          : 0;
+    EXPECT_EQ(c.tensors[i], want) << name;
+  }
+  ASSERT_GE(c.nscalars, 1);
+  EXPECT_EQ(c.scalars[0], 0.25);  // "scale" comes first in both ops
+  EXPECT_FALSE(c.has_strides);
+  EXPECT_FALSE(c.workspace.given());
+
+  // Prefill with every variant: its dims carry them, the slopes and the cap go in place.
+  AttentionArgs v = prefill_args();
+  v.window = 300, v.softcap = 30.0f, v.alibi_slopes = at<const float>(0x600000);
+  const AttentionLayout l = AttentionLayout::bshd(32, 8, 777, 777, 128);
+  v.layout = &l;
+  const AttentionCall pv = pack_attention(v);
+  ASSERT_STREQ(pv.op, "flash_attention");
+  const Op& pre = get_op("flash_attention");
+  for (std::size_t i = 0; i < pre.dims().size(); ++i) {
+    const std::string& name = pre.dims()[i].name;
+    if (name == "window") {
+      EXPECT_EQ(pv.dims[i], 300);
+    } else if (name == "softcap" || name == "alibi" || name == "causal") {
+      EXPECT_EQ(pv.dims[i], 1) << name;
+    }
+  }
+  for (std::size_t i = 0; i < pre.scalars().size(); ++i)
+    if (pre.scalars()[i].name == "softcap") {
+      EXPECT_EQ(pv.scalars[i], 30.0);
+    }
+  EXPECT_TRUE(pv.has_strides);
+  EXPECT_EQ(pv.strides[2], l.q.seq);
+  EXPECT_EQ(pv.strides[11], l.o.seq);
+}
+
+TEST(AttentionArgs, CStructIsVersionedAndChecked) {
+  ktune_attention_args a;
+  ASSERT_EQ(ktune_attention_args_init(&a), KTUNE_OK);
+  EXPECT_EQ(a.struct_size, sizeof a);
+  EXPECT_EQ(a.dtype, KTUNE_BF16);
+  EXPECT_EQ(a.impl, KTUNE_ATTENTION_AUTO);
+  EXPECT_EQ(a.q, nullptr);
+  EXPECT_EQ(ktune_attention_args_init(nullptr), KTUNE_ERROR_INVALID_ARGUMENT);
+
+  a.q = at(0x100000), a.k = at(0x200000), a.v = at(0x300000), a.o = at(0x400000);
+  a.b = 1, a.hq = 8, a.hkv = 8, a.nq = 1, a.nk = 100, a.d = 64;
+  ktune_attention_args bad = a;
+  bad.struct_size = 8;
+  EXPECT_EQ(ktune_attention(&bad, nullptr), KTUNE_ERROR_INVALID_ARGUMENT);
+  EXPECT_CONTAINS(ktune_last_error(), "ktune_attention: args->struct_size is 8");
+  bad = a;
+  bad.causal = 2;
+  EXPECT_EQ(ktune_attention(&bad, nullptr), KTUNE_ERROR_INVALID_ARGUMENT);
+  EXPECT_CONTAINS(ktune_last_error(), "causal=2 must be 0 or 1");
+  bad = a;
+  bad.page_size = 16;
+  EXPECT_EQ(ktune_attention(&bad, nullptr), KTUNE_ERROR_INVALID_ARGUMENT);
+  EXPECT_CONTAINS(ktune_last_error(), "attention: block_table is null");
+  EXPECT_EQ(ktune_attention(nullptr, nullptr), KTUNE_ERROR_INVALID_ARGUMENT);
+  size_t bytes = 0;
+  EXPECT_EQ(ktune_attention_workspace_size(&a, nullptr), KTUNE_ERROR_INVALID_ARGUMENT);
+  EXPECT_CONTAINS(ktune_last_error(), "bytes is null");
+  if (test::gpu_missing_reason().empty()) return;
+  EXPECT_EQ(ktune_attention(&a, nullptr), KTUNE_ERROR_NO_DEVICE);
+  EXPECT_EQ(ktune_attention_workspace_size(&a, &bytes), KTUNE_ERROR_NO_DEVICE);
+  // Strides reach the packer: a bad one fails the op's check on the device only, so here the
+  // call still ends at the missing device.
+  const int64_t strides[12] = {8 * 64, 64, 8 * 64, 8 * 100 * 64, 64, 8 * 64,
+                               8 * 100 * 64, 64, 8 * 64, 8 * 64, 64, 8 * 64};
+  a.strides = strides;
+  EXPECT_EQ(ktune_attention(&a, nullptr), KTUNE_ERROR_NO_DEVICE);
+}
+
+}  // namespace
+}  // namespace ktune
