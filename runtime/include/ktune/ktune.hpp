@@ -199,7 +199,8 @@ class Runtime {
   /// k and v [B, Hkv, Nk, D], o like q (strides from `layout`; null: contiguous [B,H,S,D]).
   /// Hq must be a multiple of Hkv. Causal masking is aligned to the bottom right when Nq != Nk.
   /// `lse` (may be null) receives the fp32 row log-sum-exp, [B, Hq, Nq] contiguous.
-  /// scale <= 0 means 1/sqrt(D).
+  /// scale <= 0 means 1/sqrt(D). Always the prefill kernel: for decode (a few query rows per
+  /// sequence), paged caches and the mask variants use attention(), which picks flash_decode.
   void flash_attention(const void* q, const void* k, const void* v, void* o, float* lse,
                        std::int64_t b, std::int64_t hq, std::int64_t hkv, std::int64_t nq,
                        std::int64_t nk, std::int64_t d, bool causal, float scale, DType dtype,
