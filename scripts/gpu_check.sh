@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # On the GPU machine (after scripts/gpu_bundle.sh here, carrying .gpu): the GPU tests, then a
 # cold-cache sweep of the default op. Logs in $OUT/logs.tar.gz; a short table last.
-# TESTS="a b" picks test binaries, NO_SWEEP=1 skips the sweep, TEST_TIMEOUT=s per binary.
+# TESTS="a b" picks test binaries, NO_SWEEP=1 skips the sweep, TEST_TIMEOUT=s per binary,
+# JOBS=n runs n binaries at once.
 set -uo pipefail
 OUT=${OUT:-/tmp/ktune-out}
 B=${BUNDLE:-.gpu}
@@ -13,12 +14,23 @@ K=$B/bin/ktune
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
 $K devices | tee -a "$OUT/gpu.txt"
 summary=()
-for t in ${TESTS:-core_test compiler_test gpu_fused_test tuner_test gpu_attention_test}; do
+# One test binary: its log, and a summary line in $OUT/logs/<name>.sum (stdout line-buffered, so
+# a binary stopped by the timeout still shows how far it got).
+run_one() {
+  local t=$1 start rc
   start=$(date +%s)
-  timeout ${TEST_TIMEOUT:-300} $B/tests/$t --gtest_brief=1 >"$OUT/logs/$t.log" 2>&1
+  timeout "${TEST_TIMEOUT:-300}" stdbuf -oL "$B/tests/$t" >"$OUT/logs/$t.log" 2>&1
   rc=$?
-  summary+=("$t rc=$rc $(( $(date +%s) - start ))s $(grep -E '^\[  (PASSED|FAILED|SKIPPED)' "$OUT/$t.log" | tr '\n' ' ')")
-done
+  echo "$t rc=$rc $(( $(date +%s) - start ))s $(grep -E '^\[  (PASSED|FAILED|SKIPPED)' "$OUT/logs/$t.log" | tr '\n' ' ')" \
+    >"$OUT/logs/$t.sum"
+}
+export -f run_one
+export OUT B TEST_TIMEOUT
+tests=${TESTS:-core_test compiler_test gpu_fused_test tuner_test gpu_attention_test}
+# JOBS=n runs n binaries at once (the correctness tests share the GPU fine; their double
+# references are CPU-bound): the device's 16 cores then work in parallel.
+printf '%s\n' $tests | xargs -P "${JOBS:-1}" -I{} bash -c 'run_one {}'
+for t in $tests; do summary+=("$(cat "$OUT/logs/$t.sum")"); done
 if [ -z "${NO_SWEEP:-}" ]; then
   start=$(date +%s.%N)
   $K sweep --op add_rmsnorm --shape m=16384,n=4096 --dtype bf16 --db "$OUT/sweep.db" >"$OUT/sweep.log" 2>&1
