@@ -142,6 +142,11 @@ struct KernelLaunch {
   unsigned shared_bytes = 0;
   const void* args = nullptr;
   std::size_t args_size = 0;
+  // Programmatic dependent launch (compute capability 9.0 and later): the kernel may start while
+  // the previous kernel on the stream is still running, and must execute griddepcontrol.wait
+  // (common/pdl.cuh) before it reads anything that kernel writes. Hides the launch gap of a
+  // short second kernel (a combine); ignored where the device or the driver lacks it.
+  bool programmatic = false;
 };
 
 /// Issues kernel launches on a stream. The runtime's implementation calls cuLaunchKernel;

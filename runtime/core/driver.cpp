@@ -143,6 +143,10 @@ Loaded load_driver() {
   resolve(lib, d.cuFuncGetAttribute, {"cuFuncGetAttribute"}, missing);
   resolve(lib, d.cuFuncSetAttribute, {"cuFuncSetAttribute"}, missing);
   resolve(lib, d.cuLaunchKernel, {"cuLaunchKernel"}, missing);
+  {
+    std::string optional;  // an older driver launches without the attribute (launcher.cpp)
+    resolve(lib, d.cuLaunchKernelEx, {"cuLaunchKernelEx"}, optional);
+  }
   resolve(lib, d.cuMemAlloc, {"cuMemAlloc_v2"}, missing);
   resolve(lib, d.cuMemFree, {"cuMemFree_v2"}, missing);
   resolve(lib, d.cuMemcpyHtoD, {"cuMemcpyHtoD_v2"}, missing);

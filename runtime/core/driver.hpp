@@ -35,6 +35,9 @@ struct Driver {
   CUresult (*cuFuncSetAttribute)(CUfunction, CUfunction_attribute, int);
   CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
                              unsigned, unsigned, CUstream, void**, void**);
+  // Optional (null when the driver lacks it): launches with attributes (programmatic dependent
+  // launch).
+  CUresult (*cuLaunchKernelEx)(const CUlaunchConfig*, CUfunction, void**, void**);
   CUresult (*cuMemAlloc)(CUdeviceptr*, size_t);                        // _v2
   CUresult (*cuMemFree)(CUdeviceptr);                                  // _v2
   CUresult (*cuMemcpyHtoD)(CUdeviceptr, const void*, size_t);          // _v2
