@@ -15,9 +15,22 @@ The rate reported is the bytes of K and V (read once) per second, and its share 
 bandwidth (a device-to-device torch copy of 2 GiB, same process): decode reads every K/V byte
 once and does ~g FLOP per byte (g = hq / hkv), so bandwidth is the measure.
 
+With --lib (libktune.so), ktune is also timed in this process through `ktune_attention` (the
+runtime's entry: lookup, then the same CUDA-event loop as SDPA): "tuned" dispatches from the
+sweep's database, "default" from an empty one with the shipped databases off. That is the
+like-for-like comparison with SDPA; the sweep's own medians are reported beside it.
+
+Paged (--paged): the issue's batch of 64 sequences, page 16, lengths uniform in 100..8000 (the
+longest 8000), bf16, d=128, hq=32, hkv=8, one query row each. The pools hold every sequence's
+pages in a shuffled order; K/V bytes are counted for each sequence's own length. Timed through
+`ktune_attention` (tuned after `ktune sweep` of the paged problem, and default); the bar is
+>= 80 % of the copy bandwidth.
+
 Usage (GPU machine, after scripts/gpu_bundle.sh, carrying .gpu):
-  python3 benchmarks/decode_bench.py --ktune .gpu/bin/ktune --out $OUT [--shapes N,M]
+  python3 benchmarks/decode_bench.py --ktune .gpu/bin/ktune --lib .gpu/lib/libktune.so \
+      --out $OUT [--shapes N,M] [--paged]
 """
+import ctypes
 import argparse
 import datetime
 import json
@@ -45,6 +58,128 @@ BACKENDS = {
     "sdpa_cudnn": "CUDNN_ATTENTION",
     "sdpa_efficient": "EFFICIENT_ATTENTION",
 }
+
+
+class AttentionArgs(ctypes.Structure):
+    """ktune_attention_args of runtime/include/ktune/ktune.h, field for field."""
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t),
+        ("q", ctypes.c_void_p), ("k", ctypes.c_void_p), ("v", ctypes.c_void_p),
+        ("o", ctypes.c_void_p), ("lse", ctypes.c_void_p),
+        ("b", ctypes.c_int64), ("hq", ctypes.c_int64), ("hkv", ctypes.c_int64),
+        ("nq", ctypes.c_int64), ("nk", ctypes.c_int64), ("d", ctypes.c_int64),
+        ("strides", ctypes.c_void_p), ("causal", ctypes.c_int), ("scale", ctypes.c_float),
+        ("window", ctypes.c_int64), ("softcap", ctypes.c_float), ("alibi_slopes", ctypes.c_void_p),
+        ("page_size", ctypes.c_int64), ("block_table", ctypes.c_void_p),
+        ("seq_lens", ctypes.c_void_p), ("dtype", ctypes.c_int), ("impl", ctypes.c_int),
+        ("workspace", ctypes.c_void_p), ("workspace_bytes", ctypes.c_size_t),
+    ]
+
+
+class Ktune:
+    """The few C API calls this bench needs."""
+
+    def __init__(self, path):
+        self.lib = ctypes.CDLL(path)
+        self.lib.ktune_last_error.restype = ctypes.c_char_p
+        self.lib.ktune_configure.argtypes = [ctypes.c_char_p, ctypes.c_int]
+        self.lib.ktune_attention_args_init.argtypes = [ctypes.POINTER(AttentionArgs)]
+        self.lib.ktune_attention.argtypes = [ctypes.POINTER(AttentionArgs), ctypes.c_void_p]
+
+    def check(self, status):
+        if status != 0:
+            raise RuntimeError(f"ktune error {status}: {self.lib.ktune_last_error().decode()}")
+
+    def configure(self, db, shipped):
+        self.check(self.lib.ktune_configure(db.encode() if db else None, 1 if shipped else 0))
+
+    def args(self, **fields):
+        a = AttentionArgs()
+        self.check(self.lib.ktune_attention_args_init(ctypes.byref(a)))
+        for k, v in fields.items():
+            setattr(a, k, v)
+        return a
+
+    def attention(self, a):
+        self.check(self.lib.ktune_attention(ctypes.byref(a),
+                                            torch.cuda.current_stream().cuda_stream))
+
+
+def ktune_time(kt, s, dtype, db, empty_db):
+    """ktune_attention on problem s, tuned (db) and default (empty db, no shipped), same loop as
+    SDPA; the output checked against SDPA's math backend in float32."""
+    b, hq, hkv, nq, nk, d, causal = s
+    one = kv_bytes(s)
+    l2 = torch.cuda.get_device_properties(0).L2_cache_size
+    copies = 1 if one > 4 * l2 else -(-4 * l2 // one)
+    q = torch.randn(b, hq, nq, d, dtype=dtype, device="cuda")
+    ks = [torch.randn(b, hkv, nk, d, dtype=dtype, device="cuda") for _ in range(copies)]
+    vs = [torch.randn(b, hkv, nk, d, dtype=dtype, device="cuda") for _ in range(copies)]
+    o = torch.empty_like(q)
+    code = 2 if dtype == torch.bfloat16 else 1
+    calls = [kt.args(q=q.data_ptr(), k=ks[i].data_ptr(), v=vs[i].data_ptr(), o=o.data_ptr(),
+                     b=b, hq=hq, hkv=hkv, nq=nq, nk=nk, d=d, causal=int(causal), dtype=code)
+             for i in range(copies)]
+    out = {}
+    for name, path in (("tuned", db), ("default", empty_db)):
+        kt.configure(path, False)
+        o.fill_(float("nan"))
+        kt.attention(calls[0])
+        torch.cuda.synchronize()
+        kf = ks[0].float().repeat_interleave(hq // hkv, dim=1)
+        vf = vs[0].float().repeat_interleave(hq // hkv, dim=1)
+        sc = q.float() @ kf.transpose(-1, -2) / d ** 0.5
+        if causal:
+            r = torch.arange(nq, device="cuda")[:, None] + (nk - nq)
+            sc = sc.masked_fill(torch.arange(nk, device="cuda")[None, :] > r, float("-inf"))
+        err = (o.float() - torch.softmax(sc, -1) @ vf).abs().max().item()
+        del kf, vf, sc
+        out[name] = {"us": median_us(lambda i: kt.attention(calls[i % copies])), "max_err": err}
+    return out
+
+
+def paged_bar(kt, k_path, db, empty_db, log, copy):
+    """64 sequences, page 16, lengths 100..8000: ktune_attention tuned and default."""
+    b, hq, hkv, d, page, nk = 64, 32, 8, 128, 16, 8000
+    g = torch.Generator(device="cpu").manual_seed(0)
+    lens = torch.randint(100, nk + 1, (b,), generator=g, dtype=torch.int32)
+    lens[0] = nk
+    cols = -(-nk // page)
+    pages = b * cols
+    perm = torch.randperm(pages, generator=g, dtype=torch.int32)
+    table = perm.view(b, cols).cuda()
+    k_pool = torch.randn(pages, page, hkv, d, dtype=torch.bfloat16, device="cuda")
+    v_pool = torch.randn(pages, page, hkv, d, dtype=torch.bfloat16, device="cuda")
+    q = torch.randn(b, hq, 1, d, dtype=torch.bfloat16, device="cuda")
+    o = torch.empty_like(q)
+    seq_lens = lens.cuda()
+    shape = f"b={b},hq={hq},hkv={hkv},nq=1,nk={nk},d={d},causal=no,page={page}"
+    sweep = ktune_sweep_shape(k_path, shape, "bf16", db, log)
+    a = kt.args(q=q.data_ptr(), k=k_pool.data_ptr(), v=v_pool.data_ptr(), o=o.data_ptr(), b=b,
+                hq=hq, hkv=hkv, nq=1, nk=nk, d=d, page_size=page, block_table=table.data_ptr(),
+                seq_lens=seq_lens.data_ptr(), dtype=2)
+    # Reference: each sequence gathered from the pools, float32.
+    kt.configure(db, False)
+    kt.attention(a)
+    torch.cuda.synchronize()
+    err = 0.0
+    for s in range(0, b, 9):  # a sample of the sequences
+        n = int(lens[s])
+        ids = table[s, : -(-n // page)].long()
+        kk = k_pool[ids].reshape(-1, hkv, d)[:n].float().permute(1, 0, 2)
+        vv = v_pool[ids].reshape(-1, hkv, d)[:n].float().permute(1, 0, 2)
+        kk = kk.repeat_interleave(hq // hkv, dim=0)
+        vv = vv.repeat_interleave(hq // hkv, dim=0)
+        sc = q[s].float() @ kk.transpose(-1, -2) / d ** 0.5
+        want = torch.softmax(sc, -1) @ vv
+        err = max(err, (o[s].float() - want).abs().max().item())
+    kv_mb = float(lens.sum()) * hkv * d * 2 * 2 / 1e6
+    res = {"shape": shape, "kv_mb": kv_mb, "sweep": sweep, "max_err_tuned": err}
+    for name, path in (("tuned", db), ("default", empty_db)):
+        kt.configure(path, False)
+        us = median_us(lambda i: kt.attention(a))
+        res[name] = {"us": us, "tbps": kv_mb / us, "pct_copy": 100 * kv_mb / us / copy}
+    return res
 
 
 def shape_str(s):
@@ -122,8 +257,11 @@ def sdpa_time(s, backend, dtype):
 
 
 def ktune_sweep(k, s, dtype, db, log):
-    cmd = [k, "sweep", "--op", "flash_decode", "--shape", shape_str(s), "--dtype", dtype,
-           "--db", db]
+    return ktune_sweep_shape(k, shape_str(s), dtype, db, log)
+
+
+def ktune_sweep_shape(k, shape, dtype, db, log):
+    cmd = [k, "sweep", "--op", "flash_decode", "--shape", shape, "--dtype", dtype, "--db", db]
     t0 = datetime.datetime.now()
     p = subprocess.run(cmd, capture_output=True, text=True)
     wall = (datetime.datetime.now() - t0).total_seconds()
@@ -144,47 +282,65 @@ def ktune_sweep(k, s, dtype, db, log):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--ktune", required=True)
+    ap.add_argument("--ktune", required=True, help="the ktune executable (sweeps)")
+    ap.add_argument("--lib", default="", help="libktune.so: also time ktune_attention here")
     ap.add_argument("--out", default=".")
     ap.add_argument("--dtype", default="bf16", choices=["bf16", "fp16"])
     ap.add_argument("--shapes", default="", help="comma-separated indices into SHAPES")
+    ap.add_argument("--paged", action="store_true", help="the paged bar (needs --lib)")
     ap.add_argument("--command", default=" ".join(sys.argv))
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     tdt = torch.bfloat16 if a.dtype == "bf16" else torch.float16
     idx = [int(x) for x in a.shapes.split(",")] if a.shapes else range(len(SHAPES))
     db = os.path.join(a.out, "decode.db")
+    empty_db = os.path.join(a.out, "empty.db")
     log = os.path.join(a.out, "decode_sweeps.log")
+    kt = Ktune(a.lib) if a.lib else None
     copy = copy_tbps()
     rows = []
     for i in idx:
         s = SHAPES[i]
         row = {"shape": shape_str(s), "kv_mb": kv_bytes(s) / 1e6}
         row["ktune"] = ktune_sweep(a.ktune, s, a.dtype, db, log)
+        if kt:
+            row["ktune_runtime"] = ktune_time(kt, s, tdt, db, empty_db)
         for name in BACKENDS:
             row[name] = sdpa_time(s, name, tdt)
         rows.append(row)
         print(json.dumps(row), flush=True)
+    paged = paged_bar(kt, a.ktune, db, empty_db, log, copy) if a.paged and kt else None
+    if paged:
+        print(json.dumps(paged), flush=True)
     dev = torch.cuda.get_device_name(0)
     when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     lines = [f"# Decode attention: ktune flash_decode vs torch SDPA ({a.dtype})", "",
              f"- device: {dev}; {when}; torch {torch.__version__}",
              f"- command: `{a.command}`",
              f"- copy bandwidth, same process: {copy:.2f} TB/s", "",
-             "TB/s = K+V bytes / time (% of copy). ktune times come from its sweep (every valid "
-             "point, default included).", "",
-             "| shape | K+V MB | ktune tuned us (TB/s, %) | ktune default us | "
-             + " | ".join(BACKENDS) + " | tuned / best SDPA |",
-             "|---|---|---|---|" + "---|" * len(BACKENDS) + "---|"]
+             "TB/s = K+V bytes / time (% of copy). \"sweep\": the medians of `ktune sweep` (every "
+             "valid point, default included); \"runtime\": ktune_attention in this process, timed "
+             "like SDPA (tuned: the sweep's database; default: an empty one).", ""]
+    runtime = kt is not None
+    head = ["shape", "K+V MB", "sweep tuned us (TB/s, %)", "sweep default us"]
+    if runtime:
+        head += ["runtime tuned", "runtime default"]
+    head += list(BACKENDS) + ["tuned / best SDPA"]
+    lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
 
     def rate(us, mb):
         return f"{us:.1f} ({mb / us:.2f}, {100 * mb / us / copy:.0f}%)"
 
     for r in rows:
-        kt, mb = r["ktune"], r["kv_mb"]
+        k, mb = r["ktune"], r["kv_mb"]
         cells = [r["shape"], f"{mb:.0f}",
-                 rate(kt["best_us"], mb) if "best_us" in kt else f"rc={kt['rc']}",
-                 f"{kt['default_us']:.1f}" if "default_us" in kt else "-"]
+                 rate(k["best_us"], mb) if "best_us" in k else f"rc={k['rc']}",
+                 f"{k['default_us']:.1f}" if "default_us" in k else "-"]
+        tuned = k.get("best_us")
+        if runtime:
+            rt = r["ktune_runtime"]
+            cells += [rate(rt["tuned"]["us"], mb), rate(rt["default"]["us"], mb)]
+            tuned = rt["tuned"]["us"]
         best_sdpa = None
         for name in BACKENDS:
             x = r[name]
@@ -193,13 +349,19 @@ def main():
                 best_sdpa = x["us"] if best_sdpa is None else min(best_sdpa, x["us"])
             else:
                 cells.append("n/a")
-        cells.append(f"{best_sdpa / kt['best_us']:.2f}x" if best_sdpa and "best_us" in kt else "-")
+        cells.append(f"{best_sdpa / tuned:.2f}x" if best_sdpa and tuned else "-")
         lines.append("| " + " | ".join(cells) + " |")
+    if paged:
+        lines += ["", f"Paged bar: `{paged['shape']}`, lengths 100..8000, "
+                  f"{paged['kv_mb']:.0f} MB of K/V read: tuned {rate(paged['tuned']['us'], paged['kv_mb'])}"
+                  f", default {rate(paged['default']['us'], paged['kv_mb'])}; bar >= 80 % of copy; "
+                  f"max |error| on a sample of sequences {paged['max_err_tuned']:.1e}."]
     text = "\n".join(lines) + "\n"
     with open(os.path.join(a.out, "decode.md"), "w") as f:
         f.write(text)
     with open(os.path.join(a.out, "decode.json"), "w") as f:
-        json.dump({"device": dev, "date": when, "copy_tbps": copy, "rows": rows}, f, indent=1)
+        json.dump({"device": dev, "date": when, "copy_tbps": copy, "rows": rows, "paged": paged},
+                  f, indent=1)
     print(text)
 
 
