@@ -1,0 +1,270 @@
+// Hopper warpgroup MMA on the GPU (sm_90 only; skipped with the reason elsewhere or without a
+// GPU), compiled with NVRTC for sm_90a and launched through the driver:
+// - the wgmma tile kernel (tests/support/hopper_source.hpp): m64nNk16 x 4 from 128-byte-swizzled
+//   shared memory for N = 64, 128, 256 in both dtypes against a double product, exactly (small
+//   integers: every product and sum is exact in fp32). A wrong descriptor, swizzle, k advance or
+//   fragment layout moves values and fails here first;
+// - moe_gemm_sm90_kernel against the double references of gpu_moe_gemm_test
+//   (tests/support/moe_gemm_reference.hpp): E in {1, 8} with expert 0 receiving every token and
+//   expert E - 1 none, T in {1, 3, 17, 100}, k in {1, 2}, H and I not multiples of any tile
+//   (136, 200), then longer K (more k-tiles than ring slots); outputs poisoned with NaN, padding
+//   rows of act must stay unwritten.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "runtime/core/compiler.hpp"
+#include "runtime/core/device.hpp"
+#include "runtime/core/driver.hpp"
+#include "runtime/core/launcher.hpp"
+#include "templates/moe/gemm_args.h"
+#include "templates/moe/gemm_sm90_args.h"
+#include "tests/support/hopper_source.hpp"
+#include "tests/support/moe_gemm_reference.hpp"
+#include "tests/support/test_env.hpp"
+
+namespace ktune {
+namespace {
+
+using test::MoeAlignment;
+using test::MoeChecker;
+using test::MoeTensor;
+using test::MoeTestRouting;
+using test::Sm90Tile;
+
+const Sm90Tile kTiles[] = {
+    {128, 128, 4, 0},  // two warpgroups, the t >= 1024 candidate
+    {64, 64, 2, 0},    // one warpgroup, no wgmma group in flight across the barrier
+    {64, 256, 3, 8},   // N = 256 (gemm2 only; gemm1 runs it with BLOCK_N 128), CTA order
+    {128, 64, 6, 0},   // deep ring
+};
+
+template <typename X>
+DeviceBuffer upload(const std::vector<X>& v) {
+  DeviceBuffer b(v.size() * sizeof(X) + 16);
+  KTUNE_CU(Driver::get().cuMemcpyHtoD(b.get(), v.data(), v.size() * sizeof(X)));
+  return b;
+}
+
+DeviceBuffer poisoned(std::size_t bytes) {
+  DeviceBuffer b(bytes + 16);
+  KTUNE_CU(Driver::get().cuMemsetD8Async(b.get(), 0xff, bytes + 16, nullptr));
+  return b;
+}
+
+template <typename X>
+std::vector<X> download(const DeviceBuffer& b, std::size_t n) {
+  std::vector<X> v(n);
+  KTUNE_CU(Driver::get().cuMemcpyDtoH(v.data(), b.get(), n * sizeof(X)));
+  return v;
+}
+
+void* ptr(const DeviceBuffer& b) { return reinterpret_cast<void*>(b.get()); }
+
+struct Kernel {
+  Module module;
+  CUfunction fn = nullptr;
+};
+
+class GpuHopper : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    KTUNE_REQUIRE_GPU();
+    ensure_context(0);
+    const DeviceInfo dev = query_device(0);
+    if (dev.cc_major != 9 || dev.cc_minor != 0)
+      GTEST_SKIP() << "wgmma needs sm_90a; device 0 is " << dev.name << " (sm_" << dev.cc_major
+                   << dev.cc_minor << ")";
+  }
+
+  /// Compiles (cached per test binary) and loads one kernel from source text; raises its dynamic
+  /// shared memory limit to `smem` bytes.
+  CUfunction kernel(const std::string& source, const std::string& expr, unsigned smem) {
+    static test::TempDir dir;
+    static std::map<std::string, Kernel> loaded;
+    auto it = loaded.find(expr);
+    if (it == loaded.end()) {
+      const Compiler compiler(dir.path());
+      const CompiledKernel ck = compiler.compile({{"hopper", expr}, "sm_90a", source});
+      Kernel k;
+      k.module = Module(ck.cubin);
+      k.fn = k.module.function(ck.lowered_name);
+      it = loaded.emplace(expr, std::move(k)).first;
+    }
+    KTUNE_CU(Driver::get().cuFuncSetAttribute(
+        it->second.fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, static_cast<int>(smem)));
+    return it->second.fn;
+  }
+
+  static void launch(CUfunction fn, unsigned gx, unsigned gy, unsigned threads, unsigned smem,
+                     const void* args, std::size_t size) {
+    CudaLauncher launcher(nullptr);
+    KernelLaunch l;
+    l.kernel = fn;
+    l.grid[0] = gx, l.grid[1] = gy;
+    l.block[0] = threads;
+    l.shared_bytes = smem;
+    l.args = args;
+    l.args_size = size;
+    launcher.launch(l);
+  }
+
+  void run_tile(bool bf16, int n, std::mt19937& rng) {
+    // Integers in [-3, 3]: exact in both dtypes, |sum| <= 64 * 9.
+    std::uniform_int_distribution<int> v(-3, 3);
+    std::vector<std::uint16_t> a(64 * 64), b(static_cast<std::size_t>(n) * 64);
+    std::vector<double> av(a.size()), bv(b.size());
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      av[i] = v(rng);
+      a[i] = test::moe_to_bits(bf16, av[i]);
+    }
+    for (std::size_t i = 0; i < b.size(); ++i) {
+      bv[i] = v(rng);
+      b[i] = test::moe_to_bits(bf16, bv[i]);
+    }
+    const DeviceBuffer da = upload(a), db = upload(b);
+    const DeviceBuffer dd = poisoned(static_cast<std::size_t>(64) * n * 4);
+    // ktune_test::WgmmaTileArgs
+    struct {
+      const void* a;
+      const void* b;
+      void* d;
+    } args{ptr(da), ptr(db), ptr(dd)};
+    const unsigned smem = static_cast<unsigned>((64 + n) * 128 + 1024);
+    launch(kernel(test::wgmma_tile_source(), test::wgmma_tile_name(bf16, n), smem), 1, 1, 128,
+           smem, &args, sizeof args);
+    KTUNE_CU(Driver::get().cuCtxSynchronize());
+    const std::vector<float> d = download<float>(dd, static_cast<std::size_t>(64) * n);
+    int wrong = 0;
+    std::string first;
+    for (int r = 0; r < 64; ++r)
+      for (int c = 0; c < n; ++c) {
+        double s = 0;
+        for (int k = 0; k < 64; ++k) s += av[r * 64 + k] * bv[static_cast<std::size_t>(c) * 64 + k];
+        const float got = d[static_cast<std::size_t>(r) * n + c];
+        if (!(got == s) && wrong++ == 0)
+          first = "(" + std::to_string(r) + ", " + std::to_string(c) + "): got " +
+                  std::to_string(got) + " want " + std::to_string(s);
+      }
+    EXPECT_EQ(wrong, 0) << (bf16 ? "bf16" : "fp16") << " N=" << n << ": " << wrong
+                        << " wrong of " << 64 * n << ", first " << first;
+  }
+
+  void run_case(bool bf16, const Sm90Tile& tile, int E, int T, int k, int H, int I,
+                std::mt19937& rng) {
+    // gemm1 holds gate and up accumulators: at most BLOCK_N 128 (the align kernel's block_m is
+    // the tile's BLOCK_M for both GEMMs; BLOCK_N may differ).
+    const Sm90Tile t1{tile.block_m, tile.block_n > 128 ? 128 : tile.block_n, tile.stages,
+                      tile.group_m};
+    const Sm90Tile& t2 = tile;
+    ASSERT_EQ(moe_gemm_sm90_invalid_reason(t1.block_m, t1.block_n, 64, t1.stages, true,
+                                           t1.group_m),
+              nullptr);
+    ASSERT_EQ(moe_gemm_sm90_invalid_reason(t2.block_m, t2.block_n, 64, t2.stages, false,
+                                           t2.group_m),
+              nullptr);
+    const MoeTestRouting r = test::moe_test_routing(T, E, k, rng);
+    const MoeAlignment al = test::moe_align_host(r, tile.block_m);
+    const int pairs = T * k;
+    const MoeTensor x(bf16, static_cast<std::size_t>(T) * H, rng);
+    const MoeTensor w1(bf16, static_cast<std::size_t>(E) * 2 * I * H, rng, -0.5, 0.5);
+    const MoeTensor w2(bf16, static_cast<std::size_t>(E) * H * I, rng, -0.5, 0.5);
+    const DeviceBuffer sorted = upload(al.sorted_pairs), blocks = upload(al.block_expert);
+    const DeviceBuffer padded = upload(std::vector<int>{al.padded_rows});
+    const DeviceBuffer weights = upload(r.weights);
+    const DeviceBuffer dx = upload(x.bits), dw1 = upload(w1.bits), dw2 = upload(w2.bits);
+    const std::size_t rows = al.sorted_pairs.size();
+    const DeviceBuffer act = poisoned(rows * I * 2);
+    const DeviceBuffer pair_out = poisoned(static_cast<std::size_t>(pairs) * H * 2);
+
+    const int* sp = static_cast<const int*>(ptr(sorted));
+    const int* be = static_cast<const int*>(ptr(blocks));
+    const int* pr = static_cast<const int*>(ptr(padded));
+    const MoeGemmArgs g1{ptr(dx), ptr(dw1), ptr(act), sp, be, pr, nullptr, pairs, k, I, H,
+                         al.max_blocks, nullptr};
+    const MoeGemmArgs g2{ptr(act), ptr(dw2), ptr(pair_out), sp, be, pr,
+                         static_cast<const float*>(ptr(weights)), pairs, k, H, I, al.max_blocks,
+                         nullptr};
+    const std::string src = test::hopper_source("moe/gemm_sm90.cuh");
+    const unsigned smem1 = moe_gemm_sm90_smem_bytes(t1.block_m, t1.block_n, 64, t1.stages, true);
+    const unsigned smem2 = moe_gemm_sm90_smem_bytes(t2.block_m, t2.block_n, 64, t2.stages, false);
+    launch(kernel(src, test::moe_gemm_sm90_name(bf16, t1, true), smem1),
+           static_cast<unsigned>(al.max_blocks), moe_gemm_grid_y(I, t1.block_n),
+           static_cast<unsigned>(moe_gemm_sm90_threads(t1.block_m)), smem1, &g1, sizeof g1);
+    launch(kernel(src, test::moe_gemm_sm90_name(bf16, t2, false), smem2),
+           static_cast<unsigned>(al.max_blocks), moe_gemm_grid_y(H, t2.block_n),
+           static_cast<unsigned>(moe_gemm_sm90_threads(t2.block_m)), smem2, &g2, sizeof g2);
+    KTUNE_CU(Driver::get().cuCtxSynchronize());
+
+    const double u = test::moe_unit(bf16);
+    const std::string tag = std::string(bf16 ? "bf16 " : "fp16 ") + tile.key() +
+                            " E=" + std::to_string(E) + " T=" + std::to_string(T) +
+                            " k=" + std::to_string(k) + " H=" + std::to_string(H) +
+                            " I=" + std::to_string(I);
+
+    // gemm1: act against the double reference; padding rows stay NaN (0xffff).
+    std::vector<double> act_ref, mag;
+    test::moe_gemm1_ref(r, al, x.val, w1.val, H, I, act_ref, mag);
+    const std::vector<std::uint16_t> act_bits = download<std::uint16_t>(act, rows * I);
+    std::vector<double> act_got(act_bits.size());
+    MoeChecker c1("gemm1 " + tag);
+    for (std::size_t i = 0; i < act_bits.size(); ++i) {
+      act_got[i] = test::moe_from_bits(bf16, act_bits[i]);
+      const std::size_t row = i / I;
+      if (static_cast<int>(row) >= al.padded_rows || al.sorted_pairs[row] >= pairs) {
+        if (act_bits[i] != 0xffff) c1(0.0, 1.0, 0.0, "padding row " + std::to_string(row));
+        continue;
+      }
+      c1(act_got[i], act_ref[i], 2 * u * std::fabs(act_ref[i]) + 1e-5 * mag[i] + 1e-6,
+         "row " + std::to_string(row) + " col " + std::to_string(i % I));
+    }
+    EXPECT_EQ(c1.failed, 0) << c1.failed << " of " << c1.checked << "; " << c1.first;
+
+    // gemm2 from the kernel's act; every pair's row is written (NaN poison fails otherwise).
+    std::vector<double> out_ref, mag2;
+    test::moe_gemm2_ref(r, al, act_got, w2.val, H, I, out_ref, mag2);
+    const std::vector<std::uint16_t> out_bits =
+        download<std::uint16_t>(pair_out, static_cast<std::size_t>(pairs) * H);
+    MoeChecker c2("gemm2 " + tag);
+    for (std::size_t i = 0; i < out_bits.size(); ++i)
+      c2(test::moe_from_bits(bf16, out_bits[i]), out_ref[i],
+         1.25 * u * std::fabs(out_ref[i]) + 1e-5 * mag2[i] + 1e-6,
+         "pair " + std::to_string(i / H) + " col " + std::to_string(i % H));
+    EXPECT_EQ(c2.failed, 0) << c2.failed << " of " << c2.checked << "; " << c2.first;
+  }
+};
+
+TEST_F(GpuHopper, WgmmaTileIsExact) {
+  std::mt19937 rng(3);
+  for (bool bf16 : {true, false})
+    for (int n : {64, 128, 256}) run_tile(bf16, n, rng);
+}
+
+TEST_F(GpuHopper, MoeGemmSm90MatchesTheDoubleReference) {
+  for (bool bf16 : {true, false}) {
+    std::mt19937 rng(bf16 ? 7 : 8);
+    for (const Sm90Tile& tile : kTiles)
+      for (int E : {1, 8})
+        for (int T : {1, 3, 17, 100})
+          for (int k : {1, 2}) {
+            if (k > E) continue;
+            SCOPED_TRACE(tile.key() + " E=" + std::to_string(E) + " T=" + std::to_string(T) +
+                         " k=" + std::to_string(k));
+            run_case(bf16, tile, E, T, k, 136, 200, rng);
+          }
+  }
+}
+
+TEST_F(GpuHopper, MoeGemmSm90ManyKTiles) {
+  // K = 520 and 1000: 9 and 16 k-tiles, more than any ring, the last partial; E = 8 with
+  // expert 7 empty; 300 tokens give experts several blocks.
+  std::mt19937 rng(9);
+  for (const Sm90Tile& tile : kTiles) run_case(true, tile, 8, 300, 2, 520, 1000, rng);
+}
+
+}  // namespace
+}  // namespace ktune

@@ -1,0 +1,261 @@
+// Hopper warpgroup MMA without a GPU: the descriptor, swizzle and accumulator-layout functions of
+// common/wgmma.cuh on the host; NVRTC compiles for sm_90a of the wgmma tile test kernel (every N,
+// both dtypes) and of a sample of moe_gemm_sm90_kernel, with their registers and spills (none
+// allowed); that both still compile for sm_80 (to a trap); that the static_asserts reject what
+// moe_gemm_sm90_invalid_reason rejects; and, where nvdisasm is found ($KTUNE_NVDISASM, the
+// toolkit, PATH), that the SASS holds HGMMA and that the GEMM's wgmmas are batched (ptxas
+// serialises them, one wait after each, when it cannot prove the accumulators untouched).
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "runtime/core/compiler.hpp"
+#include "templates/common/wgmma.cuh"
+#include "templates/moe/gemm_sm90_args.h"
+#include "tests/support/hopper_source.hpp"
+#include "tests/support/test_env.hpp"
+
+namespace ktune {
+namespace {
+
+using test::Sm90Tile;
+
+TEST(Wgmma, DescriptorFields) {
+  // Start 0x1400 (>> 4 = 0x140), LBO 16 (1), SBO 1024 (64), 128-byte swizzle (1 << 62).
+  EXPECT_EQ(wg::sw128_desc(0x1400), 0x4000004000010140ull);
+  // The kk-th k16 slice moves the start field by 2 per step (32 bytes).
+  EXPECT_EQ(wg::sw128_desc(0x1400, 3 * wg::kK16Bytes) - wg::sw128_desc(0x1400), 6ull);
+  EXPECT_EQ(wg::make_desc(0x3fff0, 0, 0, wg::swizzle_none), 0x3fffull);
+  EXPECT_EQ(wg::make_desc(0, 0x20, 0x40, wg::swizzle_32b), 0xC000000400020000ull);
+  // The highest slice of the highest atom of the 227 KiB window stays inside the 14-bit field.
+  EXPECT_LE(wg::sw128_desc(227 * 1024 - 1024, 96) & 0xffff, 0x3fffull);
+}
+
+TEST(Wgmma, Sw128IsTheMoeTileLayoutAndAPermutation) {
+  for (int row = 0; row < 64; ++row) {
+    std::set<unsigned> seen;
+    for (int chunk = 0; chunk < 8; ++chunk) {
+      const unsigned off = wg::sw128_offset(row, chunk);
+      // moe::Tile<64>::offset: row * 128 + ((chunk ^ (row & 7)) << 4).
+      EXPECT_EQ(off, static_cast<unsigned>(row * 128 + ((chunk ^ (row & 7)) << 4)));
+      // The hardware's view: address bits 4-6 XOR bits 7-9 of the unswizzled address.
+      const unsigned plain = static_cast<unsigned>(row * 128 + chunk * 16);
+      EXPECT_EQ(off, plain ^ (((plain >> 7) & 7) << 4));
+      seen.insert(off);
+    }
+    EXPECT_EQ(seen.size(), 8u);
+  }
+}
+
+template <int N>
+void check_acc_layout() {
+  using A = wg::Acc<N>;
+  std::vector<int> hits(64 * N, 0);
+  for (int t = 0; t < 128; ++t)
+    for (int i = 0; i < A::REGS; ++i) {
+      const int r = A::row(t, i), c = A::col(t, i);
+      ASSERT_TRUE(r >= 0 && r < 64 && c >= 0 && c < N) << "N=" << N << " t=" << t << " i=" << i;
+      ++hits[r * N + c];
+      // Pairs {2m, 2m + 1} are adjacent columns of one row (the epilogue packs them).
+      if (i % 2 == 1) {
+        EXPECT_EQ(r, A::row(t, i - 1));
+        EXPECT_EQ(c, A::col(t, i - 1) + 1);
+      }
+    }
+  for (int v : hits) EXPECT_EQ(v, 1) << "N=" << N;
+  // Warp w owns rows 16w..16w+15 (its own m16 slice, as mma.sync's C fragment).
+  EXPECT_EQ(A::row(37, 0), 16 + 1);
+  EXPECT_EQ(A::row(37, 2), 16 + 1 + 8);
+  EXPECT_EQ(A::col(37, 5), 8 + 2 + 1);
+}
+
+TEST(Wgmma, AccumulatorLayoutCoversTheTileOnce) {
+  check_acc_layout<64>();
+  check_acc_layout<128>();
+  check_acc_layout<256>();
+}
+
+TEST(MoeGemmSm90Reasons, TableOfPoints) {
+  EXPECT_EQ(moe_gemm_sm90_invalid_reason(128, 128, 64, 4, true), nullptr);
+  EXPECT_EQ(moe_gemm_sm90_invalid_reason(128, 256, 64, 4, false), nullptr);
+  EXPECT_EQ(moe_gemm_sm90_invalid_reason(64, 64, 64, 2, true, 8), nullptr);
+  EXPECT_STREQ(moe_gemm_sm90_invalid_reason(32, 64, 64, 4, true), "BLOCK_M must be 64 or 128");
+  EXPECT_STREQ(moe_gemm_sm90_invalid_reason(64, 32, 64, 4, true),
+               "BLOCK_N must be 64, 128 or 256");
+  EXPECT_STREQ(moe_gemm_sm90_invalid_reason(64, 64, 32, 4, true),
+               "BLOCK_K must be 64 (one 128-byte swizzled row)");
+  EXPECT_STREQ(moe_gemm_sm90_invalid_reason(64, 64, 64, 7, true), "STAGES must be 2 to 6");
+  EXPECT_STREQ(moe_gemm_sm90_invalid_reason(64, 256, 64, 2, true),
+               "more than 128 fp32 accumulators per thread (GATED counts gate and up)");
+  // 128 x 128 gated: 48 KiB a stage; 4 fit, 5 do not.
+  EXPECT_EQ(moe_gemm_sm90_smem_bytes(128, 128, 64, 4, true), 4u * 48 * 1024 + 1024);
+  EXPECT_STREQ(moe_gemm_sm90_invalid_reason(128, 128, 64, 5, true), "shared memory above 227 KiB");
+  EXPECT_STREQ(moe_gemm_sm90_invalid_reason(64, 64, 64, 3, false, 3),
+               "GROUP_M must be 0, 2, 4, 8, 16 or 32");
+  EXPECT_EQ(moe_gemm_sm90_threads(64), 128);
+  EXPECT_EQ(moe_gemm_sm90_threads(128), 256);
+}
+
+// ---- NVRTC ----
+
+struct Job {
+  CompileJob job;
+  std::string reason;     // expected static_assert message; empty: must compile
+  bool pipelined = false;  // a GEMM with STAGES > 2: its wgmmas must be batched
+};
+
+std::vector<Job> jobs() {
+  std::vector<Job> out;
+  const std::string tile = test::wgmma_tile_source();
+  const std::string gemm = test::hopper_source("moe/gemm_sm90.cuh");
+  for (bool bf16 : {true, false})
+    for (int n : {64, 128, 256})
+      out.push_back({{{"wgmma_tile", test::wgmma_tile_name(bf16, n)}, "sm_90a", tile}, ""});
+  out.push_back({{{"wgmma_tile", test::wgmma_tile_name(true, 128)}, "sm_80", tile}, ""});
+  // Gemm1 and gemm2 shapes an op would try at t = 1024..4096, both warpgroup counts, every
+  // ring depth that fits, both dtypes.
+  const struct {
+    Sm90Tile t;
+    bool gated;
+    bool bf16;
+  } sample[] = {
+      {{128, 128, 4, 0}, true, true},  {{128, 128, 3, 8}, true, false},
+      {{64, 128, 5, 0}, true, true},   {{64, 64, 2, 0}, true, false},
+      {{128, 64, 6, 16}, true, true},  {{128, 256, 4, 0}, false, true},
+      {{128, 128, 5, 8}, false, false}, {{64, 256, 3, 0}, false, true},
+      {{64, 64, 6, 0}, false, true},   {{128, 64, 2, 0}, false, false},
+  };
+  for (const auto& s : sample) {
+    EXPECT_EQ(moe_gemm_sm90_invalid_reason(s.t.block_m, s.t.block_n, 64, s.t.stages, s.gated,
+                                           s.t.group_m),
+              nullptr)
+        << s.t.key();
+    out.push_back({{{"moe/gemm_sm90.cuh", test::moe_gemm_sm90_name(s.bf16, s.t, s.gated)},
+                    "sm_90a",
+                    gemm},
+                   "",
+                   s.t.stages > 2});
+  }
+  for (bool gated : {true, false})
+    out.push_back({{{"moe/gemm_sm90.cuh", test::moe_gemm_sm90_name(true, {128, 128, 4, 0}, gated)},
+                    "sm_80",
+                    gemm},
+                   ""});
+  // What the reasons reject, the static_asserts reject with the same words.
+  out.push_back({{{"moe/gemm_sm90.cuh", test::moe_gemm_sm90_name(true, {64, 256, 3, 0}, true)},
+                  "sm_90a",
+                  gemm},
+                 "more than 128 fp32 accumulators per thread"});
+  out.push_back({{{"moe/gemm_sm90.cuh", test::moe_gemm_sm90_name(true, {128, 128, 5, 0}, true)},
+                  "sm_90a",
+                  gemm},
+                 "shared memory above 227 KiB"});
+  return out;
+}
+
+/// nvdisasm, or empty when none is found.
+std::string nvdisasm_path() {
+  if (const char* env = std::getenv("KTUNE_NVDISASM"); env && *env) return env;
+  const char* toolkit = "/usr/local/cuda/bin/nvdisasm";
+  if (std::filesystem::exists(toolkit)) return toolkit;
+  if (std::system("command -v nvdisasm > /dev/null 2>&1") == 0) return "nvdisasm";
+  return {};
+}
+
+std::string disassemble(const std::string& tool, const std::string& cubin,
+                        const std::filesystem::path& dir, std::size_t i) {
+  const std::filesystem::path file = dir / ("k" + std::to_string(i) + ".cubin");
+  std::ofstream(file, std::ios::binary).write(cubin.data(), static_cast<long>(cubin.size()));
+  std::string sass;
+  FILE* p = popen(("'" + tool + "' '" + file.string() + "' 2>&1").c_str(), "r");
+  if (p == nullptr) return sass;
+  char buf[4096];
+  std::size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) sass.append(buf, n);
+  pclose(p);
+  return sass;
+}
+
+int count(const std::string& text, const std::string& what) {
+  int c = 0;
+  for (std::size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1))
+    ++c;
+  return c;
+}
+
+/// HGMMA lines that do not end their batch (no gsb0 scoreboard): ptxas batched the wgmmas.
+int batched_hgmma(const std::string& sass) {
+  int c = 0;
+  std::size_t start = 0;
+  while (start < sass.size()) {
+    std::size_t end = sass.find('\n', start);
+    if (end == std::string::npos) end = sass.size();
+    const std::string line = sass.substr(start, end - start);
+    if (line.find("HGMMA") != std::string::npos && line.find("gsb0") == std::string::npos) ++c;
+    start = end + 1;
+  }
+  return c;
+}
+
+TEST(HopperCompile, WgmmaTileAndMoeGemmSm90) {
+  const std::vector<Job> js = jobs();
+  std::vector<CompileJob> batch;
+  for (const Job& j : js) batch.push_back(j.job);
+  std::printf("compiling %zu kernels\n", batch.size());
+  const std::vector<CompileOutcome> outcomes = compile_parallel(Compiler(std::nullopt), batch, 0);
+  ASSERT_EQ(outcomes.size(), js.size());
+  const std::string tool = nvdisasm_path();
+  if (tool.empty()) std::printf("nvdisasm not found: SASS not checked\n");
+  const test::TempDir dir;
+  for (std::size_t i = 0; i < js.size(); ++i) {
+    const Job& j = js[i];
+    const CompileOutcome& o = outcomes[i];
+    const std::string what = j.job.source.name_expression + " for " + j.job.arch;
+    if (!j.reason.empty()) {
+      EXPECT_FALSE(o.kernel.has_value()) << what << " compiled";
+      EXPECT_NE(o.error.find(j.reason), std::string::npos) << what << ":\n" << o.error;
+      continue;
+    }
+    if (!o.kernel) {
+      ADD_FAILURE() << what << " failed:\n" << o.error;
+      continue;
+    }
+    const KernelResources& r = o.kernel->resources;
+    EXPECT_GT(r.registers, 0) << what;
+    EXPECT_EQ(r.spill_stores, 0) << what;
+    EXPECT_EQ(r.spill_loads, 0) << what;
+    EXPECT_EQ(r.local_bytes, 0) << what;
+    // ptxas' performance advisories ("wgmma.mma_async instructions are serialized due to ...").
+    EXPECT_EQ(o.kernel->log.find("serialized"), std::string::npos) << what << ":\n"
+                                                                    << o.kernel->log;
+    std::string sass_note = "-";
+    if (!tool.empty()) {
+      const std::string sass = disassemble(tool, o.kernel->cubin, dir.path(), i);
+      const int hgmma = count(sass, "HGMMA");
+      sass_note = std::to_string(hgmma) + " HGMMA";
+      if (j.job.arch == "sm_90a") {
+        EXPECT_GT(hgmma, 0) << what << ": no HGMMA in the SASS";
+        if (j.pipelined) {
+          const int batched = batched_hgmma(sass);
+          sass_note += ", " + std::to_string(batched) + " batched";
+          EXPECT_GT(batched, 0) << what << ": every wgmma waited for alone";
+        }
+      } else {
+        EXPECT_EQ(hgmma, 0) << what;
+      }
+    }
+    std::printf("%-6s %-72s %3d registers, %5d B smem, spills %d/%d, %s\n", j.job.arch.c_str(),
+                j.job.source.name_expression.c_str(), r.registers, r.shared_bytes,
+                r.spill_stores, r.spill_loads, sass_note.c_str());
+  }
+}
+
+}  // namespace
+}  // namespace ktune
