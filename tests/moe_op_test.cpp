@@ -13,6 +13,7 @@
 #include "ktune/error.hpp"
 #include "runtime/core/compiler.hpp"
 #include "search/space.hpp"
+#include "templates/moe/gemm_sm90_args.h"
 #include "templates/moe/args.h"
 #include "templates/moe/gemm_args.h"
 #include "templates/moe/moe_op.hpp"
@@ -219,6 +220,51 @@ TEST(MoeSpace, SharedMemoryAgainstTheDevice) {
   EXPECT_EQ(op().invalid_reason(big, p, DType::bf16, device("sm_90a")), std::nullopt);
   EXPECT_TRUE(contains(op().invalid_reason(big, p, DType::bf16, device("sm_80")).value_or(""),
                        "more than the device's"));
+}
+
+// The wgmma GEMM (impl1/impl2 = 1): its own shape rules, sm_90a only, its kernel and launch.
+TEST(MoeSpace, WgmmaGemmIsATunable) {
+  const DeviceInfo h100 = device("sm_90a");
+  const Problem p = problem(kMixtral, 4096);
+  Params w = op().default_params(p, DType::bf16, h100);
+  EXPECT_EQ(op().param(w, "impl1"), 0);  // the default stays on mma.sync until measured
+  EXPECT_EQ(op().param(w, "impl2"), 0);
+  const auto set = [&](Params& q, const char* n, std::int64_t v) {
+    q.values[op().param_index(n)] = v;
+  };
+  set(w, "block_m", 128);
+  for (const char* n : {"impl1", "impl2"}) set(w, n, 1);
+  for (const char* n : {"warps1", "warps2"}) set(w, n, 8);
+  for (const char* n : {"warps_m1", "warps_m2"}) set(w, n, 1);
+  for (const char* n : {"prefetch1", "prefetch2", "epi1", "epi2"}) set(w, n, 0);
+  for (const char* n : {"bk1", "bk2"}) set(w, n, 64);
+  for (const char* n : {"stages1", "stages2"}) set(w, n, 4);
+  set(w, "bn1", 128);
+  set(w, "bn2", 256);
+  EXPECT_EQ(op().invalid_reason(w, p, DType::bf16, h100), std::nullopt)
+      << *op().invalid_reason(w, p, DType::bf16, h100);
+  EXPECT_TRUE(contains(op().invalid_reason(w, p, DType::bf16, device("sm_80")).value_or(""),
+                       "impl1=1 (wgmma) needs an sm_90a device"));
+  const std::vector<KernelSource> ks = op().kernels(w, p, DType::bf16);
+  int wgmma = 0;
+  for (std::size_t i = 0; i < ks.size(); ++i) {
+    if (ks[i].file != "moe/gemm_sm90.cuh") continue;
+    ++wgmma;
+    EXPECT_EQ(op().block_threads(w, p, DType::bf16, i), moe_gemm_sm90_threads(128));
+    EXPECT_TRUE(contains(ks[i].name_expression, "ktune::moe_gemm_sm90_kernel<ktune::bf16, 128, "))
+        << ks[i].name_expression;
+  }
+  EXPECT_EQ(wgmma, 2);
+  const auto reason = [&](const char* n, std::int64_t v) {
+    Params q = w;
+    set(q, n, v);
+    return op().invalid_reason(q, p, DType::bf16, h100).value_or("");
+  };
+  EXPECT_TRUE(contains(reason("warps1", 4), "one warpgroup per 64 rows: warps1=8"));
+  EXPECT_TRUE(contains(reason("epi2", 1), "impl2=1 ignores warps_m2, prefetch2 and epi2"));
+  EXPECT_TRUE(contains(reason("bk1", 128), "gemm1 wgmma tile: BLOCK_K must be 64"));
+  EXPECT_TRUE(contains(reason("bn1", 256), "more than 128 fp32 accumulators"));
+  EXPECT_TRUE(contains(reason("block_m", 32), "takes block_m 64 or 128"));
 }
 
 // ---- defaults ----
@@ -689,6 +735,15 @@ TEST(MoeCompile, DefaultsAndReferenceCompile) {
     }
     for (const KernelSource& k : op().reference_kernels(problem(kMixtral, 1), DType::bf16))
       add(k, arch);
+    if (std::string(arch) == "sm_90a") {  // one wgmma point: both GEMMs on moe_gemm_sm90_kernel
+      const Problem p = problem(kMixtral, 4096);
+      const Params w = op().parse_params(
+          "block_m=128,bn1=128,bk1=64,warps1=8,warps_m1=1,stages1=4,group1=0,prefetch1=0,epi1=0,"
+          "impl1=1,bn2=256,bk2=64,warps2=8,warps_m2=1,stages2=4,group2=8,prefetch2=0,epi2=0,"
+          "impl2=1,align_chunk=4096,route_lanes=8,route_vec=4,combine_vec=8");
+      EXPECT_EQ(op().invalid_reason(w, p, DType::bf16, device(arch)), std::nullopt);
+      for (const KernelSource& k : op().kernels(w, p, DType::bf16)) add(k, arch);
+    }
     for (const KernelSource& k : op().reference_kernels(problem(kExpertChoice, 7), DType::f16))
       add(k, arch);
   }

@@ -11,6 +11,7 @@
 #include "ktune/error.hpp"
 #include "templates/moe/args.h"
 #include "templates/moe/gemm_args.h"
+#include "templates/moe/gemm_sm90_args.h"
 #include "templates/moe/reference.cuh"
 #include "templates/moe/reference_mlp.cuh"
 #include "templates/moe/zero.cuh"
@@ -21,8 +22,8 @@ namespace {
 enum Dim : std::size_t { kE, kK, kH, kI, kT, kRouting, kNGroup, kTopkGroup };
 enum Param : std::size_t {
   kBlockM,
-  kBn1, kBk1, kWarps1, kWarpsM1, kStages1, kGroup1, kPrefetch1, kEpi1,
-  kBn2, kBk2, kWarps2, kWarpsM2, kStages2, kGroup2, kPrefetch2, kEpi2,
+  kBn1, kBk1, kWarps1, kWarpsM1, kStages1, kGroup1, kPrefetch1, kEpi1, kImpl1,
+  kBn2, kBk2, kWarps2, kWarpsM2, kStages2, kGroup2, kPrefetch2, kEpi2, kImpl2,
   kAlignChunk, kRouteLanes, kRouteVec, kCombineVec
 };
 
@@ -67,6 +68,7 @@ struct GemmTile {
   int group_m;   // CTA order: 0 launch order, else groups of group_m row blocks
   int prefetch;  // L2 prefetch bytes of weight loads (0, 256)
   int epi;       // 1: the output tile goes through shared memory, 16-byte stores
+  int impl;      // 0: moe_gemm_kernel (mma.sync); 1: moe_gemm_sm90_kernel (wgmma, sm_90a)
 };
 
 struct Config {
@@ -80,9 +82,9 @@ Config config_of(const Params& p) {
   const auto at = [&](Param i) { return static_cast<int>(p.values[i]); };
   return {at(kBlockM),
           {at(kBn1), at(kBk1), at(kWarps1), at(kWarpsM1), at(kStages1), at(kGroup1), at(kPrefetch1),
-           at(kEpi1)},
+           at(kEpi1), at(kImpl1)},
           {at(kBn2), at(kBk2), at(kWarps2), at(kWarpsM2), at(kStages2), at(kGroup2), at(kPrefetch2),
-           at(kEpi2)},
+           at(kEpi2), at(kImpl2)},
           at(kAlignChunk), at(kRouteLanes), at(kRouteVec), at(kCombineVec)};
 }
 
@@ -128,7 +130,16 @@ long long padded_rows_of(const Config& c, const Shape& s) {
 
 unsigned gemm_smem(const Config& c, bool gated) {
   const GemmTile& g = gated ? c.g1 : c.g2;
-  return moe_gemm_smem_bytes(c.block_m, g.bn, g.bk, g.stages, gated);
+  return g.impl == 1 ? moe_gemm_sm90_smem_bytes(c.block_m, g.bn, g.bk, g.stages, gated)
+                     : moe_gemm_smem_bytes(c.block_m, g.bn, g.bk, g.stages, gated);
+}
+
+/// Static shared memory of a GEMM kernel (its row table; the wgmma kernel's rounded up to 1 KiB
+/// by the 1024-byte alignment of its ring).
+unsigned gemm_static_smem(const Config& c, bool gated) {
+  const GemmTile& g = gated ? c.g1 : c.g2;
+  return g.impl == 1 ? static_cast<unsigned>((c.block_m * 12 + 4 + 1023) / 1024 * 1024)
+                     : moe_gemm_static_smem_bytes(c.block_m);
 }
 
 /// Workspace regions, in this order, each starting 256-byte aligned (sizes from the problem's
@@ -302,6 +313,8 @@ class MoeOp final : public Op {
             {"prefetch1", {0, 256}, "gemm1 weight loads ask L2 for this many bytes (0: 16)"},
             {"epi1", {0, 1}, "gemm1 epilogue: 0 fragment stores; 1 through shared memory, 16-byte "
                              "stores"},
+            {"impl1", {0, 1}, "gemm1 kernel: 0 mma.sync (sm_80 and later); 1 wgmma (sm_90a: "
+                              "block_m 64/128, bk1 64, one warpgroup per 64 rows)"},
             {"bn2", {32, 64, 128, 256}, "gemm2 output columns per block"},
             {"bk2", {32, 64, 128}, "gemm2 reduction step per ring slot"},
             {"warps2", {2, 4, 8}, "gemm2 warps per block"},
@@ -310,6 +323,7 @@ class MoeOp final : public Op {
             {"group2", {0, 8}, "gemm2 CTA order (as group1)"},
             {"prefetch2", {0, 256}, "gemm2 weight loads ask L2 for this many bytes (0: 16)"},
             {"epi2", {0, 1}, "gemm2 epilogue (as epi1)"},
+            {"impl2", {0, 1}, "gemm2 kernel (as impl1)"},
             {"align_chunk", {0, 4096},
              "0: one-block align kernel; else pairs per block of the count/scan/scatter path"},
             {"route_lanes", {8, 32}, "threads per token in the route kernel"},
@@ -398,7 +412,12 @@ class MoeOp final : public Op {
     if (auto why = needs_sm80_reason(device)) return why;
     const Config c = config_of(params);
     for (const bool gated : {true, false}) {
-      const unsigned smem = gemm_smem(c, gated) + moe_gemm_static_smem_bytes(c.block_m);
+      const GemmTile& g = gated ? c.g1 : c.g2;
+      if (g.impl == 1 && device.arch() != "sm_90a")
+        return std::string(gated ? "impl1" : "impl2") +
+               "=1 (wgmma) needs an sm_90a device (compute capability 9.0); the device is " +
+               std::to_string(device.cc_major) + "." + std::to_string(device.cc_minor);
+      const unsigned smem = gemm_smem(c, gated) + gemm_static_smem(c, gated);
       if (device.smem_optin_per_block > 0 &&
           smem > static_cast<unsigned>(device.smem_optin_per_block))
         return std::string(gated ? "gemm1" : "gemm2") + " tile needs " + str(smem) +
@@ -414,11 +433,16 @@ class MoeOp final : public Op {
     const Config c = config_of(params);
     const Shape s = shape_of(problem);
     const std::string T = kernel_type(t);
-    const auto gemm = [&](const GemmTile& g, bool gated) {
-      return "ktune::moe_gemm_kernel<" + T + ", " + str(c.block_m) + ", " + str(g.bn) + ", " +
+    const auto gemm = [&](const GemmTile& g, bool gated) -> KernelSource {
+      if (g.impl == 1)
+        return {"moe/gemm_sm90.cuh", "ktune::moe_gemm_sm90_kernel<" + T + ", " + str(c.block_m) +
+                                         ", " + str(g.bn) + ", " + str(g.bk) + ", " +
+                                         str(g.stages) + ", " + (gated ? "true" : "false") +
+                                         ", " + str(g.group_m) + ">"};
+      return {"moe/gemm.cuh", "ktune::moe_gemm_kernel<" + T + ", " + str(c.block_m) + ", " + str(g.bn) + ", " +
              str(g.bk) + ", " + str(g.warps) + ", " + str(g.warps_m) + ", " + str(g.stages) +
              ", " + (gated ? "true" : "false") + ", " + str(g.group_m) + ", " + str(g.prefetch) +
-             ", 1, " + str(g.epi) + ">";
+             ", 1, " + str(g.epi) + ">"};
     };
     const std::string chunk = str(kAlignThreads) + ", " + str(c.align_chunk) + ">";
     std::vector<KernelSource> out;
@@ -444,10 +468,10 @@ class MoeOp final : public Op {
           out.push_back({"moe/align.cuh", "ktune::moe_align_scatter_kernel<" + chunk});
           break;
         case Stage::gemm1:
-          out.push_back({"moe/gemm.cuh", gemm(c.g1, true)});
+          out.push_back(gemm(c.g1, true));
           break;
         case Stage::gemm2:
-          out.push_back({"moe/gemm.cuh", gemm(c.g2, false)});
+          out.push_back(gemm(c.g2, false));
           break;
         case Stage::combine:
           out.push_back({"moe/combine.cuh", "ktune::moe_combine_kernel<" + T + ", " +
@@ -741,9 +765,9 @@ class MoeOp final : public Op {
     // their sum: for each block_m, gemm1's tile, gemm2's tile and the small kernels are searched
     // one group at a time (hundreds of points instead of the whole product).
     return {{"block_m"},
-            {{"bn1", "bk1", "warps1", "warps_m1"},
+            {{"impl1", "bn1", "bk1", "warps1", "warps_m1"},
              {"stages1", "group1", "prefetch1", "epi1"},
-             {"bn2", "bk2", "warps2", "warps_m2"},
+             {"impl2", "bn2", "bk2", "warps2", "warps_m2"},
              {"stages2", "group2", "prefetch2", "epi2"},
              {"align_chunk"},
              {"route_lanes", "route_vec"},
@@ -784,9 +808,9 @@ class MoeOp final : public Op {
       const int fit = fitting_block_m(s);
       if (bm > fit) bm = fit;
       return Params{{bm, r.g1.bn, r.g1.bk, r.g1.warps, std::min(r.g1.warps_m, bm / 16),
-                     r.g1.stages, r.g1.group_m, r.g1.prefetch, r.g1.epi, r.g2.bn, r.g2.bk,
-                     r.g2.warps, std::min(r.g2.warps_m, bm / 16), r.g2.stages, r.g2.group_m,
-                     r.g2.prefetch, r.g2.epi,
+                     r.g1.stages, r.g1.group_m, r.g1.prefetch, r.g1.epi, r.g1.impl, r.g2.bn,
+                     r.g2.bk, r.g2.warps, std::min(r.g2.warps_m, bm / 16), r.g2.stages,
+                     r.g2.group_m, r.g2.prefetch, r.g2.epi, r.g2.impl,
                      s.pairs() > r.align_chunk && !s.expert_choice() ? r.align_chunk : 0,
                      s.route_kernel() ? r.route_lanes : 8, s.route_kernel() ? vec : 1,
                      s.combines() ? r.combine_vec : tunables_[kCombineVec].values.front()}};
@@ -909,6 +933,24 @@ class MoeOp final : public Op {
     // The kernel's own reasons, one line per reason (the point's values are in its key).
     for (const bool gated : {true, false}) {
       const GemmTile& g = gated ? c.g1 : c.g2;
+      if (g.impl == 1) {
+        // The wgmma kernel's shape: one warpgroup per 64 rows, k step 64, its own pipeline; the
+        // mma.sync-only tunables stay at one value so that no point is timed twice.
+        const char* name = gated ? "impl1=1" : "impl2=1";
+        const std::string n = gated ? "1" : "2";
+        if (c.block_m != 64 && c.block_m != 128)
+          return std::string(name) + " (wgmma) takes block_m 64 or 128, not " + str(c.block_m);
+        if (g.warps != c.block_m / 16)
+          return std::string(name) + " runs one warpgroup per 64 rows: warps" + n + "=" +
+                 str(c.block_m / 16) + " at block_m=" + str(c.block_m) + ", not " + str(g.warps);
+        if (g.warps_m != 1 || g.prefetch != 0 || g.epi != 0)
+          return std::string(name) + " ignores warps_m" + n + ", prefetch" + n + " and epi" + n +
+                 ": only warps_m" + n + "=1, prefetch" + n + "=0, epi" + n + "=0 are searched";
+        if (const char* why = moe_gemm_sm90_invalid_reason(c.block_m, g.bn, g.bk, g.stages, gated,
+                                                           g.group_m))
+          return std::string(gated ? "gemm1" : "gemm2") + " wgmma tile: " + why;
+        continue;
+      }
       if (const char* why = moe_gemm_invalid_reason(c.block_m, g.bn, g.bk, g.warps, g.warps_m,
                                                     g.stages, gated, g.group_m, g.prefetch, 1,
                                                     g.epi))
