@@ -7,6 +7,7 @@
 #include "ktune/error.hpp"
 #include "runtime/core/hash.hpp"
 #include "runtime/core/types.hpp"
+#include "templates/common/check_args.h"
 #include "templates/embedded.hpp"
 
 namespace ktune {
@@ -425,6 +426,15 @@ std::optional<std::string> needs_sm80_reason(const DeviceInfo& device) {
   if (device.cc_major <= 0 || device.cc_major >= 8) return std::nullopt;
   return "needs compute capability 8.0 or later (cp.async, bf16 mma.sync); the device is " +
          std::to_string(device.cc_major) + "." + std::to_string(device.cc_minor);
+}
+
+std::vector<std::int64_t> offsets_of(const Fill& fill, std::int64_t count) {
+  // Any fixed value; the tuner's seed must not change the sizes the op derives from these.
+  constexpr unsigned long long kSeed = 0x6b74756e65ull;
+  std::vector<std::int64_t> out(static_cast<std::size_t>(std::max<std::int64_t>(count, 1)), 0);
+  for (std::size_t i = 1; i < out.size(); ++i)
+    out[i] = out[i - 1] + fill_int_value(kSeed, i - 1, fill.first_int, fill.last_int);
+  return out;
 }
 
 Tolerance Op::tolerance(DType t) const {

@@ -61,15 +61,18 @@ enum class TensorRole { input, output };
 /// (a paged KV cache's block table: every page of the pool used once, in scattered order).
 /// `uniform_int`: int32 uniform in [first_int, last_int], except that element 0 is last_int and
 /// element 1 first_int, so that a tensor of two or more elements always mixes values (per-sequence
-/// KV lengths: the longest and the shortest are always exercised).
+/// KV lengths: the longest and the shortest are always exercised). `seq_offsets`: int32
+/// cumulative row offsets of count - 1 sequences (FlashAttention's cu_seqlens): 0, then each
+/// sequence's length added, the lengths drawn as uniform_int's from a fixed seed (not the
+/// tuner's), so that an op sizes its packed tensors from the same values (offsets_of()).
 struct Fill {
-  enum class Kind { uniform, distinct_ids, permutation, uniform_int };
+  enum class Kind { uniform, distinct_ids, permutation, uniform_int, seq_offsets };
   Kind kind = Kind::uniform;
   float lo = -2.0f;
   float hi = 2.0f;
   int row = 0;
-  std::int64_t first_int = 0;  // permutation: the bound; uniform_int: the lowest value
-  std::int64_t last_int = 0;   // uniform_int: the highest value (inclusive)
+  std::int64_t first_int = 0;  // permutation: the bound; uniform_int, seq_offsets: the lowest value
+  std::int64_t last_int = 0;   // uniform_int, seq_offsets: the highest value (inclusive)
   static Fill uniform(float lo, float hi) { return {Kind::uniform, lo, hi, 0}; }
   static Fill distinct_ids(int row, int bound) {
     return {Kind::distinct_ids, 0.0f, static_cast<float>(bound), row};
@@ -80,7 +83,15 @@ struct Fill {
   static Fill uniform_int(std::int64_t lo, std::int64_t hi) {
     return {Kind::uniform_int, 0.0f, 0.0f, 0, lo, hi};
   }
+  static Fill seq_offsets(std::int64_t lo, std::int64_t hi) {
+    return {Kind::seq_offsets, 0.0f, 0.0f, 0, lo, hi};
+  }
 };
+
+/// The `count` values of a seq_offsets fill: element 0 is 0, element i + 1 is element i plus
+/// fill_int_value(fixed seed, i, lo, hi) (common/check_args.h: the first sequence is the longest,
+/// the second the shortest). The same on the host and on every run.
+std::vector<std::int64_t> offsets_of(const Fill& fill, std::int64_t count);
 
 /// A tensor the op reads or writes, sized for one problem.
 struct TensorSpec {

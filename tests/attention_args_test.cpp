@@ -87,6 +87,12 @@ TEST(AttentionArgs, AutomaticPicksDecodeForShortQueriesAndPagedCaches) {
                                                                          : "flash_attention")
         << variant;
   }
+  // A variable-length batch: only the prefill op packs sequences (one query row each here).
+  AttentionArgs packed = decode_args();
+  packed.cu_seqlens_q = at<const std::int32_t>(0x800000);
+  packed.cu_seqlens_k = at<const std::int32_t>(0x810000);
+  EXPECT_STREQ(attention_op_for(packed), has_dim("flash_decode", "varlen") ? "flash_decode"
+                                                                            : "flash_attention");
   AttentionArgs forced = prefill_args();
   forced.impl = AttentionImpl::decode;
   EXPECT_STREQ(attention_op_for(forced), "flash_decode");
@@ -141,6 +147,16 @@ std::vector<BadArgs> bad_args() {
       {"paged forced to prefill",
        [](AttentionArgs& a) { a = paged_args(), a.impl = AttentionImpl::prefill; },
        {"attention: impl=prefill (flash_attention) does not take page_size"}},
+      {"cu_seqlens_q alone",
+       [](AttentionArgs& a) { a.cu_seqlens_q = at<const std::int32_t>(0x800000); },
+       {"attention: cu_seqlens_q is set but cu_seqlens_k is null"}},
+      {"paged and varlen",
+       [](AttentionArgs& a) {
+         a = paged_args();
+         a.cu_seqlens_q = at<const std::int32_t>(0x800000);
+         a.cu_seqlens_k = at<const std::int32_t>(0x810000);
+       },
+       {"attention: no op takes page_size together with cu_seqlens"}},
       {"workspace size without pointer", [](AttentionArgs& a) { a.workspace_bytes = 4096; },
        {"workspace is null but workspace_bytes is 4096"}},
   };
@@ -179,8 +195,11 @@ TEST(AttentionArgs, ValidArgumentsReachTheDevice) {
   const AttentionLayout bshd = AttentionLayout::bshd(32, 8, 1, 4099, 128);
   AttentionArgs strided = decode_args();
   strided.layout = &bshd;
+  AttentionArgs packed = prefill_args();
+  packed.cu_seqlens_q = at<const std::int32_t>(0x800000);
+  packed.cu_seqlens_k = at<const std::int32_t>(0x810000);
   for (const AttentionArgs& a :
-       {decode_args(), prefill_args(), paged_args(), with_lse, caller, alibi, strided}) {
+       {decode_args(), prefill_args(), paged_args(), with_lse, caller, alibi, strided, packed}) {
     EXPECT_THROW(rt.attention(a, nullptr), NoDevice);
     EXPECT_THROW(rt.attention_workspace_size(a), NoDevice);
   }
@@ -248,6 +267,15 @@ TEST(AttentionArgs, PackedInTheServingOpsOrder) {
       EXPECT_EQ(pv.scalars[i], 30.0);
     }
   EXPECT_TRUE(pv.has_strides);
+  // Varlen: the offsets go last, after the slopes.
+  AttentionArgs vl = prefill_args();
+  vl.cu_seqlens_q = at<const std::int32_t>(0x800000);
+  vl.cu_seqlens_k = at<const std::int32_t>(0x810000);
+  const AttentionCall pl = pack_attention(vl);
+  ASSERT_STREQ(pl.op, "flash_attention");
+  ASSERT_GE(pl.ntensors, 2);
+  EXPECT_EQ(pl.tensors[static_cast<std::size_t>(pl.ntensors - 2)], 0x800000u);
+  EXPECT_EQ(pl.tensors[static_cast<std::size_t>(pl.ntensors - 1)], 0x810000u);
   EXPECT_EQ(pv.strides[2], l.q.seq);
   EXPECT_EQ(pv.strides[11], l.o.seq);
 }
@@ -271,6 +299,10 @@ TEST(AttentionArgs, CStructIsVersionedAndChecked) {
   bad.causal = 2;
   EXPECT_EQ(ktune_attention(&bad, nullptr), KTUNE_ERROR_INVALID_ARGUMENT);
   EXPECT_CONTAINS(ktune_last_error(), "causal=2 must be 0 or 1");
+  bad = a;
+  bad.cu_seqlens_k = at<const std::int32_t>(0x810000);  // reaches the packer: both or neither
+  EXPECT_EQ(ktune_attention(&bad, nullptr), KTUNE_ERROR_INVALID_ARGUMENT);
+  EXPECT_CONTAINS(ktune_last_error(), "cu_seqlens_k is set but cu_seqlens_q is null");
   bad = a;
   bad.page_size = 16;
   EXPECT_EQ(ktune_attention(&bad, nullptr), KTUNE_ERROR_INVALID_ARGUMENT);

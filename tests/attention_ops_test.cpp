@@ -1,6 +1,6 @@
-// The flash attention op's host side: problem keys and reasons (the mask variants included, and
-// keys written before them), the search space and its invalid reasons, defaults, launch geometry
-// and kernel arguments (through a recording launcher), flops.
+// The flash attention op's host side: problem keys and reasons (the mask variants and varlen
+// included, and keys written before them), the search space and its invalid reasons, defaults,
+// launch geometry and kernel arguments (through a recording launcher), tensors, flops.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -52,8 +52,10 @@ class RecordingLauncher final : public Launcher {
 /// Runs the op (or its reference) with tensors at 0x10000 * (i + 1), one fake kernel handle.
 RecordingLauncher run(const Params& params, const Problem& p, double scale = 0.0,
                       const std::int64_t* layout = nullptr, bool reference = false,
-                      double softcap = 50.0, std::uint64_t slopes = 0x60000) {
-  const std::uint64_t tensors[6] = {0x10000, 0x20000, 0x30000, 0x40000, 0x50000, slopes};
+                      double softcap = 50.0, std::uint64_t slopes = 0x60000,
+                      std::uint64_t cu_q = 0x70000, std::uint64_t cu_k = 0x80000) {
+  const std::uint64_t tensors[8] = {0x10000, 0x20000, 0x30000, 0x40000,
+                                    0x50000, slopes,  cu_q,    cu_k};
   const KernelHandle kernel = reinterpret_cast<KernelHandle>(0x100);
   const double scalars[2] = {scale, softcap};
   RunArgs a;
@@ -86,7 +88,7 @@ const char* const kMha = "b=2,hq=16,hkv=16,nq=4096,nk=4096,d=128";
 
 TEST(AttentionProblem, KeysRoundTripInDeclaredOrder) {
   const Problem p = op().parse_problem("d=64,nk=1000,nq=17,hkv=2,hq=8,b=3,causal=yes");
-  EXPECT_EQ(p.values, (std::vector<std::int64_t>{3, 8, 2, 17, 1000, 64, 1, 0, 0, 0}));
+  EXPECT_EQ(p.values, (std::vector<std::int64_t>{3, 8, 2, 17, 1000, 64, 1, 0, 0, 0, 0}));
   // Variants at their defaults are left out of keys (keys written before them match).
   EXPECT_EQ(op().problem_key(p), "b=3,hq=8,hkv=2,nq=17,nk=1000,d=64,causal=yes");
   EXPECT_EQ(op().parse_problem(op().problem_key(p)), p);
@@ -96,7 +98,7 @@ TEST(AttentionProblem, KeysRoundTripInDeclaredOrder) {
             "b=2,hq=16,hkv=16,nq=4096,nk=4096,d=128,causal=no");
   const Problem v = op().parse_problem("alibi=yes,window=4096,b=1,hq=4,hkv=4,nq=9,nk=9,d=32,"
                                        "softcap=yes");
-  EXPECT_EQ(v.values, (std::vector<std::int64_t>{1, 4, 4, 9, 9, 32, 0, 4096, 1, 1}));
+  EXPECT_EQ(v.values, (std::vector<std::int64_t>{1, 4, 4, 9, 9, 32, 0, 4096, 1, 1, 0}));
   EXPECT_EQ(op().problem_key(v),
             "b=1,hq=4,hkv=4,nq=9,nk=9,d=32,causal=no,window=4096,softcap=yes,alibi=yes");
   EXPECT_EQ(op().parse_problem(op().problem_key(v)), v);
@@ -115,11 +117,11 @@ TEST(AttentionProblem, KeysWrittenBeforeTheVariantsParseWithThemOff) {
   for (const char* old : {"b=16,hq=16,hkv=16,nq=512,nk=512,d=64,causal=no",
                           "b=1,hq=16,hkv=16,nq=16384,nk=16384,d=128,causal=yes"}) {
     const Problem p = op().parse_problem(old);
-    ASSERT_EQ(p.values.size(), 10u);
+    ASSERT_EQ(p.values.size(), 11u);
     EXPECT_EQ(std::vector<std::int64_t>(p.values.begin() + 7, p.values.end()),
-              (std::vector<std::int64_t>{0, 0, 0}));
+              (std::vector<std::int64_t>{0, 0, 0, 0}));
     EXPECT_EQ(op().problem_key(p), std::string(old));
-    EXPECT_EQ(op().parse_problem(std::string(old) + ",window=0,softcap=no,alibi=no"), p);
+    EXPECT_EQ(op().parse_problem(std::string(old) + ",window=0,softcap=no,alibi=no,varlen=no"), p);
   }
   // The same default kernel as before for every old problem.
   const Problem old = op().parse_problem("b=1,hq=2,hkv=1,nq=64,nk=64,d=128,causal=yes");
@@ -131,9 +133,10 @@ TEST(AttentionProblem, KeysWrittenBeforeTheVariantsParseWithThemOff) {
 
 TEST(AttentionProblem, VariantDimsAndTheLookupsRules) {
   const std::vector<DimSpec>& dims = op().dims();
-  ASSERT_EQ(dims.size(), 10u);
-  const char* names[] = {"b", "hq", "hkv", "nq", "nk", "d", "causal", "window", "softcap", "alibi"};
-  for (std::size_t i = 0; i < 10; ++i) EXPECT_EQ(dims[i].name, names[i]);
+  ASSERT_EQ(dims.size(), 11u);
+  const char* names[] = {"b",      "hq",     "hkv",     "nq",    "nk",    "d",
+                         "causal", "window", "softcap", "alibi", "varlen"};
+  for (std::size_t i = 0; i < 11; ++i) EXPECT_EQ(dims[i].name, names[i]);
   // Window: by distance, with no window (0) a regime of its own; softcap and alibi exact.
   EXPECT_FALSE(dims[7].matched_exactly());
   EXPECT_EQ(dims[7].regime(0), 0);
@@ -144,6 +147,26 @@ TEST(AttentionProblem, VariantDimsAndTheLookupsRules) {
   EXPECT_EQ(dims[7].def, 0);
   EXPECT_EQ(dims[8].def, 0);
   EXPECT_EQ(dims[9].def, 0);
+  // varlen: exact (a packed batch is never served by a padded one's row, nor the reverse), off
+  // by default and then left out of keys.
+  EXPECT_TRUE(dims[10].matched_exactly());
+  EXPECT_EQ(dims[10].def, 0);
+  for (std::size_t i = 7; i < 11; ++i) EXPECT_FALSE(dims[i].keyed_at_default) << dims[i].name;
+}
+
+TEST(AttentionProblem, VarlenIsInTheKeyOnlyWhenOn) {
+  const Problem p = op().parse_problem("varlen=yes,b=3,hq=8,hkv=2,nq=200,nk=300,d=64,causal=yes");
+  EXPECT_EQ(p.values, (std::vector<std::int64_t>{3, 8, 2, 200, 300, 64, 1, 0, 0, 0, 1}));
+  EXPECT_EQ(op().problem_key(p), "b=3,hq=8,hkv=2,nq=200,nk=300,d=64,causal=yes,varlen=yes");
+  EXPECT_EQ(op().parse_problem(op().problem_key(p)), p);
+  const Problem all = op().parse_problem(
+      "b=3,hq=8,hkv=2,nq=200,nk=300,d=64,window=64,softcap=yes,alibi=yes,varlen=yes");
+  EXPECT_EQ(op().problem_key(all),
+            "b=3,hq=8,hkv=2,nq=200,nk=300,d=64,causal=no,window=64,softcap=yes,alibi=yes,"
+            "varlen=yes");
+  Problem off = p;
+  off.values[10] = 0;
+  EXPECT_EQ(op().problem_key(off), "b=3,hq=8,hkv=2,nq=200,nk=300,d=64,causal=yes");
 }
 
 TEST(AttentionProblem, BadProblemsSayWhy) {
@@ -168,6 +191,17 @@ TEST(AttentionProblem, BadProblemsSayWhy) {
   EXPECT_TRUE(contains(problem_error("b=1,hq=8,hkv=8,nq=1,nk=1,d=64,causal=maybe"),
                        "causal=\"maybe\" is not one of no, yes"));
   EXPECT_EQ(problem_error("b=1,hq=65535,hkv=1,nq=1,nk=1,d=256,causal=yes"), "");
+  EXPECT_TRUE(contains(problem_error("b=1,hq=8,hkv=8,nq=1,nk=1,d=64,varlen=1"),
+                       "varlen=\"1\" is not one of no, yes"));
+  // varlen: int32 offsets, and packed rows of hq * d elements below the 2^23 row stride limit.
+  EXPECT_TRUE(contains(problem_error("b=3,hq=8,hkv=8,nq=1073741824,nk=1,d=64,varlen=yes"),
+                       "varlen=yes with b=3 sequences of up to 1073741824 rows: offsets up to "
+                       "3221225472 do not fit int32 (at most 2147483647)"));
+  EXPECT_EQ(problem_error("b=3,hq=8,hkv=8,nq=1073741824,nk=1,d=64"), "");
+  EXPECT_TRUE(contains(problem_error("b=1,hq=32768,hkv=1,nq=1,nk=1,d=256,varlen=yes"),
+                       "varlen=yes packs rows of hq=32768 x d=256 = 8388608 elements; row "
+                       "strides must stay below 2^23"));
+  EXPECT_EQ(problem_error("b=1,hq=32767,hkv=1,nq=1,nk=1,d=256,varlen=yes"), "");
   // check_problem applies the same rules to a problem built by hand (the runtime's path).
   Problem p = op().parse_problem("b=1,hq=8,hkv=8,nq=1,nk=1,d=64");
   p.values[5] = 48;
@@ -464,6 +498,85 @@ TEST(AttentionRun, NameExpressionFollowsTheParameters) {
             "false, false>");
 }
 
+TEST(AttentionRun, VarlenPacksTheSequencesAndPassesTheirOffsets) {
+  const Problem p = op().parse_problem("b=3,hq=8,hkv=2,nq=200,nk=300,d=64,causal=yes,varlen=yes");
+  const Params params =
+      op().parse_params("block_m=64,block_n=32,warps=4,stages=2,q_regs=1,smem_pad=0,impl=0");
+  for (bool reference : {false, true}) {
+    const RecordingLauncher l = run(params, p, 0, nullptr, reference);
+    ASSERT_EQ(l.launches.size(), 1u);
+    // The grid is sized by the longest sequence (nq) and the batch, as without varlen.
+    EXPECT_EQ(l.launches[0].grid[1], 24u);
+    if (!reference) {
+      EXPECT_EQ(l.launches[0].grid[0], 4u);  // ceil(200 / 64)
+    }
+    const FlashAttentionArgs& a = l.args[0];
+    EXPECT_EQ(a.cu_seqlens_q, reinterpret_cast<const int*>(0x70000));
+    EXPECT_EQ(a.cu_seqlens_k, reinterpret_cast<const int*>(0x80000));
+    EXPECT_EQ(a.seq_q, 200);
+    EXPECT_EQ(a.seq_k, 300);
+    EXPECT_EQ(a.batch, 3);
+    // Without a layout: packed [total, h, d], no batch stride.
+    EXPECT_EQ(a.q_batch_stride, 0);
+    EXPECT_EQ(a.q_head_stride, 64);
+    EXPECT_EQ(a.q_row_stride, 8 * 64);
+    EXPECT_EQ(a.k_head_stride, 64);
+    EXPECT_EQ(a.k_row_stride, 2 * 64);
+    EXPECT_EQ(a.v_row_stride, 2 * 64);
+    EXPECT_EQ(a.o_head_stride, 64);
+    EXPECT_EQ(a.o_row_stride, 8 * 64);
+    // Both offsets are required.
+    EXPECT_TRUE(contains(run_error([&] { run(params, p, 0, nullptr, reference, 50.0, 0x60000, 0); }),
+                         "flash_attention: varlen=yes needs cu_seqlens_q ([b + 1] int32 row "
+                         "offsets)"));
+    EXPECT_TRUE(contains(
+        run_error([&] { run(params, p, 0, nullptr, reference, 50.0, 0x60000, 0x70000, 0); }),
+        "varlen=yes needs cu_seqlens_k"));
+  }
+  // A layout's head and row strides apply to the packed arrays ([h, total, d] here); its batch
+  // strides are passed on and ignored by the kernels.
+  std::int64_t layout[12] = {8, 1000 * 64, 64, 8, 1000 * 64, 64,
+                             8, 1000 * 64, 64, 8, 1000 * 64, 64};
+  const FlashAttentionArgs a = run(params, p, 0, layout).args[0];
+  EXPECT_EQ(a.q_head_stride, 1000 * 64);
+  EXPECT_EQ(a.q_row_stride, 64);
+  EXPECT_EQ(a.o_batch_stride, 8);
+  // Off, the offsets are not read (null is fine).
+  const Problem off = op().parse_problem("b=3,hq=8,hkv=2,nq=200,nk=300,d=64,causal=yes");
+  EXPECT_EQ(run(params, off, 0, nullptr, false, 50.0, 0x60000, 0, 0).args[0].cu_seqlens_q,
+            nullptr);
+}
+
+TEST(AttentionRun, VarlenIsTheLastTemplateArgumentAndOnlyWhenOn) {
+  const Params params =
+      op().parse_params("block_m=128,block_n=64,warps=4,stages=2,q_regs=0,smem_pad=0,impl=0");
+  const auto expr = [&](const char* extra) {
+    const Problem p =
+        op().parse_problem(std::string("b=2,hq=2,hkv=1,nq=64,nk=64,d=128,causal=yes") + extra);
+    return op().kernels(params, p, DType::bf16)[0].name_expression + " | " +
+           op().reference_kernels(p, DType::bf16)[0].name_expression;
+  };
+  const std::string head = "ktune::flash_attention_fwd<ktune::bf16, 128, 128, 64, 4, 2, true, "
+                           "false, 1, false, ";
+  const std::string ref = "ktune::flash_attention_reference<ktune::bf16, 128, true, ";
+  // Off: the names written before VARLEN existed (the shipped rows' kernels).
+  EXPECT_EQ(expr(""), head + "false, false, false> | " + ref + "false, false, false>");
+  EXPECT_EQ(expr(",varlen=yes"),
+            head + "false, false, false, true> | " + ref + "false, false, false, true>");
+  EXPECT_EQ(expr(",varlen=yes,window=100,alibi=yes"),
+            head + "true, false, true, true> | " + ref + "true, false, true, true>");
+  // Varlen changes neither the space nor the defaults.
+  const Problem plain = op().parse_problem(kMha);
+  const Problem packed = op().parse_problem(std::string(kMha) + ",varlen=yes");
+  for (const char* arch : {"sm_80", "sm_90a"}) {
+    const DeviceInfo dev = device(arch);
+    EXPECT_EQ(Space(op(), plain, DType::bf16, dev).valid_count(),
+              Space(op(), packed, DType::bf16, dev).valid_count());
+    EXPECT_EQ(op().default_params(plain, DType::f16, dev),
+              op().default_params(packed, DType::f16, dev));
+  }
+}
+
 // ---- the rest of the interface ----
 
 TEST(AttentionOp, TensorsBytesFlopsTolerance) {
@@ -578,6 +691,80 @@ TEST(AttentionOp, TemplateHashCoversTheAttentionSources) {
   for (const Op* other : all_ops()) {
     if (other == &op()) continue;
     EXPECT_NE(other->template_hash(), op().template_hash()) << other->name();
+  }
+}
+
+TEST(AttentionOp, VarlenTensorsArePackedForTheTunersOffsets) {
+  const Problem p = op().parse_problem("b=5,hq=8,hkv=2,nq=100,nk=300,d=64,causal=yes,varlen=yes");
+  const std::vector<TensorSpec> ts = op().tensors(p, DType::bf16);
+  ASSERT_EQ(ts.size(), 8u);
+  const char* names[] = {"q", "k", "v", "o", "lse", "alibi_slopes", "cu_seqlens_q",
+                         "cu_seqlens_k"};
+  for (std::size_t i = 0; i < 8; ++i) EXPECT_EQ(ts[i].name, names[i]);
+  for (std::size_t i : {std::size_t{6}, std::size_t{7}}) {
+    EXPECT_EQ(ts[i].role, TensorRole::input);
+    EXPECT_EQ(ts[i].dtype, DType::i32);
+    EXPECT_EQ(ts[i].elements, 6);
+    EXPECT_FALSE(ts[i].optional);
+    EXPECT_EQ(ts[i].fill.kind, Fill::Kind::seq_offsets);
+    EXPECT_EQ(ts[i].fill.first_int, 1);
+  }
+  EXPECT_EQ(ts[6].fill.last_int, 100);
+  EXPECT_EQ(ts[7].fill.last_int, 300);
+  // The tuner's offsets: from 0, every length in [1, n], the first the longest and the second
+  // the shortest; the same every call.
+  const std::vector<std::int64_t> cq = offsets_of(ts[6].fill, 6);
+  const std::vector<std::int64_t> ck = offsets_of(ts[7].fill, 6);
+  ASSERT_EQ(cq.size(), 6u);
+  ASSERT_EQ(ck.size(), 6u);
+  EXPECT_EQ(cq[0], 0);
+  EXPECT_EQ(ck[0], 0);
+  EXPECT_EQ(cq[1], 100);
+  EXPECT_EQ(cq[2], 101);
+  EXPECT_EQ(ck[1], 300);
+  EXPECT_EQ(ck[2] - ck[1], 1);
+  for (std::size_t i = 0; i < 5; ++i) {
+    EXPECT_GE(cq[i + 1] - cq[i], 1);
+    EXPECT_LE(cq[i + 1] - cq[i], 100);
+    EXPECT_GE(ck[i + 1] - ck[i], 1);
+    EXPECT_LE(ck[i + 1] - ck[i], 300);
+  }
+  EXPECT_EQ(offsets_of(ts[6].fill, 6), cq);
+  // The packed tensors hold exactly the offsets' rows: the tuner compares whole outputs, and a
+  // row past total_q would be written by nobody.
+  const std::int64_t total_q = cq.back(), total_k = ck.back();
+  EXPECT_LT(total_q, 5 * 100);
+  EXPECT_EQ(ts[0].elements, total_q * 8 * 64);
+  EXPECT_EQ(ts[1].elements, total_k * 2 * 64);
+  EXPECT_EQ(ts[2].elements, total_k * 2 * 64);
+  EXPECT_EQ(ts[3].elements, total_q * 8 * 64);
+  EXPECT_EQ(ts[4].elements, 8 * total_q);  // [hq, total_q]
+  EXPECT_DOUBLE_EQ(op().min_bytes(p, DType::bf16),
+                   static_cast<double>(2 * (2 * total_q * 8 * 64 + 2 * total_k * 2 * 64) +
+                                       4 * 8 * total_q + 2 * 4 * 6));
+  // With nq = nk every sequence has as many keys as queries (one seed for both).
+  const Problem square = op().parse_problem("b=4,hq=2,hkv=2,nq=77,nk=77,d=32,varlen=yes");
+  const std::vector<TensorSpec> sq = op().tensors(square, DType::f16);
+  EXPECT_EQ(offsets_of(sq[6].fill, 5), offsets_of(sq[7].fill, 5));
+
+  // Flops: the visible pairs of each sequence with its own lengths, brute force.
+  const auto pairs = [](std::int64_t nq, std::int64_t nk, bool causal, std::int64_t w) {
+    double n = 0;
+    for (std::int64_t i = 0; i < nq; ++i)
+      for (std::int64_t j = 0; j < nk; ++j) {
+        const std::int64_t at = i + nk - nq;
+        n += (!causal || j <= at) && (w == 0 || j > at - w);
+      }
+    return n;
+  };
+  for (const char* extra : {"", ",causal=yes", ",window=40", ",causal=yes,window=7"}) {
+    const Problem v = op().parse_problem(std::string("b=5,hq=8,hkv=2,nq=100,nk=300,d=64,"
+                                                     "varlen=yes") + extra);
+    const bool causal = op().dim(v, "causal") != 0;
+    const std::int64_t w = op().dim(v, "window");
+    double n = 0;
+    for (std::size_t i = 0; i < 5; ++i) n += pairs(cq[i + 1] - cq[i], ck[i + 1] - ck[i], causal, w);
+    EXPECT_DOUBLE_EQ(op().flops(v, DType::bf16), 4.0 * 8 * 64 * n) << extra;
   }
 }
 

@@ -1,6 +1,7 @@
 // The CPU attention reference on cases small enough to work out by hand, and against a direct
 // triple loop on random data: layouts, grouped heads, causal alignment, rows that see no key, and
-// the mask variants (window edges, soft-capping, ALiBi slopes, and their combinations).
+// the mask variants (window edges, soft-capping, ALiBi slopes, and their combinations), and
+// variable-length batches against each sequence run alone.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -351,6 +352,73 @@ TEST(AttentionReference, VariantsMatchADirectLoop) {
                       << alibi;
               }
           }
+}
+
+TEST(AttentionReference, VarlenIsEachSequenceAlone) {
+  // Packed [total, h, d] rows (FlashAttention's varlen layout): sequences of 1, 0, 200, 77 and 5
+  // queries against 300, 50, 200, 1 and 0 keys (none for the last: o = 0, lse = -inf).
+  const std::vector<std::int64_t> cu_q = {0, 1, 1, 201, 278, 283};
+  const std::vector<std::int64_t> cu_k = {0, 300, 350, 550, 551, 551};
+  std::mt19937 rng(7);
+  for (const char* variant : {"", "causal", "window", "alibi"}) {
+    AttentionShape s;
+    s.hq = 4, s.hkv = 2, s.d = 32;
+    s.causal = variant == std::string("causal") || variant == std::string("window");
+    if (variant == std::string("window")) s.window = 20;
+    if (variant == std::string("alibi")) s.alibi_slopes = {0.1, 0.2, 0.3, 0.4};
+    const AttentionTensor q = random_tensor(1, s.hq, cu_q.back(), s.d, true, rng);
+    const AttentionTensor k = random_tensor(1, s.hkv, cu_k.back(), s.d, true, rng);
+    const AttentionTensor v = random_tensor(1, s.hkv, cu_k.back(), s.d, true, rng);
+    const AttentionResult r = attention_ref_varlen(s, cu_q, cu_k, q, k, v);
+    const std::int64_t total = cu_q.back();
+    ASSERT_EQ(r.o.size(), static_cast<std::size_t>(total * s.hq * s.d));
+    ASSERT_EQ(r.lse.size(), static_cast<std::size_t>(s.hq * total));
+    for (std::size_t i = 0; i + 1 < cu_q.size(); ++i) {
+      AttentionShape one = s;
+      one.nq = cu_q[i + 1] - cu_q[i];
+      one.nk = cu_k[i + 1] - cu_k[i];
+      if (one.nq == 0) continue;
+      // The sequence alone, copied to its own [1, H, S, D] tensors (no keys: o = 0, lse = -inf).
+      AttentionResult a;
+      a.o.assign(static_cast<std::size_t>(s.hq * one.nq * s.d), 0.0);
+      a.lse.assign(static_cast<std::size_t>(s.hq * one.nq),
+                   -std::numeric_limits<double>::infinity());
+      if (one.nk > 0) {
+        Qkv alone(one.nq, one.nk, s.d);
+        attention_strides(1, s.hq, one.nq, s.d, false, alone.q);
+        attention_strides(1, s.hkv, one.nk, s.d, false, alone.k);
+        attention_strides(1, s.hkv, one.nk, s.d, false, alone.v);
+        for (std::int64_t h = 0; h < s.hq; ++h)
+          for (std::int64_t j = 0; j < one.nq; ++j)
+            for (std::int64_t e = 0; e < s.d; ++e)
+              alone.q.data[static_cast<std::size_t>((h * one.nq + j) * s.d + e)] =
+                  q.at(0, h, cu_q[i] + j, e);
+        for (std::int64_t h = 0; h < s.hkv; ++h)
+          for (std::int64_t j = 0; j < one.nk; ++j)
+            for (std::int64_t e = 0; e < s.d; ++e) {
+              const std::size_t at = static_cast<std::size_t>((h * one.nk + j) * s.d + e);
+              alone.k.data[at] = k.at(0, h, cu_k[i] + j, e);
+              alone.v.data[at] = v.at(0, h, cu_k[i] + j, e);
+            }
+        a = alone.run(one);
+      }
+      for (std::int64_t h = 0; h < s.hq; ++h)
+        for (std::int64_t row = 0; row < one.nq; ++row) {
+          const std::int64_t packed = cu_q[i] + row;
+          const double lse = r.lse[static_cast<std::size_t>(h * total + packed)];
+          const double want = a.lse[static_cast<std::size_t>(h * one.nq + row)];
+          if (std::isinf(want)) {
+            EXPECT_EQ(lse, want) << variant << " sequence " << i << " row " << row;
+          } else {
+            EXPECT_NEAR(lse, want, 1e-12) << variant << " sequence " << i << " row " << row;
+          }
+          for (std::int64_t e = 0; e < s.d; ++e)
+            EXPECT_NEAR(r.o[static_cast<std::size_t>((packed * s.hq + h) * s.d + e)],
+                        a.o_at(one, 0, h, row, e), 1e-12)
+                << variant << " sequence " << i << " row " << row;
+        }
+    }
+  }
 }
 
 }  // namespace

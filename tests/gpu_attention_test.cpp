@@ -3,6 +3,7 @@
 // multi-query heads, odd lengths, [B,H,S,D] and [B,S,H,D] layouts, the LSE; the default
 // configuration and non-default ones planted as the exact best of a database. The mask variants
 // (sliding window, soft-capping, ALiBi, and Gemma 2's window + softcap) through the generic entry.
+// Variable-length batches (varlen) through the op directly, against the reference per sequence.
 // Also the tuner's fp32 reference kernel, and bad arguments through the C API. Skipped without a
 // GPU.
 #include <gtest/gtest.h>
@@ -57,7 +58,7 @@ const std::filesystem::path& cache_dir() {
 Problem problem_of(const AttentionShape& s) {
   Problem p;
   p.values = {s.b, s.hq, s.hkv, s.nq, s.nk, s.d, s.causal ? 1 : 0, s.window,
-              s.softcap > 0 ? 1 : 0, s.alibi_slopes.empty() ? 0 : 1};
+              s.softcap > 0 ? 1 : 0, s.alibi_slopes.empty() ? 0 : 1, 0};
   return p;
 }
 
@@ -527,6 +528,180 @@ TEST_F(GpuAttentionReference, MatchesTheCpuReference) {
     for (std::size_t i = 0; i < rows; ++i) lse_check(lse_host[i], ref.lse[i], std::to_string(i));
   }
 }
+
+// ---- variable-length batches ----
+
+/// A varlen case: dims without b, nq, nk, d (from the lengths and the test parameter), and the
+/// query and key lengths of each sequence.
+struct VarlenCase {
+  const char* dims;
+  std::vector<std::int64_t> len_q, len_k;
+};
+
+const VarlenCase kVarlenCases[] = {
+    {"hq=4,hkv=4", {1, 200, 77}, {300, 200, 1}},
+    {"hq=8,hkv=2,causal=yes", {1, 200, 77}, {300, 200, 1}},  // GQA 4:1
+    // MQA; a sequence of no queries, one of no keys (o = 0, lse = -inf), one shorter in keys.
+    {"hq=4,hkv=1,causal=yes", {1, 0, 200, 77, 5}, {300, 50, 200, 1, 0}},
+    {"hq=4,hkv=2,causal=yes,window=50", {1, 200, 77}, {300, 200, 1}},
+    {"hq=4,hkv=2,alibi=yes", {1, 200, 77}, {300, 200, 1}},
+};
+
+std::vector<std::int64_t> offsets(const std::vector<std::int64_t>& lengths) {
+  std::vector<std::int64_t> cu = {0};
+  for (std::int64_t n : lengths) cu.push_back(cu.back() + n);
+  return cu;
+}
+
+class GpuAttentionVarlen
+    : public ::testing::TestWithParam<std::tuple<VarlenCase, std::int64_t, DType>> {
+ protected:
+  void SetUp() override {
+    KTUNE_REQUIRE_GPU();
+    ensure_context(0);
+    device_ = query_device(0);
+  }
+  DeviceInfo device_;
+};
+
+/// Runs the op's kernel for `params` (or its fp32 reference when `reference`) on packed tensors;
+/// returns o (as float) and lse. Outputs start as NaN and hold 64 extra rows past total_q that
+/// no sequence owns: they must stay NaN.
+void run_varlen(const Problem& p, DType t, const Params* params, const DeviceTensor& q,
+                const DeviceTensor& k, const DeviceTensor& v, std::uint64_t slopes,
+                std::uint64_t cu_q, std::uint64_t cu_k, std::int64_t total_q, std::vector<float>& o,
+                std::vector<float>& lse, std::size_t& untouched_bad) {
+  const Driver& cu = Driver::get();
+  const DeviceInfo dev = query_device(0);
+  const Compiler compiler(cache_dir());
+  const KernelSource source =
+      params ? op().kernels(*params, p, t)[0] : op().reference_kernels(p, t)[0];
+  const CompiledKernel ck = compiler.compile({source, dev.arch(), {}});
+  const Module module(ck.cubin);
+  const KernelHandle kernel = module.function(ck.lowered_name);
+  if (params) {
+    const unsigned smem = op().dynamic_shared_bytes(*params, p, t, 0);
+    if (smem > 48 * 1024)
+      KTUNE_CU(cu.cuFuncSetAttribute(static_cast<CUfunction>(kernel),
+                                     CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                     static_cast<int>(smem)));
+  }
+  const std::int64_t hq = op().dim(p, "hq"), d = op().dim(p, "d");
+  const std::size_t o_elements = static_cast<std::size_t>((total_q + 64) * hq * d);
+  const std::size_t lse_elements = static_cast<std::size_t>(hq * total_q + 64);
+  const std::size_t o_size = params ? 2 : 4;
+  DeviceBuffer o_dev(o_elements * o_size), lse_dev(lse_elements * 4);
+  if (params)
+    KTUNE_CU(cu.cuMemsetD16Async(o_dev.get(), t == DType::bf16 ? 0x7fc0 : 0x7e00, o_elements,
+                                 nullptr));
+  else
+    KTUNE_CU(cu.cuMemsetD32Async(o_dev.get(), 0x7fc00000u, o_elements, nullptr));
+  KTUNE_CU(cu.cuMemsetD32Async(lse_dev.get(), 0x7fc00000u, lse_elements, nullptr));
+  const std::uint64_t tensors[8] = {q.dev.get(), k.dev.get(), v.dev.get(), o_dev.get(),
+                                    lse_dev.get(), slopes, cu_q, cu_k};
+  const double scalars[2] = {0.0, 50.0};
+  RunArgs a;
+  a.params = params;
+  a.problem = &p;
+  a.dtype = t;
+  a.tensors = tensors;
+  a.scalars = scalars;
+  a.kernels = &kernel;
+  CudaLauncher launcher(nullptr);
+  if (params)
+    op().run(a, launcher);
+  else
+    op().run_reference(a, launcher);
+  KTUNE_CU(cu.cuCtxSynchronize());
+  o.assign(o_elements, 0.f);
+  if (params) {
+    std::vector<std::uint16_t> bits(o_elements);
+    KTUNE_CU(cu.cuMemcpyDtoH(bits.data(), o_dev.get(), bits.size() * 2));
+    for (std::size_t i = 0; i < bits.size(); ++i)
+      o[i] = static_cast<float>(t == DType::bf16 ? test::bf16_bits_to_float(bits[i])
+                                                 : test::fp16_bits_to_float(bits[i]));
+  } else {
+    KTUNE_CU(cu.cuMemcpyDtoH(o.data(), o_dev.get(), o_elements * 4));
+  }
+  lse.assign(lse_elements, 0.f);
+  KTUNE_CU(cu.cuMemcpyDtoH(lse.data(), lse_dev.get(), lse_elements * 4));
+  untouched_bad = 0;
+  for (std::size_t i = static_cast<std::size_t>(total_q * hq * d); i < o_elements; ++i)
+    untouched_bad += !std::isnan(o[i]);
+  for (std::size_t i = static_cast<std::size_t>(hq * total_q); i < lse_elements; ++i)
+    untouched_bad += !std::isnan(lse[i]);
+  o.resize(static_cast<std::size_t>(total_q * hq * d));
+  lse.resize(static_cast<std::size_t>(hq * total_q));
+}
+
+TEST_P(GpuAttentionVarlen, KernelAndReferenceMatchEachSequenceAlone) {
+  const auto& [c, d, t] = GetParam();
+  const std::vector<std::int64_t> cu_q = offsets(c.len_q), cu_k = offsets(c.len_k);
+  const std::int64_t b = static_cast<std::int64_t>(c.len_q.size());
+  const std::int64_t nq = *std::max_element(c.len_q.begin(), c.len_q.end());
+  const std::int64_t nk = *std::max_element(c.len_k.begin(), c.len_k.end());
+  const Problem p = op().parse_problem(std::string(c.dims) + ",b=" + std::to_string(b) +
+                                       ",nq=" + std::to_string(nq) + ",nk=" +
+                                       std::to_string(nk) + ",d=" + std::to_string(d) +
+                                       ",varlen=yes");
+  const std::string name = op().problem_key(p) + " " + dtype_name(t);
+  AttentionShape s = shape_from(p);
+  const Driver& cu = Driver::get();
+  std::vector<float> slopes(static_cast<std::size_t>(s.hq));
+  for (std::size_t h = 0; h < slopes.size(); ++h) slopes[h] = 0.1f * static_cast<float>(h + 1);
+  if (op().dim(p, "alibi") != 0) s.alibi_slopes.assign(slopes.begin(), slopes.end());
+  DeviceBuffer slopes_dev(slopes.size() * 4);
+  KTUNE_CU(cu.cuMemcpyHtoD(slopes_dev.get(), slopes.data(), slopes.size() * 4));
+  std::vector<int> offsets_host;
+  for (std::int64_t x : cu_q) offsets_host.push_back(static_cast<int>(x));
+  for (std::int64_t x : cu_k) offsets_host.push_back(static_cast<int>(x));
+  DeviceBuffer offsets_dev(offsets_host.size() * 4);
+  KTUNE_CU(cu.cuMemcpyHtoD(offsets_dev.get(), offsets_host.data(), offsets_host.size() * 4));
+  const std::uint64_t cu_q_dev = offsets_dev.get(), cu_k_dev = offsets_dev.get() + cu_q.size() * 4;
+
+  // Packed [total, h, d]: one "batch" of [S, H, D] rows.
+  std::mt19937 rng(static_cast<unsigned>(std::hash<std::string>()(name)));
+  const DeviceTensor q(t, 1, s.hq, cu_q.back(), s.d, true, rng);
+  const DeviceTensor k(t, 1, s.hkv, cu_k.back(), s.d, true, rng);
+  const DeviceTensor v(t, 1, s.hkv, cu_k.back(), s.d, true, rng);
+  const AttentionResult ref = test::attention_ref_varlen(s, cu_q, cu_k, q.host, k.host, v.host);
+
+  const auto check = [&](const Params* params, const Tolerance& tol, const std::string& what) {
+    std::vector<float> o, lse;
+    std::size_t untouched_bad = 0;
+    run_varlen(p, t, params, q, k, v, slopes_dev.get(), cu_q_dev, cu_k_dev, cu_q.back(), o, lse,
+               untouched_bad);
+    EXPECT_EQ(untouched_bad, 0u) << what << ": elements past total_q were written";
+    Checker o_check{tol, what + " o"};
+    Checker lse_check{tol, what + " lse"};
+    for (std::size_t i = 0; i < o.size(); ++i) o_check(o[i], ref.o[i], std::to_string(i));
+    for (std::size_t i = 0; i < lse.size(); ++i) lse_check(lse[i], ref.lse[i], std::to_string(i));
+  };
+  check(nullptr, {1e-4, 1e-5}, name + " fp32 reference");
+  const Params def = op().default_params(p, t, device_);
+  check(&def, op().tolerance(t), name + " default " + op().params_key(def));
+  for (const char* planted : {kPlanted[0], kPlanted[2], kPlanted[4]}) {
+    const Params params = op().parse_params(planted);
+    if (op().invalid_reason(params, p, t, device_)) continue;
+    check(&params, op().tolerance(t), name + " " + planted);
+  }
+}
+
+std::string varlen_name(
+    const ::testing::TestParamInfo<std::tuple<VarlenCase, std::int64_t, DType>>& info) {
+  const auto& [c, d, t] = info.param;
+  std::string s = std::string(c.dims) + "_b" + std::to_string(c.len_q.size()) + "_d" +
+                  std::to_string(d) + "_" + dtype_name(t);
+  for (char& ch : s)
+    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  return s;
+}
+
+INSTANTIATE_TEST_SUITE_P(Varlen, GpuAttentionVarlen,
+                         ::testing::Combine(::testing::ValuesIn(kVarlenCases),
+                                            ::testing::Values(std::int64_t{64}, std::int64_t{128}),
+                                            ::testing::Values(DType::bf16, DType::f16)),
+                         varlen_name);
 
 // ---- bad arguments through the C API ----
 

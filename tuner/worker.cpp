@@ -230,7 +230,7 @@ class Worker {
   };
 
   // Each input as its spec says: uniform values of its own dtype, distinct int32 ids, an int32
-  // permutation or int32 values in a range.
+  // permutation, int32 values in a range or int32 sequence offsets (copied from the host).
   void fill_inputs(ProblemState& p) {
     CudaLauncher launcher(stream_);
     for (std::size_t i = 0; i < p.specs.size(); ++i) {
@@ -249,6 +249,21 @@ class Worker {
         a.bound = static_cast<int>(spec.fill.hi);
         a.seed = seed;
         launch_1d(launcher, p.checks->handles[kFillIds], a.rows, &a, sizeof a);
+        continue;
+      }
+      if (spec.fill.kind == Fill::Kind::seq_offsets) {
+        // A few int32 per sequence, the same every run (the op sized its tensors from them).
+        const std::vector<std::int64_t> v = offsets_of(spec.fill, spec.elements);
+        if (spec.dtype != DType::i32 || spec.fill.first_int < 0 || v.back() > 2147483647)
+          throw Error("worker: input " + spec.name + " (" + dtype_name(spec.dtype) +
+                      ") cannot hold int32 offsets of lengths in [" +
+                      std::to_string(spec.fill.first_int) + ", " +
+                      std::to_string(spec.fill.last_int) + "]");
+        const std::vector<int> offsets(v.begin(), v.end());
+        // A plain copy is not ordered with stream_ (non-blocking): let its work finish first.
+        KTUNE_CU(Driver::get().cuStreamSynchronize(stream_));
+        KTUNE_CU(Driver::get().cuMemcpyHtoD(p.buffers[i].get(), offsets.data(),
+                                            offsets.size() * sizeof(int)));
         continue;
       }
       if (spec.fill.kind == Fill::Kind::permutation || spec.fill.kind == Fill::Kind::uniform_int) {

@@ -21,6 +21,8 @@ namespace {
 constexpr const char* kPrefill = "flash_attention";
 constexpr const char* kDecode = "flash_decode";
 
+bool varlen(const AttentionArgs& a) { return a.cu_seqlens_q || a.cu_seqlens_k; }
+
 /// An AttentionArgs field under the ops' name for it. A dim an op lacks (a variant) must be 0
 /// in the call: missing_variant() routes or refuses the call otherwise.
 struct Dim {
@@ -40,6 +42,7 @@ const Dim kDims[] = {
     {"softcap", [](const AttentionArgs& a) -> std::int64_t { return a.softcap != 0.0f ? 1 : 0; }},
     {"alibi", [](const AttentionArgs& a) -> std::int64_t { return a.alibi_slopes ? 1 : 0; }},
     {"page", [](const AttentionArgs& a) { return a.page_size; }},
+    {"varlen", [](const AttentionArgs& a) -> std::int64_t { return varlen(a) ? 1 : 0; }},
 };
 
 struct Tensor {
@@ -64,6 +67,8 @@ const Tensor kTensors[] = {
     {"alibi_slopes", [](const AttentionArgs& a) { return addr(a.alibi_slopes); }, 4},
     {"block_table", [](const AttentionArgs& a) { return addr(a.block_table); }, 4},
     {"seq_lens", [](const AttentionArgs& a) { return addr(a.seq_lens); }, 4},
+    {"cu_seqlens_q", [](const AttentionArgs& a) { return addr(a.cu_seqlens_q); }, 4},
+    {"cu_seqlens_k", [](const AttentionArgs& a) { return addr(a.cu_seqlens_k); }, 4},
 };
 
 struct Scalar {
@@ -98,8 +103,8 @@ struct OpTables {
   std::vector<const Dim*> dims;
   std::vector<const Scalar*> scalars;
   std::vector<DType> dtypes;
-  std::once_flag once[2][2];  // [paged][alibi]
-  TensorOrder orders[2][2];
+  std::once_flag once[2][2][2];  // [paged][alibi][varlen]
+  TensorOrder orders[2][2][2];
 
   explicit OpTables(const char* name) {
     op = &get_op(name);
@@ -118,11 +123,11 @@ struct OpTables {
     return false;
   }
 
-  /// The tensor order of `problem`: it depends on paging and ALiBi alone (the ops add
-  /// block_table/seq_lens and the slopes by those dims), so the first problem of each
-  /// combination stands for all.
-  const TensorOrder& order(const Problem& problem, bool paged, bool alibi, DType t) {
-    std::call_once(once[paged][alibi], [&] {
+  /// The tensor order of `problem`: it depends on paging, ALiBi and varlen alone (the ops add
+  /// block_table/seq_lens, the slopes and cu_seqlens by those dims), so the first problem of
+  /// each combination stands for all.
+  const TensorOrder& order(const Problem& problem, bool paged, bool alibi, bool packed, DType t) {
+    std::call_once(once[paged][alibi][packed], [&] {
       TensorOrder o;
       for (const TensorSpec& s : op->tensors(problem, t)) {
         o.tensors.push_back(by_name(kTensors, s.name, op->name(), "tensor"));
@@ -130,9 +135,9 @@ struct OpTables {
       }
       if (o.tensors.size() > kMaxTensors)
         throw Error(std::string(op->name()) + ": more tensors than the runtime passes");
-      orders[paged][alibi] = std::move(o);
+      orders[paged][alibi][packed] = std::move(o);
     });
-    return orders[paged][alibi];
+    return orders[paged][alibi][packed];
   }
 };
 
@@ -154,6 +159,7 @@ const char* missing_variant(const OpTables& t, const AttentionArgs& a) {
   if (a.softcap != 0.0f && !t.has_dim("softcap")) return "softcap";
   if (a.alibi_slopes && !t.has_dim("alibi")) return "alibi_slopes";
   if (a.page_size != 0 && !t.has_dim("page")) return "page_size";
+  if (varlen(a) && !t.has_dim("varlen")) return "cu_seqlens";
   return nullptr;
 }
 
@@ -169,7 +175,9 @@ const char* attention_op_for(const AttentionArgs& a) {
                               " (" + (decode ? kDecode : kPrefill) + ") does not take " + what +
                               (std::string_view(what) == "page_size"
                                    ? " (paged K/V: impl=decode or automatic)"
-                                   : " (impl=automatic picks an op that does)"));
+                                   : std::string_view(what) == "cu_seqlens"
+                                         ? " (variable-length batches: impl=prefill or automatic)"
+                                         : " (impl=automatic picks an op that does)"));
       return decode ? kDecode : kPrefill;
     }
     case AttentionImpl::automatic: {
@@ -182,7 +190,7 @@ const char* attention_op_for(const AttentionArgs& a) {
                                    ? std::string(" together with ") + also
                                    : std::string()) +
                               " (" + kPrefill + " has no paged K/V; " + kDecode +
-                              " lacks the other variants)");
+                              " has no variable-length batches)");
       }
       return kPrefill;
     }
@@ -234,7 +242,13 @@ AttentionCall pack_attention(const AttentionArgs& a, bool pointers) {
     throw InvalidArgument(std::string("attention: ") + (a.block_table ? "block_table" : "seq_lens") +
                           " is set but page_size=0 (contiguous K/V): set page_size for a paged "
                           "cache, or leave block_table and seq_lens null");
-  const TensorOrder& order = t.order(problem, paged, a.alibi_slopes != nullptr, a.dtype);
+  if (varlen(a) && !(a.cu_seqlens_q && a.cu_seqlens_k))
+    throw InvalidArgument(std::string("attention: ") +
+                          (a.cu_seqlens_q ? "cu_seqlens_q is set but cu_seqlens_k is null"
+                                          : "cu_seqlens_k is set but cu_seqlens_q is null") +
+                          " (a variable-length batch needs both)");
+  const TensorOrder& order =
+      t.order(problem, paged, a.alibi_slopes != nullptr, varlen(a), a.dtype);
   c.ntensors = static_cast<int>(order.tensors.size());
   for (std::size_t i = 0; i < order.tensors.size(); ++i) {
     const Tensor& tensor = *order.tensors[i];

@@ -131,7 +131,8 @@ ktune::AttentionArgs attention_args(const char* function, const ktune_attention_
   KTUNE_ATTENTION_COPY(softcap) KTUNE_ATTENTION_COPY(alibi_slopes)
   KTUNE_ATTENTION_COPY(page_size) KTUNE_ATTENTION_COPY(block_table)
   KTUNE_ATTENTION_COPY(seq_lens) KTUNE_ATTENTION_COPY(workspace)
-  KTUNE_ATTENTION_COPY(workspace_bytes)
+  KTUNE_ATTENTION_COPY(workspace_bytes) KTUNE_ATTENTION_COPY(cu_seqlens_q)
+  KTUNE_ATTENTION_COPY(cu_seqlens_k)
 #undef KTUNE_ATTENTION_COPY
   a.causal = c.causal == 1;
   a.dtype = to_dtype(c.dtype);

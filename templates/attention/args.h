@@ -4,6 +4,10 @@
 // Q is [B, Hq, Nq, D], K and V are [B, Hkv, Nk, D], O is like Q, each addressed through its own
 // element strides for batch, head and row (the last dimension is contiguous), so both
 // [B, S, H, D] and [B, H, S, D] layouts work. Hq must be a multiple of Hkv (GQA, MQA).
+// Variable-length batches (kernels instantiated with VARLEN): q and o are packed [total_q, Hq, D],
+// k and v [total_k, Hkv, D] (any head and row strides; batch strides are ignored), sequence i
+// owns query rows [cu_seqlens_q[i], cu_seqlens_q[i + 1]) and key rows [cu_seqlens_k[i],
+// cu_seqlens_k[i + 1]), and Nq, Nk are the longest lengths (they size the grid).
 #pragma once
 
 #if defined(__CUDACC__)
@@ -19,7 +23,8 @@ struct FlashAttentionArgs {
   const void* k;                 // [B, Hkv, Nk, D]
   const void* v;                 // [B, Hkv, Nk, D]
   void* o;                       // [B, Hq, Nq, D], same dtype as q
-  float* lse;                    // [B, Hq, Nq] contiguous, natural log; nullptr: not written
+  float* lse;                    // [B, Hq, Nq] contiguous (VARLEN: [Hq, total_q]), natural
+                                 // log; nullptr: not written
   long long q_batch_stride;      // element strides; row starts 16-byte aligned, row strides
                                  // below 2^23 (a tile's offsets are 32-bit)
   long long q_head_stride;
@@ -44,6 +49,9 @@ struct FlashAttentionArgs {
   int window;                    // > 0: query row i sees keys j > i + Nk - Nq - window
   float softcap;                 // > 0: scores become softcap * tanh(score / softcap)
   const float* alibi_slopes;     // [Hq] fp32: score -= slope[h] * |j - (i + Nk - Nq)|
+  // Read only by VARLEN kernels; there Nq and Nk in the rules above are each sequence's own.
+  const int* cu_seqlens_q;       // [B + 1] int32 row offsets: 0, non-decreasing, total_q last
+  const int* cu_seqlens_k;       // [B + 1] int32 row offsets of k and v
 };
 
 /// Dynamic shared memory of flash_attention_fwd: the Q tile plus STAGES K and V tiles, 16-bit
@@ -60,7 +68,8 @@ KTUNE_ATTN_HD constexpr unsigned flash_attention_grid_x(int seq_q, int block_m) 
 }
 
 /// nullptr when flash_attention_fwd<T, D, BLOCK_M, BLOCK_N, WARPS, STAGES, CAUSAL, Q_IN_REGS,
-/// MIN_CTAS, SMEM_PAD, WINDOW, SOFTCAP, ALIBI> compiles (the mask variants never matter here);
+/// MIN_CTAS, SMEM_PAD, WINDOW, SOFTCAP, ALIBI, VARLEN> compiles (the mask variants and VARLEN never
+/// matter here);
 /// otherwise why not (the kernel's static_asserts).
 /// Whether it also fits in registers without spilling only ptxas tells.
 KTUNE_ATTN_HD constexpr const char* flash_attention_invalid_reason(int d, int block_m, int block_n,

@@ -13,13 +13,16 @@ namespace ktune {
 namespace {
 
 // Problem dimensions and tunables, in declared order.
-enum Dim : std::size_t { kB, kHq, kHkv, kNq, kNk, kD, kCausal, kWindow, kSoftcap, kAlibi };
+enum Dim : std::size_t {
+  kB, kHq, kHkv, kNq, kNk, kD, kCausal, kWindow, kSoftcap, kAlibi, kVarlen
+};
 enum Param : std::size_t { kBlockM, kBlockN, kWarps, kStages, kQRegs, kSmemPad, kImpl };
 
 constexpr std::int64_t kMaxGridY = 65535;                      // b * hq rows of the grid
 constexpr std::int64_t kMaxSeq = std::int64_t{1} << 30;        // int positions: row + nk < 2^31
 constexpr std::int64_t kMaxRowStride = std::int64_t{1} << 23;  // a tile's offsets are 32-bit
 constexpr std::int64_t kRowAlign = 8;                          // elements: 16-byte rows
+constexpr std::int64_t kMaxRows = 2147483647;                  // varlen: int32 row offsets
 constexpr unsigned kReferenceThreads = 256;                    // 8 query rows per block
 constexpr std::int64_t kHeadDims[] = {32, 64, 96, 128, 256};
 
@@ -28,16 +31,23 @@ struct Shape {
   bool causal;
   std::int64_t window;  // 0: none
   bool softcap, alibi;
+  bool varlen;          // packed sequences of at most nq queries and nk keys, cu_seqlens
 };
 
 /// A problem of 7 values (flash_decode's, which shares the first 7 dims and delegates its
-/// tensors and reference here) has every mask variant off.
+/// tensors and reference here) has every mask variant and varlen off.
 Shape shape_of(const Problem& p) {
   const std::vector<std::int64_t>& v = p.values;
   const auto at = [&](Dim i) { return i < v.size() ? v[i] : 0; };
   return {v[kB], v[kHq], v[kHkv], v[kNq], v[kNk], v[kD], v[kCausal] != 0,
-          at(kWindow), at(kSoftcap) != 0, at(kAlibi) != 0};
+          at(kWindow), at(kSoftcap) != 0, at(kAlibi) != 0, at(kVarlen) != 0};
 }
+
+/// The cu_seqlens the tuner fills for a varlen problem: lengths in [1, nq] and [1, nk] (the
+/// first sequence the longest, the second the shortest), from one fixed seed for both, so that
+/// with nq = nk each sequence has as many keys as queries (packed prefill).
+Fill query_offsets(const Shape& s) { return Fill::seq_offsets(1, s.nq); }
+Fill key_offsets(const Shape& s) { return Fill::seq_offsets(1, s.nk); }
 
 /// Score-value pairs a row sees, summed over rows: sum over i in [0, nq) of clamp(i + c, 0, nk),
 /// the keys j < i + c (bottom-right aligned bounds), in closed form.
@@ -50,6 +60,17 @@ double clamped_sum(std::int64_t c, std::int64_t nq, std::int64_t nk) {
   const std::int64_t above = c + nq - 1 - std::max(nk, c - 1);  // x in (nk, c + nq - 1]
   if (above > 0) sum += static_cast<double>(above) * static_cast<double>(nk);
   return sum;
+}
+
+/// Score-value pairs computed for one sequence of nq queries and nk keys (see flops()).
+double pairs(const Shape& s, std::int64_t nq, std::int64_t nk) {
+  // Row i sees keys j < i + nk - nq + 1 (causal; else all nk) less those
+  // j < i + nk - nq - window + 1 (a window), each count clamped to [0, nk].
+  const std::int64_t shift = nk - nq;
+  double n = s.causal ? clamped_sum(shift + 1, nq, nk)
+                      : static_cast<double>(nq) * static_cast<double>(nk);
+  if (s.window > 0) n -= clamped_sum(shift - s.window + 1, nq, nk);
+  return n;
 }
 
 struct Config {
@@ -74,10 +95,11 @@ std::string str(std::int64_t v) { return std::to_string(v); }
 const char* kernel_type(DType t) { return t == DType::bf16 ? "ktune::bf16" : "ktune::fp16"; }
 const char* cpp_bool(bool b) { return b ? "true" : "false"; }
 
-/// The template arguments of the mask variants: ", WINDOW, SOFTCAP, ALIBI".
+/// The template arguments of the mask variants: ", WINDOW, SOFTCAP, ALIBI", then ", true" for
+/// VARLEN (left to its default otherwise, so that names written before it stay the same).
 std::string variant_args(const Shape& s) {
   return std::string(", ") + cpp_bool(s.window > 0) + ", " + cpp_bool(s.softcap) + ", " +
-         cpp_bool(s.alibi);
+         cpp_bool(s.alibi) + (s.varlen ? ", true" : "");
 }
 
 /// Built-in configuration per architecture and head dimension. Should not affect results, only
@@ -111,7 +133,8 @@ void* tensor(const RunArgs& a, std::size_t i) {
 }
 
 /// The kernel arguments of one call: pointers, strides (from args.layout, else contiguous
-/// [B, H, S, D]) and the scale. Throws InvalidArgument for strides the kernel cannot address.
+/// [B, H, S, D], or with varlen packed [total, H, D]) and the scale. Throws InvalidArgument for
+/// strides the kernel cannot address.
 FlashAttentionArgs make_args(const RunArgs& a, const Shape& s) {
   FlashAttentionArgs k{};
   k.q = tensor(a, 0);
@@ -134,6 +157,11 @@ FlashAttentionArgs make_args(const RunArgs& a, const Shape& s) {
             str(kRowAlign) + " elements (rows start 16-byte aligned)" +
             (row ? " below 2^23" : ""));
     }
+  } else if (s.varlen) {
+    // FlashAttention's packed [total, H, D]; no batch stride.
+    const std::int64_t contiguous[12] = {0, s.d, s.hq * s.d,  0, s.d, s.hkv * s.d,
+                                         0, s.d, s.hkv * s.d, 0, s.d, s.hq * s.d};
+    for (int i = 0; i < 12; ++i) st[i] = contiguous[i];
   } else {
     const std::int64_t q_head = s.nq * s.d, kv_head = s.nk * s.d;
     const std::int64_t contiguous[12] = {s.hq * q_head,  q_head,  s.d, s.hkv * kv_head, kv_head,
@@ -171,6 +199,14 @@ FlashAttentionArgs make_args(const RunArgs& a, const Shape& s) {
     if (!k.alibi_slopes)
       throw InvalidArgument("flash_attention: alibi=yes needs the alibi_slopes tensor ([hq] fp32)");
   }
+  if (s.varlen) {
+    k.cu_seqlens_q = static_cast<const int*>(tensor(a, 6));
+    k.cu_seqlens_k = static_cast<const int*>(tensor(a, 7));
+    if (!k.cu_seqlens_q || !k.cu_seqlens_k)
+      throw InvalidArgument(std::string("flash_attention: varlen=yes needs ") +
+                            (k.cu_seqlens_q ? "cu_seqlens_k" : "cu_seqlens_q") +
+                            " ([b + 1] int32 row offsets)");
+  }
   return k;
 }
 
@@ -200,6 +236,12 @@ class FlashAttentionOp final : public Op {
                false, {}, /*keyed_at_default=*/false},
               {"alibi", 0, 1, {"no", "yes"}, 0,
                "ALiBi: score -= slope[h] * |j - (i + nk - nq)|, slopes an fp32 tensor [hq]",
+               false, {}, /*keyed_at_default=*/false},
+              // Added after the mask variants, left out of keys when off likewise.
+              {"varlen", 0, 1, {"no", "yes"}, 0,
+               "variable-length batch: q, k, v, o packed [total, h, d] with int32 cu_seqlens_q "
+               "and cu_seqlens_k [b + 1]; nq and nk are the longest lengths, every rule above "
+               "uses each sequence's own; lse [hq, total_q]",
                false, {}, /*keyed_at_default=*/false}},
         tunables_{
             {"block_m", {64, 128, 256}, "query rows per CTA"},
@@ -229,7 +271,7 @@ class FlashAttentionOp final : public Op {
   std::size_t layout_size() const override { return 12; }
 
   Problem default_problem() const override {
-    return {{2, 16, 16, 4096, 4096, 128, 0, 0, 0, 0}};
+    return {{2, 16, 16, 4096, 4096, 128, 0, 0, 0, 0, 0}};
   }
 
   std::optional<std::string> problem_reason(const Problem& p) const override {
@@ -244,20 +286,46 @@ class FlashAttentionOp final : public Op {
     if (s.b * s.hq > kMaxGridY)
       return "b=" + str(s.b) + " x hq=" + str(s.hq) + " = " + str(s.b * s.hq) +
              " (batch, head) pairs; the grid allows at most " + str(kMaxGridY);
+    if (s.varlen) {
+      // The offsets are int32; the packed rows of the built-in layout are [h, d].
+      if (s.b * std::max(s.nq, s.nk) > kMaxRows)
+        return "varlen=yes with b=" + str(s.b) + " sequences of up to " +
+               str(std::max(s.nq, s.nk)) + " rows: offsets up to " +
+               str(s.b * std::max(s.nq, s.nk)) + " do not fit int32 (at most " + str(kMaxRows) +
+               ")";
+      if (s.hq * s.d >= kMaxRowStride)
+        return "varlen=yes packs rows of hq=" + str(s.hq) + " x d=" + str(s.d) + " = " +
+               str(s.hq * s.d) + " elements; row strides must stay below 2^23";
+    }
     return std::nullopt;
   }
 
   std::vector<TensorSpec> tensors(const Problem& p, DType t) const override {
     const Shape s = shape_of(p);
-    const std::int64_t q = s.b * s.hq * s.nq * s.d, kv = s.b * s.hkv * s.nk * s.d;
-    return {{"q", TensorRole::input, t, q},
-            {"k", TensorRole::input, t, kv},
-            {"v", TensorRole::input, t, kv},
-            {"o", TensorRole::output, t, q},
-            {"lse", TensorRole::output, DType::f32, s.b * s.hq * s.nq, true},
-            // Required with alibi=yes; ALiBi's slopes are 2^(-8k/hq), in (0, 1].
-            {"alibi_slopes", TensorRole::input, DType::f32, s.hq, !s.alibi,
-             Fill::uniform(0.01f, 1.0f)}};
+    // Rows of q and o, of k and v: b * nq and b * nk, or with varlen the totals of the tuner's
+    // cu_seqlens (its whole arrays are compared: no row may be left unwritten).
+    std::int64_t rows_q = s.b * s.nq, rows_k = s.b * s.nk;
+    if (s.varlen) {
+      rows_q = offsets_of(query_offsets(s), s.b + 1).back();
+      rows_k = offsets_of(key_offsets(s), s.b + 1).back();
+    }
+    const std::int64_t q = rows_q * s.hq * s.d, kv = rows_k * s.hkv * s.d;
+    std::vector<TensorSpec> out = {
+        {"q", TensorRole::input, t, q},
+        {"k", TensorRole::input, t, kv},
+        {"v", TensorRole::input, t, kv},
+        {"o", TensorRole::output, t, q},
+        {"lse", TensorRole::output, DType::f32, s.hq * rows_q, true},
+        // Required with alibi=yes; ALiBi's slopes are 2^(-8k/hq), in (0, 1].
+        {"alibi_slopes", TensorRole::input, DType::f32, s.hq, !s.alibi,
+         Fill::uniform(0.01f, 1.0f)}};
+    if (s.varlen) {
+      out.push_back({"cu_seqlens_q", TensorRole::input, DType::i32, s.b + 1, false,
+                     query_offsets(s)});
+      out.push_back({"cu_seqlens_k", TensorRole::input, DType::i32, s.b + 1, false,
+                     key_offsets(s)});
+    }
+    return out;
   }
 
   std::size_t alignment(const Params&, const Problem&, DType) const override { return 16; }
@@ -347,14 +415,15 @@ class FlashAttentionOp final : public Op {
 
   double flops(const Problem& p, DType) const override {
     const Shape s = shape_of(p);
-    // Score-value pairs computed: the keys each row sees. Row i sees keys j < i + nk - nq + 1
-    // (causal; else all nk) less those j < i + nk - nq - window + 1 (a window), each count
-    // clamped to [0, nk].
-    const std::int64_t shift = s.nk - s.nq;
-    double pairs = s.causal ? clamped_sum(shift + 1, s.nq, s.nk)
-                            : static_cast<double>(s.nq) * static_cast<double>(s.nk);
-    if (s.window > 0) pairs -= clamped_sum(shift - s.window + 1, s.nq, s.nk);
-    return 4.0 * static_cast<double>(s.b * s.hq * s.d) * pairs;
+    // Score-value pairs computed: the keys each row sees; with varlen, summed over the
+    // sequences of the tuner's cu_seqlens.
+    if (!s.varlen) return 4.0 * static_cast<double>(s.b * s.hq * s.d) * pairs(s, s.nq, s.nk);
+    const std::vector<std::int64_t> cq = offsets_of(query_offsets(s), s.b + 1);
+    const std::vector<std::int64_t> ck = offsets_of(key_offsets(s), s.b + 1);
+    double n = 0.0;
+    for (std::size_t i = 0; i + 1 < cq.size(); ++i)
+      n += pairs(s, cq[i + 1] - cq[i], ck[i + 1] - ck[i]);
+    return 4.0 * static_cast<double>(s.hq * s.d) * n;
   }
 
   Params default_params(const Problem& problem, DType t, const DeviceInfo& device) const override {

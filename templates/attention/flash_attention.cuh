@@ -139,7 +139,9 @@ __device__ __forceinline__ float quad_sum(float x) {
 /// promised to the register allocator (__launch_bounds__); 1 lets it use up to 255 registers.
 /// SMEM_PAD: padded rows instead of XOR swizzle in shared memory (see Tile). WINDOW, SOFTCAP,
 /// ALIBI: the mask variants above (args.window, args.softcap, args.alibi_slopes); off, the
-/// kernel is the same code as without them.
+/// kernel is the same code as without them. VARLEN: a variable-length batch (args.h): each CTA
+/// reads its sequence's offsets, leaves at once when its row tile starts past the sequence's
+/// queries, and applies every rule above with the sequence's own Nq and Nk; lse is [Hq, total_q].
 ///
 /// Launch: grid (flash_attention_grid_x(Nq, BLOCK_M), B * Hq), WARPS * 32 threads,
 /// flash_attention_smem_bytes(D, BLOCK_M, BLOCK_N, STAGES, SMEM_PAD) bytes of dynamic shared
@@ -147,7 +149,7 @@ __device__ __forceinline__ float quad_sum(float x) {
 /// <128, 64, 4, 2, Q_IN_REGS=false>, D=64 <128, 64, 4, 2, true> (benchmarks/attention/NOTES.md).
 template <typename T, int D, int BLOCK_M, int BLOCK_N, int WARPS, int STAGES, bool CAUSAL,
           bool Q_IN_REGS = true, int MIN_CTAS = 1, bool SMEM_PAD = false, bool WINDOW = false,
-          bool SOFTCAP = false, bool ALIBI = false>
+          bool SOFTCAP = false, bool ALIBI = false, bool VARLEN = false>
 __global__ void __launch_bounds__(WARPS * 32, MIN_CTAS)
     flash_attention_fwd(const __grid_constant__ FlashAttentionArgs args) {
   static_assert(sizeof(T) == 2, "T must be bf16 or fp16");
@@ -182,8 +184,8 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_CTAS)
   const int tid = threadIdx.x;
   const int lane = tid & 31;
   const int warp = tid >> 5;
-  const int Nq = args.seq_q;
-  const int Nk = args.seq_k;
+  int Nq = args.seq_q;  // VARLEN: the sequence's own lengths, set below
+  int Nk = args.seq_k;
   // Which (query block, batch*head) this CTA computes. Non-causal: blockIdx as launched, query
   // blocks fastest, so the CTAs in flight share one head's K/V in L2. Causal: work grows with the
   // query block, so CTAs are taken longest first over all heads (LPT, in dispatch order, x
@@ -202,11 +204,27 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_CTAS)
   const int b = bh / args.heads_q;
   const int h = bh % args.heads_q;
   const int hk = h / (args.heads_q / args.heads_kv);
+  // VARLEN: sequence b's first rows in the packed arrays and its lengths. The grid is sized for
+  // the longest sequence, so a tile starting past this one's queries has nothing to do (nothing
+  // below has synchronised yet, and the whole CTA leaves).
+  int q_first = 0, k_first = 0;
+  if constexpr (VARLEN) {
+    q_first = args.cu_seqlens_q[b];
+    k_first = args.cu_seqlens_k[b];
+    Nq = args.cu_seqlens_q[b + 1] - q_first;
+    Nk = args.cu_seqlens_k[b + 1] - k_first;
+    if (m0 >= Nq) return;
+  }
 
-  const T* q = static_cast<const T*>(args.q) + b * args.q_batch_stride + h * args.q_head_stride +
-               m0 * args.q_row_stride;
-  const T* k = static_cast<const T*>(args.k) + b * args.k_batch_stride + hk * args.k_head_stride;
-  const T* v = static_cast<const T*>(args.v) + b * args.v_batch_stride + hk * args.v_head_stride;
+  const T* q = static_cast<const T*>(args.q) +
+               (VARLEN ? q_first * args.q_row_stride : b * args.q_batch_stride) +
+               h * args.q_head_stride + m0 * args.q_row_stride;
+  const T* k = static_cast<const T*>(args.k) +
+               (VARLEN ? k_first * args.k_row_stride : b * args.k_batch_stride) +
+               hk * args.k_head_stride;
+  const T* v = static_cast<const T*>(args.v) +
+               (VARLEN ? k_first * args.v_row_stride : b * args.v_batch_stride) +
+               hk * args.v_head_stride;
 
   // Tiles [0, n_full) need no mask; [n_full, n_end) are partial or cut by the diagonal; tiles
   // past n_end are fully masked for every row of this CTA and skipped.
@@ -507,8 +525,13 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_CTAS)
   cp_async_wait<0>();
   __syncthreads();
 
-  T* o = static_cast<T*>(args.o) + b * args.o_batch_stride + h * args.o_head_stride;
-  const long long lse_base = (static_cast<long long>(b) * args.heads_q + h) * Nq;
+  T* o = static_cast<T*>(args.o) +
+         (VARLEN ? q_first * args.o_row_stride : b * args.o_batch_stride) +
+         h * args.o_head_stride;
+  // VARLEN: lse is [Hq, total_q], the sequence's rows from q_first.
+  const long long lse_base =
+      VARLEN ? static_cast<long long>(h) * args.cu_seqlens_q[args.batch] + q_first
+             : (static_cast<long long>(b) * args.heads_q + h) * Nq;
 #pragma unroll
   for (int mf = 0; mf < MF; ++mf)
 #pragma unroll

@@ -10,26 +10,39 @@ namespace ktune {
 
 /// One warp per query row; lane l holds elements l, l + 32, ... of the row. Keys are streamed in
 /// order with an online softmax (expf, running max and sum), so any Nk runs in O(D) registers.
-/// Same arguments, masks and score variants as flash_attention_fwd (WINDOW, SOFTCAP, ALIBI),
-/// computed directly with tanhf and expf, except that `args.o` is float (with the o strides in
-/// float elements). Launch: grid (ceil(Nq / warps per block), B * Hq), any multiple of 32
-/// threads, no shared memory.
+/// Same arguments, masks and score variants as flash_attention_fwd (WINDOW, SOFTCAP, ALIBI,
+/// VARLEN), computed directly with tanhf and expf, except that `args.o` is float (with the o
+/// strides in float elements). Launch: grid (ceil(Nq / warps per block), B * Hq), any multiple of
+/// 32 threads, no shared memory.
 template <typename T, int D, bool CAUSAL, bool WINDOW = false, bool SOFTCAP = false,
-          bool ALIBI = false>
+          bool ALIBI = false, bool VARLEN = false>
 __global__ void flash_attention_reference(const __grid_constant__ FlashAttentionArgs args) {
   static_assert(D % 32 == 0, "D must be a multiple of 32");
   constexpr int PER_LANE = D / 32;
   const int lane = threadIdx.x & 31;
   const int row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
-  if (row >= args.seq_q) return;  // whole warps leave; nothing below synchronises the block
   const int b = blockIdx.y / args.heads_q;
   const int h = blockIdx.y % args.heads_q;
   const int hk = h / (args.heads_q / args.heads_kv);
+  // VARLEN: sequence b's lengths, and its first rows in the packed arrays (batch strides unused).
+  long long seq_q = args.seq_q, seq_k = args.seq_k, q_first = 0, k_first = 0;
+  if (VARLEN) {
+    q_first = args.cu_seqlens_q[b];
+    k_first = args.cu_seqlens_k[b];
+    seq_q = args.cu_seqlens_q[b + 1] - q_first;
+    seq_k = args.cu_seqlens_k[b + 1] - k_first;
+  }
+  if (row >= seq_q) return;  // whole warps leave; nothing below synchronises the block
 
-  const T* q = static_cast<const T*>(args.q) + b * args.q_batch_stride + h * args.q_head_stride +
-               row * args.q_row_stride;
-  const T* k = static_cast<const T*>(args.k) + b * args.k_batch_stride + hk * args.k_head_stride;
-  const T* v = static_cast<const T*>(args.v) + b * args.v_batch_stride + hk * args.v_head_stride;
+  const T* q = static_cast<const T*>(args.q) +
+               (VARLEN ? q_first * args.q_row_stride : b * args.q_batch_stride) +
+               h * args.q_head_stride + row * args.q_row_stride;
+  const T* k = static_cast<const T*>(args.k) +
+               (VARLEN ? k_first * args.k_row_stride : b * args.k_batch_stride) +
+               hk * args.k_head_stride;
+  const T* v = static_cast<const T*>(args.v) +
+               (VARLEN ? k_first * args.v_row_stride : b * args.v_batch_stride) +
+               hk * args.v_head_stride;
   float qv[PER_LANE], acc[PER_LANE];
 #pragma unroll
   for (int i = 0; i < PER_LANE; ++i) {
@@ -39,8 +52,8 @@ __global__ void flash_attention_reference(const __grid_constant__ FlashAttention
 
   // Bottom-right alignment: row i is at position i' = i + Nk - Nq among the keys. Causal: it
   // sees keys j <= i'; a window: keys j > i' - window.
-  const long long aligned = static_cast<long long>(row) + args.seq_k - args.seq_q;
-  long long keys = args.seq_k, first = 0;
+  const long long aligned = row + seq_k - seq_q;
+  long long keys = seq_k, first = 0;
   if (CAUSAL) keys = aligned < 0 ? 0 : (aligned + 1 < keys ? aligned + 1 : keys);
   if (WINDOW && aligned - args.window + 1 > 0) first = aligned - args.window + 1;
   const float slope = ALIBI ? args.alibi_slopes[h] : 0.f;
@@ -71,13 +84,18 @@ __global__ void flash_attention_reference(const __grid_constant__ FlashAttention
     for (int i = 0; i < PER_LANE; ++i) acc[i] += p * to_float(vr[lane + 32 * i]);
   }
 
-  float* o = static_cast<float*>(args.o) + b * args.o_batch_stride + h * args.o_head_stride +
-             row * args.o_row_stride;
+  float* o = static_cast<float*>(args.o) +
+             (VARLEN ? q_first * args.o_row_stride : b * args.o_batch_stride) +
+             h * args.o_head_stride + row * args.o_row_stride;
 #pragma unroll
   for (int i = 0; i < PER_LANE; ++i) o[lane + 32 * i] = sum > 0.f ? acc[i] / sum : 0.f;
-  if (args.lse != nullptr && lane == 0)
-    args.lse[(static_cast<long long>(b) * args.heads_q + h) * args.seq_q + row] =
-        sum > 0.f ? max + logf(sum) : neg_inf;
+  if (args.lse != nullptr && lane == 0) {
+    // [B, Hq, Nq], or with VARLEN [Hq, total_q].
+    const long long i = VARLEN ? h * static_cast<long long>(args.cu_seqlens_q[args.batch]) +
+                                     q_first + row
+                               : (static_cast<long long>(b) * args.heads_q + h) * seq_q + row;
+    args.lse[i] = sum > 0.f ? max + logf(sum) : neg_inf;
+  }
 }
 
 }  // namespace ktune

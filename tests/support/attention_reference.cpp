@@ -93,4 +93,45 @@ AttentionResult attention_ref(const AttentionShape& s, const AttentionTensor& q,
   return out;
 }
 
+AttentionResult attention_ref_varlen(const AttentionShape& s, const std::vector<std::int64_t>& cu_q,
+                                     const std::vector<std::int64_t>& cu_k,
+                                     const AttentionTensor& q, const AttentionTensor& k,
+                                     const AttentionTensor& v) {
+  const std::int64_t total_q = cu_q.back();
+  AttentionResult out;
+  out.o.assign(static_cast<std::size_t>(total_q * s.hq * s.d), 0.0);
+  out.lse.assign(static_cast<std::size_t>(s.hq * total_q),
+                 -std::numeric_limits<double>::infinity());
+  // One sequence's rows as a tensor of batch 1 (a copy of the elements they span).
+  const auto slice = [&](const AttentionTensor& t, std::int64_t row0, std::int64_t rows,
+                         std::int64_t heads) {
+    AttentionTensor r;
+    r.head = t.head;
+    r.seq = t.seq;
+    const std::int64_t begin = row0 * t.seq;
+    const std::int64_t end = begin + (rows - 1) * t.seq + (heads - 1) * t.head + s.d;
+    r.data.assign(t.data.begin() + begin, t.data.begin() + end);
+    return r;
+  };
+  for (std::size_t i = 0; i + 1 < cu_q.size(); ++i) {
+    AttentionShape one = s;
+    one.b = 1;
+    one.nq = cu_q[i + 1] - cu_q[i];
+    one.nk = cu_k[i + 1] - cu_k[i];
+    if (one.nq == 0 || one.nk == 0) continue;  // nothing, or o = 0 and lse = -inf
+    const AttentionResult r =
+        attention_ref(one, slice(q, cu_q[i], one.nq, s.hq), slice(k, cu_k[i], one.nk, s.hkv),
+                      slice(v, cu_k[i], one.nk, s.hkv));
+    for (std::int64_t h = 0; h < s.hq; ++h)
+      for (std::int64_t row = 0; row < one.nq; ++row) {
+        const std::int64_t packed = cu_q[i] + row;
+        for (std::int64_t e = 0; e < s.d; ++e)
+          out.o[static_cast<std::size_t>((packed * s.hq + h) * s.d + e)] = r.o_at(one, 0, h, row, e);
+        out.lse[static_cast<std::size_t>(h * total_q + packed)] =
+            r.lse[static_cast<std::size_t>(h * one.nq + row)];
+      }
+  }
+  return out;
+}
+
 }  // namespace ktune::test

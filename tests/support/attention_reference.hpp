@@ -1,6 +1,6 @@
 // CPU reference of flash attention forward in double precision (Eigen): O and the row
 // log-sum-exp, grouped-query heads, bottom-right causal masking, strided tensors, and the mask
-// variants (sliding window, logit soft-capping, ALiBi).
+// variants (sliding window, logit soft-capping, ALiBi); variable-length batches.
 #pragma once
 
 #include <cstdint>
@@ -48,5 +48,14 @@ struct AttentionResult {
 /// and lse = -inf.
 AttentionResult attention_ref(const AttentionShape& s, const AttentionTensor& q,
                               const AttentionTensor& k, const AttentionTensor& v);
+
+/// A variable-length batch (FlashAttention's varlen API): q, k, v hold packed rows, addressed
+/// with b = 0 (their batch strides unused); sequence i has query rows [cu_q[i], cu_q[i + 1]) and
+/// key rows [cu_k[i], cu_k[i + 1]), and each follows attention_ref with its own lengths (s.b,
+/// s.nq, s.nk are ignored). Returns o packed [total_q, Hq, D] and lse [Hq, total_q].
+AttentionResult attention_ref_varlen(const AttentionShape& s, const std::vector<std::int64_t>& cu_q,
+                                     const std::vector<std::int64_t>& cu_k,
+                                     const AttentionTensor& q, const AttentionTensor& k,
+                                     const AttentionTensor& v);
 
 }  // namespace ktune::test

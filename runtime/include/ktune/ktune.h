@@ -113,6 +113,10 @@ typedef struct ktune_attention_args {
   void* workspace;             /* the caller's scratch (256-byte aligned), or NULL: the runtime's,
                                   allocated at a problem's first call on each stream */
   size_t workspace_bytes;      /* its size: at least ktune_attention_workspace_size() */
+  const int32_t* cu_seqlens_q; /* varlen: [b + 1] row offsets; q and o packed [total_q, hq, d]
+                                  (strides: the batch entries unused), lse [hq, total_q] */
+  const int32_t* cu_seqlens_k; /* varlen: [b + 1] row offsets; k and v packed [total_k, hkv, d];
+                                  nq and nk are then the longest lengths */
 } ktune_attention_args;
 
 /* Zeroes *args and sets struct_size and the defaults (dtype KTUNE_BF16, impl AUTO). */

@@ -148,7 +148,8 @@ enum class AttentionImpl : int {
 constexpr std::int64_t kDecodeMaxNq = 16;
 
 /// One attention forward call (Runtime::attention): prefill or decode, contiguous or paged K/V,
-/// with the mask variants. o = softmax(mask(scale * q k^T)) v per query head; query head h reads
+/// variable-length batches (cu_seqlens: q, k, v, o packed [total, h, d], nq and nk the longest
+/// lengths, lse [hq, total_q]), with the mask variants. o = softmax(mask(scale * q k^T)) v per query head; query head h reads
 /// KV head h / (hq / hkv). Every pointer of q, k, v, o is 16-byte aligned, the others 4-byte.
 struct AttentionArgs {
   const void* q = nullptr;  // [b, hq, nq, d] (strides: layout)
@@ -165,7 +166,10 @@ struct AttentionArgs {
   std::int64_t page_size = 0;           // 0: contiguous k and v; else 16, 32, 64, 128 or 256
   const std::int32_t* block_table = nullptr;  // paged: [b, ceil(nk / page_size)] page ids
   const std::int32_t* seq_lens = nullptr;     // paged: [b] keys of each sequence, 1..nk
-  const AttentionLayout* layout = nullptr;    // null: contiguous [b, h, s, d] (paged: q, o only)
+  const std::int32_t* cu_seqlens_q = nullptr;  // varlen: [b + 1] row offsets of packed q and o
+  const std::int32_t* cu_seqlens_k = nullptr;  // varlen: [b + 1] row offsets of packed k and v
+  const AttentionLayout* layout = nullptr;    // null: contiguous [b, h, s, d], or varlen packed
+                                              // [total, h, d] (batch strides unused; paged: q, o)
   DType dtype = DType::bf16;
   AttentionImpl impl = AttentionImpl::automatic;
   void* workspace = nullptr;        // the caller's scratch (256-byte aligned) or null: the
@@ -206,8 +210,8 @@ class Runtime {
                        std::int64_t nk, std::int64_t d, bool causal, float scale, DType dtype,
                        Stream stream, const AttentionLayout* layout = nullptr);
 
-  /// Attention forward through one entry for prefill, decode (split-KV, GQA packing) and paged
-  /// KV caches, with sliding window, soft-capping and ALiBi: args.impl picks the kernel family
+  /// Attention forward through one entry for prefill, decode (split-KV, GQA packing), paged KV
+  /// caches and variable-length batches, with sliding window, soft-capping and ALiBi: args.impl picks the kernel family
   /// (automatic: decode for paged K/V or nq <= kDecodeMaxNq, unless a variant it lacks is asked
   /// for; then prefill). Every argument is checked on the host before any CUDA call. The decode
   /// kernel's split partials need a workspace: args.workspace (attention_workspace_size bytes)
