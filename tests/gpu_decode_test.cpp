@@ -5,12 +5,16 @@
 // replaying the same bits. Paged KV (page 16 and 256): pools with a shuffled block table, mixed
 // sequence lengths 1..nk (1 and nk always), GQA and MQA, causal against each sequence's own
 // length, the defaults and split points of the space, against the same double reference run on
-// each sequence's gathered keys. The op is run directly (compile, load, CudaLauncher, a workspace
-// of workspace_bytes()). Skipped without a GPU.
+// each sequence's gathered keys. Mask variants (sliding window, soft-capping, ALiBi, and all
+// three), contiguous and paged, GQA and MQA, decode and 5-row causal blocks, at the default and
+// at points of the space with many splits (splits wholly left of the window among them), and the
+// tuner's fp32 references with the variants. The op is run directly (compile, load,
+// CudaLauncher, a workspace of workspace_bytes()). Skipped without a GPU.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstring>
 #include <numeric>
@@ -47,7 +51,8 @@ const std::filesystem::path& cache_dir() {
 
 Problem problem_of(const AttentionShape& s, std::int64_t page = 0) {
   Problem p;
-  p.values = {s.b, s.hq, s.hkv, s.nq, s.nk, s.d, s.causal ? 1 : 0, page};
+  p.values = {s.b, s.hq, s.hkv, s.nq, s.nk, s.d, s.causal ? 1 : 0, page, s.window,
+              s.softcap > 0 ? 1 : 0, s.alibi_slopes.empty() ? 0 : 1};
   return p;
 }
 
@@ -115,15 +120,19 @@ struct Prepared {
     }
   }
 
+  /// Tensors q, k, v, o, lse, alibi_slopes (read with alibi=yes); scalars scale and softcap (read
+  /// with softcap=yes).
   void run(const DeviceTensor& q, const DeviceTensor& k, const DeviceTensor& v, CUdeviceptr o,
-           CUdeviceptr lse, double scale, CUstream stream) const {
-    const std::uint64_t tensors[5] = {q.dev.get(), k.dev.get(), v.dev.get(), o, lse};
+           CUdeviceptr lse, double scale, CUstream stream, CUdeviceptr slopes = 0,
+           double softcap = 0.0) const {
+    const std::uint64_t tensors[6] = {q.dev.get(), k.dev.get(), v.dev.get(), o, lse, slopes};
+    const double scalars[2] = {scale, softcap};
     RunArgs a;
     a.params = &params;
     a.problem = &problem;
     a.dtype = dtype;
     a.tensors = tensors;
-    a.scalars = &scale;
+    a.scalars = scalars;
     a.workspace = workspace.get();
     a.kernels = kernels.data();
     a.layout = layout.empty() ? nullptr : layout.data();
@@ -131,18 +140,19 @@ struct Prepared {
     op().run(a, launcher);
   }
 
-  /// Paged: q, the pools, o, lse, then the block table and the lengths.
+  /// Paged: q, the pools, o, lse, then the block table, the lengths and the slopes.
   void run_paged(const DeviceTensor& q, CUdeviceptr k_pool, CUdeviceptr v_pool, CUdeviceptr o,
                  CUdeviceptr lse, CUdeviceptr block_table, CUdeviceptr seq_lens,
-                 CUstream stream) const {
-    const std::uint64_t tensors[7] = {q.dev.get(), k_pool, v_pool, o, lse, block_table, seq_lens};
-    const double scale = 0.0;
+                 CUstream stream, CUdeviceptr slopes = 0, double softcap = 0.0) const {
+    const std::uint64_t tensors[8] = {q.dev.get(), k_pool,      v_pool,   o,
+                                      lse,         block_table, seq_lens, slopes};
+    const double scalars[2] = {0.0, softcap};
     RunArgs a;
     a.params = &params;
     a.problem = &problem;
     a.dtype = dtype;
     a.tensors = tensors;
-    a.scalars = &scale;
+    a.scalars = scalars;
     a.workspace = workspace.get();
     a.kernels = kernels.data();
     CudaLauncher launcher(stream);
@@ -527,15 +537,15 @@ TEST_P(GpuDecodePaged, ReferenceKernelMatchesTheDoubleReference) {
   ASSERT_EQ(sources.size(), 1u);
   const KernelHandle kernel = load(sources[0], device_, 0);
   DeviceBuffer o(ref.o.size() * 4), lse(ref.lse.size() * 4);
-  const std::uint64_t tensors[7] = {
+  const std::uint64_t tensors[8] = {
       q.dev.get(), cache.k_dev.get(),     cache.v_dev.get(),   o.get(),
-      lse.get(),   cache.table_dev.get(), cache.lens_dev.get()};
-  const double scale = 0.0;
+      lse.get(),   cache.table_dev.get(), cache.lens_dev.get(), 0};
+  const double scalars[2] = {0.0, 0.0};
   RunArgs a;
   a.problem = &p;
   a.dtype = t;
   a.tensors = tensors;
-  a.scalars = &scale;
+  a.scalars = scalars;
   a.kernels = &kernel;
   CudaLauncher launcher(nullptr);
   op().run_reference(a, launcher);
@@ -569,6 +579,213 @@ INSTANTIATE_TEST_SUITE_P(Pages, GpuDecodePaged,
                            return "page" + std::to_string(std::get<0>(i.param)) + "_" +
                                   dtype_name(std::get<1>(i.param));
                          });
+
+// ---- mask variants ----
+
+struct VariantCase {
+  const char* dims;  // with page / window / softcap / alibi; d comes from the test parameter
+  double softcap;    // the cap with softcap=yes
+};
+
+// Small enough for the double reference (b * hq * nq * nk under 2^20 each).
+const VariantCase kVariantCases[] = {
+    {"b=2,hq=32,hkv=8,nq=1,nk=3000,window=500", 0},                    // GQA decode
+    {"b=1,hq=16,hkv=4,nq=5,nk=2000,causal=yes,window=64", 0},          // a window per query row
+    {"b=2,hq=8,hkv=2,nq=1,nk=1500,softcap=yes", 2.0},                  // the cap saturates
+    {"b=1,hq=32,hkv=8,nq=5,nk=1000,causal=yes,alibi=yes", 0},
+    {"b=1,hq=16,hkv=2,nq=5,nk=3000,causal=yes,window=300,softcap=yes,alibi=yes", 3.0},
+    {"b=3,hq=8,hkv=1,nq=1,nk=777,window=1000,softcap=yes,alibi=yes", 5.0},  // MQA, wider than nk
+    {"b=1,hq=8,hkv=2,nq=33,nk=20,causal=yes,window=8,alibi=yes", 0},   // rows that see no key
+    {"b=4,hq=32,hkv=8,nq=1,nk=3000,page=16,window=500", 0},
+    {"b=3,hq=16,hkv=4,nq=5,nk=2000,causal=yes,page=16,window=64,alibi=yes", 0},
+    {"b=4,hq=8,hkv=2,nq=1,nk=1500,page=256,softcap=yes", 2.0},
+    {"b=3,hq=16,hkv=2,nq=5,nk=2500,causal=yes,page=256,window=300,softcap=yes,alibi=yes", 3.0},
+};
+
+/// The case's problem at head dim d, its shape for the double reference (slopes set later).
+Problem variant_problem(const VariantCase& c, std::int64_t d) {
+  return op().parse_problem(std::string(c.dims) + ",d=" + std::to_string(d));
+}
+
+AttentionShape variant_shape(const Problem& p, const VariantCase& c) {
+  AttentionShape s;
+  s.b = p.values[0], s.hq = p.values[1], s.hkv = p.values[2], s.nq = p.values[3];
+  s.nk = p.values[4], s.d = p.values[5], s.causal = p.values[6] != 0;
+  s.window = p.values[8];
+  if (p.values[9] != 0) s.softcap = c.softcap;
+  return s;
+}
+
+/// ALiBi slopes as ALiBi makes them, 2^(-8 (h + 1) / hq), shuffled so that a head's slope is not
+/// its position: on the host (into s for the reference) and on the device.
+DeviceBuffer alibi_slopes(AttentionShape& s, std::mt19937& rng) {
+  std::vector<float> slopes(static_cast<std::size_t>(s.hq));
+  for (std::size_t h = 0; h < slopes.size(); ++h)
+    slopes[h] = std::exp2(-8.0f * static_cast<float>(h + 1) / static_cast<float>(slopes.size()));
+  std::shuffle(slopes.begin(), slopes.end(), rng);
+  s.alibi_slopes.assign(slopes.begin(), slopes.end());
+  DeviceBuffer dev(slopes.size() * 4);
+  KTUNE_CU(Driver::get().cuMemcpyHtoD(dev.get(), slopes.data(), slopes.size() * 4));
+  return dev;
+}
+
+/// The default, the point with the most splits (with a window: splits wholly left of it), and
+/// one with another tile size and several splits.
+std::vector<Params> variant_points(const Problem& p, DType t, const DeviceInfo& dev) {
+  std::vector<Params> points{op().default_params(p, t, dev)};
+  const std::vector<Params> valid = Space(op(), p, t, dev).valid_points();
+  if (valid.empty()) return points;
+  points.push_back(*std::max_element(
+      valid.begin(), valid.end(),
+      [](const Params& a, const Params& b) { return a.values[0] < b.values[0]; }));
+  for (const Params& v : valid)
+    if (v.values[2] != points[0].values[2] && v.values[0] > 1) {
+      points.push_back(v);
+      break;
+    }
+  return points;
+}
+
+class GpuDecodeVariants
+    : public ::testing::TestWithParam<std::tuple<VariantCase, std::int64_t, DType>> {
+ protected:
+  void SetUp() override {
+    KTUNE_REQUIRE_GPU();
+    ensure_context(0);
+    device_ = query_device(0);
+  }
+  /// Compiles every kernel the cases run, in parallel, into the shared cache.
+  static void SetUpTestSuite() {
+    if (!test::gpu_missing_reason().empty()) return;
+    ensure_context(0);
+    const DeviceInfo dev = query_device(0);
+    std::set<std::string> seen;
+    std::vector<CompileJob> jobs;
+    for (const VariantCase& c : kVariantCases)
+      for (std::int64_t d : {64, 128, 256})
+        for (DType t : {DType::bf16, DType::f16}) {
+          const Problem p = variant_problem(c, d);
+          for (const Params& params : variant_points(p, t, dev))
+            for (const KernelSource& k : op().kernels(params, p, t))
+              if (seen.insert(k.name_expression).second) jobs.push_back({k, dev.arch(), {}});
+        }
+    compile_parallel(Compiler(cache_dir()), jobs, 0);
+  }
+  DeviceInfo device_;
+};
+
+// The default and points with many splits against the double reference; contiguous problems
+// through run() with the slopes as tensor 5, paged ones with the slopes after seq_lens.
+TEST_P(GpuDecodeVariants, MatchTheReference) {
+  const auto& [c, d, t] = GetParam();
+  const Problem p = variant_problem(c, d);
+  AttentionShape s = variant_shape(p, c);
+  const std::int64_t page = p.values[7];
+  const std::string name = op().problem_key(p) + " " + dtype_name(t);
+  std::mt19937 rng(static_cast<unsigned>(std::hash<std::string>()(name)));
+  DeviceBuffer slopes;
+  if (p.values[10] != 0) slopes = alibi_slopes(s, rng);
+  const DeviceTensor q(t, s.b, s.hq, s.nq, s.d, false, rng);
+  std::unique_ptr<DeviceTensor> k, v;
+  std::unique_ptr<PagedCache> cache;
+  AttentionResult ref;
+  if (page > 0) {
+    cache = std::make_unique<PagedCache>(t, s.b, s.hkv, s.nk, s.d, page, rng);
+    ref = paged_reference(s, q, *cache);
+  } else {
+    k = std::make_unique<DeviceTensor>(t, s.b, s.hkv, s.nk, s.d, false, rng);
+    v = std::make_unique<DeviceTensor>(t, s.b, s.hkv, s.nk, s.d, false, rng);
+    ref = test::attention_ref(s, q.host, k->host, v->host);
+  }
+  const std::vector<Params> points = variant_points(p, t, device_);
+  EXPECT_GE(points.size(), 2u) << name;
+  for (const Params& params : points) {
+    ASSERT_EQ(op().invalid_reason(params, p, t, device_), std::nullopt) << name;
+    const Prepared prep(params, s, t, device_, false, page);
+    Outputs out(s, false);
+    out.poison(t);
+    if (page > 0)
+      prep.run_paged(q, cache->k_dev.get(), cache->v_dev.get(), out.o.get(), out.lse.get(),
+                     cache->table_dev.get(), cache->lens_dev.get(), nullptr, slopes.get(),
+                     s.softcap);
+    else
+      prep.run(q, *k, *v, out.o.get(), out.lse.get(), 0.0, nullptr, slopes.get(), s.softcap);
+    KTUNE_CU(Driver::get().cuCtxSynchronize());
+    check(s, t, out, ref, true, name + " " + op().params_key(params));
+  }
+}
+
+// The tuner's path: the fp32 reference each problem names (flash_attention's for contiguous
+// problems, decode/reference.cuh for paged ones), given the variants' tensor and scalar at the
+// op's indices, agrees with the double reference.
+TEST_P(GpuDecodeVariants, ReferenceKernelMatchesTheDoubleReference) {
+  const auto& [c, d, t] = GetParam();
+  if (d != 128) GTEST_SKIP() << "one head dim is enough for the fp32 reference";
+  const Problem p = variant_problem(c, d);
+  AttentionShape s = variant_shape(p, c);
+  const std::int64_t page = p.values[7];
+  std::mt19937 rng(9);
+  DeviceBuffer slopes;
+  if (p.values[10] != 0) slopes = alibi_slopes(s, rng);
+  const DeviceTensor q(t, s.b, s.hq, s.nq, s.d, false, rng);
+  std::unique_ptr<DeviceTensor> k, v;
+  std::unique_ptr<PagedCache> cache;
+  AttentionResult ref;
+  std::vector<std::uint64_t> tensors;
+  DeviceBuffer o(static_cast<std::size_t>(s.b * s.hq * s.nq * s.d) * 4);
+  DeviceBuffer lse(static_cast<std::size_t>(s.b * s.hq * s.nq) * 4);
+  if (page > 0) {
+    cache = std::make_unique<PagedCache>(t, s.b, s.hkv, s.nk, s.d, page, rng);
+    ref = paged_reference(s, q, *cache);
+    tensors = {q.dev.get(), cache->k_dev.get(), cache->v_dev.get(), o.get(), lse.get(),
+               cache->table_dev.get(), cache->lens_dev.get(), slopes.get()};
+  } else {
+    k = std::make_unique<DeviceTensor>(t, s.b, s.hkv, s.nk, s.d, false, rng);
+    v = std::make_unique<DeviceTensor>(t, s.b, s.hkv, s.nk, s.d, false, rng);
+    ref = test::attention_ref(s, q.host, k->host, v->host);
+    tensors = {q.dev.get(), k->dev.get(), v->dev.get(), o.get(), lse.get(), slopes.get()};
+  }
+  ASSERT_EQ(tensors.size(), op().tensors(p, t).size());
+  const std::vector<KernelSource> sources = op().reference_kernels(p, t);
+  ASSERT_EQ(sources.size(), 1u);
+  const KernelHandle kernel = load(sources[0], device_, 0);
+  const double scalars[2] = {0.0, s.softcap};
+  RunArgs a;
+  a.problem = &p;
+  a.dtype = t;
+  a.tensors = tensors.data();
+  a.scalars = scalars;
+  a.kernels = &kernel;
+  CudaLauncher launcher(nullptr);
+  op().run_reference(a, launcher);
+  KTUNE_CU(Driver::get().cuCtxSynchronize());
+  std::vector<float> got(ref.o.size()), got_lse(ref.lse.size());
+  KTUNE_CU(Driver::get().cuMemcpyDtoH(got.data(), o.get(), got.size() * 4));
+  KTUNE_CU(Driver::get().cuMemcpyDtoH(got_lse.data(), lse.get(), got_lse.size() * 4));
+  for (std::size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], ref.o[i], 1e-4) << i;
+  for (std::size_t i = 0; i < got_lse.size(); ++i)
+    if (std::isinf(ref.lse[i])) {
+      EXPECT_EQ(got_lse[i], ref.lse[i]) << i;
+    } else {
+      EXPECT_NEAR(got_lse[i], ref.lse[i], 1e-4) << i;
+    }
+}
+
+std::string variant_name(
+    const ::testing::TestParamInfo<std::tuple<VariantCase, std::int64_t, DType>>& info) {
+  const auto& [c, d, t] = info.param;
+  std::string s = std::string(c.dims) + "_d" + std::to_string(d) + "_" + dtype_name(t);
+  for (char& ch : s)
+    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  return s;
+}
+
+INSTANTIATE_TEST_SUITE_P(Variants, GpuDecodeVariants,
+                         ::testing::Combine(::testing::ValuesIn(kVariantCases),
+                                            ::testing::Values(std::int64_t{64}, std::int64_t{128},
+                                                              std::int64_t{256}),
+                                            ::testing::Values(DType::bf16, DType::f16)),
+                         variant_name);
 
 }  // namespace
 }  // namespace ktune

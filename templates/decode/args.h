@@ -5,7 +5,8 @@
 // element strides for batch, head and row (last dimension contiguous). The g = Hq / Hkv query
 // heads that share a key/value head are packed with the query rows into the M dimension of one
 // tile: packed row r of KV head kh is query row r / g of query head kh * g + r % g, so every K/V
-// byte is read once per KV head and split, and causal limits grow with r.
+// byte is read once per KV head and split, and causal limits (and sliding-window starts) grow
+// with r. A packed row's ALiBi slope is its query head's.
 //
 // Paged KV cache (PAGE > 0): K and V are pools [num_pages, PAGE, Hkv, D] (vLLM's NHD layout,
 // contiguous), sequence b's key j lives in page block_table[b * pages_per_seq + j / PAGE], row
@@ -57,6 +58,12 @@ struct FlashDecodeArgs {
   int page;                      // keys per page (16..256, a power of 2); 0: contiguous K/V
   int pages_per_seq;             // ceil(Nk / page): a block table row
   int split_keys;                // tiles_per_split * BLOCK_N: keys per split (for the combine)
+  // Mask variants, as flash_attention's; each is read only by kernels instantiated with its flag
+  // (WINDOW, SOFTCAP, ALIBI). With i' = i + len - Nq the aligned position of query row i (len:
+  // Nk, or paged the sequence's own length):
+  int window;                    // > 0: query row i sees keys j > i' - window
+  float softcap;                 // > 0: scores become softcap * tanh(score / softcap)
+  const float* alibi_slopes;     // [Hq] fp32: score -= slope[h] * |j - i'|
 };
 
 /// Pages a sequence of seq_k keys spans: one block table row.
@@ -137,6 +144,15 @@ KTUNE_DECODE_HD constexpr long long flash_decode_row_limit(long long packed_row,
                         : seq_k);
 }
 
+/// First key a packed row sees with a sliding window of `window` keys: query row i sees keys
+/// j > i + Nk - Nq - window (bottom-right aligned, as causal); may be <= 0 (from key 0). It never
+/// decreases with the packed row, so a tile's first row bounds every row's window.
+KTUNE_DECODE_HD constexpr long long flash_decode_row_first(long long packed_row, long long group,
+                                                           long long seq_q, long long seq_k,
+                                                           long long window) {
+  return packed_row / group + seq_k - seq_q - window + 1;
+}
+
 /// Bytes per shared-memory row of 16-bit elements: D * 2 plus 16 bytes of padding, so that the 8
 /// rows of an ldmatrix phase fall in 8 distinct bank groups.
 KTUNE_DECODE_HD constexpr int flash_decode_pitch(int d) { return 2 * d + 16; }
@@ -170,8 +186,9 @@ KTUNE_DECODE_HD constexpr int flash_decode_accumulators(int d, int block_m, int 
 /// Rows of O one combine block merges (one warp each).
 constexpr int kFlashDecodeCombineWarps = 4;
 
-/// nullptr when flash_decode_split<T, D, BLOCK_M, BLOCK_N, WARPS, STAGES, CAUSAL, PAGE> compiles;
-/// otherwise why not (the kernel's static_asserts).
+/// nullptr when flash_decode_split<T, D, BLOCK_M, BLOCK_N, WARPS, STAGES, CAUSAL, PAGE, WINDOW,
+/// SOFTCAP, ALIBI> compiles (the mask variants never matter here); otherwise why not (the
+/// kernel's static_asserts).
 KTUNE_DECODE_HD constexpr const char* flash_decode_invalid_reason(int d, int block_m, int block_n,
                                                                   int warps, int stages,
                                                                   int page = 0) {

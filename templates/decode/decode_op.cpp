@@ -2,7 +2,9 @@
 // invalid point, per-architecture defaults (the split count picked from the device's SM count),
 // the workspace, and the launches of the split kernel, the combine kernel and the reference.
 // Paged problems (page > 0) read K/V from page pools through a block table, with per-sequence
-// lengths; contiguous ones keep flash_attention's tensors, strides and reference.
+// lengths; contiguous ones keep flash_attention's tensors, strides and reference. The mask
+// variants (window, softcap, alibi) are flash_attention's dims, tensor and scalar, with its
+// semantics.
 #include "templates/decode/decode_op.hpp"
 
 #include <algorithm>
@@ -18,7 +20,7 @@ namespace ktune {
 namespace {
 
 // Problem dimensions and tunables, in declared order.
-enum Dim : std::size_t { kB, kHq, kHkv, kNq, kNk, kD, kCausal, kPage };
+enum Dim : std::size_t { kB, kHq, kHkv, kNq, kNk, kD, kCausal, kPage, kWindow, kSoftcap, kAlibi };
 enum Param : std::size_t { kSplits, kBlockM, kBlockN, kWarps, kStages };
 
 constexpr std::int64_t kMaxGrid = 65535;                 // b * hq (and grid y, z)
@@ -38,6 +40,9 @@ struct Shape {
   std::int64_t b, hq, hkv, nq, nk, d;
   bool causal;
   std::int64_t page;  // 0: contiguous K/V
+  std::int64_t window;  // 0: none
+  bool softcap, alibi;
+  bool variants() const { return window > 0 || softcap || alibi; }
   std::int64_t group() const { return hq / hkv; }
   std::int64_t rows() const { return flash_decode_rows(group(), nq); }  // per KV head
   bool paged() const { return page > 0; }
@@ -47,24 +52,33 @@ struct Shape {
   std::int64_t pool_pages() const { return b * pages_per_seq(); }  // each sequence's own pages
 };
 
-// Keys written before the page dim existed have 7 values: contiguous.
+// A problem of fewer values (one built before the page dim or the mask variants existed) has
+// the missing dims at 0: contiguous, no variant.
 Shape shape_of(const Problem& p) {
   const std::vector<std::int64_t>& v = p.values;
+  const auto at = [&](Dim i) { return i < v.size() ? v[i] : 0; };
   return {v[kB], v[kHq], v[kHkv], v[kNq], v[kNk], v[kD], v[kCausal] != 0,
-          v.size() > kPage ? v[kPage] : 0};
+          at(kPage), at(kWindow), at(kSoftcap) != 0, at(kAlibi) != 0};
 }
 
-/// The problem flash_attention reads for a contiguous one: the 7 dims both ops share (b .. causal),
-/// its own later dims (mask variants) left at their defaults, off. The page dim must not reach it.
+/// The problem flash_attention reads for a contiguous one: the 7 dims both ops share (b .. causal)
+/// and its mask variants (window, softcap, alibi), which decode has under the same names. The page
+/// dim must not reach it.
 Problem attention_problem(const Problem& p) {
-  Problem a = p;
-  a.values.resize(kPage);
+  const Shape s = shape_of(p);
+  Problem a;
+  a.values.assign(p.values.begin(), p.values.begin() + kPage);
+  a.values.insert(a.values.end(), {s.window, s.softcap ? 1 : 0, s.alibi ? 1 : 0});
   return a;
 }
 
 // Tensor order: q, k, v, o, lse as flash_attention's (k and v are the pools when paged), then
-// block_table and seq_lens for paged problems only.
+// block_table and seq_lens for paged problems only, then alibi_slopes: a caller's table of
+// pointers only grows, and a contiguous problem's six are flash_attention's six.
 enum Tensor : std::size_t { kQ, kK, kV, kO, kLse, kBlockTable, kSeqLens };
+
+/// Where alibi_slopes sits: after lse (flash_attention's index), or paged after seq_lens.
+std::size_t slopes_index(const Shape& s) { return s.paged() ? kSeqLens + 1 : kLse + 1; }
 
 struct Config {
   int splits, block_m, block_n, warps, stages;
@@ -85,6 +99,12 @@ std::int64_t row_tiles(const Shape& s, int block_m) { return (s.rows() + block_m
 std::string str(std::int64_t v) { return std::to_string(v); }
 const char* kernel_type(DType t) { return t == DType::bf16 ? "ktune::bf16" : "ktune::fp16"; }
 const char* cpp_bool(bool b) { return b ? "true" : "false"; }
+
+/// The template arguments of the mask variants: ", WINDOW, SOFTCAP, ALIBI".
+std::string variant_args(const Shape& s) {
+  return std::string(", ") + cpp_bool(s.window > 0) + ", " + cpp_bool(s.softcap) + ", " +
+         cpp_bool(s.alibi);
+}
 
 /// Built-in configuration per architecture and head dimension: first row with cc_major <= the
 /// device's and the problem's d. Should not affect results, only speed. Not yet measured: chosen
@@ -215,6 +235,20 @@ FlashDecodeArgs make_args(const RunArgs& a, const Shape& s, const Config& c) {
   k.tiles_per_split = static_cast<int>(flash_decode_tiles_per_split(s.nk, c.block_n, c.splits));
   k.split_keys = k.tiles_per_split * c.block_n;
   k.scale = m.scale;
+  // The variants' arguments are read only when the problem asks for them.
+  k.window = static_cast<int>(s.window);  // <= 2^30, the dim's range
+  if (s.softcap) {
+    const double cap = a.scalars[1];
+    if (!(cap > 0) || std::isinf(cap))
+      throw InvalidArgument("flash_decode: softcap " + std::to_string(cap) +
+                            " must be a positive finite cap with softcap=yes");
+    k.softcap = static_cast<float>(cap);
+  }
+  if (s.alibi) {
+    k.alibi_slopes = static_cast<const float*>(tensor(a, slopes_index(s)));
+    if (!k.alibi_slopes)
+      throw InvalidArgument("flash_decode: alibi=yes needs the alibi_slopes tensor ([hq] fp32)");
+  }
   return k;
 }
 
@@ -237,7 +271,21 @@ class FlashDecodeOp final : public Op {
                "0: contiguous K/V; else keys per page (16, 32, 64, 128, 256) of paged K/V pools "
                "[pages, page, hkv, d] read through a block table, with per-sequence lengths "
                "(nk their maximum; causal aligned to each sequence's own length)",
-               /*exact=*/true, {}, /*keyed_at_default=*/false}},
+               /*exact=*/true, {}, /*keyed_at_default=*/false},
+              // flash_attention's mask variants, after page and left out of keys when off, so
+              // that keys written before them parse and match with the variants off. Aligned as
+              // causal is: to nk, or paged to each sequence's own length.
+              {"window", 0, kMaxSeq, {}, 0,
+               "sliding window: 0 none, else query row i sees keys j > i + nk - nq - window (with "
+               "causal, the last window keys up to its diagonal)",
+               false, {0}, /*keyed_at_default=*/false},
+              {"softcap", 0, 1, {"no", "yes"}, 0,
+               "logit soft-capping: scores become softcap * tanh(score / softcap), the cap a "
+               "scalar",
+               false, {}, /*keyed_at_default=*/false},
+              {"alibi", 0, 1, {"no", "yes"}, 0,
+               "ALiBi: score -= slope[h] * |j - (i + nk - nq)|, slopes an fp32 tensor [hq]",
+               false, {}, /*keyed_at_default=*/false}},
         tunables_{
             {"splits", kSplitValues,
              "CTAs along the key axis, merged by a combine kernel (1: none); the default picks "
@@ -247,13 +295,15 @@ class FlashDecodeOp final : public Op {
             {"warps", {2, 4, 8}, "warps per CTA; each takes block_n / warps keys of every tile"},
             {"stages", {2, 3, 4}, "depth of the cp.async K/V ring"},
         },
-        scalars_{{"scale", 0.0, "softmax scale; <= 0: 1/sqrt(d)"}} {}
+        scalars_{{"scale", 0.0, "softmax scale; <= 0: 1/sqrt(d)"},
+                 {"softcap", 50.0, "tanh cap of the scaled scores with softcap=yes (> 0; Gemma 2 "
+                                   "uses 50); ignored otherwise"}} {}
 
   std::string_view name() const override { return "flash_decode"; }
   std::string_view summary() const override {
     return "split-KV attention for decode and short queries: GQA heads packed into one tile, "
            "partials merged by log-sum-exp; strided or paged KV (block table, per-sequence "
-           "lengths), causal, with the row log-sum-exp";
+           "lengths), causal, sliding window, softcap, ALiBi, with the row log-sum-exp";
   }
   std::string_view family() const override { return "decode"; }
   const std::vector<DimSpec>& dims() const override { return dims_; }
@@ -262,7 +312,9 @@ class FlashDecodeOp final : public Op {
   std::size_t layout_size() const override { return 12; }
 
   // The first decode bar: 16 sequences, 32 query heads over 8 KV heads, 4096 keys.
-  Problem default_problem() const override { return {{16, 32, 8, 1, 4096, 128, 0, 0}}; }
+  Problem default_problem() const override {
+    return {{16, 32, 8, 1, 4096, 128, 0, 0, 0, 0, 0}};
+  }
 
   std::optional<std::string> problem_reason(const Problem& p) const override {
     const Shape s = shape_of(p);
@@ -283,21 +335,26 @@ class FlashDecodeOp final : public Op {
     return std::nullopt;
   }
 
-  /// Contiguous: q, k, v, o and the optional lse, as flash_attention's first five. Paged: the same
-  /// five (k and v the pools [b * ceil(nk / page), page, hkv, d], sized for every sequence at nk),
-  /// then block_table int32 [b, ceil(nk / page)] and seq_lens int32 [b]. The tuner fills the
-  /// block table with a permutation of the pool's pages and the lengths in
-  /// [max(1, nk / 16), nk], both ends present.
+  /// Contiguous: q, k, v, o, the optional lse and alibi_slopes, as flash_attention's six. Paged:
+  /// the same first five (k and v the pools [b * ceil(nk / page), page, hkv, d], sized for every
+  /// sequence at nk), then block_table int32 [b, ceil(nk / page)], seq_lens int32 [b] and
+  /// alibi_slopes. The slopes (fp32 [hq]) are required with alibi=yes and ignored otherwise. The
+  /// tuner fills the block table with a permutation of the pool's pages, the lengths in
+  /// [max(1, nk / 16), nk], both ends present, and the slopes as flash_attention's.
   std::vector<TensorSpec> tensors(const Problem& p, DType t) const override {
     const Shape s = shape_of(p);
     const std::int64_t q = s.b * s.hq * s.nq * s.d;
+    // ALiBi's slopes are 2^(-8k/hq), in (0, 1].
+    const TensorSpec slopes{"alibi_slopes", TensorRole::input, DType::f32, s.hq, !s.alibi,
+                            Fill::uniform(0.01f, 1.0f)};
     if (!s.paged()) {
       const std::int64_t kv = s.b * s.hkv * s.nk * s.d;
       return {{"q", TensorRole::input, t, q},
               {"k", TensorRole::input, t, kv},
               {"v", TensorRole::input, t, kv},
               {"o", TensorRole::output, t, q},
-              {"lse", TensorRole::output, DType::f32, s.b * s.hq * s.nq, true}};
+              {"lse", TensorRole::output, DType::f32, s.b * s.hq * s.nq, true},
+              slopes};
     }
     const std::int64_t pool = s.pool_pages() * s.page * s.hkv * s.d;
     return {{"q", TensorRole::input, t, q},
@@ -308,19 +365,23 @@ class FlashDecodeOp final : public Op {
             {"block_table", TensorRole::input, DType::i32, s.pool_pages(), false,
              Fill::permutation(s.pool_pages())},
             {"seq_lens", TensorRole::input, DType::i32, s.b, false,
-             Fill::uniform_int(std::max<std::int64_t>(1, s.nk / 16), s.nk)}};
+             Fill::uniform_int(std::max<std::int64_t>(1, s.nk / 16), s.nk)},
+            slopes};
   }
 
   /// Paged: the K/V rows of b sequences of nk keys each (the most any sequence may have: the op
   /// cannot see seq_lens, so this is an upper bound, about 1.9x the rows of the tuner's lengths),
-  /// not the pools' padding to whole pages; q, o, lse, the block table and the lengths.
+  /// not the pools' padding to whole pages; q, o, lse, the block table and the lengths. The
+  /// slopes count only with alibi=yes (read only then).
   double min_bytes(const Problem& p, DType t) const override {
     const Shape s = shape_of(p);
-    if (!s.paged()) return Op::min_bytes(p, t);
+    const double slopes = 4.0 * static_cast<double>(s.hq);
+    if (!s.paged()) return Op::min_bytes(p, t) - (s.alibi ? 0.0 : slopes);
     const double e = static_cast<double>(dtype_size(t));
     return e * static_cast<double>(2 * s.b * s.hq * s.nq * s.d) +
            e * static_cast<double>(2 * s.b * s.nk * s.hkv * s.d) +
-           4.0 * static_cast<double>(s.b * s.hq * s.nq + s.pool_pages() + s.b);
+           4.0 * static_cast<double>(s.b * s.hq * s.nq + s.pool_pages() + s.b) +
+           (s.alibi ? slopes : 0.0);
   }
 
   /// Partial O (fp32, [splits, B, Hq, Nq, D]) then partial log-sum-exp ([splits, B, Hq, Nq]);
@@ -354,11 +415,16 @@ class FlashDecodeOp final : public Op {
       throw InvalidArgument("flash_decode: " + *why);
     const Config c = config_of(params);
     const Shape s = shape_of(problem);
+    // Trailing template arguments at their defaults are left out, so that a kernel without
+    // variants (and a contiguous one) keeps the name expression it had before them.
+    const std::string tail = s.variants() ? ", " + str(s.page) + variant_args(s)
+                             : s.paged()  ? ", " + str(s.page)
+                                          : std::string();
     std::vector<KernelSource> k = {
         {"decode/flash_decode.cuh",
          std::string("ktune::flash_decode_split<") + kernel_type(t) + ", " + str(s.d) + ", " +
              str(c.block_m) + ", " + str(c.block_n) + ", " + str(c.warps) + ", " + str(c.stages) +
-             ", " + cpp_bool(s.causal) + (s.paged() ? ", " + str(s.page) : std::string()) + ">"}};
+             ", " + cpp_bool(s.causal) + tail + ">"}};
     if (c.splits > 1)
       k.push_back({"decode/flash_decode.cuh", std::string("ktune::flash_decode_combine<") +
                                                   kernel_type(t) + ", " + str(s.d) + ">"});
@@ -401,16 +467,18 @@ class FlashDecodeOp final : public Op {
     launcher.launch(combine);
   }
 
-  // Contiguous problems have flash_attention's layout (dims, tensors, scalar, strides) and math:
-  // its fp32 reference (one warp per query row) serves unchanged. Paged ones have their own,
-  // which gathers each key through the block table (decode/reference.cuh). The tolerance and the
-  // flop count are flash_attention's (flops at nk keys per sequence: an upper bound when paged).
+  // Contiguous problems have flash_attention's layout (dims, tensors, scalars, strides) and
+  // math, mask variants included: its fp32 reference (one warp per query row) serves unchanged.
+  // Paged ones have their own, which gathers each key through the block table
+  // (decode/reference.cuh). The tolerance and the flop count are flash_attention's (flops at nk
+  // keys per sequence: an upper bound when paged).
   std::vector<KernelSource> reference_kernels(const Problem& p, DType t) const override {
     const Shape s = shape_of(p);
     if (!s.paged()) return flash_attention_op().reference_kernels(attention_problem(p), t);
     return {{"decode/reference.cuh", std::string("ktune::flash_decode_paged_reference<") +
                                          kernel_type(t) + ", " + str(s.d) + ", " +
-                                         cpp_bool(s.causal) + ">"}};
+                                         cpp_bool(s.causal) +
+                                         (s.variants() ? variant_args(s) : std::string()) + ">"}};
   }
 
   void run_reference(const RunArgs& a, Launcher& launcher) const override {

@@ -15,6 +15,15 @@
 // (writing nothing; the combine reads only the splits that hold keys), and the causal diagonal
 // is aligned to that length. The page ids of the tile loaded next are read one tile ahead into a
 // shared slot, so the cp.async issue never waits on the block table.
+//
+// Mask variants (WINDOW, SOFTCAP, ALIBI; off, the kernel is the same code as without them), as
+// flash_attention_fwd's: a left sliding window bottom-right aligned per packed row (each row's
+// own query row, against the sequence's own length when paged); the key tiles of a split that lie
+// left of the window of the tile's first row are neither loaded nor computed (a split left with
+// none writes lse = -inf, weight 0, as one wholly past the causal diagonal does), and the tiles
+// that cross the last row's window edge are masked per element. Soft-capping and the ALiBi bias
+// (the slope of the packed row's query head) turn the scores into log2-domain logits per element
+// right after Q K^T.
 #pragma once
 
 #include "attention/mma.cuh"
@@ -98,14 +107,17 @@ __device__ __forceinline__ void load_kv_tiles_paged(unsigned dst_k, unsigned dst
 /// T: bf16 or fp16. D: head dimension. BLOCK_M: packed rows per CTA (16 * MF; every warp holds
 /// all of them). BLOCK_N: keys per tile; each warp takes BLOCK_N / WARPS of them (a multiple of
 /// 16). STAGES: depth of the K/V ring. PAGE: 0 for contiguous K/V, else the page size of the
-/// pools (args.block_table, args.seq_lens). Launch: grid (ceil(rows / BLOCK_M), splits, B * Hkv),
-/// WARPS * 32 threads, flash_decode_smem_bytes(D, BLOCK_M, BLOCK_N, WARPS, STAGES, PAGE) bytes of
-/// dynamic shared memory (raise the kernel's limit above 48 KiB).
+/// pools (args.block_table, args.seq_lens). WINDOW, SOFTCAP, ALIBI: the mask variants
+/// (args.window, args.softcap, args.alibi_slopes; see the file comment). Launch: grid
+/// (ceil(rows / BLOCK_M), splits, B * Hkv), WARPS * 32 threads,
+/// flash_decode_smem_bytes(D, BLOCK_M, BLOCK_N, WARPS, STAGES, PAGE) bytes of dynamic shared
+/// memory (raise the kernel's limit above 48 KiB).
 template <typename T, int D, int BLOCK_M, int BLOCK_N, int WARPS, int STAGES, bool CAUSAL,
-          int PAGE = 0>
-// Paged, at least one CTA per SM (and no more) is all ptxas is told: without it, it capped a paged
-// default at 168 registers and spilled. Contiguous kernels keep the plain bound.
-__global__ void __launch_bounds__(WARPS * 32, PAGE > 0 ? 1 : 0)
+          int PAGE = 0, bool WINDOW = false, bool SOFTCAP = false, bool ALIBI = false>
+// Paged or with a mask variant, at least one CTA per SM (and no more) is all ptxas is told:
+// without it, it capped a paged default (and the contiguous d=128 default with every variant) at
+// 168 registers and spilled. Contiguous kernels without variants keep the plain bound.
+__global__ void __launch_bounds__(WARPS * 32, PAGE > 0 || WINDOW || SOFTCAP || ALIBI ? 1 : 0)
     flash_decode_split(const __grid_constant__ FlashDecodeArgs args) {
   static_assert(sizeof(T) == 2, "T must be bf16 or fp16");
   static_assert(D == 32 || D == 64 || D == 96 || D == 128 || D == 256, "unsupported head dim");
@@ -201,7 +213,20 @@ __global__ void __launch_bounds__(WARPS * 32, PAGE > 0 ? 1 : 0)
     const int first = static_cast<int>(flash_decode_row_limit(r0, group, Nq, Nk, true));
     n_full = first <= 0 ? 0 : first / BLOCK_N;
   }
-  n_full = max(n_begin, min(n_full, n_end));
+  // Sliding window: tiles [n_begin, n_start) lie left of the window of the tile's first row, so
+  // of every row's, and are skipped; [n_start, n_low) hold keys left of the last row's window
+  // and need the mask. Without WINDOW both are n_begin.
+  int n_start = n_begin;
+  int n_low = n_begin;
+  if constexpr (WINDOW) {
+    const int first_lo =
+        static_cast<int>(flash_decode_row_first(r0, group, Nq, Nk, args.window));
+    const int last_lo = static_cast<int>(
+        flash_decode_row_first(r0 + rows_valid - 1, group, Nq, Nk, args.window));
+    n_start = max(n_begin, first_lo <= 0 ? 0 : first_lo / BLOCK_N);
+    n_low = max(n_start, min(n_end, last_lo <= 0 ? 0 : (last_lo + BLOCK_N - 1) / BLOCK_N));
+  }
+  n_full = max(n_low, min(n_full, n_end));
 
   // Paged: `pages` holds tile n's page ids (the block table row from page n * BLOCK_N / PAGE, or
   // a shared slot holding the same).
@@ -229,15 +254,15 @@ __global__ void __launch_bounds__(WARPS * 32, PAGE > 0 ? 1 : 0)
   };
 #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) {
-    if (n_begin + s < n_end)
-      load(n_begin + s, s,
+    if (n_start + s < n_end)
+      load(n_start + s, s,
            PAGE > 0 ? args.block_table + static_cast<long long>(b) * args.pages_per_seq +
-                          static_cast<long long>(n_begin + s) * BLOCK_N / (PAGE > 0 ? PAGE : 1)
+                          static_cast<long long>(n_start + s) * BLOCK_N / (PAGE > 0 ? PAGE : 1)
                     : nullptr);
     cp_async_commit();
   }
   if constexpr (PAGE > 0) {
-    const int m = n_begin + STAGES - 1;  // loaded by the first tile step, from its slot
+    const int m = n_start + STAGES - 1;  // loaded by the first tile step, from its slot
     if (tid < SLOTS && m < n_end) s_pages[(m & 1) * SLOTS + tid] = page_id(m, tid);
   }
 
@@ -249,6 +274,24 @@ __global__ void __launch_bounds__(WARPS * 32, PAGE > 0 ? 1 : 0)
     for (int r = 0; r < 2; ++r)
       limit[mf][r] = static_cast<int>(
           flash_decode_row_limit(r0 + mf * 16 + r * 8 + g, group, Nq, Nk, CAUSAL));
+  // The variants' per-row values: the row's aligned position i' (WINDOW: the window starts at
+  // i' - window + 1; ALIBI: the distance's origin) and its head's slope in log2 units (ALIBI).
+  // They live in the 16 padding bytes that end the row's Q tile row (never read by ldmatrix),
+  // not in registers: at d=256 the kernel has none to spare for them across the loop (ptxas
+  // spilled). Written here, read after the first tile's barrier; padding rows (past `rows`) get
+  // values too (their head is in range), never stored.
+  if constexpr (WINDOW || ALIBI) {
+    for (int row = tid; row < BLOCK_M; row += THREADS) {
+      const int r = r0 + row;
+      const float slope = ALIBI ? args.alibi_slopes[kh * group + r % group] : 0.f;
+      *reinterpret_cast<int2*>(smem + row * PITCH + 2 * D) =
+          make_int2(r / group + Nk - Nq, __float_as_int(slope * 1.4426950408889634f));
+    }
+  }
+  // Row `row`'s (aligned position, slope) from its padding.
+  [[maybe_unused]] const auto row_values = [&](int row) {
+    return *reinterpret_cast<const int2*>(smem + row * PITCH + 2 * D);
+  };
 
   // ldmatrix lane addresses (fragment layouts: see attention/flash_attention.cuh).
   const unsigned q_lane = sQ + (lane & 15) * PITCH + ((lane >> 4) << 4);
@@ -258,6 +301,16 @@ __global__ void __launch_bounds__(WARPS * 32, PAGE > 0 ? 1 : 0)
       (warp * KW + (lane & 7) + (((lane >> 3) & 1) << 3)) * PITCH + ((lane >> 4) << 4);
 
   const float scale_log2 = args.scale * 1.4426950408889634f;
+  // SOFTCAP and ALIBI turn the scores into log2-domain logits right after Q K^T (the cap and the
+  // bias apply to scaled scores), so the softmax and the merge then multiply by 1; otherwise the
+  // scale is folded into the softmax's FFMA.
+  constexpr bool LOGITS = SOFTCAP || ALIBI;
+  const float softmax_scale = LOGITS ? 1.f : scale_log2;
+  float cap_in = 0.f, cap_out = 0.f;
+  if constexpr (SOFTCAP) {
+    cap_in = args.scale / args.softcap;            // tanh's argument: score / cap
+    cap_out = args.softcap * 1.4426950408889634f;  // cap in log2 units
+  }
   float o_acc[MF][DT][4];
   float row_max[MF][2];
   float row_sum[MF][2];
@@ -317,19 +370,63 @@ __global__ void __launch_bounds__(WARPS * 32, PAGE > 0 ? 1 : 0)
       }
     }
 
-    if (MASK) {
-      // Keys past Nk, and for causal past each row's diagonal, score -inf.
+    if constexpr (LOGITS) {
       const int key0 = n * BLOCK_N + warp * KW + 2 * t;
 #pragma unroll
       for (int mf = 0; mf < MF; ++mf)
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
-          const int lim = limit[mf][r] - key0;  // first masked column of this thread
+          // Column minus aligned row, as a float (exact below 2^24) for ALiBi's distance.
+          float dist0 = 0.f, slope_log2 = 0.f;
+          if constexpr (ALIBI) {
+            const int2 rv = row_values(mf * 16 + r * 8 + g);
+            dist0 = static_cast<float>(key0 - rv.x);
+            slope_log2 = __int_as_float(rv.y);
+          }
 #pragma unroll
           for (int j = 0; j < NT; ++j)
 #pragma unroll
-            for (int e = 0; e < 2; ++e)
-              if (j * 8 + e >= lim) s[mf][j][2 * r + e] = NEG_INF;
+            for (int e = 0; e < 2; ++e) {
+              float x = s[mf][j][2 * r + e];
+              x = SOFTCAP ? cap_out * tanh_approx(x * cap_in) : x * scale_log2;
+              if constexpr (ALIBI)
+                x = fmaf(-slope_log2, fabsf(dist0 + static_cast<float>(j * 8 + e)), x);
+              s[mf][j][2 * r + e] = x;
+            }
+        }
+    }
+
+    if (MASK) {
+      // Keys past Nk, for causal past each row's diagonal, and with a window left of it, score
+      // -inf.
+      const int key0 = n * BLOCK_N + warp * KW + 2 * t;
+#pragma unroll
+      for (int mf = 0; mf < MF; ++mf)
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          // First masked column of this thread. With WINDOW or ALIBI, derived from the row's
+          // position in its Q row's padding, so that `limit` takes no registers across the loop.
+          int lim = limit[mf][r] - key0;
+          [[maybe_unused]] int aligned = 0;
+          if constexpr (WINDOW || ALIBI) {
+            aligned = row_values(mf * 16 + r * 8 + g).x;
+            lim = (CAUSAL ? min(Nk, aligned + 1) : Nk) - key0;
+          }
+          if constexpr (WINDOW) {
+            // First column of this thread in the row's window.
+            const int lo = aligned - args.window + 1 - key0;
+#pragma unroll
+            for (int j = 0; j < NT; ++j)
+#pragma unroll
+              for (int e = 0; e < 2; ++e)
+                if (j * 8 + e >= lim || j * 8 + e < lo) s[mf][j][2 * r + e] = NEG_INF;
+          } else {
+#pragma unroll
+            for (int j = 0; j < NT; ++j)
+#pragma unroll
+              for (int e = 0; e < 2; ++e)
+                if (j * 8 + e >= lim) s[mf][j][2 * r + e] = NEG_INF;
+          }
         }
     }
 
@@ -348,7 +445,8 @@ __global__ void __launch_bounds__(WARPS * 32, PAGE > 0 ? 1 : 0)
         const bool moved = m_new > m_old;  // false while the row is fully masked
         if (__any_sync(0xffffffffu, moved)) {
           // exp2(-inf) = 0 when the row had no key yet.
-          const float alpha = moved ? exp2_approx(m_old * scale_log2 - m_new * scale_log2) : 1.f;
+          const float alpha =
+              moved ? exp2_approx(m_old * softmax_scale - m_new * softmax_scale) : 1.f;
           row_sum[mf][r] *= alpha;
 #pragma unroll
           for (int j = 0; j < DT; ++j) {
@@ -357,12 +455,12 @@ __global__ void __launch_bounds__(WARPS * 32, PAGE > 0 ? 1 : 0)
           }
         }
         row_max[mf][r] = m_new;
-        const float offset = m_new == NEG_INF ? 0.f : m_new * scale_log2;
+        const float offset = m_new == NEG_INF ? 0.f : m_new * softmax_scale;
         float sum = 0.f;
 #pragma unroll
         for (int j = 0; j < NT; ++j) {
-          s[mf][j][2 * r] = exp2_approx(s[mf][j][2 * r] * scale_log2 - offset);
-          s[mf][j][2 * r + 1] = exp2_approx(s[mf][j][2 * r + 1] * scale_log2 - offset);
+          s[mf][j][2 * r] = exp2_approx(s[mf][j][2 * r] * softmax_scale - offset);
+          s[mf][j][2 * r + 1] = exp2_approx(s[mf][j][2 * r + 1] * softmax_scale - offset);
           sum += s[mf][j][2 * r] + s[mf][j][2 * r + 1];
         }
         row_sum[mf][r] += sum;
@@ -394,7 +492,9 @@ __global__ void __launch_bounds__(WARPS * 32, PAGE > 0 ? 1 : 0)
       if (tid < SLOTS && nl + 1 < n_end) s_pages[((nl + 1) & 1) * SLOTS + tid] = next_page;
     stage = stage + 1 == STAGES ? 0 : stage + 1;
   };
-  int n = n_begin;
+  int n = n_start;
+  if constexpr (WINDOW)
+    for (; n < n_low; ++n) tile(n, true);
   for (; n < n_full; ++n) tile(n, false);
   for (; n < n_end; ++n) tile(n, true);
 
@@ -414,7 +514,7 @@ __global__ void __launch_bounds__(WARPS * 32, PAGE > 0 ? 1 : 0)
       if (t == 0) {
         const int row = mf * 16 + r * 8 + g;
         w_max[warp * BLOCK_M + row] =
-            row_max[mf][r] == NEG_INF ? NEG_INF : row_max[mf][r] * scale_log2;
+            row_max[mf][r] == NEG_INF ? NEG_INF : row_max[mf][r] * softmax_scale;
         w_sum[warp * BLOCK_M + row] = row_sum[mf][r];
       }
     }
@@ -436,7 +536,7 @@ __global__ void __launch_bounds__(WARPS * 32, PAGE > 0 ? 1 : 0)
         for (int w = 0; w < WARPS; ++w)
           l += w_sum[w * BLOCK_M + row] * exp2_approx(w_max[w * BLOCK_M + row] - m);
       }
-      const float mine = row_max[mf][r] == NEG_INF ? NEG_INF : row_max[mf][r] * scale_log2;
+      const float mine = row_max[mf][r] == NEG_INF ? NEG_INF : row_max[mf][r] * softmax_scale;
       weight[mf][r] = l > 0.f ? exp2_approx(mine - m) * rcp_approx(l) : 0.f;
     }
   // Warps add their share in order: the same bits on every run.

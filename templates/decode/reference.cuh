@@ -13,11 +13,15 @@ namespace ktune {
 /// One warp per query row; lane l holds elements l, l + 32, ... of the row, keys streamed with an
 /// online softmax (expf). Reads q, the pools, block_table, seq_lens (each sequence's length,
 /// clamped to [0, Nk]) and the q and o strides of `args`; `args.o` is float (o strides in float
-/// elements) and `args.lse` float (may be null). Bottom-right causal alignment against the
-/// sequence's own length: query row i sees keys j <= i + len - Nq. A row that sees no key gets
-/// o = 0 and lse = -inf. Launch: grid (ceil(Nq / warps per block), B * Hq), any multiple of 32
-/// threads, no shared memory.
-template <typename T, int D, bool CAUSAL>
+/// elements) and `args.lse` float (may be null). Bottom-right alignment against the sequence's own
+/// length: query row i is at position i' = i + len - Nq among its keys; causal keeps keys j <= i',
+/// WINDOW keys j > i' - args.window. Scores are scale * q k, then with SOFTCAP
+/// args.softcap * tanh(score / args.softcap), then with ALIBI minus args.alibi_slopes[h] *
+/// |j - i'| (tanhf and expf, as flash_attention's reference). A row that sees no key gets o = 0
+/// and lse = -inf. Launch: grid (ceil(Nq / warps per block), B * Hq), any multiple of 32 threads,
+/// no shared memory.
+template <typename T, int D, bool CAUSAL, bool WINDOW = false, bool SOFTCAP = false,
+          bool ALIBI = false>
 __global__ void flash_decode_paged_reference(const __grid_constant__ FlashDecodeArgs args) {
   static_assert(D % 32 == 0, "D must be a multiple of 32");
   constexpr int PER_LANE = D / 32;
@@ -40,14 +44,14 @@ __global__ void flash_decode_paged_reference(const __grid_constant__ FlashDecode
     acc[i] = 0.f;
   }
 
-  long long keys = len;
-  if (CAUSAL) {
-    const long long last = static_cast<long long>(row) + len - args.seq_q;
-    keys = last < 0 ? 0 : (last + 1 < keys ? last + 1 : keys);
-  }
+  const long long aligned = static_cast<long long>(row) + len - args.seq_q;
+  long long keys = len, first = 0;
+  if (CAUSAL) keys = aligned < 0 ? 0 : (aligned + 1 < keys ? aligned + 1 : keys);
+  if (WINDOW && aligned - args.window + 1 > 0) first = aligned - args.window + 1;
+  const float slope = ALIBI ? args.alibi_slopes[h] : 0.f;
   const float neg_inf = -__int_as_float(0x7f800000);
   float max = neg_inf, sum = 0.f;
-  for (long long j = 0; j < keys; ++j) {
+  for (long long j = first; j < keys; ++j) {
     const long long at =
         (static_cast<long long>(table[j / args.page]) * args.page + j % args.page) * pool_row +
         static_cast<long long>(hk) * D;
@@ -58,6 +62,8 @@ __global__ void flash_decode_paged_reference(const __grid_constant__ FlashDecode
 #pragma unroll
     for (int offset = 16; offset > 0; offset >>= 1) s += __shfl_xor_sync(0xffffffffu, s, offset);
     s *= args.scale;
+    if (SOFTCAP) s = args.softcap * tanhf(s / args.softcap);
+    if (ALIBI) s -= slope * static_cast<float>(j > aligned ? j - aligned : aligned - j);
     if (s > max) {
       const float c = expf(max - s);  // 0 for the first key (max = -inf)
       sum *= c;
