@@ -380,6 +380,10 @@ TEST(DecodeRun, SplitsKernelThenCombine) {
   EXPECT_EQ(combine.grid[1], 1u);
   EXPECT_EQ(combine.block[0], 128u);
   EXPECT_EQ(combine.shared_bytes, 0u);
+  // The combine may start during the split kernel's tail (it waits in griddep_wait()); the split
+  // kernel follows whatever came before it on the stream in full.
+  EXPECT_TRUE(combine.programmatic);
+  EXPECT_FALSE(split.programmatic);
   EXPECT_EQ(op().block_threads(params, p, DType::f16, 1), 128);
   EXPECT_EQ(op().dynamic_shared_bytes(params, p, DType::f16, 1), 0u);
 

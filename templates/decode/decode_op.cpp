@@ -464,6 +464,7 @@ class FlashDecodeOp final : public Op {
     combine.block[0] = kFlashDecodeCombineWarps * 32;
     combine.args = &k;
     combine.args_size = sizeof k;
+    combine.programmatic = true;  // scheduled during the split kernel's tail (common/pdl.cuh)
     launcher.launch(combine);
   }
 

@@ -27,6 +27,7 @@
 #pragma once
 
 #include "attention/mma.cuh"
+#include "common/pdl.cuh"
 #include "common/types.cuh"
 #include "decode/args.h"
 
@@ -133,6 +134,11 @@ __global__ void __launch_bounds__(WARPS * 32, PAGE > 0 || WINDOW || SOFTCAP || A
   static_assert(PAGE == 0 || PAGE == 16 || PAGE == 32 || PAGE == 64 || PAGE == 128 ||
                     PAGE == 256,
                 "PAGE: 0 (contiguous), 16, 32, 64, 128 or 256");
+
+  // The combine (launched with programmatic dependent launch) may be scheduled as soon as every
+  // CTA of this grid has started: its CTAs then wait in griddep_wait() for this grid to finish,
+  // and its launch latency hides behind this grid's tail instead of following it.
+  griddep_launch_dependents();
 
   using namespace attn;
   constexpr int THREADS = WARPS * 32;
@@ -618,6 +624,9 @@ __global__ void __launch_bounds__(kFlashDecodeCombineWarps * 32)
   const long long row = static_cast<long long>(blockIdx.x) * kFlashDecodeCombineWarps +
                         (threadIdx.x >> 5);
   if (row >= plane) return;  // whole warps leave; nothing below synchronises the block
+  // Launched programmatically (KernelLaunch::programmatic): the split kernel may still be running
+  // until this returns; nothing it writes is read before.
+  griddep_wait();
   const int qr = static_cast<int>(row % args.seq_q);
   const int h = static_cast<int>((row / args.seq_q) % args.heads_q);
   const int b = static_cast<int>(row / (static_cast<long long>(args.seq_q) * args.heads_q));
