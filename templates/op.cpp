@@ -428,6 +428,12 @@ std::optional<std::string> needs_sm80_reason(const DeviceInfo& device) {
          std::to_string(device.cc_major) + "." + std::to_string(device.cc_minor);
 }
 
+std::vector<TensorSpec> word_aligned_side_tensors(std::vector<TensorSpec> specs, DType t) {
+  for (TensorSpec& s : specs)
+    if (s.dtype != t) s.alignment = 4;
+  return specs;
+}
+
 std::vector<std::int64_t> offsets_of(const Fill& fill, std::int64_t count) {
   // Any fixed value; the tuner's seed must not change the sizes the op derives from these.
   constexpr unsigned long long kSeed = 0x6b74756e65ull;

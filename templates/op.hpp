@@ -105,7 +105,14 @@ struct TensorSpec {
   // layer's reference computes those rows only); 0: every element.
   std::int64_t row_elements = 0;
   std::int64_t verify_stride = 1;
+  // Byte alignment a caller's pointer needs: 0 means the op's alignment() (the vector width of
+  // its data tensors); tensors the kernels read or write one 4-byte word at a time say 4.
+  std::size_t alignment = 0;
 };
+
+/// `specs` with alignment 4 for every tensor not of the data type `t` (the fp32 and int32 side
+/// tensors of attention: lse, slopes, block tables, lengths, offsets, read or written as words).
+std::vector<TensorSpec> word_aligned_side_tensors(std::vector<TensorSpec> specs, DType t);
 
 /// How a staged search walks the space of an op whose kernels' times add up (MoE: route, align,
 /// gemm1, gemm2, combine): for each value of the `outer` tunables (coupling every kernel), each

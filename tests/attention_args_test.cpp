@@ -324,3 +324,22 @@ TEST(AttentionArgs, CStructIsVersionedAndChecked) {
 
 }  // namespace
 }  // namespace ktune
+
+namespace ktune {
+namespace {
+
+// The side tensors (lse, slopes, block table, lengths, offsets) are read or written as 4-byte
+// words: the planner asks them for 4-byte alignment, the data tensors for the op's 16, as the
+// packer does (a torch int32 slice need not be 16-byte aligned).
+TEST(AttentionArgs, SideTensorsNeedWordAlignmentOnly) {
+  for (const char* op : {"flash_attention", "flash_decode"}) {
+    const std::string extra = std::string(op) == "flash_decode" ? ",page=16" : ",varlen=yes";
+    const Problem p =
+        get_op(op).parse_problem("b=2,hq=8,hkv=2,nq=3,nk=100,d=64,alibi=yes" + extra);
+    for (const TensorSpec& s : get_op(op).tensors(p, DType::bf16))
+      EXPECT_EQ(s.alignment, s.dtype == DType::bf16 ? 0u : 4u) << op << " " << s.name;
+  }
+}
+
+}  // namespace
+}  // namespace ktune

@@ -306,10 +306,11 @@ void Runtime::Impl::run(int op_index, DType dtype, const std::int64_t* dims, int
     if (ptr == 0)
       throw InvalidArgument(std::string(p.op->name()) + ": tensor " +
                             p.tensors[static_cast<std::size_t>(i)].name + " is a null pointer");
-    if (ptr % p.alignment != 0)
-      throw InvalidArgument(std::string(p.op->name()) + ": tensor " +
-                            p.tensors[static_cast<std::size_t>(i)].name + " at " +
-                            address_text(ptr) + " is not aligned to " + std::to_string(p.alignment) +
+    const TensorSpec& spec = p.tensors[static_cast<std::size_t>(i)];
+    const std::size_t need = spec.alignment != 0 ? spec.alignment : p.alignment;
+    if (ptr % need != 0)
+      throw InvalidArgument(std::string(p.op->name()) + ": tensor " + spec.name + " at " +
+                            address_text(ptr) + " is not aligned to " + std::to_string(need) +
                             " bytes, which configuration " + p.info.params + " requires");
   }
   RunArgs args;

@@ -325,7 +325,7 @@ class FlashAttentionOp final : public Op {
       out.push_back({"cu_seqlens_k", TensorRole::input, DType::i32, s.b + 1, false,
                      key_offsets(s)});
     }
-    return out;
+    return word_aligned_side_tensors(std::move(out), t);
   }
 
   std::size_t alignment(const Params&, const Problem&, DType) const override { return 16; }

@@ -349,15 +349,18 @@ class FlashDecodeOp final : public Op {
                             Fill::uniform(0.01f, 1.0f)};
     if (!s.paged()) {
       const std::int64_t kv = s.b * s.hkv * s.nk * s.d;
-      return {{"q", TensorRole::input, t, q},
-              {"k", TensorRole::input, t, kv},
-              {"v", TensorRole::input, t, kv},
-              {"o", TensorRole::output, t, q},
-              {"lse", TensorRole::output, DType::f32, s.b * s.hq * s.nq, true},
-              slopes};
+      return word_aligned_side_tensors({{"q", TensorRole::input, t, q},
+                                        {"k", TensorRole::input, t, kv},
+                                        {"v", TensorRole::input, t, kv},
+                                        {"o", TensorRole::output, t, q},
+                                        {"lse", TensorRole::output, DType::f32, s.b * s.hq * s.nq,
+                                         true},
+                                        slopes},
+                                       t);
     }
     const std::int64_t pool = s.pool_pages() * s.page * s.hkv * s.d;
-    return {{"q", TensorRole::input, t, q},
+    return word_aligned_side_tensors(
+        {{"q", TensorRole::input, t, q},
             {"k_cache", TensorRole::input, t, pool},
             {"v_cache", TensorRole::input, t, pool},
             {"o", TensorRole::output, t, q},
@@ -366,7 +369,8 @@ class FlashDecodeOp final : public Op {
              Fill::permutation(s.pool_pages())},
             {"seq_lens", TensorRole::input, DType::i32, s.b, false,
              Fill::uniform_int(std::max<std::int64_t>(1, s.nk / 16), s.nk)},
-            slopes};
+            slopes},
+        t);
   }
 
   /// Paged: the K/V rows of b sequences of nk keys each (the most any sequence may have: the op
