@@ -709,29 +709,70 @@ std::vector<Case> all_cases() {
     out.push_back(c);
   };
   const char* small =
-      "block_m=32,bn1=32,bk1=64,warps1=4,warps_m1=2,stages1=4,group1=0,prefetch1=0,epi1=0,bn2=64,bk2=32,warps2=8,"
-      "warps_m2=2,stages2=2,group2=0,prefetch2=0,epi2=0,align_chunk=4096,route_lanes=32,route_vec=1,combine_vec=4";
+      "block_m=32,bn1=32,bk1=64,warps1=4,warps_m1=2,stages1=4,group1=0,prefetch1=0,epi1=0,impl1=0,bn2=64,bk2=32,warps2=8,"
+      "warps_m2=2,stages2=2,group2=0,prefetch2=0,epi2=0,impl2=0,align_chunk=4096,route_lanes=32,route_vec=1,combine_vec=4";
   const char* large =
-      "block_m=128,bn1=64,bk1=32,warps1=8,warps_m1=2,stages1=3,group1=8,prefetch1=256,epi1=0,bn2=128,bk2=64,warps2=8,"
-      "warps_m2=2,stages2=3,group2=8,prefetch2=256,epi2=1,align_chunk=0,route_lanes=8,route_vec=4,combine_vec=8";
+      "block_m=128,bn1=64,bk1=32,warps1=8,warps_m1=2,stages1=3,group1=8,prefetch1=256,epi1=0,impl1=0,bn2=128,bk2=64,warps2=8,"
+      "warps_m2=2,stages2=3,group2=8,prefetch2=256,epi2=1,impl2=0,align_chunk=0,route_lanes=8,route_vec=4,combine_vec=8";
   const char* deep =
-      "block_m=16,bn1=64,bk1=32,warps1=4,warps_m1=1,stages1=2,group1=0,prefetch1=256,epi1=0,bn2=64,bk2=64,warps2=4,"
-      "warps_m2=1,stages2=4,group2=0,prefetch2=0,epi2=0,align_chunk=0,route_lanes=8,route_vec=1,combine_vec=4";
+      "block_m=16,bn1=64,bk1=32,warps1=4,warps_m1=1,stages1=2,group1=0,prefetch1=256,epi1=0,impl1=0,bn2=64,bk2=64,warps2=4,"
+      "warps_m2=1,stages2=4,group2=0,prefetch2=0,epi2=0,impl2=0,align_chunk=0,route_lanes=8,route_vec=1,combine_vec=4";
   with(moe_softmax_renorm, 64, 8, 1000, DType::bf16, small);
   with(moe_sigmoid_group, 64, 8, 1000, DType::f16, small);
   with(moe_softmax_renorm, 8, 2, 1000, DType::f16, large);
   with(moe_precomputed, 8, 2, 17, DType::bf16, deep);
   // Expert choice searches align_chunk, route_lanes and route_vec at their first value only.
   const char* ec_small =
-      "block_m=32,bn1=32,bk1=64,warps1=4,warps_m1=2,stages1=4,group1=0,prefetch1=0,epi1=0,bn2=64,bk2=32,warps2=8,"
-      "warps_m2=2,stages2=2,group2=0,prefetch2=0,epi2=0,align_chunk=0,route_lanes=8,route_vec=1,combine_vec=4";
+      "block_m=32,bn1=32,bk1=64,warps1=4,warps_m1=2,stages1=4,group1=0,prefetch1=0,epi1=0,impl1=0,bn2=64,bk2=32,warps2=8,"
+      "warps_m2=2,stages2=2,group2=0,prefetch2=0,epi2=0,impl2=0,align_chunk=0,route_lanes=8,route_vec=1,combine_vec=4";
   const char* ec_large =
-      "block_m=128,bn1=64,bk1=32,warps1=8,warps_m1=2,stages1=3,group1=8,prefetch1=256,epi1=0,bn2=128,bk2=64,warps2=8,"
-      "warps_m2=2,stages2=3,group2=8,prefetch2=256,epi2=1,align_chunk=0,route_lanes=8,route_vec=1,combine_vec=8";
+      "block_m=128,bn1=64,bk1=32,warps1=8,warps_m1=2,stages1=3,group1=8,prefetch1=256,epi1=0,impl1=0,bn2=128,bk2=64,warps2=8,"
+      "warps_m2=2,stages2=3,group2=8,prefetch2=256,epi2=1,impl2=0,align_chunk=0,route_lanes=8,route_vec=1,combine_vec=8";
   with(moe_expert_choice, 64, 8, 1000, DType::bf16, ec_small);
   with(moe_expert_choice, 8, 2, 1000, DType::f16, ec_large);
   with(moe_expert_choice, 8, 1, 17, DType::bf16, deep);
   return out;
+}
+
+/// Configurations with both GEMMs on the wgmma kernel (moe/gemm_sm90.cuh): 128-row tiles with
+/// two warpgroups and 64-row tiles with one, on odd shapes and the DeepSeek-like expert count.
+std::vector<Case> wgmma_cases() {
+  std::vector<Case> out;
+  const auto with = [&](int routing, int e, int k, int t, DType dt, const char* params) {
+    Case c;
+    c.routing = routing, c.e = e, c.k = k, c.t = t, c.dtype = dt, c.params = params;
+    set_groups(c);
+    out.push_back(c);
+  };
+  const char* wide =
+      "block_m=128,bn1=128,bk1=64,warps1=8,warps_m1=1,stages1=4,group1=0,prefetch1=0,epi1=0,"
+      "impl1=1,bn2=256,bk2=64,warps2=8,warps_m2=1,stages2=3,group2=8,prefetch2=0,epi2=0,impl2=1,"
+      "align_chunk=0,route_lanes=8,route_vec=1,combine_vec=4";
+  const char* narrow =
+      "block_m=64,bn1=64,bk1=64,warps1=4,warps_m1=1,stages1=6,group1=8,prefetch1=0,epi1=0,"
+      "impl1=1,bn2=128,bk2=64,warps2=4,warps_m2=1,stages2=2,group2=0,prefetch2=0,epi2=0,impl2=1,"
+      "align_chunk=0,route_lanes=8,route_vec=1,combine_vec=4";
+  with(moe_softmax_renorm, 8, 2, 1000, DType::bf16, wide);
+  with(moe_precomputed, 8, 2, 333, DType::f16, wide);
+  with(moe_sigmoid_group, 64, 8, 1000, DType::bf16, narrow);
+  with(moe_softmax, 8, 1, 500, DType::f16, narrow);
+  return out;
+}
+
+TEST(MoeOpCases, WgmmaConfigurationsAreValidOnSm90aOnly) {
+  for (const Case& c : wgmma_cases()) {
+    const Problem p = c.problem();
+    const Params params = moe_op().parse_params(c.params);
+    EXPECT_EQ(moe_op().invalid_reason(params, p, c.dtype, *device_for_arch("sm_90a")),
+              std::nullopt)
+        << c.tag();
+    EXPECT_NE(moe_op()
+                  .invalid_reason(params, p, c.dtype, *device_for_arch("sm_80"))
+                  .value_or("")
+                  .find("needs an sm_90a device"),
+              std::string::npos)
+        << c.tag();
+  }
 }
 
 // Without a GPU too: every case's configuration is valid on both built-in devices.
@@ -770,25 +811,25 @@ class GpuMoeOp : public ::testing::Test {
   DeviceInfo device_;
 };
 
-TEST_F(GpuMoeOp, EveryRoutingModeDtypeAndShapeAgainstBothReferences) {
-  const std::vector<Case> cases = selected_cases();
-  ASSERT_FALSE(cases.empty()) << "no case matches KTUNE_MOE_OP_CASE";
+/// Runs every case against both references: optional outputs on and off (the same y), twice
+/// (the same bits).
+void run_cases(const std::vector<Case>& cases, const DeviceInfo& device) {
   {
     // Compile everything up front, on all cores.
     std::vector<KernelSource> all;
     for (const Case& c : cases) {
       const Problem p = c.problem();
-      const Params params = c.params.empty() ? moe_op().default_params(p, c.dtype, device_)
+      const Params params = c.params.empty() ? moe_op().default_params(p, c.dtype, device)
                                              : moe_op().parse_params(c.params);
       for (const KernelSource& k : moe_op().kernels(params, p, c.dtype)) all.push_back(k);
       for (const KernelSource& k : moe_op().reference_kernels(p, c.dtype)) all.push_back(k);
     }
-    Kernels::get().prepare(all, device_.arch());
+    Kernels::get().prepare(all, device.arch());
   }
   std::mt19937 rng(2026);
   for (const Case& c : cases) {
     SCOPED_TRACE(c.tag());
-    MoeCall run(c, device_);
+    MoeCall run(c, device);
     const Inputs in = make_inputs(c, rng);
     run.upload(in);
     run.poison();
@@ -805,6 +846,20 @@ TEST_F(GpuMoeOp, EveryRoutingModeDtypeAndShapeAgainstBothReferences) {
     const Outputs again = run.outputs();
     EXPECT_TRUE(again == out) << c.tag() << ": a second run differs (not deterministic)";
   }
+}
+
+TEST_F(GpuMoeOp, EveryRoutingModeDtypeAndShapeAgainstBothReferences) {
+  const std::vector<Case> cases = selected_cases();
+  ASSERT_FALSE(cases.empty()) << "no case matches KTUNE_MOE_OP_CASE";
+  run_cases(cases, device_);
+}
+
+// Both GEMMs on the wgmma kernel (impl1 = impl2 = 1, sm_90a): the whole layer against both
+// references, odd h and i, skewed routing (an expert with every token, one with none).
+TEST_F(GpuMoeOp, WgmmaGemmsAgainstBothReferences) {
+  if (device_.arch() != "sm_90a")
+    GTEST_SKIP() << "the wgmma GEMM needs sm_90a; the device is " << device_.arch();
+  run_cases(wgmma_cases(), device_);
 }
 
 /// The driver's graph entry points (not in ktune's Driver table: the runtime does not use them).
@@ -853,8 +908,8 @@ TEST_F(GpuMoeOp, GraphCaptureReplaysBitForBitOnFreshInputs) {
     Case c;  // multi-block align path, fp16
     c.routing = moe_softmax_renorm, c.e = 64, c.k = 8, c.t = 1000, c.dtype = DType::f16;
     c.params =
-        "block_m=32,bn1=32,bk1=64,warps1=4,warps_m1=2,stages1=4,group1=0,prefetch1=0,epi1=0,bn2=64,bk2=32,warps2=8,"
-        "warps_m2=2,stages2=2,group2=0,prefetch2=0,epi2=0,align_chunk=4096,route_lanes=32,route_vec=1,combine_vec=4";
+        "block_m=32,bn1=32,bk1=64,warps1=4,warps_m1=2,stages1=4,group1=0,prefetch1=0,epi1=0,impl1=0,bn2=64,bk2=32,warps2=8,"
+        "warps_m2=2,stages2=2,group2=0,prefetch2=0,epi2=0,impl2=0,align_chunk=4096,route_lanes=32,route_vec=1,combine_vec=4";
     cases.push_back(c);
   }
   std::mt19937 rng(77);
