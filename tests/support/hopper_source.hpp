@@ -1,51 +1,16 @@
-// Host side of the Hopper (wgmma) tests, header-only: the NVRTC source of a kernel file whose
-// headers are not all embedded in the binary yet, the wgmma tile test kernel, and name
-// expressions of moe_gemm_sm90_kernel.
-//
-// common/wgmma.cuh, moe/gemm_sm90.cuh and moe/gemm_sm90_args.h are not in the top-level
-// KTUNE_KERNEL_SOURCES list until the op selects the kernel. Until then a test compiles them as
-// source text: hopper_source() reads the file from the source tree and inlines, once each, every
-// quoted include that is not embedded; embedded ones stay #include lines that NVRTC resolves
-// from the binary. Once the files are embedded this inlines nothing.
+// Host side of the Hopper (wgmma) tests, header-only: the NVRTC source of the wgmma tile test
+// kernel and of moe_gemm_sm90_kernel, and their name expressions. common/wgmma.cuh and
+// moe/gemm_sm90.cuh are embedded (KTUNE_KERNEL_SOURCES), so NVRTC resolves their includes from
+// the binary.
 #pragma once
 
-#include <fstream>
-#include <set>
-#include <sstream>
-#include <stdexcept>
 #include <string>
-
-#include "templates/embedded.hpp"
 
 namespace ktune::test {
 
-inline void hopper_inline(const std::string& path, std::set<std::string>& done,
-                          std::string& out) {
-  if (!done.insert(path).second) return;
-  std::ifstream in(std::string(KTUNE_SOURCE_DIR) + "/templates/" + path);
-  if (!in) throw std::runtime_error("cannot read templates/" + path);
-  std::string line;
-  while (std::getline(in, line)) {
-    const std::size_t q = line.find("#include \"");
-    if (q != std::string::npos && line.find_first_not_of(" \t") == q) {
-      const std::size_t begin = q + 10;
-      const std::string inc = line.substr(begin, line.find('"', begin) - begin);
-      if (find_embedded(inc) == nullptr) {
-        hopper_inline(inc, done, out);
-        continue;
-      }
-    }
-    out += line;
-    out += '\n';
-  }
-}
-
-/// NVRTC source text equivalent to `#include "<file>"` (file relative to templates/).
+/// NVRTC source text that includes `file` (relative to templates/, an embedded file).
 inline std::string hopper_source(const std::string& file) {
-  std::set<std::string> done;
-  std::string out;
-  hopper_inline(file, done, out);
-  return out;
+  return "#include \"" + file + "\"\n";
 }
 
 /// One m64nNk16 x 4 (K = 64) tile from shared memory: a [64][64] and b [N][64] row-major (K
