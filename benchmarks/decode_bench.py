@@ -120,20 +120,21 @@ def ktune_time(kt, s, dtype, db, empty_db):
     calls = [kt.args(q=q.data_ptr(), k=ks[i].data_ptr(), v=vs[i].data_ptr(), o=o.data_ptr(),
                      b=b, hq=hq, hkv=hkv, nq=nq, nk=nk, d=d, causal=int(causal), dtype=code)
              for i in range(copies)]
+    kf = ks[0].float().repeat_interleave(hq // hkv, dim=1)
+    vf = vs[0].float().repeat_interleave(hq // hkv, dim=1)
+    sc = q.float() @ kf.transpose(-1, -2) / d ** 0.5
+    if causal:
+        r = torch.arange(nq, device="cuda")[:, None] + (nk - nq)
+        sc = sc.masked_fill(torch.arange(nk, device="cuda")[None, :] > r, float("-inf"))
+    want = torch.softmax(sc, -1) @ vf
+    del kf, vf, sc
     out = {}
     for name, path in (("tuned", db), ("default", empty_db)):
         kt.configure(path, False)
         o.fill_(float("nan"))
         kt.attention(calls[0])
         torch.cuda.synchronize()
-        kf = ks[0].float().repeat_interleave(hq // hkv, dim=1)
-        vf = vs[0].float().repeat_interleave(hq // hkv, dim=1)
-        sc = q.float() @ kf.transpose(-1, -2) / d ** 0.5
-        if causal:
-            r = torch.arange(nq, device="cuda")[:, None] + (nk - nq)
-            sc = sc.masked_fill(torch.arange(nk, device="cuda")[None, :] > r, float("-inf"))
-        err = (o.float() - torch.softmax(sc, -1) @ vf).abs().max().item()
-        del kf, vf, sc
+        err = (o.float() - want).abs().max().item()
         out[name] = {"us": median_us(lambda i: kt.attention(calls[i % copies])), "max_err": err}
     return out
 

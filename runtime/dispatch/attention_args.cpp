@@ -204,7 +204,6 @@ AttentionCall pack_attention(const AttentionArgs& a, bool pointers) {
   c.op = attention_op_for(a);
   OpTables& t = tables(c.op == kDecode);
   c.op_index = t.index;
-  const std::string op(c.op);
   if (std::find(t.dtypes.begin(), t.dtypes.end(), a.dtype) == t.dtypes.end())
     throw InvalidArgument("attention: dtype " + std::string(dtype_name(a.dtype)) + " (" +
                           std::to_string(static_cast<int>(a.dtype)) +
@@ -255,7 +254,7 @@ AttentionCall pack_attention(const AttentionArgs& a, bool pointers) {
     const std::uint64_t ptr = tensor.get(a);
     if (ptr == 0) {
       if (order.required[i])
-        throw InvalidArgument("attention: " + std::string(tensor.name) + " is null (" + op +
+        throw InvalidArgument("attention: " + std::string(tensor.name) + " is null (" + c.op +
                               " needs it" + (paged ? " for a paged cache)" : ")"));
       continue;
     }
@@ -266,7 +265,7 @@ AttentionCall pack_attention(const AttentionArgs& a, bool pointers) {
     c.tensors[i] = ptr;
   }
   c.workspace = {reinterpret_cast<std::uint64_t>(a.workspace), a.workspace_bytes};
-  if (auto why = workspace_reason(op, c.workspace, 0, {})) throw InvalidArgument(*why);
+  if (auto why = workspace_reason(c.op, c.workspace, 0, {})) throw InvalidArgument(*why);
   return c;
 }
 

@@ -80,7 +80,9 @@ template <typename T, int BLOCK_M, int BLOCK_N, int BLOCK_K, int THREADS, bool G
 struct Loader {
   using L = Tile<BLOCK_K>;
   static constexpr int CHUNKS = L::CHUNKS;
-  static constexpr int B_ROWS = (GATED ? 2 : 1) * BLOCK_N;
+  static constexpr int NB = GATED ? 2 : 1;  // weight tiles per slot (gate, up)
+  static constexpr int TILE_N = BLOCK_N;
+  static constexpr int B_ROWS = NB * BLOCK_N;
   static constexpr unsigned A_BYTES = BLOCK_M * L::PITCH;
   static constexpr unsigned STAGE_BYTES = (BLOCK_M + B_ROWS) * L::PITCH;
   static constexpr int STEP = THREADS / CHUNKS;  // tile rows one pass of the CTA copies
@@ -137,6 +139,83 @@ struct Loader {
     }
   }
 };
+
+/// The (row block, column block) a CTA computes: launch order, or with GROUP_M > 0 the launch
+/// order renumbered group by group (GROUP_M row blocks run through every column block, their
+/// weights shared in L2). The last group holds the remaining gx % GROUP_M row blocks (or
+/// GROUP_M), so the map is one to one.
+template <int GROUP_M>
+__device__ __forceinline__ void gemm_block_of(int& block, int& col_block) {
+  block = blockIdx.x;
+  col_block = blockIdx.y;
+  if constexpr (GROUP_M > 0) {
+    const int gx = gridDim.x;
+    const int id = blockIdx.y * gx + blockIdx.x;
+    const int per_group = GROUP_M * gridDim.y;
+    const int group = id / per_group;
+    const int first = group * GROUP_M;
+    const int size = gx - first < GROUP_M ? gx - first : GROUP_M;
+    const int in = id - group * per_group;
+    block = first + in % size;
+    col_block = in / size;
+  }
+}
+
+/// The loader of expert `expert`'s column block n0 for thread `tid`, its ring at s_base.
+template <class LD>
+__device__ __forceinline__ void gemm_loader_init(LD& ld, const MoeGemmArgs& args, int expert,
+                                                 int n0, int tid, unsigned s_base) {
+  ld.w = static_cast<decltype(ld.w)>(args.w) +
+         static_cast<long long>(expert) * LD::NB * args.n * args.kdim;
+  ld.s_base = s_base;
+  ld.lrow = tid / LD::CHUNKS;
+  ld.lchunk = tid % LD::CHUNKS;
+  ld.n0 = n0;
+  ld.n = args.n;
+  ld.kdim = args.kdim;
+  ld.w_row = ld.w + static_cast<long long>(n0 + ld.lrow) * args.kdim + ld.lchunk * 8;
+  ld.up_jump = static_cast<long long>(args.n - LD::TILE_N) * args.kdim;
+  ld.b_step = LD::STEP * args.kdim * 2;
+}
+
+/// Resolves the block's rows from the pairs this thread read (pair_of: rows tid + i * THREADS):
+/// s_src (row of a to gather, -1: zeros), s_dst (row of out, -1: none), s_live (1 + the last
+/// real row), gemm2's routing weights into scale_of (published after the main loop, the
+/// epilogue their only reader), and the loader's gathered A rows. Synchronises the block.
+template <int BLOCK_M, int THREADS, bool GATED, int ROWS, class LD>
+__device__ __forceinline__ void gemm_resolve_rows(LD& ld, const MoeGemmArgs& args, int m0,
+                                                  const int (&pair_of)[ROWS],
+                                                  float (&scale_of)[ROWS], int* s_src,
+                                                  int* s_dst, int* s_live) {
+  const int tid = threadIdx.x;
+  if (tid == 0) *s_live = 0;
+  __syncthreads();
+#pragma unroll
+  for (int i = 0; i < ROWS; ++i) {
+    const int r = tid + i * THREADS;
+    if (BLOCK_M % THREADS != 0 && r >= BLOCK_M) continue;
+    const int pair = pair_of[i];
+    const bool real = pair >= 0 && pair < args.pairs;
+    if (real) atomicMax(s_live, r + 1);
+    if constexpr (GATED) {
+      s_src[r] = real ? (args.pair_token ? args.pair_token[pair] : pair / args.k) : -1;
+      s_dst[r] = real ? m0 + r : -1;
+    } else {
+      s_src[r] = real ? m0 + r : -1;
+      s_dst[r] = real ? pair : -1;
+      scale_of[i] = real ? args.topk_weights[pair] : 0.f;
+    }
+  }
+  __syncthreads();
+  const auto* a = static_cast<decltype(ld.w)>(args.a);
+#pragma unroll
+  for (int i = 0; i < LD::A_ITERS; ++i) {
+    const int row = ld.lrow + i * LD::STEP;
+    const int src = row < BLOCK_M ? s_src[row] : -1;
+    ld.a_row[i] = a + static_cast<long long>(src >= 0 ? src : 0) * args.kdim + ld.lchunk * 8;
+    ld.a_bytes[i] = src >= 0 ? 16 : 0;
+  }
+}
 
 /// One k16 step of mma on a ring slot: MF m16 fragments of A (rows A_FRAG apart, ldmatrix at
 /// a_addr) against NB weight tiles of NF n8 fragments (at b_addr). Fragments i >= mf_live hold
@@ -292,21 +371,8 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_CTAS)
   __shared__ int s_live;            // 1 + the last real row of the block
   extern __shared__ __align__(128) unsigned char smem[];
 
-  int block = blockIdx.x;
-  int col_block = blockIdx.y;
-  if constexpr (GROUP_M > 0) {
-    // CTAs start in launch order (x fastest); renumber that order group by group. The last
-    // group holds the remaining gx % GROUP_M row blocks (or GROUP_M), so the map is one to one.
-    const int gx = gridDim.x;
-    const int id = blockIdx.y * gx + blockIdx.x;
-    const int per_group = GROUP_M * gridDim.y;
-    const int group = id / per_group;
-    const int first = group * GROUP_M;
-    const int size = gx - first < GROUP_M ? gx - first : GROUP_M;
-    const int in = id - group * per_group;
-    block = first + in % size;
-    col_block = in / size;
-  }
+  int block, col_block;
+  moe::gemm_block_of<GROUP_M>(block, col_block);
   const int m0 = block * BLOCK_M;
   const int tid = threadIdx.x;
   // The block's row count, its expert and its pairs are independent reads (block < max_blocks,
@@ -326,18 +392,8 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_CTAS)
   const int kdim = args.kdim;
 
   using LD = moe::Loader<T, BLOCK_M, BLOCK_N, BLOCK_K, THREADS, GATED, W_PREFETCH>;
-  const T* a = static_cast<const T*>(args.a);
   LD ld;
-  ld.w = static_cast<const T*>(args.w) + static_cast<long long>(expert) * NB * n * kdim;
-  ld.s_base = smem_addr(smem);
-  ld.lrow = tid / CHUNKS;
-  ld.lchunk = tid % CHUNKS;
-  ld.n0 = n0;
-  ld.n = n;
-  ld.kdim = kdim;
-  ld.w_row = ld.w + static_cast<long long>(n0 + ld.lrow) * kdim + ld.lchunk * 8;
-  ld.up_jump = static_cast<long long>(n - BLOCK_N) * kdim;
-  ld.b_step = LD::STEP * kdim * 2;
+  moe::gemm_loader_init(ld, args, expert, n0, tid, smem_addr(smem));
   // Every weight row of this CTA's column block exists: the fast loads need no column test.
   const bool interior = n0 + BLOCK_N <= n;
 
@@ -355,33 +411,8 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_CTAS)
   // gemm2's routing weights are read now and published after the main loop (the epilogue is
   // their only reader), so their latency stays off the start.
   float scale_of[ROWS_PER_THREAD];
-  if (tid == 0) s_live = 0;
-  __syncthreads();
-#pragma unroll
-  for (int i = 0; i < ROWS_PER_THREAD; ++i) {
-    const int r = tid + i * THREADS;
-    if (BLOCK_M % THREADS != 0 && r >= BLOCK_M) continue;
-    const int pair = pair_of[i];
-    const bool real = pair >= 0 && pair < args.pairs;
-    if (real) atomicMax(&s_live, r + 1);
-    if constexpr (GATED) {
-      s_src[r] = real ? (args.pair_token ? args.pair_token[pair] : pair / args.k) : -1;
-      s_dst[r] = real ? m0 + r : -1;
-    } else {
-      s_src[r] = real ? m0 + r : -1;
-      s_dst[r] = real ? pair : -1;
-      scale_of[i] = real ? args.topk_weights[pair] : 0.f;
-    }
-  }
-  __syncthreads();
-
-#pragma unroll
-  for (int i = 0; i < LD::A_ITERS; ++i) {
-    const int row = ld.lrow + i * LD::STEP;
-    const int src = row < BLOCK_M ? s_src[row] : -1;
-    ld.a_row[i] = a + static_cast<long long>(src >= 0 ? src : 0) * kdim + ld.lchunk * 8;
-    ld.a_bytes[i] = src >= 0 ? 16 : 0;
-  }
+  moe::gemm_resolve_rows<BLOCK_M, THREADS, GATED>(ld, args, m0, pair_of, scale_of, s_src, s_dst,
+                                                 &s_live);
 
 #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) {

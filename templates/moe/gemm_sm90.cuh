@@ -154,20 +154,8 @@ __global__ void __launch_bounds__(BLOCK_M * 2, 1)
   __shared__ int s_live;            // 1 + the last real row of the block
   extern __shared__ __align__(1024) unsigned char smem[];
 
-  int block = blockIdx.x;
-  int col_block = blockIdx.y;
-  if constexpr (GROUP_M > 0) {
-    // As moe_gemm_kernel: launch order renumbered group by group, one to one.
-    const int gx = gridDim.x;
-    const int id = blockIdx.y * gx + blockIdx.x;
-    const int per_group = GROUP_M * gridDim.y;
-    const int group = id / per_group;
-    const int first = group * GROUP_M;
-    const int size = gx - first < GROUP_M ? gx - first : GROUP_M;
-    const int in = id - group * per_group;
-    block = first + in % size;
-    col_block = in / size;
-  }
+  int block, col_block;
+  moe::gemm_block_of<GROUP_M>(block, col_block);
   const int m0 = block * BLOCK_M;
   const int tid = threadIdx.x;
   // Row count, expert and pairs in flight together, before the early exits (as gemm.cuh).
@@ -185,20 +173,12 @@ __global__ void __launch_bounds__(BLOCK_M * 2, 1)
   const int n = args.n;
   const int kdim = args.kdim;
 
-  const T* a = static_cast<const T*>(args.a);
   LD ld;
-  ld.w = static_cast<const T*>(args.w) + static_cast<long long>(expert) * NB * n * kdim;
   // The dynamic area follows the static arrays; round its start up to the swizzle atom (the
   // 1024 spare bytes of moe_gemm_sm90_smem_bytes).
-  ld.s_base = (smem_addr(smem) + (wg::kSw128AtomBytes - 1)) & ~(wg::kSw128AtomBytes - 1u);
-  ld.lrow = tid / LD::CHUNKS;
-  ld.lchunk = tid % LD::CHUNKS;
-  ld.n0 = n0;
-  ld.n = n;
-  ld.kdim = kdim;
-  ld.w_row = ld.w + static_cast<long long>(n0 + ld.lrow) * kdim + ld.lchunk * 8;
-  ld.up_jump = static_cast<long long>(n - BLOCK_N) * kdim;
-  ld.b_step = LD::STEP * kdim * 2;
+  moe::gemm_loader_init(
+      ld, args, expert, n0, tid,
+      (smem_addr(smem) + (wg::kSw128AtomBytes - 1)) & ~(wg::kSw128AtomBytes - 1u));
 
   // Weight tiles of the prologue first (they depend on the expert alone); they join the first
   // commit group with A tile 0, and group s holds A tile s.
@@ -210,33 +190,8 @@ __global__ void __launch_bounds__(BLOCK_M * 2, 1)
       for (int part = 0; part < LD::PARTS; ++part) ld.template load<false, LD::LOAD_B>(s, s, part);
 
   float scale_of[ROWS_PER_THREAD];
-  if (tid == 0) s_live = 0;
-  __syncthreads();
-#pragma unroll
-  for (int i = 0; i < ROWS_PER_THREAD; ++i) {
-    const int r = tid + i * THREADS;
-    if (BLOCK_M % THREADS != 0 && r >= BLOCK_M) continue;
-    const int pair = pair_of[i];
-    const bool real = pair >= 0 && pair < args.pairs;
-    if (real) atomicMax(&s_live, r + 1);
-    if constexpr (GATED) {
-      s_src[r] = real ? (args.pair_token ? args.pair_token[pair] : pair / args.k) : -1;
-      s_dst[r] = real ? m0 + r : -1;
-    } else {
-      s_src[r] = real ? m0 + r : -1;
-      s_dst[r] = real ? pair : -1;
-      scale_of[i] = real ? args.topk_weights[pair] : 0.f;
-    }
-  }
-  __syncthreads();
-
-#pragma unroll
-  for (int i = 0; i < LD::A_ITERS; ++i) {
-    const int row = ld.lrow + i * LD::STEP;
-    const int src = row < BLOCK_M ? s_src[row] : -1;
-    ld.a_row[i] = a + static_cast<long long>(src >= 0 ? src : 0) * kdim + ld.lchunk * 8;
-    ld.a_bytes[i] = src >= 0 ? 16 : 0;
-  }
+  moe::gemm_resolve_rows<BLOCK_M, THREADS, GATED>(ld, args, m0, pair_of, scale_of, s_src, s_dst,
+                                                 &s_live);
 #pragma unroll
   for (int s = 0; s < AHEAD; ++s) {
     if (s < k_tiles)
