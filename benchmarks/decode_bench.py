@@ -73,6 +73,7 @@ class AttentionArgs(ctypes.Structure):
         ("page_size", ctypes.c_int64), ("block_table", ctypes.c_void_p),
         ("seq_lens", ctypes.c_void_p), ("dtype", ctypes.c_int), ("impl", ctypes.c_int),
         ("workspace", ctypes.c_void_p), ("workspace_bytes", ctypes.c_size_t),
+        ("cu_seqlens_q", ctypes.c_void_p), ("cu_seqlens_k", ctypes.c_void_p),
     ]
 
 

@@ -203,6 +203,52 @@ TEST(AttentionArgs, ValidArgumentsReachTheDevice) {
     EXPECT_THROW(rt.attention(a, nullptr), NoDevice);
     EXPECT_THROW(rt.attention_workspace_size(a), NoDevice);
   }
+  // The prefill-only entry (and ktune_flash_attention over it) packs through the same code: a
+  // valid call gets as far as the device, with and without strides and the lse output.
+  const void* q = at<const void>(0x100000);
+  EXPECT_THROW(rt.flash_attention(q, q, q, at(0x200000), nullptr, 2, 8, 2, 333, 1000, 128, true,
+                                  0.f, DType::bf16, nullptr),
+               NoDevice);
+  EXPECT_THROW(rt.flash_attention(q, q, q, at(0x200000), at<float>(0x700000), 32, 8, 1, 4099, 4099,
+                                  128, false, 0.f, DType::f16, nullptr, &bshd),
+               NoDevice);
+}
+
+TEST(AttentionArgs, PrefillEntryNamesBadArguments) {
+  test::TempDir dir;
+  Runtime rt(options(dir));
+  const void* q = at<const void>(0x100000);
+  void* o = at(0x200000);
+  const auto message = [&](auto&& call) -> std::string {
+    try {
+      call();
+    } catch (const InvalidArgument& e) {
+      return e.what();
+    } catch (const std::exception& e) {
+      return std::string("not an InvalidArgument: ") + e.what();
+    }
+    return "accepted";
+  };
+  EXPECT_CONTAINS(message([&] {
+                    rt.flash_attention(q, q, q, o, nullptr, 1, 8, 3, 64, 64, 64, false, 0.f,
+                                       DType::bf16, nullptr);
+                  }),
+                  "hq=8 is not a multiple of hkv=3");
+  EXPECT_CONTAINS(message([&] {
+                    rt.flash_attention(q, q, q, o, nullptr, 1, 8, 8, 64, 64, 80, false, 0.f,
+                                       DType::bf16, nullptr);
+                  }),
+                  "d=80 is not a supported head dimension");
+  EXPECT_CONTAINS(message([&] {
+                    rt.flash_attention(nullptr, q, q, o, nullptr, 1, 8, 8, 64, 64, 64, false, 0.f,
+                                       DType::bf16, nullptr);
+                  }),
+                  "q is null");
+  EXPECT_CONTAINS(message([&] {
+                    rt.flash_attention(q, q, q, at(0x200008), nullptr, 1, 8, 8, 64, 64, 64, false,
+                                       0.f, DType::bf16, nullptr);
+                  }),
+                  "is not 16-byte aligned");
 }
 
 TEST(AttentionArgs, PackedInTheServingOpsOrder) {

@@ -725,10 +725,10 @@ TEST_F(GpuAttentionReference, BadArgumentsGetClearErrors) {
                "d=80 is not a supported head dimension");
   expect_error(ktune_flash_attention(nullptr, k, v, o, nullptr, 1, 8, 8, 64, 64, 64, nullptr, 0,
                                      0.f, KTUNE_BF16, nullptr),
-               "tensor q is a null pointer");
+               "q is null");
   expect_error(ktune_flash_attention(q, k, v, base + (12 << 20) + 8, nullptr, 1, 8, 8, 64, 64, 64,
                                      nullptr, 0, 0.f, KTUNE_BF16, nullptr),
-               "is not aligned to 16 bytes");
+               "is not 16-byte aligned");
   std::int64_t strides[12] = {8 * 64 * 64, 64, 8 * 64, 8 * 64 * 64, 64, 8 * 64,
                               8 * 64 * 64, 64, 8 * 64, 8 * 64 * 64, 64, 8 * 64};
   strides[8] = 8 * 64 + 4;

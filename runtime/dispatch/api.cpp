@@ -101,19 +101,17 @@ void Runtime::flash_attention(const void* q, const void* k, const void* v, void*
                               std::int64_t b, std::int64_t hq, std::int64_t hkv, std::int64_t nq,
                               std::int64_t nk, std::int64_t d, bool causal, float scale,
                               DType dtype, Stream stream, const AttentionLayout* layout) {
-  // No mask variant here (window 0, softcap no, alibi no): no slopes tensor, cap unused.
-  const std::int64_t dims[] = {b, hq, hkv, nq, nk, d, causal ? 1 : 0, 0, 0, 0};
-  const std::uint64_t t[] = {addr(q), addr(k), addr(v), addr(o), addr(lse), 0};
-  const double s[] = {scale, 0.0};
-  if (!layout) {
-    impl_->run(KTUNE_OP_INDEX("flash_attention"), dtype, dims, 10, t, 6, s, 2, stream, nullptr);
-    return;
-  }
-  const std::int64_t strides[12] = {layout->q.batch, layout->q.head, layout->q.seq,
-                                    layout->k.batch, layout->k.head, layout->k.seq,
-                                    layout->v.batch, layout->v.head, layout->v.seq,
-                                    layout->o.batch, layout->o.head, layout->o.seq};
-  impl_->run(KTUNE_OP_INDEX("flash_attention"), dtype, dims, 10, t, 6, s, 2, stream, strides);
+  // The prefill op through the one packer Runtime::attention uses, so that this entry follows
+  // the op's declared dims and tensors (it had gone stale when `varlen` was added).
+  AttentionArgs a;
+  a.q = q, a.k = k, a.v = v, a.o = o, a.lse = lse;
+  a.b = b, a.hq = hq, a.hkv = hkv, a.nq = nq, a.nk = nk, a.d = d;
+  a.causal = causal;
+  a.scale = scale;
+  a.layout = layout;
+  a.dtype = dtype;
+  a.impl = AttentionImpl::prefill;
+  attention(a, stream);
 }
 
 void Runtime::attention(const AttentionArgs& args, Stream stream) {
