@@ -84,7 +84,10 @@ class Ktune:
         self.lib = ctypes.CDLL(path)
         self.lib.ktune_last_error.restype = ctypes.c_char_p
         self.lib.ktune_configure.argtypes = [ctypes.c_char_p, ctypes.c_int]
-        self.lib.ktune_attention_args_init.argtypes = [ctypes.POINTER(AttentionArgs)]
+        # The _sized init writes sizeof(AttentionArgs) bytes only: the plain one writes the
+        # library's sizeof, past AttentionArgs when the library's struct has grown.
+        self.lib.ktune_attention_args_init_sized.argtypes = [ctypes.POINTER(AttentionArgs),
+                                                             ctypes.c_size_t]
         self.lib.ktune_attention.argtypes = [ctypes.POINTER(AttentionArgs), ctypes.c_void_p]
 
     def check(self, status):
@@ -96,7 +99,7 @@ class Ktune:
 
     def args(self, **fields):
         a = AttentionArgs()
-        self.check(self.lib.ktune_attention_args_init(ctypes.byref(a)))
+        self.check(self.lib.ktune_attention_args_init_sized(ctypes.byref(a), ctypes.sizeof(a)))
         for k, v in fields.items():
             setattr(a, k, v)
         return a

@@ -74,19 +74,20 @@ class KtuneMoe:
     """The MoE entry point of ktune's C API (runtime/include/ktune/ktune.h), and the
     configure/query calls around it:
 
-        ktune_status ktune_moe_args_init(ktune_moe_args* args);
+        ktune_status ktune_moe_args_init_sized(ktune_moe_args* args, size_t size);
         ktune_status ktune_moe_workspace_size(const ktune_moe_args* args, size_t* bytes);
         ktune_status ktune_moe(const ktune_moe_args* args, ktune_stream stream);
 
     At construction Args and the routing values are checked against the header (field names,
-    order and kinds; a mismatch raises with both lists) and struct_size against
-    ktune_moe_args_init's: if the API changes, adapt Args._fields_, ROUTING and the calls here
-    and nowhere else.
+    order and kinds; a mismatch raises with both lists) and sizeof(Args) against the sizes the
+    library accepts: if the API changes, adapt Args._fields_, ROUTING and the calls here and
+    nowhere else. Args is initialised with ktune_moe_args_init_sized(sizeof(Args)), never the
+    plain init: that writes the library's sizeof, past Args when the library's struct has grown.
     """
 
     class Args(ctypes.Structure):
         _fields_ = [
-            ("struct_size", ctypes.c_size_t),      # set by ktune_moe_args_init
+            ("struct_size", ctypes.c_size_t),      # set by ktune_moe_args_init_sized
             ("x", ctypes.c_void_p),                # [t, h] bf16
             ("logits", ctypes.c_void_p),           # [t, e] fp32
             ("correction_bias", ctypes.c_void_p),  # [e] fp32 or NULL (sigmoid_group)
@@ -125,23 +126,21 @@ class KtuneMoe:
         lib.ktune_configure.argtypes = [ctypes.c_char_p, I]
         lib.ktune_query.argtypes = [ctypes.c_char_p, ctypes.c_char_p, I, ctypes.POINTER(I),
                                     ctypes.c_char_p, S]
-        missing = [f for f in ("ktune_moe_args_init", "ktune_moe", "ktune_moe_workspace_size")
-                   if not hasattr(lib, f)]
+        missing = [f for f in ("ktune_moe_args_init_sized", "ktune_moe",
+                               "ktune_moe_workspace_size") if not hasattr(lib, f)]
         if missing:
             raise RuntimeError(f"{lib_path} has no {', '.join(missing)}: build a bundle with the "
                                "MoE C API (scripts/gpu_bundle.sh), or run with --no-ktune")
         args_p = ctypes.POINTER(self.Args)
-        lib.ktune_moe_args_init.argtypes = [args_p]
+        lib.ktune_moe_args_init_sized.argtypes = [args_p, S]
         lib.ktune_moe.argtypes = [args_p, P]
         lib.ktune_moe_workspace_size.argtypes = [args_p, ctypes.POINTER(S)]
         self.version = lib.ktune_version().decode()
         self.header_note = self._check_header(header_path)
-        probe = self.Args()
-        self.check(lib.ktune_moe_args_init(ctypes.byref(probe)))
-        if probe.struct_size != ctypes.sizeof(self.Args):
-            raise RuntimeError(f"ktune_moe_args_init says sizeof(ktune_moe_args) = "
-                               f"{probe.struct_size}, KtuneMoe.Args has "
-                               f"{ctypes.sizeof(self.Args)}: adapt KtuneMoe.Args")
+        # The library refuses a size outside its first ktune_moe_args .. its own sizeof.
+        if lib.ktune_moe_args_init_sized(ctypes.byref(self.Args()), ctypes.sizeof(self.Args)):
+            raise RuntimeError(f"{lib.ktune_last_error().decode()}: KtuneMoe.Args has "
+                               f"{ctypes.sizeof(self.Args)} bytes, adapt KtuneMoe.Args")
 
     def _check_header(self, path):
         """Raises if the header declares ktune_moe_args or the routing enum differently."""
@@ -204,7 +203,7 @@ class KtuneMoe:
     def args(self, cfg, t, x, logits, bias, w1, w2, y, ids=None, weights=None, counts=None,
              workspace=None):
         a = self.Args()
-        self.check(self.lib.ktune_moe_args_init(ctypes.byref(a)))
+        self.check(self.lib.ktune_moe_args_init_sized(ctypes.byref(a), ctypes.sizeof(a)))
         for name, v in (("x", x), ("logits", logits), ("correction_bias", bias),
                         ("topk_ids", ids), ("topk_weights", weights), ("w1", w1), ("w2", w2),
                         ("y", y), ("expert_counts", counts)):

@@ -6,7 +6,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <string>
@@ -366,6 +368,78 @@ TEST(AttentionArgs, CStructIsVersionedAndChecked) {
                                8 * 100 * 64, 64, 8 * 64, 8 * 64, 64, 8 * 64};
   a.strides = strides;
   EXPECT_EQ(ktune_attention(&a, nullptr), KTUNE_ERROR_NO_DEVICE);
+}
+
+// A caller whose struct is the first version's (an older header, a ctypes binding without the
+// fields appended since, as decode_bench.py's once was) passes its sizeof to the _sized init:
+// the plain init writes this header's sizeof and would overwrite the caller's memory past it.
+TEST(AttentionArgs, InitSizedWritesOnlyTheCallersBytes) {
+  constexpr std::size_t first = offsetof(ktune_attention_args, workspace_bytes) + sizeof(size_t);
+  constexpr std::size_t full = sizeof(ktune_attention_args);
+  static_assert(first < full, "cu_seqlens_q/k came after the first version");
+  // The caller's struct, then guard bytes that no init may touch.
+  alignas(ktune_attention_args) unsigned char buf[full + 64];
+  std::memset(buf, 0xAB, sizeof buf);
+  auto* raw = reinterpret_cast<ktune_attention_args*>(buf);
+  const auto guard_intact = [&](std::size_t from) {
+    for (std::size_t i = from; i < sizeof buf; ++i)
+      if (buf[i] != 0xAB) return false;
+    return true;
+  };
+  ASSERT_EQ(ktune_attention_args_init_sized(raw, first), KTUNE_OK) << ktune_last_error();
+  EXPECT_TRUE(guard_intact(first));
+  ktune_attention_args plain;
+  ASSERT_EQ(ktune_attention_args_init(&plain), KTUNE_OK);
+  // The bytes it wrote are the plain init's, struct_size apart.
+  EXPECT_EQ(std::memcmp(buf + sizeof(size_t), reinterpret_cast<unsigned char*>(&plain) +
+                        sizeof(size_t), first - sizeof(size_t)),
+            0);
+  // The caller's view: its bytes, then memory of its own that the library must never read
+  // (here a cu_seqlens_k without cu_seqlens_q, which the checks would refuse).
+  ktune_attention_args a;
+  std::memset(static_cast<void*>(&a), 0xCD, sizeof a);
+  std::memcpy(static_cast<void*>(&a), buf, first);
+  a.cu_seqlens_q = nullptr;
+  EXPECT_EQ(a.struct_size, first);
+  EXPECT_EQ(a.dtype, KTUNE_BF16);
+  EXPECT_EQ(a.impl, KTUNE_ATTENTION_AUTO);
+  EXPECT_EQ(a.q, nullptr);
+  EXPECT_EQ(a.workspace_bytes, 0u);
+
+  // Sizes outside first..full are refused, and nothing is written.
+  for (const std::size_t size : {std::size_t{0}, first - 1, full + 1, full + 64}) {
+    std::memset(buf, 0xAB, sizeof buf);
+    EXPECT_EQ(ktune_attention_args_init_sized(raw, size), KTUNE_ERROR_INVALID_ARGUMENT) << size;
+    EXPECT_CONTAINS(ktune_last_error(), "ktune_attention_args_init_sized: size is " +
+                                            std::to_string(size) + ", not in " +
+                                            std::to_string(first) + ".." +
+                                            std::to_string(full));
+    EXPECT_TRUE(guard_intact(0)) << size;
+  }
+  EXPECT_EQ(ktune_attention_args_init_sized(nullptr, first), KTUNE_ERROR_INVALID_ARGUMENT);
+  EXPECT_CONTAINS(ktune_last_error(), "ktune_attention_args_init_sized: args is null");
+  // The full size is the plain init, byte for byte.
+  std::memset(buf, 0x5A, sizeof buf);
+  ASSERT_EQ(ktune_attention_args_init_sized(raw, full), KTUNE_OK);
+  EXPECT_EQ(std::memcmp(buf, &plain, full), 0);
+  EXPECT_EQ(buf[full], 0x5A);
+
+  // The first-size struct goes through the checks as before.
+  a.q = at(0x100000), a.k = at(0x200000), a.v = at(0x300000), a.o = at(0x400000);
+  a.b = 1, a.hq = 8, a.hkv = 8, a.nq = 1, a.nk = 100, a.d = 64;
+  ktune_attention_args bad = a;
+  bad.causal = 2;
+  EXPECT_EQ(ktune_attention(&bad, nullptr), KTUNE_ERROR_INVALID_ARGUMENT);
+  EXPECT_CONTAINS(ktune_last_error(), "causal=2 must be 0 or 1");
+  bad = a;
+  bad.page_size = 16;
+  EXPECT_EQ(ktune_attention(&bad, nullptr), KTUNE_ERROR_INVALID_ARGUMENT);
+  EXPECT_CONTAINS(ktune_last_error(), "attention: block_table is null");
+  if (test::gpu_missing_reason().empty()) return;
+  EXPECT_EQ(ktune_attention(&a, nullptr), KTUNE_ERROR_NO_DEVICE) << ktune_last_error();
+  size_t bytes = 0;
+  EXPECT_EQ(ktune_attention_workspace_size(&a, &bytes), KTUNE_ERROR_NO_DEVICE)
+      << ktune_last_error();
 }
 
 }  // namespace

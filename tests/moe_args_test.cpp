@@ -509,6 +509,76 @@ TEST_F(MoeC, ValidArgumentsReachTheDevice) {
   EXPECT_EQ(ktune_moe(&a, nullptr), KTUNE_ERROR_NO_DEVICE) << ktune_last_error();
 }
 
+// A caller whose struct is the first version's (an older header, a ctypes binding) passes its
+// sizeof to the _sized init: the plain init writes this header's sizeof, past the caller's.
+TEST_F(MoeC, InitSizedWritesOnlyTheCallersBytes) {
+  constexpr std::size_t first = offsetof(ktune_moe_args, workspace_bytes) + sizeof(size_t);
+  constexpr std::size_t full = sizeof(ktune_moe_args);
+  // The caller's struct, then guard bytes that no init may touch.
+  alignas(ktune_moe_args) unsigned char buf[full + 64];
+  std::memset(buf, 0xAB, sizeof buf);
+  auto* raw = reinterpret_cast<ktune_moe_args*>(buf);
+  const auto guard_intact = [&](std::size_t from) {
+    for (std::size_t i = from; i < sizeof buf; ++i)
+      if (buf[i] != 0xAB) return false;
+    return true;
+  };
+  ASSERT_EQ(ktune_moe_args_init_sized(raw, first), KTUNE_OK) << ktune_last_error();
+  EXPECT_TRUE(guard_intact(first));
+  ktune_moe_args plain;
+  ASSERT_EQ(ktune_moe_args_init(&plain), KTUNE_OK);
+  // The bytes it wrote are the plain init's, struct_size apart.
+  EXPECT_EQ(std::memcmp(buf + sizeof(size_t), reinterpret_cast<unsigned char*>(&plain) +
+                        sizeof(size_t), first - sizeof(size_t)),
+            0);
+  // The caller's view: its bytes, then memory of its own that the library must never read.
+  ktune_moe_args a;
+  std::memset(static_cast<void*>(&a), 0xCD, sizeof a);
+  std::memcpy(static_cast<void*>(&a), buf, first);
+  EXPECT_EQ(a.struct_size, first);
+  EXPECT_EQ(a.x, nullptr);
+  EXPECT_EQ(a.t, 0);
+  EXPECT_EQ(a.routing, KTUNE_MOE_SOFTMAX_RENORM);
+  EXPECT_EQ(a.n_group, 1);
+  EXPECT_EQ(a.topk_group, 1);
+  EXPECT_EQ(a.routed_scaling, 1.0f);
+  EXPECT_EQ(a.dtype, KTUNE_BF16);
+  EXPECT_EQ(a.workspace, nullptr);
+  EXPECT_EQ(a.workspace_bytes, 0u);
+
+  // Sizes outside first..full are refused, and nothing is written.
+  for (const std::size_t size : {std::size_t{0}, first - 1, full + 1, full + 64}) {
+    std::memset(buf, 0xAB, sizeof buf);
+    EXPECT_EQ(ktune_moe_args_init_sized(raw, size), KTUNE_ERROR_INVALID_ARGUMENT) << size;
+    EXPECT_CONTAINS(ktune_last_error(), "ktune_moe_args_init_sized: size is " +
+                                            std::to_string(size) + ", not in " +
+                                            std::to_string(first) + ".." +
+                                            std::to_string(full));
+    EXPECT_TRUE(guard_intact(0)) << size;
+  }
+  EXPECT_EQ(ktune_moe_args_init_sized(nullptr, first), KTUNE_ERROR_INVALID_ARGUMENT);
+  EXPECT_CONTAINS(ktune_last_error(), "ktune_moe_args_init_sized: args is null");
+  // The full size is the plain init, byte for byte.
+  std::memset(buf, 0x5A, sizeof buf);
+  ASSERT_EQ(ktune_moe_args_init_sized(raw, full), KTUNE_OK);
+  EXPECT_EQ(std::memcmp(buf, &plain, full), 0);
+  EXPECT_EQ(buf[full], 0x5A);
+
+  // The first-size struct goes through the checks as before.
+  a = valid(a);
+  ktune_moe_args bad = a;
+  bad.k = 9;
+  expect_invalid(&bad, "k=9 exceeds e=8");
+  bad = a;
+  bad.routing = KTUNE_MOE_SIGMOID_GROUP;
+  bad.n_group = 3;
+  expect_invalid(&bad, "e=8 is not a multiple of n_group=3");
+  if (!no_gpu()) GTEST_SKIP() << "a GPU is here: fake addresses would be launched";
+  EXPECT_EQ(ktune_moe(&a, nullptr), KTUNE_ERROR_NO_DEVICE) << ktune_last_error();
+  std::size_t bytes = 0;
+  EXPECT_EQ(ktune_moe_workspace_size(&a, &bytes), KTUNE_ERROR_NO_DEVICE) << ktune_last_error();
+}
+
 }  // namespace
 }  // namespace ktune
 

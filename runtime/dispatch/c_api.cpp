@@ -60,6 +60,24 @@ void check_struct_size(const char* function, std::size_t given, std::size_t firs
                                                    init + "())"));
 }
 
+/// The first `size` bytes of a versioned args struct as `init` sets them, struct_size = size:
+/// a caller whose struct is shorter than this library's (an older header, a ctypes binding)
+/// gets exactly its own bytes written, and the defaults of the fields it has.
+template <typename Args>
+void init_sized(const char* function, Args* args, std::size_t size, std::size_t first,
+                void (*init)(Args*)) {
+  if (!args) throw ktune::InvalidArgument(std::string(function) + ": args is null");
+  if (size < first || size > sizeof(Args))
+    throw ktune::InvalidArgument(
+        std::string(function) + ": size is " + std::to_string(size) + ", not in " +
+        std::to_string(first) + ".." + std::to_string(sizeof(Args)) +
+        " (the first version's size through this library's sizeof; pass the caller's sizeof)");
+  Args full;
+  init(&full);
+  std::memcpy(static_cast<void*>(args), &full, size);
+  args->struct_size = size;
+}
+
 // The first ktune_moe_args: a caller built against it passes this struct_size. Fields appended
 // later keep their ktune_moe_args_init() defaults for such a caller.
 constexpr std::size_t kMoeArgsFirstSize =
@@ -217,6 +235,12 @@ ktune_status ktune_moe_args_init(ktune_moe_args* args) {
   });
 }
 
+ktune_status ktune_moe_args_init_sized(ktune_moe_args* args, size_t size) {
+  return guarded([&] {
+    init_sized("ktune_moe_args_init_sized", args, size, kMoeArgsFirstSize, init_moe_args);
+  });
+}
+
 ktune_status ktune_moe(const ktune_moe_args* args, ktune_stream stream) {
   return guarded([&] { ktune::Runtime::global().moe(moe_args("ktune_moe", args), stream); });
 }
@@ -233,6 +257,13 @@ ktune_status ktune_attention_args_init(ktune_attention_args* args) {
   return guarded([&] {
     if (!args) throw ktune::InvalidArgument("ktune_attention_args_init: args is null");
     init_attention_args(args);
+  });
+}
+
+ktune_status ktune_attention_args_init_sized(ktune_attention_args* args, size_t size) {
+  return guarded([&] {
+    init_sized("ktune_attention_args_init_sized", args, size, kAttentionArgsFirstSize,
+               init_attention_args);
   });
 }
 

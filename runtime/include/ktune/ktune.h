@@ -119,8 +119,15 @@ typedef struct ktune_attention_args {
                                   nq and nk are then the longest lengths */
 } ktune_attention_args;
 
-/* Zeroes *args and sets struct_size and the defaults (dtype KTUNE_BF16, impl AUTO). */
+/* Zeroes *args and sets struct_size and the defaults (dtype KTUNE_BF16, impl AUTO). Writes
+ * sizeof(ktune_attention_args) of this header: for C and C++ callers compiled against it. */
 ktune_status ktune_attention_args_init(ktune_attention_args* args);
+/* ktune_attention_args_init for a struct of `size` bytes, the caller's sizeof: bindings that
+ * declare the struct themselves (ctypes, cffi) and programs that may run against a newer
+ * library, whose struct has grown, use this form so that nothing past `size` is written.
+ * Zeroes `size` bytes, sets struct_size = size and each default whose field lies wholly
+ * inside them. size must lie between the first version's size and this library's sizeof. */
+ktune_status ktune_attention_args_init_sized(ktune_attention_args* args, size_t size);
 /* Runs the call on `stream`. Every argument is checked before any CUDA call; the message names
  * the bad one. Pass a workspace when capturing into a CUDA graph: then no call allocates. */
 ktune_status ktune_attention(const ktune_attention_args* args, ktune_stream stream);
@@ -168,8 +175,15 @@ typedef struct ktune_moe_args {
 } ktune_moe_args;
 
 /* Zeroes *args and sets struct_size and the defaults (routing KTUNE_MOE_SOFTMAX_RENORM,
- * n_group = topk_group = 1, routed_scaling = 1, dtype KTUNE_BF16). */
+ * n_group = topk_group = 1, routed_scaling = 1, dtype KTUNE_BF16). Writes
+ * sizeof(ktune_moe_args) of this header: for C and C++ callers compiled against it. */
 ktune_status ktune_moe_args_init(ktune_moe_args* args);
+/* ktune_moe_args_init for a struct of `size` bytes, the caller's sizeof: bindings that declare
+ * the struct themselves (ctypes, cffi) and programs that may run against a newer library,
+ * whose struct has grown, use this form so that nothing past `size` is written. Zeroes `size`
+ * bytes, sets struct_size = size and each default whose field lies wholly inside them. size
+ * must lie between the first version's size and this library's sizeof. */
+ktune_status ktune_moe_args_init_sized(ktune_moe_args* args, size_t size);
 /* Runs the layer on `stream`. Every argument is checked before any CUDA call; the message names
  * the bad one. Pass a workspace when capturing into a CUDA graph: then no call allocates. */
 ktune_status ktune_moe(const ktune_moe_args* args, ktune_stream stream);
