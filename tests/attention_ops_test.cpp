@@ -123,12 +123,38 @@ TEST(AttentionProblem, KeysWrittenBeforeTheVariantsParseWithThemOff) {
     EXPECT_EQ(op().problem_key(p), std::string(old));
     EXPECT_EQ(op().parse_problem(std::string(old) + ",window=0,softcap=no,alibi=no,varlen=no"), p);
   }
-  // The same default kernel as before for every old problem.
-  const Problem old = op().parse_problem("b=1,hq=2,hkv=1,nq=64,nk=64,d=128,causal=yes");
+  // The same default kernel as before for every old problem (one whose grid is not short).
+  const Problem old = op().parse_problem("b=4,hq=32,hkv=8,nq=2000,nk=2000,d=128,causal=yes");
   EXPECT_EQ(op().kernels(op().default_params(old, DType::bf16, device("sm_90a")), old,
                          DType::bf16)[0].name_expression,
             "ktune::flash_attention_fwd<ktune::bf16, 128, 128, 64, 4, 2, true, false, 1, false, "
             "false, false, false>");
+}
+
+// Defaults that follow the device: Hopper rows for d=32/96/256, and a grid with fewer than
+// three 128-row tiles per SM halved to block_m=64 (held-out problems measured on the H100).
+TEST(AttentionProblem, DefaultsFollowTheDevice) {
+  const auto key = [](const char* shape, const char* arch) {
+    const Problem p = op().parse_problem(shape);
+    const Params d = op().default_params(p, DType::bf16, device(arch));
+    EXPECT_EQ(op().invalid_reason(d, p, DType::bf16, device(arch)), std::nullopt) << shape;
+    return op().params_key(d);
+  };
+  // 4 x 32 x 1 = 128 tiles of 128 rows on 132 SMs: 64-row tiles.
+  EXPECT_EQ(key("b=4,hq=32,hkv=8,nq=64,nk=8192,d=128,causal=yes", "sm_90a"),
+            "block_m=64,block_n=64,warps=4,stages=2,q_regs=1,smem_pad=0,impl=0");
+  // 12 x 40 = 480 tiles (3.6 per SM): the row as it is.
+  EXPECT_EQ(key("b=1,hq=12,hkv=12,nq=5000,nk=5000,d=64,causal=yes", "sm_90a"),
+            "block_m=128,block_n=64,warps=4,stages=2,q_regs=1,smem_pad=0,impl=0");
+  EXPECT_EQ(key("b=2,hq=16,hkv=16,nq=4096,nk=4096,d=256,causal=no", "sm_90a"),
+            "block_m=128,block_n=32,warps=8,stages=3,q_regs=1,smem_pad=0,impl=0");
+  EXPECT_EQ(key("b=2,hq=24,hkv=24,nq=4096,nk=4096,d=96,causal=no", "sm_90a"),
+            "block_m=128,block_n=64,warps=4,stages=2,q_regs=0,smem_pad=0,impl=0");
+  EXPECT_EQ(key("b=4,hq=16,hkv=16,nq=2048,nk=2048,d=32,causal=no", "sm_90a"),
+            "block_m=128,block_n=128,warps=4,stages=3,q_regs=1,smem_pad=0,impl=0");
+  // sm_80 keeps its rows (d=256 in 128 KiB of its 163 KiB).
+  EXPECT_EQ(key("b=2,hq=16,hkv=16,nq=4096,nk=4096,d=256,causal=no", "sm_80"),
+            "block_m=128,block_n=32,warps=8,stages=2,q_regs=0,smem_pad=0,impl=0");
 }
 
 TEST(AttentionProblem, VariantDimsAndTheLookupsRules) {

@@ -200,6 +200,7 @@ TEST(MoeSpace, PrunesWhatCannotWinWithAReason) {
   EXPECT_TRUE(contains(op().invalid_reason(o, odd, DType::bf16, h100).value_or(""),
                        "e % route_vec == 0"));
   Params g = op().default_params(many, DType::bf16, h100);
+  g.values[op().param_index("impl1")] = 0;  // the mma.sync kernel's tile rules
   g.values[op().param_index("warps1")] = 8;
   g.values[op().param_index("warps_m1")] = 1;
   g.values[op().param_index("bn1")] = 64;
@@ -216,6 +217,7 @@ TEST(MoeSpace, SharedMemoryAgainstTheDevice) {
   for (const char* n : {"bk1", "bk2"}) big.values[op().param_index(n)] = 64;
   for (const char* n : {"stages1", "stages2"}) big.values[op().param_index(n)] = 4;
   for (const char* n : {"warps1", "warps2"}) big.values[op().param_index(n)] = 8;
+  for (const char* n : {"impl1", "impl2"}) big.values[op().param_index(n)] = 0;  // mma.sync
   // gemm1: 4 x (128 + 256) x 64 x 2 = 196608 bytes + 1536 static: fits sm_90a, not sm_80.
   EXPECT_EQ(op().invalid_reason(big, p, DType::bf16, device("sm_90a")), std::nullopt);
   EXPECT_TRUE(contains(op().invalid_reason(big, p, DType::bf16, device("sm_80")).value_or(""),
@@ -227,8 +229,22 @@ TEST(MoeSpace, WgmmaGemmIsATunable) {
   const DeviceInfo h100 = device("sm_90a");
   const Problem p = problem(kMixtral, 4096);
   Params w = op().default_params(p, DType::bf16, h100);
-  EXPECT_EQ(op().param(w, "impl1"), 0);  // the default stays on mma.sync until measured
-  EXPECT_EQ(op().param(w, "impl2"), 0);
+  // The default takes the wgmma GEMMs on sm_90a once experts average 256 rows (measured on the
+  // H100: MoeDefaults kWgmma), mma.sync below that and on any other architecture.
+  EXPECT_EQ(op().param(w, "impl1"), 1);
+  EXPECT_EQ(op().param(w, "impl2"), 1);
+  EXPECT_EQ(op().invalid_reason(w, p, DType::bf16, h100), std::nullopt);
+  for (const auto& [shape, t, impl] :
+       {std::tuple{std::string(kMixtral), 1024, 1}, std::tuple{std::string(kMixtral), 1023, 0},
+        std::tuple{std::string(kDeepSeek), 1024, 0}, std::tuple{std::string(kDeepSeek), 2048, 1},
+        std::tuple{std::string(kMixtral), 1, 0}}) {
+    const Problem q = problem(shape, t);
+    const Params d = op().default_params(q, DType::bf16, h100);
+    EXPECT_EQ(op().param(d, "impl1"), impl) << shape << " t=" << t;
+    EXPECT_EQ(op().param(d, "impl2"), impl) << shape << " t=" << t;
+    EXPECT_EQ(op().invalid_reason(d, q, DType::bf16, h100), std::nullopt) << shape << " t=" << t;
+  }
+  EXPECT_EQ(op().param(op().default_params(p, DType::bf16, device("sm_80")), "impl1"), 0);
   const auto set = [&](Params& q, const char* n, std::int64_t v) {
     q.values[op().param_index(n)] = v;
   };
@@ -366,8 +382,8 @@ TEST(MoeRun, KernelsInOrderPerRoutingMode) {
   EXPECT_EQ(kernel_names(ps, soft),
             (std::vector<std::string>{"moe_zero_kernel", "moe_route_kernel",
                                       "moe_align_count_kernel", "moe_align_scan_kernel",
-                                      "moe_align_scatter_kernel", "moe_gemm_kernel",
-                                      "moe_gemm_kernel", "moe_combine_kernel"}));
+                                      "moe_align_scatter_kernel", "moe_gemm_sm90_kernel",
+                                      "moe_gemm_sm90_kernel", "moe_combine_kernel"}));
   const Problem pre = problem(std::string(kMixtral) + ",routing=precomputed", 16);
   const Params pp = op().default_params(pre, DType::bf16, h100);
   EXPECT_EQ(kernel_names(pp, pre),

@@ -115,6 +115,14 @@ struct AttentionDefaults {
   int smem_pad;  // 1: shared rows padded by 16 bytes; 0: XOR swizzle
 };
 constexpr AttentionDefaults kDefaults[] = {
+    // Hopper: the fastest point of exhaustive sweeps of held-out problems on the H100
+    // (benchmarks/results/fallback-h100-2026-11-23.md: d=32 b=4,hq=16,nq=nk=2048; d=96
+    // b=2,hq=24,nq=nk=4096; d=256 b=2,hq=16,nq=nk=4096 causal and not, both best at this row),
+    // where the sm_80 rows below were 0.90x, 0.77x and 0.81-0.83x of the optimum. d=256 with
+    // three stages needs 160 KiB of shared memory, within Hopper's 227 KiB.
+    {9, 32, 128, 128, 4, 3, 1, 0},
+    {9, 96, 128, 64, 4, 2, 0, 0},
+    {9, 256, 128, 32, 8, 3, 1, 0},
     // sm_80 and later; Hopper runs this mma.sync kernel too (a wgmma variant would add sm_90
     // rows above these). D=64 and D=128: best of the ANCHORS table on H100
     // (benchmarks/attention/NOTES.md, v4); the other head dims are the configs checked there.
@@ -124,6 +132,12 @@ constexpr AttentionDefaults kDefaults[] = {
     {8, 128, 128, 64, 4, 2, 0, 0},
     {8, 256, 128, 32, 8, 2, 0, 0},  // 128 KiB of shared memory: fits sm_80's 163 KiB
 };
+/// A grid of block_m=128 tiles with fewer CTAs than this many per SM takes block_m=64 (4 warps,
+/// Q in registers) instead. On the H100 the fastest point of every held-out problem with such a
+/// grid had block_m=64 (1.1-1.9x the 128-row default: nq=64 with 128 CTAs, nq=300 with 300,
+/// nq=777 with 336), and those with more (480 and up) kept block_m=128
+/// (benchmarks/results/fallback-h100-2026-11-23.md).
+constexpr std::int64_t kShortGridWaves = 3;
 /// Smallest tiles, for a device with less shared memory than the row above assumes
 /// (96 KiB at d=256).
 constexpr AttentionDefaults kSmallest = {8, 0, 64, 32, 4, 2, 0, 0};
@@ -434,8 +448,14 @@ class FlashAttentionOp final : public Op {
     for (const AttentionDefaults& row : kDefaults) {
       if (row.d != s.d || device.cc_major < row.cc_major) continue;
       const Params p = params(row);
-      if (!invalid_reason(p, problem, t, device)) return p;
-      break;
+      if (invalid_reason(p, problem, t, device)) break;
+      // Few query tiles: halve them, so that the last wave idles less of the GPU.
+      if (row.block_m == 128 && device.sm_count > 0 &&
+          s.b * s.hq * ((s.nq + 127) / 128) < kShortGridWaves * device.sm_count) {
+        const Params half = params({row.cc_major, row.d, 64, row.block_n, 4, row.stages, 1, 0});
+        if (!invalid_reason(half, problem, t, device)) return half;
+      }
+      return p;
     }
     return params(kSmallest);
   }

@@ -124,12 +124,14 @@ constexpr DecodeDefaults kDefaults[] = {
     // benchmarks/results/decode-h100-2026-11-23.md) the fastest split count of three exhaustive
     // sweeps (d=128 at 128 and 8 (batch, KV head) pairs, d=256 at 32) was the one that filled
     // each SM once; a second wave of splits cost more (the combine, shorter streams) than it
-    // hid. d=32/64/96 follow d=128 (not measured).
+    // hid. Tiles: d=64 and d=256 the fastest of their exhaustive sweeps (two problems each,
+    // benchmarks/results/decode-paged-h100-2026-11-23.md and fallback-h100-2026-11-23.md; the
+    // rows before were 0.96-0.97x and 0.95-0.98x of it); d=32/96 follow d=64/128 (not measured).
     {9, 32, 128, 4, 3, 1, 256},
-    {9, 64, 128, 4, 3, 1, 256},
+    {9, 64, 64, 4, 2, 1, 256},
     {9, 96, 64, 4, 3, 1, 256},
     {9, 128, 64, 4, 3, 1, 256},
-    {9, 256, 32, 2, 4, 1, 256},
+    {9, 256, 64, 4, 3, 1, 256},
     // Ampere: 163 KiB per block, 164 KiB per SM: one stage fewer. Not measured (no sm_80 GPU
     // lent): one CTA per SM as measured on Hopper.
     {8, 32, 128, 4, 2, 1, 256},

@@ -249,6 +249,15 @@ constexpr MoeDefaults kDefaults[] = {
     {8, 2048, 64, {64, 64, 4, 2, 3, 0, 0, 0, 0}, {64, 64, 4, 2, 3, 0, 0, 0, 0}, 0, 8, 8},
     {8, 1 << 30, 128, {64, 32, 8, 2, 3, 0, 0, 0, 0}, {128, 32, 8, 2, 3, 0, 0, 0, 0}, 4096, 8, 8},
 };
+/// sm_90a with at least kWgmmaMinRows rows per expert on average (t * k / e): both GEMMs on
+/// the wgmma kernel, whatever t. On the H100 (benchmarks/results/moe-wgmma-h100-2026-11-23.md)
+/// this is the best point of the Mixtral T=4096 sweep (1024 rows per expert; 1.27x the mma.sync
+/// row; its align_chunk=0 and 4096 within 1 %, 4096 up to 7 % ahead at DeepSeek T=4096) and within 8 % of DeepSeek T=4096's (512 rows; 1.20x); where experts got 128 rows
+/// (DeepSeek T=1024) the best wgmma gemm1 was 5 % slower than the mma.sync row, and at 256
+/// (Mixtral T=1024) the wgmma points won by 1.1-1.2x.
+constexpr MoeDefaults kWgmma = {9, 1 << 30, 128, {128, 64, 8, 1, 4, 0, 0, 0, 1},
+                                {128, 64, 8, 1, 4, 8, 0, 0, 1}, 4096, 8, 8};
+constexpr long long kWgmmaMinRows = 256;
 /// Valid for every problem problem_reason() accepts on any sm_80+ device: small tiles, 2 stages.
 constexpr MoeDefaults kSafe = {8, 0, 16, {64, 32, 4, 1, 2, 0, 0, 0, 0}, {64, 32, 4, 1, 2, 0, 0, 0, 0},
                                0, 8, 8};
@@ -815,6 +824,12 @@ class MoeOp final : public Op {
                      s.route_kernel() ? r.route_lanes : 8, s.route_kernel() ? vec : 1,
                      s.combines() ? r.combine_vec : tunables_[kCombineVec].values.front()}};
     };
+    if (device.arch() == "sm_90a" && !s.expert_choice() &&
+        s.pairs() >= kWgmmaMinRows * std::min<long long>(s.e, s.pairs())) {
+      Params p = params(kWgmma);
+      fit_columns(p, s);
+      if (!invalid_reason(p, problem, t, device)) return p;
+    }
     for (const MoeDefaults& row : kDefaults) {
       if (device.cc_major < row.cc_major || s.t > row.max_t) continue;
       Params p = params(row);
