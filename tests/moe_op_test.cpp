@@ -423,6 +423,9 @@ TEST(MoeRun, LaunchesFromUpperBoundsInsideTheWorkspace) {
         EXPECT_EQ(l.kernel, reinterpret_cast<KernelHandle>(0x100 + i)) << what;
         EXPECT_EQ(static_cast<int>(l.block[0]), op().block_threads(params, p, DType::bf16, i));
         EXPECT_EQ(l.shared_bytes, op().dynamic_shared_bytes(params, p, DType::bf16, i));
+        // The first kernel waits for the caller's work; each later one is launched
+        // programmatically and waits for its predecessor itself (griddep_wait).
+        EXPECT_EQ(l.programmatic, i > 0) << what << " kernel " << i;
       }
       const auto z = all.launches[0].as<MoeZeroArgs>();
       EXPECT_EQ(z.count, 2 * E + 1);

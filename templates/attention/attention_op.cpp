@@ -115,13 +115,12 @@ struct AttentionDefaults {
   int smem_pad;  // 1: shared rows padded by 16 bytes; 0: XOR swizzle
 };
 constexpr AttentionDefaults kDefaults[] = {
-    // Hopper: the fastest point of exhaustive sweeps of held-out problems on the H100
-    // (benchmarks/results/fallback-h100-2026-11-23.md: d=32 b=4,hq=16,nq=nk=2048; d=96
-    // b=2,hq=24,nq=nk=4096; d=256 b=2,hq=16,nq=nk=4096 causal and not, both best at this row),
-    // where the sm_80 rows below were 0.90x, 0.77x and 0.81-0.83x of the optimum. d=256 with
-    // three stages needs 160 KiB of shared memory, within Hopper's 227 KiB.
-    {9, 32, 128, 128, 4, 3, 1, 0},
-    {9, 96, 128, 64, 4, 2, 0, 0},
+    // Hopper, d=256: the fastest point of exhaustive sweeps of two held-out problems on the
+    // H100 (benchmarks/results/fallback-h100-2026-11-23.md: b=2,hq=16,nq=nk=4096, causal and
+    // not), where the sm_80 row below was 0.81-0.83x of the optimum; three stages need 160 KiB
+    // of shared memory, within Hopper's 227 KiB. The fastest points found for d=32 (1.12x) and
+    // d=96 (1.29x) are not defaults: they spill (d=32 causal 96 stores, d=96 24; the defaults
+    // keep at most 16, attention_compile_test), and a tuned database can still carry them.
     {9, 256, 128, 32, 8, 3, 1, 0},
     // sm_80 and later; Hopper runs this mma.sync kernel too (a wgmma variant would add sm_90
     // rows above these). D=64 and D=128: best of the ANCHORS table on H100
@@ -133,7 +132,7 @@ constexpr AttentionDefaults kDefaults[] = {
     {8, 256, 128, 32, 8, 2, 0, 0},  // 128 KiB of shared memory: fits sm_80's 163 KiB
 };
 /// A grid of block_m=128 tiles with fewer CTAs than this many per SM takes block_m=64 (4 warps,
-/// Q in registers) instead. On the H100 the fastest point of every held-out problem with such a
+/// Q in registers) instead, at d=64 and d=128 (the head dims it was measured at). On the H100 the fastest point of every held-out problem with such a
 /// grid had block_m=64 (1.1-1.9x the 128-row default: nq=64 with 128 CTAs, nq=300 with 300,
 /// nq=777 with 336), and those with more (480 and up) kept block_m=128
 /// (benchmarks/results/fallback-h100-2026-11-23.md).
@@ -450,7 +449,7 @@ class FlashAttentionOp final : public Op {
       const Params p = params(row);
       if (invalid_reason(p, problem, t, device)) break;
       // Few query tiles: halve them, so that the last wave idles less of the GPU.
-      if (row.block_m == 128 && device.sm_count > 0 &&
+      if (row.block_m == 128 && (s.d == 64 || s.d == 128) && device.sm_count > 0 &&
           s.b * s.hq * ((s.nq + 127) / 128) < kShortGridWaves * device.sm_count) {
         const Params half = params({row.cc_major, row.d, 64, row.block_n, 4, row.stages, 1, 0});
         if (!invalid_reason(half, problem, t, device)) return half;

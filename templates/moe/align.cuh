@@ -27,6 +27,7 @@
 // the order in which blocks run.
 #pragma once
 
+#include "common/pdl.cuh"
 #include "moe/args.h"
 
 namespace ktune {
@@ -183,6 +184,11 @@ __device__ void lay_out_experts(const MoeAlignArgs& args, const int* total, int*
 
 template <int THREADS>
 __global__ void __launch_bounds__(THREADS) moe_align_kernel(const __grid_constant__ MoeAlignArgs args) {
+  // Every kernel of the op after its first is launched programmatically (common/pdl.cuh):
+  // nothing the previous one wrote is read before the wait; a small grid, so the next kernel
+  // may be scheduled at once (a no-op for the first kernel and before sm_90).
+  griddep_wait();
+  griddep_launch_dependents();
   moe::check_align_threads<THREADS>();
   constexpr int WARPS = THREADS / 32;
   __shared__ int offset[WARPS][kMoeAlignMaxExperts];  // per-warp counts, then row offsets
@@ -226,6 +232,11 @@ __device__ __forceinline__ void check_align_chunk() {
 template <int THREADS, int CHUNK>
 __global__ void __launch_bounds__(THREADS)
     moe_align_count_kernel(const __grid_constant__ MoeAlignArgs args) {
+  // Every kernel of the op after its first is launched programmatically (common/pdl.cuh):
+  // nothing the previous one wrote is read before the wait; a small grid, so the next kernel
+  // may be scheduled at once (a no-op for the first kernel and before sm_90).
+  griddep_wait();
+  griddep_launch_dependents();
   check_align_chunk<THREADS, CHUNK>();
   __shared__ int counts[kMoeAlignMaxExperts];
   const int E = args.experts;
@@ -244,6 +255,11 @@ __global__ void __launch_bounds__(THREADS)
 template <int THREADS, int CHUNK>
 __global__ void __launch_bounds__(THREADS)
     moe_align_scan_kernel(const __grid_constant__ MoeAlignArgs args) {
+  // Every kernel of the op after its first is launched programmatically (common/pdl.cuh):
+  // nothing the previous one wrote is read before the wait; a small grid, so the next kernel
+  // may be scheduled at once (a no-op for the first kernel and before sm_90).
+  griddep_wait();
+  griddep_launch_dependents();
   check_align_chunk<THREADS, CHUNK>();
   __shared__ int total[kMoeAlignMaxExperts];
   __shared__ int start[kMoeAlignMaxExperts + 1];
@@ -277,6 +293,11 @@ __global__ void __launch_bounds__(THREADS)
 template <int THREADS, int CHUNK>
 __global__ void __launch_bounds__(THREADS)
     moe_align_scatter_kernel(const __grid_constant__ MoeAlignArgs args) {
+  // Every kernel of the op after its first is launched programmatically (common/pdl.cuh):
+  // nothing the previous one wrote is read before the wait; a small grid, so the next kernel
+  // may be scheduled at once (a no-op for the first kernel and before sm_90).
+  griddep_wait();
+  griddep_launch_dependents();
   check_align_chunk<THREADS, CHUNK>();
   constexpr int WARPS = THREADS / 32;
   __shared__ int offset[WARPS][kMoeAlignMaxExperts];

@@ -2,6 +2,7 @@
 // accumulated in fp32 and rounded once. Deterministic: no atomics, a fixed summation order.
 #pragma once
 
+#include "common/pdl.cuh"
 #include "common/types.cuh"
 #include "common/vec.cuh"
 #include "moe/args.h"
@@ -17,6 +18,11 @@ namespace ktune {
 template <typename T, int THREADS, int VEC>
 __global__ void __launch_bounds__(THREADS)
     moe_combine_kernel(const __grid_constant__ MoeCombineArgs args) {
+  // Every kernel of the op after its first is launched programmatically (common/pdl.cuh):
+  // nothing the previous one wrote is read before the wait; a small grid, so the next kernel
+  // may be scheduled at once (a no-op for the first kernel and before sm_90).
+  griddep_wait();
+  griddep_launch_dependents();
   static_assert(sizeof(T) == 2, "T must be bf16 or fp16");
   static_assert(THREADS == 64 || THREADS == 128 || THREADS == 256 || THREADS == 512,
                 "THREADS must be 64, 128, 256 or 512");

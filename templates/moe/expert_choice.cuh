@@ -30,6 +30,7 @@
 // is assumed to survive in the workspace.
 #pragma once
 
+#include "common/pdl.cuh"
 #include "common/types.cuh"
 #include "common/vec.cuh"
 #include "moe/args.h"
@@ -41,6 +42,11 @@ namespace ktune {
 
 __global__ void __launch_bounds__(kMoeEcScoreThreads)
     moe_expert_choice_scores_kernel(const __grid_constant__ MoeExpertChoiceArgs args) {
+  // Every kernel of the op after its first is launched programmatically (common/pdl.cuh):
+  // nothing the previous one wrote is read before the wait; a small grid, so the next kernel
+  // may be scheduled at once (a no-op for the first kernel and before sm_90).
+  griddep_wait();
+  griddep_launch_dependents();
   constexpr int TOK = kMoeEcScoreTokens;
   // Token rows padded by one float: a thread per token walking its row hits distinct banks.
   __shared__ float tile[TOK][kMoeMaxExperts + 1];
@@ -81,6 +87,11 @@ __global__ void __launch_bounds__(kMoeEcScoreThreads)
 template <int THREADS>
 __global__ void __launch_bounds__(THREADS)
     moe_expert_choice_select_kernel(const __grid_constant__ MoeExpertChoiceArgs args) {
+  // Every kernel of the op after its first is launched programmatically (common/pdl.cuh):
+  // nothing the previous one wrote is read before the wait; a small grid, so the next kernel
+  // may be scheduled at once (a no-op for the first kernel and before sm_90).
+  griddep_wait();
+  griddep_launch_dependents();
   static_assert(THREADS >= 128 && THREADS <= 1024 && (THREADS & (THREADS - 1)) == 0,
                 "THREADS must be a power of two in 128..1024");
   constexpr int WARPS = THREADS / 32;
@@ -214,6 +225,11 @@ __global__ void __launch_bounds__(THREADS)
 template <typename T, int THREADS, int VEC>
 __global__ void __launch_bounds__(THREADS)
     moe_expert_choice_combine_kernel(const __grid_constant__ MoeExpertChoiceCombineArgs args) {
+  // Every kernel of the op after its first is launched programmatically (common/pdl.cuh):
+  // nothing the previous one wrote is read before the wait; a small grid, so the next kernel
+  // may be scheduled at once (a no-op for the first kernel and before sm_90).
+  griddep_wait();
+  griddep_launch_dependents();
   static_assert(sizeof(T) == 2, "T must be bf16 or fp16");
   static_assert(THREADS == 64 || THREADS == 128 || THREADS == 256 || THREADS == 512,
                 "THREADS must be 64, 128, 256 or 512");

@@ -29,6 +29,7 @@
 
 #include "attention/mma.cuh"
 #include "common/math.cuh"
+#include "common/pdl.cuh"
 #include "common/types.cuh"
 #include "moe/args.h"
 #include "moe/gemm_args.h"
@@ -371,6 +372,10 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_CTAS)
   __shared__ int s_live;            // 1 + the last real row of the block
   extern __shared__ __align__(128) unsigned char smem[];
 
+  // Programmatic launch (common/pdl.cuh): gemm1 reads the alignment its predecessor wrote, so it
+  // waits first; gemm2 reads only what kernels before gemm1 wrote until its A loads (act, gemm1's
+  // output), so it waits just before them: its weight tiles stream during gemm1's tail.
+  if constexpr (GATED) griddep_wait();
   int block, col_block;
   moe::gemm_block_of<GROUP_M>(block, col_block);
   const int m0 = block * BLOCK_M;
@@ -408,6 +413,7 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_CTAS)
       for (int part = 0; part < LD::PARTS; ++part)
         ld.template load<false, LD::LOAD_B>(s, s, part);
 
+  if constexpr (!GATED) griddep_wait();
   // gemm2's routing weights are read now and published after the main loop (the epilogue is
   // their only reader), so their latency stays off the start.
   float scale_of[ROWS_PER_THREAD];
@@ -472,6 +478,9 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_CTAS)
     cp_async_commit();
     slot = slot + 1 == STAGES ? 0 : slot + 1;
   }
+  // Past the main loop this CTA needs its SM for the epilogue only: the next kernel (gemm2 or
+  // the combine) may be scheduled into the last wave's tail.
+  griddep_launch_dependents();
   cp_async_wait<0>();
   // EPI=1 overwrites the ring: every warp must be past its last ldmatrix (gemm2's barrier
   // below serves as well).

@@ -30,6 +30,7 @@
 #pragma once
 
 #include "common/math.cuh"
+#include "common/pdl.cuh"
 #include "common/types.cuh"
 #include "common/wgmma.cuh"
 #include "moe/args.h"
@@ -154,6 +155,8 @@ __global__ void __launch_bounds__(BLOCK_M * 2, 1)
   __shared__ int s_live;            // 1 + the last real row of the block
   extern __shared__ __align__(1024) unsigned char smem[];
 
+  // Programmatic launch: gemm1 waits first, gemm2 just before its A loads (as gemm.cuh).
+  if constexpr (GATED) griddep_wait();
   int block, col_block;
   moe::gemm_block_of<GROUP_M>(block, col_block);
   const int m0 = block * BLOCK_M;
@@ -189,6 +192,7 @@ __global__ void __launch_bounds__(BLOCK_M * 2, 1)
 #pragma unroll
       for (int part = 0; part < LD::PARTS; ++part) ld.template load<false, LD::LOAD_B>(s, s, part);
 
+  if constexpr (!GATED) griddep_wait();
   float scale_of[ROWS_PER_THREAD];
   moe::gemm_resolve_rows<BLOCK_M, THREADS, GATED>(ld, args, m0, pair_of, scale_of, s_src, s_dst,
                                                  &s_live);
@@ -220,6 +224,7 @@ __global__ void __launch_bounds__(BLOCK_M * 2, 1)
     moe::sm90_ring<T, true, BLOCK_N, BLOCK_K, STAGES>(acc, ld, k_tiles, a_off);
   else
     moe::sm90_ring<T, false, BLOCK_N, BLOCK_K, STAGES>(acc, ld, k_tiles, a_off);
+  griddep_launch_dependents();  // the epilogue is left (as gemm.cuh)
   cp_async_wait<0>();
   if constexpr (!GATED) {
 #pragma unroll

@@ -276,6 +276,11 @@ class KernelSequence {
     k.shared_bytes = smem;
     k.args = args;
     k.args_size = size;
+    // Every kernel after the first may be scheduled during its predecessor's tail: each waits
+    // (griddep_wait) before reading what the one before it wrote (templates/common/pdl.cuh).
+    // The first waits for the caller's previous work on the stream, as any launch.
+    k.programmatic = launched_ > 0;
+    ++launched_;
     launcher_.launch(k);
   }
   void skip() { ++index_; }
@@ -284,6 +289,7 @@ class KernelSequence {
   const RunArgs& a_;
   Launcher& launcher_;
   std::size_t index_ = 0;
+  int launched_ = 0;
 };
 
 void* tensor(const RunArgs& a, std::size_t i) {

@@ -29,6 +29,7 @@
 // replays).
 #pragma once
 
+#include "common/pdl.cuh"
 #include "common/reduce.cuh"
 #include "common/vec.cuh"
 #include "moe/args.h"
@@ -79,6 +80,11 @@ __device__ __forceinline__ unsigned long long to_fixed(float p) {
 
 template <int ROUTING, int THREADS, int LANES, int VEC, int ITEMS>
 __global__ void __launch_bounds__(THREADS) moe_route_kernel(const __grid_constant__ MoeRouteArgs args) {
+  // Every kernel of the op after its first is launched programmatically (common/pdl.cuh):
+  // nothing the previous one wrote is read before the wait; a small grid, so the next kernel
+  // may be scheduled at once (a no-op for the first kernel and before sm_90).
+  griddep_wait();
+  griddep_launch_dependents();
   static_assert(ROUTING == moe_softmax || ROUTING == moe_softmax_renorm ||
                     ROUTING == moe_sigmoid_group,
                 "ROUTING must be moe_softmax, moe_softmax_renorm or moe_sigmoid_group");
