@@ -84,6 +84,52 @@ TEST(RuntimeStatus, WorksWithoutAGpu) {
   EXPECT_FALSE(fs::exists(dir.path() / "user.db"));
 }
 
+// Every entry point packs its op's dims and tensors before any CUDA call: with valid arguments
+// it gets as far as the device (NoDevice here), not an InvalidArgument of its own making. (The
+// prefill entry once packed 10 dims for an op of 11, and only a GPU run saw it.)
+TEST(RuntimeStatus, EveryEntryPointReachesTheDevice) {
+  if (test::gpu_missing_reason().empty())
+    GTEST_SKIP() << "a GPU is here: fake addresses would be launched";
+  {
+    test::TempDir dir;
+    Runtime rt(options(dir.path() / "user.db", dir.path() / "cache"));
+    const auto p = [](std::uint64_t a) { return reinterpret_cast<void*>(a); };
+    const auto expect_device = [](const char* what, auto&& call) {
+      try {
+        call();
+        ADD_FAILURE() << what << ": returned without a device";
+      } catch (const NoDevice&) {
+      } catch (const std::exception& e) {
+        ADD_FAILURE() << what << ": " << e.what();
+      }
+    };
+    expect_device("add_rmsnorm", [&] {
+      rt.add_rmsnorm(p(0x1000), p(0x2000), p(0x3000), p(0x4000), p(0x5000), 64, 256, DType::bf16,
+                     1e-6f, nullptr);
+    });
+    expect_device("layernorm", [&] {
+      rt.layernorm(p(0x1000), nullptr, p(0x3000), p(0x4000), p(0x5000), nullptr, 64, 256,
+                   DType::f16, 1e-5f, nullptr);
+    });
+    expect_device("layernorm with residual", [&] {
+      rt.layernorm(p(0x1000), p(0x2000), p(0x3000), p(0x4000), p(0x5000), p(0x6000), 64, 256,
+                   DType::bf16, 1e-5f, nullptr);
+    });
+    expect_device("bias_act", [&] {
+      rt.bias_act(p(0x1000), p(0x2000), p(0x3000), 64, 256, Activation::silu, DType::bf16,
+                  nullptr);
+    });
+    expect_device("swiglu",
+                  [&] { rt.swiglu(p(0x1000), p(0x2000), 64, 256, DType::bf16, nullptr); });
+    expect_device("softmax",
+                  [&] { rt.softmax(p(0x1000), p(0x2000), 64, 256, 1.f, DType::f16, nullptr); });
+    expect_device("flash_attention", [&] {
+      rt.flash_attention(p(0x1000), p(0x2000), p(0x3000), p(0x4000), nullptr, 1, 8, 2, 100, 100,
+                         64, true, 0.f, DType::bf16, nullptr);
+    });
+  }
+}
+
 TEST(RuntimeStatus, ListsRefusedDatabasesAndSkippedRows) {
   test::TempDir dir;
   const fs::path fifo = dir.path() / "pipe.db";

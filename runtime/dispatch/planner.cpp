@@ -239,6 +239,13 @@ std::unique_ptr<Plan> Runtime::Impl::make_plan(const PlanKey& key) {
 PlanKey Runtime::Impl::key_of(int op_index, DType dtype, const std::int64_t* dims,
                               std::size_t ndims) {
   if (ndims > kMaxDims) throw InvalidArgument("too many dimensions");
+  // The count is checked before the device is touched, so that an entry point that packs the
+  // wrong number of dims fails on a machine without a GPU too (tests/runtime_status_test.cpp).
+  const Op& op = *all_ops()[static_cast<std::size_t>(op_index)];
+  if (ndims != op.dims().size())
+    throw InvalidArgument(std::string(op.name()) + ": " + std::to_string(ndims) +
+                          " problem values given; the op has " +
+                          std::to_string(op.dims().size()) + " dims");
   PlanKey key;
   key.op = op_index;
   key.dtype = static_cast<int>(dtype);
