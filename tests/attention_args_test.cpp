@@ -89,12 +89,24 @@ TEST(AttentionArgs, AutomaticPicksDecodeForShortQueriesAndPagedCaches) {
                                                                          : "flash_attention")
         << variant;
   }
-  // A variable-length batch: only the prefill op packs sequences (one query row each here).
+  // A variable-length batch goes by its longest query length as a fixed one does: decode up to
+  // kDecodeMaxNq (one query row each here), with any variant; prefill above.
   AttentionArgs packed = decode_args();
   packed.cu_seqlens_q = at<const std::int32_t>(0x800000);
   packed.cu_seqlens_k = at<const std::int32_t>(0x810000);
-  EXPECT_STREQ(attention_op_for(packed), has_dim("flash_decode", "varlen") ? "flash_decode"
-                                                                            : "flash_attention");
+  ASSERT_TRUE(has_dim("flash_decode", "varlen"));
+  EXPECT_STREQ(attention_op_for(packed), "flash_decode");
+  packed.nq = kDecodeMaxNq;
+  packed.causal = true;
+  packed.window = 128, packed.softcap = 30.0f, packed.alibi_slopes = at<const float>(0x600000);
+  EXPECT_STREQ(attention_op_for(packed), "flash_decode");
+  packed.nq = kDecodeMaxNq + 1;
+  EXPECT_STREQ(attention_op_for(packed), "flash_attention");
+  packed.impl = AttentionImpl::decode;  // forced: decode takes any nq up to its own bound
+  EXPECT_STREQ(attention_op_for(packed), "flash_decode");
+  packed.nq = 1;
+  packed.impl = AttentionImpl::prefill;
+  EXPECT_STREQ(attention_op_for(packed), "flash_attention");
   AttentionArgs forced = prefill_args();
   forced.impl = AttentionImpl::decode;
   EXPECT_STREQ(attention_op_for(forced), "flash_decode");
@@ -158,7 +170,20 @@ std::vector<BadArgs> bad_args() {
          a.cu_seqlens_q = at<const std::int32_t>(0x800000);
          a.cu_seqlens_k = at<const std::int32_t>(0x810000);
        },
-       {"attention: no op takes page_size together with cu_seqlens"}},
+       // Automatic routing sends it to decode (paged), whose problem check refuses the pair.
+       {"invalid problem", "for flash_decode: varlen=yes with page=16",
+        "variable-length batches are packed contiguous K/V (page=0)"}},
+      {"paged and varlen forced to decode",
+       [](AttentionArgs& a) {
+         a = paged_args();
+         a.impl = AttentionImpl::decode;
+         a.cu_seqlens_q = at<const std::int32_t>(0x800000);
+         a.cu_seqlens_k = at<const std::int32_t>(0x810000);
+       },
+       {"for flash_decode: varlen=yes with page=16"}},
+      {"varlen decode without cu_seqlens_q",
+       [](AttentionArgs& a) { a.cu_seqlens_k = at<const std::int32_t>(0x810000); },
+       {"attention: cu_seqlens_k is set but cu_seqlens_q is null"}},
       {"workspace size without pointer", [](AttentionArgs& a) { a.workspace_bytes = 4096; },
        {"workspace is null but workspace_bytes is 4096"}},
   };
@@ -200,8 +225,11 @@ TEST(AttentionArgs, ValidArgumentsReachTheDevice) {
   AttentionArgs packed = prefill_args();
   packed.cu_seqlens_q = at<const std::int32_t>(0x800000);
   packed.cu_seqlens_k = at<const std::int32_t>(0x810000);
-  for (const AttentionArgs& a :
-       {decode_args(), prefill_args(), paged_args(), with_lse, caller, alibi, strided, packed}) {
+  AttentionArgs packed_decode = decode_args();
+  packed_decode.cu_seqlens_q = at<const std::int32_t>(0x800000);
+  packed_decode.cu_seqlens_k = at<const std::int32_t>(0x810000);
+  for (const AttentionArgs& a : {decode_args(), prefill_args(), paged_args(), with_lse, caller,
+                                 alibi, strided, packed, packed_decode}) {
     EXPECT_THROW(rt.attention(a, nullptr), NoDevice);
     EXPECT_THROW(rt.attention_workspace_size(a), NoDevice);
   }
@@ -326,6 +354,70 @@ TEST(AttentionArgs, PackedInTheServingOpsOrder) {
   EXPECT_EQ(pl.tensors[static_cast<std::size_t>(pl.ntensors - 1)], 0x810000u);
   EXPECT_EQ(pv.strides[2], l.q.seq);
   EXPECT_EQ(pv.strides[11], l.o.seq);
+
+  // Varlen decode (nq <= kDecodeMaxNq): flash_decode with varlen=yes, the offsets at its
+  // cu_seqlens_q / cu_seqlens_k, the slopes before them; a packed layout's strides pass as given.
+  AttentionArgs vd = decode_args();
+  vd.nq = 5, vd.causal = true, vd.lse = at<float>(0x700000);
+  vd.alibi_slopes = at<const float>(0x600000);
+  vd.cu_seqlens_q = at<const std::int32_t>(0x800000);
+  vd.cu_seqlens_k = at<const std::int32_t>(0x810000);
+  const AttentionLayout packed = AttentionLayout::bshd(32, 8, 5, 4099, 128);
+  vd.layout = &packed;
+  const AttentionCall dl = pack_attention(vd);
+  ASSERT_STREQ(dl.op, "flash_decode");
+  ASSERT_EQ(dl.ndims, static_cast<int>(op.dims().size()));
+  for (std::size_t i = 0; i < op.dims().size(); ++i) {
+    const std::string& name = op.dims()[i].name;
+    const std::int64_t want = name == "b"        ? 3
+                              : name == "hq"     ? 32
+                              : name == "hkv"    ? 8
+                              : name == "nq"     ? 5
+                              : name == "nk"     ? 4099
+                              : name == "d"      ? 128
+                              : name == "causal" ? 1
+                              : name == "alibi"  ? 1
+                              : name == "varlen" ? 1
+                                                 : 0;
+    EXPECT_EQ(dl.dims[i], want) << name;
+  }
+  Problem dp;
+  dp.values.assign(dl.dims.begin(), dl.dims.begin() + dl.ndims);
+  const std::vector<TensorSpec> dspecs = op.tensors(dp, DType::bf16);
+  ASSERT_EQ(dl.ntensors, static_cast<int>(dspecs.size()));
+  int offsets = 0;
+  for (std::size_t i = 0; i < dspecs.size(); ++i) {
+    const std::string& name = dspecs[i].name;
+    const std::uint64_t want = name == "q"              ? 0x100000
+                               : name == "k"            ? 0x200000
+                               : name == "v"            ? 0x300000
+                               : name == "o"            ? 0x400000
+                               : name == "lse"          ? 0x700000
+                               : name == "alibi_slopes" ? 0x600000
+                               : name == "cu_seqlens_q" ? 0x800000
+                               : name == "cu_seqlens_k" ? 0x810000
+                                                        : 0;
+    EXPECT_EQ(dl.tensors[i], want) << name;
+    offsets += name.rfind("cu_seqlens_", 0) == 0;
+  }
+  EXPECT_EQ(offsets, 2);
+  EXPECT_TRUE(dl.has_strides);
+  EXPECT_EQ(dl.strides[1], packed.q.head);
+  EXPECT_EQ(dl.strides[2], packed.q.seq);
+  EXPECT_EQ(dl.strides[5], packed.k.seq);
+  // Without ALiBi the slot of the slopes stays, empty.
+  vd.alibi_slopes = nullptr;
+  const AttentionCall dn = pack_attention(vd);
+  ASSERT_STREQ(dn.op, "flash_decode");
+  ASSERT_EQ(dn.ntensors, dl.ntensors);
+  EXPECT_EQ(dn.tensors[5], 0u);
+  EXPECT_EQ(dn.tensors[6], 0x800000u);
+  EXPECT_EQ(dn.tensors[7], 0x810000u);
+  // A 4-byte aligned offsets pointer (a torch int32 slice) is accepted; a 2-byte one is not.
+  vd.cu_seqlens_k = at<const std::int32_t>(0x810004);
+  EXPECT_EQ(pack_attention(vd).tensors[7], 0x810004u);
+  vd.cu_seqlens_k = at<const std::int32_t>(0x810002);
+  EXPECT_THROW(pack_attention(vd), InvalidArgument);
 }
 
 TEST(AttentionArgs, CStructIsVersionedAndChecked) {
@@ -452,13 +544,14 @@ namespace {
 // words: the planner asks them for 4-byte alignment, the data tensors for the op's 16, as the
 // packer does (a torch int32 slice need not be 16-byte aligned).
 TEST(AttentionArgs, SideTensorsNeedWordAlignmentOnly) {
-  for (const char* op : {"flash_attention", "flash_decode"}) {
-    const std::string extra = std::string(op) == "flash_decode" ? ",page=16" : ",varlen=yes";
-    const Problem p =
-        get_op(op).parse_problem("b=2,hq=8,hkv=2,nq=3,nk=100,d=64,alibi=yes" + extra);
-    for (const TensorSpec& s : get_op(op).tensors(p, DType::bf16))
-      EXPECT_EQ(s.alignment, s.dtype == DType::bf16 ? 0u : 4u) << op << " " << s.name;
-  }
+  for (const char* op : {"flash_attention", "flash_decode"})
+    for (const char* extra : {",page=16", ",varlen=yes"}) {
+      if (std::string(op) == "flash_attention" && std::string(extra) == ",page=16") continue;
+      const Problem p = get_op(op).parse_problem(
+          std::string("b=2,hq=8,hkv=2,nq=3,nk=100,d=64,alibi=yes") + extra);
+      for (const TensorSpec& s : get_op(op).tensors(p, DType::bf16))
+        EXPECT_EQ(s.alignment, s.dtype == DType::bf16 ? 0u : 4u) << op << extra << " " << s.name;
+    }
 }
 
 }  // namespace

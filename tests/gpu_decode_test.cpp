@@ -53,7 +53,7 @@ const std::filesystem::path& cache_dir() {
 Problem problem_of(const AttentionShape& s, std::int64_t page = 0) {
   Problem p;
   p.values = {s.b, s.hq, s.hkv, s.nq, s.nk, s.d, s.causal ? 1 : 0, page, s.window,
-              s.softcap > 0 ? 1 : 0, s.alibi_slopes.empty() ? 0 : 1};
+              s.softcap > 0 ? 1 : 0, s.alibi_slopes.empty() ? 0 : 1, 0};
   return p;
 }
 

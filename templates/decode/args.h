@@ -12,6 +12,14 @@
 // contiguous), sequence b's key j lives in page block_table[b * pages_per_seq + j / PAGE], row
 // j % PAGE, and sequence b has seq_lens[b] keys (causal alignment bottom-right against its own
 // length). The k/v strides then hold the pool's (row Hkv * D, head D, batch 0).
+//
+// Variable-length batches (split kernels instantiated with VARLEN; the combine follows
+// cu_seqlens_q when it is set): q and o are packed [total_q, Hq, D], k and v [total_k, Hkv, D]
+// (head and row strides; batch strides unused), sequence b owns query rows [cu_seqlens_q[b],
+// cu_seqlens_q[b + 1]) and key rows [cu_seqlens_k[b], cu_seqlens_k[b + 1]), lengths clamped to
+// [0, Nq] and [0, Nk] (the longest, which size the grid and the workspace), lse is [Hq, total_q],
+// and every alignment rule uses the sequence's own lengths, as flash_attention's VARLEN does.
+// Not combined with PAGE (the op refuses the problem).
 #pragma once
 
 #if defined(__CUDACC__)
@@ -64,6 +72,10 @@ struct FlashDecodeArgs {
   int window;                    // > 0: query row i sees keys j > i' - window
   float softcap;                 // > 0: scores become softcap * tanh(score / softcap)
   const float* alibi_slopes;     // [Hq] fp32: score -= slope[h] * |j - i'|
+  // Variable-length batches: read by VARLEN split kernels, and by the combine whenever
+  // cu_seqlens_q is set (it is then the only sign of a packed batch the combine gets).
+  const int* cu_seqlens_q;       // [B + 1] int32 row offsets of q and o; else null
+  const int* cu_seqlens_k;       // [B + 1] int32 row offsets of k and v; else null
 };
 
 /// Pages a sequence of seq_k keys spans: one block table row.
@@ -94,7 +106,8 @@ KTUNE_DECODE_HD constexpr int flash_decode_copy_row(long long key0, int i, int r
                          : (rpi <= page ? i * rpi % page + rt : rt % page);
 }
 
-/// A sequence's key count as the kernels use it: seq_lens[b] clamped to [0, Nk].
+/// A sequence's key count as the kernels use it: seq_lens[b] (or VARLEN a difference of
+/// offsets) clamped to [0, Nk]; VARLEN query counts likewise to [0, Nq].
 KTUNE_DECODE_HD constexpr int flash_decode_seq_len(int len, int seq_k) {
   return len < 0 ? 0 : (len > seq_k ? seq_k : len);
 }
@@ -187,8 +200,8 @@ KTUNE_DECODE_HD constexpr int flash_decode_accumulators(int d, int block_m, int 
 constexpr int kFlashDecodeCombineWarps = 4;
 
 /// nullptr when flash_decode_split<T, D, BLOCK_M, BLOCK_N, WARPS, STAGES, CAUSAL, PAGE, WINDOW,
-/// SOFTCAP, ALIBI> compiles (the mask variants never matter here); otherwise why not (the
-/// kernel's static_asserts).
+/// SOFTCAP, ALIBI, VARLEN> compiles (the mask variants and VARLEN never matter here, except that
+/// VARLEN needs PAGE = 0); otherwise why not (the kernel's static_asserts).
 KTUNE_DECODE_HD constexpr const char* flash_decode_invalid_reason(int d, int block_m, int block_n,
                                                                   int warps, int stages,
                                                                   int page = 0) {

@@ -4,7 +4,8 @@
 // Paged problems (page > 0) read K/V from page pools through a block table, with per-sequence
 // lengths; contiguous ones keep flash_attention's tensors, strides and reference. The mask
 // variants (window, softcap, alibi) are flash_attention's dims, tensor and scalar, with its
-// semantics.
+// semantics; so is `varlen` (packed variable-length sequences through cu_seqlens_q/k), which
+// only contiguous problems take.
 #include "templates/decode/decode_op.hpp"
 
 #include <algorithm>
@@ -20,7 +21,9 @@ namespace ktune {
 namespace {
 
 // Problem dimensions and tunables, in declared order.
-enum Dim : std::size_t { kB, kHq, kHkv, kNq, kNk, kD, kCausal, kPage, kWindow, kSoftcap, kAlibi };
+enum Dim : std::size_t {
+  kB, kHq, kHkv, kNq, kNk, kD, kCausal, kPage, kWindow, kSoftcap, kAlibi, kVarlen
+};
 enum Param : std::size_t { kSplits, kBlockM, kBlockN, kWarps, kStages };
 
 constexpr std::int64_t kMaxGrid = 65535;                 // b * hq (and grid y, z)
@@ -42,6 +45,7 @@ struct Shape {
   std::int64_t page;  // 0: contiguous K/V
   std::int64_t window;  // 0: none
   bool softcap, alibi;
+  bool varlen;  // packed sequences of at most nq queries and nk keys, cu_seqlens
   bool variants() const { return window > 0 || softcap || alibi; }
   std::int64_t group() const { return hq / hkv; }
   std::int64_t rows() const { return flash_decode_rows(group(), nq); }  // per KV head
@@ -52,33 +56,45 @@ struct Shape {
   std::int64_t pool_pages() const { return b * pages_per_seq(); }  // each sequence's own pages
 };
 
-// A problem of fewer values (one built before the page dim or the mask variants existed) has
-// the missing dims at 0: contiguous, no variant.
+// A problem of fewer values (one built before the page dim, the mask variants or varlen
+// existed) has the missing dims at 0: contiguous, no variant, one length for all.
 Shape shape_of(const Problem& p) {
   const std::vector<std::int64_t>& v = p.values;
   const auto at = [&](Dim i) { return i < v.size() ? v[i] : 0; };
-  return {v[kB], v[kHq], v[kHkv], v[kNq], v[kNk], v[kD], v[kCausal] != 0,
-          at(kPage), at(kWindow), at(kSoftcap) != 0, at(kAlibi) != 0};
+  return {v[kB],     v[kHq],         v[kHkv],   v[kNq],         v[kNk],
+          v[kD],     v[kCausal] != 0, at(kPage), at(kWindow),    at(kSoftcap) != 0,
+          at(kAlibi) != 0, at(kVarlen) != 0};
 }
 
+/// The cu_seqlens the tuner fills for a varlen problem, flash_attention's pattern (one fixed
+/// seed for both, the first sequence the longest, the second the shortest) but with key lengths
+/// from 0: the second sequence (of one query) has no key, so that the empty-sequence path (o = 0,
+/// lse = -inf, split 0 alone) is verified too. Query lengths in [1, nq], key lengths in [0, nk].
+Fill query_offsets(const Shape& s) { return Fill::seq_offsets(1, s.nq); }
+Fill key_offsets(const Shape& s) { return Fill::seq_offsets(0, s.nk); }
+
 /// The problem flash_attention reads for a contiguous one: the 7 dims both ops share (b .. causal)
-/// and its mask variants (window, softcap, alibi), which decode has under the same names. The page
-/// dim must not reach it.
+/// and its mask variants (window, softcap, alibi) and varlen, which decode has under the same
+/// names. The page dim must not reach it.
 Problem attention_problem(const Problem& p) {
   const Shape s = shape_of(p);
   Problem a;
   a.values.assign(p.values.begin(), p.values.begin() + kPage);
-  a.values.insert(a.values.end(), {s.window, s.softcap ? 1 : 0, s.alibi ? 1 : 0});
+  a.values.insert(a.values.end(),
+                  {s.window, s.softcap ? 1 : 0, s.alibi ? 1 : 0, s.varlen ? 1 : 0});
   return a;
 }
 
 // Tensor order: q, k, v, o, lse as flash_attention's (k and v are the pools when paged), then
-// block_table and seq_lens for paged problems only, then alibi_slopes: a caller's table of
-// pointers only grows, and a contiguous problem's six are flash_attention's six.
+// block_table and seq_lens for paged problems only, then alibi_slopes, then cu_seqlens_q and
+// cu_seqlens_k for varlen problems only: a caller's table of pointers only grows, and a
+// contiguous problem's tensors are flash_attention's, in its order.
 enum Tensor : std::size_t { kQ, kK, kV, kO, kLse, kBlockTable, kSeqLens };
 
 /// Where alibi_slopes sits: after lse (flash_attention's index), or paged after seq_lens.
 std::size_t slopes_index(const Shape& s) { return s.paged() ? kSeqLens + 1 : kLse + 1; }
+/// Where cu_seqlens_q sits (cu_seqlens_k next): after the slopes, flash_attention's 6 and 7.
+std::size_t cu_seqlens_index(const Shape& s) { return slopes_index(s) + 1; }
 
 struct Config {
   int splits, block_m, block_n, warps, stages;
@@ -151,9 +167,11 @@ void* tensor(const RunArgs& a, std::size_t i) {
   return reinterpret_cast<void*>(static_cast<std::uintptr_t>(a.tensors[i]));
 }
 
-/// Strides from args.layout (else contiguous [B, H, S, D]) and the scale, checked as
-/// flash_attention checks them; throws InvalidArgument. Paged, the k and v entries of the layout
-/// are ignored (neither read nor checked): the pools are contiguous [pages, page, Hkv, D].
+/// Strides from args.layout (else contiguous [B, H, S, D], or varlen packed [total, H, D]) and
+/// the scale, checked as flash_attention checks them; throws InvalidArgument. Paged, the k and v
+/// entries of the layout are ignored (neither read nor checked): the pools are contiguous
+/// [pages, page, Hkv, D]. Varlen, its batch strides are ignored likewise (set to 0): sequences
+/// start at their cu_seqlens rows.
 struct Common {
   std::int64_t st[12];
   float scale;
@@ -168,6 +186,10 @@ Common common_args(const RunArgs& a, const Shape& s) {
     for (int i = 0; i < 12; ++i) {
       c.st[i] = a.layout[i];
       if (s.paged() && i >= 3 && i < 9) continue;
+      if (s.varlen && i % 3 == 0) {
+        c.st[i] = 0;
+        continue;
+      }
       const bool row = i % 3 == 2;
       if (c.st[i] < (row ? 1 : 0) || c.st[i] % kRowAlign != 0)
         throw InvalidArgument(std::string("flash_decode: ") + names[i] + " stride " +
@@ -176,7 +198,12 @@ Common common_args(const RunArgs& a, const Shape& s) {
                               " elements (rows start 16-byte aligned)");
     }
   }
-  if (!a.layout) {
+  if (!a.layout && s.varlen) {
+    // FlashAttention's packed [total, H, D]; no batch stride.
+    const std::int64_t packed[12] = {0, s.d, s.hq * s.d,  0, s.d, s.hkv * s.d,
+                                     0, s.d, s.hkv * s.d, 0, s.d, s.hq * s.d};
+    for (int i = 0; i < 12; ++i) c.st[i] = packed[i];
+  } else if (!a.layout) {
     const std::int64_t q_head = s.nq * s.d, kv_head = s.nk * s.d;
     const std::int64_t contiguous[12] = {s.hq * q_head,  q_head,  s.d, s.hkv * kv_head, kv_head,
                                          s.d,            s.hkv * kv_head, kv_head, s.d,
@@ -251,6 +278,14 @@ FlashDecodeArgs make_args(const RunArgs& a, const Shape& s, const Config& c) {
     if (!k.alibi_slopes)
       throw InvalidArgument("flash_decode: alibi=yes needs the alibi_slopes tensor ([hq] fp32)");
   }
+  if (s.varlen) {
+    k.cu_seqlens_q = static_cast<const int*>(tensor(a, cu_seqlens_index(s)));
+    k.cu_seqlens_k = static_cast<const int*>(tensor(a, cu_seqlens_index(s) + 1));
+    if (!k.cu_seqlens_q || !k.cu_seqlens_k)
+      throw InvalidArgument(std::string("flash_decode: varlen=yes needs ") +
+                            (k.cu_seqlens_q ? "cu_seqlens_k" : "cu_seqlens_q") +
+                            " ([b + 1] int32 row offsets)");
+  }
   return k;
 }
 
@@ -287,6 +322,13 @@ class FlashDecodeOp final : public Op {
                false, {}, /*keyed_at_default=*/false},
               {"alibi", 0, 1, {"no", "yes"}, 0,
                "ALiBi: score -= slope[h] * |j - (i + nk - nq)|, slopes an fp32 tensor [hq]",
+               false, {}, /*keyed_at_default=*/false},
+              // flash_attention's varlen, after the variants and left out of keys when off
+              // likewise (enumerated: the lookup never serves one from the other).
+              {"varlen", 0, 1, {"no", "yes"}, 0,
+               "variable-length batch: q, k, v, o packed [total, h, d] with int32 cu_seqlens_q "
+               "and cu_seqlens_k [b + 1]; nq and nk are the longest lengths, every rule above "
+               "uses each sequence's own; lse [hq, total_q]; contiguous K/V only (page=0)",
                false, {}, /*keyed_at_default=*/false}},
         tunables_{
             {"splits", kSplitValues,
@@ -305,7 +347,8 @@ class FlashDecodeOp final : public Op {
   std::string_view summary() const override {
     return "split-KV attention for decode and short queries: GQA heads packed into one tile, "
            "partials merged by log-sum-exp; strided or paged KV (block table, per-sequence "
-           "lengths), causal, sliding window, softcap, ALiBi, with the row log-sum-exp";
+           "lengths) or packed variable-length batches, causal, sliding window, softcap, "
+           "ALiBi, with the row log-sum-exp";
   }
   std::string_view family() const override { return "decode"; }
   const std::vector<DimSpec>& dims() const override { return dims_; }
@@ -315,7 +358,7 @@ class FlashDecodeOp final : public Op {
 
   // The first decode bar: 16 sequences, 32 query heads over 8 KV heads, 4096 keys.
   Problem default_problem() const override {
-    return {{16, 32, 8, 1, 4096, 128, 0, 0, 0, 0, 0}};
+    return {{16, 32, 8, 1, 4096, 128, 0, 0, 0, 0, 0, 0}};
   }
 
   std::optional<std::string> problem_reason(const Problem& p) const override {
@@ -334,6 +377,16 @@ class FlashDecodeOp final : public Op {
     if (s.paged() && s.pool_pages() > kMaxInt)
       return "b=" + str(s.b) + " x " + str(s.pages_per_seq()) + " pages of page=" + str(s.page) +
              ": more than 2^31 - 1 pages (int32 page ids)";
+    if (s.varlen && s.paged())
+      // A paged cache has its own per-sequence key lengths (seq_lens); packed queries against
+      // pages would need a second layout in the kernels, which no caller has asked for yet.
+      return "varlen=yes with page=" + str(s.page) +
+             ": variable-length batches are packed contiguous K/V (page=0); a paged cache gives "
+             "each sequence its own length through seq_lens";
+    if (s.varlen && s.b * std::max(s.nq, s.nk) > kMaxInt)
+      return "varlen=yes with b=" + str(s.b) + " sequences of up to " +
+             str(std::max(s.nq, s.nk)) + " rows: offsets up to " +
+             str(s.b * std::max(s.nq, s.nk)) + " do not fit int32 (at most " + str(kMaxInt) + ")";
     return std::nullopt;
   }
 
@@ -342,24 +395,39 @@ class FlashDecodeOp final : public Op {
   /// sequence at nk), then block_table int32 [b, ceil(nk / page)], seq_lens int32 [b] and
   /// alibi_slopes. The slopes (fp32 [hq]) are required with alibi=yes and ignored otherwise. The
   /// tuner fills the block table with a permutation of the pool's pages, the lengths in
-  /// [max(1, nk / 16), nk], both ends present, and the slopes as flash_attention's.
+  /// [max(1, nk / 16), nk], both ends present, and the slopes as flash_attention's. Varlen
+  /// (contiguous only): flash_attention's eight, q, k, v, o packed [total, h, d] and lse
+  /// [hq, total_q] sized by the tuner's cu_seqlens (query_offsets(), key_offsets()), then
+  /// cu_seqlens_q and cu_seqlens_k int32 [b + 1] after the slopes.
   std::vector<TensorSpec> tensors(const Problem& p, DType t) const override {
     const Shape s = shape_of(p);
-    const std::int64_t q = s.b * s.hq * s.nq * s.d;
     // ALiBi's slopes are 2^(-8k/hq), in (0, 1].
     const TensorSpec slopes{"alibi_slopes", TensorRole::input, DType::f32, s.hq, !s.alibi,
                             Fill::uniform(0.01f, 1.0f)};
     if (!s.paged()) {
-      const std::int64_t kv = s.b * s.hkv * s.nk * s.d;
-      return word_aligned_side_tensors({{"q", TensorRole::input, t, q},
-                                        {"k", TensorRole::input, t, kv},
-                                        {"v", TensorRole::input, t, kv},
-                                        {"o", TensorRole::output, t, q},
-                                        {"lse", TensorRole::output, DType::f32, s.b * s.hq * s.nq,
-                                         true},
-                                        slopes},
-                                       t);
+      // Rows of q and o, of k and v: b * nq and b * nk, or varlen the totals of the tuner's
+      // cu_seqlens (the whole arrays are compared: no row may be left unwritten).
+      std::int64_t rows_q = s.b * s.nq, rows_k = s.b * s.nk;
+      if (s.varlen) {
+        rows_q = offsets_of(query_offsets(s), s.b + 1).back();
+        rows_k = offsets_of(key_offsets(s), s.b + 1).back();
+      }
+      const std::int64_t q = rows_q * s.hq * s.d, kv = rows_k * s.hkv * s.d;
+      std::vector<TensorSpec> out = {{"q", TensorRole::input, t, q},
+                                     {"k", TensorRole::input, t, kv},
+                                     {"v", TensorRole::input, t, kv},
+                                     {"o", TensorRole::output, t, q},
+                                     {"lse", TensorRole::output, DType::f32, s.hq * rows_q, true},
+                                     slopes};
+      if (s.varlen) {
+        out.push_back({"cu_seqlens_q", TensorRole::input, DType::i32, s.b + 1, false,
+                       query_offsets(s)});
+        out.push_back({"cu_seqlens_k", TensorRole::input, DType::i32, s.b + 1, false,
+                       key_offsets(s)});
+      }
+      return word_aligned_side_tensors(std::move(out), t);
     }
+    const std::int64_t q = s.b * s.hq * s.nq * s.d;
     const std::int64_t pool = s.pool_pages() * s.page * s.hkv * s.d;
     return word_aligned_side_tensors(
         {{"q", TensorRole::input, t, q},
@@ -378,7 +446,8 @@ class FlashDecodeOp final : public Op {
   /// Paged: the K/V rows of b sequences of nk keys each (the most any sequence may have: the op
   /// cannot see seq_lens, so this is an upper bound, about 1.9x the rows of the tuner's lengths),
   /// not the pools' padding to whole pages; q, o, lse, the block table and the lengths. The
-  /// slopes count only with alibi=yes (read only then).
+  /// slopes count only with alibi=yes (read only then). Contiguous, the tensors' bytes: varlen,
+  /// the rows of the tuner's lengths and the offsets.
   double min_bytes(const Problem& p, DType t) const override {
     const Shape s = shape_of(p);
     const double slopes = 4.0 * static_cast<double>(s.hq);
@@ -391,7 +460,8 @@ class FlashDecodeOp final : public Op {
   }
 
   /// Partial O (fp32, [splits, B, Hq, Nq, D]) then partial log-sum-exp ([splits, B, Hq, Nq]);
-  /// none with one split.
+  /// none with one split. Varlen, at the longest lengths: the kernels index the workspace by
+  /// (b, h, query row) whatever the packing.
   std::size_t workspace_bytes(const Params& params, const Problem& problem,
                               DType) const override {
     const Config c = config_of(params);
@@ -422,10 +492,12 @@ class FlashDecodeOp final : public Op {
     const Config c = config_of(params);
     const Shape s = shape_of(problem);
     // Trailing template arguments at their defaults are left out, so that a kernel without
-    // variants (and a contiguous one) keeps the name expression it had before them.
-    const std::string tail = s.variants() ? ", " + str(s.page) + variant_args(s)
-                             : s.paged()  ? ", " + str(s.page)
-                                          : std::string();
+    // variants or varlen (and a contiguous one) keeps the name expression it had before them.
+    // The combine reads args.cu_seqlens_q instead of a flag: its name never changes.
+    const std::string tail = s.variants() || s.varlen
+                                 ? ", " + str(s.page) + variant_args(s) + (s.varlen ? ", true" : "")
+                             : s.paged() ? ", " + str(s.page)
+                                         : std::string();
     std::vector<KernelSource> k = {
         {"decode/flash_decode.cuh",
          std::string("ktune::flash_decode_split<") + kernel_type(t) + ", " + str(s.d) + ", " +
@@ -478,7 +550,9 @@ class FlashDecodeOp final : public Op {
   // math, mask variants included: its fp32 reference (one warp per query row) serves unchanged.
   // Paged ones have their own, which gathers each key through the block table
   // (decode/reference.cuh). The tolerance and the flop count are flash_attention's (flops at nk
-  // keys per sequence: an upper bound when paged).
+  // keys per sequence: an upper bound when paged). Varlen goes through flash_attention's
+  // reference with its VARLEN flag (the tensors are in its order); flops are summed over the
+  // tuner's lengths.
   std::vector<KernelSource> reference_kernels(const Problem& p, DType t) const override {
     const Shape s = shape_of(p);
     if (!s.paged()) return flash_attention_op().reference_kernels(attention_problem(p), t);
@@ -513,16 +587,33 @@ class FlashDecodeOp final : public Op {
   Tolerance tolerance(DType t) const override { return flash_attention_op().tolerance(t); }
 
   double flops(const Problem& p, DType t) const override {
-    return flash_attention_op().flops(attention_problem(p), t);
+    const Shape s = shape_of(p);
+    const Op& fa = flash_attention_op();
+    if (!s.varlen) return fa.flops(attention_problem(p), t);
+    // Each sequence as a batch of one at its own lengths (flash_attention's closed form gives 0
+    // for a sequence without queries or keys), over the tuner's cu_seqlens.
+    const std::vector<std::int64_t> cq = offsets_of(query_offsets(s), s.b + 1);
+    const std::vector<std::int64_t> ck = offsets_of(key_offsets(s), s.b + 1);
+    Problem one = attention_problem(p);
+    one.values[kB] = 1;
+    one.values.back() = 0;  // varlen off: one plain sequence
+    double n = 0.0;
+    for (std::size_t i = 0; i + 1 < cq.size(); ++i) {
+      one.values[kNq] = cq[i + 1] - cq[i];
+      one.values[kNk] = ck[i + 1] - ck[i];
+      n += fa.flops(one, t);
+    }
+    return n;
   }
 
   /// The table row's tiles; block_m the smallest tile holding the packed rows (at most what
   /// the accumulator budget allows); splits the largest listed count whose CTAs still fit in one
   /// wave of sm_count * ctas_per_sm (fewer when shared memory allows fewer CTAs per SM) with at
-  /// least split_keys keys each and no empty split; paged, at least enough splits for pieces of
-  /// kPagedSplitKeys keys of nk. The count is picked here, from the device, rather
-  /// than resolved from an `auto` value in run(): run() and workspace_bytes() do not see the
-  /// device, and an explicit count makes every database row name the configuration it timed.
+  /// least split_keys keys each and no empty split; paged or varlen, at least enough splits for
+  /// pieces of kPagedSplitKeys keys of nk (the longest). The count is picked here, from the
+  /// device, rather than resolved from an `auto` value in run(): run() and workspace_bytes() do
+  /// not see the device, and an explicit count makes every database row name the configuration
+  /// it timed.
   Params default_params(const Problem& problem, DType t, const DeviceInfo& device) const override {
     const Shape s = shape_of(problem);
     const DecodeDefaults* row = &kSmallest;
@@ -557,10 +648,10 @@ class FlashDecodeOp final : public Op {
       const std::int64_t base = s.b * s.hkv * row_tiles(s, c.block_m);
       std::int64_t want = std::min(device.sm_count * per_sm / base,
                                    std::max<std::int64_t>(1, s.nk / r.split_keys));
-      // Paged batches mix lengths: one CTA per (sequence, head) would leave the SMs waiting on
-      // the longest sequences. Pieces of about kPagedSplitKeys keys balance them (splits past a
-      // sequence's end exit at once), whatever the grid.
-      if (s.paged()) want = std::max(want, s.nk / kPagedSplitKeys);
+      // Paged and varlen batches mix lengths: one CTA per (sequence, head) would leave the SMs
+      // waiting on the longest sequences. Pieces of about kPagedSplitKeys keys balance them
+      // (splits past a sequence's end exit at once), whatever the grid.
+      if (s.paged() || s.varlen) want = std::max(want, s.nk / kPagedSplitKeys);
       for (std::int64_t v : kSplitValues)
         if (v <= want && flash_decode_used_splits(s.nk, c.block_n, static_cast<int>(v)) == v)
           c.splits = static_cast<int>(v);

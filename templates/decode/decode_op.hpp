@@ -23,6 +23,16 @@ namespace ktune {
 /// block_table[s][j / page]; seq_lens is int32 [b], each in 1..nk (nk is the longest), and causal
 /// and window alignment (and ALiBi's distance) is bottom-right against each sequence's own
 /// length. RunArgs::layout still gives the q and o strides; its k and v entries are ignored.
+///
+/// Variable-length batches (dim varlen = yes, after the variants; contiguous K/V only: with
+/// page > 0 the problem is invalid): flash_attention's varlen, tensors q, k, v, o, lse,
+/// alibi_slopes, cu_seqlens_q, cu_seqlens_k in its order. q and o are packed [total_q, hq, d], k
+/// and v [total_k, hkv, d] (null layout: contiguous; else the layout's head and row strides, its
+/// batch strides ignored), cu_seqlens int32 [b + 1]; sequence s has cu_seqlens_q[s + 1] -
+/// cu_seqlens_q[s] queries in 0..nq and cu_seqlens_k[s + 1] - cu_seqlens_k[s] keys in 0..nk (nq
+/// and nk the longest: they size the grid and the workspace, so nothing is read back on the
+/// host); each rule above uses the sequence's own lengths; lse is [hq, total_q]. A sequence
+/// without keys gets o = 0 and lse = -inf, one without queries nothing.
 const Op& flash_decode_op();
 
 }  // namespace ktune

@@ -24,6 +24,12 @@
 // that cross the last row's window edge are masked per element. Soft-capping and the ALiBi bias
 // (the slope of the packed row's query head) turn the scores into log2-domain logits per element
 // right after Q K^T.
+//
+// Variable-length batches (VARLEN, see args.h): the grid keeps the longest lengths' shape, and
+// each CTA reads its sequence's offsets: row tiles past its packed rows (group * its query count)
+// exit at once, and its key count bounds the tiles and the splits as a paged sequence's length
+// does (splits past it exit; the combine reads only the splits that wrote). An empty sequence
+// (no key) writes o = 0 and lse = -inf from split 0; one with no query writes nothing.
 #pragma once
 
 #include "attention/mma.cuh"
@@ -109,16 +115,21 @@ __device__ __forceinline__ void load_kv_tiles_paged(unsigned dst_k, unsigned dst
 /// all of them). BLOCK_N: keys per tile; each warp takes BLOCK_N / WARPS of them (a multiple of
 /// 16). STAGES: depth of the K/V ring. PAGE: 0 for contiguous K/V, else the page size of the
 /// pools (args.block_table, args.seq_lens). WINDOW, SOFTCAP, ALIBI: the mask variants
-/// (args.window, args.softcap, args.alibi_slopes; see the file comment). Launch: grid
-/// (ceil(rows / BLOCK_M), splits, B * Hkv), WARPS * 32 threads,
+/// (args.window, args.softcap, args.alibi_slopes; see the file comment). VARLEN: packed
+/// variable-length sequences (args.cu_seqlens_q, args.cu_seqlens_k; PAGE must be 0). Launch:
+/// grid (ceil(rows / BLOCK_M), splits, B * Hkv) with rows = g * Nq, the longest, WARPS * 32
+/// threads,
 /// flash_decode_smem_bytes(D, BLOCK_M, BLOCK_N, WARPS, STAGES, PAGE) bytes of dynamic shared
 /// memory (raise the kernel's limit above 48 KiB).
 template <typename T, int D, int BLOCK_M, int BLOCK_N, int WARPS, int STAGES, bool CAUSAL,
-          int PAGE = 0, bool WINDOW = false, bool SOFTCAP = false, bool ALIBI = false>
-// Paged or with a mask variant, at least one CTA per SM (and no more) is all ptxas is told:
-// without it, it capped a paged default (and the contiguous d=128 default with every variant) at
-// 168 registers and spilled. Contiguous kernels without variants keep the plain bound.
-__global__ void __launch_bounds__(WARPS * 32, PAGE > 0 || WINDOW || SOFTCAP || ALIBI ? 1 : 0)
+          int PAGE = 0, bool WINDOW = false, bool SOFTCAP = false, bool ALIBI = false,
+          bool VARLEN = false>
+// Paged, varlen or with a mask variant, at least one CTA per SM (and no more) is all ptxas is
+// told: without it, it capped a paged default (and the contiguous d=128 default with every
+// variant) at 168 registers and spilled; varlen holds the sequence's offsets on top. Contiguous
+// kernels without variants keep the plain bound.
+__global__ void __launch_bounds__(WARPS * 32,
+                                  PAGE > 0 || WINDOW || SOFTCAP || ALIBI || VARLEN ? 1 : 0)
     flash_decode_split(const __grid_constant__ FlashDecodeArgs args) {
   static_assert(sizeof(T) == 2, "T must be bf16 or fp16");
   static_assert(D == 32 || D == 64 || D == 96 || D == 128 || D == 256, "unsupported head dim");
@@ -134,6 +145,7 @@ __global__ void __launch_bounds__(WARPS * 32, PAGE > 0 || WINDOW || SOFTCAP || A
   static_assert(PAGE == 0 || PAGE == 16 || PAGE == 32 || PAGE == 64 || PAGE == 128 ||
                     PAGE == 256,
                 "PAGE: 0 (contiguous), 16, 32, 64, 128 or 256");
+  static_assert(!VARLEN || PAGE == 0, "VARLEN packs contiguous K/V: PAGE must be 0");
 
   // The combine (launched with programmatic dependent launch) may be scheduled as soon as every
   // CTA of this grid has started: its CTAs then wait in griddep_wait() for this grid to finish,
@@ -167,29 +179,43 @@ __global__ void __launch_bounds__(WARPS * 32, PAGE > 0 || WINDOW || SOFTCAP || A
   const int warp = tid >> 5;
   const int g = lane >> 2;  // fragment row within 8
   const int t = lane & 3;   // fragment column pair
-  const int Nq = args.seq_q;
+  // Without VARLEN every expression below is the one of before it (ptxas allocates the d=256
+  // kernels at their limit of 255 registers: a reordering there spilled).
+  const int b = blockIdx.z / args.heads_kv;
+  // VARLEN: the sequence's first rows in the packed arrays and its own counts.
+  const int q_first = VARLEN ? args.cu_seqlens_q[b] : 0;
+  const int k_first = VARLEN ? args.cu_seqlens_k[b] : 0;
+  const int Nq =
+      VARLEN ? flash_decode_seq_len(args.cu_seqlens_q[b + 1] - q_first, args.seq_q) : args.seq_q;
   const int group = args.group;
   const int rows = group * Nq;
   const int r0 = blockIdx.x * BLOCK_M;
+  // VARLEN: a row tile past the sequence's packed rows has none to compute or write.
+  if (VARLEN && r0 >= rows) return;
   const int rows_valid = min(BLOCK_M, rows - r0);
   const int split = blockIdx.y;
-  const int b = blockIdx.z / args.heads_kv;
   const int kh = blockIdx.z % args.heads_kv;
-  // Keys of this sequence: all Nk, or paged its own length.
-  const int Nk = PAGE > 0 ? flash_decode_seq_len(args.seq_lens[b], args.seq_k) : args.seq_k;
+  // Keys of this sequence: all Nk, or paged (VARLEN) its own count.
+  const int Nk = PAGE > 0 ? flash_decode_seq_len(args.seq_lens[b], args.seq_k)
+                 : VARLEN ? flash_decode_seq_len(args.cu_seqlens_k[b + 1] - k_first, args.seq_k)
+                          : args.seq_k;
   const int tiles = (Nk + BLOCK_N - 1) / BLOCK_N;
   const int n_begin = split * args.tiles_per_split;
   // A split past the sequence's end has nothing to add: the combine does not read it (split 0
   // always writes, so that an empty sequence still gets o = 0 and lse = -inf).
-  if (PAGE > 0 && split > 0 && n_begin >= tiles) return;
+  if ((PAGE > 0 || VARLEN) && split > 0 && n_begin >= tiles) return;
 
   // Paged, run() sets the k and v strides to the pools' (batch 0, head D, row Hkv * D): the same
-  // addressing then gives this head's column of every pool row.
-  const unsigned short* q = static_cast<const unsigned short*>(args.q) + b * args.q_batch_stride;
+  // addressing then gives this head's column of every pool row. VARLEN: the sequence starts at
+  // its first packed row.
+  const unsigned short* q = static_cast<const unsigned short*>(args.q) +
+                            (VARLEN ? q_first * args.q_row_stride : b * args.q_batch_stride);
   const unsigned short* k = static_cast<const unsigned short*>(args.k) +
-                            b * args.k_batch_stride + kh * args.k_head_stride;
+                            (VARLEN ? k_first * args.k_row_stride : b * args.k_batch_stride) +
+                            kh * args.k_head_stride;
   const unsigned short* v = static_cast<const unsigned short*>(args.v) +
-                            b * args.v_batch_stride + kh * args.v_head_stride;
+                            (VARLEN ? k_first * args.v_row_stride : b * args.v_batch_stride) +
+                            kh * args.v_head_stride;
   // Two slots of SLOTS page ids: those of the next tile to load, written one tile ahead.
   int* const s_pages = reinterpret_cast<int*>(smem + BLOCK_M * PITCH + RING);
 
@@ -570,9 +596,12 @@ __global__ void __launch_bounds__(WARPS * 32, PAGE > 0 || WINDOW || SOFTCAP || A
     __syncthreads();
   }
 
-  // Store the CTA's rows: o in T with one split, else the fp32 partial of this split.
+  // Store the CTA's rows: o in T with one split, else the fp32 partial of this split. The
+  // workspace keeps the [B, Hq, Nq] row order of the longest Nq (VARLEN too: rows past a
+  // sequence's own count are neither written nor read).
   const bool direct = args.splits == 1;
-  const long long plane = static_cast<long long>(args.batch) * args.heads_q * Nq;  // rows/split
+  const int Nq_max = VARLEN ? args.seq_q : Nq;
+  const long long plane = static_cast<long long>(args.batch) * args.heads_q * Nq_max;  // rows/split
   for (int id = tid; id < BLOCK_M * (D / 4); id += THREADS) {
     const int row = id / (D / 4);
     const int c = id % (D / 4);
@@ -582,11 +611,13 @@ __global__ void __launch_bounds__(WARPS * 32, PAGE > 0 || WINDOW || SOFTCAP || A
     const int qr = r / group;
     const float4 x = *reinterpret_cast<const float4*>(buf + row * OP + 4 * c);
     if (direct) {
-      unsigned short* o = static_cast<unsigned short*>(args.o) + b * args.o_batch_stride +
+      unsigned short* o = static_cast<unsigned short*>(args.o) +
+                          (VARLEN ? q_first * args.o_row_stride : b * args.o_batch_stride) +
                           h * args.o_head_stride + qr * args.o_row_stride + 4 * c;
       *reinterpret_cast<uint2*>(o) = make_uint2(pack2<T>(x.x, x.y), pack2<T>(x.z, x.w));
     } else {
-      const long long at = split * plane + (static_cast<long long>(b) * args.heads_q + h) * Nq + qr;
+      const long long at =
+          split * plane + (static_cast<long long>(b) * args.heads_q + h) * Nq_max + qr;
       *reinterpret_cast<float4*>(args.part_o + at * D + 4 * c) = x;
     }
   }
@@ -599,17 +630,22 @@ __global__ void __launch_bounds__(WARPS * 32, PAGE > 0 || WINDOW || SOFTCAP || A
     const float lse = l > 0.f ? (m + log2_approx(l)) * 0.6931471805599453f : NEG_INF;
     const int r = r0 + row;
     const long long at =
-        (static_cast<long long>(b) * args.heads_q + kh * group + r % group) * Nq + r / group;
+        (static_cast<long long>(b) * args.heads_q + kh * group + r % group) * Nq_max + r / group;
     if (!direct)
       args.part_lse[split * plane + at] = lse;
-    else if (args.lse != nullptr)
-      args.lse[at] = lse;
+    else if (args.lse != nullptr)  // VARLEN: [Hq, total_q]
+      args.lse[VARLEN ? static_cast<long long>(kh * group + r % group) *
+                                args.cu_seqlens_q[args.batch] +
+                            q_first + r / group
+                      : at] = lse;
   }
 }
 
 /// Merges the splits' partial O and log-sum-exp into o (and lse when set): one warp per output
-/// row (b, h, query row), lane l holding elements [l * D / 32, (l + 1) * D / 32); paged, only
-/// the splits that hold keys of the row's sequence (flash_decode_splits_used). Launch: grid
+/// row (b, h, query row), lane l holding elements [l * D / 32, (l + 1) * D / 32); paged or
+/// varlen, only the splits that hold keys of the row's sequence (flash_decode_splits_used).
+/// Varlen (args.cu_seqlens_q set: one kernel serves both, the test is per warp and uniform):
+/// rows past the sequence's query count are left alone, o and lse are packed. Launch: grid
 /// ceil(B * Hq * Nq / kFlashDecodeCombineWarps), kFlashDecodeCombineWarps * 32 threads.
 template <typename T, int D>
 __global__ void __launch_bounds__(kFlashDecodeCombineWarps * 32)
@@ -627,15 +663,26 @@ __global__ void __launch_bounds__(kFlashDecodeCombineWarps * 32)
   // Launched programmatically (KernelLaunch::programmatic): the split kernel may still be running
   // until this returns; nothing it writes is read before.
   griddep_wait();
-  const int qr = static_cast<int>(row % args.seq_q);
-  const int h = static_cast<int>((row / args.seq_q) % args.heads_q);
-  const int b = static_cast<int>(row / (static_cast<long long>(args.seq_q) * args.heads_q));
-  // Paged: only the splits holding keys of this sequence wrote partials.
-  const int splits = args.seq_lens == nullptr
-                         ? args.splits
-                         : flash_decode_splits_used(
-                               flash_decode_seq_len(args.seq_lens[b], args.seq_k),
-                               args.split_keys, args.splits);
+  // B * Hq * Nq <= 65535 * 256 rows (the op's bounds): 32-bit divisions, which need no call (the
+  // 64-bit ones' calls made ptxas spill around them once varlen added live values).
+  const int bh = static_cast<int>(row) / args.seq_q;
+  const int qr = static_cast<int>(row) - bh * args.seq_q;
+  const int h = bh % args.heads_q;
+  const int b = bh / args.heads_q;
+  // Varlen: the sequence's first packed row (-1: not varlen); rows past its query count were
+  // never computed. Paged or varlen, only the splits holding keys of this sequence wrote
+  // partials.
+  int q_first = -1;
+  int len = -1;  // the sequence's keys when sequences differ; -1: every split wrote
+  if (args.cu_seqlens_q != nullptr) {
+    q_first = args.cu_seqlens_q[b];
+    if (qr >= flash_decode_seq_len(args.cu_seqlens_q[b + 1] - q_first, args.seq_q)) return;
+    len = flash_decode_seq_len(args.cu_seqlens_k[b + 1] - args.cu_seqlens_k[b], args.seq_k);
+  } else if (args.seq_lens != nullptr) {
+    len = flash_decode_seq_len(args.seq_lens[b], args.seq_k);
+  }
+  const int splits =
+      len < 0 ? args.splits : flash_decode_splits_used(len, args.split_keys, args.splits);
 
   float m = NEG_INF;
   for (int s = lane; s < splits; s += 32) m = fmaxf(m, args.part_lse[s * plane + row]);
@@ -678,8 +725,11 @@ __global__ void __launch_bounds__(kFlashDecodeCombineWarps * 32)
     }
   }
 
-  T* o = static_cast<T*>(args.o) + b * args.o_batch_stride + h * args.o_head_stride +
-         qr * args.o_row_stride + lane * PER_LANE;
+  // [B, Hq, Nq] through the strides, or varlen packed [total_q, Hq] (lse [Hq, total_q]).
+  T* o = static_cast<T*>(args.o) +
+         (q_first < 0 ? b * args.o_batch_stride + qr * args.o_row_stride
+                      : static_cast<long long>(q_first + qr) * args.o_row_stride) +
+         h * args.o_head_stride + lane * PER_LANE;
   if constexpr (PER_LANE % 2 == 0) {
 #pragma unroll
     for (int e = 0; e < PER_LANE; e += 2)
@@ -689,7 +739,9 @@ __global__ void __launch_bounds__(kFlashDecodeCombineWarps * 32)
     for (int e = 0; e < PER_LANE; ++e) o[e] = from_float<T>(acc[e]);
   }
   if (args.lse != nullptr && lane == 0)
-    args.lse[row] = m != NEG_INF ? m + logf(l) : NEG_INF;
+    args.lse[q_first < 0 ? row
+                         : static_cast<long long>(h) * args.cu_seqlens_q[args.batch] + q_first +
+                               qr] = m != NEG_INF ? m + logf(l) : NEG_INF;
 }
 
 }  // namespace ktune

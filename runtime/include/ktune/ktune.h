@@ -82,7 +82,8 @@ ktune_status ktune_flash_attention(const void* q, const void* k, const void* v, 
 typedef enum ktune_attention_impl {
   KTUNE_ATTENTION_AUTO = 0,    /* paged K/V or nq <= 16: split-KV decode; else prefill */
   KTUNE_ATTENTION_PREFILL = 1, /* flash_attention: contiguous K/V */
-  KTUNE_ATTENTION_DECODE = 2   /* flash_decode: split-KV, GQA packing, contiguous or paged K/V */
+  KTUNE_ATTENTION_DECODE = 2   /* flash_decode: split-KV, GQA packing, contiguous, varlen or
+                                  paged K/V (varlen and paged not together) */
 } ktune_attention_impl;
 
 /* One attention forward call: prefill or decode, contiguous or paged K/V, mask variants.

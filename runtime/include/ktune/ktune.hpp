@@ -140,7 +140,7 @@ struct MoeArgs {
 enum class AttentionImpl : int {
   automatic = 0,  // paged KV or nq <= kDecodeMaxNq: split-KV decode; else the prefill kernel
   prefill = 1,    // flash_attention (contiguous K/V only)
-  decode = 2,     // flash_decode: split-KV with GQA packing, contiguous or paged K/V
+  decode = 2,     // flash_decode: split-KV with GQA packing, contiguous, varlen or paged K/V
 };
 
 /// Query rows per sequence up to which AttentionImpl::automatic picks the decode kernel: the
