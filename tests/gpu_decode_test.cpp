@@ -34,6 +34,7 @@
 #include "templates/decode/decode_op.hpp"
 #include "tests/support/attention_reference.hpp"
 #include "tests/support/fused_reference.hpp"
+#include "tests/support/gpu_kernels.hpp"
 #include "tests/support/test_env.hpp"
 
 namespace ktune {
@@ -44,11 +45,6 @@ using test::AttentionShape;
 using test::AttentionTensor;
 
 const Op& op() { return flash_decode_op(); }
-
-const std::filesystem::path& cache_dir() {
-  static test::TempDir dir;
-  return dir.path();
-}
 
 Problem problem_of(const AttentionShape& s, std::int64_t page = 0) {
   Problem p;
@@ -80,23 +76,6 @@ struct DeviceTensor {
   }
 };
 
-/// Compiled and loaded kernels by name expression, for the whole binary.
-CUfunction load(const KernelSource& source, const DeviceInfo& dev, unsigned dynamic_smem) {
-  static std::map<std::string, std::pair<std::unique_ptr<Module>, CUfunction>> loaded;
-  auto it = loaded.find(source.name_expression);
-  if (it == loaded.end()) {
-    const CompiledKernel ck = Compiler(cache_dir()).compile({source, dev.arch(), {}});
-    auto module = std::make_unique<Module>(ck.cubin);
-    const CUfunction f = module->function(ck.lowered_name);
-    it = loaded.emplace(source.name_expression, std::make_pair(std::move(module), f)).first;
-  }
-  if (dynamic_smem > 0)
-    KTUNE_CU(Driver::get().cuFuncSetAttribute(
-        it->second.second, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-        static_cast<int>(dynamic_smem)));
-  return it->second.second;
-}
-
 /// One configuration ready to run on one problem: its kernels, a workspace, the strides.
 struct Prepared {
   Params params;
@@ -112,7 +91,7 @@ struct Prepared {
     const std::vector<KernelSource> sources = op().kernels(params, problem, dtype);
     for (std::size_t i = 0; i < sources.size(); ++i)
       kernels.push_back(
-          load(sources[i], dev, op().dynamic_shared_bytes(params, problem, dtype, i)));
+          test::load_kernel(sources[i], dev, op().dynamic_shared_bytes(params, problem, dtype, i)));
     if (const std::size_t bytes = op().workspace_bytes(params, problem, dtype))
       workspace = DeviceBuffer(bytes);
     if (bshd) {
@@ -280,7 +259,7 @@ class GpuDecode : public ::testing::TestWithParam<std::tuple<std::int64_t, DType
                   for (const KernelSource& k : op().kernels(op().default_params(p, t, dev), p, t))
                     if (seen.insert(k.name_expression).second) jobs.push_back({k, dev.arch(), {}});
                 }
-    compile_parallel(Compiler(cache_dir()), jobs, 0);
+    compile_parallel(Compiler(test::kernel_cache_dir()), jobs, 0);
   }
 
   DeviceInfo device_;
@@ -545,7 +524,7 @@ TEST_P(GpuDecodePaged, ReferenceKernelMatchesTheDoubleReference) {
   const AttentionResult ref = paged_reference(s, q, cache);
   const std::vector<KernelSource> sources = op().reference_kernels(p, t);
   ASSERT_EQ(sources.size(), 1u);
-  const KernelHandle kernel = load(sources[0], device_, 0);
+  const KernelHandle kernel = test::load_kernel(sources[0], device_, 0);
   DeviceBuffer o(ref.o.size() * 4), lse(ref.lse.size() * 4);
   const std::uint64_t tensors[8] = {
       q.dev.get(), cache.k_dev.get(),     cache.v_dev.get(),   o.get(),
@@ -679,7 +658,7 @@ class GpuDecodeVariants
             for (const KernelSource& k : op().kernels(params, p, t))
               if (seen.insert(k.name_expression).second) jobs.push_back({k, dev.arch(), {}});
         }
-    compile_parallel(Compiler(cache_dir()), jobs, 0);
+    compile_parallel(Compiler(test::kernel_cache_dir()), jobs, 0);
   }
   DeviceInfo device_;
 };
@@ -758,7 +737,7 @@ TEST_P(GpuDecodeVariants, ReferenceKernelMatchesTheDoubleReference) {
   ASSERT_EQ(tensors.size(), op().tensors(p, t).size());
   const std::vector<KernelSource> sources = op().reference_kernels(p, t);
   ASSERT_EQ(sources.size(), 1u);
-  const KernelHandle kernel = load(sources[0], device_, 0);
+  const KernelHandle kernel = test::load_kernel(sources[0], device_, 0);
   const double scalars[2] = {0.0, s.softcap};
   RunArgs a;
   a.problem = &p;

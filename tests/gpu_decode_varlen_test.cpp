@@ -32,6 +32,7 @@
 #include "templates/decode/decode_op.hpp"
 #include "tests/support/attention_reference.hpp"
 #include "tests/support/fused_reference.hpp"
+#include "tests/support/gpu_kernels.hpp"
 #include "tests/support/test_env.hpp"
 
 namespace ktune {
@@ -42,11 +43,6 @@ using test::AttentionShape;
 using test::AttentionTensor;
 
 const Op& op() { return flash_decode_op(); }
-
-const std::filesystem::path& cache_dir() {
-  static test::TempDir dir;
-  return dir.path();
-}
 
 struct VarlenCase {
   const char* name;
@@ -116,23 +112,6 @@ struct PackedTensor {
     KTUNE_CU(Driver::get().cuMemcpyHtoD(dev.get(), bits.data(), bits.size() * 2));
   }
 };
-
-/// Compiled and loaded kernels by name expression, for the whole binary.
-CUfunction load(const KernelSource& source, const DeviceInfo& dev, unsigned dynamic_smem) {
-  static std::map<std::string, std::pair<std::unique_ptr<Module>, CUfunction>> loaded;
-  auto it = loaded.find(source.name_expression);
-  if (it == loaded.end()) {
-    const CompiledKernel ck = Compiler(cache_dir()).compile({source, dev.arch(), {}});
-    auto module = std::make_unique<Module>(ck.cubin);
-    const CUfunction f = module->function(ck.lowered_name);
-    it = loaded.emplace(source.name_expression, std::make_pair(std::move(module), f)).first;
-  }
-  if (dynamic_smem > 0)
-    KTUNE_CU(Driver::get().cuFuncSetAttribute(
-        it->second.second, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-        static_cast<int>(dynamic_smem)));
-  return it->second.second;
-}
 
 /// One case's inputs, reference and output buffers.
 struct Batch {
@@ -236,7 +215,7 @@ struct Prepared {
     const std::vector<KernelSource> sources = op().kernels(params, b.problem, b.t);
     for (std::size_t i = 0; i < sources.size(); ++i)
       kernels.push_back(
-          load(sources[i], dev, op().dynamic_shared_bytes(params, b.problem, b.t, i)));
+          test::load_kernel(sources[i], dev, op().dynamic_shared_bytes(params, b.problem, b.t, i)));
     if (const std::size_t bytes = op().workspace_bytes(params, b.problem, b.t))
       workspace = DeviceBuffer(bytes);
   }
@@ -346,7 +325,7 @@ class GpuDecodeVarlen
             for (const KernelSource& k : op().kernels(params, p, t))
               if (seen.insert(k.name_expression).second) jobs.push_back({k, dev.arch(), {}});
         }
-    compile_parallel(Compiler(cache_dir()), jobs, 0);
+    compile_parallel(Compiler(test::kernel_cache_dir()), jobs, 0);
   }
 
   DeviceInfo device_;
@@ -403,7 +382,7 @@ TEST_P(GpuDecodeVarlen, RuntimeAttentionRoutesToDecode) {
   RuntimeOptions ro;
   ro.db_path = (dir.path() / "empty.db").string();
   ro.use_shipped_databases = false;
-  ro.cache_dir = cache_dir().string();
+  ro.cache_dir = test::kernel_cache_dir().string();
   Runtime rt(ro);
   out.poison(t);
   rt.attention(a, nullptr);
