@@ -1344,7 +1344,7 @@ TEST(DecodeVariants, KernelsWithoutVariantsKeepTheirNameExpressions) {
             split + ", 0, false, true, false" + combine + fa_ref + "false, true, false>");
   EXPECT_EQ(exprs(base + ",alibi=yes"),
             split + ", 0, false, false, true" + combine + fa_ref + "false, false, true>");
-  EXPECT_EQ(exprs(base + ",window=1,softcap=yes,alibi=yes"),
+  EXPECT_EQ(exprs(base + ",window=600,softcap=yes,alibi=yes"),
             split + ", 0, true, true, true" + combine + fa_ref + "true, true, true>");
   EXPECT_EQ(exprs(base + ",page=16,window=7,alibi=yes"),
             split + ", 16, true, false, true" + combine + paged_ref + ", true, false, true>");
@@ -1355,12 +1355,16 @@ TEST(DecodeVariants, KernelsWithoutVariantsKeepTheirNameExpressions) {
   const std::string shape = base + ",window=4096,softcap=yes,alibi=yes";
   EXPECT_EQ(op().reference_kernels(op().parse_problem(shape), DType::bf16),
             fa.reference_kernels(fa.parse_problem(shape), DType::bf16));
-  // The variants change neither the space nor the defaults (contiguous and paged).
+  // Soft-capping and ALiBi change neither the space nor the defaults (contiguous and paged);
+  // a paged window neither (its splits divide each sequence from key 0). A contiguous window
+  // does: its splits divide only the keys in its reach (DecodeVariants.WindowSplitsCoverIt).
   const DeviceInfo h100 = device("sm_90a");
-  for (const char* page : {"", ",page=16"}) {
+  for (const char* extra :
+       {",softcap=yes,alibi=yes", ",page=16,window=512,softcap=yes,alibi=yes"}) {
+    const std::string page = std::string(extra).find("page") != std::string::npos ? ",page=16"
+                                                                                  : "";
     const Problem plain = op().parse_problem(std::string(kBar1) + page);
-    const Problem variants =
-        op().parse_problem(std::string(kBar1) + page + ",window=512,softcap=yes,alibi=yes");
+    const Problem variants = op().parse_problem(std::string(kBar1) + extra);
     EXPECT_EQ(Space(op(), plain, DType::bf16, h100).valid_count(),
               Space(op(), variants, DType::bf16, h100).valid_count());
     EXPECT_EQ(op().default_params(plain, DType::bf16, h100),
@@ -1370,6 +1374,38 @@ TEST(DecodeVariants, KernelsWithoutVariantsKeepTheirNameExpressions) {
               op().workspace_bytes(op().default_params(plain, DType::bf16, h100), variants,
                                    DType::bf16));
   }
+}
+
+// Contiguous K/V with a window much shorter than the cache: the splits divide the keys in the
+// window's reach (from the first tile any row sees), so each split has work, instead of
+// dividing all nk and leaving most splits left of every window.
+TEST(DecodeVariants, WindowSplitsCoverIt) {
+  const DeviceInfo h100 = device("sm_90a");
+  // Bar 2 (one sequence, 8 KV heads, 32768 keys) with a 4096-key window: 16 splits either way
+  // (one CTA per SM), 4 tiles of 64 keys each from tile 448 instead of 32 from tile 0.
+  const Problem plain = op().parse_problem(kBar2);
+  const Problem window = op().parse_problem(std::string(kBar2) + ",window=4096");
+  const Params p = op().default_params(plain, DType::bf16, h100);
+  const Params w = op().default_params(window, DType::bf16, h100);
+  EXPECT_EQ(op().params_key(w), op().params_key(p));
+  const auto tiles_per_split = [&](const Problem& problem, const Params& params) {
+    return run(params, problem).args[0].tiles_per_split;
+  };
+  EXPECT_EQ(tiles_per_split(plain, p), 32);
+  EXPECT_EQ(tiles_per_split(window, w), 4);
+  EXPECT_EQ(flash_decode_window_base(1, 32768, 4096, 64), 448);
+  // A window shorter than a split's worth of keys: fewer splits, none empty.
+  const Problem narrow = op().parse_problem(std::string(kBar2) + ",window=300");
+  const Params n = op().default_params(narrow, DType::bf16, h100);
+  EXPECT_EQ(op().param(n, "splits"), 1);
+  EXPECT_EQ(op().invalid_reason(n, narrow, DType::bf16, h100), std::nullopt);
+  Params many = n;
+  many.values[op().param_index("splits")] = 16;
+  EXPECT_TRUE(contains(op().invalid_reason(many, narrow, DType::bf16, h100).value_or(""),
+                       "in reach of the window"));
+  // No window, or one covering the whole cache: the splits divide all nk, as before.
+  EXPECT_EQ(flash_decode_window_base(1, 32768, 0, 64), 0);
+  EXPECT_EQ(flash_decode_window_base(1, 32768, 40000, 64), 0);
 }
 
 TEST(DecodeVariants, TensorsScalarsBytesAndFlops) {
@@ -1504,7 +1540,10 @@ KernelTiles kernel_tiles(long long len, long long nq, long long group, long long
                          bool causal, long long window, bool paged) {
   KernelTiles k;
   const long long tiles = (len + block_n - 1) / block_n;
-  const long long begin = split * per;
+  // Contiguous with a window, the splits divide the tiles from the first one any row sees.
+  const long long base =
+      paged ? 0 : flash_decode_window_base(nq, len, window, static_cast<int>(block_n));
+  const long long begin = base + split * per;
   if (paged && split > 0 && begin >= tiles) {
     k.ran = false;
     return k;
@@ -1576,8 +1615,6 @@ TEST(DecodeVariants, WindowTilesSplitsAndCombineMatchPlainAttention) {
           for (int splits : {1, 2, 3, 5}) {
             if (flash_decode_used_splits(nk, static_cast<int>(block_n), splits) != splits)
               continue;
-            const long long per =
-                flash_decode_tiles_per_split(nk, static_cast<int>(block_n), splits);
             std::vector<std::vector<double>> k(static_cast<std::size_t>(nk),
                                                std::vector<double>(d));
             std::vector<std::vector<double>> v = k;
@@ -1592,6 +1629,17 @@ TEST(DecodeVariants, WindowTilesSplitsAndCombineMatchPlainAttention) {
                   const bool paged = len != nk || config % 2 == 1;
                   const bool softcap = config % 4 >= 2, alibi = config % 3 != 0;
                   ++config;
+                  // Contiguous: the host divides the keys from the window's first tile
+                  // (split_span in decode_op.cpp), and a point with an empty split is invalid.
+                  const long long span =
+                      paged ? nk
+                            : nk - flash_decode_window_base(nq, nk, window,
+                                                            static_cast<int>(block_n)) *
+                                       block_n;
+                  if (flash_decode_used_splits(span, static_cast<int>(block_n), splits) != splits)
+                    continue;
+                  const long long per =
+                      flash_decode_tiles_per_split(span, static_cast<int>(block_n), splits);
                   const long long rows = flash_decode_rows(group, nq);
                   for (long long r0 = 0; r0 < rows; r0 += block_m) {
                     const long long tile_rows = std::min(block_m, rows - r0);
@@ -1602,8 +1650,9 @@ TEST(DecodeVariants, WindowTilesSplitsAndCombineMatchPlainAttention) {
                       // Left of the window: a split with tiles of its own takes none, or
                       // starts past its first.
                       const KernelTiles& t = ranges.back();
-                      if (t.ran && s * per < t.end && t.start >= t.end) ++empty_splits;
-                      if (t.ran && s * per < t.start && t.start < t.end) ++skipped_tiles;
+                      const long long begin = (nk - span) / block_n + s * per;
+                      if (t.ran && begin < t.end && t.start >= t.end) ++empty_splits;
+                      if (t.ran && begin < t.start && t.start < t.end) ++skipped_tiles;
                     }
                     // The combine reads the splits that hold keys of the sequence; the kernel
                     // exits exactly for the others.

@@ -166,6 +166,18 @@ KTUNE_DECODE_HD constexpr long long flash_decode_row_first(long long packed_row,
   return packed_row / group + seq_k - seq_q - window + 1;
 }
 
+/// Contiguous K/V with a sliding window of `window` keys (> 0): the first key tile any row of
+/// the sequence sees (query row 0's window start, rounded down to a tile). The splits divide the
+/// tiles from there rather than from key 0, so that a window much shorter than the cache keeps
+/// every split busy instead of a few; 0 without a window. Paged and varlen sequences have their
+/// own lengths, which the host cannot see: there the splits start at key 0.
+KTUNE_DECODE_HD constexpr long long flash_decode_window_base(long long seq_q, long long seq_k,
+                                                             long long window, int block_n) {
+  return window <= 0 || seq_k - seq_q - window + 1 <= 0
+             ? 0
+             : (seq_k - seq_q - window + 1) / block_n;
+}
+
 /// Bytes per shared-memory row of 16-bit elements: D * 2 plus 16 bytes of padding, so that the 8
 /// rows of an ldmatrix phase fall in 8 distinct bank groups.
 KTUNE_DECODE_HD constexpr int flash_decode_pitch(int d) { return 2 * d + 16; }

@@ -96,6 +96,13 @@ std::size_t slopes_index(const Shape& s) { return s.paged() ? kSeqLens + 1 : kLs
 /// Where cu_seqlens_q sits (cu_seqlens_k next): after the slopes, flash_attention's 6 and 7.
 std::size_t cu_seqlens_index(const Shape& s) { return slopes_index(s) + 1; }
 
+/// Keys the splits divide: nk, or contiguous with a window those from the first tile any row
+/// sees (flash_decode_window_base; the kernel starts its splits there).
+std::int64_t split_span(const Shape& s, int block_n) {
+  if (s.paged() || s.varlen) return s.nk;
+  return s.nk - flash_decode_window_base(s.nq, s.nk, s.window, block_n) * block_n;
+}
+
 struct Config {
   int splits, block_m, block_n, warps, stages;
 };
@@ -261,7 +268,8 @@ FlashDecodeArgs make_args(const RunArgs& a, const Shape& s, const Config& c) {
   k.seq_k = static_cast<int>(s.nk);
   k.group = static_cast<int>(s.group());
   k.splits = c.splits;
-  k.tiles_per_split = static_cast<int>(flash_decode_tiles_per_split(s.nk, c.block_n, c.splits));
+  k.tiles_per_split = static_cast<int>(
+      flash_decode_tiles_per_split(split_span(s, c.block_n), c.block_n, c.splits));
   k.split_keys = k.tiles_per_split * c.block_n;
   k.scale = m.scale;
   // The variants' arguments are read only when the problem asks for them.
@@ -646,14 +654,15 @@ class FlashDecodeOp final : public Op {
                                                                  device.smem_per_sm / smem))
               : r.ctas_per_sm;
       const std::int64_t base = s.b * s.hkv * row_tiles(s, c.block_m);
+      const std::int64_t span = split_span(s, c.block_n);
       std::int64_t want = std::min(device.sm_count * per_sm / base,
-                                   std::max<std::int64_t>(1, s.nk / r.split_keys));
+                                   std::max<std::int64_t>(1, span / r.split_keys));
       // Paged and varlen batches mix lengths: one CTA per (sequence, head) would leave the SMs
       // waiting on the longest sequences. Pieces of about kPagedSplitKeys keys balance them
       // (splits past a sequence's end exit at once), whatever the grid.
       if (s.paged() || s.varlen) want = std::max(want, s.nk / kPagedSplitKeys);
       for (std::int64_t v : kSplitValues)
-        if (v <= want && flash_decode_used_splits(s.nk, c.block_n, static_cast<int>(v)) == v)
+        if (v <= want && flash_decode_used_splits(span, c.block_n, static_cast<int>(v)) == v)
           c.splits = static_cast<int>(v);
     }
     return Params{{c.splits, c.block_m, c.block_n, c.warps, c.stages}};
@@ -680,10 +689,12 @@ class FlashDecodeOp final : public Op {
              str(s.group()) + " heads per group x nq=" + str(s.nq) +
              "): half the tile or more would be padding; block_m=" + str(c.block_m / 2) +
              " reads the same K/V";
-    const std::int64_t used = flash_decode_used_splits(s.nk, c.block_n, c.splits);
+    const std::int64_t span = split_span(s, c.block_n);
+    const std::int64_t used = flash_decode_used_splits(span, c.block_n, c.splits);
     if (used < c.splits)
-      return "splits=" + str(c.splits) + " over " + str(flash_decode_tiles(s.nk, c.block_n)) +
-             " key tiles of block_n=" + str(c.block_n) + " (nk=" + str(s.nk) + "): " +
+      return "splits=" + str(c.splits) + " over " + str(flash_decode_tiles(span, c.block_n)) +
+             " key tiles of block_n=" + str(c.block_n) + " (nk=" + str(s.nk) +
+             (span < s.nk ? ", the last " + str(span) + " in reach of the window" : "") + "): " +
              str(c.splits - used) + " splits would be empty";
     if (smem_bytes(c, s.d, s.page) > kMaxSmem)
       return smem_text(c, s) + ", more than the 227 KiB any GPU gives a block";

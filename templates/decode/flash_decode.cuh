@@ -200,7 +200,12 @@ __global__ void __launch_bounds__(WARPS * 32,
                  : VARLEN ? flash_decode_seq_len(args.cu_seqlens_k[b + 1] - k_first, args.seq_k)
                           : args.seq_k;
   const int tiles = (Nk + BLOCK_N - 1) / BLOCK_N;
-  const int n_begin = split * args.tiles_per_split;
+  // Contiguous with a window: the splits divide the tiles from the first one any row sees.
+  const int n_begin =
+      (WINDOW && PAGE == 0 && !VARLEN
+           ? static_cast<int>(flash_decode_window_base(Nq, Nk, args.window, BLOCK_N))
+           : 0) +
+      split * args.tiles_per_split;
   // A split past the sequence's end has nothing to add: the combine does not read it (split 0
   // always writes, so that an empty sequence still gets o = 0 and lse = -inf).
   if ((PAGE > 0 || VARLEN) && split > 0 && n_begin >= tiles) return;
