@@ -26,6 +26,7 @@
 #include "templates/attention/attention_op.hpp"
 #include "tests/support/attention_reference.hpp"
 #include "tests/support/fused_reference.hpp"
+#include "tests/support/gpu_kernels.hpp"
 #include "tests/support/test_env.hpp"
 
 namespace ktune {
@@ -101,51 +102,23 @@ struct DeviceTensor {
 };
 
 /// Output buffers poisoned with NaN: o in the layout of q, lse [B, Hq, Nq] fp32.
-struct Outputs {
+struct Outputs : test::PoisonedOutputs {
   AttentionTensor layout;  // o's strides
-  DeviceBuffer o, lse;
-  std::size_t o_elements, lse_elements;
 
-  Outputs(const AttentionShape& s, bool bshd) {
+  Outputs(const AttentionShape& s, bool bshd)
+      : test::PoisonedOutputs(static_cast<std::size_t>(s.b * s.hq * s.nq * s.d),
+                              static_cast<std::size_t>(s.b * s.hq * s.nq)) {
     test::attention_strides(s.b, s.hq, s.nq, s.d, bshd, layout);
-    o_elements = layout.data.size();
-    lse_elements = static_cast<std::size_t>(s.b * s.hq * s.nq);
-    o = DeviceBuffer(o_elements * 2);
-    lse = DeviceBuffer(lse_elements * 4);
   }
-  void poison(DType t) {
-    const Driver& cu = Driver::get();
-    KTUNE_CU(cu.cuMemsetD16Async(o.get(), t == DType::bf16 ? 0x7fc0 : 0x7e00, o_elements, nullptr));
-    KTUNE_CU(cu.cuMemsetD32Async(lse.get(), 0x7fc00000u, lse_elements, nullptr));
-    KTUNE_CU(cu.cuCtxSynchronize());
-  }
-  void* o_ptr() { return reinterpret_cast<void*>(o.get()); }
-  float* lse_ptr() { return reinterpret_cast<float*>(lse.get()); }
 };
 
-/// Counts elements outside atol + rtol * |ref|; NaN never passes, an infinite reference must be
-/// matched exactly.
-struct Checker {
-  Tolerance tol;
-  std::string what;
-  std::size_t bad = 0;
-  double worst = 0;
-  void operator()(double out, double ref, const std::string& where) {
-    const double err = std::fabs(out - ref);
-    const bool ok = std::isinf(ref) ? out == ref : err <= tol.atol + tol.rtol * std::fabs(ref);
-    if (std::isfinite(err)) worst = std::max(worst, err);
-    if (!ok && bad++ < 3) ADD_FAILURE() << what << ": " << where << " = " << out << ", reference " << ref;
-  }
-  ~Checker() { EXPECT_EQ(bad, 0u) << what << " (max abs error " << worst << ")"; }
-};
+using test::Checker;
 
 /// Downloads o (through its layout) and lse and compares them with the reference.
 void check_outputs(const AttentionShape& s, DType t, Outputs& out, const AttentionResult& ref,
                    bool with_lse, const std::string& what) {
-  std::vector<std::uint16_t> o_bits(out.o_elements);
-  KTUNE_CU(Driver::get().cuMemcpyDtoH(o_bits.data(), out.o.get(), o_bits.size() * 2));
-  std::vector<float> lse(out.lse_elements);
-  KTUNE_CU(Driver::get().cuMemcpyDtoH(lse.data(), out.lse.get(), lse.size() * 4));
+  const std::vector<std::uint16_t> o_bits = out.o_bits();
+  const std::vector<float> lse = out.lse_values();
   Checker o_check{op().tolerance(t), what + " o"};
   Checker lse_check{op().tolerance(t), what + " lse"};
   for (std::int64_t b = 0; b < s.b; ++b)
@@ -159,7 +132,7 @@ void check_outputs(const AttentionShape& s, DType t, Outputs& out, const Attenti
           const std::uint16_t bits = o_bits[at + static_cast<std::size_t>(i)];
           const double v = t == DType::bf16 ? test::bf16_bits_to_float(bits)
                                             : test::fp16_bits_to_float(bits);
-          o_check(v, ref.o_at(s, b, h, r, i), row + " i=" + std::to_string(i));
+          o_check(v, ref.o_at(s, b, h, r, i), [&] { return row + " i=" + std::to_string(i); });
         }
         const std::size_t li = static_cast<std::size_t>((b * s.hq + h) * s.nq + r);
         if (with_lse)
@@ -524,8 +497,10 @@ TEST_F(GpuAttentionReference, MatchesTheCpuReference) {
     const AttentionResult ref = test::attention_ref(s, q.host, k.host, v.host);
     Checker o_check{{1e-4, 1e-5}, std::string(dims) + " reference o"};
     Checker lse_check{{1e-5, 1e-5}, std::string(dims) + " reference lse"};
-    for (std::size_t i = 0; i < o_host.size(); ++i) o_check(o_host[i], ref.o[i], std::to_string(i));
-    for (std::size_t i = 0; i < rows; ++i) lse_check(lse_host[i], ref.lse[i], std::to_string(i));
+    for (std::size_t i = 0; i < o_host.size(); ++i)
+      o_check(o_host[i], ref.o[i], [&] { return std::to_string(i); });
+    for (std::size_t i = 0; i < rows; ++i)
+      lse_check(lse_host[i], ref.lse[i], [&] { return std::to_string(i); });
   }
 }
 
@@ -674,8 +649,10 @@ TEST_P(GpuAttentionVarlen, KernelAndReferenceMatchEachSequenceAlone) {
     EXPECT_EQ(untouched_bad, 0u) << what << ": elements past total_q were written";
     Checker o_check{tol, what + " o"};
     Checker lse_check{tol, what + " lse"};
-    for (std::size_t i = 0; i < o.size(); ++i) o_check(o[i], ref.o[i], std::to_string(i));
-    for (std::size_t i = 0; i < lse.size(); ++i) lse_check(lse[i], ref.lse[i], std::to_string(i));
+    for (std::size_t i = 0; i < o.size(); ++i)
+      o_check(o[i], ref.o[i], [&] { return std::to_string(i); });
+    for (std::size_t i = 0; i < lse.size(); ++i)
+      lse_check(lse[i], ref.lse[i], [&] { return std::to_string(i); });
   };
   check(nullptr, {1e-4, 1e-5}, name + " fp32 reference");
   const Params def = op().default_params(p, t, device_);

@@ -140,55 +140,26 @@ struct Prepared {
   }
 };
 
-/// Output buffers, poisoned with NaN before each run.
-struct Outputs {
+/// Output buffers, poisoned with NaN before each run: o in the layout of q, lse [B, Hq, Nq].
+struct Outputs : test::PoisonedOutputs {
   AttentionTensor layout;
-  DeviceBuffer o, lse;
-  std::size_t o_elements, lse_elements;
 
-  Outputs(const AttentionShape& s, bool bshd) {
+  Outputs(const AttentionShape& s, bool bshd)
+      : test::PoisonedOutputs(static_cast<std::size_t>(s.b * s.hq * s.nq * s.d),
+                              static_cast<std::size_t>(s.b * s.hq * s.nq)) {
     test::attention_strides(s.b, s.hq, s.nq, s.d, bshd, layout);
-    o_elements = layout.data.size();
-    lse_elements = static_cast<std::size_t>(s.b * s.hq * s.nq);
-    o = DeviceBuffer(o_elements * 2);
-    lse = DeviceBuffer(lse_elements * 4);
-  }
-  void poison(DType t) {
-    const Driver& cu = Driver::get();
-    KTUNE_CU(cu.cuMemsetD16Async(o.get(), t == DType::bf16 ? 0x7fc0 : 0x7e00, o_elements, nullptr));
-    KTUNE_CU(cu.cuMemsetD32Async(lse.get(), 0x7fc00000u, lse_elements, nullptr));
-    KTUNE_CU(cu.cuCtxSynchronize());
-  }
-  std::vector<std::uint16_t> o_bits() const {
-    std::vector<std::uint16_t> bits(o_elements);
-    KTUNE_CU(Driver::get().cuMemcpyDtoH(bits.data(), o.get(), bits.size() * 2));
-    return bits;
-  }
-  std::vector<float> lse_values() const {
-    std::vector<float> v(lse_elements);
-    KTUNE_CU(Driver::get().cuMemcpyDtoH(v.data(), lse.get(), v.size() * 4));
-    return v;
   }
 };
 
-/// Counts elements outside atol + rtol * |ref|; NaN never passes, an infinite reference must be
-/// matched exactly.
-struct Checker {
-  Tolerance tol;
-  std::string what;
-  std::size_t bad = 0;
-  /// Element i of query row r of head h of batch b (i < 0: the row's lse).
-  void operator()(double out, double ref, std::int64_t b, std::int64_t h, std::int64_t r,
-                  std::int64_t i) {
-    const bool ok = std::isinf(ref) ? out == ref
-                                    : std::fabs(out - ref) <= tol.atol + tol.rtol * std::fabs(ref);
-    if (!ok && bad++ < 3)
-      ADD_FAILURE() << what << ": b=" << b << " h=" << h << " row=" << r
-                    << (i >= 0 ? " i=" + std::to_string(i) : std::string()) << " = " << out
-                    << ", reference " << ref;
-  }
-  ~Checker() { EXPECT_EQ(bad, 0u) << what; }
-};
+using test::Checker;
+
+/// "b=.. h=.. row=.. i=.." (i < 0: the row's lse), made only for a reported mismatch.
+auto where(std::int64_t b, std::int64_t h, std::int64_t r, std::int64_t i) {
+  return [=] {
+    return "b=" + std::to_string(b) + " h=" + std::to_string(h) + " row=" + std::to_string(r) +
+           (i >= 0 ? " i=" + std::to_string(i) : std::string());
+  };
+}
 
 void check(const AttentionShape& s, DType t, const Outputs& out, const AttentionResult& ref,
            bool with_lse, const std::string& what) {
@@ -205,11 +176,11 @@ void check(const AttentionShape& s, DType t, const Outputs& out, const Attention
           const std::uint16_t bits = o[at + static_cast<std::size_t>(i)];
           const double v = t == DType::bf16 ? test::bf16_bits_to_float(bits)
                                             : test::fp16_bits_to_float(bits);
-          o_check(v, ref.o_at(s, b, h, r, i), b, h, r, i);
+          o_check(v, ref.o_at(s, b, h, r, i), where(b, h, r, i));
         }
         const std::size_t li = static_cast<std::size_t>((b * s.hq + h) * s.nq + r);
         if (with_lse)
-          lse_check(lse[li], ref.lse[li], b, h, r, -1);
+          lse_check(lse[li], ref.lse[li], where(b, h, r, -1));
         else if (!std::isnan(lse[li]))
           ADD_FAILURE() << what << ": lse written although the pointer was null (b=" << b
                         << " h=" << h << " row=" << r << ")";

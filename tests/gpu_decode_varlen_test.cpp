@@ -180,30 +180,11 @@ struct Batch {
 };
 
 /// o (16-bit) and lse, poisoned with NaN before each run.
-struct Outputs {
-  DeviceBuffer o, lse;
-  std::size_t o_elements, lse_elements;
-
-  explicit Outputs(const Batch& b)
-      : o(b.o_elements * 2), lse(b.lse_elements * 4), o_elements(b.o_elements),
-        lse_elements(b.lse_elements) {}
-  void poison(DType t) {
-    const Driver& cu = Driver::get();
-    KTUNE_CU(cu.cuMemsetD16Async(o.get(), t == DType::bf16 ? 0x7fc0 : 0x7e00, o_elements, nullptr));
-    KTUNE_CU(cu.cuMemsetD32Async(lse.get(), 0x7fc00000u, lse_elements, nullptr));
-    KTUNE_CU(cu.cuCtxSynchronize());
-  }
-  std::vector<std::uint16_t> o_bits() const {
-    std::vector<std::uint16_t> bits(o_elements);
-    KTUNE_CU(Driver::get().cuMemcpyDtoH(bits.data(), o.get(), bits.size() * 2));
-    return bits;
-  }
-  std::vector<float> lse_values() const {
-    std::vector<float> v(lse_elements);
-    KTUNE_CU(Driver::get().cuMemcpyDtoH(v.data(), lse.get(), v.size() * 4));
-    return v;
-  }
+struct Outputs : test::PoisonedOutputs {
+  explicit Outputs(const Batch& b) : test::PoisonedOutputs(b.o_elements, b.lse_elements) {}
 };
+
+using test::Checker;
 
 /// Runs one configuration of the op on the batch into `out`, on `stream`.
 struct Prepared {
@@ -239,21 +220,6 @@ struct Prepared {
   }
 };
 
-/// Counts elements outside atol + rtol * |ref|; NaN never passes, an infinite reference must be
-/// matched exactly.
-struct Checker {
-  Tolerance tol;
-  std::string what;
-  std::size_t bad = 0;
-  void operator()(double out, double ref, const std::string& where) {
-    const bool ok = std::isinf(ref) ? out == ref
-                                    : std::fabs(out - ref) <= tol.atol + tol.rtol * std::fabs(ref);
-    if (!ok && bad++ < 3)
-      ADD_FAILURE() << what << ": " << where << " = " << out << ", reference " << ref;
-  }
-  ~Checker() { EXPECT_EQ(bad, 0u) << what; }
-};
-
 /// Every packed row against the reference; row padding, rows past total_q and lse past
 /// [hq, total_q] still NaN.
 void check(const Batch& b, const Outputs& out, const std::string& what) {
@@ -272,15 +238,16 @@ void check(const Batch& b, const Outputs& out, const std::string& what) {
         written += !std::isnan(x);
         continue;
       }
-      o_check(x, b.ref.o[static_cast<std::size_t>((r * b.c.hq + h) * b.d + i)],
-              "row " + std::to_string(r) + " h=" + std::to_string(h) + " i=" + std::to_string(i));
+      o_check(x, b.ref.o[static_cast<std::size_t>((r * b.c.hq + h) * b.d + i)], [&] {
+        return "row " + std::to_string(r) + " h=" + std::to_string(h) + " i=" + std::to_string(i);
+      });
     }
   for (std::size_t i = 0; i < lse.size(); ++i) {
     if (i >= b.ref.lse.size()) {
       written += !std::isnan(lse[i]);
       continue;
     }
-    lse_check(lse[i], b.ref.lse[i], "lse[" + std::to_string(i) + "]");
+    lse_check(lse[i], b.ref.lse[i], [&] { return "lse[" + std::to_string(i) + "]"; });
   }
   EXPECT_EQ(written, 0u) << what << ": padding or rows past total_q were written";
 }

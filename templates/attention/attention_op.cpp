@@ -132,8 +132,8 @@ constexpr AttentionDefaults kDefaults[] = {
     {8, 256, 128, 32, 8, 2, 0, 0},  // 128 KiB of shared memory: fits sm_80's 163 KiB
 };
 /// A grid of block_m=128 tiles with fewer CTAs than this many per SM takes block_m=64 (4 warps,
-/// Q in registers) instead, at d=64 and d=128 (the head dims it was measured at). On the H100 the fastest point of every held-out problem with such a
-/// grid had block_m=64 (1.1-1.9x the 128-row default: nq=64 with 128 CTAs, nq=300 with 300,
+/// Q in registers) instead, at d=64 and d=128 (the head dims it was measured at). On the H100
+/// the fastest point of every held-out problem with such a grid had block_m=64 (1.1-1.9x the 128-row default: nq=64 with 128 CTAs, nq=300 with 300,
 /// nq=777 with 336), and those with more (480 and up) kept block_m=128
 /// (benchmarks/results/fallback-h100-2026-11-23.md).
 constexpr std::int64_t kShortGridWaves = 3;
@@ -450,7 +450,8 @@ class FlashAttentionOp final : public Op {
       if (invalid_reason(p, problem, t, device)) break;
       // Few query tiles: halve them, so that the last wave idles less of the GPU.
       if (row.block_m == 128 && (s.d == 64 || s.d == 128) && device.sm_count > 0 &&
-          s.b * s.hq * ((s.nq + 127) / 128) < kShortGridWaves * device.sm_count) {
+          s.b * s.hq * ((s.nq + row.block_m - 1) / row.block_m) <
+              kShortGridWaves * device.sm_count) {
         const Params half = params({row.cc_major, row.d, 64, row.block_n, 4, row.stages, 1, 0});
         if (!invalid_reason(half, problem, t, device)) return half;
       }

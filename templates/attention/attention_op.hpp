@@ -15,7 +15,8 @@ namespace ktune {
 /// are ignored, nq and nk are the longest lengths, and lse is [hq, total_q]; the tuner's
 /// cu_seqlens are fixed (Fill::seq_offsets) and size the tensors exactly. A problem of the first
 /// 7 dims only (flash_decode delegates its tensors and reference here) has the variants and
-/// varlen off, and then only the first 5 tensors and the first scalar are read. The reference stays valid for the life of the program.
+/// varlen off, and then only the first 5 tensors and the first scalar are read. The reference
+/// stays valid for the life of the program.
 const Op& flash_attention_op();
 
 }  // namespace ktune

@@ -131,7 +131,7 @@ __global__ void __launch_bounds__(BLOCK_M * 2, 1)
   static_assert(moe_gemm_sm90_acc_regs(BLOCK_N, GATED) <= 128,
                 "more than 128 fp32 accumulators per thread (GATED counts gate and up)");
   static_assert(moe_gemm_sm90_smem_bytes(BLOCK_M, BLOCK_N, BLOCK_K, STAGES, GATED) +
-                        (BLOCK_M * 12 + 4 + 1023) / 1024 * 1024 <=
+                        moe_gemm_sm90_static_smem_bytes(BLOCK_M) <=
                     227 * 1024,
                 "shared memory above 227 KiB");
   static_assert(GROUP_M == 0 || GROUP_M == 2 || GROUP_M == 4 || GROUP_M == 8 || GROUP_M == 16 ||

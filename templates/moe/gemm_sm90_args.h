@@ -28,15 +28,21 @@ KTUNE_MOE_HD constexpr unsigned moe_gemm_sm90_smem_bytes(int block_m, int block_
                                1024);
 }
 
+/// Static shared memory of moe_gemm_sm90_kernel: the row table (block_m * 12 + 4 bytes, as
+/// moe_gemm_static_smem_bytes), rounded up to 1024 by the 1024-byte alignment of the dynamic
+/// area, as ptxas reports it.
+KTUNE_MOE_HD constexpr unsigned moe_gemm_sm90_static_smem_bytes(int block_m) {
+  return static_cast<unsigned>((block_m * 12 + 4 + 1023) / 1024 * 1024);
+}
+
 /// fp32 accumulators per thread: each warpgroup holds m64 x BLOCK_N (twice for GATED).
 KTUNE_MOE_HD constexpr int moe_gemm_sm90_acc_regs(int block_n, bool gated) {
   return (gated ? 2 : 1) * block_n / 2;
 }
 
 /// nullptr when moe_gemm_sm90_kernel<T, BLOCK_M, BLOCK_N, BLOCK_K, STAGES, GATED, GROUP_M>
-/// compiles; otherwise why not. Static shared memory (block_m * 12 + 4 bytes, rounded up to 1024
-/// by the 1024-byte alignment of the dynamic area, as ptxas reports it) counts against the
-/// 227 KiB a block may use.
+/// compiles; otherwise why not. Static shared memory (moe_gemm_sm90_static_smem_bytes) counts
+/// against the 227 KiB a block may use.
 KTUNE_MOE_HD constexpr const char* moe_gemm_sm90_invalid_reason(int block_m, int block_n,
                                                                 int block_k, int stages,
                                                                 bool gated, int group_m = 0) {
@@ -47,7 +53,7 @@ KTUNE_MOE_HD constexpr const char* moe_gemm_sm90_invalid_reason(int block_m, int
   if (moe_gemm_sm90_acc_regs(block_n, gated) > 128)
     return "more than 128 fp32 accumulators per thread (GATED counts gate and up)";
   if (moe_gemm_sm90_smem_bytes(block_m, block_n, block_k, stages, gated) +
-          static_cast<unsigned>((block_m * 12 + 4 + 1023) / 1024 * 1024) >
+          moe_gemm_sm90_static_smem_bytes(block_m) >
       227u * 1024u)
     return "shared memory above 227 KiB";
   if (group_m != 0 && group_m != 2 && group_m != 4 && group_m != 8 && group_m != 16 &&

@@ -134,11 +134,10 @@ unsigned gemm_smem(const Config& c, bool gated) {
                      : moe_gemm_smem_bytes(c.block_m, g.bn, g.bk, g.stages, gated);
 }
 
-/// Static shared memory of a GEMM kernel (its row table; the wgmma kernel's rounded up to 1 KiB
-/// by the 1024-byte alignment of its ring).
+/// Static shared memory of a GEMM kernel (its row table).
 unsigned gemm_static_smem(const Config& c, bool gated) {
   const GemmTile& g = gated ? c.g1 : c.g2;
-  return g.impl == 1 ? static_cast<unsigned>((c.block_m * 12 + 4 + 1023) / 1024 * 1024)
+  return g.impl == 1 ? moe_gemm_sm90_static_smem_bytes(c.block_m)
                      : moe_gemm_static_smem_bytes(c.block_m);
 }
 
@@ -252,15 +251,16 @@ constexpr MoeDefaults kDefaults[] = {
 /// sm_90a with at least kWgmmaMinRows rows per expert on average (t * k / e): both GEMMs on
 /// the wgmma kernel, whatever t. On the H100 (benchmarks/results/moe-wgmma-h100-2026-11-23.md)
 /// this is the best point of the Mixtral T=4096 sweep (1024 rows per expert; 1.27x the mma.sync
-/// row; its align_chunk=0 and 4096 within 1 %, 4096 up to 7 % ahead at DeepSeek T=4096) and within 8 % of DeepSeek T=4096's (512 rows; 1.20x); where experts got 128 rows
-/// (DeepSeek T=1024) the best wgmma gemm1 was 5 % slower than the mma.sync row, and at 256
-/// (Mixtral T=1024) the wgmma points won by 1.1-1.2x.
+/// row; its align_chunk=0 and 4096 within 1 %, 4096 up to 7 % ahead at DeepSeek T=4096) and
+/// within 8 % of DeepSeek T=4096's (512 rows; 1.20x); where experts got 128 rows (DeepSeek
+/// T=1024) the best wgmma gemm1 was 5 % slower than the mma.sync row, and at 256 (Mixtral
+/// T=1024) the wgmma points won by 1.1-1.2x.
 constexpr MoeDefaults kWgmma = {9, 1 << 30, 128, {128, 64, 8, 1, 4, 0, 0, 0, 1},
                                 {128, 64, 8, 1, 4, 8, 0, 0, 1}, 4096, 8, 8};
 constexpr long long kWgmmaMinRows = 256;
 /// Valid for every problem problem_reason() accepts on any sm_80+ device: small tiles, 2 stages.
-constexpr MoeDefaults kSafe = {8, 0, 16, {64, 32, 4, 1, 2, 0, 0, 0, 0}, {64, 32, 4, 1, 2, 0, 0, 0, 0},
-                               0, 8, 8};
+constexpr MoeDefaults kSafe = {8, 0, 16, {64, 32, 4, 1, 2, 0, 0, 0, 0},
+                               {64, 32, 4, 1, 2, 0, 0, 0, 0}, 0, 8, 8};
 
 /// Launches a.kernels[0], [1], ... in turn, each with a 1-D block and an (x, y) grid.
 class KernelSequence {
@@ -454,10 +454,11 @@ class MoeOp final : public Op {
                                          ", " + str(g.bn) + ", " + str(g.bk) + ", " +
                                          str(g.stages) + ", " + (gated ? "true" : "false") +
                                          ", " + str(g.group_m) + ">"};
-      return {"moe/gemm.cuh", "ktune::moe_gemm_kernel<" + T + ", " + str(c.block_m) + ", " + str(g.bn) + ", " +
-             str(g.bk) + ", " + str(g.warps) + ", " + str(g.warps_m) + ", " + str(g.stages) +
-             ", " + (gated ? "true" : "false") + ", " + str(g.group_m) + ", " + str(g.prefetch) +
-             ", 1, " + str(g.epi) + ">"};
+      return {"moe/gemm.cuh", "ktune::moe_gemm_kernel<" + T + ", " + str(c.block_m) + ", " +
+                                  str(g.bn) + ", " + str(g.bk) + ", " + str(g.warps) + ", " +
+                                  str(g.warps_m) + ", " + str(g.stages) + ", " +
+                                  (gated ? "true" : "false") + ", " + str(g.group_m) + ", " +
+                                  str(g.prefetch) + ", 1, " + str(g.epi) + ">"};
     };
     const std::string chunk = str(kAlignThreads) + ", " + str(c.align_chunk) + ">";
     std::vector<KernelSource> out;

@@ -31,4 +31,26 @@ CUfunction load_kernel(const KernelSource& source, const DeviceInfo& dev, unsign
   return it->second.second;
 }
 
+PoisonedOutputs::PoisonedOutputs(std::size_t o_count, std::size_t lse_count)
+    : o(o_count * 2), lse(lse_count * 4), o_elements(o_count), lse_elements(lse_count) {}
+
+void PoisonedOutputs::poison(DType t) {
+  const Driver& cu = Driver::get();
+  KTUNE_CU(cu.cuMemsetD16Async(o.get(), t == DType::bf16 ? 0x7fc0 : 0x7e00, o_elements, nullptr));
+  KTUNE_CU(cu.cuMemsetD32Async(lse.get(), 0x7fc00000u, lse_elements, nullptr));
+  KTUNE_CU(cu.cuCtxSynchronize());
+}
+
+std::vector<std::uint16_t> PoisonedOutputs::o_bits() const {
+  std::vector<std::uint16_t> bits(o_elements);
+  KTUNE_CU(Driver::get().cuMemcpyDtoH(bits.data(), o.get(), bits.size() * 2));
+  return bits;
+}
+
+std::vector<float> PoisonedOutputs::lse_values() const {
+  std::vector<float> v(lse_elements);
+  KTUNE_CU(Driver::get().cuMemcpyDtoH(v.data(), lse.get(), v.size() * 4));
+  return v;
+}
+
 }  // namespace ktune::test

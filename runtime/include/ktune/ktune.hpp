@@ -149,8 +149,8 @@ constexpr std::int64_t kDecodeMaxNq = 16;
 
 /// One attention forward call (Runtime::attention): prefill or decode, contiguous or paged K/V,
 /// variable-length batches (cu_seqlens: q, k, v, o packed [total, h, d], nq and nk the longest
-/// lengths, lse [hq, total_q]), with the mask variants. o = softmax(mask(scale * q k^T)) v per query head; query head h reads
-/// KV head h / (hq / hkv). Every pointer of q, k, v, o is 16-byte aligned, the others 4-byte.
+/// lengths, lse [hq, total_q]), with the mask variants. o = softmax(mask(scale * q k^T)) v per
+/// query head; query head h reads KV head h / (hq / hkv). Every pointer of q, k, v, o is 16-byte aligned, the others 4-byte.
 struct AttentionArgs {
   const void* q = nullptr;  // [b, hq, nq, d] (strides: layout)
   const void* k = nullptr;  // [b, hkv, nk, d], or paged: the pool [pages, page_size, hkv, d]
@@ -211,9 +211,9 @@ class Runtime {
                        Stream stream, const AttentionLayout* layout = nullptr);
 
   /// Attention forward through one entry for prefill, decode (split-KV, GQA packing), paged KV
-  /// caches and variable-length batches, with sliding window, soft-capping and ALiBi: args.impl picks the kernel family
-  /// (automatic: decode for paged K/V or nq <= kDecodeMaxNq, unless a variant it lacks is asked
-  /// for; then prefill). Every argument is checked on the host before any CUDA call. The decode
+  /// caches and variable-length batches, with sliding window, soft-capping and ALiBi: args.impl
+  /// picks the kernel family (automatic: decode for paged K/V or nq <= kDecodeMaxNq, unless a
+  /// variant it lacks is asked for; then prefill). Every argument is checked on the host before any CUDA call. The decode
   /// kernel's split partials need a workspace: args.workspace (attention_workspace_size bytes)
   /// for graph capture without allocation, else the runtime's per (problem, stream), as moe().
   void attention(const AttentionArgs& args, Stream stream);
