@@ -264,6 +264,15 @@ class Op {
   /// its configuration to another problem; beyond it the built-in default wins. ln 4: a factor 4
   /// in one dim, or 2 in four.
   virtual double fallback_radius() const { return 1.3863; }  // ln 4, rounded up
+  /// Whether the configuration tuned on `tuned` may serve `wanted` on `device` as a nearest
+  /// neighbour, beyond the distance: false when the op's own rules put the two in regimes that
+  /// want different tiles (flash_attention: a grid short enough for 64-row tiles and one that
+  /// is not), so that the default, which follows the regime, serves instead.
+  virtual bool fallback_compatible(const Problem& wanted, const Problem& tuned,
+                                   const DeviceInfo& device) const {
+    (void)wanted, (void)tuned, (void)device;
+    return true;
+  }
   /// The dim `ktune sweep` tunes over a list of values in one command (MoE: "t", the token
   /// buckets), and its default list; empty name: none.
   virtual std::string_view bucket_dim() const { return {}; }

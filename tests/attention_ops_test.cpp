@@ -131,8 +131,9 @@ TEST(AttentionProblem, KeysWrittenBeforeTheVariantsParseWithThemOff) {
             "false, false, false>");
 }
 
-// Defaults that follow the device: a Hopper row for d=256, and at d=64/128 a grid with fewer
-// than three 128-row tiles per SM halved to block_m=64 (held-out problems measured on the H100).
+// Defaults that follow the device: a Hopper row for d=256, and at d=64/128 a short grid halved
+// to block_m=64 when its waves of 64-row tiles (0.55 of a 128-row one) cost less (held-out
+// problems measured on the H100).
 TEST(AttentionProblem, DefaultsFollowTheDevice) {
   const auto key = [](const char* shape, const char* arch) {
     const Problem p = op().parse_problem(shape);
@@ -140,18 +141,26 @@ TEST(AttentionProblem, DefaultsFollowTheDevice) {
     EXPECT_EQ(op().invalid_reason(d, p, DType::bf16, device(arch)), std::nullopt) << shape;
     return op().params_key(d);
   };
-  // 4 x 32 x 1 = 128 tiles of 128 rows on 132 SMs: 64-row tiles.
+  // 4 x 32 x 1 = 128 tiles of 128 rows on 132 SMs: one wave either way, 64-row tiles (which
+  // stream 8192 keys in 128-key tiles; 300 keys keep the row's 64).
   EXPECT_EQ(key("b=4,hq=32,hkv=8,nq=64,nk=8192,d=128,causal=yes", "sm_90a"),
+            "block_m=64,block_n=128,warps=4,stages=2,q_regs=1,smem_pad=0,impl=0");
+  EXPECT_EQ(key("b=5,hq=20,hkv=4,nq=300,nk=300,d=128,causal=no", "sm_90a"),
             "block_m=64,block_n=64,warps=4,stages=2,q_regs=1,smem_pad=0,impl=0");
-  // 12 x 40 = 480 tiles (3.6 per SM): the row as it is.
+  // 8 x 16 x 2 = 256 tiles: 2 waves of 128 rows against 4 of 64 (2.2): the row as it is.
+  EXPECT_EQ(key("b=8,hq=16,hkv=16,nq=200,nk=1200,d=64,causal=no", "sm_90a"),
+            "block_m=128,block_n=64,warps=4,stages=2,q_regs=1,smem_pad=0,impl=0");
+  // 12 x 40 = 480 tiles (4 waves against 8 x 0.55): the row as it is.
   EXPECT_EQ(key("b=1,hq=12,hkv=12,nq=5000,nk=5000,d=64,causal=yes", "sm_90a"),
             "block_m=128,block_n=64,warps=4,stages=2,q_regs=1,smem_pad=0,impl=0");
   EXPECT_EQ(key("b=2,hq=16,hkv=16,nq=4096,nk=4096,d=256,causal=no", "sm_90a"),
             "block_m=128,block_n=32,warps=8,stages=3,q_regs=1,smem_pad=0,impl=0");
-  // d=32 and d=96 keep the rows that do not spill; a short grid there is not halved.
+  // d=32 and d=96: their Hopper rows (measured fastest); a short grid there is not halved.
   EXPECT_EQ(key("b=2,hq=24,hkv=24,nq=4096,nk=4096,d=96,causal=no", "sm_90a"),
-            "block_m=128,block_n=64,warps=8,stages=2,q_regs=1,smem_pad=0,impl=0");
+            "block_m=128,block_n=64,warps=4,stages=2,q_regs=0,smem_pad=0,impl=0");
   EXPECT_EQ(key("b=1,hq=4,hkv=4,nq=300,nk=300,d=32,causal=no", "sm_90a"),
+            "block_m=128,block_n=128,warps=4,stages=3,q_regs=1,smem_pad=0,impl=0");
+  EXPECT_EQ(key("b=2,hq=24,hkv=24,nq=4096,nk=4096,d=96,causal=no", "sm_80"),
             "block_m=128,block_n=64,warps=8,stages=2,q_regs=1,smem_pad=0,impl=0");
   // sm_80 keeps its rows (d=256 in 128 KiB of its 163 KiB).
   EXPECT_EQ(key("b=2,hq=16,hkv=16,nq=4096,nk=4096,d=256,causal=no", "sm_80"),

@@ -303,6 +303,10 @@ TEST(DecodeDefaults, SplitsFillTheDevice) {
   // x 8 splits (d=64: the tiles measured fastest on the H100).
   EXPECT_EQ(key("b=1,hq=32,hkv=8,nq=16,nk=4096,d=64", h100),
             "splits=8,block_m=32,block_n=64,warps=4,stages=2");
+  // A grid under half a wave (8 (batch, KV head) pairs, one 32-row tile, 6 splits: 48 CTAs)
+  // takes 16-row tiles and splits of 128 keys or more: 2 x 8 x 8 = 128 CTAs.
+  EXPECT_EQ(key("b=4,hq=16,hkv=2,nq=4,nk=2000,d=128,causal=yes", h100),
+            "splits=8,block_m=16,block_n=64,warps=4,stages=3");
   // A100: one stage fewer, 108 SMs: 8 x 12.
   EXPECT_EQ(key(kBar2, device("sm_80")), "splits=12,block_m=16,block_n=64,warps=4,stages=2");
   // Paged: pieces of at most 1024 keys of nk even when the grid is full (mixed lengths), and a

@@ -55,6 +55,25 @@ class Lookup : public ::testing::Test {
     return p;
   }
 
+  /// A database at dir/fa.db with one flash_attention best row on the H100.
+  std::filesystem::path flash_attention_db(const std::string& problem, const std::string& params,
+                                           double median_us) {
+    const Op& fa = get_op("flash_attention");
+    std::filesystem::path p = dir.path() / "fa.db";
+    Store s = Store::open(p, Store::Mode::read_write);
+    s.upsert_device(h100);
+    BestRecord b;
+    b.device_key = h100.key();
+    b.op = "flash_attention";
+    b.dtype = DType::bf16;
+    b.problem_key = problem;
+    b.params_key = params;
+    b.template_hash = fa.template_hash();
+    b.median_us = median_us;
+    s.set_best(b);
+    return p;
+  }
+
   // A valid configuration for these tests that differs from the default.
   std::string tuned(const Problem& p, const DeviceInfo& d, int pick = 0) {
     std::string def = op.params_key(op.default_params(p, DType::bf16, d));
@@ -94,21 +113,10 @@ TEST_F(Lookup, NearestShapeNeverCrossesAnExactDim) {
   // The shipped H100 database holds d=128 rows; a d=256 problem gets its own default, and a
   // d=128 problem of another sequence length the nearest d=128 row.
   const Op& fa = get_op("flash_attention");
-  std::filesystem::path p = dir.path() / "fa.db";
-  {
-    Store s = Store::open(p, Store::Mode::read_write);
-    s.upsert_device(h100);
-    BestRecord b;
-    b.device_key = h100.key();
-    b.op = "flash_attention";
-    b.dtype = DType::bf16;
-    b.problem_key = "b=2,hq=16,hkv=16,nq=4096,nk=4096,d=128,causal=no";
-    // Valid for d=128 and d=256 alike, and not the d=256 default: only the exact dim stops it.
-    b.params_key = "block_m=64,block_n=32,warps=4,stages=2,q_regs=0,smem_pad=0,impl=0";
-    b.template_hash = fa.template_hash();
-    b.median_us = 700.0;
-    s.set_best(b);
-  }
+  // Valid for d=128 and d=256 alike, and not the d=256 default: only the exact dim stops it.
+  const std::filesystem::path p = flash_attention_db(
+      "b=2,hq=16,hkv=16,nq=4096,nk=4096,d=128,causal=no",
+      "block_m=64,block_n=32,warps=4,stages=2,q_regs=0,smem_pad=0,impl=0", 700.0);
   TuningDatabases dbs(p, {});
   const Problem d256 = fa.parse_problem("b=2,hq=16,hkv=16,nq=4096,nk=4096,d=256");
   LookupResult r = dbs.find(fa, DType::bf16, d256, h100);
@@ -120,6 +128,26 @@ TEST_F(Lookup, NearestShapeNeverCrossesAnExactDim) {
   EXPECT_NE(fa.params_key(r.params), "block_m=64,block_n=32,warps=4,stages=2,q_regs=0,smem_pad=0,impl=0");
   const Problem d128 = fa.parse_problem("b=4,hq=16,hkv=16,nq=2048,nk=2048,d=128");
   EXPECT_EQ(dbs.find(fa, DType::bf16, d128, h100).kind, Match::nearest_shape);
+}
+
+TEST_F(Lookup, NearestShapeStaysInItsGridRegime) {
+  // A 128-row configuration tuned on a grid of 1024 CTAs is not served to a problem whose grid
+  // is short enough for 64-row tiles (the default follows that rule); one of the same regime is.
+  const Op& fa = get_op("flash_attention");
+  const char* tuned_params = "block_m=128,block_n=64,warps=4,stages=3,q_regs=1,smem_pad=0,impl=0";
+  const std::filesystem::path p =
+      flash_attention_db("b=4,hq=16,hkv=16,nq=2048,nk=2048,d=64,causal=no", tuned_params, 200.0);
+  TuningDatabases dbs(p, {});
+  const Problem short_grid = fa.parse_problem("b=3,hq=16,hkv=16,nq=777,nk=1999,d=64");
+  const LookupResult r = dbs.find(fa, DType::bf16, short_grid, h100);
+  EXPECT_EQ(r.kind, Match::default_config);
+  EXPECT_EQ(fa.params_key(r.params),
+            "block_m=64,block_n=128,warps=4,stages=2,q_regs=1,smem_pad=0,impl=0");
+  const LookupResult same = dbs.find(fa, DType::bf16,
+                                     fa.parse_problem("b=4,hq=16,hkv=16,nq=1500,nk=1999,d=64"),
+                                     h100);
+  EXPECT_EQ(same.kind, Match::nearest_shape);
+  EXPECT_EQ(fa.params_key(same.params), tuned_params);
 }
 
 TEST_F(Lookup, NoDatabaseGivesTheDefault) {

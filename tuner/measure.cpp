@@ -5,6 +5,11 @@
 namespace ktune {
 namespace {
 
+/// A trial whose p10-p90 spread exceeds this share of its median (%) is timed again...
+constexpr double kNoisySpreadPct = 50.0;
+/// ...at most this many more times.
+constexpr int kNoisyRetries = 2;
+
 WireKernel wire(const CompiledKernel& k, unsigned dynamic_shared) {
   return WireKernel{k.cubin, k.lowered_name, dynamic_shared};
 }
@@ -143,6 +148,26 @@ TrialOutcome ProblemBench::measure(const Params& params, double& compile_seconds
     return t;
   }
   to_outcome(worker_.evaluate(req, o_.candidate_timeout_s), t);
+  // A noisy measurement is taken again, up to kNoisyRetries times, and the lowest median kept:
+  // host gaps (a launch thread starved by the compile pool) and a shared GPU only ever add
+  // time. On the H100 a 15 us decode point once came back at 22.4 us with a p10-p90 spread of
+  // 192 %, where it had measured 15.1 us (16 %) an hour before.
+  for (int again = 0; again < kNoisyRetries && t.status == TrialStatus::ok &&
+                      t.spread_pct > kNoisySpreadPct;
+       ++again) {
+    TrialOutcome r = t;
+    to_outcome(worker_.evaluate(req, o_.candidate_timeout_s), r);
+    if (r.status != TrialStatus::ok) break;  // it measured once; a later failure is not a result
+    t.detail = "timed " + std::to_string(again + 2) + " times (p10-p90 spread above " +
+               std::to_string(static_cast<int>(kNoisySpreadPct)) + " % of the median)";
+    if (r.median_us < t.median_us) {
+      t.median_us = r.median_us;
+      t.repetitions = r.repetitions;
+      t.spread_pct = r.spread_pct;
+    } else if (r.spread_pct <= kNoisySpreadPct) {
+      break;  // a quiet run confirms the first median
+    }
+  }
   if (t.status == TrialStatus::ok) requests_[t.params_key] = std::move(req);
   return t;
 }

@@ -273,7 +273,8 @@ LookupResult TuningDatabases::find(const Op& op, DType dtype, const Problem& pro
       const double d = problem_distance(op, problem, tuned);
       // Too far (or across an exact dim or a regime): the default serves better than a
       // configuration measured on a problem that behaves differently.
-      if (!(d <= op.fallback_radius())) continue;
+      if (!(d <= op.fallback_radius()) || !op.fallback_compatible(problem, tuned, device))
+        continue;
       Params p = op.parse_params(r.params_key);
       if (op.invalid_reason(p, problem, dtype, device)) {
         // Tuned for another problem (or device), it need not fit this one; that is no fault of

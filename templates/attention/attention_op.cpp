@@ -115,12 +115,16 @@ struct AttentionDefaults {
   int smem_pad;  // 1: shared rows padded by 16 bytes; 0: XOR swizzle
 };
 constexpr AttentionDefaults kDefaults[] = {
-    // Hopper, d=256: the fastest point of exhaustive sweeps of two held-out problems on the
-    // H100 (benchmarks/results/fallback-h100-2026-11-23.md: b=2,hq=16,nq=nk=4096, causal and
-    // not), where the sm_80 row below was 0.81-0.83x of the optimum; three stages need 160 KiB
-    // of shared memory, within Hopper's 227 KiB. The fastest points found for d=32 (1.12x) and
-    // d=96 (1.29x) are not defaults: they spill (d=32 causal 96 stores, d=96 24; the defaults
-    // keep at most 16, attention_compile_test), and a tuned database can still carry them.
+    // Hopper: the fastest point of exhaustive sweeps of two held-out problems per head dim on
+    // the H100 (benchmarks/results/fallback-h100-2026-11-23.md, both runs), the same point for
+    // both, where the sm_80 rows below were 0.74-0.89x (d=32: b=4,hq=16,nq=nk=2048 and
+    // b=2,hq=16,nq=nk=3000 causal), 0.77-0.82x (d=96: b=2,hq=24,nq=nk=4096 and
+    // b=4,hq=12,nq=nk=1500 causal) and 0.81-0.83x (d=256: b=2,hq=16,nq=nk=4096, causal and not)
+    // of it. The d=32 and d=96 points spill a few registers (attention_compile_test holds them to
+    // what they spilled when measured): timing, not the spill count, decides. d=256 with three
+    // stages needs 160 KiB of shared memory, within Hopper's 227 KiB.
+    {9, 32, 128, 128, 4, 3, 1, 0},
+    {9, 96, 128, 64, 4, 2, 0, 0},
     {9, 256, 128, 32, 8, 3, 1, 0},
     // sm_80 and later; Hopper runs this mma.sync kernel too (a wgmma variant would add sm_90
     // rows above these). D=64 and D=128: best of the ANCHORS table on H100
@@ -131,12 +135,28 @@ constexpr AttentionDefaults kDefaults[] = {
     {8, 128, 128, 64, 4, 2, 0, 0},
     {8, 256, 128, 32, 8, 2, 0, 0},  // 128 KiB of shared memory: fits sm_80's 163 KiB
 };
-/// A grid of block_m=128 tiles with fewer CTAs than this many per SM takes block_m=64 (4 warps,
-/// Q in registers) instead, at d=64 and d=128 (the head dims it was measured at). On the H100
-/// the fastest point of every held-out problem with such a grid had block_m=64 (1.1-1.9x the 128-row default: nq=64 with 128 CTAs, nq=300 with 300,
-/// nq=777 with 336), and those with more (480 and up) kept block_m=128
-/// (benchmarks/results/fallback-h100-2026-11-23.md).
-constexpr std::int64_t kShortGridWaves = 3;
+/// Few query tiles (d=64 and d=128, the head dims it was measured at): 64-row tiles (4 warps, Q
+/// in registers) instead of 128-row ones when ceil(CTAs / SMs) waves of them, each tile costing
+/// kHalfTileCost of a 128-row one (the same K/V stream, half the math), take less than the
+/// 128-row grid's waves. On the H100 (benchmarks/results/fallback-h100-2026-11-23.md, both
+/// runs) it picks the faster tile height of all seven held-out problems it was read from: 64
+/// rows at nq=64 (128 CTAs of 128 rows), nq=128 (64), nq=300 (300), nq=777 (336); 128 rows at
+/// nq=200 (256 CTAs: 4 waves of 64-row tiles), nq=5000 (480) and the ANCHORS table's shapes.
+/// The earlier rule (fewer than 3 CTAs per SM) took 64 rows at nq=200: 0.78x of the optimum.
+constexpr double kHalfTileCost = 0.55;
+/// Keys from which the 64-row tile streams K/V in 128-key tiles: the fastest point of each
+/// 64-row problem above with nk >= 1999 had block_n=128 (1.1-1.15x the 64-key tile).
+constexpr std::int64_t kHalfTileLongKeys = 1024;
+
+/// The short-grid rule above: whether a d=64/128 problem wants 64-row tiles on `device`.
+bool short_grid(const Shape& s, const DeviceInfo& device) {
+  if ((s.d != 64 && s.d != 128) || device.sm_count <= 0) return false;
+  const auto waves = [&](std::int64_t rows) {
+    const std::int64_t ctas = s.b * s.hq * ((s.nq + rows - 1) / rows);
+    return static_cast<double>((ctas + device.sm_count - 1) / device.sm_count);
+  };
+  return waves(64) * kHalfTileCost < waves(128);
+}
 /// Smallest tiles, for a device with less shared memory than the row above assumes
 /// (96 KiB at d=256).
 constexpr AttentionDefaults kSmallest = {8, 0, 64, 32, 4, 2, 0, 0};
@@ -439,6 +459,15 @@ class FlashAttentionOp final : public Op {
     return 4.0 * static_cast<double>(s.hq * s.d) * n;
   }
 
+  /// A tuned neighbour on the other side of the short-grid rule wanted other tiles: on the
+  /// H100 a 128-row configuration tuned at b=4,hq=16,nq=2048 (1024 CTAs) served to
+  /// b=3,hq=16,nq=777 (336) was 0.81x of that problem's optimum, which the 64-row default
+  /// finds (benchmarks/results/fallback-h100-2026-11-23-evening.md).
+  bool fallback_compatible(const Problem& wanted, const Problem& tuned,
+                           const DeviceInfo& device) const override {
+    return short_grid(shape_of(wanted), device) == short_grid(shape_of(tuned), device);
+  }
+
   Params default_params(const Problem& problem, DType t, const DeviceInfo& device) const override {
     const Shape s = shape_of(problem);
     const auto params = [](const AttentionDefaults& r) {
@@ -448,11 +477,10 @@ class FlashAttentionOp final : public Op {
       if (row.d != s.d || device.cc_major < row.cc_major) continue;
       const Params p = params(row);
       if (invalid_reason(p, problem, t, device)) break;
-      // Few query tiles: halve them, so that the last wave idles less of the GPU.
-      if (row.block_m == 128 && (s.d == 64 || s.d == 128) && device.sm_count > 0 &&
-          s.b * s.hq * ((s.nq + row.block_m - 1) / row.block_m) <
-              kShortGridWaves * device.sm_count) {
-        const Params half = params({row.cc_major, row.d, 64, row.block_n, 4, row.stages, 1, 0});
+      // Few query tiles: halve them when the GPU's idle share of the last wave costs more.
+      if (row.block_m == 128 && short_grid(s, device)) {
+        const int block_n = s.nk >= kHalfTileLongKeys ? 128 : row.block_n;
+        const Params half = params({row.cc_major, row.d, 64, block_n, 4, row.stages, 1, 0});
         if (!invalid_reason(half, problem, t, device)) return half;
       }
       return p;

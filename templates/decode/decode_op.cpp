@@ -645,7 +645,32 @@ class FlashDecodeOp final : public Op {
         block_m = m;
         if (m >= s.rows()) break;
       }
-    Config c{1, static_cast<int>(block_m), r.block_n, r.warps, r.stages};
+    Config c = with_splits(r, s, device, static_cast<int>(block_m), r.split_keys);
+    // A grid under half a wave (few sequences and heads, short caches: b=4, hkv=2, nq=4,
+    // nk=2000 took 48 CTAs) leaves SMs idle whatever its tiles: then smaller row tiles (the
+    // K/V tiles are read once per row tile, from L2 after the first) and splits of half the
+    // keys fill more of it. On the H100 that problem's fastest point had block_m=16 and 8
+    // splits of 250 keys, 1.4x the 32-row, 6-split default (fallback-h100-2026-11-23.md,
+    // evening run).
+    if (device.sm_count > 0)
+      while (c.block_m > 16 && ctas(c, s) * 2 < device.sm_count) {
+        const Config smaller = with_splits(r, s, device, c.block_m / 2, r.split_keys / 2);
+        if (ctas(smaller, s) <= ctas(c, s)) break;
+        c = smaller;
+      }
+    return Params{{c.splits, c.block_m, c.block_n, c.warps, c.stages}};
+  }
+
+  static std::int64_t ctas(const Config& c, const Shape& s) {
+    return s.b * s.hkv * row_tiles(s, c.block_m) * c.splits;
+  }
+
+  /// The row's tiles at block_m, with the largest listed split count whose CTAs still fit in one
+  /// wave of sm_count * ctas_per_sm (fewer when shared memory allows fewer CTAs per SM), with at
+  /// least split_keys keys each and no empty split (see default_params).
+  static Config with_splits(const DecodeDefaults& r, const Shape& s, const DeviceInfo& device,
+                            int block_m, int split_keys) {
+    Config c{1, block_m, r.block_n, r.warps, r.stages};
     if (device.sm_count > 0) {
       const unsigned smem = smem_bytes(c, s.d, s.page) + 1024;  // the driver reserves 1 KiB per CTA
       const std::int64_t per_sm =
@@ -656,7 +681,7 @@ class FlashDecodeOp final : public Op {
       const std::int64_t base = s.b * s.hkv * row_tiles(s, c.block_m);
       const std::int64_t span = split_span(s, c.block_n);
       std::int64_t want = std::min(device.sm_count * per_sm / base,
-                                   std::max<std::int64_t>(1, span / r.split_keys));
+                                   std::max<std::int64_t>(1, span / split_keys));
       // Paged and varlen batches mix lengths: one CTA per (sequence, head) would leave the SMs
       // waiting on the longest sequences. Pieces of about kPagedSplitKeys keys balance them
       // (splits past a sequence's end exit at once), whatever the grid.
@@ -665,7 +690,7 @@ class FlashDecodeOp final : public Op {
         if (v <= want && flash_decode_used_splits(span, c.block_n, static_cast<int>(v)) == v)
           c.splits = static_cast<int>(v);
     }
-    return Params{{c.splits, c.block_m, c.block_n, c.warps, c.stages}};
+    return c;
   }
 
   /// Why the point cannot be instantiated or can never win (no device needed), or nullopt.
