@@ -151,7 +151,7 @@ TrialOutcome ProblemBench::measure(const Params& params, double& compile_seconds
   // A noisy measurement is taken again, up to kNoisyRetries times, and the lowest median kept:
   // host gaps (a launch thread starved by the compile pool) and a shared GPU only ever add
   // time. On the H100 a 15 us decode point once came back at 22.4 us with a p10-p90 spread of
-  // 192 %, where it had measured 15.1 us (16 %) an hour before.
+  // 192 %, where it had measured 15.1 us (16 %) in the run before.
   for (int again = 0; again < kNoisyRetries && t.status == TrialStatus::ok &&
                       t.spread_pct > kNoisySpreadPct;
        ++again) {
