@@ -210,6 +210,8 @@ KTUNE_DECODE_HD constexpr int flash_decode_accumulators(int d, int block_m, int 
 
 /// Rows of O one combine block merges (one warp each).
 constexpr int kFlashDecodeCombineWarps = 4;
+/// Splits whose partial rows one combine warp loads before using the first (flash_decode.cuh).
+constexpr int kFlashDecodeCombineBatch = 8;
 
 /// nullptr when flash_decode_split<T, D, BLOCK_M, BLOCK_N, WARPS, STAGES, CAUSAL, PAGE, WINDOW,
 /// SOFTCAP, ALIBI, VARLEN> compiles (the mask variants and VARLEN never matter here, except that
