@@ -93,10 +93,14 @@ std::vector<Job> attention_jobs() {
             if (seen.insert({arch, k.name_expression}).second)
               jobs.push_back({{k, arch, {}}, op.problem_key(p) + " reference", false});
           add(p, t, op.default_params(p, t, dev), arch, true);
-          // A short grid (4 heads x 3 tiles): the default's 64-row form where it applies.
-          const Problem few = flash_attention_op().parse_problem(
-              "b=1,hq=4,hkv=4,nq=300,nk=300,d=" + std::to_string(d) + (causal ? ",causal=yes" : ""));
-          add(few, t, op.default_params(few, t, dev), arch, true);
+          // A short grid (4 heads x 3 tiles): the default's 64-row form where it applies, with
+          // 64-key tiles (300 keys) and 128-key ones (2000).
+          for (const char* nk : {"300", "2000"}) {
+            const Problem few = flash_attention_op().parse_problem(
+                "b=1,hq=4,hkv=4,nq=300,nk=" + std::string(nk) + ",d=" + std::to_string(d) +
+                (causal ? ",causal=yes" : ""));
+            add(few, t, op.default_params(few, t, dev), arch, true);
+          }
         }
         const std::vector<Params> valid = Space(op, problem(d, false), t, dev).valid_points();
         for (std::size_t i = 0; i < valid.size(); ++i)

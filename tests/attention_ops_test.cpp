@@ -147,6 +147,10 @@ TEST(AttentionProblem, DefaultsFollowTheDevice) {
             "block_m=64,block_n=128,warps=4,stages=2,q_regs=1,smem_pad=0,impl=0");
   EXPECT_EQ(key("b=5,hq=20,hkv=4,nq=300,nk=300,d=128,causal=no", "sm_90a"),
             "block_m=64,block_n=64,warps=4,stages=2,q_regs=1,smem_pad=0,impl=0");
+  // 3 x 24 = 72 tiles of 128 rows, under one wave: 144 of 64 rows, two on some SMs, which
+  // 64-key tiles allow (128-key ones would not fit twice).
+  EXPECT_EQ(key("b=3,hq=24,hkv=8,nq=96,nk=6000,d=128,causal=yes", "sm_90a"),
+            "block_m=64,block_n=64,warps=4,stages=2,q_regs=1,smem_pad=0,impl=0");
   // 8 x 16 x 2 = 256 tiles: 2 waves of 128 rows against 4 of 64 (2.2): the row as it is.
   EXPECT_EQ(key("b=8,hq=16,hkv=16,nq=200,nk=1200,d=64,causal=no", "sm_90a"),
             "block_m=128,block_n=64,warps=4,stages=2,q_regs=1,smem_pad=0,impl=0");

@@ -136,26 +136,36 @@ constexpr AttentionDefaults kDefaults[] = {
     {8, 256, 128, 32, 8, 2, 0, 0},  // 128 KiB of shared memory: fits sm_80's 163 KiB
 };
 /// Few query tiles (d=64 and d=128, the head dims it was measured at): 64-row tiles (4 warps, Q
-/// in registers) instead of 128-row ones when ceil(CTAs / SMs) waves of them, each tile costing
-/// kHalfTileCost of a 128-row one (the same K/V stream, half the math), take less than the
-/// 128-row grid's waves. On the H100 (benchmarks/results/fallback-h100-2026-11-23.md, both
-/// runs) it picks the faster tile height of all seven held-out problems it was read from: 64
-/// rows at nq=64 (128 CTAs of 128 rows), nq=128 (64), nq=300 (300), nq=777 (336); 128 rows at
-/// nq=200 (256 CTAs: 4 waves of 64-row tiles), nq=5000 (480) and the ANCHORS table's shapes.
-/// The earlier rule (fewer than 3 CTAs per SM) took 64 rows at nq=200: 0.78x of the optimum.
+/// in registers) instead of 128-row ones when
+///  - the 128-row grid is under one wave (every 64-row CTA then runs at once, two per SM where
+///    there are more than SMs), or
+///  - ceil(CTAs / SMs) waves of 64-row tiles, each costing kHalfTileCost of a 128-row one (the
+///    same K/V stream, half the math), take less than the 128-row grid's waves.
+/// On the H100 (benchmarks/results/fallback-h100-2026-11-23-evening.md) this picks the faster tile
+/// height of eight of the nine held-out problems it was read from: 64 rows at nq=64 (128 CTAs of
+/// 128 rows), nq=96 (72), nq=128 (64), nq=300 (300), nq=777 (336); 128 rows at nq=200 (256 CTAs:
+/// 4 waves of 64-row tiles), nq=420 (384), nq=5000 (480) and the ANCHORS table's shapes. The
+/// miss: nq=500, nk=2500 (160 CTAs; 128 rows 1.07x faster).
 constexpr double kHalfTileCost = 0.55;
 /// Keys from which the 64-row tile streams K/V in 128-key tiles: the fastest point of each
-/// 64-row problem above with nk >= 1999 had block_n=128 (1.1-1.15x the 64-key tile).
+/// 64-row problem above with nk >= 1999 had block_n=128 (1.1-1.15x the 64-key tile), except
+/// nq=96 (144 CTAs on 132 SMs), whose 64-key tiles let two CTAs share an SM (112 KiB each; the
+/// 128-key ones need 144 KiB): 1.2x the fastest 128-key point.
 constexpr std::int64_t kHalfTileLongKeys = 1024;
 
-/// The short-grid rule above: whether a d=64/128 problem wants 64-row tiles on `device`.
-bool short_grid(const Shape& s, const DeviceInfo& device) {
-  if ((s.d != 64 && s.d != 128) || device.sm_count <= 0) return false;
+/// The short-grid rule above on `device`: 0 when the problem keeps the row's 128-row tiles, else
+/// the block_n of its 64-row tiles (`row_block_n`, or 128 for long key sequences).
+int short_grid_block_n(const Shape& s, const DeviceInfo& device, int row_block_n) {
+  if ((s.d != 64 && s.d != 128) || device.sm_count <= 0) return 0;
+  const std::int64_t sms = device.sm_count;
+  const auto ctas = [&](std::int64_t rows) { return s.b * s.hq * ((s.nq + rows - 1) / rows); };
   const auto waves = [&](std::int64_t rows) {
-    const std::int64_t ctas = s.b * s.hq * ((s.nq + rows - 1) / rows);
-    return static_cast<double>((ctas + device.sm_count - 1) / device.sm_count);
+    return static_cast<double>((ctas(rows) + sms - 1) / sms);
   };
-  return waves(64) * kHalfTileCost < waves(128);
+  const bool sub_wave = ctas(128) <= sms;
+  if (!sub_wave && !(waves(64) * kHalfTileCost < waves(128))) return 0;
+  const bool shared_sms = sub_wave && ctas(64) > sms;  // two 64-row CTAs on some SMs
+  return s.nk >= kHalfTileLongKeys && !shared_sms ? 128 : row_block_n;
 }
 /// Smallest tiles, for a device with less shared memory than the row above assumes
 /// (96 KiB at d=256).
@@ -465,7 +475,8 @@ class FlashAttentionOp final : public Op {
   /// finds (benchmarks/results/fallback-h100-2026-11-23-evening.md).
   bool fallback_compatible(const Problem& wanted, const Problem& tuned,
                            const DeviceInfo& device) const override {
-    return short_grid(shape_of(wanted), device) == short_grid(shape_of(tuned), device);
+    return (short_grid_block_n(shape_of(wanted), device, 64) > 0) ==
+           (short_grid_block_n(shape_of(tuned), device, 64) > 0);
   }
 
   Params default_params(const Problem& problem, DType t, const DeviceInfo& device) const override {
@@ -478,8 +489,8 @@ class FlashAttentionOp final : public Op {
       const Params p = params(row);
       if (invalid_reason(p, problem, t, device)) break;
       // Few query tiles: halve them when the GPU's idle share of the last wave costs more.
-      if (row.block_m == 128 && short_grid(s, device)) {
-        const int block_n = s.nk >= kHalfTileLongKeys ? 128 : row.block_n;
+      const int block_n = row.block_m == 128 ? short_grid_block_n(s, device, row.block_n) : 0;
+      if (block_n > 0) {
         const Params half = params({row.cc_major, row.d, 64, block_n, 4, row.stages, 1, 0});
         if (!invalid_reason(half, problem, t, device)) return half;
       }
