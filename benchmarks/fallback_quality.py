@@ -73,6 +73,14 @@ HELD_OUT = [
     ("flash_attention", "b=3,hq=16,hkv=16,nq=2500,nk=2500,d=96,causal=no"),
     ("flash_attention", "b=6,hq=8,hkv=8,nq=1800,nk=1800,d=32,causal=yes"),
     ("flash_decode", "b=2,hq=32,hkv=4,nq=6,nk=1500,d=128,causal=yes"),
+    # Added after the evening's runs, whose problems (all of the above) the current rules were
+    # read from: the sub-wave rule with shared SMs, the wave rule's 128-key half tiles, the
+    # decode grids under half a wave.
+    ("flash_attention", "b=2,hq=40,hkv=8,nq=80,nk=5000,d=128,causal=yes"),
+    ("flash_attention", "b=1,hq=32,hkv=32,nq=700,nk=3000,d=64,causal=no"),
+    ("flash_attention", "b=4,hq=16,hkv=4,nq=256,nk=9000,d=128,causal=yes"),
+    ("flash_decode", "b=3,hq=24,hkv=3,nq=3,nk=2500,d=128,causal=yes"),
+    ("flash_decode", "b=2,hq=16,hkv=2,nq=8,nk=1200,d=64,causal=no"),
 ]
 
 
