@@ -618,10 +618,11 @@ class FlashDecodeOp final : public Op {
   /// the accumulator budget allows); splits the largest listed count whose CTAs still fit in one
   /// wave of sm_count * ctas_per_sm (fewer when shared memory allows fewer CTAs per SM) with at
   /// least split_keys keys each and no empty split; paged or varlen, at least enough splits for
-  /// pieces of kPagedSplitKeys keys of nk (the longest). The count is picked here, from the
-  /// device, rather than resolved from an `auto` value in run(): run() and workspace_bytes() do
-  /// not see the device, and an explicit count makes every database row name the configuration
-  /// it timed.
+  /// pieces of kPagedSplitKeys keys of nk (the longest). A grid still under half a wave halves
+  /// block_m (to 16 at least) and split_keys while that adds CTAs. The count is picked here,
+  /// from the device, rather than resolved from an `auto` value in run(): run() and
+  /// workspace_bytes() do not see the device, and an explicit count makes every database row
+  /// name the configuration it timed.
   Params default_params(const Problem& problem, DType t, const DeviceInfo& device) const override {
     const Shape s = shape_of(problem);
     const DecodeDefaults* row = &kSmallest;
@@ -650,8 +651,8 @@ class FlashDecodeOp final : public Op {
     // nk=2000 took 48 CTAs) leaves SMs idle whatever its tiles: then smaller row tiles (the
     // K/V tiles are read once per row tile, from L2 after the first) and splits of half the
     // keys fill more of it. On the H100 that problem's fastest point had block_m=16 and 8
-    // splits of 250 keys, 1.4x the 32-row, 6-split default (fallback-h100-2026-11-23.md,
-    // evening run).
+    // splits of 250 keys, 1.4x the 32-row, 6-split default
+    // (benchmarks/results/fallback-h100-2026-11-23-evening.md).
     if (device.sm_count > 0)
       while (c.block_m > 16 && ctas(c, s) * 2 < device.sm_count) {
         const Config smaller = with_splits(r, s, device, c.block_m / 2, r.split_keys / 2);
