@@ -116,7 +116,7 @@ struct AttentionDefaults {
 };
 constexpr AttentionDefaults kDefaults[] = {
     // Hopper: the fastest point of exhaustive sweeps of two held-out problems per head dim on
-    // the H100 (benchmarks/results/fallback-h100-2026-11-23.md, both runs), the same point for
+    // the H100 (benchmarks/results/fallback-h100-2026-11-23{,-evening}.md), the same point for
     // both, where the sm_80 rows below were 0.74-0.89x (d=32: b=4,hq=16,nq=nk=2048 and
     // b=2,hq=16,nq=nk=3000 causal), 0.77-0.82x (d=96: b=2,hq=24,nq=nk=4096 and
     // b=4,hq=12,nq=nk=1500 causal) and 0.81-0.83x (d=256: b=2,hq=16,nq=nk=4096, causal and not)
