@@ -1,0 +1,79 @@
+// Shared-memory mbarriers and 1-D bulk copies (sm_90): the completion mechanism of the tensor
+// memory accelerator's global -> shared copies. NVRTC-safe (no host headers).
+//
+// A copy `bulk_g2s(dst, src, bytes, bar)` moves `bytes` (a multiple of 16, both addresses 16-byte
+// aligned) and, when they have landed, counts them off the barrier's transaction count. A phase of
+// a barrier initialised with count 1 completes once its one arrival (`arrive_expect_tx`, which also
+// announces the bytes to come) has happened and every announced byte has landed; `wait_parity`
+// spins until the phase of the given parity (0 for a barrier's first use, then alternating) has
+// completed. Writes of the bulk copy are then visible to the waiting threads.
+#pragma once
+
+namespace ktune {
+namespace mbar {
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define KTUNE_MBAR_ASM(...) asm volatile(__VA_ARGS__)
+#else
+// Older targets never run these (the kernels that use them are refused there); keep them
+// compiling.
+#define KTUNE_MBAR_ASM(...) __trap()
+#endif
+
+/// Initialises the barrier at shared address `bar` (8-byte aligned) for `count` arrivals per phase.
+/// Follow with fence_init() and a block barrier before any other thread uses it.
+__device__ __forceinline__ void init(unsigned bar, unsigned count) {
+  KTUNE_MBAR_ASM("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+
+/// Makes this thread's barrier initialisations visible to the async proxy (the copy engine).
+__device__ __forceinline__ void fence_init() {
+  KTUNE_MBAR_ASM("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+
+/// Orders this thread's (and, after a block barrier, the block's) earlier shared-memory accesses
+/// of the generic proxy before later async-proxy writes to the same memory (a bulk copy refilling
+/// a buffer the threads have read or written).
+__device__ __forceinline__ void fence_proxy_async_shared() {
+  KTUNE_MBAR_ASM("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+
+/// One arrival on the barrier, announcing `bytes` more to land in the current phase.
+__device__ __forceinline__ void arrive_expect_tx(unsigned bar, unsigned bytes) {
+  KTUNE_MBAR_ASM(
+      "{\n"
+      ".reg .b64 state;\n"
+      "mbarrier.arrive.expect_tx.shared::cta.b64 state, [%0], %1;\n"
+      "}\n" ::"r"(bar),
+      "r"(bytes)
+      : "memory");
+}
+
+/// Spins until the barrier's phase of parity `parity` has completed.
+__device__ __forceinline__ void wait_parity(unsigned bar, unsigned parity) {
+  KTUNE_MBAR_ASM(
+      "{\n"
+      ".reg .pred done;\n"
+      "WAIT:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra WAIT;\n"
+      "}\n" ::"r"(bar),
+      "r"(parity)
+      : "memory");
+}
+
+/// Copies `bytes` from global `src` to shared `dst` through the copy engine; the barrier at `bar`
+/// counts them off its transaction count when they have landed.
+__device__ __forceinline__ void bulk_g2s(unsigned dst, const void* src, unsigned bytes,
+                                         unsigned bar) {
+  KTUNE_MBAR_ASM(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::
+          "r"(dst),
+      "l"(src), "r"(bytes), "r"(bar)
+      : "memory");
+}
+
+#undef KTUNE_MBAR_ASM
+
+}  // namespace mbar
+}  // namespace ktune
