@@ -1,5 +1,6 @@
-// Hopper warpgroup MMA on the GPU (sm_90 only; skipped with the reason elsewhere or without a
-// GPU), compiled with NVRTC for sm_90a and launched through the driver:
+// Hopper warpgroup MMA and bulk copies on the GPU (sm_90 only; skipped with the reason elsewhere
+// or without a GPU), compiled with NVRTC for sm_90a and launched through the driver:
+// - a ring of bulk copies completing on mbarriers (common/mbarrier.cuh), copied bit for bit;
 // - the wgmma tile kernel (tests/support/hopper_source.hpp): m64nNk16 x 4 from 128-byte-swizzled
 //   shared memory for N = 64, 128, 256 in both dtypes against a double product, exactly (small
 //   integers: every product and sum is exact in fp32). A wrong descriptor, swizzle, k advance or
@@ -237,6 +238,38 @@ class GpuHopper : public ::testing::Test {
     EXPECT_EQ(c2.failed, 0) << c2.failed << " of " << c2.checked << "; " << c2.first;
   }
 };
+
+// The mbarrier ring of bulk copies (common/mbarrier.cuh, as flash_decode's bulk=1 uses it):
+// 77 rows (a short last tile) in tiles of 8 through 3 slots (10 tiles: every slot's barrier
+// flips its phase three or four times), rows of 16, 256 and 512 bytes, copied bit for bit; the
+// bytes past them in the output stay as poisoned.
+TEST_F(GpuHopper, BulkCopyRingIsExact) {
+  std::mt19937 rng(77);
+  std::uniform_int_distribution<int> byte(0, 255);
+  constexpr int kRows = 77, kTileRows = 8, kStages = 3;
+  for (int row_bytes : {16, 256, 512}) {
+    const std::size_t n = static_cast<std::size_t>(kRows) * row_bytes;
+    std::vector<unsigned char> src(n);
+    for (unsigned char& c : src) c = static_cast<unsigned char>(byte(rng));
+    const DeviceBuffer dsrc = upload(src);
+    const DeviceBuffer ddst = poisoned(n + 64);
+    struct {
+      const void* src;
+      void* dst;
+      int rows;
+      int row_bytes;
+    } args{ptr(dsrc), ptr(ddst), kRows, row_bytes};
+    const unsigned smem = static_cast<unsigned>(kStages * (kTileRows * row_bytes + 8));
+    launch(kernel(test::bulk_ring_source(), test::bulk_ring_name(kTileRows, kStages), smem), 1,
+           1, 128, smem, &args, sizeof args);
+    KTUNE_CU(Driver::get().cuCtxSynchronize());
+    const std::vector<unsigned char> out = download<unsigned char>(ddst, n + 64);
+    std::size_t wrong = 0;
+    for (std::size_t i = 0; i < n; ++i) wrong += out[i] != src[i];
+    EXPECT_EQ(wrong, 0u) << row_bytes << "-byte rows";
+    for (std::size_t i = n; i < n + 64; ++i) EXPECT_EQ(out[i], 0xff) << "byte " << i;
+  }
+}
 
 TEST_F(GpuHopper, WgmmaTileIsExact) {
   std::mt19937 rng(3);

@@ -204,6 +204,20 @@ int batched_hgmma(const std::string& sass) {
   return c;
 }
 
+// The bulk-copy ring of gpu_hopper_test (common/mbarrier.cuh) compiles for sm_90a without
+// spills, and for sm_80, where its copies trap.
+TEST(HopperCompile, BulkCopyRing) {
+  std::vector<CompileJob> batch;
+  for (const char* arch : {"sm_90a", "sm_80"})
+    batch.push_back({{"bulk_ring", test::bulk_ring_name(8, 3)}, arch, test::bulk_ring_source()});
+  const std::vector<CompileOutcome> outcomes = compile_parallel(Compiler(std::nullopt), batch, 0);
+  ASSERT_EQ(outcomes.size(), batch.size());
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    ASSERT_TRUE(outcomes[i].kernel.has_value()) << batch[i].arch << ":\n" << outcomes[i].error;
+    EXPECT_EQ(outcomes[i].kernel->resources.spill_stores, 0) << batch[i].arch;
+  }
+}
+
 TEST(HopperCompile, WgmmaTileAndMoeGemmSm90) {
   const std::vector<Job> js = jobs();
   std::vector<CompileJob> batch;

@@ -69,6 +69,71 @@ __global__ void __launch_bounds__(128, 1) wgmma_tile_kernel(const WgmmaTileArgs 
 )";
 }
 
+/// A ring of bulk copies (common/mbarrier.cuh): rows of `row_bytes` bytes (a multiple of 16)
+/// stream from src in tiles of ROWS rows through STAGES shared slots, one mbarrier per slot, warp
+/// 0 issuing one bulk copy per row; the threads copy each landed tile to dst with ordinary loads
+/// and stores, then a barrier frees its slot for the tile STAGES - 1 ahead (decode's protocol).
+/// The last tile may be short. One CTA of 128 threads, STAGES * (ROWS * row_bytes + 8) bytes of
+/// dynamic shared memory; one argument, {src, dst, rows, row_bytes} by value.
+inline std::string bulk_ring_source() {
+  return hopper_source("common/mbarrier.cuh") + R"(
+namespace ktune_test {
+struct BulkRingArgs {
+  const unsigned char* src;
+  unsigned char* dst;
+  int rows;
+  int row_bytes;
+};
+
+template <int ROWS, int STAGES>
+__global__ void __launch_bounds__(128, 1) bulk_ring_kernel(const BulkRingArgs args) {
+  using namespace ktune;
+  extern __shared__ __align__(128) unsigned char smem[];
+  const unsigned base = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  const int tid = threadIdx.x;
+  const int slot_bytes = ROWS * args.row_bytes;
+  const unsigned bars = base + STAGES * slot_bytes;
+  if (tid == 0) {
+    for (int s = 0; s < STAGES; ++s) mbar::init(bars + 8 * s, 1);
+    mbar::fence_init();
+  }
+  __syncthreads();
+  const int tiles = (args.rows + ROWS - 1) / ROWS;
+  const auto issue = [&](int t) {
+    const int s = t % STAGES;
+    const int valid = min(ROWS, args.rows - t * ROWS);
+    if (tid < 32) {
+      if (tid == 0) {
+        mbar::fence_proxy_async_shared();
+        mbar::arrive_expect_tx(bars + 8 * s, static_cast<unsigned>(valid * args.row_bytes));
+      }
+      __syncwarp();
+      for (int r = tid; r < valid; r += 32)
+        mbar::bulk_g2s(base + s * slot_bytes + r * args.row_bytes,
+                       args.src + static_cast<long long>(t * ROWS + r) * args.row_bytes,
+                       static_cast<unsigned>(args.row_bytes), bars + 8 * s);
+    }
+  };
+  for (int t = 0; t < STAGES - 1 && t < tiles; ++t) issue(t);
+  for (int t = 0; t < tiles; ++t) {
+    mbar::wait_parity(bars + 8 * (t % STAGES), static_cast<unsigned>(t / STAGES) & 1u);
+    __syncthreads();  // every thread is past tile t - 1's reads: its slot may be refilled
+    if (t + STAGES - 1 < tiles) issue(t + STAGES - 1);
+    const int valid = min(ROWS, args.rows - t * ROWS);
+    const uint4* tile = reinterpret_cast<const uint4*>(smem + (t % STAGES) * slot_bytes);
+    uint4* out = reinterpret_cast<uint4*>(args.dst + static_cast<long long>(t) * slot_bytes);
+    for (int i = tid; i < valid * args.row_bytes / 16; i += 128) out[i] = tile[i];
+  }
+}
+}  // namespace ktune_test
+)";
+}
+
+inline std::string bulk_ring_name(int rows, int stages) {
+  return "ktune_test::bulk_ring_kernel<" + std::to_string(rows) + ", " + std::to_string(stages) +
+         ">";
+}
+
 inline std::string wgmma_tile_name(bool bf16, int n) {
   return std::string("ktune_test::wgmma_tile_kernel<ktune::") + (bf16 ? "bf16" : "fp16") + ", " +
          std::to_string(n) + ">";
