@@ -73,11 +73,6 @@ AttentionShape shape_from(const Problem& p) {
   return s;
 }
 
-std::uint16_t to_bits(DType t, double v) {
-  return t == DType::bf16 ? test::float_to_bf16_bits(static_cast<float>(v))
-                          : test::float_to_fp16_bits(static_cast<float>(v));
-}
-
 /// A [B, H, S, D] tensor: random host values in [-2, 2) rounded to t (never 0) and their device
 /// copy in the chosen layout.
 struct DeviceTensor {
@@ -87,16 +82,7 @@ struct DeviceTensor {
   DeviceTensor(DType t, std::int64_t b, std::int64_t h, std::int64_t s, std::int64_t d, bool bshd,
                std::mt19937& rng) {
     test::attention_strides(b, h, s, d, bshd, host);
-    std::uniform_real_distribution<double> u(-2.0, 2.0);
-    std::vector<std::uint16_t> bits(host.data.size());
-    for (std::size_t i = 0; i < bits.size(); ++i) {
-      double v = test::round_to(t, u(rng));
-      if (v == 0.0) v = 0.25;
-      host.data[i] = v;
-      bits[i] = to_bits(t, v);
-    }
-    dev = DeviceBuffer(bits.size() * 2);
-    KTUNE_CU(Driver::get().cuMemcpyHtoD(dev.get(), bits.data(), bits.size() * 2));
+    dev = test::upload_random(t, host.data, rng);
   }
   const void* ptr() const { return reinterpret_cast<const void*>(dev.get()); }
 };
@@ -273,9 +259,7 @@ std::string case_name(const ::testing::TestParamInfo<std::tuple<Case, std::int64
   const auto& [c, d, t] = info.param;
   std::string s = std::string(c.dims) + "_d" + std::to_string(d) + (c.bshd ? "_bshd_" : "_bhsd_") +
                   dtype_name(t);
-  for (char& ch : s)
-    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-  return s;
+  return test::param_name(std::move(s));
 }
 
 INSTANTIATE_TEST_SUITE_P(HeadDims64And128, GpuAttention,
@@ -426,9 +410,7 @@ std::string variant_name(
     const ::testing::TestParamInfo<std::tuple<VariantCase, std::int64_t, DType>>& info) {
   const auto& [c, d, t] = info.param;
   std::string s = std::string(c.dims) + "_d" + std::to_string(d) + "_" + dtype_name(t);
-  for (char& ch : s)
-    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-  return s;
+  return test::param_name(std::move(s));
 }
 
 INSTANTIATE_TEST_SUITE_P(Variants, GpuAttentionVariants,
@@ -669,9 +651,7 @@ std::string varlen_name(
   const auto& [c, d, t] = info.param;
   std::string s = std::string(c.dims) + "_b" + std::to_string(c.len_q.size()) + "_d" +
                   std::to_string(d) + "_" + dtype_name(t);
-  for (char& ch : s)
-    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-  return s;
+  return test::param_name(std::move(s));
 }
 
 INSTANTIATE_TEST_SUITE_P(Varlen, GpuAttentionVarlen,

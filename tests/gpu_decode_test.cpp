@@ -62,17 +62,7 @@ struct DeviceTensor {
   DeviceTensor(DType t, std::int64_t b, std::int64_t h, std::int64_t s, std::int64_t d, bool bshd,
                std::mt19937& rng) {
     test::attention_strides(b, h, s, d, bshd, host);
-    std::uniform_real_distribution<double> u(-2.0, 2.0);
-    std::vector<std::uint16_t> bits(host.data.size());
-    for (std::size_t i = 0; i < bits.size(); ++i) {
-      double v = test::round_to(t, u(rng));
-      if (v == 0.0) v = 0.25;
-      host.data[i] = v;
-      bits[i] = t == DType::bf16 ? test::float_to_bf16_bits(static_cast<float>(v))
-                                 : test::float_to_fp16_bits(static_cast<float>(v));
-    }
-    dev = DeviceBuffer(bits.size() * 2);
-    KTUNE_CU(Driver::get().cuMemcpyHtoD(dev.get(), bits.data(), bits.size() * 2));
+    dev = test::upload_random(t, host.data, rng);
   }
 };
 
@@ -363,20 +353,10 @@ struct PagedCache {
     std::uniform_int_distribution<std::int64_t> len(1, nk);
     for (std::int64_t i = 0; i < b; ++i)
       lens.push_back(static_cast<int>(i == 0 ? nk : i == 1 ? 1 : len(rng)));
-    std::uniform_real_distribution<double> u(-2.0, 2.0);
     const std::size_t n = static_cast<std::size_t>(pages * page * hkv * d);
     for (const auto& [host, dev] : {std::pair{&k, &k_dev}, std::pair{&v, &v_dev}}) {
       host->resize(n);
-      std::vector<std::uint16_t> bits(n);
-      for (std::size_t i = 0; i < n; ++i) {
-        double x = test::round_to(t, u(rng));
-        if (x == 0.0) x = 0.25;
-        (*host)[i] = x;
-        bits[i] = t == DType::bf16 ? test::float_to_bf16_bits(static_cast<float>(x))
-                                   : test::float_to_fp16_bits(static_cast<float>(x));
-      }
-      *dev = DeviceBuffer(n * 2);
-      KTUNE_CU(Driver::get().cuMemcpyHtoD(dev->get(), bits.data(), n * 2));
+      *dev = test::upload_random(t, *host, rng);
     }
     table_dev = DeviceBuffer(table.size() * 4);
     KTUNE_CU(Driver::get().cuMemcpyHtoD(table_dev.get(), table.data(), table.size() * 4));
@@ -735,9 +715,7 @@ std::string variant_name(
     const ::testing::TestParamInfo<std::tuple<VariantCase, std::int64_t, DType>>& info) {
   const auto& [c, d, t] = info.param;
   std::string s = std::string(c.dims) + "_d" + std::to_string(d) + "_" + dtype_name(t);
-  for (char& ch : s)
-    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-  return s;
+  return test::param_name(std::move(s));
 }
 
 INSTANTIATE_TEST_SUITE_P(Variants, GpuDecodeVariants,

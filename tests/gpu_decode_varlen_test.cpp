@@ -99,17 +99,7 @@ struct PackedTensor {
                std::mt19937& rng) {
     host.batch = 0, host.head = d, host.seq = h * d + pad;
     host.data.resize(static_cast<std::size_t>(std::max<std::int64_t>(1, rows) * host.seq));
-    std::uniform_real_distribution<double> u(-2.0, 2.0);
-    std::vector<std::uint16_t> bits(host.data.size());
-    for (std::size_t i = 0; i < bits.size(); ++i) {
-      double v = test::round_to(t, u(rng));
-      if (v == 0.0) v = 0.25;
-      host.data[i] = v;
-      bits[i] = t == DType::bf16 ? test::float_to_bf16_bits(static_cast<float>(v))
-                                 : test::float_to_fp16_bits(static_cast<float>(v));
-    }
-    dev = DeviceBuffer(bits.size() * 2);
-    KTUNE_CU(Driver::get().cuMemcpyHtoD(dev.get(), bits.data(), bits.size() * 2));
+    dev = test::upload_random(t, host.data, rng);
   }
 };
 
@@ -361,9 +351,7 @@ std::string case_name(
     const ::testing::TestParamInfo<std::tuple<VarlenCase, std::int64_t, DType>>& info) {
   const auto& [c, d, t] = info.param;
   std::string s = std::string(c.name) + "_d" + std::to_string(d) + "_" + dtype_name(t);
-  for (char& ch : s)
-    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-  return s;
+  return test::param_name(std::move(s));
 }
 
 INSTANTIATE_TEST_SUITE_P(Varlen, GpuDecodeVarlen,

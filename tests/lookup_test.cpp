@@ -35,42 +35,26 @@ class Lookup : public ::testing::Test {
   DeviceInfo a100 = *device_for_arch("sm_80");
   test::TempDir dir;
 
+  /// A database at dir/name with one best row per (device, problem, params) of `of`
+  /// (add_rmsnorm unless given), under its template hash or `hash_override`.
   std::filesystem::path make_db(const std::string& name,
                                 const std::vector<std::tuple<DeviceInfo, std::string, std::string>>& rows,
-                                const std::string& hash_override = {}) {
+                                const std::string& hash_override = {}, const Op* of = nullptr) {
+    const Op& row_op = of != nullptr ? *of : op;
     std::filesystem::path p = dir.path() / name;
     Store s = Store::open(p, Store::Mode::read_write);
     for (const auto& [device, problem, params] : rows) {
       s.upsert_device(device);
       BestRecord b;
       b.device_key = device.key();
-      b.op = "add_rmsnorm";
+      b.op = std::string(row_op.name());
       b.dtype = DType::bf16;
       b.problem_key = problem;
       b.params_key = params;
-      b.template_hash = hash_override.empty() ? op.template_hash() : hash_override;
+      b.template_hash = hash_override.empty() ? row_op.template_hash() : hash_override;
       b.median_us = 10.0;
       s.set_best(b);
     }
-    return p;
-  }
-
-  /// A database at dir/fa.db with one flash_attention best row on the H100.
-  std::filesystem::path flash_attention_db(const std::string& problem, const std::string& params,
-                                           double median_us) {
-    const Op& fa = get_op("flash_attention");
-    std::filesystem::path p = dir.path() / "fa.db";
-    Store s = Store::open(p, Store::Mode::read_write);
-    s.upsert_device(h100);
-    BestRecord b;
-    b.device_key = h100.key();
-    b.op = "flash_attention";
-    b.dtype = DType::bf16;
-    b.problem_key = problem;
-    b.params_key = params;
-    b.template_hash = fa.template_hash();
-    b.median_us = median_us;
-    s.set_best(b);
     return p;
   }
 
@@ -114,9 +98,11 @@ TEST_F(Lookup, NearestShapeNeverCrossesAnExactDim) {
   // d=128 problem of another sequence length the nearest d=128 row.
   const Op& fa = get_op("flash_attention");
   // Valid for d=128 and d=256 alike, and not the d=256 default: only the exact dim stops it.
-  const std::filesystem::path p = flash_attention_db(
-      "b=2,hq=16,hkv=16,nq=4096,nk=4096,d=128,causal=no",
-      "block_m=64,block_n=32,warps=4,stages=2,q_regs=0,smem_pad=0,impl=0", 700.0);
+  const std::filesystem::path p =
+      make_db("fa.db",
+              {{h100, "b=2,hq=16,hkv=16,nq=4096,nk=4096,d=128,causal=no",
+                "block_m=64,block_n=32,warps=4,stages=2,q_regs=0,smem_pad=0,impl=0"}},
+              {}, &fa);
   TuningDatabases dbs(p, {});
   const Problem d256 = fa.parse_problem("b=2,hq=16,hkv=16,nq=4096,nk=4096,d=256");
   LookupResult r = dbs.find(fa, DType::bf16, d256, h100);
@@ -135,8 +121,8 @@ TEST_F(Lookup, NearestShapeStaysInItsGridRegime) {
   // is short enough for 64-row tiles (the default follows that rule); one of the same regime is.
   const Op& fa = get_op("flash_attention");
   const char* tuned_params = "block_m=128,block_n=64,warps=4,stages=3,q_regs=1,smem_pad=0,impl=0";
-  const std::filesystem::path p =
-      flash_attention_db("b=4,hq=16,hkv=16,nq=2048,nk=2048,d=64,causal=no", tuned_params, 200.0);
+  const std::filesystem::path p = make_db(
+      "fa.db", {{h100, "b=4,hq=16,hkv=16,nq=2048,nk=2048,d=64,causal=no", tuned_params}}, {}, &fa);
   TuningDatabases dbs(p, {});
   const Problem short_grid = fa.parse_problem("b=3,hq=16,hkv=16,nq=777,nk=1999,d=64");
   const LookupResult r = dbs.find(fa, DType::bf16, short_grid, h100);

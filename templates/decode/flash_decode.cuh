@@ -448,10 +448,8 @@ __global__ void __launch_bounds__(WARPS * 32,
   const auto tile = [&](const int n, const bool MASK) {
     // Tile n has landed once this thread's older groups are done and the barrier passes; the
     // barrier also retires every read of tile n - 1, whose stage the copy below refills. BULK:
-    // the Q tile is the only cp.async group, and tile n has landed once its stage's barrier
-    // completes its ((n - n_start) / STAGES)-th phase.
+    // tile n has landed once its stage's barrier completes its ((n - n_start) / STAGES)-th phase.
     if constexpr (BULK) {
-      cp_async_wait<0>();
       mbar::wait_parity(s_bar + 8 * stage, static_cast<unsigned>((n - n_start) / STAGES) & 1u);
     } else {
       cp_async_wait<STAGES - 2>();
@@ -616,6 +614,8 @@ __global__ void __launch_bounds__(WARPS * 32,
       if (tid < SLOTS && nl + 1 < n_end) s_pages[((nl + 1) & 1) * SLOTS + tid] = next_page;
     stage = stage + 1 == STAGES ? 0 : stage + 1;
   };
+  // BULK: the Q tile is the only cp.async group; the first tile's barrier publishes it.
+  if constexpr (BULK) cp_async_wait<0>();
   int n = n_start;
   if constexpr (WINDOW)
     for (; n < n_low; ++n) tile(n, true);

@@ -1,11 +1,13 @@
 #include "tests/support/gpu_kernels.hpp"
 
+#include <cctype>
 #include <map>
 #include <memory>
 #include <string>
 #include <utility>
 
 #include "runtime/core/compiler.hpp"
+#include "tests/support/fused_reference.hpp"
 #include "tests/support/test_env.hpp"
 
 namespace ktune::test {
@@ -29,6 +31,27 @@ CUfunction load_kernel(const KernelSource& source, const DeviceInfo& dev, unsign
         it->second.second, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
         static_cast<int>(dynamic_smem)));
   return it->second.second;
+}
+
+DeviceBuffer upload_random(DType t, std::vector<double>& values, std::mt19937& rng) {
+  std::uniform_real_distribution<double> u(-2.0, 2.0);
+  std::vector<std::uint16_t> bits(values.size());
+  for (std::size_t i = 0; i < bits.size(); ++i) {
+    double v = round_to(t, u(rng));
+    if (v == 0.0) v = 0.25;
+    values[i] = v;
+    bits[i] = t == DType::bf16 ? float_to_bf16_bits(static_cast<float>(v))
+                               : float_to_fp16_bits(static_cast<float>(v));
+  }
+  DeviceBuffer dev(bits.size() * 2);
+  KTUNE_CU(Driver::get().cuMemcpyHtoD(dev.get(), bits.data(), bits.size() * 2));
+  return dev;
+}
+
+std::string param_name(std::string s) {
+  for (char& ch : s)
+    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  return s;
 }
 
 PoisonedOutputs::PoisonedOutputs(std::size_t o_count, std::size_t lse_count)

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
+#include <random>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -22,6 +23,13 @@ const std::filesystem::path& kernel_cache_dir();
 /// `source` compiled for `dev` (once per name expression for the whole binary) and loaded;
 /// dynamic_smem > 0 raises the function's dynamic shared memory limit to it.
 CUfunction load_kernel(const KernelSource& source, const DeviceInfo& dev, unsigned dynamic_smem);
+
+/// Fills `values` (sized by the caller) with fresh random numbers in [-2, 2) that `t` holds
+/// exactly, never 0, and returns them on the device as 16-bit `t`.
+DeviceBuffer upload_random(DType t, std::vector<double>& values, std::mt19937& rng);
+
+/// `s` with every character that is not a letter or a digit made '_': a gtest parameter name.
+std::string param_name(std::string s);
 
 /// An attention op's outputs on the device: o (16-bit) and lse (fp32), poisoned with NaN before
 /// a run so that an element the kernel does not write fails the comparison.
