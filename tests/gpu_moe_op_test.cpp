@@ -710,24 +710,43 @@ std::vector<Case> all_cases() {
   };
   const char* small =
       "block_m=32,bn1=32,bk1=64,warps1=4,warps_m1=2,stages1=4,group1=0,prefetch1=0,epi1=0,impl1=0,bn2=64,bk2=32,warps2=8,"
-      "warps_m2=2,stages2=2,group2=0,prefetch2=0,epi2=0,impl2=0,align_chunk=4096,route_lanes=32,route_vec=1,combine_vec=4";
+      "warps_m2=2,stages2=2,group2=0,prefetch2=0,epi2=0,impl2=0,align_chunk=4096,route_lanes=32,route_vec=1,combine_vec=4,split2=1";
   const char* large =
       "block_m=128,bn1=64,bk1=32,warps1=8,warps_m1=2,stages1=3,group1=8,prefetch1=256,epi1=0,impl1=0,bn2=128,bk2=64,warps2=8,"
-      "warps_m2=2,stages2=3,group2=8,prefetch2=256,epi2=1,impl2=0,align_chunk=0,route_lanes=8,route_vec=4,combine_vec=8";
+      "warps_m2=2,stages2=3,group2=8,prefetch2=256,epi2=1,impl2=0,align_chunk=0,route_lanes=8,route_vec=4,combine_vec=8,split2=1";
   const char* deep =
       "block_m=16,bn1=64,bk1=32,warps1=4,warps_m1=1,stages1=2,group1=0,prefetch1=256,epi1=0,impl1=0,bn2=64,bk2=64,warps2=4,"
-      "warps_m2=1,stages2=4,group2=0,prefetch2=0,epi2=0,impl2=0,align_chunk=0,route_lanes=8,route_vec=1,combine_vec=4";
+      "warps_m2=1,stages2=4,group2=0,prefetch2=0,epi2=0,impl2=0,align_chunk=0,route_lanes=8,route_vec=1,combine_vec=4,split2=1";
   with(moe_softmax_renorm, 64, 8, 1000, DType::bf16, small);
   with(moe_sigmoid_group, 64, 8, 1000, DType::f16, small);
   with(moe_softmax_renorm, 8, 2, 1000, DType::f16, large);
   with(moe_precomputed, 8, 2, 17, DType::bf16, deep);
+  // gemm2 split-k: fp32 partial sums added by the combine, which also runs at k = 1; the last
+  // split of 7 k-tiles in 2 gets 3, and 1408 / 128 = 11 k-tiles in 4 splits of 3, 3, 3, 2.
+  const char* split =
+      "block_m=16,bn1=64,bk1=32,warps1=4,warps_m1=1,stages1=2,group1=0,prefetch1=0,epi1=0,impl1=0,"
+      "bn2=64,bk2=32,warps2=4,warps_m2=1,stages2=3,group2=0,prefetch2=0,epi2=0,impl2=0,"
+      "align_chunk=0,route_lanes=8,route_vec=1,combine_vec=4,split2=2";
+  with(moe_softmax_renorm, 8, 2, 17, DType::bf16, split);
+  with(moe_softmax, 8, 1, 3, DType::f16, split);
+  with(moe_precomputed, 64, 8, 17, DType::f16, split);
+  {
+    Case c;
+    c.routing = moe_sigmoid_group, c.e = 64, c.k = 8, c.t = 100, c.h = 1024, c.i = 1408;
+    c.params =
+        "block_m=16,bn1=64,bk1=128,warps1=4,warps_m1=1,stages1=3,group1=0,prefetch1=0,epi1=0,"
+        "impl1=0,bn2=64,bk2=128,warps2=4,warps_m2=1,stages2=4,group2=0,prefetch2=0,epi2=0,"
+        "impl2=0,align_chunk=0,route_lanes=32,route_vec=1,combine_vec=8,split2=4";
+    set_groups(c);
+    out.push_back(c);
+  }
   // Expert choice searches align_chunk, route_lanes and route_vec at their first value only.
   const char* ec_small =
       "block_m=32,bn1=32,bk1=64,warps1=4,warps_m1=2,stages1=4,group1=0,prefetch1=0,epi1=0,impl1=0,bn2=64,bk2=32,warps2=8,"
-      "warps_m2=2,stages2=2,group2=0,prefetch2=0,epi2=0,impl2=0,align_chunk=0,route_lanes=8,route_vec=1,combine_vec=4";
+      "warps_m2=2,stages2=2,group2=0,prefetch2=0,epi2=0,impl2=0,align_chunk=0,route_lanes=8,route_vec=1,combine_vec=4,split2=1";
   const char* ec_large =
       "block_m=128,bn1=64,bk1=32,warps1=8,warps_m1=2,stages1=3,group1=8,prefetch1=256,epi1=0,impl1=0,bn2=128,bk2=64,warps2=8,"
-      "warps_m2=2,stages2=3,group2=8,prefetch2=256,epi2=1,impl2=0,align_chunk=0,route_lanes=8,route_vec=1,combine_vec=8";
+      "warps_m2=2,stages2=3,group2=8,prefetch2=256,epi2=1,impl2=0,align_chunk=0,route_lanes=8,route_vec=1,combine_vec=8,split2=1";
   with(moe_expert_choice, 64, 8, 1000, DType::bf16, ec_small);
   with(moe_expert_choice, 8, 2, 1000, DType::f16, ec_large);
   with(moe_expert_choice, 8, 1, 17, DType::bf16, deep);
@@ -747,11 +766,11 @@ std::vector<Case> wgmma_cases() {
   const char* wide =
       "block_m=128,bn1=128,bk1=64,warps1=8,warps_m1=1,stages1=4,group1=0,prefetch1=0,epi1=0,"
       "impl1=1,bn2=256,bk2=64,warps2=8,warps_m2=1,stages2=3,group2=8,prefetch2=0,epi2=0,impl2=1,"
-      "align_chunk=0,route_lanes=8,route_vec=1,combine_vec=4";
+      "align_chunk=0,route_lanes=8,route_vec=1,combine_vec=4,split2=1";
   const char* narrow =
       "block_m=64,bn1=64,bk1=64,warps1=4,warps_m1=1,stages1=6,group1=8,prefetch1=0,epi1=0,"
       "impl1=1,bn2=128,bk2=64,warps2=4,warps_m2=1,stages2=2,group2=0,prefetch2=0,epi2=0,impl2=1,"
-      "align_chunk=0,route_lanes=8,route_vec=1,combine_vec=4";
+      "align_chunk=0,route_lanes=8,route_vec=1,combine_vec=4,split2=1";
   with(moe_softmax_renorm, 8, 2, 1000, DType::bf16, wide);
   with(moe_precomputed, 8, 2, 333, DType::f16, wide);
   with(moe_sigmoid_group, 64, 8, 1000, DType::bf16, narrow);
@@ -909,7 +928,7 @@ TEST_F(GpuMoeOp, GraphCaptureReplaysBitForBitOnFreshInputs) {
     c.routing = moe_softmax_renorm, c.e = 64, c.k = 8, c.t = 1000, c.dtype = DType::f16;
     c.params =
         "block_m=32,bn1=32,bk1=64,warps1=4,warps_m1=2,stages1=4,group1=0,prefetch1=0,epi1=0,impl1=0,bn2=64,bk2=32,warps2=8,"
-        "warps_m2=2,stages2=2,group2=0,prefetch2=0,epi2=0,impl2=0,align_chunk=4096,route_lanes=32,route_vec=1,combine_vec=4";
+        "warps_m2=2,stages2=2,group2=0,prefetch2=0,epi2=0,impl2=0,align_chunk=4096,route_lanes=32,route_vec=1,combine_vec=4,split2=1";
     cases.push_back(c);
   }
   std::mt19937 rng(77);

@@ -361,9 +361,9 @@ TEST(MoeArgs, AlignmentIsTheOpsForEveryConfiguration) {
   const Problem p = op.parse_problem("e=64,k=8,h=136,i=200,t=1000");
   for (const char* params :
        {"block_m=32,bn1=32,bk1=64,warps1=4,warps_m1=2,stages1=4,group1=0,prefetch1=0,epi1=0,impl1=0,bn2=64,bk2=32,warps2=8,"
-        "warps_m2=2,stages2=2,group2=0,prefetch2=0,epi2=0,impl2=0,align_chunk=4096,route_lanes=32,route_vec=1,combine_vec=4",
+        "warps_m2=2,stages2=2,group2=0,prefetch2=0,epi2=0,impl2=0,align_chunk=4096,route_lanes=32,route_vec=1,combine_vec=4,split2=1",
         "block_m=128,bn1=64,bk1=32,warps1=8,warps_m1=2,stages1=3,group1=8,prefetch1=256,epi1=0,impl1=0,bn2=128,bk2=64,warps2=8,"
-        "warps_m2=2,stages2=3,group2=8,prefetch2=256,epi2=1,impl2=0,align_chunk=0,route_lanes=8,route_vec=4,combine_vec=8"})
+        "warps_m2=2,stages2=3,group2=8,prefetch2=256,epi2=1,impl2=0,align_chunk=0,route_lanes=8,route_vec=4,combine_vec=8,split2=1"})
     EXPECT_EQ(op.alignment(op.parse_params(params), p, DType::f16), kMoeAlignment);
 }
 

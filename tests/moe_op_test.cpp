@@ -208,6 +208,29 @@ TEST(MoeSpace, PrunesWhatCannotWinWithAReason) {
                        "gemm1 tile"));
   EXPECT_TRUE(contains(op().invalid_reason(r, many, DType::f32, h100).value_or(""),
                        "not supported by moe"));
+  // gemm2 split-k: the mma.sync kernel with fragment stores, >= 2 k-tiles per split, top-k
+  // routing, and only while few row blocks stream the weights.
+  const Problem small = problem(kMixtral, 16);
+  Params k = op().default_params(small, DType::bf16, h100);
+  EXPECT_EQ(op().param(k, "split2"), 1);
+  k.values[op().param_index("split2")] = 4;
+  EXPECT_EQ(op().invalid_reason(k, small, DType::bf16, h100), std::nullopt);
+  Params ke = k;
+  ke.values[op().param_index("epi2")] = 1;
+  EXPECT_TRUE(contains(op().invalid_reason(ke, small, DType::bf16, h100).value_or(""),
+                       "epi2=0"));
+  const Problem narrow = problem("e=8,k=2,h=64,i=192", 16);
+  Params kn = op().default_params(narrow, DType::bf16, h100);
+  kn.values[op().param_index("split2")] = 4;
+  kn.values[op().param_index("bk2")] = 64;  // 3 k-tiles
+  EXPECT_TRUE(contains(op().invalid_reason(kn, narrow, DType::bf16, h100).value_or(""),
+                       "fewer than 2 of the 3 k-tiles"));
+  Params km = op().default_params(problem(kMixtral, 1024), DType::bf16, h100);
+  km.values[op().param_index("impl2")] = 0;
+  km.values[op().param_index("split2")] = 2;
+  EXPECT_TRUE(contains(
+      op().invalid_reason(km, problem(kMixtral, 1024), DType::bf16, h100).value_or(""),
+      "split2=2 at ~256 rows per expert"));
 }
 
 TEST(MoeSpace, SharedMemoryAgainstTheDevice) {
@@ -483,6 +506,46 @@ TEST(MoeRun, LaunchesFromUpperBoundsInsideTheWorkspace) {
   }
 }
 
+// gemm2 split-k: a z grid of split2 CTAs per tile writing fp32 partial sums [split2, pairs, H]
+// inside the workspace, and a combine that adds them, at k = 1 too.
+TEST(MoeRun, SplitKLaunchesPartialSumsAndTheirCombine) {
+  const DeviceInfo h100 = device("sm_90a");
+  for (const std::string& shape : {std::string(kDeepSeek), std::string("e=8,k=1,h=4096,i=14336")}) {
+    const Problem p = problem(shape, 16);
+    Params params = op().default_params(p, DType::bf16, h100);
+    const std::size_t plain_ws = op().workspace_bytes(params, p, DType::bf16);
+    const std::size_t plain_kernels = op().kernels(params, p, DType::bf16).size();
+    params.values[op().param_index("split2")] = 4;
+    ASSERT_EQ(op().invalid_reason(params, p, DType::bf16, h100), std::nullopt) << shape;
+    const auto ks = op().kernels(params, p, DType::bf16);
+    const int K = static_cast<int>(op().dim(p, "k")), H = static_cast<int>(op().dim(p, "h"));
+    // k = 1 gains the combine; k > 1 had one.
+    EXPECT_EQ(ks.size(), plain_kernels + (K == 1 ? 1 : 0)) << shape;
+    EXPECT_TRUE(contains(ks[ks.size() - 2].name_expression, ", true>")) << ks[ks.size() - 2].name_expression;
+    EXPECT_TRUE(contains(ks.back().name_expression, "moe_combine_kernel<ktune::bf16, 128, "))
+        << ks.back().name_expression;
+    EXPECT_TRUE(contains(ks.back().name_expression, ", true>")) << ks.back().name_expression;
+    const std::size_t ws = op().workspace_bytes(params, p, DType::bf16);
+    const std::size_t partial = 4u * 4u * 16u * static_cast<std::size_t>(K) * H;
+    EXPECT_GE(ws, plain_ws - (K > 1 ? 2u * 16u * K * H : 0u) + partial - 256u) << shape;
+    const RecordingLauncher l = run(params, p, {3, 4, 8, 9});
+    ASSERT_EQ(l.launches.size(), ks.size() - 1) << shape;  // no aux zeroing
+    const auto& g2 = l.launches[l.launches.size() - 2];
+    const auto cb = l.launches.back().as<MoeCombineArgs>();
+    EXPECT_EQ(g2.launch.grid[2], 4u);
+    expect_inside(g2.as<MoeGemmArgs>().out, partial, ws, "partial sums");
+    EXPECT_EQ(cb.pair_out, g2.as<MoeGemmArgs>().out);
+    EXPECT_EQ(cb.splits, 4);
+    EXPECT_EQ(cb.k, K);
+    EXPECT_EQ(cb.y, reinterpret_cast<void*>(0x80000));
+    EXPECT_EQ(l.launches.back().launch.grid[0], 16u);
+  }
+  // Without split-k every grid has one z layer.
+  const Problem p = problem(kDeepSeek, 16);
+  for (const auto& rec : run(op().default_params(p, DType::bf16, h100), p).launches)
+    EXPECT_EQ(rec.launch.grid[2], 1u);
+}
+
 TEST(MoeRun, PrecomputedAndReference) {
   const DeviceInfo h100 = device("sm_90a");
   const Problem p = problem(std::string(kMixtral) + ",routing=precomputed", 3);
@@ -596,6 +659,10 @@ TEST(MoeExpertChoice, TunablesWithoutEffectSayWhy) {
   q.values[op().param_index("align_chunk")] = 4096;
   EXPECT_TRUE(contains(op().invalid_reason(q, p, DType::bf16, h100).value_or(""),
                        "align_chunk has no effect with routing=expert_choice"));
+  q = d;
+  q.values[op().param_index("split2")] = 2;
+  EXPECT_TRUE(contains(op().invalid_reason(q, p, DType::bf16, h100).value_or(""),
+                       "split2=2 with routing=expert_choice"));
   // k = 1 still combines (pair_out is [E * C, H], never y's layout): combine_vec is searched.
   const Problem k1 = problem("e=8,k=1,h=256,i=128,routing=expert_choice", 100);
   Params r = op().default_params(k1, DType::bf16, h100);
@@ -759,12 +826,18 @@ TEST(MoeCompile, DefaultsAndReferenceCompile) {
       const Params w = op().parse_params(
           "block_m=128,bn1=128,bk1=64,warps1=8,warps_m1=1,stages1=4,group1=0,prefetch1=0,epi1=0,"
           "impl1=1,bn2=256,bk2=64,warps2=8,warps_m2=1,stages2=4,group2=8,prefetch2=0,epi2=0,"
-          "impl2=1,align_chunk=4096,route_lanes=8,route_vec=4,combine_vec=8");
+          "impl2=1,align_chunk=4096,route_lanes=8,route_vec=4,combine_vec=8,split2=1");
       EXPECT_EQ(op().invalid_reason(w, p, DType::bf16, device(arch)), std::nullopt);
       for (const KernelSource& k : op().kernels(w, p, DType::bf16)) add(k, arch);
     }
     for (const KernelSource& k : op().reference_kernels(problem(kExpertChoice, 7), DType::f16))
       add(k, arch);
+    // gemm2 split-k: the fp32 partial epilogue and the combine that adds the splits (k = 1).
+    const Problem one = problem("e=8,k=1,h=4096,i=14336", 16);
+    Params sp = op().default_params(one, DType::f16, device(arch));
+    sp.values[op().param_index("split2")] = 4;
+    EXPECT_EQ(op().invalid_reason(sp, one, DType::f16, device(arch)), std::nullopt);
+    for (const KernelSource& k : op().kernels(sp, one, DType::f16)) add(k, arch);
   }
   const Compiler compiler(std::nullopt);
   const std::vector<CompileOutcome> outcomes = compile_parallel(compiler, jobs, 0);

@@ -106,11 +106,12 @@ struct MoeGemmArgs {
 };
 
 struct MoeCombineArgs {
-  const void* pair_out;          // [T * k, H]
+  const void* pair_out;          // [T * k, H] (T), or [splits][T * k, H] fp32 partial sums
   void* y;                       // [T, H]
   int tokens;
   int k;
   int hidden;
+  int splits;                    // fp32 partial sums only: gemm2's split-k count
 };
 
 /// moe_expert_choice: the routing of moe/expert_choice.cuh. Pair p = e * C + c is the c-th token

@@ -302,7 +302,12 @@ __device__ __forceinline__ void k_tile_mode(int mode, float (&acc)[NB][MF][NF][4
 /// BLOCK_N + 8 elements, so the 32 words of one fragment store hit 32 distinct banks) and writes
 /// it back in whole 16-byte chunks, consecutive threads on consecutive chunks of a row: a warp
 /// stores 512 contiguous bytes per instruction instead of 8 rows x 16 bytes
-/// (moe_gemm_invalid_reason: the ring must hold BLOCK_M x (BLOCK_N + 8) elements).
+/// (moe_gemm_invalid_reason: the ring must hold BLOCK_M x (BLOCK_N + 8) elements). PARTIAL
+/// (gemm2, EPI=0): split-k over gridDim.z splits, split z summing k-tiles [z * per, (z + 1) *
+/// per) of per = ceil(k-tiles / gridDim.z) and storing its fp32 sums times the routing weight at
+/// out = partial [gridDim.z][pairs][n] (fp32; a split past the last k-tile stores zeros); the
+/// combine kernel sums the splits. At small T the weight stream of few row blocks then spreads
+/// over gridDim.z times more CTAs.
 ///
 /// Requirements: n and kdim multiples of 8 (16-byte rows; moe_gemm_shape_invalid_reason);
 /// sorted_pairs entries in [0, pairs] (pairs = padding); block_expert of every block below
@@ -310,11 +315,13 @@ __device__ __forceinline__ void k_tile_mode(int mode, float (&acc)[NB][MF][NF][4
 /// block_expert gridDim.x: every CTA reads its block's entries before it compares with
 /// *padded_rows (values past it are never used).
 ///
-/// Launch: grid (args.max_blocks, moe_gemm_grid_y(n, BLOCK_N)), WARPS * 32 threads,
+/// Launch: grid (args.max_blocks, moe_gemm_grid_y(n, BLOCK_N), splits (1 unless PARTIAL)),
+/// WARPS * 32 threads,
 /// moe_gemm_smem_bytes(BLOCK_M, BLOCK_N, BLOCK_K, STAGES, GATED) bytes of dynamic shared memory
 /// (raise the kernel's dynamic limit first above 48 KiB). Blocks past *padded_rows exit at once.
 template <typename T, int BLOCK_M, int BLOCK_N, int BLOCK_K, int WARPS, int WARPS_M, int STAGES,
-          bool GATED, int GROUP_M = 0, int W_PREFETCH = 0, int MIN_CTAS = 1, int EPI = 0>
+          bool GATED, int GROUP_M = 0, int W_PREFETCH = 0, int MIN_CTAS = 1, int EPI = 0,
+          bool PARTIAL = false>
 __global__ void __launch_bounds__(WARPS * 32, MIN_CTAS)
     moe_gemm_kernel(const __grid_constant__ MoeGemmArgs args) {
   static_assert(sizeof(T) == 2, "T must be bf16 or fp16");
@@ -347,6 +354,8 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_CTAS)
                     moe_gemm_acc_regs(BLOCK_M, BLOCK_N, WARPS, GATED) + 32,
                 "MIN_CTAS leaves fewer registers per thread than the accumulators plus 32");
   static_assert(EPI == 0 || EPI == 1, "EPI must be 0 or 1");
+  static_assert(!PARTIAL || (!GATED && EPI == 0),
+                "PARTIAL (split-k fp32 partial sums) is gemm2's, with EPI=0");
   static_assert(EPI == 0 || moe_gemm_epi_smem_bytes(BLOCK_M, BLOCK_N) <=
                                 moe_gemm_smem_bytes(BLOCK_M, BLOCK_N, BLOCK_K, STAGES, GATED),
                 "EPI=1: the ring must hold the BLOCK_M x (BLOCK_N + 8) output tile");
@@ -405,13 +414,20 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_CTAS)
   // The weight tiles of the prologue depend on the expert alone: request them before the rows
   // are resolved. They join the first commit group with A tile 0, and group s holds A tile s,
   // so tile s has landed once groups 0..s have, as the main loop assumes.
-  const int k_tiles = (kdim + BLOCK_K - 1) / BLOCK_K;
+  // Split-k (PARTIAL): split blockIdx.z of gridDim.z takes k-tiles [kt0, kt1) (possibly none).
+  const int k_all = (kdim + BLOCK_K - 1) / BLOCK_K;
+  int kt0 = 0, kt1 = k_all;
+  if constexpr (PARTIAL) {
+    const int per = (k_all + static_cast<int>(gridDim.z) - 1) / static_cast<int>(gridDim.z);
+    kt0 = min(k_all, static_cast<int>(blockIdx.z) * per);
+    kt1 = min(k_all, kt0 + per);
+  }
 #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s)
-    if (s < k_tiles)
+    if (kt0 + s < kt1)
 #pragma unroll
       for (int part = 0; part < LD::PARTS; ++part)
-        ld.template load<false, LD::LOAD_B>(s, s, part);
+        ld.template load<false, LD::LOAD_B>(s, kt0 + s, part);
 
   if constexpr (!GATED) griddep_wait();
   // gemm2's routing weights are read now and published after the main loop (the epilogue is
@@ -422,10 +438,10 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_CTAS)
 
 #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) {
-    if (s < k_tiles)
+    if (kt0 + s < kt1)
 #pragma unroll
       for (int part = 0; part < LD::PARTS; ++part)
-        ld.template load<false, LD::LOAD_A>(s, s, part);
+        ld.template load<false, LD::LOAD_A>(s, kt0 + s, part);
     cp_async_commit();
   }
 
@@ -459,7 +475,7 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_CTAS)
         for (int e = 0; e < 4; ++e) acc[b][i][j][e] = 0.f;
 
   int slot = 0;
-  for (int kt = 0; kt < k_tiles; ++kt) {
+  for (int kt = kt0; kt < kt1; ++kt) {
     // Tile kt has landed for every thread once this thread's older groups are done and the
     // barrier passes; the barrier also retires every read of tile kt - 1, whose slot the copies
     // issued during this tile overwrite.
@@ -467,7 +483,7 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_CTAS)
     __syncthreads();
     const int next = kt + STAGES - 1;
     const int load_slot = slot == 0 ? STAGES - 1 : slot - 1;
-    const int mode = next >= k_tiles ? 0 : interior && (next + 1) * BLOCK_K <= kdim ? 1 : 2;
+    const int mode = next >= kt1 ? 0 : interior && (next + 1) * BLOCK_K <= kdim ? 1 : 2;
     const unsigned st = ld.s_base + slot * STAGE_BYTES;
     if (mf_live == MF)
       moe::k_tile_mode<T, true, MF, NF, NB, BLOCK_K, BLOCK_N, PITCH, A_FRAG>(
@@ -535,6 +551,30 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_CTAS)
         *reinterpret_cast<uint4*>(out + static_cast<long long>(dst) * n + col) =
             *reinterpret_cast<const uint4*>(smem + (row * OP + c * 8) * 2);
     }
+    return;
+  }
+  if constexpr (PARTIAL) {
+    // Split z's fp32 partial sums, scaled by the routing weight (linear: the combine's sum over
+    // the splits is the scaled product), at partial[z][pair][col].
+    float* part = static_cast<float*>(args.out) +
+                  static_cast<long long>(blockIdx.z) * args.pairs * n;
+#pragma unroll
+    for (int i = 0; i < MF; ++i)
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int row = (i * WARPS_M + warp_m) * 16 + r * 8 + g;
+        const int dst = s_dst[row];
+        if (dst < 0) continue;
+        const float scale = s_scale[row];
+        float* o = part + static_cast<long long>(dst) * n;
+#pragma unroll
+        for (int j = 0; j < NF; ++j) {
+          const int col = n0 + warp_n * WTN + j * 8 + 2 * t;
+          if (col < n)
+            *reinterpret_cast<float2*>(o + col) =
+                make_float2(acc[0][i][j][2 * r] * scale, acc[0][i][j][2 * r + 1] * scale);
+        }
+      }
     return;
   }
 #pragma unroll

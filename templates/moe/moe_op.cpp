@@ -24,7 +24,7 @@ enum Param : std::size_t {
   kBlockM,
   kBn1, kBk1, kWarps1, kWarpsM1, kStages1, kGroup1, kPrefetch1, kEpi1, kImpl1,
   kBn2, kBk2, kWarps2, kWarpsM2, kStages2, kGroup2, kPrefetch2, kEpi2, kImpl2,
-  kAlignChunk, kRouteLanes, kRouteVec, kCombineVec
+  kAlignChunk, kRouteLanes, kRouteVec, kCombineVec, kSplit2
 };
 
 // Mirrors of the kernels' limits (route.cuh and align.cuh hold them beside CUDA-only code).
@@ -32,7 +32,15 @@ constexpr int kMaxExperts = 256;      // kMoeMaxExperts, kMoeAlignMaxExperts
 constexpr int kMaxK = 16;             // kMoeMaxK
 constexpr int kMaxGroups = 64;        // kMoeMaxGroups
 constexpr int kRouteThreads = 128;    // route block: 128 / LANES tokens
-constexpr int kAlignOneThreads = 1024;  // one-block align kernel
+/// Threads of the one-block align kernel: a warp per 128 pairs (a warp's pass takes 4 x 32),
+/// 128 to 1024. Its per-warp count and offset arrays are summed serially over the warps and its
+/// barriers wait for all of them, so small T takes few warps: on the H100 the 1024-thread block
+/// took 7-8 us (ncu) to align 8..128 pairs (benchmarks/moe/NOTES.md).
+int align_one_threads(std::int64_t pairs) {
+  int threads = 128;
+  while (threads < 1024 && threads * 4 < pairs) threads *= 2;
+  return threads;
+}
 constexpr int kAlignThreads = 256;      // the three kernels of the multi-block path
 constexpr int kCombineThreads = 128;
 constexpr int kEcSelectThreads = 1024;  // expert_choice select: one block per expert
@@ -76,6 +84,7 @@ struct Config {
   GemmTile g1, g2;
   int align_chunk;  // 0: one-block align kernel
   int route_lanes, route_vec, combine_vec;
+  int split2;  // gemm2 split-k: > 1 writes fp32 partial sums that the combine adds
 };
 
 Config config_of(const Params& p) {
@@ -85,7 +94,7 @@ Config config_of(const Params& p) {
            at(kEpi1), at(kImpl1)},
           {at(kBn2), at(kBk2), at(kWarps2), at(kWarpsM2), at(kStages2), at(kGroup2), at(kPrefetch2),
            at(kEpi2), at(kImpl2)},
-          at(kAlignChunk), at(kRouteLanes), at(kRouteVec), at(kCombineVec)};
+          at(kAlignChunk), at(kRouteLanes), at(kRouteVec), at(kCombineVec), at(kSplit2)};
 }
 
 std::string str(long long v) { return std::to_string(v); }
@@ -96,6 +105,9 @@ enum class Stage {
   zero, route, align, align_count, align_scan, align_scatter, ec_scores, ec_select, gemm1, gemm2,
   combine, ec_combine
 };
+
+/// A combine kernel runs after gemm2 (top-k routing): it sums k > 1 pairs or gemm2's splits.
+bool has_combine(const Config& c, const Shape& s) { return s.k > 1 || c.split2 > 1; }
 
 std::vector<Stage> stages_of(const Config& c, const Shape& s) {
   if (s.expert_choice())
@@ -112,8 +124,9 @@ std::vector<Stage> stages_of(const Config& c, const Shape& s) {
   }
   out.push_back(Stage::gemm1);
   out.push_back(Stage::gemm2);
-  // k = 1: pair_out [T * 1, H] is y's layout, so gemm2 writes y and there is nothing to sum.
-  if (s.k > 1) out.push_back(Stage::combine);
+  // k = 1: pair_out [T * 1, H] is y's layout, so gemm2 writes y and there is nothing to sum,
+  // unless gemm2 splits k (the combine then adds the splits).
+  if (has_combine(c, s)) out.push_back(Stage::combine);
   return out;
 }
 
@@ -155,7 +168,8 @@ unsigned gemm_static_smem(const Config& c, bool gated) {
 ///                                       the same stream (route-kernel modes only)
 ///   scores       float [E, T]           expert_choice only: softmax scores, transposed
 ///   act          T [padded_rows_of, I]  gemm1 -> gemm2
-///   pair_out     T [pairs, H]           gemm2 -> combine (when there is a combine)
+///   pair_out     T [pairs, H]           gemm2 -> combine (when there is a combine), or with
+///                                       split2 > 1 fp32 [split2, pairs, H] partial sums
 struct Layout {
   std::size_t ids = 0, weights = 0, sorted_pairs = 0, block_expert = 0, padded_rows = 0,
               counts = 0, align = 0, aux = 0, scores = 0, act = 0, pair_out = 0, total = 0;
@@ -184,7 +198,10 @@ Layout layout_of(const Config& c, const Shape& s, DType t) {
   l.aux = take(s.route_kernel() ? (2 * static_cast<std::size_t>(s.e) + 1) * 8 : 0);
   l.scores = take(s.expert_choice() ? static_cast<std::size_t>(s.e) * s.t * 4 : 0);
   l.act = take(padded * static_cast<std::size_t>(s.i) * es);
-  l.pair_out = take(s.combines() ? pairs * static_cast<std::size_t>(s.h) * es : 0);
+  const std::size_t out_rows = pairs * static_cast<std::size_t>(s.h);
+  l.pair_out = take(c.split2 > 1       ? static_cast<std::size_t>(c.split2) * out_rows * 4
+                    : s.combines()     ? out_rows * es
+                                       : 0);
   l.total = at;
   return l;
 }
@@ -254,24 +271,29 @@ constexpr MoeDefaults kDefaults[] = {
 /// row; its align_chunk=0 and 4096 within 1 %, 4096 up to 7 % ahead at DeepSeek T=4096) and
 /// within 8 % of DeepSeek T=4096's (512 rows; 1.20x); where experts got 128 rows (DeepSeek
 /// T=1024) the best wgmma gemm1 was 5 % slower than the mma.sync row, and at 256 (Mixtral
-/// T=1024) the wgmma points won by 1.1-1.2x.
+/// T=1024) the wgmma points won by 1.1-1.2x. gemm2 takes 256 columns: the full Mixtral sweep of
+/// the evening of 2026-11-23 (benchmarks/results/moe-sweep-mixtral-13buckets-h100-2026-11-23.txt)
+/// chose bn2=256 at T=1024, 2048 and 4096, 1.08-1.10x ahead of this row with bn2=128.
 constexpr MoeDefaults kWgmma = {9, 1 << 30, 128, {128, 64, 8, 1, 4, 0, 0, 0, 1},
-                                {128, 64, 8, 1, 4, 8, 0, 0, 1}, 4096, 8, 8};
+                                {256, 64, 8, 1, 4, 8, 0, 0, 1}, 4096, 8, 8};
 constexpr long long kWgmmaMinRows = 256;
+/// gemm2's split-k is searched up to this many rows per expert on average (t * k / e).
+constexpr long long kSplitMaxRows = 128;
 /// Valid for every problem problem_reason() accepts on any sm_80+ device: small tiles, 2 stages.
 constexpr MoeDefaults kSafe = {8, 0, 16, {64, 32, 4, 1, 2, 0, 0, 0, 0},
                                {64, 32, 4, 1, 2, 0, 0, 0, 0}, 0, 8, 8};
 
-/// Launches a.kernels[0], [1], ... in turn, each with a 1-D block and an (x, y) grid.
+/// Launches a.kernels[0], [1], ... in turn, each with a 1-D block and an (x, y, z) grid.
 class KernelSequence {
  public:
   KernelSequence(const RunArgs& a, Launcher& launcher) : a_(a), launcher_(launcher) {}
   void operator()(unsigned gx, unsigned gy, unsigned threads, unsigned smem, const void* args,
-                  std::size_t size) {
+                  std::size_t size, unsigned gz = 1) {
     KernelLaunch k;
     k.kernel = a_.kernels[index_++];
     k.grid[0] = gx;
     k.grid[1] = gy;
+    k.grid[2] = gz;
     k.block[0] = threads;
     k.shared_bytes = smem;
     k.args = args;
@@ -344,6 +366,9 @@ class MoeOp final : public Op {
             {"route_lanes", {8, 32}, "threads per token in the route kernel"},
             {"route_vec", {1, 4}, "logits per load in the route kernel (e % route_vec == 0)"},
             {"combine_vec", {4, 8}, "elements per thread of the combine"},
+            {"split2", {1, 2, 4}, "gemm2 split-k: 1 none; s > 1 spreads each row block's weight "
+                                  "stream over s CTAs, fp32 partial sums added by the combine "
+                                  "(small t)"},
         },
         scalars_{{"routed_scaling", 1.0, "sigmoid_group: weights are multiplied by it"}} {}
 
@@ -454,11 +479,13 @@ class MoeOp final : public Op {
                                          ", " + str(g.bn) + ", " + str(g.bk) + ", " +
                                          str(g.stages) + ", " + (gated ? "true" : "false") +
                                          ", " + str(g.group_m) + ">"};
+      const bool partial = !gated && c.split2 > 1;
       return {"moe/gemm.cuh", "ktune::moe_gemm_kernel<" + T + ", " + str(c.block_m) + ", " +
                                   str(g.bn) + ", " + str(g.bk) + ", " + str(g.warps) + ", " +
                                   str(g.warps_m) + ", " + str(g.stages) + ", " +
                                   (gated ? "true" : "false") + ", " + str(g.group_m) + ", " +
-                                  str(g.prefetch) + ", 1, " + str(g.epi) + ">"};
+                                  str(g.prefetch) + ", 1, " + str(g.epi) +
+                                  (partial ? ", true" : "") + ">"};
     };
     const std::string chunk = str(kAlignThreads) + ", " + str(c.align_chunk) + ">";
     std::vector<KernelSource> out;
@@ -472,7 +499,7 @@ class MoeOp final : public Op {
                                               str(route_items(c, s)) + ">"});
           break;
         case Stage::align:
-          out.push_back({"moe/align.cuh", "ktune::moe_align_kernel<" + str(kAlignOneThreads) + ">"});
+          out.push_back({"moe/align.cuh", "ktune::moe_align_kernel<" + str(align_one_threads(s.pairs())) + ">"});
           break;
         case Stage::align_count:
           out.push_back({"moe/align.cuh", "ktune::moe_align_count_kernel<" + chunk});
@@ -492,7 +519,7 @@ class MoeOp final : public Op {
         case Stage::combine:
           out.push_back({"moe/combine.cuh", "ktune::moe_combine_kernel<" + T + ", " +
                                                 str(kCombineThreads) + ", " + str(c.combine_vec) +
-                                                ">"});
+                                                (c.split2 > 1 ? ", true" : "") + ">"});
           break;
         case Stage::ec_scores:
           out.push_back({"moe/expert_choice.cuh", "ktune::moe_expert_choice_scores_kernel"});
@@ -514,10 +541,11 @@ class MoeOp final : public Op {
   int block_threads(const Params& params, const Problem& problem, DType,
                     std::size_t index) const override {
     const Config c = config_of(params);
-    switch (stage(c, shape_of(problem), index)) {
+    const Shape s = shape_of(problem);
+    switch (stage(c, s, index)) {
       case Stage::zero: return kMoeZeroThreads;
       case Stage::route: return kRouteThreads;
-      case Stage::align: return kAlignOneThreads;
+      case Stage::align: return align_one_threads(s.pairs());
       case Stage::align_count:
       case Stage::align_scan:
       case Stage::align_scatter: return kAlignThreads;
@@ -536,7 +564,8 @@ class MoeOp final : public Op {
     // Exactly the dynamic size: the GEMM also has 12 * block_m bytes of static shared memory,
     // so a limit raised to 227 KiB would fail to launch.
     const Config c = config_of(params);
-    switch (stage(c, shape_of(problem), index)) {
+    const Shape s = shape_of(problem);
+    switch (stage(c, s, index)) {
       case Stage::gemm1: return gemm_smem(c, true);
       case Stage::gemm2: return gemm_smem(c, false);
       default: return 0;
@@ -568,7 +597,7 @@ class MoeOp final : public Op {
     int* block_expert = static_cast<int*>(ws(l.block_expert));
     int* padded_rows = static_cast<int*>(ws(l.padded_rows));
     void* act = ws(l.act);
-    void* pair_out = s.k > 1 ? ws(l.pair_out) : tensor(a, 7);
+    void* pair_out = has_combine(c, s) ? ws(l.pair_out) : tensor(a, 7);
     const int pairs = static_cast<int>(s.pairs());
     const int max_blocks = static_cast<int>(moe_max_blocks(pairs, s.e, c.block_m));
 
@@ -608,7 +637,7 @@ class MoeOp final : public Op {
     al.experts = s.e;
     al.block_m = c.block_m;
     if (c.align_chunk == 0) {
-      launch(1, 1, kAlignOneThreads, 0, &al, sizeof al);
+      launch(1, 1, static_cast<unsigned>(align_one_threads(pairs)), 0, &al, sizeof al);
     } else {
       al.scratch = static_cast<int*>(ws(l.align));
       const auto chunks = static_cast<unsigned>((pairs + c.align_chunk - 1) / c.align_chunk);
@@ -638,9 +667,10 @@ class MoeOp final : public Op {
     g2.n = s.h;
     g2.kdim = s.i;
     launch(static_cast<unsigned>(max_blocks), moe_gemm_grid_y(s.h, c.g2.bn),
-           static_cast<unsigned>(c.g2.warps * 32), gemm_smem(c, false), &g2, sizeof g2);
-    if (s.k > 1) {
-      const MoeCombineArgs cb{pair_out, tensor(a, 7), s.t, s.k, s.h};
+           static_cast<unsigned>(c.g2.warps * 32), gemm_smem(c, false), &g2, sizeof g2,
+           static_cast<unsigned>(c.split2));
+    if (has_combine(c, s)) {
+      const MoeCombineArgs cb{pair_out, tensor(a, 7), s.t, s.k, s.h, c.split2};
       launch(static_cast<unsigned>(s.t), moe_combine_grid_y(s.h, kCombineThreads, c.combine_vec),
              kCombineThreads, 0, &cb, sizeof cb);
     }
@@ -784,7 +814,7 @@ class MoeOp final : public Op {
             {{"impl1", "bn1", "bk1", "warps1", "warps_m1"},
              {"stages1", "group1", "prefetch1", "epi1"},
              {"impl2", "bn2", "bk2", "warps2", "warps_m2"},
-             {"stages2", "group2", "prefetch2", "epi2"},
+             {"stages2", "group2", "prefetch2", "epi2", "split2"},
              {"align_chunk"},
              {"route_lanes", "route_vec"},
              {"combine_vec"}}};
@@ -817,7 +847,12 @@ class MoeOp final : public Op {
   Params default_params(const Problem& problem, DType t, const DeviceInfo& device) const override {
     const Shape s = shape_of(problem);
     const auto params = [&](const MoeDefaults& r) {
-      const int vec = s.e % 4 == 0 ? 4 : 1;
+      // Route kernel: a warp per token from 32 experts on (one or two scores per lane instead
+      // of eight: its top-k loop is a chain of warp reductions, latency-bound); the DeepSeek-like
+      // sweeps on the H100 picked route_lanes=32 at T=16 and 128, 6 % of the T=16 call faster
+      // in the sweep (benchmarks/moe/NOTES.md). Narrower routers keep 8 lanes, 4 logits each.
+      const int lanes = s.e >= 32 ? 32 : r.route_lanes;
+      const int vec = lanes == 32 || s.e % 4 != 0 ? 1 : 4;
       // The row's block_m, lowered to the smallest one that holds an expert's mean rows when
       // fewer tokens than the row assumes reach each expert (else the point is pruned).
       int bm = r.block_m;
@@ -828,8 +863,8 @@ class MoeOp final : public Op {
                      r.g2.bk, r.g2.warps, std::min(r.g2.warps_m, bm / 16), r.g2.stages,
                      r.g2.group_m, r.g2.prefetch, r.g2.epi, r.g2.impl,
                      s.pairs() > r.align_chunk && !s.expert_choice() ? r.align_chunk : 0,
-                     s.route_kernel() ? r.route_lanes : 8, s.route_kernel() ? vec : 1,
-                     s.combines() ? r.combine_vec : tunables_[kCombineVec].values.front()}};
+                     s.route_kernel() ? lanes : 8, s.route_kernel() ? vec : 1,
+                     s.combines() ? r.combine_vec : tunables_[kCombineVec].values.front(), 1}};
     };
     if (device.arch() == "sm_90a" && !s.expert_choice() &&
         s.pairs() >= kWgmmaMinRows * std::min<long long>(s.e, s.pairs())) {
@@ -978,12 +1013,27 @@ class MoeOp final : public Op {
                                                     g.epi))
         return std::string(gated ? "gemm1" : "gemm2") + " tile: " + why;
     }
-    if (s.combines()) {
+    if (c.split2 > 1) {
+      // Split-k: the mma.sync kernel's fragment epilogue writes the fp32 partial sums, and the
+      // top-k combine adds them.
+      if (c.g2.impl != 0 || c.g2.epi != 0)
+        return "split2=" + str(c.split2) + " is the mma.sync gemm2's (impl2=0) with fragment "
+               "stores (epi2=0): impl2=" + str(c.g2.impl) + ", epi2=" + str(c.g2.epi);
+      if (s.expert_choice())
+        return "split2=" + str(c.split2) + " with routing=expert_choice: its combine adds "
+               "16-bit pair outputs in expert order; only split2=1 is searched";
+      const long long k_tiles = (s.i + c.g2.bk - 1) / c.g2.bk;
+      if (2LL * c.split2 > k_tiles)
+        return "split2=" + str(c.split2) + " leaves fewer than 2 of the " + str(k_tiles) +
+               " k-tiles (i=" + str(s.i) + " / bk2=" + str(c.g2.bk) + ") per split";
+    }
+    if (s.combines() || c.split2 > 1) {
       if (const char* why = moe_combine_invalid_reason(kCombineThreads, c.combine_vec, s.h))
         return "combine_vec=" + str(c.combine_vec) + " at h=" + str(s.h) + ": " + why;
     } else if (c.combine_vec != tunables_[kCombineVec].values.front()) {
-      return "combine_vec has no effect at k=1 (gemm2 writes y, no combine kernel): only "
-             "combine_vec=" + str(tunables_[kCombineVec].values.front()) + " is searched";
+      return "combine_vec has no effect at k=1 without split2 (gemm2 writes y, no combine "
+             "kernel): only combine_vec=" + str(tunables_[kCombineVec].values.front()) +
+             " is searched";
     }
     if (s.route_kernel()) {
       if (s.e % c.route_vec != 0)
@@ -1018,6 +1068,12 @@ class MoeOp final : public Op {
       return "align_chunk=" + str(c.align_chunk) + " with t*k=" + str(s.pairs()) +
              " pairs is one chunk: the count/scan/scatter path does the one-block kernel's work "
              "in three launches";
+    if (c.split2 > 1 && s.pairs() > kSplitMaxRows * std::min<long long>(s.e, s.pairs()))
+      return "split2=" + str(c.split2) + " at ~" +
+             str(s.pairs() / std::min<long long>(s.e, s.pairs())) + " rows per expert (t*k=" +
+             str(s.pairs()) + ", e=" + str(s.e) + "): split-k pays while few row blocks stream "
+             "gemm2's weights (<= " + str(kSplitMaxRows) + " rows per expert); here the row "
+             "blocks fill the GPU and the partial sums only add traffic";
     const int fit = fitting_block_m(s);
     if (c.block_m > fit)
       return "block_m=" + str(c.block_m) + " exceeds block_m=" + str(fit) + ", which already "
