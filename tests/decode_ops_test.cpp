@@ -118,8 +118,6 @@ RecordingLauncher<FlashDecodeArgs> run(const Params& params, const Problem& p,
   return run_with(params, p, tensors, workspace, scale, layout, softcap);
 }
 
-constexpr std::size_t kBulkParam = 5;  // "bulk", the last tunable
-
 const char* const kBar1 = "b=16,hq=32,hkv=8,nq=1,nk=4096,d=128";
 const char* const kBar2 = "b=1,hq=64,hkv=8,nq=1,nk=32768,d=128";
 // The paged bar: 64 sequences of 100..8000 keys in pages of 16.
@@ -162,7 +160,7 @@ TEST(DecodeProblem, KeysRoundTripAndBadProblemsSayWhy) {
 TEST(DecodeSpace, InvalidPointsCarryTheirReason) {
   const Problem p = op().parse_problem(kBar1);
   const Space h100(op(), p, DType::bf16, device("sm_90a"));
-  EXPECT_EQ(h100.points().size(), 14u * 3 * 3 * 3 * 3 * 2);
+  EXPECT_EQ(h100.points().size(), 14u * 3 * 3 * 3 * 3);
   EXPECT_GT(h100.valid_count(), 0u);
   std::size_t counted = 0;
   for (const auto& [reason, n] : h100.invalid_reasons()) {
@@ -172,8 +170,7 @@ TEST(DecodeSpace, InvalidPointsCarryTheirReason) {
   EXPECT_EQ(counted, h100.points().size() - h100.valid_count());
   // At d=128 and 4 packed rows only block_m=16 is valid, with the (block_n, warps) pairs of
   // whole 16-key slices: (32, 2), (64, 2), (64, 4), (128, 2), (128, 4), (128, 8); the split
-  // counts that leave no split empty; every ring depth but 4 stages of 128 keys (276 KiB);
-  // cp.async and bulk copies alike on the H100.
+  // counts that leave no split empty; every ring depth but 4 stages of 128 keys (276 KiB).
   std::size_t expected = 0;
   for (std::int64_t splits : op().tunables()[0].values)
     for (int bn : {32, 64, 128})
@@ -181,45 +178,45 @@ TEST(DecodeSpace, InvalidPointsCarryTheirReason) {
         if (bn % (16 * w) == 0 && flash_decode_used_splits(4096, bn, static_cast<int>(splits)) ==
                                       splits)
           expected += bn == 128 ? 2 : 3;
-  EXPECT_EQ(h100.valid_count(), 2 * expected);
+  EXPECT_EQ(h100.valid_count(), expected);
 
-  EXPECT_EQ(why("splits=2,block_m=16,block_n=64,warps=4,stages=3,bulk=0", kBar1), "");
-  EXPECT_EQ(why("splits=2,block_m=16,block_n=32,warps=4,stages=3,bulk=0", kBar1),
+  EXPECT_EQ(why("splits=2,block_m=16,block_n=64,warps=4,stages=3", kBar1), "");
+  EXPECT_EQ(why("splits=2,block_m=16,block_n=32,warps=4,stages=3", kBar1),
             "block_n=32 / warps=4 = 8 keys per warp (each warp takes whole 16-key slices)");
-  EXPECT_EQ(why("splits=2,block_m=64,block_n=64,warps=4,stages=3,bulk=0",
+  EXPECT_EQ(why("splits=2,block_m=64,block_n=64,warps=4,stages=3",
                 "b=1,hq=64,hkv=1,nq=1,nk=4096,d=128"),
             "block_m=64 at d=128 with 16 keys per warp: 288 fp32 accumulators of O and S per "
             "thread (at most 144; ptxas spills above)");
-  EXPECT_EQ(why("splits=2,block_m=32,block_n=128,warps=2,stages=2,bulk=0",
+  EXPECT_EQ(why("splits=2,block_m=32,block_n=128,warps=2,stages=2",
                 "b=1,hq=64,hkv=1,nq=1,nk=4096,d=128"),
             "block_m=32 at d=128 with 64 keys per warp: 192 fp32 accumulators of O and S per "
             "thread (at most 144; ptxas spills above)");
-  EXPECT_EQ(why("splits=2,block_m=32,block_n=64,warps=4,stages=3,bulk=0", kBar1),
+  EXPECT_EQ(why("splits=2,block_m=32,block_n=64,warps=4,stages=3", kBar1),
             "block_m=32 for 4 packed rows (4 heads per group x nq=1): half the tile or more "
             "would be padding; block_m=16 reads the same K/V");
-  EXPECT_EQ(why("splits=2,block_m=32,block_n=64,warps=4,stages=3,bulk=0",
+  EXPECT_EQ(why("splits=2,block_m=32,block_n=64,warps=4,stages=3",
                 "b=1,hq=32,hkv=8,nq=5,nk=4096,d=128"),
             "");  // 20 packed rows
-  EXPECT_EQ(why("splits=8,block_m=16,block_n=64,warps=4,stages=2,bulk=0",
+  EXPECT_EQ(why("splits=8,block_m=16,block_n=64,warps=4,stages=2",
                 "b=1,hq=8,hkv=8,nq=1,nk=600,d=128"),
             "splits=8 over 10 key tiles of block_n=64 (nk=600): 3 splits would be empty");
-  EXPECT_EQ(why("splits=2,block_m=16,block_n=64,warps=4,stages=2,bulk=0",
+  EXPECT_EQ(why("splits=2,block_m=16,block_n=64,warps=4,stages=2",
                 "b=1,hq=8,hkv=8,nq=1,nk=64,d=128"),
             "splits=2 over 1 key tiles of block_n=64 (nk=64): 1 splits would be empty");
-  EXPECT_EQ(why("splits=1,block_m=16,block_n=64,warps=4,stages=2,bulk=0",
+  EXPECT_EQ(why("splits=1,block_m=16,block_n=64,warps=4,stages=2",
                 "b=1,hq=8,hkv=8,nq=1,nk=1,d=128"),
             "");
   // d=256, 128-key tiles, 4 stages: 530 KiB anywhere; 3 stages of 64 keys: 210 KiB, H100 only.
-  EXPECT_TRUE(contains(why("splits=1,block_m=16,block_n=128,warps=4,stages=4,bulk=0",
+  EXPECT_TRUE(contains(why("splits=1,block_m=16,block_n=128,warps=4,stages=4",
                            "b=1,hq=8,hkv=8,nq=1,nk=4096,d=256"),
                        "more than the 227 KiB any GPU gives a block"));
   const std::string d256 = "b=1,hq=8,hkv=8,nq=1,nk=4096,d=256";
-  EXPECT_EQ(why("splits=1,block_m=16,block_n=64,warps=4,stages=3,bulk=0", d256), "");
-  EXPECT_EQ(why("splits=1,block_m=16,block_n=64,warps=4,stages=3,bulk=0", d256, "sm_80"),
+  EXPECT_EQ(why("splits=1,block_m=16,block_n=64,warps=4,stages=3", d256), "");
+  EXPECT_EQ(why("splits=1,block_m=16,block_n=64,warps=4,stages=3", d256, "sm_80"),
             "block_m=16, block_n=64, stages=3 at d=256 need 211200 bytes of shared memory (Q "
             "tile + 3 K and V tiles), more than the device's 166912 per block");
   // Values outside the lists, other dtypes, old GPUs.
-  Params q = op().parse_params("splits=2,block_m=16,block_n=64,warps=4,stages=3,bulk=0");
+  Params q = op().parse_params("splits=2,block_m=16,block_n=64,warps=4,stages=3");
   q.values[0] = 5;
   EXPECT_EQ(op().invalid_reason(q, p, DType::bf16, device("sm_90a")),
             "splits=5 is not one of 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128");
@@ -233,36 +230,10 @@ TEST(DecodeSpace, InvalidPointsCarryTheirReason) {
             "needs compute capability 8.0 or later (cp.async, bf16 mma.sync); the device is 7.5");
   EXPECT_TRUE(contains(run_error([&] {
                          op().kernels(op().parse_params(
-                                          "splits=2,block_m=16,block_n=32,warps=4,stages=3,bulk=0"),
+                                          "splits=2,block_m=16,block_n=32,warps=4,stages=3"),
                                       p, DType::bf16);
                        }),
                        "flash_decode: block_n=32 / warps=4"));
-}
-
-// Bulk copies (bulk=1): sm_90 and contiguous K/V only, each refusal with its reason; the kernel
-// gets BULK as its last template argument, every trailing one spelled out.
-TEST(DecodeSpace, BulkCopiesNeedHopperAndContiguousKV) {
-  const Problem p = op().parse_problem("b=2,hq=32,hkv=8,nq=1,nk=4096,d=128");
-  const Params bulk = op().parse_params("splits=2,block_m=16,block_n=64,warps=4,stages=3,bulk=1");
-  EXPECT_EQ(op().invalid_reason(bulk, p, DType::bf16, device("sm_90a")), std::nullopt);
-  EXPECT_TRUE(contains(op().invalid_reason(bulk, p, DType::bf16, device("sm_80")).value_or(""),
-                       "bulk=1 (bulk copies completing on mbarriers) needs compute capability 9.0"));
-  const Problem paged = op().parse_problem("b=2,hq=32,hkv=8,nq=1,nk=4096,d=128,page=16");
-  EXPECT_TRUE(contains(op().invalid_reason(bulk, paged, DType::bf16, device("sm_90a")).value_or(""),
-                       "bulk=1 copies rows of contiguous K/V; paged K/V (page=16)"));
-  EXPECT_EQ(op().kernels(bulk, p, DType::bf16)[0].name_expression,
-            "ktune::flash_decode_split<ktune::bf16, 128, 16, 64, 4, 3, false, 0, false, false, "
-            "false, false, true>");
-  const Problem varlen = op().parse_problem("b=2,hq=32,hkv=8,nq=1,nk=4096,d=128,varlen=yes");
-  EXPECT_EQ(op().kernels(bulk, varlen, DType::bf16)[0].name_expression,
-            "ktune::flash_decode_split<ktune::bf16, 128, 16, 64, 4, 3, false, 0, false, false, "
-            "false, true, true>");
-  // The stage barriers sit after the ring: 8 bytes per stage more than the cp.async form.
-  const Params plain = op().parse_params("splits=2,block_m=16,block_n=64,warps=4,stages=3,bulk=0");
-  EXPECT_EQ(op().dynamic_shared_bytes(bulk, p, DType::bf16, 0),
-            op().dynamic_shared_bytes(plain, p, DType::bf16, 0) + 24u);
-  // The defaults keep the cp.async form.
-  EXPECT_EQ(op().default_params(p, DType::bf16, device("sm_90a")).values[kBulkParam], 0);
 }
 
 TEST(DecodeSpace, ValidPointsPassTheKernelsOwnChecks) {
@@ -276,7 +247,7 @@ TEST(DecodeSpace, ValidPointsPassTheKernelsOwnChecks) {
           const auto v = params.values;
           EXPECT_EQ(flash_decode_invalid_reason(static_cast<int>(d), static_cast<int>(v[1]),
                                                 static_cast<int>(v[2]), static_cast<int>(v[3]),
-                                                static_cast<int>(v[4]), 0, v[5] != 0),
+                                                static_cast<int>(v[4])),
                     nullptr)
               << op().params_key(params);
           EXPECT_LE(op().dynamic_shared_bytes(params, p, DType::f16, 0),
@@ -327,40 +298,40 @@ TEST(DecodeDefaults, SplitsFillTheDevice) {
   };
   // One CTA per SM (measured best on the H100): 128 (batch, KV head) CTAs fill 132 SMs
   // unsplit; 8 take 16 splits of 2048 keys.
-  EXPECT_EQ(key(kBar1, h100), "splits=1,block_m=16,block_n=64,warps=4,stages=3,bulk=0");
-  EXPECT_EQ(key(kBar2, h100), "splits=16,block_m=16,block_n=64,warps=4,stages=3,bulk=0");
+  EXPECT_EQ(key(kBar1, h100), "splits=1,block_m=16,block_n=64,warps=4,stages=3");
+  EXPECT_EQ(key(kBar2, h100), "splits=16,block_m=16,block_n=64,warps=4,stages=3");
   // Short caches are not split below 256 keys a split; a full grid is not split at all.
   EXPECT_EQ(key("b=1,hq=8,hkv=8,nq=1,nk=1000,d=128", h100),
-            "splits=3,block_m=16,block_n=64,warps=4,stages=3,bulk=0");
+            "splits=3,block_m=16,block_n=64,warps=4,stages=3");
   EXPECT_EQ(key("b=64,hq=32,hkv=8,nq=1,nk=8192,d=128", h100),
-            "splits=1,block_m=16,block_n=64,warps=4,stages=3,bulk=0");
+            "splits=1,block_m=16,block_n=64,warps=4,stages=3");
   // MQA: 16 x 1 rows; 128 splits of 256 keys.
   EXPECT_EQ(key("b=1,hq=16,hkv=1,nq=1,nk=32768,d=128", h100),
-            "splits=128,block_m=16,block_n=64,warps=4,stages=3,bulk=0");
+            "splits=128,block_m=16,block_n=64,warps=4,stages=3");
   // Longer query blocks take the largest tile the accumulators allow: 2 row tiles x 8 KV heads
   // x 8 splits (d=64: the tiles measured fastest on the H100).
   EXPECT_EQ(key("b=1,hq=32,hkv=8,nq=16,nk=4096,d=64", h100),
-            "splits=8,block_m=32,block_n=64,warps=4,stages=2,bulk=0");
+            "splits=8,block_m=32,block_n=64,warps=4,stages=2");
   // A grid under half a wave (8 (batch, KV head) pairs, one 32-row tile, 6 splits: 48 CTAs)
   // takes 16-row tiles and splits of 128 keys or more: 2 x 8 x 8 = 128 CTAs.
   EXPECT_EQ(key("b=4,hq=16,hkv=2,nq=4,nk=2000,d=128,causal=yes", h100),
-            "splits=8,block_m=16,block_n=64,warps=4,stages=3,bulk=0");
+            "splits=8,block_m=16,block_n=64,warps=4,stages=3");
   // A100: one stage fewer, 108 SMs: 8 x 12.
-  EXPECT_EQ(key(kBar2, device("sm_80")), "splits=12,block_m=16,block_n=64,warps=4,stages=2,bulk=0");
+  EXPECT_EQ(key(kBar2, device("sm_80")), "splits=12,block_m=16,block_n=64,warps=4,stages=2");
   // Paged: pieces of at most 1024 keys of nk even when the grid is full (mixed lengths), and a
   // short cache is not split further than the contiguous rule says.
-  EXPECT_EQ(key(kPagedBar, h100), "splits=6,block_m=16,block_n=64,warps=4,stages=3,bulk=0");
+  EXPECT_EQ(key(kPagedBar, h100), "splits=6,block_m=16,block_n=64,warps=4,stages=3");
   EXPECT_EQ(key("b=64,hq=32,hkv=8,nq=1,nk=8192,d=128,page=16", h100),
-            "splits=8,block_m=16,block_n=64,warps=4,stages=3,bulk=0");
+            "splits=8,block_m=16,block_n=64,warps=4,stages=3");
   EXPECT_EQ(key("b=1,hq=64,hkv=8,nq=1,nk=32768,d=128,page=256", h100),
-            "splits=32,block_m=16,block_n=64,warps=4,stages=3,bulk=0");
+            "splits=32,block_m=16,block_n=64,warps=4,stages=3");
   EXPECT_EQ(key("b=64,hq=32,hkv=8,nq=1,nk=1000,d=128,page=16", h100),
-            "splits=1,block_m=16,block_n=64,warps=4,stages=3,bulk=0");
+            "splits=1,block_m=16,block_n=64,warps=4,stages=3");
   // d=256 on a part with 99 KiB per block falls back to the smallest tiles.
   DeviceInfo small = device("sm_80");
   small.smem_optin_per_block = 99 * 1024;
   EXPECT_EQ(key("b=1,hq=8,hkv=8,nq=1,nk=512,d=256", small),
-            "splits=2,block_m=16,block_n=32,warps=2,stages=2,bulk=0");
+            "splits=2,block_m=16,block_n=32,warps=2,stages=2");
 }
 
 // ---- workspace and launches ----
@@ -395,14 +366,14 @@ TEST(DecodeWorkspace, HoldsEveryPartialTheKernelsAddress) {
   // The bar's second shape at 32 splits: 32 x 64 rows x (128 + 1) floats.
   const Problem p = op().parse_problem(kBar2);
   EXPECT_EQ(op().workspace_bytes(op().parse_params("splits=32,block_m=16,block_n=64,warps=4,"
-                                                   "stages=3,bulk=0"),
+                                                   "stages=3"),
                                  p, DType::bf16),
             32u * 64 * 129 * 4);
 }
 
 TEST(DecodeRun, SplitsKernelThenCombine) {
   const Problem p = op().parse_problem("b=3,hq=16,hkv=2,nq=5,nk=1000,d=64,causal=yes");
-  const Params params = op().parse_params("splits=3,block_m=32,block_n=64,warps=2,stages=4,bulk=0");
+  const Params params = op().parse_params("splits=3,block_m=32,block_n=64,warps=2,stages=4");
   const auto ks = op().kernels(params, p, DType::f16);
   ASSERT_EQ(ks.size(), 2u);
   EXPECT_EQ(ks[0].file, "decode/flash_decode.cuh");
@@ -453,7 +424,7 @@ TEST(DecodeRun, SplitsKernelThenCombine) {
   EXPECT_EQ(std::memcmp(&l.args[0], &l.args[1], sizeof a), 0);  // one struct for both kernels
 
   // One split: o written directly, no combine, no workspace needed.
-  const Params one = op().parse_params("splits=1,block_m=32,block_n=64,warps=2,stages=4,bulk=0");
+  const Params one = op().parse_params("splits=1,block_m=32,block_n=64,warps=2,stages=4");
   EXPECT_EQ(op().kernels(one, p, DType::f16).size(), 1u);
   const RecordingLauncher<FlashDecodeArgs> l1 = run(one, p, 0);
   ASSERT_EQ(l1.launches.size(), 1u);
@@ -718,17 +689,6 @@ TEST(DecodeCompile, DefaultsAndASampleCompile) {
         }
     }
   }
-  // Bulk copies (sm_90a): the bar-1 default's tiles in that form, d=32 (64-byte rows) to d=256
-  // (512), causal with a window and varlen.
-  for (const char* shape : {"b=16,hq=32,hkv=8,nq=1,nk=4096,d=128",
-                            "b=2,hq=8,hkv=2,nq=4,nk=999,d=32,causal=yes,window=300",
-                            "b=2,hq=8,hkv=2,nq=1,nk=999,d=256,varlen=yes"}) {
-    const Problem p = op().parse_problem(shape);
-    Params bulk = op().default_params(p, DType::bf16, device("sm_90a"));
-    bulk.values[kBulkParam] = 1;
-    ASSERT_EQ(op().invalid_reason(bulk, p, DType::bf16, device("sm_90a")), std::nullopt) << shape;
-    add(p, DType::bf16, bulk, "sm_90a", false);
-  }
   std::printf("compiling %zu distinct kernels\n", jobs.size());
   const std::vector<CompileOutcome> outcomes = compile_parallel(Compiler(std::nullopt), jobs, 0);
   ASSERT_EQ(outcomes.size(), jobs.size());
@@ -898,8 +858,8 @@ TEST(DecodePaged, TensorsInStableOrderWithTheirFills) {
 
 TEST(DecodePaged, LaunchesReadThePoolsThroughTheTable) {
   const Problem p = op().parse_problem("b=3,hq=16,hkv=2,nq=5,nk=1000,d=64,causal=yes,page=16");
-  const Params params = op().parse_params("splits=3,block_m=32,block_n=64,warps=2,stages=4,bulk=0");
-  EXPECT_EQ(why("splits=3,block_m=32,block_n=64,warps=2,stages=4,bulk=0", op().problem_key(p)), "");
+  const Params params = op().parse_params("splits=3,block_m=32,block_n=64,warps=2,stages=4");
+  EXPECT_EQ(why("splits=3,block_m=32,block_n=64,warps=2,stages=4", op().problem_key(p)), "");
   const auto ks = op().kernels(params, p, DType::f16);
   ASSERT_EQ(ks.size(), 2u);
   EXPECT_EQ(ks[0].name_expression,
@@ -1264,8 +1224,8 @@ TEST(DecodePaged, PagedKernelsAndFillsCompile) {
           }
     // Pages smaller than, equal to and larger than the tile.
     const Problem p = op().parse_problem("b=2,hq=16,hkv=2,nq=5,nk=4096,d=128,page=32");
-    for (const char* params : {"splits=4,block_m=16,block_n=128,warps=4,stages=2,bulk=0",
-                               "splits=4,block_m=16,block_n=32,warps=2,stages=4,bulk=0"})
+    for (const char* params : {"splits=4,block_m=16,block_n=128,warps=4,stages=2",
+                               "splits=4,block_m=16,block_n=32,warps=2,stages=4"})
       for (const KernelSource& k : op().kernels(op().parse_params(params), p, DType::bf16))
         add(k, arch, false);
     add({"common/check.cuh", "ktune::fill_permutation_kernel"}, arch, false);
@@ -1361,7 +1321,7 @@ TEST(DecodeVariants, DimsAndKeys) {
 }
 
 TEST(DecodeVariants, KernelsWithoutVariantsKeepTheirNameExpressions) {
-  const Params params = op().parse_params("splits=3,block_m=32,block_n=64,warps=2,stages=4,bulk=0");
+  const Params params = op().parse_params("splits=3,block_m=32,block_n=64,warps=2,stages=4");
   const auto exprs = [&](const std::string& shape, DType t = DType::f16) {
     const Problem p = op().parse_problem(shape);
     std::string out;
@@ -1487,7 +1447,7 @@ TEST(DecodeVariants, TensorsScalarsBytesAndFlops) {
 }
 
 TEST(DecodeVariants, ArgumentsReachTheKernelsAndTheReferences) {
-  const Params params = op().parse_params("splits=3,block_m=32,block_n=64,warps=2,stages=4,bulk=0");
+  const Params params = op().parse_params("splits=3,block_m=32,block_n=64,warps=2,stages=4");
   const std::string base = "b=3,hq=16,hkv=2,nq=5,nk=1000,d=64,causal=yes";
   // Variants off: the cap and the slopes are not read (an invalid cap, a null pointer).
   for (const char* page : {"", ",page=16"}) {
@@ -1868,7 +1828,7 @@ TEST(DecodeVarlen, DimIsKeyedOnlyWhenOnAndRefusedWithPages) {
   Problem paged;  // parse_problem refuses it: built by hand
   paged.values = {2, 8, 2, 1, 100, 64, 0, 16, 0, 0, 0, 1};
   EXPECT_TRUE(contains(op().invalid_reason(op().parse_params("splits=1,block_m=16,block_n=64,"
-                                                             "warps=4,stages=2,bulk=0"),
+                                                             "warps=4,stages=2"),
                                            paged, DType::bf16, device("sm_90a"))
                            .value_or(""),
                        "varlen=yes with page=16"));
@@ -1957,8 +1917,8 @@ TEST(DecodeVarlen, TensorsInFlashAttentionsOrderSizedByTheTunersLengths) {
 TEST(DecodeVarlen, LaunchesSizedFromTheUpperBounds) {
   const Problem p = op().parse_problem("b=4,hq=16,hkv=2,nq=5,nk=1000,d=64,causal=yes,varlen=yes");
   const Problem fixed = op().parse_problem("b=4,hq=16,hkv=2,nq=5,nk=1000,d=64,causal=yes");
-  const Params params = op().parse_params("splits=3,block_m=32,block_n=64,warps=2,stages=4,bulk=0");
-  EXPECT_EQ(why("splits=3,block_m=32,block_n=64,warps=2,stages=4,bulk=0", op().problem_key(p)), "");
+  const Params params = op().parse_params("splits=3,block_m=32,block_n=64,warps=2,stages=4");
+  EXPECT_EQ(why("splits=3,block_m=32,block_n=64,warps=2,stages=4", op().problem_key(p)), "");
   const auto ks = op().kernels(params, p, DType::f16);
   ASSERT_EQ(ks.size(), 2u);
   EXPECT_EQ(ks[0].name_expression,

@@ -239,7 +239,7 @@ class GpuHopper : public ::testing::Test {
   }
 };
 
-// The mbarrier ring of bulk copies (common/mbarrier.cuh, as flash_decode's bulk=1 uses it):
+// The mbarrier ring of bulk copies (common/mbarrier.cuh, in flash_decode's ring protocol):
 // 77 rows (a short last tile) in tiles of 8 through 3 slots (10 tiles: every slot's barrier
 // flips its phase three or four times), rows of 16, 256 and 512 bytes, copied bit for bit; the
 // bytes past them in the output stay as poisoned.

@@ -190,13 +190,10 @@ KTUNE_DECODE_HD constexpr unsigned flash_decode_merge_bytes(int d, int block_m, 
 
 /// Dynamic shared memory of flash_decode_split: the Q tile, then the K/V ring (STAGES K and V
 /// tiles), which the merge reuses once the last tile is consumed; paged, two slots of the page
-/// ids of the next tile to load at the end; bulk copies (BULK), one 8-byte mbarrier per stage
-/// there instead.
+/// ids of the next tile to load at the end.
 KTUNE_DECODE_HD constexpr unsigned flash_decode_smem_bytes(int d, int block_m, int block_n,
-                                                           int warps, int stages, int page = 0,
-                                                           bool bulk = false) {
+                                                           int warps, int stages, int page = 0) {
   return static_cast<unsigned>(page > 0 ? 2 * 4 * flash_decode_page_slots(block_n, page) : 0) +
-         static_cast<unsigned>(bulk ? 8 * stages : 0) +
          static_cast<unsigned>(flash_decode_pitch(d) * block_m) +
          (static_cast<unsigned>(flash_decode_pitch(d) * 2 * block_n * stages) >
                   flash_decode_merge_bytes(d, block_m, warps)
@@ -217,15 +214,13 @@ constexpr int kFlashDecodeCombineWarps = 4;
 constexpr int kFlashDecodeCombineBatch = 8;
 
 /// nullptr when flash_decode_split<T, D, BLOCK_M, BLOCK_N, WARPS, STAGES, CAUSAL, PAGE, WINDOW,
-/// SOFTCAP, ALIBI, VARLEN, BULK> compiles (the mask variants and VARLEN never matter here, except
-/// that VARLEN and BULK need PAGE = 0); otherwise why not (the kernel's static_asserts).
+/// SOFTCAP, ALIBI, VARLEN> compiles (the mask variants and VARLEN never matter here, except that
+/// VARLEN needs PAGE = 0); otherwise why not (the kernel's static_asserts).
 KTUNE_DECODE_HD constexpr const char* flash_decode_invalid_reason(int d, int block_m, int block_n,
                                                                   int warps, int stages,
-                                                                  int page = 0,
-                                                                  bool bulk = false) {
+                                                                  int page = 0) {
   if (page != 0 && page != 16 && page != 32 && page != 64 && page != 128 && page != 256)
     return "PAGE must be 0 (contiguous), 16, 32, 64, 128 or 256";
-  if (bulk && page != 0) return "BULK copies rows of contiguous K/V: PAGE must be 0";
   if (d != 32 && d != 64 && d != 96 && d != 128 && d != 256)
     return "D must be 32, 64, 96, 128 or 256";
   if (block_m != 16 && block_m != 32 && block_m != 64) return "BLOCK_M must be 16, 32 or 64";
@@ -235,7 +230,7 @@ KTUNE_DECODE_HD constexpr const char* flash_decode_invalid_reason(int d, int blo
   if (block_m * (d + block_n / warps) > 4608)
     return "BLOCK_M * (D + BLOCK_N / WARPS) must be at most 4608 (O and S accumulators)";
   if (stages < 2 || stages > 4) return "STAGES must be 2, 3 or 4";
-  if (flash_decode_smem_bytes(d, block_m, block_n, warps, stages, page, bulk) > 227u * 1024u)
+  if (flash_decode_smem_bytes(d, block_m, block_n, warps, stages, page) > 227u * 1024u)
     return "shared memory above 227 KiB";
   return nullptr;
 }

@@ -24,7 +24,7 @@ namespace {
 enum Dim : std::size_t {
   kB, kHq, kHkv, kNq, kNk, kD, kCausal, kPage, kWindow, kSoftcap, kAlibi, kVarlen
 };
-enum Param : std::size_t { kSplits, kBlockM, kBlockN, kWarps, kStages, kBulk };
+enum Param : std::size_t { kSplits, kBlockM, kBlockN, kWarps, kStages };
 
 constexpr std::int64_t kMaxGrid = 65535;                 // b * hq (and grid y, z)
 constexpr std::int64_t kMaxNq = 256;                     // decode, speculative, short chunks
@@ -105,17 +105,16 @@ std::int64_t split_span(const Shape& s, int block_n) {
 
 struct Config {
   int splits, block_m, block_n, warps, stages;
-  int bulk = 0;  // 1: K/V rows by bulk copies (sm_90, contiguous K/V)
 };
 
 Config config_of(const Params& p) {
   const auto at = [&](Param i) { return static_cast<int>(p.values[i]); };
-  return {at(kSplits), at(kBlockM), at(kBlockN), at(kWarps), at(kStages), at(kBulk)};
+  return {at(kSplits), at(kBlockM), at(kBlockN), at(kWarps), at(kStages)};
 }
 
 unsigned smem_bytes(const Config& c, std::int64_t d, std::int64_t page) {
   return flash_decode_smem_bytes(static_cast<int>(d), c.block_m, c.block_n, c.warps, c.stages,
-                                 static_cast<int>(page), c.bulk != 0);
+                                 static_cast<int>(page));
 }
 
 std::int64_t row_tiles(const Shape& s, int block_m) { return (s.rows() + block_m - 1) / block_m; }
@@ -347,9 +346,6 @@ class FlashDecodeOp final : public Op {
             {"block_n", {32, 64, 128}, "keys per K/V tile"},
             {"warps", {2, 4, 8}, "warps per CTA; each takes block_n / warps keys of every tile"},
             {"stages", {2, 3, 4}, "depth of the cp.async K/V ring"},
-            {"bulk", {0, 1},
-             "K/V loads: 0 16-byte cp.async by every thread; 1 a bulk copy (the copy engine) per "
-             "row, completing on an mbarrier per stage (sm_90 and later, contiguous K/V)"},
         },
         scalars_{{"scale", 0.0, "softmax scale; <= 0: 1/sqrt(d)"},
                  {"softcap", 50.0, "tanh cap of the scaled scores with softcap=yes (> 0; Gemma 2 "
@@ -490,10 +486,6 @@ class FlashDecodeOp final : public Op {
     const Config c = config_of(params);
     const Shape s = shape_of(problem);
     if (auto why = needs_sm80_reason(device)) return why;
-    if (c.bulk && device.cc_major < 9)
-      return "bulk=1 (bulk copies completing on mbarriers) needs compute capability 9.0 or "
-             "later; the device is " + std::to_string(device.cc_major) + "." +
-             std::to_string(device.cc_minor);
     const unsigned smem = smem_bytes(c, s.d, s.page);
     if (device.smem_optin_per_block > 0 && smem > static_cast<unsigned>(device.smem_optin_per_block))
       return smem_text(c, s) + ", more than the device's " + str(device.smem_optin_per_block) +
@@ -510,12 +502,10 @@ class FlashDecodeOp final : public Op {
     // Trailing template arguments at their defaults are left out, so that a kernel without
     // variants or varlen (and a contiguous one) keeps the name expression it had before them.
     // The combine reads args.cu_seqlens_q instead of a flag: its name never changes.
-    const std::string tail =
-        c.bulk ? ", " + str(s.page) + variant_args(s) + (s.varlen ? ", true" : ", false") + ", true"
-        : s.variants() || s.varlen
-            ? ", " + str(s.page) + variant_args(s) + (s.varlen ? ", true" : "")
-        : s.paged() ? ", " + str(s.page)
-                    : std::string();
+    const std::string tail = s.variants() || s.varlen
+                                 ? ", " + str(s.page) + variant_args(s) + (s.varlen ? ", true" : "")
+                             : s.paged() ? ", " + str(s.page)
+                                         : std::string();
     std::vector<KernelSource> k = {
         {"decode/flash_decode.cuh",
          std::string("ktune::flash_decode_split<") + kernel_type(t) + ", " + str(s.d) + ", " +
@@ -669,7 +659,7 @@ class FlashDecodeOp final : public Op {
         if (ctas(smaller, s) <= ctas(c, s)) break;
         c = smaller;
       }
-    return Params{{c.splits, c.block_m, c.block_n, c.warps, c.stages, c.bulk}};
+    return Params{{c.splits, c.block_m, c.block_n, c.warps, c.stages}};
   }
 
   static std::int64_t ctas(const Config& c, const Shape& s) {
@@ -732,15 +722,11 @@ class FlashDecodeOp final : public Op {
              " key tiles of block_n=" + str(c.block_n) + " (nk=" + str(s.nk) +
              (span < s.nk ? ", the last " + str(span) + " in reach of the window" : "") + "): " +
              str(c.splits - used) + " splits would be empty";
-    if (c.bulk && s.paged())
-      return "bulk=1 copies rows of contiguous K/V; paged K/V (page=" + str(s.page) +
-             ") gathers them through the block table: bulk=0";
     if (smem_bytes(c, s.d, s.page) > kMaxSmem)
       return smem_text(c, s) + ", more than the 227 KiB any GPU gives a block";
     // Anything else the kernel's static_asserts would reject (nothing, with the lists above).
     if (const char* why = flash_decode_invalid_reason(static_cast<int>(s.d), c.block_m, c.block_n,
-                                                      c.warps, c.stages, static_cast<int>(s.page),
-                                                      c.bulk != 0))
+                                                      c.warps, c.stages, static_cast<int>(s.page)))
       return params_key(params) + ": " + why;
     return std::nullopt;
   }

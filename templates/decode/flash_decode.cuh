@@ -30,17 +30,9 @@
 // exit at once, and its key count bounds the tiles and the splits as a paged sequence's length
 // does (splits past it exit; the combine reads only the splits that wrote). An empty sequence
 // (no key) writes o = 0 and lse = -inf from split 0; one with no query writes nothing.
-//
-// Bulk copies (BULK, sm_90, contiguous K/V): instead of every thread issuing 16-byte cp.async
-// copies of the next K/V tile, warp 0 issues one bulk copy (cp.async.bulk, the copy engine) per
-// key row and tensor into the same padded slots, and each ring stage has an mbarrier that counts
-// the tile's bytes in (common/mbarrier.cuh); a tile step waits on its stage's barrier (phase
-// (n - n_start) / STAGES) instead of on cp.async groups. Rows past the keys are still zero-filled
-// by the threads. Everything else is the cp.async kernel.
 #pragma once
 
 #include "attention/mma.cuh"
-#include "common/mbarrier.cuh"
 #include "common/pdl.cuh"
 #include "common/types.cuh"
 #include "decode/args.h"
@@ -133,41 +125,6 @@ __device__ __forceinline__ void load_kv_tiles_paged(unsigned dst_k, unsigned dst
   }
 }
 
-/// BULK: copies key rows [row0, row0 + ROWS) of one KV head into padded shared K and V tiles,
-/// one bulk copy per row and tensor, issued by warp 0, their bytes counted off the stage's
-/// mbarrier `bar` (thread 0 announces them first); rows at or past `rows_valid` are zero-filled
-/// by every thread without being read. Called by all threads after the block barrier that
-/// retired every read of the stage.
-template <int D, int ROWS, int THREADS>
-__device__ __forceinline__ void load_kv_tiles_bulk(unsigned dst_k, unsigned dst_v,
-                                                   const unsigned short* k,
-                                                   const unsigned short* v, long long k_stride,
-                                                   long long v_stride, int rows_valid,
-                                                   unsigned bar, int tid) {
-  constexpr int CHUNKS = D / 8;
-  constexpr int PITCH = flash_decode_pitch(D);
-  constexpr unsigned ROW_BYTES = D * 2;
-  const int valid = rows_valid < ROWS ? rows_valid : ROWS;
-  for (int id = valid * CHUNKS + tid; id < ROWS * CHUNKS; id += THREADS) {
-    const unsigned off = (id / CHUNKS) * PITCH + (id % CHUNKS) * 16;
-    asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};\n" ::"r"(dst_k + off), "r"(0u));
-    asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};\n" ::"r"(dst_v + off), "r"(0u));
-  }
-  if (tid < 32) {
-    if (tid == 0) {
-      // The block's earlier generic accesses of this stage (reads of its last tile, zero
-      // fills) come before the copy engine's writes.
-      mbar::fence_proxy_async_shared();
-      mbar::arrive_expect_tx(bar, static_cast<unsigned>(valid) * 2u * ROW_BYTES);
-    }
-    __syncwarp();
-    for (int row = tid; row < valid; row += 32) {
-      mbar::bulk_g2s(dst_k + row * PITCH, k + row * k_stride, ROW_BYTES, bar);
-      mbar::bulk_g2s(dst_v + row * PITCH, v + row * v_stride, ROW_BYTES, bar);
-    }
-  }
-}
-
 }  // namespace decode
 
 /// Partial attention of one (row tile, split, batch * KV head); see the file comment.
@@ -177,16 +134,14 @@ __device__ __forceinline__ void load_kv_tiles_bulk(unsigned dst_k, unsigned dst_
 /// 16). STAGES: depth of the K/V ring. PAGE: 0 for contiguous K/V, else the page size of the
 /// pools (args.block_table, args.seq_lens). WINDOW, SOFTCAP, ALIBI: the mask variants
 /// (args.window, args.softcap, args.alibi_slopes; see the file comment). VARLEN: packed
-/// variable-length sequences (args.cu_seqlens_q, args.cu_seqlens_k; PAGE must be 0). BULK
-/// (sm_90): K/V rows by bulk copies with an mbarrier per stage instead of every thread's
-/// 16-byte cp.async (contiguous K/V: PAGE must be 0). Launch:
+/// variable-length sequences (args.cu_seqlens_q, args.cu_seqlens_k; PAGE must be 0). Launch:
 /// grid (ceil(rows / BLOCK_M), splits, B * Hkv) with rows = g * Nq, the longest, WARPS * 32
 /// threads,
-/// flash_decode_smem_bytes(D, BLOCK_M, BLOCK_N, WARPS, STAGES, PAGE, BULK) bytes of dynamic shared
+/// flash_decode_smem_bytes(D, BLOCK_M, BLOCK_N, WARPS, STAGES, PAGE) bytes of dynamic shared
 /// memory (raise the kernel's limit above 48 KiB).
 template <typename T, int D, int BLOCK_M, int BLOCK_N, int WARPS, int STAGES, bool CAUSAL,
           int PAGE = 0, bool WINDOW = false, bool SOFTCAP = false, bool ALIBI = false,
-          bool VARLEN = false, bool BULK = false>
+          bool VARLEN = false>
 // Paged, varlen or with a mask variant, at least one CTA per SM (and no more) is all ptxas is
 // told: without it, it capped a paged default (and the contiguous d=128 default with every
 // variant) at 168 registers and spilled; varlen holds the sequence's offsets on top. Contiguous
@@ -203,14 +158,12 @@ __global__ void __launch_bounds__(WARPS * 32,
   static_assert(flash_decode_accumulators(D, BLOCK_M, BLOCK_N, WARPS) <= 144,
                 "O and S accumulators: at most 144 fp32 registers per thread");
   static_assert(STAGES >= 2 && STAGES <= 4, "STAGES must be 2, 3 or 4");
-  static_assert(flash_decode_smem_bytes(D, BLOCK_M, BLOCK_N, WARPS, STAGES, PAGE, BULK) <=
-                    227 * 1024,
+  static_assert(flash_decode_smem_bytes(D, BLOCK_M, BLOCK_N, WARPS, STAGES, PAGE) <= 227 * 1024,
                 "shared memory above 227 KiB");
   static_assert(PAGE == 0 || PAGE == 16 || PAGE == 32 || PAGE == 64 || PAGE == 128 ||
                     PAGE == 256,
                 "PAGE: 0 (contiguous), 16, 32, 64, 128 or 256");
   static_assert(!VARLEN || PAGE == 0, "VARLEN packs contiguous K/V: PAGE must be 0");
-  static_assert(!BULK || PAGE == 0, "BULK copies rows of contiguous K/V: PAGE must be 0");
 
   // The combine (launched with programmatic dependent launch) may be scheduled as soon as every
   // CTA of this grid has started: its CTAs then wait in griddep_wait() for this grid to finish,
@@ -288,16 +241,6 @@ __global__ void __launch_bounds__(WARPS * 32,
                             kh * args.v_head_stride;
   // Two slots of SLOTS page ids: those of the next tile to load, written one tile ahead.
   int* const s_pages = reinterpret_cast<int*>(smem + BLOCK_M * PITCH + RING);
-  // BULK: one mbarrier per stage in the same place (8-byte aligned: the Q tile and the ring are
-  // multiples of 16 bytes); stage st's barrier completes once per tile loaded into it.
-  const unsigned s_bar = sQ + BLOCK_M * PITCH + RING;
-  if constexpr (BULK) {
-    if (tid == 0) {
-      for (int st = 0; st < STAGES; ++st) mbar::init(s_bar + 8 * st, 1);
-      mbar::fence_init();
-    }
-    __syncthreads();
-  }
 
   // Q tile: packed row r is query row r / g of head kh * g + r % g; padding rows are zeros.
   for (int id = tid; id < BLOCK_M * CHUNKS; id += THREADS) {
@@ -348,11 +291,6 @@ __global__ void __launch_bounds__(WARPS * 32,
       decode::load_kv_tiles_paged<D, BLOCK_N, THREADS, PAGE>(
           sK + st * KV_BYTES, sV + st * KV_BYTES, k, v, args.k_row_stride, pages, r,
           Nk - n * BLOCK_N, tid);
-    } else if constexpr (BULK) {
-      decode::load_kv_tiles_bulk<D, BLOCK_N, THREADS>(
-          sK + st * KV_BYTES, sV + st * KV_BYTES, k + r * args.k_row_stride,
-          v + r * args.v_row_stride, args.k_row_stride, args.v_row_stride, Nk - n * BLOCK_N,
-          s_bar + 8 * st, tid);
     } else {
       decode::load_kv_tile<D, BLOCK_N, THREADS>(sK + st * KV_BYTES, k + r * args.k_row_stride,
                                                 args.k_row_stride, Nk - n * BLOCK_N, tid);
@@ -447,13 +385,8 @@ __global__ void __launch_bounds__(WARPS * 32,
   int stage = 0;
   const auto tile = [&](const int n, const bool MASK) {
     // Tile n has landed once this thread's older groups are done and the barrier passes; the
-    // barrier also retires every read of tile n - 1, whose stage the copy below refills. BULK:
-    // tile n has landed once its stage's barrier completes its ((n - n_start) / STAGES)-th phase.
-    if constexpr (BULK) {
-      mbar::wait_parity(s_bar + 8 * stage, static_cast<unsigned>((n - n_start) / STAGES) & 1u);
-    } else {
-      cp_async_wait<STAGES - 2>();
-    }
+    // barrier also retires every read of tile n - 1, whose stage the copy below refills.
+    cp_async_wait<STAGES - 2>();
     __syncthreads();
     const int nl = n + STAGES - 1;
     if (nl < n_end) load(nl, stage == 0 ? STAGES - 1 : stage - 1, s_pages + (nl & 1) * SLOTS);
@@ -614,8 +547,6 @@ __global__ void __launch_bounds__(WARPS * 32,
       if (tid < SLOTS && nl + 1 < n_end) s_pages[((nl + 1) & 1) * SLOTS + tid] = next_page;
     stage = stage + 1 == STAGES ? 0 : stage + 1;
   };
-  // BULK: the Q tile is the only cp.async group; the first tile's barrier publishes it.
-  if constexpr (BULK) cp_async_wait<0>();
   int n = n_start;
   if constexpr (WINDOW)
     for (; n < n_low; ++n) tile(n, true);

@@ -553,30 +553,11 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_CTAS)
     }
     return;
   }
-  if constexpr (PARTIAL) {
-    // Split z's fp32 partial sums, scaled by the routing weight (linear: the combine's sum over
-    // the splits is the scaled product), at partial[z][pair][col].
-    float* part = static_cast<float*>(args.out) +
-                  static_cast<long long>(blockIdx.z) * args.pairs * n;
-#pragma unroll
-    for (int i = 0; i < MF; ++i)
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        const int row = (i * WARPS_M + warp_m) * 16 + r * 8 + g;
-        const int dst = s_dst[row];
-        if (dst < 0) continue;
-        const float scale = s_scale[row];
-        float* o = part + static_cast<long long>(dst) * n;
-#pragma unroll
-        for (int j = 0; j < NF; ++j) {
-          const int col = n0 + warp_n * WTN + j * 8 + 2 * t;
-          if (col < n)
-            *reinterpret_cast<float2*>(o + col) =
-                make_float2(acc[0][i][j][2 * r] * scale, acc[0][i][j][2 * r + 1] * scale);
-        }
-      }
-    return;
-  }
+  // PARTIAL: split z's fp32 sums times the routing weight (linear: the combine's sum over the
+  // splits is the weighted product) at partial[z][pair][col].
+  float* const part = PARTIAL ? static_cast<float*>(args.out) +
+                                    static_cast<long long>(blockIdx.z) * args.pairs * n
+                              : nullptr;
 #pragma unroll
   for (int i = 0; i < MF; ++i)
 #pragma unroll
@@ -585,11 +566,16 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_CTAS)
       const int dst = s_dst[row];
       if (dst < 0) continue;
       const float scale = GATED ? 1.f : s_scale[row];
-      T* o = out + static_cast<long long>(dst) * n;
+      const long long o = static_cast<long long>(dst) * n;
 #pragma unroll
       for (int j = 0; j < NF; ++j) {
         const int col = n0 + warp_n * WTN + j * 8 + 2 * t;
-        if (col < n) *reinterpret_cast<unsigned*>(o + col) = word(i, r, j, scale);
+        if (col >= n) continue;
+        if constexpr (PARTIAL)
+          *reinterpret_cast<float2*>(part + o + col) =
+              make_float2(acc[0][i][j][2 * r] * scale, acc[0][i][j][2 * r + 1] * scale);
+        else
+          *reinterpret_cast<unsigned*>(out + o + col) = word(i, r, j, scale);
       }
     }
 }
