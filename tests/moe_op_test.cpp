@@ -421,6 +421,19 @@ TEST(MoeRun, KernelsInOrderPerRoutingMode) {
   EXPECT_EQ(ks[2].name_expression, "ktune::moe_align_count_kernel<256, 4096>");
   EXPECT_TRUE(contains(ks[5].name_expression, ", true, ")) << ks[5].name_expression;
   EXPECT_TRUE(contains(ks[6].name_expression, ", false, ")) << ks[6].name_expression;
+  // The one-block align kernel takes a warp per 128 pairs, 128 to 1024 threads; the route
+  // kernel 32 lanes per token from 32 experts on (one score or two per lane), else 8 lanes.
+  for (const auto& [t, threads] :
+       std::vector<std::pair<int, int>>{{1, 128}, {64, 128}, {65, 256}, {128, 256}, {500, 1024}}) {
+    const Problem ds = problem(kDeepSeek, t);
+    Params d = op().default_params(ds, DType::bf16, h100);
+    d.values[op().param_index("align_chunk")] = 0;
+    const auto dk = op().kernels(d, ds, DType::bf16);
+    EXPECT_EQ(dk[2].name_expression, "ktune::moe_align_kernel<" + std::to_string(threads) + ">")
+        << "t=" << t;
+    EXPECT_EQ(op().block_threads(d, ds, DType::bf16, 2), threads) << "t=" << t;
+    EXPECT_EQ(dk[1].name_expression, "ktune::moe_route_kernel<2, 128, 32, 1, 2>") << "t=" << t;
+  }
 }
 
 TEST(MoeRun, LaunchesFromUpperBoundsInsideTheWorkspace) {
