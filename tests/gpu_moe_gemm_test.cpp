@@ -34,6 +34,7 @@ const MoeGemmTile kTiles[] = {
     {16, 64, 64, 4, 1, 4},    // small T: one m16 fragment, warps side by side along N
     {128, 128, 32, 8, 2, 3},  // large tiles, rows of 4 chunks (other swizzle)
     {32, 32, 128, 2, 1, 2},   // long K step, two stages
+    {16, 32, 256, 2, 1, 3},   // 256-element K step: rows of 32 chunks, 16 copy parts per slot
 };
 
 template <typename X>

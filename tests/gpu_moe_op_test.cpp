@@ -722,7 +722,9 @@ std::vector<Case> all_cases() {
   with(moe_softmax_renorm, 8, 2, 1000, DType::f16, large);
   with(moe_precomputed, 8, 2, 17, DType::bf16, deep);
   // gemm2 split-k: fp32 partial sums added by the combine, which also runs at k = 1; the last
-  // split of 7 k-tiles in 2 gets 3, and 1408 / 128 = 11 k-tiles in 4 splits of 3, 3, 3, 2.
+  // split of 7 k-tiles in 2 gets 3, and 1408 / 128 = 11 k-tiles in 4 splits of 3, 3, 3, 2. Then
+  // 256-element k steps in both GEMMs (h = 1024: 4 k-tiles for gemm1; 1408 / 256: 6, the last
+  // partial, in 2 splits of 3).
   const char* split =
       "block_m=16,bn1=64,bk1=32,warps1=4,warps_m1=1,stages1=2,group1=0,prefetch1=0,epi1=0,impl1=0,"
       "bn2=64,bk2=32,warps2=4,warps_m2=1,stages2=3,group2=0,prefetch2=0,epi2=0,impl2=0,"
@@ -730,13 +732,16 @@ std::vector<Case> all_cases() {
   with(moe_softmax_renorm, 8, 2, 17, DType::bf16, split);
   with(moe_softmax, 8, 1, 3, DType::f16, split);
   with(moe_precomputed, 64, 8, 17, DType::f16, split);
-  {
+  for (const char* params :
+       {"block_m=16,bn1=64,bk1=128,warps1=4,warps_m1=1,stages1=3,group1=0,prefetch1=0,epi1=0,"
+        "impl1=0,bn2=64,bk2=128,warps2=4,warps_m2=1,stages2=4,group2=0,prefetch2=0,epi2=0,"
+        "impl2=0,align_chunk=0,route_lanes=32,route_vec=1,combine_vec=8,split2=4",
+        "block_m=16,bn1=64,bk1=256,warps1=4,warps_m1=1,stages1=2,group1=0,prefetch1=0,epi1=0,"
+        "impl1=0,bn2=64,bk2=256,warps2=4,warps_m2=1,stages2=3,group2=0,prefetch2=0,epi2=0,"
+        "impl2=0,align_chunk=0,route_lanes=32,route_vec=1,combine_vec=8,split2=2"}) {
     Case c;
     c.routing = moe_sigmoid_group, c.e = 64, c.k = 8, c.t = 100, c.h = 1024, c.i = 1408;
-    c.params =
-        "block_m=16,bn1=64,bk1=128,warps1=4,warps_m1=1,stages1=3,group1=0,prefetch1=0,epi1=0,"
-        "impl1=0,bn2=64,bk2=128,warps2=4,warps_m2=1,stages2=4,group2=0,prefetch2=0,epi2=0,"
-        "impl2=0,align_chunk=0,route_lanes=32,route_vec=1,combine_vec=8,split2=4";
+    c.params = params;
     set_groups(c);
     out.push_back(c);
   }

@@ -27,7 +27,7 @@ std::vector<MoeGemmTile> grid() {
   std::vector<MoeGemmTile> out;
   for (int bm : {16, 32, 64, 128, 256})
     for (int bn : {16, 32, 64, 128, 256})
-      for (int bk : {32, 64, 128})
+      for (int bk : {32, 64, 128, 256})
         for (int w : {1, 2, 4, 8})
           for (int wm : {1, 2, 4, 8})
             for (int s : {2, 3, 4, 5, 6}) out.push_back({bm, bn, bk, w, wm, s});
@@ -40,7 +40,7 @@ TEST(MoeGemmReasons, TableOfPoints) {
   EXPECT_STREQ(MoeGemmTile({48, 64, 64, 4, 2, 3}).invalid_reason(true),
                "BLOCK_M must be 16, 32, 64, 128 or 256");
   EXPECT_STREQ(MoeGemmTile({64, 64, 16, 4, 2, 3}).invalid_reason(true),
-               "BLOCK_K must be 32, 64 or 128");
+               "BLOCK_K must be 32, 64, 128 or 256");
   EXPECT_STREQ(MoeGemmTile({64, 64, 64, 4, 3, 3}).invalid_reason(true),
                "WARPS_M must divide WARPS");
   EXPECT_STREQ(MoeGemmTile({16, 64, 64, 4, 2, 3}).invalid_reason(true),
@@ -129,12 +129,12 @@ std::vector<Job> jobs() {
         add("moe/gemm.cuh", test::moe_gemm_name(bf16, kDefault, gated), arch, nullptr, true);
       add("moe/combine.cuh", test::moe_combine_name(bf16, 128, 8), arch, nullptr, true);
     }
-    // A sample of the valid space: every 23rd valid point per GEMM, alternating dtypes.
+    // A sample of the valid space: every 31st valid point per GEMM, alternating dtypes.
     for (int gated = 0; gated < 2; ++gated) {
       std::size_t i = 0;
       for (const MoeGemmTile& c : all) {
         if (c.invalid_reason(gated != 0) != nullptr) continue;
-        if (i++ % 23 == 0)
+        if (i++ % 31 == 0)
           add("moe/gemm.cuh", test::moe_gemm_name(i % 2 == 0, c, gated != 0), arch, nullptr,
               false);
       }
@@ -171,6 +171,12 @@ std::vector<Job> jobs() {
     add("moe/gemm.cuh",
         "ktune::moe_gemm_kernel<ktune::bf16, 16, 16, 128, 1, 1, 4, true, 0, 0, 1, 1>", arch,
         nullptr, false);
+    // 256-element k steps (512 bytes of each weight row per slot), gemm1 and split-k gemm2.
+    add("moe/gemm.cuh", "ktune::moe_gemm_kernel<ktune::bf16, 16, 32, 256, 2, 1, 3, true>", arch,
+        nullptr, false);
+    add("moe/gemm.cuh",
+        "ktune::moe_gemm_kernel<ktune::fp16, 16, 64, 256, 4, 1, 3, false, 0, 0, 1, 0, true>",
+        arch, nullptr, false);
   }
   add("moe/gemm.cuh",
       "ktune::moe_gemm_kernel<ktune::bf16, 128, 256, 32, 8, 2, 2, false, 0, 0, 1, 1>", "sm_90a",

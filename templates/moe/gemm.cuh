@@ -39,7 +39,7 @@ namespace moe {
 
 /// Shared-memory layout of a [rows][BLOCK_K] tile of 16-bit elements, rows of BLOCK_K * 2 bytes.
 /// The 8 row addresses of one ldmatrix phase (8 consecutive rows, one 16-byte chunk) hit 8
-/// distinct 16-byte bank groups: the chunk index is XOR'd with row & 7 for rows of 8 or 16
+/// distinct 16-byte bank groups: the chunk index is XOR'd with row & 7 for rows of 8, 16 or 32
 /// chunks, with bits 1-2 of the row for rows of 4 chunks (two rows per 128-byte line). The
 /// swizzle depends on row & 7 only, so offsets by multiples of 8 rows keep it.
 template <int BLOCK_K>
@@ -331,7 +331,8 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_CTAS)
   static_assert(BLOCK_N == 16 || BLOCK_N == 32 || BLOCK_N == 64 || BLOCK_N == 128 ||
                     BLOCK_N == 256,
                 "BLOCK_N must be 16, 32, 64, 128 or 256");
-  static_assert(BLOCK_K == 32 || BLOCK_K == 64 || BLOCK_K == 128, "BLOCK_K must be 32, 64 or 128");
+  static_assert(BLOCK_K == 32 || BLOCK_K == 64 || BLOCK_K == 128 || BLOCK_K == 256,
+                "BLOCK_K must be 32, 64, 128 or 256");
   static_assert(WARPS == 1 || WARPS == 2 || WARPS == 4 || WARPS == 8, "WARPS: 1, 2, 4 or 8");
   static_assert(WARPS_M >= 1 && WARPS % WARPS_M == 0, "WARPS_M must divide WARPS");
   static_assert(BLOCK_M % (16 * WARPS_M) == 0, "BLOCK_M must be a multiple of 16 * WARPS_M");

@@ -62,7 +62,8 @@ KTUNE_MOE_HD constexpr const char* moe_gemm_invalid_reason(int block_m, int bloc
     return "BLOCK_M must be 16, 32, 64, 128 or 256";
   if (block_n != 16 && block_n != 32 && block_n != 64 && block_n != 128 && block_n != 256)
     return "BLOCK_N must be 16, 32, 64, 128 or 256";
-  if (block_k != 32 && block_k != 64 && block_k != 128) return "BLOCK_K must be 32, 64 or 128";
+  if (block_k != 32 && block_k != 64 && block_k != 128 && block_k != 256)
+    return "BLOCK_K must be 32, 64, 128 or 256";
   if (warps != 1 && warps != 2 && warps != 4 && warps != 8) return "WARPS must be 1, 2, 4 or 8";
   if (warps_m < 1 || warps % warps_m != 0) return "WARPS_M must divide WARPS";
   if (block_m % (16 * warps_m) != 0) return "BLOCK_M must be a multiple of 16 * WARPS_M";

@@ -341,7 +341,7 @@ class MoeOp final : public Op {
         tunables_{
             {"block_m", {16, 32, 64, 128}, "GEMM rows per block = align padding per expert"},
             {"bn1", {32, 64, 128, 256}, "gemm1 act columns per block (2x rows of w1: gate and up)"},
-            {"bk1", {32, 64, 128}, "gemm1 reduction step per ring slot"},
+            {"bk1", {32, 64, 128, 256}, "gemm1 reduction step per ring slot"},
             {"warps1", {2, 4, 8}, "gemm1 warps per block"},
             {"warps_m1", {1, 2}, "gemm1 warps along M (the rest along N)"},
             {"stages1", {2, 3, 4, 6}, "gemm1 cp.async ring depth"},
@@ -353,7 +353,7 @@ class MoeOp final : public Op {
             {"impl1", {0, 1}, "gemm1 kernel: 0 mma.sync (sm_80 and later); 1 wgmma (sm_90a: "
                               "block_m 64/128, bk1 64, one warpgroup per 64 rows)"},
             {"bn2", {32, 64, 128, 256}, "gemm2 output columns per block"},
-            {"bk2", {32, 64, 128}, "gemm2 reduction step per ring slot"},
+            {"bk2", {32, 64, 128, 256}, "gemm2 reduction step per ring slot"},
             {"warps2", {2, 4, 8}, "gemm2 warps per block"},
             {"warps_m2", {1, 2}, "gemm2 warps along M (the rest along N)"},
             {"stages2", {2, 3, 4, 6}, "gemm2 cp.async ring depth"},
