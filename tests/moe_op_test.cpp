@@ -534,7 +534,8 @@ TEST(MoeRun, SplitKLaunchesPartialSumsAndTheirCombine) {
     const int K = static_cast<int>(op().dim(p, "k")), H = static_cast<int>(op().dim(p, "h"));
     // k = 1 gains the combine; k > 1 had one.
     EXPECT_EQ(ks.size(), plain_kernels + (K == 1 ? 1 : 0)) << shape;
-    EXPECT_TRUE(contains(ks[ks.size() - 2].name_expression, ", true>")) << ks[ks.size() - 2].name_expression;
+    const std::string& g2_name = ks[ks.size() - 2].name_expression;
+    EXPECT_TRUE(contains(g2_name, ", true>")) << g2_name;
     EXPECT_TRUE(contains(ks.back().name_expression, "moe_combine_kernel<ktune::bf16, 128, "))
         << ks.back().name_expression;
     EXPECT_TRUE(contains(ks.back().name_expression, ", true>")) << ks.back().name_expression;

@@ -272,7 +272,7 @@ constexpr MoeDefaults kDefaults[] = {
 /// within 8 % of DeepSeek T=4096's (512 rows; 1.20x); where experts got 128 rows (DeepSeek
 /// T=1024) the best wgmma gemm1 was 5 % slower than the mma.sync row, and at 256 (Mixtral
 /// T=1024) the wgmma points won by 1.1-1.2x. gemm2 takes 256 columns: the full Mixtral sweep of
-/// the evening of 2026-11-23 (benchmarks/results/moe-sweep-mixtral-13buckets-h100-2026-11-23.txt)
+/// the night of 2026-11-23 (benchmarks/results/moe-sweep-mixtral-13buckets-h100-2026-11-23.txt)
 /// chose bn2=256 at T=1024, 2048 and 4096, 1.08-1.10x ahead of this row with bn2=128.
 constexpr MoeDefaults kWgmma = {9, 1 << 30, 128, {128, 64, 8, 1, 4, 0, 0, 0, 1},
                                 {256, 64, 8, 1, 4, 8, 0, 0, 1}, 4096, 8, 8};
@@ -499,7 +499,8 @@ class MoeOp final : public Op {
                                               str(route_items(c, s)) + ">"});
           break;
         case Stage::align:
-          out.push_back({"moe/align.cuh", "ktune::moe_align_kernel<" + str(align_one_threads(s.pairs())) + ">"});
+          out.push_back({"moe/align.cuh",
+                         "ktune::moe_align_kernel<" + str(align_one_threads(s.pairs())) + ">"});
           break;
         case Stage::align_count:
           out.push_back({"moe/align.cuh", "ktune::moe_align_count_kernel<" + chunk});
