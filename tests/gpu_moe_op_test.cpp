@@ -673,6 +673,17 @@ void set_groups(Case& c) {
   }
 }
 
+/// A case of this routing and shape with `params` (empty: the device's defaults) and the group
+/// parameters valid for (E, k); H and I default to widths that are multiples of no tile.
+Case make_case(int routing, int e, int k, int t, DType dt, const char* params = "", int h = 136,
+               int i = 200) {
+  Case c;
+  c.routing = routing, c.e = e, c.k = k, c.t = t, c.dtype = dt, c.params = params;
+  c.h = h, c.i = i;
+  set_groups(c);
+  return c;
+}
+
 std::vector<Case> all_cases() {
   std::vector<Case> out;
   for (DType dt : {DType::bf16, DType::f16})
@@ -681,19 +692,14 @@ std::vector<Case> all_cases() {
       for (int e : {8, 64})
         for (int k : {1, 2, 8})
           for (int t : {1, 3, 17, 1000}) {
-            Case c;
-            c.routing = routing, c.e = e, c.k = k, c.t = t, c.dtype = dt;
+            Case c = make_case(routing, e, k, t, dt);
             // Plain random routing at T=17; precomputed skew needs an expert left out (k < E).
             c.skew = t != 17 && (routing != moe_precomputed || k < e);
-            set_groups(c);
             out.push_back(c);
           }
   // A realistic width (I=1408 as DeepSeek-like experts, H=1024), a few routing modes.
-  const auto big = [&](int routing, int e, int k, int t, DType dt) {
-    Case c;
-    c.routing = routing, c.e = e, c.k = k, c.t = t, c.h = 1024, c.i = 1408, c.dtype = dt;
-    set_groups(c);
-    out.push_back(c);
+  const auto big = [&](int routing, int e, int k, int t, DType dt, const char* params = "") {
+    out.push_back(make_case(routing, e, k, t, dt, params, 1024, 1408));
   };
   big(moe_softmax_renorm, 8, 2, 17, DType::bf16);
   big(moe_sigmoid_group, 64, 8, 3, DType::f16);
@@ -703,10 +709,7 @@ std::vector<Case> all_cases() {
   // Other valid configurations: small tiles with the multi-block align path, large tiles,
   // block_m=16 with deep rings.
   const auto with = [&](int routing, int e, int k, int t, DType dt, const char* params) {
-    Case c;
-    c.routing = routing, c.e = e, c.k = k, c.t = t, c.dtype = dt, c.params = params;
-    set_groups(c);
-    out.push_back(c);
+    out.push_back(make_case(routing, e, k, t, dt, params));
   };
   const char* small =
       "block_m=32,bn1=32,bk1=64,warps1=4,warps_m1=2,stages1=4,group1=0,prefetch1=0,epi1=0,impl1=0,bn2=64,bk2=32,warps2=8,"
@@ -738,13 +741,8 @@ std::vector<Case> all_cases() {
         "impl2=0,align_chunk=0,route_lanes=32,route_vec=1,combine_vec=8,split2=4",
         "block_m=16,bn1=64,bk1=256,warps1=4,warps_m1=1,stages1=2,group1=0,prefetch1=0,epi1=0,"
         "impl1=0,bn2=64,bk2=256,warps2=4,warps_m2=1,stages2=3,group2=0,prefetch2=0,epi2=0,"
-        "impl2=0,align_chunk=0,route_lanes=32,route_vec=1,combine_vec=8,split2=2"}) {
-    Case c;
-    c.routing = moe_sigmoid_group, c.e = 64, c.k = 8, c.t = 100, c.h = 1024, c.i = 1408;
-    c.params = params;
-    set_groups(c);
-    out.push_back(c);
-  }
+        "impl2=0,align_chunk=0,route_lanes=32,route_vec=1,combine_vec=8,split2=2"})
+    big(moe_sigmoid_group, 64, 8, 100, DType::bf16, params);
   // Expert choice searches align_chunk, route_lanes and route_vec at their first value only.
   const char* ec_small =
       "block_m=32,bn1=32,bk1=64,warps1=4,warps_m1=2,stages1=4,group1=0,prefetch1=0,epi1=0,impl1=0,bn2=64,bk2=32,warps2=8,"
@@ -763,10 +761,7 @@ std::vector<Case> all_cases() {
 std::vector<Case> wgmma_cases() {
   std::vector<Case> out;
   const auto with = [&](int routing, int e, int k, int t, DType dt, const char* params) {
-    Case c;
-    c.routing = routing, c.e = e, c.k = k, c.t = t, c.dtype = dt, c.params = params;
-    set_groups(c);
-    out.push_back(c);
+    out.push_back(make_case(routing, e, k, t, dt, params));
   };
   const char* wide =
       "block_m=128,bn1=128,bk1=64,warps1=8,warps_m1=1,stages1=4,group1=0,prefetch1=0,epi1=0,"

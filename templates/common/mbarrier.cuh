@@ -15,8 +15,7 @@ namespace mbar {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 #define KTUNE_MBAR_ASM(...) asm volatile(__VA_ARGS__)
 #else
-// Older targets never run these (the kernels that use them are refused there); keep them
-// compiling.
+// Older targets never run these (their callers are sm_90 only); keep them compiling.
 #define KTUNE_MBAR_ASM(...) __trap()
 #endif
 

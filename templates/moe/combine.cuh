@@ -53,16 +53,15 @@ __global__ void __launch_bounds__(THREADS)
           for (int e = 0; e < FV; ++e) sum[q * FV + e] += f[e];
         }
       }
-    store_vec(static_cast<T*>(args.y) + static_cast<long long>(token) * h + col, pack<T>(sum));
-    return;
-  }
-  const T* in =
-      static_cast<const T*>(args.pair_out) + static_cast<long long>(token) * args.k * h + col;
-  for (int s = 0; s < args.k; ++s) {
-    float f[VEC];
-    unpack(load_vec<VEC>(in + s * h), f);
+  } else {
+    const T* in =
+        static_cast<const T*>(args.pair_out) + static_cast<long long>(token) * args.k * h + col;
+    for (int s = 0; s < args.k; ++s) {
+      float f[VEC];
+      unpack(load_vec<VEC>(in + s * h), f);
 #pragma unroll
-    for (int e = 0; e < VEC; ++e) sum[e] += f[e];
+      for (int e = 0; e < VEC; ++e) sum[e] += f[e];
+    }
   }
   store_vec(static_cast<T*>(args.y) + static_cast<long long>(token) * h + col, pack<T>(sum));
 }

@@ -106,8 +106,8 @@ enum class Stage {
   combine, ec_combine
 };
 
-/// A combine kernel runs after gemm2 (top-k routing): it sums k > 1 pairs or gemm2's splits.
-bool has_combine(const Config& c, const Shape& s) { return s.k > 1 || c.split2 > 1; }
+/// A combine kernel runs after gemm2: it sums k > 1 pairs (or expert choice's) or gemm2's splits.
+bool has_combine(const Config& c, const Shape& s) { return s.combines() || c.split2 > 1; }
 
 std::vector<Stage> stages_of(const Config& c, const Shape& s) {
   if (s.expert_choice())
@@ -1028,7 +1028,7 @@ class MoeOp final : public Op {
         return "split2=" + str(c.split2) + " leaves fewer than 2 of the " + str(k_tiles) +
                " k-tiles (i=" + str(s.i) + " / bk2=" + str(c.g2.bk) + ") per split";
     }
-    if (s.combines() || c.split2 > 1) {
+    if (has_combine(c, s)) {
       if (const char* why = moe_combine_invalid_reason(kCombineThreads, c.combine_vec, s.h))
         return "combine_vec=" + str(c.combine_vec) + " at h=" + str(s.h) + ": " + why;
     } else if (c.combine_vec != tunables_[kCombineVec].values.front()) {
