@@ -390,7 +390,8 @@ TEST(DecodeRun, SplitsKernelThenCombine) {
   EXPECT_EQ(split.block[0], 64u);
   EXPECT_EQ(static_cast<int>(split.block[0]), op().block_threads(params, p, DType::f16, 0));
   EXPECT_EQ(split.shared_bytes, op().dynamic_shared_bytes(params, p, DType::f16, 0));
-  EXPECT_EQ(split.shared_bytes, 32u * 144 + 4 * 2 * 64 * 144);  // Q + 4 stages of K and V
+  // Q (rows padded to 144 bytes) + 4 stages of K and V (d=64: unpadded swizzled rows of 128).
+  EXPECT_EQ(split.shared_bytes, 32u * 144 + 4 * 2 * 64 * 128);
   const KernelLaunch& combine = l.launches[1];
   EXPECT_EQ(combine.kernel, reinterpret_cast<KernelHandle>(0x200));
   EXPECT_EQ(combine.grid[0], (3u * 16 * 5 + 3) / 4);  // one warp per output row
@@ -867,10 +868,10 @@ TEST(DecodePaged, LaunchesReadThePoolsThroughTheTable) {
   EXPECT_EQ(ks[1].name_expression, "ktune::flash_decode_combine<ktune::fp16, 64>");
   // Two slots of 64 / 16 page ids after the ring.
   EXPECT_EQ(op().dynamic_shared_bytes(params, p, DType::f16, 0),
-            32u * 144 + 4 * 2 * 64 * 144 + 2 * 4 * 4);
+            32u * 144 + 4 * 2 * 64 * 128 + 2 * 4 * 4);
   const Problem p256 = op().parse_problem("b=3,hq=16,hkv=2,nq=5,nk=1000,d=64,page=256");
   EXPECT_EQ(op().dynamic_shared_bytes(params, p256, DType::f16, 0),
-            32u * 144 + 4 * 2 * 64 * 144 + 2 * 4);
+            32u * 144 + 4 * 2 * 64 * 128 + 2 * 4);
 
   const RecordingLauncher<FlashDecodeArgs> l = run_paged(params, p);
   ASSERT_EQ(l.launches.size(), 2u);
@@ -1930,11 +1931,14 @@ TEST(DecodeVarlen, LaunchesSizedFromTheUpperBounds) {
   EXPECT_EQ(op().kernels(params, masks, DType::bf16)[0].name_expression,
             "ktune::flash_decode_split<ktune::bf16, 64, 32, 64, 2, 4, true, 0, true, false, true, "
             "true>");
-  // Workspace, shared memory and the space: those of the same problem without varlen.
+  // Workspace and the space: those of the same problem without varlen; shared memory too, but
+  // for the K/V rows, padded to 144 bytes with varlen (no swizzle: flash_decode_kv_swizzled)
+  // where the fixed d=64 kernel keeps them at 128: 4 stages x (K + V) x 64 rows x 16 bytes.
   EXPECT_EQ(op().workspace_bytes(params, p, DType::f16),
             op().workspace_bytes(params, fixed, DType::f16));
+  constexpr unsigned kPadding = 4 * 2 * 64 * 16;
   EXPECT_EQ(op().dynamic_shared_bytes(params, p, DType::f16, 0),
-            op().dynamic_shared_bytes(params, fixed, DType::f16, 0));
+            op().dynamic_shared_bytes(params, fixed, DType::f16, 0) + kPadding);
   EXPECT_EQ(Space(op(), p, DType::bf16, device("sm_90a")).valid_count(),
             Space(op(), fixed, DType::bf16, device("sm_90a")).valid_count());
 
@@ -1947,7 +1951,7 @@ TEST(DecodeVarlen, LaunchesSizedFromTheUpperBounds) {
   for (std::size_t i = 0; i < 2; ++i) {
     for (int x = 0; x < 3; ++x) EXPECT_EQ(l.launches[i].grid[x], f.launches[i].grid[x]) << i;
     EXPECT_EQ(l.launches[i].block[0], f.launches[i].block[0]);
-    EXPECT_EQ(l.launches[i].shared_bytes, f.launches[i].shared_bytes);
+    EXPECT_EQ(l.launches[i].shared_bytes, f.launches[i].shared_bytes + (i == 0 ? kPadding : 0));
     EXPECT_EQ(l.launches[i].programmatic, f.launches[i].programmatic);
   }
   EXPECT_EQ(l.launches[0].grid[0], 2u);  // 8 heads per group x 5 rows, tiles of 32

@@ -182,6 +182,21 @@ KTUNE_DECODE_HD constexpr long long flash_decode_window_base(long long seq_q, lo
 /// rows of an ldmatrix phase fall in 8 distinct bank groups.
 KTUNE_DECODE_HD constexpr int flash_decode_pitch(int d) { return 2 * d + 16; }
 
+/// K/V tiles of d = 64 and 128 (rows of 8 or 16 16-byte chunks) are stored unpadded,
+/// chunk c of row r at chunk c ^ (r & 7): the 8 rows of an ldmatrix phase still hit 8 distinct
+/// bank groups, and a warp's copies of two whole rows fill 512 aligned bytes. With the padded
+/// pitch those copies straddled shared-memory wavefronts and each extra wavefront asked L2 for
+/// its sectors again (ncu, H100: 1.5x the L2 sectors of the K/V bytes, hit rate 34 %). Other
+/// head dims keep the padded rows (32, 96: no power-of-two row; 256: its kernels sit at 255
+/// registers, and the swizzled addressing spilled there), and so do the variable-length kernels
+/// (their sequence offsets fill the registers: the addressing spilled on sm_80).
+KTUNE_DECODE_HD constexpr bool flash_decode_kv_swizzled(int d, bool varlen = false) {
+  return (d == 64 || d == 128) && !varlen;
+}
+KTUNE_DECODE_HD constexpr int flash_decode_kv_pitch(int d, bool varlen = false) {
+  return flash_decode_kv_swizzled(d, varlen) ? 2 * d : flash_decode_pitch(d);
+}
+
 /// Shared memory of the end-of-CTA merge across warps: the fp32 O tile (rows padded by 8 floats)
 /// and each warp's row max and sum.
 KTUNE_DECODE_HD constexpr unsigned flash_decode_merge_bytes(int d, int block_m, int warps) {
@@ -192,12 +207,13 @@ KTUNE_DECODE_HD constexpr unsigned flash_decode_merge_bytes(int d, int block_m, 
 /// tiles), which the merge reuses once the last tile is consumed; paged, two slots of the page
 /// ids of the next tile to load at the end.
 KTUNE_DECODE_HD constexpr unsigned flash_decode_smem_bytes(int d, int block_m, int block_n,
-                                                           int warps, int stages, int page = 0) {
+                                                           int warps, int stages, int page = 0,
+                                                           bool varlen = false) {
   return static_cast<unsigned>(page > 0 ? 2 * 4 * flash_decode_page_slots(block_n, page) : 0) +
          static_cast<unsigned>(flash_decode_pitch(d) * block_m) +
-         (static_cast<unsigned>(flash_decode_pitch(d) * 2 * block_n * stages) >
+         (static_cast<unsigned>(flash_decode_kv_pitch(d, varlen) * 2 * block_n * stages) >
                   flash_decode_merge_bytes(d, block_m, warps)
-              ? static_cast<unsigned>(flash_decode_pitch(d) * 2 * block_n * stages)
+              ? static_cast<unsigned>(flash_decode_kv_pitch(d, varlen) * 2 * block_n * stages)
               : flash_decode_merge_bytes(d, block_m, warps));
 }
 
@@ -218,7 +234,8 @@ constexpr int kFlashDecodeCombineBatch = 8;
 /// VARLEN needs PAGE = 0); otherwise why not (the kernel's static_asserts).
 KTUNE_DECODE_HD constexpr const char* flash_decode_invalid_reason(int d, int block_m, int block_n,
                                                                   int warps, int stages,
-                                                                  int page = 0) {
+                                                                  int page = 0,
+                                                                  bool varlen = false) {
   if (page != 0 && page != 16 && page != 32 && page != 64 && page != 128 && page != 256)
     return "PAGE must be 0 (contiguous), 16, 32, 64, 128 or 256";
   if (d != 32 && d != 64 && d != 96 && d != 128 && d != 256)
@@ -230,7 +247,7 @@ KTUNE_DECODE_HD constexpr const char* flash_decode_invalid_reason(int d, int blo
   if (block_m * (d + block_n / warps) > 4608)
     return "BLOCK_M * (D + BLOCK_N / WARPS) must be at most 4608 (O and S accumulators)";
   if (stages < 2 || stages > 4) return "STAGES must be 2, 3 or 4";
-  if (flash_decode_smem_bytes(d, block_m, block_n, warps, stages, page) > 227u * 1024u)
+  if (flash_decode_smem_bytes(d, block_m, block_n, warps, stages, page, varlen) > 227u * 1024u)
     return "shared memory above 227 KiB";
   return nullptr;
 }

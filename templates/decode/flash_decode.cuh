@@ -68,15 +68,23 @@ __device__ __forceinline__ void load_lane_row(float (&x)[PER_LANE], const float*
   }
 }
 
-/// Copies key rows [row0, row0 + ROWS) of one KV head into a padded shared tile; rows at or past
-/// `rows_valid` (the end of the keys) are zero-filled without being read, so P V never meets
-/// garbage (0 * NaN).
-template <int D, int ROWS, int THREADS>
+/// Byte offset of 16-byte chunk `chunk` of row `row` in a K/V tile (flash_decode_kv_pitch).
+template <int D, bool SWZ>
+__device__ __forceinline__ unsigned kv_offset(int row, int chunk) {
+  if constexpr (SWZ)
+    return static_cast<unsigned>(row * 2 * D + ((chunk ^ (row & 7)) << 4));
+  else
+    return static_cast<unsigned>(row * flash_decode_pitch(D) + chunk * 16);
+}
+
+/// Copies key rows [row0, row0 + ROWS) of one KV head into a shared tile (kv_offset); rows at
+/// or past `rows_valid` (the end of the keys) are zero-filled without being read, so P V never
+/// meets garbage (0 * NaN).
+template <int D, int ROWS, int THREADS, bool SWZ>
 __device__ __forceinline__ void load_kv_tile(unsigned dst, const unsigned short* src,
                                              long long row_stride, int rows_valid, int tid) {
   constexpr int CHUNKS = D / 8;
   constexpr int TOTAL = ROWS * CHUNKS;
-  constexpr int PITCH = flash_decode_pitch(D);
 #pragma unroll
   for (int i = 0; i < (TOTAL + THREADS - 1) / THREADS; ++i) {
     const int id = tid + i * THREADS;
@@ -84,18 +92,18 @@ __device__ __forceinline__ void load_kv_tile(unsigned dst, const unsigned short*
       const int row = id / CHUNKS;
       const int chunk = id % CHUNKS;
       if (row < rows_valid)
-        attn::cp_async_16(dst + row * PITCH + chunk * 16, src + row * row_stride + chunk * 8);
+        attn::cp_async_16(dst + kv_offset<D, SWZ>(row, chunk), src + row * row_stride + chunk * 8);
       else
-        attn::cp_async_16(dst + row * PITCH + chunk * 16, src, 0);
+        attn::cp_async_16(dst + kv_offset<D, SWZ>(row, chunk), src, 0);
     }
   }
 }
 
 /// Paged: copies keys [key0, key0 + ROWS) of one KV head from the pools (rows `row_stride`
-/// elements apart, Hkv * D) into padded shared K and V tiles. `pages` holds the tile's page ids
-/// (flash_decode_copy_slot), from the block table or a shared slot; rows at or past `rows_valid`
-/// are zero-filled, reading neither the table nor the pools.
-template <int D, int ROWS, int THREADS, int PAGE>
+/// elements apart, Hkv * D) into shared K and V tiles (kv_offset). `pages` holds the tile's page
+/// ids (flash_decode_copy_slot), from the block table or a shared slot; rows at or past
+/// `rows_valid` are zero-filled, reading neither the table nor the pools.
+template <int D, int ROWS, int THREADS, int PAGE, bool SWZ>
 __device__ __forceinline__ void load_kv_tiles_paged(unsigned dst_k, unsigned dst_v,
                                                     const unsigned short* k,
                                                     const unsigned short* v, long long row_stride,
@@ -103,14 +111,13 @@ __device__ __forceinline__ void load_kv_tiles_paged(unsigned dst_k, unsigned dst
                                                     int rows_valid, int tid) {
   constexpr int CHUNKS = D / 8;
   constexpr int RPI = THREADS / CHUNKS;  // rows per pass
-  constexpr int PITCH = flash_decode_pitch(D);
   static_assert(THREADS % CHUNKS == 0 && ROWS % RPI == 0, "whole rows per pass");
   const int rt = tid / CHUNKS;
   const int chunk = tid % CHUNKS;
 #pragma unroll
   for (int i = 0; i < ROWS / RPI; ++i) {
     const int row = rt + i * RPI;
-    const unsigned off = row * PITCH + chunk * 16;
+    const unsigned off = kv_offset<D, SWZ>(row, chunk);
     if (row < rows_valid) {
       const long long page = pages[flash_decode_copy_slot(i, rt, RPI, ROWS, PAGE)];
       const long long at =
@@ -158,7 +165,8 @@ __global__ void __launch_bounds__(WARPS * 32,
   static_assert(flash_decode_accumulators(D, BLOCK_M, BLOCK_N, WARPS) <= 144,
                 "O and S accumulators: at most 144 fp32 registers per thread");
   static_assert(STAGES >= 2 && STAGES <= 4, "STAGES must be 2, 3 or 4");
-  static_assert(flash_decode_smem_bytes(D, BLOCK_M, BLOCK_N, WARPS, STAGES, PAGE) <= 227 * 1024,
+  static_assert(flash_decode_smem_bytes(D, BLOCK_M, BLOCK_N, WARPS, STAGES, PAGE, VARLEN) <=
+                    227 * 1024,
                 "shared memory above 227 KiB");
   static_assert(PAGE == 0 || PAGE == 16 || PAGE == 32 || PAGE == 64 || PAGE == 128 ||
                     PAGE == 256,
@@ -180,7 +188,9 @@ __global__ void __launch_bounds__(WARPS * 32,
   constexpr int PV_STEPS = KW / 16;
   constexpr int CHUNKS = D / 8;           // 16-byte chunks per row
   constexpr int PITCH = flash_decode_pitch(D);
-  constexpr unsigned KV_BYTES = BLOCK_N * PITCH;
+  constexpr int KV_PITCH = flash_decode_kv_pitch(D, VARLEN);
+  constexpr bool SWZ = flash_decode_kv_swizzled(D, VARLEN);
+  constexpr unsigned KV_BYTES = BLOCK_N * KV_PITCH;
   constexpr unsigned RING = 2 * STAGES * KV_BYTES > flash_decode_merge_bytes(D, BLOCK_M, WARPS)
                                 ? 2 * STAGES * KV_BYTES
                                 : flash_decode_merge_bytes(D, BLOCK_M, WARPS);
@@ -288,13 +298,13 @@ __global__ void __launch_bounds__(WARPS * 32,
   const auto load = [&](int n, int st, const int* pages) {
     const long long r = static_cast<long long>(n) * BLOCK_N;
     if constexpr (PAGE > 0) {
-      decode::load_kv_tiles_paged<D, BLOCK_N, THREADS, PAGE>(
+      decode::load_kv_tiles_paged<D, BLOCK_N, THREADS, PAGE, SWZ>(
           sK + st * KV_BYTES, sV + st * KV_BYTES, k, v, args.k_row_stride, pages, r,
           Nk - n * BLOCK_N, tid);
     } else {
-      decode::load_kv_tile<D, BLOCK_N, THREADS>(sK + st * KV_BYTES, k + r * args.k_row_stride,
+      decode::load_kv_tile<D, BLOCK_N, THREADS, SWZ>(sK + st * KV_BYTES, k + r * args.k_row_stride,
                                                 args.k_row_stride, Nk - n * BLOCK_N, tid);
-      decode::load_kv_tile<D, BLOCK_N, THREADS>(sV + st * KV_BYTES, v + r * args.v_row_stride,
+      decode::load_kv_tile<D, BLOCK_N, THREADS, SWZ>(sV + st * KV_BYTES, v + r * args.v_row_stride,
                                                 args.v_row_stride, Nk - n * BLOCK_N, tid);
     }
   };
@@ -350,10 +360,17 @@ __global__ void __launch_bounds__(WARPS * 32,
 
   // ldmatrix lane addresses (fragment layouts: see attention/flash_attention.cuh).
   const unsigned q_lane = sQ + (lane & 15) * PITCH + ((lane >> 4) << 4);
-  const unsigned k_lane =
-      (warp * KW + (lane & 7) + ((lane >> 4) << 3)) * PITCH + (((lane >> 3) & 1) << 4);
-  const unsigned v_lane =
-      (warp * KW + (lane & 7) + (((lane >> 3) & 1) << 3)) * PITCH + ((lane >> 4) << 4);
+  // Swizzled K/V (flash_decode_kv_swizzled): the lane's rows are multiples of 8 apart from the
+  // ones it reads (KW and 16-row steps), so chunk 2 kk + c of its row sits at chunk
+  // (2 kk) ^ (c ^ (lane & 7)); its offset is kept with c ^ (lane & 7) in bits 4-6 and k-step kk
+  // XORs in kk << 5 (bits 5-6 at d=64, 5-7 at d=128: the row part, a multiple of the 2 * D-byte
+  // row, has them clear).
+  const int k_c = (lane >> 3) & 1;
+  const int v_c = lane >> 4;
+  const unsigned k_lane = (warp * KW + (lane & 7) + ((lane >> 4) << 3)) * KV_PITCH +
+                          ((SWZ ? k_c ^ (lane & 7) : k_c) << 4);
+  const unsigned v_lane = (warp * KW + (lane & 7) + (((lane >> 3) & 1) << 3)) * KV_PITCH +
+                          ((SWZ ? v_c ^ (lane & 7) : v_c) << 4);
 
   const float scale_log2 = args.scale * 1.4426950408889634f;
   // SOFTCAP and ALIBI turn the scores into log2-domain logits right after Q K^T (the cap and the
@@ -397,8 +414,8 @@ __global__ void __launch_bounds__(WARPS * 32,
     int next_page = 0;
     if constexpr (PAGE > 0)
       if (tid < SLOTS && nl + 1 < n_end) next_page = page_id(nl + 1, tid);
-    const unsigned k_stage = sK + stage * KV_BYTES + k_lane;
-    const unsigned v_stage = sV + stage * KV_BYTES + v_lane;
+    const unsigned k_stage = sK + stage * KV_BYTES + (SWZ ? 0u : k_lane);
+    const unsigned v_stage = sV + stage * KV_BYTES + (SWZ ? 0u : v_lane);
 
     float s[MF][NT][4];
 #pragma unroll
@@ -416,7 +433,9 @@ __global__ void __launch_bounds__(WARPS * 32,
 #pragma unroll
       for (int nn = 0; nn < NT / 2; ++nn) {
         unsigned b0, b1, b2, b3;
-        ldmatrix_x4(k_stage + nn * 16 * PITCH + kk * 32, b0, b1, b2, b3);
+        ldmatrix_x4(SWZ ? k_stage + (k_lane ^ (kk << 5)) + nn * 16 * KV_PITCH
+                        : k_stage + nn * 16 * KV_PITCH + kk * 32,
+                    b0, b1, b2, b3);
 #pragma unroll
         for (int mf = 0; mf < MF; ++mf) {
           mma_16816<T>(s[mf][2 * nn], a[mf], b0, b1);
@@ -535,7 +554,9 @@ __global__ void __launch_bounds__(WARPS * 32,
 #pragma unroll
       for (int dd = 0; dd < DT / 2; ++dd) {
         unsigned b0, b1, b2, b3;
-        ldmatrix_x4_trans(v_stage + kk * 16 * PITCH + dd * 32, b0, b1, b2, b3);
+        ldmatrix_x4_trans(SWZ ? v_stage + (v_lane ^ (dd << 5)) + kk * 16 * KV_PITCH
+                              : v_stage + kk * 16 * KV_PITCH + dd * 32,
+                          b0, b1, b2, b3);
 #pragma unroll
         for (int mf = 0; mf < MF; ++mf) {
           mma_16816<T>(o_acc[mf][2 * dd], a[mf], b0, b1);
