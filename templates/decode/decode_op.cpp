@@ -112,9 +112,9 @@ Config config_of(const Params& p) {
   return {at(kSplits), at(kBlockM), at(kBlockN), at(kWarps), at(kStages)};
 }
 
-unsigned smem_bytes(const Config& c, std::int64_t d, std::int64_t page, bool varlen) {
-  return flash_decode_smem_bytes(static_cast<int>(d), c.block_m, c.block_n, c.warps, c.stages,
-                                 static_cast<int>(page), varlen);
+unsigned smem_bytes(const Config& c, const Shape& s) {
+  return flash_decode_smem_bytes(static_cast<int>(s.d), c.block_m, c.block_n, c.warps, c.stages,
+                                 static_cast<int>(s.page), s.varlen);
 }
 
 std::int64_t row_tiles(const Shape& s, int block_m) { return (s.rows() + block_m - 1) / block_m; }
@@ -486,7 +486,7 @@ class FlashDecodeOp final : public Op {
     const Config c = config_of(params);
     const Shape s = shape_of(problem);
     if (auto why = needs_sm80_reason(device)) return why;
-    const unsigned smem = smem_bytes(c, s.d, s.page, s.varlen);
+    const unsigned smem = smem_bytes(c, s);
     if (device.smem_optin_per_block > 0 && smem > static_cast<unsigned>(device.smem_optin_per_block))
       return smem_text(c, s) + ", more than the device's " + str(device.smem_optin_per_block) +
              " per block";
@@ -525,7 +525,7 @@ class FlashDecodeOp final : public Op {
   unsigned dynamic_shared_bytes(const Params& params, const Problem& problem, DType,
                                 std::size_t kernel_index) const override {
     const Shape s = shape_of(problem);
-    return kernel_index == 0 ? smem_bytes(config_of(params), s.d, s.page, s.varlen) : 0;
+    return kernel_index == 0 ? smem_bytes(config_of(params), s) : 0;
   }
 
   void run(const RunArgs& a, Launcher& launcher) const override {
@@ -538,7 +538,7 @@ class FlashDecodeOp final : public Op {
     split.grid[1] = static_cast<unsigned>(c.splits);
     split.grid[2] = static_cast<unsigned>(s.b * s.hkv);
     split.block[0] = static_cast<unsigned>(c.warps * 32);
-    split.shared_bytes = smem_bytes(c, s.d, s.page, s.varlen);
+    split.shared_bytes = smem_bytes(c, s);
     split.args = &k;
     split.args_size = sizeof k;
     launcher.launch(split);
@@ -673,8 +673,7 @@ class FlashDecodeOp final : public Op {
                             int block_m, int split_keys) {
     Config c{1, block_m, r.block_n, r.warps, r.stages};
     if (device.sm_count > 0) {
-      // The driver reserves 1 KiB per CTA.
-      const unsigned smem = smem_bytes(c, s.d, s.page, s.varlen) + 1024;
+      const unsigned smem = smem_bytes(c, s) + 1024;  // the driver reserves 1 KiB per CTA
       const std::int64_t per_sm =
           device.smem_per_sm > 0
               ? std::max<std::int64_t>(1, std::min<std::int64_t>(r.ctas_per_sm,
@@ -723,7 +722,7 @@ class FlashDecodeOp final : public Op {
              " key tiles of block_n=" + str(c.block_n) + " (nk=" + str(s.nk) +
              (span < s.nk ? ", the last " + str(span) + " in reach of the window" : "") + "): " +
              str(c.splits - used) + " splits would be empty";
-    if (smem_bytes(c, s.d, s.page, s.varlen) > kMaxSmem)
+    if (smem_bytes(c, s) > kMaxSmem)
       return smem_text(c, s) + ", more than the 227 KiB any GPU gives a block";
     // Anything else the kernel's static_asserts would reject (nothing, with the lists above).
     if (const char* why = flash_decode_invalid_reason(static_cast<int>(s.d), c.block_m, c.block_n,
@@ -736,7 +735,7 @@ class FlashDecodeOp final : public Op {
   static std::string smem_text(const Config& c, const Shape& s) {
     const std::int64_t d = s.d;
     return "block_m=" + str(c.block_m) + ", block_n=" + str(c.block_n) + ", stages=" +
-           str(c.stages) + " at d=" + str(d) + " need " + str(smem_bytes(c, d, s.page, s.varlen)) +
+           str(c.stages) + " at d=" + str(d) + " need " + str(smem_bytes(c, s)) +
            " bytes of shared memory (Q tile + " + str(c.stages) + " K and V tiles)";
   }
 

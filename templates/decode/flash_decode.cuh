@@ -72,7 +72,7 @@ __device__ __forceinline__ void load_lane_row(float (&x)[PER_LANE], const float*
 template <int D, bool SWZ>
 __device__ __forceinline__ unsigned kv_offset(int row, int chunk) {
   if constexpr (SWZ)
-    return static_cast<unsigned>(row * 2 * D + ((chunk ^ (row & 7)) << 4));
+    return static_cast<unsigned>(row * flash_decode_kv_pitch(D) + ((chunk ^ (row & 7)) << 4));
   else
     return static_cast<unsigned>(row * flash_decode_pitch(D) + chunk * 16);
 }
