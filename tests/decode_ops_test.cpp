@@ -308,10 +308,16 @@ TEST(DecodeDefaults, SplitsFillTheDevice) {
   // MQA: 16 x 1 rows; 128 splits of 256 keys.
   EXPECT_EQ(key("b=1,hq=16,hkv=1,nq=1,nk=32768,d=128", h100),
             "splits=128,block_m=16,block_n=64,warps=4,stages=3");
-  // Longer query blocks take the largest tile the accumulators allow: 2 row tiles x 8 KV heads
-  // x 8 splits (d=64: the tiles measured fastest on the H100).
+  // Several query rows per head (here 64 packed rows): 16-row tiles and up to 3 CTAs per SM as
+  // shared memory allows (4 row tiles x 8 KV heads x 8 splits; 12 would leave one empty);
+  // over 64 packed rows the largest tile the accumulators allow, 2 CTAs per SM at d=128.
   EXPECT_EQ(key("b=1,hq=32,hkv=8,nq=16,nk=4096,d=64", h100),
-            "splits=8,block_m=32,block_n=64,warps=4,stages=2");
+            "splits=8,block_m=16,block_n=64,warps=4,stages=3");
+  EXPECT_EQ(key("b=2,hq=48,hkv=4,nq=12,nk=5000,d=128,causal=yes", h100),
+            "splits=6,block_m=32,block_n=64,warps=4,stages=3");
+  // At most 16 packed rows: one CTA per SM, as the bars.
+  EXPECT_EQ(key("b=6,hq=32,hkv=8,nq=4,nk=2200,d=128,causal=yes", h100),
+            "splits=2,block_m=16,block_n=64,warps=4,stages=3");
   // A grid under half a wave (8 (batch, KV head) pairs, one 32-row tile, 6 splits: 48 CTAs)
   // takes 16-row tiles and splits of 128 keys or more: 2 x 8 x 8 = 128 CTAs.
   EXPECT_EQ(key("b=4,hq=16,hkv=2,nq=4,nk=2000,d=128,causal=yes", h100),

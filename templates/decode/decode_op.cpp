@@ -38,6 +38,12 @@ constexpr std::int64_t kMaxInt = 2147483647;             // int32 page ids and l
 constexpr unsigned kMaxSmem = 227u * 1024u;              // any GPU's most per block
 constexpr int kMaxAccumulators = 144;                    // O + S fp32 registers per thread
 constexpr std::int64_t kPagedSplitKeys = 1024;           // paged defaults: keys per split at most
+// Defaults for tiles of several query rows per head (packed rows > 16: speculative decoding,
+// chunked prefill): 16-row tiles up to this many packed rows, up to this many CTAs per SM (as
+// shared memory allows), and splits of at least this many keys.
+constexpr std::int64_t kMultiRowSmallTiles = 64;
+constexpr int kMultiRowCtasPerSm = 3;
+constexpr int kMultiRowSplitKeys = 128;
 
 struct Shape {
   std::int64_t b, hq, hkv, nq, nk, d;
@@ -149,9 +155,12 @@ constexpr DecodeDefaults kDefaults[] = {
     // each SM once; a second wave of splits cost more (the combine, shorter streams) than it
     // hid. Tiles: d=64 and d=256 the fastest of their exhaustive sweeps (two problems each,
     // benchmarks/results/decode-paged-h100-2026-11-23.md and fallback-h100-2026-11-23.md; the
-    // rows before were 0.96-0.97x and 0.95-0.98x of it); d=32/96 follow d=64/128 (not measured).
+    // rows before were 0.96-0.97x and 0.95-0.98x of it); d=64 a third stage since its K/V rows
+    // are unpadded (6 sweeps after the swizzle: 3 stages 0.99-1.0x of each fastest, 2 stages
+    // 0.80-0.99x; benchmarks/results/fallback-h100-2026-11-24.md); d=32/96 follow d=64/128
+    // (not measured).
     {9, 32, 128, 4, 3, 1, 256},
-    {9, 64, 64, 4, 2, 1, 256},
+    {9, 64, 64, 4, 3, 1, 256},
     {9, 96, 64, 4, 3, 1, 256},
     {9, 128, 64, 4, 3, 1, 256},
     {9, 256, 64, 4, 3, 1, 256},
@@ -615,9 +624,10 @@ class FlashDecodeOp final : public Op {
   }
 
   /// The table row's tiles; block_m the smallest tile holding the packed rows (at most what
-  /// the accumulator budget allows); splits the largest listed count whose CTAs still fit in one
-  /// wave of sm_count * ctas_per_sm (fewer when shared memory allows fewer CTAs per SM) with at
-  /// least split_keys keys each and no empty split; paged or varlen, at least enough splits for
+  /// the accumulator budget allows), but 16 for 17..64 packed rows; splits the largest listed
+  /// count whose CTAs still fit in one wave of sm_count * ctas_per_sm (kMultiRowCtasPerSm above
+  /// 16 packed rows; fewer when shared memory allows fewer CTAs per SM) with at least
+  /// split_keys keys each and no empty split; paged or varlen, at least enough splits for
   /// pieces of kPagedSplitKeys keys of nk (the longest). A grid still under half a wave halves
   /// block_m (to 16 at least) and split_keys while that adds CTAs. The count is picked here,
   /// from the device, rather than resolved from an `auto` value in run(): run() and
@@ -646,7 +656,19 @@ class FlashDecodeOp final : public Op {
         block_m = m;
         if (m >= s.rows()) break;
       }
-    Config c = with_splits(r, s, device, static_cast<int>(block_m), r.split_keys);
+    // Several query rows per head make the tiles compute more per K/V byte: there the fastest
+    // points of 13 exhaustive sweeps on the H100 (24-144 packed rows) ran 2-3 CTAs per SM in
+    // splits of 190-375 keys, with 16-row tiles up to 64 packed rows (more row tiles, each K/V
+    // tile read again from L2). The one-CTA-per-SM, largest-tile rule reached 0.70-0.97x of
+    // them; this rule 0.90-1.0x there, and 0.93-1.0x (against 0.67-0.96x) on 7 more such
+    // problems swept afterwards to check it (benchmarks/results/fallback-h100-2026-11-24.md).
+    DecodeDefaults row = r;
+    if (s.rows() > 16) {
+      row.ctas_per_sm = std::max(row.ctas_per_sm, kMultiRowCtasPerSm);
+      row.split_keys = std::min(row.split_keys, kMultiRowSplitKeys);
+      if (s.rows() <= kMultiRowSmallTiles) block_m = 16;
+    }
+    Config c = with_splits(row, s, device, static_cast<int>(block_m), row.split_keys);
     // A grid under half a wave (few sequences and heads, short caches: b=4, hkv=2, nq=4,
     // nk=2000 took 48 CTAs) leaves SMs idle whatever its tiles: then smaller row tiles (the
     // K/V tiles are read once per row tile, from L2 after the first) and splits of half the
@@ -655,7 +677,7 @@ class FlashDecodeOp final : public Op {
     // (benchmarks/results/fallback-h100-2026-11-23-evening.md).
     if (device.sm_count > 0)
       while (c.block_m > 16 && ctas(c, s) * 2 < device.sm_count) {
-        const Config smaller = with_splits(r, s, device, c.block_m / 2, r.split_keys / 2);
+        const Config smaller = with_splits(row, s, device, c.block_m / 2, row.split_keys / 2);
         if (ctas(smaller, s) <= ctas(c, s)) break;
         c = smaller;
       }
