@@ -12,7 +12,6 @@ bf16, bottom-right causal when nq > 1). `--backend ktune` makes the same calls t
 ktune_attention (benchmarks/decode_bench.py's binding; --lib, --db, default: the built-in
 default on an empty database). scripts/ncu_table.py prints one line per kernel."""
 import argparse
-import importlib.util
 import os
 import tempfile
 
@@ -40,12 +39,8 @@ def main():
         from torch.nn.attention.bias import causal_lower_right
         mask = causal_lower_right(nq, nk)
     if args.backend == "ktune":
-        here = os.path.dirname(os.path.abspath(__file__))
-        spec = importlib.util.spec_from_file_location("decode_bench",
-                                                      os.path.join(here, "decode_bench.py"))
-        db_mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(db_mod)
-        kt = db_mod.Ktune(args.lib)
+        import decode_bench  # beside this file: the bench's ctypes binding
+        kt = decode_bench.Ktune(args.lib)
         kt.configure(args.db or os.path.join(tempfile.mkdtemp(), "empty.db"), False)
         o = torch.empty_like(q)
         call = kt.args(q=q.data_ptr(), k=k.data_ptr(), v=v.data_ptr(), o=o.data_ptr(), b=b,
