@@ -1,0 +1,164 @@
+"""Tensors in: what ktune reads of an argument (address, device, dtype, shape, strides) through a
+fast path for torch and DLPack for everything else, the checks made before any launch, the
+framework's current stream, and outputs allocated like an input."""
+import sys
+
+from . import _ktune
+
+# DLPack device types and dtype codes.
+_DL_CPU, _DL_CUDA, _DL_CUDA_HOST, _DL_CUDA_MANAGED = 1, 2, 3, 13
+_DEVICE_NAMES = {_DL_CPU: "cpu", _DL_CUDA: "cuda", _DL_CUDA_HOST: "cuda_host (pinned host)",
+                 4: "opencl", 7: "vulkan", 8: "metal", 10: "rocm", _DL_CUDA_MANAGED:
+                 "cuda_managed"}
+_DTYPES = {(4, 16): "bf16", (2, 16): "fp16", (2, 32): "fp32"}
+_DL_NAMES = {0: "int", 1: "uint", 2: "float", 4: "bfloat", 5: "complex", 6: "bool"}
+# ktune_dtype (ktune/ktune.h)
+C_DTYPES = {"fp32": 0, "fp16": 1, "bf16": 2}
+_TORCH_DTYPES = {"torch.bfloat16": "bf16", "torch.float16": "fp16", "torch.float32": "fp32"}
+
+
+class Tensor:
+    """One argument as ktune sees it. `dtype` is "bf16", "fp16", "fp32" or the producer's own
+    name for anything else; strides are in elements."""
+    __slots__ = ("name", "obj", "framework", "ptr", "device_type", "device_id", "dtype",
+                 "itemsize", "shape", "strides")
+
+    @property
+    def numel(self):
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n
+
+
+def _framework(obj):
+    return type(obj).__module__.split(".")[0]
+
+
+def view(name, obj):
+    """The Tensor of argument `name`; TypeError if obj is not an array at all."""
+    t = Tensor()
+    t.name, t.obj = name, obj
+    t.framework = _framework(obj)
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(obj, torch.Tensor):
+        # Attribute reads: a DLPack export costs more than the whole launch on small problems.
+        t.ptr = obj.data_ptr()
+        dev = obj.device
+        t.device_type = _DL_CUDA if dev.type == "cuda" else dev.type  # others: by name
+        t.device_id = dev.index if dev.index is not None else 0
+        t.dtype = _TORCH_DTYPES.get(str(obj.dtype), str(obj.dtype).replace("torch.", ""))
+        t.itemsize = obj.element_size()
+        t.shape = tuple(obj.shape)
+        t.strides = tuple(obj.stride())
+        return t
+    if not hasattr(obj, "__dlpack__") and not hasattr(obj, "__array_interface__"):
+        raise TypeError(f"{name}: expected a tensor (torch, CuPy, JAX or any DLPack array), got "
+                        f"{type(obj).__module__}.{type(obj).__name__}")
+    try:
+        ptr, dev_type, dev_id, code, bits, lanes, shape, strides = _ktune.tensor_info(obj)
+    except TypeError as e:
+        raise TypeError(f"{name}: {type(obj).__name__} could not be read through DLPack "
+                        f"({e})") from None
+    t.ptr, t.device_type, t.device_id = ptr, dev_type, dev_id
+    t.dtype = _DTYPES.get((code, bits)) if lanes == 1 else None
+    if t.dtype is None:
+        t.dtype = f"{_DL_NAMES.get(code, 'code' + str(code))}{bits}" + (
+            f"x{lanes}" if lanes != 1 else "")
+    t.itemsize = (bits * lanes + 7) // 8
+    t.shape, t.strides = tuple(shape), tuple(strides)
+    return t
+
+
+def _device_text(t):
+    if isinstance(t.device_type, str):
+        return t.device_type
+    return _DEVICE_NAMES.get(t.device_type, f"DLPack device type {t.device_type}")
+
+
+def check(tensors, dtypes=("bf16", "fp16")):
+    """Every tensor on the same CUDA device, of one dtype among `dtypes`, its address a multiple
+    of its element size. Returns that dtype. TypeError for device and dtype, ValueError else."""
+    first = tensors[0]
+    for t in tensors:
+        if t.device_type != _DL_CUDA:
+            raise TypeError(f"{t.name}: a tensor in {_device_text(t)} memory; ktune runs on CUDA "
+                            f"device memory")
+        if t.dtype not in dtypes:
+            raise TypeError(f"{t.name}: dtype {t.dtype} is not supported here (allowed: "
+                            f"{', '.join(dtypes)})")
+        if t.dtype != first.dtype:
+            raise TypeError(f"{t.name}: dtype {t.dtype} differs from {first.name}'s "
+                            f"{first.dtype} (every tensor of the call has one dtype)")
+        if t.device_id != first.device_id:
+            raise ValueError(f"{t.name}: on cuda:{t.device_id}, {first.name} on "
+                             f"cuda:{first.device_id} (one device per call)")
+        if t.ptr % t.itemsize != 0:
+            raise ValueError(f"{t.name}: address {t.ptr:#x} is not a multiple of its element "
+                             f"size ({t.itemsize} bytes)")
+    return first.dtype
+
+
+def contiguous(t):
+    """Row-major without gaps (any number of dims; size-1 dims' strides are not looked at)."""
+    expect = 1
+    for size, stride in zip(reversed(t.shape), reversed(t.strides)):
+        if size != 1 and stride != expect:
+            return False
+        expect *= size
+    return True
+
+
+def need_contiguous(t):
+    if not contiguous(t):
+        raise ValueError(f"{t.name}: strides {t.strides} for shape {t.shape} are not contiguous "
+                         f"row-major (this op needs contiguous tensors: .contiguous() first)")
+
+
+def need_shape(t, shape, what=None):
+    if tuple(t.shape) != tuple(shape):
+        raise ValueError(f"{t.name}: shape {t.shape}, expected {tuple(shape)}"
+                         + (f" ({what})" if what else ""))
+
+
+def rows(t, min_dims=1):
+    """(rows, last dim) of a tensor read as a matrix over its last dim."""
+    if len(t.shape) < min_dims or len(t.shape) == 0:
+        raise ValueError(f"{t.name}: shape {t.shape} has no last dimension (at least "
+                         f"{min_dims} dims)")
+    n = t.shape[-1]
+    return (t.numel // n if n else 0), n
+
+
+def stream_of(stream, t):
+    """The CUstream handle to launch on: `stream` when given (an int handle, 0 for the legacy
+    default stream, or a torch/CuPy stream object), else the current stream of t's framework."""
+    if stream is not None:
+        for attr in ("cuda_stream", "ptr", "handle"):
+            if hasattr(stream, attr):
+                return int(getattr(stream, attr))
+        try:
+            return int(stream)
+        except (TypeError, ValueError):
+            raise TypeError(f"stream: expected a CUstream handle (int) or a torch/CuPy stream, "
+                            f"got {type(stream).__name__}") from None
+    if t.framework == "torch":
+        torch = sys.modules["torch"]
+        return torch.cuda.current_stream(t.obj.device).cuda_stream
+    if t.framework == "cupy":
+        return sys.modules["cupy"].cuda.get_current_stream().ptr
+    raise ValueError(f"stream: {t.name} comes from {t.framework}, whose current stream ktune "
+                     f"cannot read; pass stream= (a CUstream handle as int, 0 for the legacy "
+                     f"default stream)")
+
+
+def empty_like(t, shape, name):
+    """A new uninitialised tensor of t's framework, dtype and device; torch and CuPy only."""
+    if t.framework == "torch":
+        torch = sys.modules["torch"]
+        return torch.empty(shape, dtype=t.obj.dtype, device=t.obj.device)
+    if t.framework == "cupy":
+        cupy = sys.modules["cupy"]
+        return cupy.empty(shape, dtype=t.obj.dtype)
+    raise ValueError(f"{name}: ktune allocates outputs for torch and CuPy tensors only; pass "
+                     f"{name}= for {t.framework} inputs")

@@ -1,0 +1,170 @@
+"""The Python package on a machine without a GPU (CI): import, version, every argument check
+(wrong device, dtype, shape, strides, alignment, stream, outputs) raising the right exception
+with a message that names the argument, the no-GPU error at the first call, configure and the
+runtime report against a recorded database. Arrays in CUDA memory are faked through DLPack
+(fake_dlpack.py): none reaches a GPU."""
+import ctypes
+import os
+import pathlib
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+import ktune
+from fake_dlpack import CPU, FakeArray
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def has_cuda_driver():
+    try:
+        ctypes.CDLL("libcuda.so.1")
+        return True
+    except OSError:
+        return False
+
+
+def test_version_is_the_projects():
+    text = (ROOT / "CMakeLists.txt").read_text()
+    want = re.search(r"project\(ktune VERSION ([0-9.]+)", text).group(1)
+    assert ktune.__version__ == want
+
+
+def test_import_does_not_import_torch():
+    code = "import sys, ktune; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def rmsnorm_args(**change):
+    args = dict(x=FakeArray((4, 128)), residual=FakeArray((4, 128), ptr=0x7F00_0001_0000),
+                weight=FakeArray((128,), ptr=0x7F00_0002_0000),
+                out=FakeArray((4, 128), ptr=0x7F00_0003_0000),
+                residual_out=FakeArray((4, 128), ptr=0x7F00_0004_0000), stream=0)
+    args.update(change)
+    return args
+
+
+def call_rmsnorm(**change):
+    a = rmsnorm_args(**change)
+    return ktune.add_rmsnorm(a.pop("x"), a.pop("residual"), a.pop("weight"), **a)
+
+
+def raises(exc, pattern, fn, *args, **kwargs):
+    with pytest.raises(exc) as info:
+        fn(*args, **kwargs)
+    assert re.search(pattern, str(info.value)), str(info.value)
+    return info.value
+
+
+def test_host_memory_is_refused():
+    raises(TypeError, r"^x: a tensor in cpu memory; ktune runs on CUDA device memory",
+           call_rmsnorm, x=FakeArray((4, 128), device_type=CPU))
+    np = pytest.importorskip("numpy")
+    raises(TypeError, r"^weight: a tensor in cpu memory", call_rmsnorm,
+           weight=np.zeros(128, dtype=np.float32))
+
+
+def test_not_an_array():
+    raises(TypeError, r"^residual: expected a tensor \(torch, CuPy, JAX or any DLPack array\), "
+           r"got builtins.list", call_rmsnorm, residual=[1.0, 2.0])
+
+
+def test_dtypes():
+    raises(TypeError, r"^x: dtype int32 is not supported here \(allowed: bf16, fp16\)",
+           call_rmsnorm, x=FakeArray((4, 128), dtype="int32"))
+    raises(TypeError, r"^residual: dtype fp16 differs from x's bf16", call_rmsnorm,
+           residual=FakeArray((4, 128), dtype="fp16", ptr=0x7F00_0001_0000))
+    raises(TypeError, r"^out: dtype fp32 is not supported here \(allowed: bf16, fp16\)",
+           call_rmsnorm, out=FakeArray((4, 128), dtype="fp32", ptr=0x7F00_0003_0000))
+    raises(TypeError, r"^out: dtype fp16 differs from x's bf16", call_rmsnorm,
+           out=FakeArray((4, 128), dtype="fp16", ptr=0x7F00_0003_0000))
+
+
+def test_shapes():
+    raises(ValueError, r"^residual: shape \(4, 64\), expected \(4, 128\) \(like x\)",
+           call_rmsnorm, residual=FakeArray((4, 64), ptr=0x7F00_0001_0000))
+    raises(ValueError, r"^weight: shape \(64,\), expected \(128,\) \(x's last dim\)",
+           call_rmsnorm, weight=FakeArray((64,), ptr=0x7F00_0002_0000))
+    raises(ValueError, r"^out: shape \(128, 4\), expected \(4, 128\)", call_rmsnorm,
+           out=FakeArray((128, 4), ptr=0x7F00_0003_0000))
+    raises(ValueError, r"^x: last dim 127 is odd", ktune.swiglu, FakeArray((3, 127)),
+           out=FakeArray((3, 63), ptr=0x7F00_0003_0000), stream=0)
+    raises(ValueError, r"^x: shape \(\) has no last dimension", ktune.softmax, FakeArray(()),
+           stream=0)
+
+
+def test_strides():
+    # Every other row of an [8, 128] tensor: rows 256 elements apart.
+    raises(ValueError, r"^x: strides \(256, 1\) for shape \(4, 128\) are not contiguous "
+           r"row-major", call_rmsnorm, x=FakeArray((4, 128), strides=(256, 1)))
+    raises(ValueError, r"^residual_out: strides \(1, 4\) for shape \(4, 128\) are not "
+           r"contiguous", call_rmsnorm,
+           residual_out=FakeArray((4, 128), strides=(1, 4), ptr=0x7F00_0004_0000))
+
+
+def test_alignment_and_devices():
+    raises(ValueError, r"^x: address 0x7f0000000001 is not a multiple of its element size "
+           r"\(2 bytes\)", call_rmsnorm, x=FakeArray((4, 128), ptr=0x7F00_0000_0001))
+    raises(ValueError, r"^weight: on cuda:1, x on cuda:0 \(one device per call\)", call_rmsnorm,
+           weight=FakeArray((128,), ptr=0x7F00_0002_0000, device_id=1))
+
+
+def test_outputs_and_streams():
+    raises(ValueError, r"^out: ktune allocates outputs for torch and CuPy tensors only; pass "
+           r"out= for fake_dlpack inputs", call_rmsnorm, out=None)
+    raises(ValueError, r"^stream: x comes from fake_dlpack, whose current stream ktune cannot "
+           r"read; pass stream=", call_rmsnorm, stream=None)
+    raises(TypeError, r"^stream: expected a CUstream handle \(int\) or a torch/CuPy stream, got "
+           r"str", call_rmsnorm, stream="default")
+    raises(ValueError, r"^activation: 'gelu' is not one of gelu_tanh, gelu_erf, silu, relu",
+           ktune.bias_act, FakeArray((2, 8)), FakeArray((8,)), "gelu")
+    raises(ValueError, r"^residual_out: given without residual", ktune.layernorm,
+           FakeArray((2, 8)), FakeArray((8,)), FakeArray((8,)),
+           residual_out=FakeArray((2, 8)))
+
+
+@pytest.mark.skipif(has_cuda_driver(), reason="a CUDA driver is present: fake addresses must "
+                    "not reach a GPU (the no-GPU error is a CPU-machine test)")
+def test_no_gpu_is_one_runtime_error_at_the_first_call():
+    for call in (call_rmsnorm,
+                 lambda: ktune.softmax(FakeArray((2, 8)),
+                                       out=FakeArray((2, 8), ptr=0x7F00_0003_0000), stream=0)):
+        err = raises(RuntimeError, r"", call)
+        assert isinstance(err, ktune.KtuneError)
+        assert err.status_name == "no_device", str(err)
+        assert str(err)
+    err = raises(RuntimeError, r"", ktune.query, "add_rmsnorm", m=16, n=4096)
+    assert err.status_name == "no_device"
+
+
+def test_configure_and_report_with_a_recorded_database(tmp_path):
+    shipped = ROOT / "db" / "shipped" / "h100.db"
+    db = tmp_path / "recorded.db"
+    shutil.copyfile(shipped, db)
+    ktune.configure(db=db, shipped=False)
+    report = ktune.runtime_report()
+    assert str(db) in report, report
+    missing = tmp_path / "none.db"
+    ktune.configure(db=missing, shipped=False)
+    report = ktune.runtime_report()
+    assert str(missing) in report, report
+    assert str(db) not in report
+    assert not missing.exists()  # reading never creates the user database
+    ktune.configure()
+
+
+def test_the_packaged_command(tmp_path):
+    # devices(): an empty list without a driver (never an exception for that).
+    found = ktune.devices()
+    assert isinstance(found, list)
+    if not has_cuda_driver():
+        assert found == []
+        with pytest.raises(RuntimeError) as info:
+            ktune.sweep("add_rmsnorm", {"m": 64, "n": 256}, db=tmp_path / "t.db",
+                        progress=False)
+        assert "ktune sweep failed" in str(info.value)
+        assert re.search(r"CUDA|cuda|driver|device", str(info.value)), str(info.value)
