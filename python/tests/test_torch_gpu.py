@@ -1,0 +1,111 @@
+"""The Python package on the GPU with torch tensors: every fused op against a float32 torch
+computation on random inputs (bf16 and fp16, odd row counts, a leading-dims tensor, a row-offset
+view), outputs allocated or passed with out=, a non-default current stream, and the checks on
+real tensors (host memory, non-contiguous views). Skipped without torch or a CUDA device."""
+import pytest
+
+torch = pytest.importorskip("torch")
+if not torch.cuda.is_available():
+    pytest.skip("no CUDA device for torch", allow_module_level=True)
+
+import ktune  # noqa: E402
+
+DTYPES = [torch.bfloat16, torch.float16]
+SHAPES = [(1, 4096), (37, 1000), (3, 5, 768), (130, 8192)]
+
+
+def tol(dtype):
+    return dict(atol=3e-2, rtol=3e-2) if dtype == torch.bfloat16 else dict(atol=5e-3, rtol=5e-3)
+
+
+def rand(shape, dtype):
+    return (torch.rand(shape, device="cuda") * 4 - 2).to(dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", SHAPES)
+def test_add_rmsnorm(shape, dtype):
+    x, r = rand(shape, dtype), rand(shape, dtype)
+    w = rand(shape[-1:], dtype)
+    y, h = ktune.add_rmsnorm(x, r, w, 1e-6)
+    hf = x.float() + r.float()
+    want = hf * torch.rsqrt(hf.pow(2).mean(-1, keepdim=True) + 1e-6) * w.float()
+    torch.testing.assert_close(h.float(), hf, **tol(dtype))
+    torch.testing.assert_close(y.float(), want, **tol(dtype))
+    assert y.shape == x.shape and y.dtype == dtype and h.shape == x.shape
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", SHAPES)
+def test_layernorm(shape, dtype):
+    x, r = rand(shape, dtype), rand(shape, dtype)
+    w, b = rand(shape[-1:], dtype), rand(shape[-1:], dtype)
+    y = ktune.layernorm(x, w, b, 1e-5)
+    want = torch.nn.functional.layer_norm(x.float(), shape[-1:], w.float(), b.float(), 1e-5)
+    torch.testing.assert_close(y.float(), want, **tol(dtype))
+    y2, h = ktune.layernorm(x, w, b, 1e-5, residual=r)
+    hf = x.float() + r.float()
+    want2 = torch.nn.functional.layer_norm(hf, shape[-1:], w.float(), b.float(), 1e-5)
+    torch.testing.assert_close(h.float(), hf, **tol(dtype))
+    torch.testing.assert_close(y2.float(), want2, **tol(dtype))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("activation", ["gelu_tanh", "gelu_erf", "silu", "relu"])
+def test_bias_act(activation, dtype):
+    x, b = rand((37, 1000), dtype), rand((1000,), dtype)
+    y = ktune.bias_act(x, b, activation)
+    z = x.float() + b.float()
+    F = torch.nn.functional
+    want = {"gelu_tanh": lambda: F.gelu(z, approximate="tanh"), "gelu_erf": lambda: F.gelu(z),
+            "silu": lambda: F.silu(z), "relu": lambda: F.relu(z)}[activation]()
+    torch.testing.assert_close(y.float(), want, **tol(dtype))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(1, 2 * 4096), (37, 2 * 1000), (3, 5, 2 * 768)])
+def test_swiglu(shape, dtype):
+    x = rand(shape, dtype)
+    y = ktune.swiglu(x)
+    a, b = x.float().chunk(2, dim=-1)
+    torch.testing.assert_close(y.float(), torch.nn.functional.silu(a) * b, **tol(dtype))
+    assert y.shape == shape[:-1] + (shape[-1] // 2,)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", SHAPES)
+def test_softmax(shape, dtype):
+    x = rand(shape, dtype)
+    y = ktune.softmax(x, 0.7)
+    torch.testing.assert_close(y.float(), torch.softmax(0.7 * x.float(), -1), **tol(dtype))
+
+
+def test_out_views_and_streams():
+    x, r = rand((64, 1024), torch.bfloat16), rand((64, 1024), torch.bfloat16)
+    w = rand((1024,), torch.bfloat16)
+    # out= given, a row-offset view (contiguous, not at the allocation's start) as input.
+    y = torch.full_like(x, float("nan"))
+    h = torch.full_like(x, float("nan"))
+    ry, rh = ktune.add_rmsnorm(x[1:], r[1:], w, out=y[1:], residual_out=h[1:])
+    assert ry.data_ptr() == y[1:].data_ptr() and rh.data_ptr() == h[1:].data_ptr()
+    assert torch.isnan(y[0]).all() and not torch.isnan(y[1:]).any()
+    # The current stream of torch, not the legacy default stream.
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        big = rand((4096, 4096), torch.bfloat16)
+        out = ktune.softmax(big)
+    s.synchronize()
+    torch.testing.assert_close(out.float(), torch.softmax(big.float(), -1), **tol(torch.bfloat16))
+
+
+def test_checks_on_real_tensors():
+    x = rand((8, 256), torch.bfloat16)
+    w = rand((256,), torch.bfloat16)
+    with pytest.raises(TypeError, match=r"^residual: a tensor in cpu memory"):
+        ktune.add_rmsnorm(x, x.cpu(), w)
+    with pytest.raises(ValueError, match=r"^x: strides \(1, 8\) for shape \(8, 256\)"):
+        ktune.softmax(x.t().contiguous().t())
+    with pytest.raises(TypeError, match=r"^x: dtype fp32 is not supported here"):
+        ktune.softmax(x.float())
+    with pytest.raises(TypeError, match=r"^weight: dtype fp16 differs from x's bf16"):
+        ktune.add_rmsnorm(x, x, w.half())
