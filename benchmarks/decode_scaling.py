@@ -15,13 +15,13 @@ Usage (GPU machine, after scripts/gpu_bundle.sh, carrying .gpu):
 """
 import argparse
 import datetime
-import json
 import os
 import tempfile
 
 import torch
 
 import decode_bench as bench  # beside this file: the same loops and binding
+import report
 
 FAMILIES = {
     "b=1,hq=64,hkv=8 over nk": [(1, 64, 8, 1, nk, 128, False)
@@ -78,13 +78,8 @@ def main():
     for family, f in fits.items():
         lines.append(f"| {family} | {f['ktune'][0]:.1f} | {f['ktune'][1]:.2f} | "
                      f"{f['cudnn'][0]:.1f} | {f['cudnn'][1]:.2f} |")
-    text = "\n".join(lines) + "\n"
-    os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, "decode_scaling.md"), "w") as f:
-        f.write(text)
-    with open(os.path.join(args.out, "decode_scaling.json"), "w") as f:
-        json.dump({"copy_tbps": copy, "rows": rows, "fits": fits}, f, indent=1)
-    print(text)
+    report.write(args.out, "decode_scaling", lines,
+                 {"copy_tbps": copy, "rows": rows, "fits": fits})
 
 
 if __name__ == "__main__":

@@ -2,12 +2,66 @@
 its tensors as matrices over their last dimension (leading dims flattened; contiguous
 row-major), checks them before any launch, allocates the outputs it is not given (torch and CuPy
 inputs) and launches on the framework's current stream."""
+import sys
+
 from . import _ktune
 from ._errors import check as _check_status
 from ._tensors import (C_DTYPES, check, empty_like, need_contiguous, need_shape, rows,
                        stream_of, view)
 
 _ACTIVATIONS = {"gelu_tanh": 0, "gelu_erf": 1, "silu": 2, "relu": 3}
+
+
+class _Torch:
+    """The fast path for torch tensors: a handful of C-level attribute reads decide that a call
+    is valid (CUDA, one supported dtype, one device, contiguous, the right shapes); anything else
+    goes the general way, which says what is wrong. Reading strides, dtype names and the current
+    stream object the general way cost more than the launch (benchmarks/python_overhead.py)."""
+
+    torch = None
+    codes = None
+    raw_stream = None
+
+    @classmethod
+    def get(cls, x):
+        """torch when x is a torch tensor (torch already imported by the caller), else None."""
+        torch = sys.modules.get("torch")
+        if torch is None or not isinstance(x, torch.Tensor):
+            return None
+        if cls.torch is None:
+            cls.codes = {torch.bfloat16: C_DTYPES["bf16"], torch.float16: C_DTYPES["fp16"]}
+            cls.raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+            cls.torch = torch
+        return torch
+
+    @classmethod
+    def device(cls, x, *others):
+        """x's CUDA device index when x and others are CUDA tensors of one supported dtype on
+        it, contiguous; else None. Shapes are the caller's to check."""
+        if x.dtype not in cls.codes or not x.is_cuda or not x.is_contiguous():
+            return None
+        dev = x.get_device()
+        for t in others:
+            if (not isinstance(t, cls.torch.Tensor) or t.dtype is not x.dtype or not t.is_cuda
+                    or t.get_device() != dev or not t.is_contiguous()):
+                return None
+        return dev
+
+    @classmethod
+    def output(cls, given, x, dev, shape):
+        """`given` when it is a valid output for x (else None), or a new tensor shaped `shape`."""
+        if given is None:  # (empty_like and new_empty: the cheapest allocations torch has)
+            return cls.torch.empty_like(x) if shape == x.shape else x.new_empty(shape)
+        if (not isinstance(given, cls.torch.Tensor) or given.shape != shape
+                or cls.device(given) != dev or given.dtype is not x.dtype):
+            return None
+        return given
+
+    @classmethod
+    def stream(cls, dev):
+        if cls.raw_stream is not None:
+            return cls.raw_stream(dev)
+        return cls.torch.cuda.current_stream(dev).cuda_stream
 
 
 def _out(given, name, like, shape):
@@ -26,6 +80,19 @@ def add_rmsnorm(x, residual, weight, eps=1e-6, *, out=None, residual_out=None, s
     Returns (y, h), both shaped like x: y the normalised rows, h the sum (the next residual).
     out= and residual_out= pass them (else allocated for torch/CuPy inputs); stream= overrides
     the framework's current stream (an int CUstream handle or a stream object)."""
+    if stream is None and _Torch.get(x) is not None:
+        dev = _Torch.device(x, residual, weight)
+        shape = x.shape
+        n = shape[-1] if shape else 0
+        if dev is not None and n > 0 and residual.shape == shape and weight.shape == (n,):
+            y = _Torch.output(out, x, dev, shape)
+            h = _Torch.output(residual_out, x, dev, shape)
+            if y is not None and h is not None:
+                _check_status(_ktune.add_rmsnorm(
+                    x.data_ptr(), residual.data_ptr(), weight.data_ptr(), y.data_ptr(),
+                    h.data_ptr(), x.numel() // n, n, _Torch.codes[x.dtype], float(eps),
+                    _Torch.stream(dev)))
+                return y, h
     tx, tr, tw = view("x", x), view("residual", residual), view("weight", weight)
     dtype = check([tx, tr, tw])
     m, n = rows(tx)
@@ -82,6 +149,17 @@ def bias_act(x, bias, activation="gelu_tanh", *, out=None, stream=None):
     if activation not in _ACTIVATIONS:
         raise ValueError(f"activation: {activation!r} is not one of "
                          f"{', '.join(_ACTIVATIONS)}")
+    if stream is None and _Torch.get(x) is not None:
+        dev = _Torch.device(x, bias)
+        shape = x.shape
+        n = shape[-1] if shape else 0
+        if dev is not None and n > 0 and bias.shape == (n,):
+            y = _Torch.output(out, x, dev, shape)
+            if y is not None:
+                _check_status(_ktune.bias_act(x.data_ptr(), bias.data_ptr(), y.data_ptr(),
+                                              x.numel() // n, n, _ACTIVATIONS[activation],
+                                              _Torch.codes[x.dtype], _Torch.stream(dev)))
+                return y
     tx, tb = view("x", x), view("bias", bias)
     dtype = check([tx, tb])
     m, n = rows(tx)
@@ -98,6 +176,16 @@ def bias_act(x, bias, activation="gelu_tanh", *, out=None, stream=None):
 def swiglu(x, *, out=None, stream=None):
     """y = silu(a) * b with a = x[..., :n], b = x[..., n:]: x [..., 2n] -> y [..., n].
     One dtype (bf16/fp16), CUDA, contiguous."""
+    if stream is None and _Torch.get(x) is not None:
+        dev = _Torch.device(x)
+        two_n = x.shape[-1] if x.shape else 0
+        if dev is not None and two_n > 0 and two_n % 2 == 0:
+            y = _Torch.output(out, x, dev, x.shape[:-1] + (two_n // 2,))
+            if y is not None:
+                _check_status(_ktune.swiglu(x.data_ptr(), y.data_ptr(), x.numel() // two_n,
+                                            two_n // 2, _Torch.codes[x.dtype],
+                                            _Torch.stream(dev)))
+                return y
     tx = view("x", x)
     dtype = check([tx])
     m, two_n = rows(tx)
@@ -115,6 +203,17 @@ def swiglu(x, *, out=None, stream=None):
 def softmax(x, scale=1.0, *, out=None, stream=None):
     """y = softmax(scale * x) over the last dim of x [..., n]. One dtype (bf16/fp16),
     CUDA, contiguous. Returns y shaped like x."""
+    if stream is None and _Torch.get(x) is not None:
+        dev = _Torch.device(x)
+        shape = x.shape
+        n = shape[-1] if shape else 0
+        if dev is not None and n > 0:
+            y = _Torch.output(out, x, dev, shape)
+            if y is not None:
+                _check_status(_ktune.softmax(x.data_ptr(), y.data_ptr(), x.numel() // n, n,
+                                             float(scale), _Torch.codes[x.dtype],
+                                             _Torch.stream(dev)))
+                return y
     tx = view("x", x)
     dtype = check([tx])
     m, n = rows(tx)

@@ -1,0 +1,112 @@
+#!/usr/bin/env python3
+"""Per-call host overhead of the Python package (issue 10) against torch's own ops and the C API
+called directly, on problems small enough that launching costs more than running: wall time of
+N back-to-back calls after warm-up, divided by N, the median of several repetitions; the GPU's
+own time per call (CUDA events around the same loop) is printed beside it, so that a row where
+the GPU, not the host, sets the pace shows itself.
+
+Rows: ktune.add_rmsnorm (eager), ktune.torch.add_rmsnorm (the torch custom op), the C API's
+ktune_add_rmsnorm through ctypes with outputs preallocated (the floor the package adds to), and
+torch.nn.functional.rms_norm (bar: the package's eager call <= 1.5x of it) and x + r followed by
+rms_norm (what add_rmsnorm replaces), on 1 x 4096 and 8 x 4096 bf16.
+
+Usage (GPU machine): python3 benchmarks/python_overhead.py [--out DIR] (ktune importable)
+"""
+import argparse
+import ctypes
+import datetime
+import os
+import statistics
+import time
+
+import torch
+
+import ktune
+import ktune.torch as kt
+import report  # beside this file
+
+
+def per_call_us(cases, calls=2000, reps=7):
+    """{name: (host us, GPU us)} per call; the repetitions go round the cases, so that a change
+    of the CPU's clock during the run touches every case alike."""
+    for fn in cases.values():
+        for _ in range(200):
+            fn()
+    torch.cuda.synchronize()
+    host = {name: [] for name in cases}
+    for _ in range(reps):
+        for name, fn in cases.items():
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                fn()
+            torch.cuda.synchronize()
+            host[name].append((time.perf_counter() - t0) / calls * 1e6)
+    out = {}
+    for name, fn in cases.items():
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        for _ in range(calls):
+            fn()
+        b.record()
+        b.synchronize()
+        out[name] = (statistics.median(host[name]), a.elapsed_time(b) * 1000.0 / calls)
+    return out
+
+
+def c_api():
+    lib = ctypes.CDLL(os.path.join(os.path.dirname(ktune.__file__), "lib", "libktune.so"))
+    f = lib.ktune_add_rmsnorm
+    f.argtypes = [ctypes.c_void_p] * 5 + [ctypes.c_int64, ctypes.c_int64, ctypes.c_int,
+                                          ctypes.c_float, ctypes.c_void_p]
+    f.restype = ctypes.c_int
+    return f
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", default=".")
+    args = ap.parse_args()
+    f = c_api()
+    rows = []
+    for m in (1, 8):
+        n = 4096
+        x = torch.randn(m, n, dtype=torch.bfloat16, device="cuda")
+        r = torch.randn_like(x)
+        w = torch.randn(n, dtype=torch.bfloat16, device="cuda")
+        y, h = torch.empty_like(x), torch.empty_like(x)
+        stream = torch.cuda.current_stream().cuda_stream
+        cases = {
+            "ktune.add_rmsnorm (eager, allocates y and h)": lambda: ktune.add_rmsnorm(x, r, w),
+            "ktune.add_rmsnorm (out= given)":
+                lambda: ktune.add_rmsnorm(x, r, w, out=y, residual_out=h),
+            "ktune.torch.add_rmsnorm (custom op)": lambda: kt.add_rmsnorm(x, r, w, 1e-6),
+            "C API ktune_add_rmsnorm via ctypes (outputs given)":
+                lambda: f(x.data_ptr(), r.data_ptr(), w.data_ptr(), y.data_ptr(), h.data_ptr(),
+                          m, n, 2, 1e-6, stream),
+            "torch.nn.functional.rms_norm":
+                lambda: torch.nn.functional.rms_norm(x, (n,), w, 1e-6),
+            "x + r, then torch.nn.functional.rms_norm":
+                lambda: torch.nn.functional.rms_norm(x + r, (n,), w, 1e-6),
+        }
+        for name, (host, gpu) in per_call_us(cases).items():
+            rows.append({"problem": f"{m}x{n} bf16", "case": name, "host_us": host,
+                         "gpu_us": gpu})
+            print(f"{m}x{n} {name}: {host:.2f} us per call (GPU {gpu:.2f})", flush=True)
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    lines = [f"# Python host overhead per call ({torch.cuda.get_device_name(0)}, {stamp})", "",
+             f"command: `python3 benchmarks/python_overhead.py`; torch {torch.__version__}, "
+             f"ktune {ktune.__version__}. Host: wall time of 2000 back-to-back calls / 2000 "
+             "(median of 7 repetitions, taken round the cases); GPU: CUDA events around one "
+             "more such loop.", "",
+             "| problem | call | host us per call | GPU us per call | / torch rms_norm |",
+             "|---|---|---|---|---|"]
+    for row in rows:
+        base = next(r["host_us"] for r in rows if r["problem"] == row["problem"]
+                    and r["case"] == "torch.nn.functional.rms_norm")
+        lines.append(f"| {row['problem']} | {row['case']} | {row['host_us']:.2f} | "
+                     f"{row['gpu_us']:.2f} | {row['host_us'] / base:.2f}x |")
+    report.write(args.out, "python_overhead", lines, rows)
+
+
+if __name__ == "__main__":
+    main()

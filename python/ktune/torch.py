@@ -1,0 +1,65 @@
+"""ktune's ops as torch operators (torch.library: a schema, the CUDA kernel and a fake
+implementation each), so that torch.compile(fullgraph=True) traces models that call them without
+graph breaks and CUDA graphs capture and replay them. Importing this module imports torch;
+`import ktune` alone does not.
+
+Each op is torch.ops.ktune.<name>, also reachable here (ktune.torch.add_rmsnorm(...)). Outputs
+are new tensors (never views of inputs) from torch's caching allocator, written on torch's
+current stream; shapes and dtypes are those of the eager functions (help(ktune.add_rmsnorm)):
+
+  add_rmsnorm(x, residual, weight, eps=1e-6) -> (y, h)      h = x + residual, y = RMSNorm(h)
+  layernorm(x, weight, bias, eps=1e-5) -> y
+  layernorm_residual(x, residual, weight, bias, eps=1e-5) -> (y, h)
+  bias_act(x, bias, activation="gelu_tanh") -> y           gelu_tanh, gelu_erf, silu, relu
+  swiglu(x) -> y                                           x [..., 2n] -> y [..., n]
+  softmax(x, scale=1.0) -> y
+
+x, residual: [..., n]; weight, bias: [n]; bf16 or fp16 CUDA tensors, contiguous.
+The ops are registered as plain torch.library kernels rather than torch.library.custom_op
+functions: on the H100 custom_op added ~55 us per call to the eager function's, the plain
+registration ~5 us (benchmarks/results/python-overhead-h100-2026-11-24.md)."""
+import torch
+
+from . import _fused
+
+__all__ = ["add_rmsnorm", "bias_act", "layernorm", "layernorm_residual", "softmax", "swiglu"]
+
+_lib = torch.library.Library("ktune", "DEF")
+
+
+def _op(schema, kernel, fake):
+    name = schema.split("(", 1)[0]
+    _lib.define(schema)
+    # CPU too: host tensors then get ktune's own TypeError naming the argument.
+    for key in ("CUDA", "CPU"):
+        _lib.impl(name, kernel, key)
+    torch.library.register_fake("ktune::" + name, fake, lib=_lib)
+    return getattr(torch.ops.ktune, name)
+
+
+def _like2(x, *_):
+    return torch.empty_like(x), torch.empty_like(x)
+
+
+add_rmsnorm = _op(
+    "add_rmsnorm(Tensor x, Tensor residual, Tensor weight, float eps=1e-06) -> (Tensor, Tensor)",
+    lambda x, residual, weight, eps=1e-6: _fused.add_rmsnorm(x, residual, weight, eps), _like2)
+layernorm = _op(
+    "layernorm(Tensor x, Tensor weight, Tensor bias, float eps=1e-05) -> Tensor",
+    lambda x, weight, bias, eps=1e-5: _fused.layernorm(x, weight, bias, eps),
+    lambda x, *_: torch.empty_like(x))
+layernorm_residual = _op(
+    "layernorm_residual(Tensor x, Tensor residual, Tensor weight, Tensor bias, float eps=1e-05)"
+    " -> (Tensor, Tensor)",
+    lambda x, residual, weight, bias, eps=1e-5: _fused.layernorm(x, weight, bias, eps,
+                                                                 residual=residual), _like2)
+bias_act = _op(
+    "bias_act(Tensor x, Tensor bias, str activation='gelu_tanh') -> Tensor",
+    lambda x, bias, activation="gelu_tanh": _fused.bias_act(x, bias, activation),
+    lambda x, *_: torch.empty_like(x))
+swiglu = _op(
+    "swiglu(Tensor x) -> Tensor", lambda x: _fused.swiglu(x),
+    lambda x: x.new_empty(x.shape[:-1] + (x.shape[-1] // 2,)))
+softmax = _op(
+    "softmax(Tensor x, float scale=1.0) -> Tensor",
+    lambda x, scale=1.0: _fused.softmax(x, scale), lambda x, *_: torch.empty_like(x))
