@@ -7,6 +7,7 @@ Outputs are allocated when not given (out=). Importing ktune never imports torch
 GPU; without one, the first call raises KtuneError (a RuntimeError, status "no_device").
 """
 from . import _ktune
+from ._attention import flash_attention
 from ._cli import devices, sweep
 from ._errors import KtuneError, KtuneValueError
 from ._fused import add_rmsnorm, bias_act, layernorm, softmax, swiglu
@@ -15,5 +16,5 @@ from ._runtime import configure, query, reset, runtime_report
 __version__ = _ktune.version()
 
 __all__ = ["KtuneError", "KtuneValueError", "__version__", "add_rmsnorm", "bias_act",
-           "configure", "devices", "layernorm", "query", "reset", "runtime_report", "softmax",
-           "sweep", "swiglu"]
+           "configure", "devices", "flash_attention", "layernorm", "query", "reset",
+           "runtime_report", "softmax", "sweep", "swiglu"]

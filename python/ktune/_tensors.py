@@ -152,13 +152,15 @@ def stream_of(stream, t):
                      f"default stream)")
 
 
-def empty_like(t, shape, name):
-    """A new uninitialised tensor of t's framework, dtype and device; torch and CuPy only."""
+def empty_like(t, shape, name, float32=False):
+    """A new uninitialised tensor of t's framework and device, of t's dtype (or float32); torch
+    and CuPy only."""
     if t.framework == "torch":
         torch = sys.modules["torch"]
-        return torch.empty(shape, dtype=t.obj.dtype, device=t.obj.device)
+        return torch.empty(shape, dtype=torch.float32 if float32 else t.obj.dtype,
+                           device=t.obj.device)
     if t.framework == "cupy":
         cupy = sys.modules["cupy"]
-        return cupy.empty(shape, dtype=t.obj.dtype)
+        return cupy.empty(shape, dtype=cupy.float32 if float32 else t.obj.dtype)
     raise ValueError(f"{name}: ktune allocates outputs for torch and CuPy tensors only; pass "
                      f"{name}= for {t.framework} inputs")

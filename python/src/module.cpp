@@ -7,6 +7,7 @@
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
 
 #include <cstdint>
 #include <optional>
@@ -116,6 +117,34 @@ NB_MODULE(_ktune, m) {
       [](Ptr x, Ptr y, std::int64_t rows, std::int64_t n, int dtype, Ptr stream) {
         return static_cast<int>(
             ktune_swiglu(in(x), out(y), rows, n, dtype_of(dtype), stream_of(stream)));
+      },
+      release);
+  // One ktune_attention call: the fields of ktune_attention_args (ktune/ktune.h), the 12 element
+  // strides (batch, head, seq of q, k, v, o) or an empty list for contiguous [b, h, s, d].
+  m.def(
+      "attention",
+      [](Ptr q, Ptr k, Ptr v, Ptr o, Ptr lse, std::int64_t b, std::int64_t hq, std::int64_t hkv,
+         std::int64_t nq, std::int64_t nk, std::int64_t d, std::vector<std::int64_t> strides,
+         int causal, float scale, std::int64_t window, float softcap, Ptr alibi_slopes,
+         std::int64_t page_size, Ptr block_table, Ptr seq_lens, Ptr cu_seqlens_q,
+         Ptr cu_seqlens_k, int dtype, int impl, Ptr stream) {
+        ktune_attention_args a;
+        if (ktune_status st = ktune_attention_args_init(&a); st != KTUNE_OK)
+          return static_cast<int>(st);
+        a.q = in(q), a.k = in(k), a.v = in(v), a.o = out(o);
+        a.lse = static_cast<float*>(out(lse));
+        a.b = b, a.hq = hq, a.hkv = hkv, a.nq = nq, a.nk = nk, a.d = d;
+        a.strides = strides.size() == 12 ? strides.data() : nullptr;
+        a.causal = causal, a.scale = scale, a.window = window, a.softcap = softcap;
+        a.alibi_slopes = static_cast<const float*>(in(alibi_slopes));
+        a.page_size = page_size;
+        a.block_table = static_cast<const int32_t*>(in(block_table));
+        a.seq_lens = static_cast<const int32_t*>(in(seq_lens));
+        a.cu_seqlens_q = static_cast<const int32_t*>(in(cu_seqlens_q));
+        a.cu_seqlens_k = static_cast<const int32_t*>(in(cu_seqlens_k));
+        a.dtype = dtype_of(dtype);
+        a.impl = static_cast<ktune_attention_impl>(impl);
+        return static_cast<int>(ktune_attention(&a, stream_of(stream)));
       },
       release);
   m.def(

@@ -168,3 +168,68 @@ def test_the_packaged_command(tmp_path):
                         progress=False)
         assert "ktune sweep failed" in str(info.value)
         assert re.search(r"CUDA|cuda|driver|device", str(info.value)), str(info.value)
+
+
+def attention_args(**change):
+    args = dict(q=FakeArray((2, 8, 1, 128)), k=FakeArray((2, 2, 1000, 128), ptr=0x7F00_1000_0000),
+                v=FakeArray((2, 2, 1000, 128), ptr=0x7F00_2000_0000),
+                out=FakeArray((2, 8, 1, 128), ptr=0x7F00_3000_0000), stream=0)
+    args.update(change)
+    return args
+
+
+def call_attention(**change):
+    a = attention_args(**change)
+    return ktune.flash_attention(a.pop("q"), a.pop("k"), a.pop("v"), **a)
+
+
+def test_attention_checks():
+    raises(ValueError, r"^q: shape \(2, 8, 128\) has 3 dims; q \[b, hq, nq, d\] takes 4",
+           call_attention, q=FakeArray((2, 8, 128)))
+    raises(ValueError, r"^v: shape \(2, 2, 999, 128\), expected \(2, 2, 1000, 128\) \(like k\)",
+           call_attention, v=FakeArray((2, 2, 999, 128), ptr=0x7F00_2000_0000))
+    raises(ValueError, r"^q: 8 query heads are not a multiple of k's 3 KV heads", call_attention,
+           k=FakeArray((2, 3, 1000, 128), ptr=0x7F00_1000_0000),
+           v=FakeArray((2, 3, 1000, 128), ptr=0x7F00_2000_0000))
+    raises(ValueError, r"^k: last-dim stride 2 \(shape \(2, 2, 1000, 128\)\); the head dim must "
+           r"be contiguous", call_attention,
+           k=FakeArray((2, 2, 1000, 128), ptr=0x7F00_1000_0000, strides=(512000, 256000, 256, 2)))
+    raises(TypeError, r"^seq_lens: dtype fp32 is not supported here \(allowed: int32\)",
+           call_attention, k=FakeArray((20, 16, 2, 128), ptr=0x7F00_1000_0000),
+           v=FakeArray((20, 16, 2, 128), ptr=0x7F00_2000_0000),
+           block_table=FakeArray((2, 10), dtype="int32", ptr=0x7F00_4000_0000),
+           seq_lens=FakeArray((2,), dtype="fp32", ptr=0x7F00_5000_0000))
+    raises(ValueError, r"^seq_lens: paged K/V \(block_table given\) needs seq_lens",
+           call_attention, block_table=FakeArray((2, 10), dtype="int32"))
+    raises(ValueError, r"^max_seqlen_q: varlen batches need", call_attention,
+           q=FakeArray((7, 8, 128)), k=FakeArray((90, 2, 128), ptr=0x7F00_1000_0000),
+           v=FakeArray((90, 2, 128), ptr=0x7F00_2000_0000), out=FakeArray((7, 8, 128)),
+           cu_seqlens_q=FakeArray((3,), dtype="int32"),
+           cu_seqlens_k=FakeArray((3,), dtype="int32", ptr=0x7F00_6000_0000))
+    raises(TypeError, r"^lse_out: dtype bf16 is not supported here \(allowed: fp32\)",
+           call_attention, lse_out=FakeArray((2, 8, 1), ptr=0x7F00_7000_0000))
+    raises(ValueError, r"^alibi_slopes: shape \(4,\), expected \(8,\)", call_attention,
+           alibi_slopes=FakeArray((4,), dtype="fp32", ptr=0x7F00_8000_0000))
+    raises(ValueError, r"^impl: 'fast' is not one of auto, prefill, decode", call_attention,
+           impl="fast")
+
+
+@pytest.mark.skipif(has_cuda_driver(), reason="a CUDA driver is present: fake addresses must "
+                    "not reach a GPU")
+def test_attention_without_gpu_reaches_the_c_api():
+    # Batched (with a [b, s, h, d] view's strides), paged and varlen calls pass every check.
+    q_bshd = FakeArray((2, 8, 5, 128), strides=(5 * 8 * 128, 128, 8 * 128, 1))
+    for change in ({}, {"q": q_bshd, "out": FakeArray((2, 8, 5, 128), ptr=0x7F00_3000_0000)},
+                   {"k": FakeArray((20, 16, 2, 128), ptr=0x7F00_1000_0000),
+                    "v": FakeArray((20, 16, 2, 128), ptr=0x7F00_2000_0000),
+                    "block_table": FakeArray((2, 10), dtype="int32", ptr=0x7F00_4000_0000),
+                    "seq_lens": FakeArray((2,), dtype="int32", ptr=0x7F00_5000_0000)},
+                   {"q": FakeArray((7, 8, 128)), "k": FakeArray((90, 2, 128), ptr=0x7F00_1000_0000),
+                    "v": FakeArray((90, 2, 128), ptr=0x7F00_2000_0000),
+                    "out": FakeArray((7, 8, 128), ptr=0x7F00_3000_0000),
+                    "cu_seqlens_q": FakeArray((3,), dtype="int32", ptr=0x7F00_4000_0000),
+                    "cu_seqlens_k": FakeArray((3,), dtype="int32", ptr=0x7F00_5000_0000),
+                    "max_seqlen_q": 4, "max_seqlen_k": 50, "return_lse": True,
+                    "lse_out": FakeArray((8, 7), dtype="fp32", ptr=0x7F00_6000_0000)}):
+        err = raises(RuntimeError, r"", call_attention, **change)
+        assert err.status_name == "no_device", (change.keys(), str(err))

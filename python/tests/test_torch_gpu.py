@@ -109,3 +109,76 @@ def test_checks_on_real_tensors():
         ktune.softmax(x.float())
     with pytest.raises(TypeError, match=r"^weight: dtype fp16 differs from x's bf16"):
         ktune.add_rmsnorm(x, x, w.half())
+
+
+def sdpa_ref(q, k, v, causal, scale=None):
+    """float32 attention with GQA and bottom-right causal alignment; also the rows' lse."""
+    g = q.shape[1] // k.shape[1]
+    kf = k.float().repeat_interleave(g, dim=1)
+    vf = v.float().repeat_interleave(g, dim=1)
+    s = q.float() @ kf.transpose(-1, -2) * (scale or q.shape[-1] ** -0.5)
+    if causal:
+        nq, nk = q.shape[2], k.shape[2]
+        r = torch.arange(nq, device="cuda")[:, None] + (nk - nq)
+        s = s.masked_fill(torch.arange(nk, device="cuda")[None, :] > r, float("-inf"))
+    return torch.softmax(s, -1) @ vf, torch.logsumexp(s, -1)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("case", [(2, 8, 2, 300, 300, 128, True), (3, 16, 2, 1, 4099, 128, False),
+                                  (1, 8, 8, 5, 777, 64, True), (2, 4, 1, 129, 257, 256, False)])
+def test_flash_attention(case, dtype):
+    b, hq, hkv, nq, nk, d, causal = case
+    q, k, v = rand((b, hq, nq, d), dtype), rand((b, hkv, nk, d), dtype), rand((b, hkv, nk, d), dtype)
+    o, lse = ktune.flash_attention(q, k, v, causal=causal, return_lse=True)
+    want, want_lse = sdpa_ref(q, k, v, causal)
+    torch.testing.assert_close(o.float(), want, **tol(dtype))
+    torch.testing.assert_close(lse, want_lse, atol=1e-2, rtol=1e-3)
+
+
+def test_flash_attention_bshd_views_and_scale():
+    b, s, hq, hkv, d = 2, 200, 8, 2, 128
+    qs, ks, vs = (rand((b, s, h, d), torch.bfloat16) for h in (hq, hkv, hkv))
+    # [b, s, h, d] storage seen as [b, h, s, d]: strides passed through, no copy.
+    q, k, v = qs.transpose(1, 2), ks.transpose(1, 2), vs.transpose(1, 2)
+    o = ktune.flash_attention(q, k, v, causal=True, scale=0.05)
+    want, _ = sdpa_ref(q, k, v, True, 0.05)
+    torch.testing.assert_close(o.float(), want, **tol(torch.bfloat16))
+
+
+def test_flash_attention_paged_and_varlen():
+    dtype, hq, hkv, d, page = torch.bfloat16, 8, 2, 128, 16
+    lens = [100, 37, 800]
+    b, pps = len(lens), -(-max(lens) // page)
+    kv = [(rand((hkv, n, d), dtype), rand((hkv, n, d), dtype)) for n in lens]
+    q = rand((b, hq, 1, d), dtype)
+    # Pools [pages, page, hkv, d], pages in a shuffled order.
+    order = torch.randperm(b * pps, device="cuda")
+    kp = torch.zeros((b * pps, page, hkv, d), dtype=dtype, device="cuda")
+    vp = torch.zeros_like(kp)
+    table = order.view(b, pps).to(torch.int32)
+    for i, (kk, vv) in enumerate(kv):
+        for j in range(lens[i]):
+            pg = int(table[i, j // page])
+            kp[pg, j % page] = kk[:, j]
+            vp[pg, j % page] = vv[:, j]
+    o = ktune.flash_attention(q, kp, vp, block_table=table,
+                              seq_lens=torch.tensor(lens, dtype=torch.int32, device="cuda"))
+    for i, (kk, vv) in enumerate(kv):
+        want, _ = sdpa_ref(q[i:i + 1], kk[None], vv[None], False)
+        torch.testing.assert_close(o[i:i + 1].float(), want, **tol(dtype))
+    # Varlen: the same sequences packed, 3 query rows each, causal.
+    nq = 3
+    qv = rand((b * nq, hq, d), dtype)
+    kpk = torch.cat([kk.transpose(0, 1) for kk, _ in kv])  # [total_k, hkv, d]
+    vpk = torch.cat([vv.transpose(0, 1) for _, vv in kv])
+    cu_q = torch.tensor([0, 3, 6, 9], dtype=torch.int32, device="cuda")
+    cu_k = torch.tensor([0] + list(torch.tensor(lens).cumsum(0)), dtype=torch.int32,
+                        device="cuda")
+    ov = ktune.flash_attention(qv, kpk, vpk, causal=True, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k,
+                               max_seqlen_q=nq, max_seqlen_k=max(lens))
+    for i, (kk, vv) in enumerate(kv):
+        qi = qv[i * nq:(i + 1) * nq].transpose(0, 1)[None]
+        want, _ = sdpa_ref(qi, kk[None], vv[None], True)
+        torch.testing.assert_close(ov[i * nq:(i + 1) * nq].transpose(0, 1)[None].float(), want,
+                                   **tol(dtype))

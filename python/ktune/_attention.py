@@ -1,0 +1,162 @@
+"""Attention forward through ktune_attention: prefill and decode, batched with any strides,
+paged K/V (a block table per sequence) or packed variable-length batches, causal, sliding
+window, soft-capping and ALiBi; checked before any launch like every op of the package."""
+from . import _ktune
+from ._errors import check as _check_status
+from ._tensors import C_DTYPES, check, empty_like, need_contiguous, need_shape, stream_of, view
+
+_IMPLS = {"auto": 0, "prefill": 1, "decode": 2}
+
+
+def _last_dim_unit(t):
+    if t.shape and t.shape[-1] > 1 and t.strides[-1] != 1:
+        raise ValueError(f"{t.name}: last-dim stride {t.strides[-1]} (shape {t.shape}); the "
+                         f"head dim must be contiguous (stride 1)")
+
+
+def _ints(t, shape, what):
+    """An int32 CUDA tensor of `shape`, contiguous, on the call's device."""
+    check([t], dtypes=("int32",))
+    need_shape(t, shape, what)
+    need_contiguous(t)
+
+
+def _ndim(t, n, layout):
+    if len(t.shape) != n:
+        raise ValueError(f"{t.name}: shape {t.shape} has {len(t.shape)} dims; {layout} takes "
+                         f"{n}")
+
+
+def flash_attention(q, k, v, *, causal=False, scale=None, window=0, softcap=0.0,
+                    alibi_slopes=None, block_table=None, seq_lens=None, cu_seqlens_q=None,
+                    cu_seqlens_k=None, max_seqlen_q=None, max_seqlen_k=None, return_lse=False,
+                    out=None, lse_out=None, impl="auto", stream=None):
+    """o = softmax(mask(scale * q k^T)) v per query head; query head h reads KV head
+    h // (hq // hkv) (GQA, MQA). bf16 or fp16; head dims 32, 64, 96, 128, 256 (decode) and those
+    of the prefill kernel; CUDA tensors whose head dim is contiguous.
+
+    Layouts:
+      batched (default): q [b, hq, nq, d], k and v [b, hkv, nk, d], any batch/head/seq strides
+        (a transposed view of [b, s, h, d] works without a copy); out like q.
+      paged (block_table given): k and v are page pools [pages, page_size, hkv, d] (contiguous),
+        block_table int32 [b, pages_per_seq] (page ids), seq_lens int32 [b] (keys per
+        sequence, 1..pages_per_seq * page_size); q [b, hq, nq, d].
+      varlen (cu_seqlens_q given): q [total_q, hq, d], k and v [total_k, hkv, d], cu_seqlens_q
+        and cu_seqlens_k int32 [b + 1] row offsets, max_seqlen_q and max_seqlen_k the longest
+        lengths (ints: no device read); out like q.
+    causal: bottom-right aligned (row r sees keys <= r + len_k - len_q). scale: None for
+    1/sqrt(d). window > 0: each row sees the last `window` keys up to its own. softcap > 0:
+    scores become softcap * tanh(scores / softcap). alibi_slopes: fp32 [hq].
+    impl: "auto" (paged K/V or nq <= 16: split-KV decode, else prefill), "prefill", "decode".
+    Returns o, or (o, lse) with return_lse: lse fp32 [b, hq, nq] (varlen [hq, total_q]), the
+    rows' log-sum-exp."""
+    if impl not in _IMPLS:
+        raise ValueError(f"impl: {impl!r} is not one of {', '.join(_IMPLS)}")
+    tq, tk, tv = view("q", q), view("k", k), view("v", v)
+    dtype = check([tq, tk, tv])
+    for t in (tq, tk, tv):
+        _last_dim_unit(t)
+    paged = block_table is not None
+    varlen = cu_seqlens_q is not None or cu_seqlens_k is not None
+    if paged and varlen:
+        raise ValueError("block_table: paged K/V and varlen batches (cu_seqlens) do not combine")
+    if paged and seq_lens is None:
+        raise ValueError("seq_lens: paged K/V (block_table given) needs seq_lens, int32 [b]")
+    if seq_lens is not None and not paged:
+        raise ValueError("seq_lens: given without block_table (only paged K/V takes it)")
+    extra = {}
+    others = [tk, tv]  # on q's device, checked at the end
+    if varlen:
+        for name, value in (("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k),
+                            ("max_seqlen_q", max_seqlen_q), ("max_seqlen_k", max_seqlen_k)):
+            if value is None:
+                raise ValueError(f"{name}: varlen batches need cu_seqlens_q, cu_seqlens_k, "
+                                 f"max_seqlen_q and max_seqlen_k")
+        _ndim(tq, 3, "varlen q [total_q, hq, d]")
+        _ndim(tk, 3, "varlen k [total_k, hkv, d]")
+        need_shape(tv, tk.shape, "like k")
+        hq, d = tq.shape[1], tq.shape[2]
+        hkv = tk.shape[1]
+        tcq, tck = view("cu_seqlens_q", cu_seqlens_q), view("cu_seqlens_k", cu_seqlens_k)
+        if len(tcq.shape) != 1 or tcq.shape[0] < 2:
+            raise ValueError(f"cu_seqlens_q: shape {tcq.shape}; expected [b + 1] with b >= 1")
+        b = tcq.shape[0] - 1
+        _ints(tcq, (b + 1,), "[b + 1]")
+        _ints(tck, (b + 1,), "like cu_seqlens_q")
+        others += [tcq, tck]
+        nq, nk = int(max_seqlen_q), int(max_seqlen_k)
+        o_shape, lse_shape = tq.shape, (hq, tq.shape[0])
+        extra.update(cu_seqlens_q=tcq.ptr, cu_seqlens_k=tck.ptr)
+        strides = [0, tq.strides[1], tq.strides[0], 0, tk.strides[1], tk.strides[0],
+                   0, tv.strides[1], tv.strides[0]]
+    else:
+        _ndim(tq, 4, "q [b, hq, nq, d]")
+        b, hq, nq, d = tq.shape
+        if paged:
+            _ndim(tk, 4, "a page pool [pages, page_size, hkv, d]")
+            need_shape(tv, tk.shape, "like k")
+            need_contiguous(tk)
+            need_contiguous(tv)
+            page, hkv = tk.shape[1], tk.shape[2]
+            tbt, tsl = view("block_table", block_table), view("seq_lens", seq_lens)
+            if len(tbt.shape) != 2 or tbt.shape[0] != b:
+                raise ValueError(f"block_table: shape {tbt.shape}; expected [b={b}, "
+                                 f"pages_per_seq]")
+            _ints(tbt, tbt.shape, "[b, pages_per_seq]")
+            _ints(tsl, (b,), "[b]")
+            others += [tbt, tsl]
+            nk = tbt.shape[1] * page
+            extra.update(page_size=page, block_table=tbt.ptr, seq_lens=tsl.ptr)
+            strides = list(tq.strides[:3]) + [0] * 6
+        else:
+            _ndim(tk, 4, "k [b, hkv, nk, d]")
+            need_shape(tv, tk.shape, "like k")
+            hkv, nk = tk.shape[1], tk.shape[2]
+            if tk.shape[0] != b or tk.shape[3] != d:
+                raise ValueError(f"k: shape {tk.shape}; expected [b={b}, hkv, nk, d={d}] for "
+                                 f"q {tq.shape}")
+            strides = list(tq.strides[:3]) + list(tk.strides[:3]) + list(tv.strides[:3])
+        if paged and tk.shape[3] != d:
+            raise ValueError(f"k: head dim {tk.shape[3]} differs from q's {d}")
+        o_shape, lse_shape = tq.shape, (b, hq, nq)
+    if hkv == 0 or hq % hkv != 0:
+        raise ValueError(f"q: {hq} query heads are not a multiple of k's {hkv} KV heads")
+    tensors = [tq]
+    o = out if out is not None else empty_like(tq, o_shape, "out")
+    to = view("out", o)
+    need_shape(to, o_shape, "like q")
+    _last_dim_unit(to)
+    tensors.append(to)
+    strides += [to.strides[0], to.strides[1], to.strides[2]] if not varlen else \
+        [0, to.strides[1], to.strides[0]]
+    lse_ptr, lse = 0, None
+    if return_lse or lse_out is not None:
+        lse = lse_out if lse_out is not None else empty_like(tq, lse_shape, "lse_out",
+                                                             float32=True)
+        tl = view("lse_out", lse)
+        check([tl], dtypes=("fp32",))
+        need_shape(tl, lse_shape, "fp32 log-sum-exp per query row")
+        need_contiguous(tl)
+        lse_ptr = tl.ptr
+        others.append(tl)
+    check(tensors)
+    slopes = 0
+    if alibi_slopes is not None:
+        ts = view("alibi_slopes", alibi_slopes)
+        check([ts], dtypes=("fp32",))
+        need_shape(ts, (hq,), "one fp32 slope per query head")
+        need_contiguous(ts)
+        slopes = ts.ptr
+        others.append(ts)
+    for t in others:
+        if t.device_id != tq.device_id:
+            raise ValueError(f"{t.name}: on cuda:{t.device_id}, q on cuda:{tq.device_id} "
+                             f"(one device per call)")
+    s = stream_of(stream, tq)
+    _check_status(_ktune.attention(
+        tq.ptr, tk.ptr, tv.ptr, to.ptr, lse_ptr, b, hq, hkv, nq, nk, d, strides, int(causal),
+        0.0 if scale is None else float(scale), int(window), float(softcap), slopes,
+        extra.get("page_size", 0), extra.get("block_table", 0), extra.get("seq_lens", 0),
+        extra.get("cu_seqlens_q", 0), extra.get("cu_seqlens_k", 0), C_DTYPES[dtype],
+        _IMPLS[impl], s))
+    return (o, lse) if return_lse else o
