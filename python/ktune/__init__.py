@@ -11,10 +11,11 @@ from ._attention import flash_attention
 from ._cli import devices, sweep
 from ._errors import KtuneError, KtuneValueError
 from ._fused import add_rmsnorm, bias_act, layernorm, softmax, swiglu
+from ._moe import MoeOutput, moe
 from ._runtime import configure, query, reset, runtime_report
 
 __version__ = _ktune.version()
 
-__all__ = ["KtuneError", "KtuneValueError", "__version__", "add_rmsnorm", "bias_act",
-           "configure", "devices", "flash_attention", "layernorm", "query", "reset",
-           "runtime_report", "softmax", "sweep", "swiglu"]
+__all__ = ["KtuneError", "KtuneValueError", "MoeOutput", "__version__", "add_rmsnorm",
+           "bias_act", "configure", "devices", "flash_attention", "layernorm", "moe", "query",
+           "reset", "runtime_report", "softmax", "sweep", "swiglu"]

@@ -1,6 +1,6 @@
 # Type stubs of the ktune package (the docstrings in the modules give shapes and dtypes).
 from os import PathLike
-from typing import Any, Dict, List, Optional, Sequence, Tuple, TypeVar, Union
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple, TypeVar, Union
 
 T = TypeVar("T")  # a tensor of the caller's framework (torch.Tensor, cupy.ndarray, ...)
 Stream = Union[int, Any]  # a CUstream handle (int; 0: the legacy default stream) or a stream object
@@ -32,6 +32,19 @@ def flash_attention(q: T, k: T, v: T, *, causal: bool = ..., scale: Optional[flo
                     max_seqlen_q: Optional[int] = ..., max_seqlen_k: Optional[int] = ...,
                     return_lse: bool = ..., out: Optional[T] = ..., lse_out: Optional[T] = ...,
                     impl: str = ..., stream: Optional[Stream] = ...) -> Union[T, Tuple[T, T]]: ...
+
+class MoeOutput(NamedTuple):
+    y: Any
+    topk_ids: Any
+    topk_weights: Any
+    expert_counts: Any
+    aux_loss: Any
+
+def moe(x: T, w1: T, w2: T, *, logits: Optional[T] = ..., k: Optional[int] = ...,
+        routing: Optional[str] = ..., topk_ids: Optional[T] = ..., topk_weights: Optional[T] = ...,
+        correction_bias: Optional[T] = ..., n_group: int = ..., topk_group: int = ...,
+        routed_scaling: float = ..., return_routing: bool = ..., out: Optional[T] = ...,
+        stream: Optional[Stream] = ...) -> Union[T, MoeOutput]: ...
 
 def configure(db: Union[str, PathLike, None] = ..., shipped: bool = ...) -> None: ...
 def reset() -> None: ...

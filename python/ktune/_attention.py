@@ -131,8 +131,7 @@ def flash_attention(q, k, v, *, causal=False, scale=None, window=0, softcap=0.0,
         [0, to.strides[1], to.strides[0]]
     lse_ptr, lse = 0, None
     if return_lse or lse_out is not None:
-        lse = lse_out if lse_out is not None else empty_like(tq, lse_shape, "lse_out",
-                                                             float32=True)
+        lse = lse_out if lse_out is not None else empty_like(tq, lse_shape, "lse_out", "fp32")
         tl = view("lse_out", lse)
         check([tl], dtypes=("fp32",))
         need_shape(tl, lse_shape, "fp32 log-sum-exp per query row")

@@ -152,15 +152,14 @@ def stream_of(stream, t):
                      f"default stream)")
 
 
-def empty_like(t, shape, name, float32=False):
-    """A new uninitialised tensor of t's framework and device, of t's dtype (or float32); torch
-    and CuPy only."""
-    if t.framework == "torch":
-        torch = sys.modules["torch"]
-        return torch.empty(shape, dtype=torch.float32 if float32 else t.obj.dtype,
-                           device=t.obj.device)
-    if t.framework == "cupy":
-        cupy = sys.modules["cupy"]
-        return cupy.empty(shape, dtype=cupy.float32 if float32 else t.obj.dtype)
+def empty_like(t, shape, name, dtype=None):
+    """A new uninitialised tensor of t's framework and device, of t's dtype or of `dtype`
+    ("fp32" or "int32"); torch and CuPy only."""
+    if t.framework in ("torch", "cupy"):
+        mod = sys.modules[t.framework]
+        kind = {None: None, "fp32": mod.float32, "int32": mod.int32}[dtype]
+        if t.framework == "torch":
+            return mod.empty(shape, dtype=kind or t.obj.dtype, device=t.obj.device)
+        return mod.empty(shape, dtype=kind or t.obj.dtype)
     raise ValueError(f"{name}: ktune allocates outputs for torch and CuPy tensors only; pass "
                      f"{name}= for {t.framework} inputs")

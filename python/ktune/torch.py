@@ -13,16 +13,23 @@ current stream; shapes and dtypes are those of the eager functions (help(ktune.a
   bias_act(x, bias, activation="gelu_tanh") -> y           gelu_tanh, gelu_erf, silu, relu
   swiglu(x) -> y                                           x [..., 2n] -> y [..., n]
   softmax(x, scale=1.0) -> y
+  flash_attention(q, k, v, causal=False, scale=None, window=0, softcap=0.0,
+                  alibi_slopes=None) -> o                  batched [b, h, s, d], any strides
+  moe(x, w1, w2, logits, k, routing="softmax_renorm", n_group=1, topk_group=1,
+      routed_scaling=1.0, correction_bias=None) -> y       routed by fp32 logits [t, e]
+  moe_topk(x, w1, w2, topk_ids, topk_weights) -> y         the caller's top-k [t, k]
 
-x, residual: [..., n]; weight, bias: [n]; bf16 or fp16 CUDA tensors, contiguous.
+x, residual: [..., n]; weight, bias: [n]; bf16 or fp16 CUDA tensors, contiguous (attention:
+the head dim contiguous). Paged and varlen attention are in ktune.flash_attention.
 The ops are registered as plain torch.library kernels rather than torch.library.custom_op
 functions: on the H100 custom_op added ~55 us per call to the eager function's, the plain
 registration ~5 us (benchmarks/results/python-overhead-h100-2026-11-24.md)."""
 import torch
 
-from . import _fused
+from . import _attention, _fused, _moe
 
-__all__ = ["add_rmsnorm", "bias_act", "layernorm", "layernorm_residual", "softmax", "swiglu"]
+__all__ = ["add_rmsnorm", "bias_act", "flash_attention", "layernorm", "layernorm_residual", "moe",
+           "moe_topk", "softmax", "swiglu"]
 
 _lib = torch.library.Library("ktune", "DEF")
 
@@ -63,3 +70,24 @@ swiglu = _op(
 softmax = _op(
     "softmax(Tensor x, float scale=1.0) -> Tensor",
     lambda x, scale=1.0: _fused.softmax(x, scale), lambda x, *_: torch.empty_like(x))
+flash_attention = _op(
+    "flash_attention(Tensor q, Tensor k, Tensor v, bool causal=False, float? scale=None, "
+    "int window=0, float softcap=0.0, Tensor? alibi_slopes=None) -> Tensor",
+    lambda q, k, v, causal=False, scale=None, window=0, softcap=0.0, alibi_slopes=None:
+        _attention.flash_attention(q, k, v, causal=causal, scale=scale, window=window,
+                                   softcap=softcap, alibi_slopes=alibi_slopes),
+    lambda q, *_, **__: q.new_empty(q.shape))
+moe = _op(
+    "moe(Tensor x, Tensor w1, Tensor w2, Tensor logits, int k, str routing='softmax_renorm', "
+    "int n_group=1, int topk_group=1, float routed_scaling=1.0, "
+    "Tensor? correction_bias=None) -> Tensor",
+    lambda x, w1, w2, logits, k, routing="softmax_renorm", n_group=1, topk_group=1,
+    routed_scaling=1.0, correction_bias=None: _moe.moe(
+        x, w1, w2, logits=logits, k=k, routing=routing, n_group=n_group, topk_group=topk_group,
+        routed_scaling=routed_scaling, correction_bias=correction_bias),
+    lambda x, *_, **__: x.new_empty(x.shape))
+moe_topk = _op(
+    "moe_topk(Tensor x, Tensor w1, Tensor w2, Tensor topk_ids, Tensor topk_weights) -> Tensor",
+    lambda x, w1, w2, topk_ids, topk_weights: _moe.moe(x, w1, w2, topk_ids=topk_ids,
+                                                       topk_weights=topk_weights),
+    lambda x, *_, **__: x.new_empty(x.shape))

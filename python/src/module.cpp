@@ -147,6 +147,30 @@ NB_MODULE(_ktune, m) {
         return static_cast<int>(ktune_attention(&a, stream_of(stream)));
       },
       release);
+  // One ktune_moe call: the fields of ktune_moe_args (ktune/ktune.h); 0 for a null pointer.
+  m.def(
+      "moe",
+      [](Ptr x, Ptr logits, Ptr correction_bias, Ptr topk_ids, Ptr topk_weights, Ptr w1, Ptr w2,
+         Ptr y, Ptr expert_counts, Ptr aux_loss, std::int64_t e, std::int64_t k, std::int64_t h,
+         std::int64_t i, std::int64_t t, int routing, std::int64_t n_group,
+         std::int64_t topk_group, float routed_scaling, int dtype, Ptr stream) {
+        ktune_moe_args a;
+        if (ktune_status st = ktune_moe_args_init(&a); st != KTUNE_OK) return static_cast<int>(st);
+        a.x = in(x);
+        a.logits = static_cast<const float*>(in(logits));
+        a.correction_bias = static_cast<const float*>(in(correction_bias));
+        a.topk_ids = static_cast<int32_t*>(out(topk_ids));
+        a.topk_weights = static_cast<float*>(out(topk_weights));
+        a.w1 = in(w1), a.w2 = in(w2), a.y = out(y);
+        a.expert_counts = static_cast<int32_t*>(out(expert_counts));
+        a.aux_loss = static_cast<float*>(out(aux_loss));
+        a.e = e, a.k = k, a.h = h, a.i = i, a.t = t;
+        a.routing = static_cast<ktune_moe_routing>(routing);
+        a.n_group = n_group, a.topk_group = topk_group, a.routed_scaling = routed_scaling;
+        a.dtype = dtype_of(dtype);
+        return static_cast<int>(ktune_moe(&a, stream_of(stream)));
+      },
+      release);
   m.def(
       "softmax",
       [](Ptr x, Ptr y, std::int64_t rows, std::int64_t n, float scale, int dtype, Ptr stream) {

@@ -233,3 +233,55 @@ def test_attention_without_gpu_reaches_the_c_api():
                     "lse_out": FakeArray((8, 7), dtype="fp32", ptr=0x7F00_6000_0000)}):
         err = raises(RuntimeError, r"", call_attention, **change)
         assert err.status_name == "no_device", (change.keys(), str(err))
+
+
+def moe_args(**change):
+    args = dict(x=FakeArray((37, 256)), w1=FakeArray((8, 256, 256), ptr=0x7F00_1000_0000),
+                w2=FakeArray((8, 256, 128), ptr=0x7F00_2000_0000),
+                logits=FakeArray((37, 8), dtype="fp32", ptr=0x7F00_3000_0000), k=2,
+                out=FakeArray((37, 256), ptr=0x7F00_4000_0000), stream=0)
+    args.update(change)
+    return args
+
+
+def call_moe(**change):
+    a = moe_args(**change)
+    return ktune.moe(a.pop("x"), a.pop("w1"), a.pop("w2"), **a)
+
+
+def test_moe_checks():
+    raises(ValueError, r"^w2: shape \(8, 256, 64\), expected \(8, 256, 128\) \(\[e, h, i\]",
+           call_moe, w2=FakeArray((8, 256, 64), ptr=0x7F00_2000_0000))
+    raises(ValueError, r"^w1: shape \(8, 256, 100\); expected \[e, 2i, h=256\]", call_moe,
+           w1=FakeArray((8, 256, 100), ptr=0x7F00_1000_0000))
+    raises(TypeError, r"^logits: dtype bf16 is not supported here \(allowed: fp32\)", call_moe,
+           logits=FakeArray((37, 8), ptr=0x7F00_3000_0000))
+    raises(ValueError, r"^logits: shape \(37, 9\), expected \(37, 8\)", call_moe,
+           logits=FakeArray((37, 9), dtype="fp32", ptr=0x7F00_3000_0000))
+    raises(ValueError, r"^k: routed modes need k", call_moe, k=None)
+    raises(ValueError, r"^routing: 'top2' is not one of softmax, softmax_renorm", call_moe,
+           routing="top2")
+    raises(ValueError, r"^topk_ids: precomputed routing needs topk_ids", call_moe, logits=None,
+           topk_weights=FakeArray((37, 2), dtype="fp32"))
+    raises(ValueError, r"^logits: given with precomputed top-k", call_moe,
+           topk_ids=FakeArray((37, 2), dtype="int32", ptr=0x7F00_5000_0000),
+           topk_weights=FakeArray((37, 2), dtype="fp32", ptr=0x7F00_6000_0000))
+    raises(ValueError, r"^correction_bias: only sigmoid_group routing takes it", call_moe,
+           correction_bias=FakeArray((8,), dtype="fp32", ptr=0x7F00_7000_0000))
+    raises(ValueError, r"^x: address 0x7f0000000008 is not 16-byte aligned", call_moe,
+           x=FakeArray((37, 256), ptr=0x7F00_0000_0008))
+    raises(ValueError, r"^topk_ids: shape \(37, 2\), expected \(37, 3\)", call_moe, logits=None,
+           k=3, topk_ids=FakeArray((37, 2), dtype="int32", ptr=0x7F00_5000_0000),
+           topk_weights=FakeArray((37, 3), dtype="fp32", ptr=0x7F00_6000_0000))
+
+
+@pytest.mark.skipif(has_cuda_driver(), reason="a CUDA driver is present: fake addresses must "
+                    "not reach a GPU")
+def test_moe_without_gpu_reaches_the_c_api():
+    for change in ({}, {"routing": "sigmoid_group", "n_group": 4, "topk_group": 2,
+                        "correction_bias": FakeArray((8,), dtype="fp32", ptr=0x7F00_7000_0000)},
+                   {"logits": None, "topk_ids": FakeArray((37, 2), dtype="int32",
+                                                          ptr=0x7F00_5000_0000),
+                    "topk_weights": FakeArray((37, 2), dtype="fp32", ptr=0x7F00_6000_0000)}):
+        err = raises(RuntimeError, r"", call_moe, **change)
+        assert err.status_name == "no_device", str(err)

@@ -15,10 +15,23 @@ def rand(shape, dtype=torch.bfloat16):
     return (torch.rand(shape, device="cuda") * 4 - 2).to(dtype)
 
 
+def moe_weights(e=8, h=1024, inter=256):
+    w1 = (rand((e, 2 * inter, h)).float() * 0.05).to(torch.bfloat16)
+    w2 = (rand((e, h, inter)).float() * 0.05).to(torch.bfloat16)
+    return w1, w2
+
+
 def samples():
     x, r = rand((37, 1024)), rand((37, 1024))
     w, b = rand((1024,)), rand((1024,))
+    w1, w2 = moe_weights()
+    logits = torch.randn(37, 8, device="cuda")
+    ids = torch.stack([torch.randperm(8, device="cuda")[:2] for _ in range(37)]).int()
     return [
+        (kt.flash_attention, (rand((2, 8, 70, 128)), rand((2, 2, 300, 128)),
+                              rand((2, 2, 300, 128)), True)),
+        (kt.moe, (x, w1, w2, logits, 2)),
+        (kt.moe_topk, (x, w1, w2, ids, torch.rand(37, 2, device="cuda"))),
         (kt.add_rmsnorm, (x, r, w, 1e-6)),
         (kt.layernorm, (x, w, b, 1e-5)),
         (kt.layernorm_residual, (x, r, w, b, 1e-5)),
@@ -28,7 +41,7 @@ def samples():
     ]
 
 
-@pytest.mark.parametrize("i", range(6))
+@pytest.mark.parametrize("i", range(9))
 def test_opcheck(i):
     op, args = samples()[i]
     torch.library.opcheck(op, args)
@@ -41,14 +54,25 @@ def test_registered_under_torch_ops():
     assert torch.equal(y, y2) and torch.equal(h, h2)
 
 
-def block(x, r, w, b):
-    y, h = torch.ops.ktune.add_rmsnorm(x, r, w, 1e-6)
-    z = torch.ops.ktune.bias_act(y, b, "gelu_tanh")
+def block(x, r, w, b, q, k, v, w1, w2, logits):
+    """attention + add_rmsnorm + MoE (and the other fused ops), as a model layer calls them."""
+    a = torch.ops.ktune.flash_attention(q, k, v, True)
+    y, h = torch.ops.ktune.add_rmsnorm(x + a.transpose(1, 2).reshape(x.shape), r, w, 1e-6)
+    m = torch.ops.ktune.moe(y, w1, w2, logits, 2)
+    z = torch.ops.ktune.bias_act(m, b, "gelu_tanh")
     return torch.ops.ktune.softmax(z * 2.0, 1.0), h
 
 
+def block_args():
+    t, hidden = 64, 1024
+    w1, w2 = moe_weights(8, hidden, 256)
+    return [rand((t, hidden)), rand((t, hidden)), rand((hidden,)), rand((hidden,)),
+            rand((1, 8, t, 128)), rand((1, 2, t, 128)), rand((1, 2, t, 128)), w1, w2,
+            torch.randn(t, 8, device="cuda")]
+
+
 def test_compile_fullgraph_matches_eager():
-    args = (rand((64, 2048)), rand((64, 2048)), rand((2048,)), rand((2048,)))
+    args = block_args()
     eager = block(*args)
     compiled = torch.compile(block, fullgraph=True)(*args)
     for e, c in zip(eager, compiled):
@@ -56,7 +80,7 @@ def test_compile_fullgraph_matches_eager():
 
 
 def test_cuda_graph_capture_and_replay():
-    args = [rand((64, 2048)), rand((64, 2048)), rand((2048,)), rand((2048,))]
+    args = block_args()
     want = block(*args)
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())
@@ -75,7 +99,8 @@ def test_cuda_graph_capture_and_replay():
         for o, w in zip(out, want):
             torch.testing.assert_close(o, w, atol=0, rtol=0)
     # New inputs copied into the captured ones: the replay follows them.
-    fresh = [rand(a.shape) for a in args]
+    fresh = [rand(a.shape, a.dtype) if a.dtype != torch.float32 else torch.randn_like(a)
+             for a in args]
     for a, f in zip(args, fresh):
         a.copy_(f)
     graph.replay()
