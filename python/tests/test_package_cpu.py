@@ -39,18 +39,22 @@ def test_import_does_not_import_torch():
     assert out.stdout.strip() == "False"
 
 
-def rmsnorm_args(**change):
-    args = dict(x=FakeArray((4, 128)), residual=FakeArray((4, 128), ptr=0x7F00_0001_0000),
-                weight=FakeArray((128,), ptr=0x7F00_0002_0000),
-                out=FakeArray((4, 128), ptr=0x7F00_0003_0000),
-                residual_out=FakeArray((4, 128), ptr=0x7F00_0004_0000), stream=0)
-    args.update(change)
-    return args
+def call_with(fn, positional, defaults, change):
+    """fn(*positional arguments, **the rest) from `defaults` updated with `change`."""
+    args = dict(defaults, **change)
+    first = [args.pop(name) for name in positional]
+    return fn(*first, **args)
+
+
+RMSNORM_ARGS = dict(
+    x=FakeArray((4, 128)), residual=FakeArray((4, 128), ptr=0x7F00_0001_0000),
+    weight=FakeArray((128,), ptr=0x7F00_0002_0000),
+    out=FakeArray((4, 128), ptr=0x7F00_0003_0000),
+    residual_out=FakeArray((4, 128), ptr=0x7F00_0004_0000), stream=0)
 
 
 def call_rmsnorm(**change):
-    a = rmsnorm_args(**change)
-    return ktune.add_rmsnorm(a.pop("x"), a.pop("residual"), a.pop("weight"), **a)
+    return call_with(ktune.add_rmsnorm, ("x", "residual", "weight"), RMSNORM_ARGS, change)
 
 
 def raises(exc, pattern, fn, *args, **kwargs):
@@ -170,17 +174,14 @@ def test_the_packaged_command(tmp_path):
         assert re.search(r"CUDA|cuda|driver|device", str(info.value)), str(info.value)
 
 
-def attention_args(**change):
-    args = dict(q=FakeArray((2, 8, 1, 128)), k=FakeArray((2, 2, 1000, 128), ptr=0x7F00_1000_0000),
-                v=FakeArray((2, 2, 1000, 128), ptr=0x7F00_2000_0000),
-                out=FakeArray((2, 8, 1, 128), ptr=0x7F00_3000_0000), stream=0)
-    args.update(change)
-    return args
+ATTENTION_ARGS = dict(
+    q=FakeArray((2, 8, 1, 128)), k=FakeArray((2, 2, 1000, 128), ptr=0x7F00_1000_0000),
+    v=FakeArray((2, 2, 1000, 128), ptr=0x7F00_2000_0000),
+    out=FakeArray((2, 8, 1, 128), ptr=0x7F00_3000_0000), stream=0)
 
 
 def call_attention(**change):
-    a = attention_args(**change)
-    return ktune.flash_attention(a.pop("q"), a.pop("k"), a.pop("v"), **a)
+    return call_with(ktune.flash_attention, ("q", "k", "v"), ATTENTION_ARGS, change)
 
 
 def test_attention_checks():
@@ -235,18 +236,15 @@ def test_attention_without_gpu_reaches_the_c_api():
         assert err.status_name == "no_device", (change.keys(), str(err))
 
 
-def moe_args(**change):
-    args = dict(x=FakeArray((37, 256)), w1=FakeArray((8, 256, 256), ptr=0x7F00_1000_0000),
-                w2=FakeArray((8, 256, 128), ptr=0x7F00_2000_0000),
-                logits=FakeArray((37, 8), dtype="fp32", ptr=0x7F00_3000_0000), k=2,
-                out=FakeArray((37, 256), ptr=0x7F00_4000_0000), stream=0)
-    args.update(change)
-    return args
+MOE_ARGS = dict(
+    x=FakeArray((37, 256)), w1=FakeArray((8, 256, 256), ptr=0x7F00_1000_0000),
+    w2=FakeArray((8, 256, 128), ptr=0x7F00_2000_0000),
+    logits=FakeArray((37, 8), dtype="fp32", ptr=0x7F00_3000_0000), k=2,
+    out=FakeArray((37, 256), ptr=0x7F00_4000_0000), stream=0)
 
 
 def call_moe(**change):
-    a = moe_args(**change)
-    return ktune.moe(a.pop("x"), a.pop("w1"), a.pop("w2"), **a)
+    return call_with(ktune.moe, ("x", "w1", "w2"), MOE_ARGS, change)
 
 
 def test_moe_checks():

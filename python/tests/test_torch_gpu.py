@@ -129,7 +129,8 @@ def sdpa_ref(q, k, v, causal, scale=None):
                                   (1, 8, 8, 5, 777, 64, True), (2, 4, 1, 129, 257, 256, False)])
 def test_flash_attention(case, dtype):
     b, hq, hkv, nq, nk, d, causal = case
-    q, k, v = rand((b, hq, nq, d), dtype), rand((b, hkv, nk, d), dtype), rand((b, hkv, nk, d), dtype)
+    q = rand((b, hq, nq, d), dtype)
+    k, v = rand((b, hkv, nk, d), dtype), rand((b, hkv, nk, d), dtype)
     o, lse = ktune.flash_attention(q, k, v, causal=causal, return_lse=True)
     want, want_lse = sdpa_ref(q, k, v, causal)
     torch.testing.assert_close(o.float(), want, **tol(dtype))
