@@ -283,3 +283,30 @@ def test_moe_without_gpu_reaches_the_c_api():
                     "topk_weights": FakeArray((37, 2), dtype="fp32", ptr=0x7F00_6000_0000)}):
         err = raises(RuntimeError, r"", call_moe, **change)
         assert err.status_name == "no_device", str(err)
+
+
+def test_query_a_recorded_database_without_gpu(tmp_path):
+    # The shipped H100 rows, answered for that GPU by name from a recorded copy of them.
+    db = tmp_path / "recorded.db"
+    shutil.copyfile(ROOT / "db" / "shipped" / "h100.db", db)
+    h100 = "NVIDIA H100 80GB HBM3|cc9.0|132sm|81079MiB"
+    try:
+        ktune.configure(db=db, shipped=False)
+        exact = ktune.query("flash_attention", device=h100, b=2, hq=16, hkv=16, nq=4096,
+                            nk=4096, d=128)
+        assert exact["match"] == "exact", exact
+        assert exact["params"]["block_m"] == 128 and exact["database"] == str(db), exact
+        near = ktune.query("flash_attention", device=h100, b=2, hq=16, hkv=16, nq=4000,
+                           nk=4000, d=128)
+        assert near["match"] == "nearest_shape", near
+        assert near["tuned_problem"].startswith("b=2,hq=16,hkv=16,nq=4096"), near
+        # Nothing tuned for this head dim: the built-in default, never a D=128 row.
+        other = ktune.query("flash_attention", device=h100, b=2, hq=16, hkv=16, nq=4096,
+                            nk=4096, d=256)
+        assert other["match"] == "default", other
+        raises(ValueError, r"d=80", ktune.query, "flash_attention", device=h100, b=1, hq=8,
+               hkv=8, nq=64, nk=64, d=80)
+        raises(ValueError, r"^dtype: 'fp32' is not one of bf16, fp16", ktune.query,
+               "softmax", "fp32", device=h100, m=4, n=8)
+    finally:
+        ktune.configure()
