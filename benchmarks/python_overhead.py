@@ -5,10 +5,12 @@ N back-to-back calls after warm-up, divided by N, the median of several repetiti
 own time per call (CUDA events around the same loop) is printed beside it, so that a row where
 the GPU, not the host, sets the pace shows itself.
 
-Rows: ktune.add_rmsnorm (eager), ktune.torch.add_rmsnorm (the torch custom op), the C API's
+Rows: ktune.add_rmsnorm (eager), ktune.torch.add_rmsnorm (the torch operator), the C API's
 ktune_add_rmsnorm through ctypes with outputs preallocated (the floor the package adds to), and
 torch.nn.functional.rms_norm (bar: the package's eager call <= 1.5x of it) and x + r followed by
-rms_norm (what add_rmsnorm replaces), on 1 x 4096 and 8 x 4096 bf16.
+rms_norm (what add_rmsnorm replaces), on 1 x 4096 and 8 x 4096 bf16; and with the first,
+ktune.flash_attention, its operator and torch's scaled_dot_product_attention on a small decode
+problem.
 
 Usage (GPU machine): python3 benchmarks/python_overhead.py [--out DIR] (ktune importable)
 """
@@ -24,6 +26,9 @@ import torch
 import ktune
 import ktune.torch as kt
 import report  # beside this file
+
+
+ATTENTION = "b=1,hq=8,hkv=2,nq=1,nk=256,d=128 bf16"
 
 
 def per_call_us(cases, calls=2000, reps=7):
@@ -88,9 +93,22 @@ def main():
             "x + r, then torch.nn.functional.rms_norm":
                 lambda: torch.nn.functional.rms_norm(x + r, (n,), w, 1e-6),
         }
+        if m == 1:
+            # Attention on a small decode problem: b=1, 8 query heads over 2 KV heads, 256 keys.
+            q = torch.randn(1, 8, 1, 128, dtype=torch.bfloat16, device="cuda")
+            k = torch.randn(1, 2, 256, 128, dtype=torch.bfloat16, device="cuda")
+            v = torch.randn_like(k)
+            sdpa = torch.nn.functional.scaled_dot_product_attention
+            cases.update({
+                "ktune.flash_attention (eager)":
+                    lambda: ktune.flash_attention(q, k, v),
+                "ktune.torch.flash_attention (operator)": lambda: kt.flash_attention(q, k, v),
+                "torch sdpa (enable_gqa, same problem)": lambda: sdpa(q, k, v, enable_gqa=True),
+            })
         for name, (host, gpu) in per_call_us(cases).items():
-            rows.append({"problem": f"{m}x{n} bf16", "case": name, "host_us": host,
-                         "gpu_us": gpu})
+            attention = "attention" in name or "sdpa" in name
+            rows.append({"problem": ATTENTION if attention else f"{m}x{n} bf16", "case": name,
+                         "host_us": host, "gpu_us": gpu})
             print(f"{m}x{n} {name}: {host:.2f} us per call (GPU {gpu:.2f})", flush=True)
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     lines = [f"# Python host overhead per call ({torch.cuda.get_device_name(0)}, {stamp})", "",
@@ -98,11 +116,13 @@ def main():
              f"ktune {ktune.__version__}. Host: wall time of 2000 back-to-back calls / 2000 "
              "(median of 7 repetitions, taken round the cases); GPU: CUDA events around one "
              "more such loop.", "",
-             "| problem | call | host us per call | GPU us per call | / torch rms_norm |",
+             "| problem | call | host us per call | GPU us per call | / torch's op |",
              "|---|---|---|---|---|"]
     for row in rows:
+        torch_op = ("torch sdpa (enable_gqa, same problem)" if row["problem"] == ATTENTION
+                    else "torch.nn.functional.rms_norm")
         base = next(r["host_us"] for r in rows if r["problem"] == row["problem"]
-                    and r["case"] == "torch.nn.functional.rms_norm")
+                    and r["case"] == torch_op)
         lines.append(f"| {row['problem']} | {row['case']} | {row['host_us']:.2f} | "
                      f"{row['gpu_us']:.2f} | {row['host_us'] / base:.2f}x |")
     report.write(args.out, "python_overhead", lines, rows)
