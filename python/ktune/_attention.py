@@ -4,6 +4,7 @@ window, soft-capping and ALiBi; checked before any launch like every op of the p
 from . import _ktune
 from ._errors import check as _check_status
 from ._tensors import C_DTYPES, check, empty_like, need_contiguous, need_shape, stream_of, view
+from ._tensors import Torch as _Torch
 
 _IMPLS = {"auto": 0, "prefill": 1, "decode": 2}
 
@@ -25,6 +26,39 @@ def _ndim(t, n, layout):
     if len(t.shape) != n:
         raise ValueError(f"{t.name}: shape {t.shape} has {len(t.shape)} dims; {layout} takes "
                          f"{n}")
+
+
+def _torch_batched(q, k, v, causal, scale, window, softcap, return_lse, impl):
+    """The common call (torch tensors, batched, no slopes, outputs allocated here) checked with
+    a few attribute reads; None when anything differs, for the general path to say what."""
+    T = _Torch.torch
+    if (not isinstance(k, T.Tensor) or not isinstance(v, T.Tensor) or q.dim() != 4
+            or k.dim() != 4 or k.shape != v.shape or impl not in _IMPLS):
+        return None
+    code = _Torch.codes.get(q.dtype)
+    if (code is None or k.dtype is not q.dtype or v.dtype is not q.dtype or not q.is_cuda
+            or not k.is_cuda or not v.is_cuda):
+        return None
+    dev = q.get_device()
+    if k.get_device() != dev or v.get_device() != dev:
+        return None
+    qs, ks, vs = q.stride(), k.stride(), v.stride()
+    if qs[3] != 1 or ks[3] != 1 or vs[3] != 1:
+        return None
+    b, hq, nq, d = q.shape
+    hkv, nk = k.shape[1], k.shape[2]
+    if k.shape[0] != b or k.shape[3] != d or hkv == 0 or hq % hkv != 0:
+        return None
+    o = q.new_empty((b, hq, nq, d))
+    lse = q.new_empty((b, hq, nq), dtype=T.float32) if return_lse else None
+    strides = [qs[0], qs[1], qs[2], ks[0], ks[1], ks[2], vs[0], vs[1], vs[2],
+               hq * nq * d, nq * d, d]
+    _check_status(_ktune.attention(
+        q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(),
+        lse.data_ptr() if lse is not None else 0, b, hq, hkv, nq, nk, d, strides, int(causal),
+        0.0 if scale is None else float(scale), int(window), float(softcap), 0, 0, 0, 0, 0, 0,
+        code, _IMPLS[impl], _Torch.stream(dev)))
+    return (o, lse) if return_lse else o
 
 
 def flash_attention(q, k, v, *, causal=False, scale=None, window=0, softcap=0.0,
@@ -50,6 +84,12 @@ def flash_attention(q, k, v, *, causal=False, scale=None, window=0, softcap=0.0,
     impl: "auto" (paged K/V or nq <= 16: split-KV decode, else prefill), "prefill", "decode".
     Returns o, or (o, lse) with return_lse: lse fp32 [b, hq, nq] (varlen [hq, total_q]), the
     rows' log-sum-exp."""
+    if (stream is None and out is None and lse_out is None and alibi_slopes is None
+            and block_table is None and seq_lens is None and cu_seqlens_q is None
+            and cu_seqlens_k is None and _Torch.get(q) is not None):
+        fast = _torch_batched(q, k, v, causal, scale, window, softcap, return_lse, impl)
+        if fast is not None:
+            return fast
     if impl not in _IMPLS:
         raise ValueError(f"impl: {impl!r} is not one of {', '.join(_IMPLS)}")
     tq, tk, tv = view("q", q), view("k", k), view("v", v)

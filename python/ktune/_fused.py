@@ -2,66 +2,13 @@
 its tensors as matrices over their last dimension (leading dims flattened; contiguous
 row-major), checks them before any launch, allocates the outputs it is not given (torch and CuPy
 inputs) and launches on the framework's current stream."""
-import sys
-
 from . import _ktune
 from ._errors import check as _check_status
 from ._tensors import (C_DTYPES, check, empty_like, need_contiguous, need_shape, rows,
                        stream_of, view)
+from ._tensors import Torch as _Torch
 
 _ACTIVATIONS = {"gelu_tanh": 0, "gelu_erf": 1, "silu": 2, "relu": 3}
-
-
-class _Torch:
-    """The fast path for torch tensors: a handful of C-level attribute reads decide that a call
-    is valid (CUDA, one supported dtype, one device, contiguous, the right shapes); anything else
-    goes the general way, which says what is wrong. Reading strides, dtype names and the current
-    stream object the general way cost more than the launch (benchmarks/python_overhead.py)."""
-
-    torch = None
-    codes = None
-    raw_stream = None
-
-    @classmethod
-    def get(cls, x):
-        """torch when x is a torch tensor (torch already imported by the caller), else None."""
-        torch = sys.modules.get("torch")
-        if torch is None or not isinstance(x, torch.Tensor):
-            return None
-        if cls.torch is None:
-            cls.codes = {torch.bfloat16: C_DTYPES["bf16"], torch.float16: C_DTYPES["fp16"]}
-            cls.raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-            cls.torch = torch
-        return torch
-
-    @classmethod
-    def device(cls, x, *others):
-        """x's CUDA device index when x and others are CUDA tensors of one supported dtype on
-        it, contiguous; else None. Shapes are the caller's to check."""
-        if x.dtype not in cls.codes or not x.is_cuda or not x.is_contiguous():
-            return None
-        dev = x.get_device()
-        for t in others:
-            if (not isinstance(t, cls.torch.Tensor) or t.dtype is not x.dtype or not t.is_cuda
-                    or t.get_device() != dev or not t.is_contiguous()):
-                return None
-        return dev
-
-    @classmethod
-    def output(cls, given, x, dev, shape):
-        """`given` when it is a valid output for x (else None), or a new tensor shaped `shape`."""
-        if given is None:  # (empty_like and new_empty: the cheapest allocations torch has)
-            return cls.torch.empty_like(x) if shape == x.shape else x.new_empty(shape)
-        if (not isinstance(given, cls.torch.Tensor) or given.shape != shape
-                or cls.device(given) != dev or given.dtype is not x.dtype):
-            return None
-        return given
-
-    @classmethod
-    def stream(cls, dev):
-        if cls.raw_stream is not None:
-            return cls.raw_stream(dev)
-        return cls.torch.cuda.current_stream(dev).cuda_stream
 
 
 def _out(given, name, like, shape):
