@@ -11,6 +11,5 @@ ctest --test-dir build --output-on-failure -j"$(nproc)"
 # its tests (those that need torch or a GPU skip, with the reason, where these are missing).
 rm -rf build/venv
 python3 -m venv build/venv
-build/venv/bin/pip install --quiet --upgrade pip
 build/venv/bin/pip install --quiet . pytest numpy
 (cd python/tests && ../../build/venv/bin/python -m pytest -q -p no:cacheprovider .)

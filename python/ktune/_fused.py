@@ -27,32 +27,29 @@ def add_rmsnorm(x, residual, weight, eps=1e-6, *, out=None, residual_out=None, s
     Returns (y, h), both shaped like x: y the normalised rows, h the sum (the next residual).
     out= and residual_out= pass them (else allocated for torch/CuPy inputs); stream= overrides
     the framework's current stream (an int CUstream handle or a stream object)."""
-    if stream is None and _Torch.get(x) is not None:
-        dev = _Torch.device(x, residual, weight)
-        shape = x.shape
-        n = shape[-1] if shape else 0
-        if dev is not None and n > 0 and residual.shape == shape and weight.shape == (n,):
-            y = _Torch.output(out, x, dev, shape)
-            h = _Torch.output(residual_out, x, dev, shape)
-            if y is not None and h is not None:
-                _check_status(_ktune.add_rmsnorm(
-                    x.data_ptr(), residual.data_ptr(), weight.data_ptr(), y.data_ptr(),
-                    h.data_ptr(), x.numel() // n, n, _Torch.codes[x.dtype], float(eps),
-                    _Torch.stream(dev)))
-                return y, h
-    tx, tr, tw = view("x", x), view("residual", residual), view("weight", weight)
-    dtype = check([tx, tr, tw])
-    m, n = rows(tx)
-    need_contiguous(tx)
-    need_shape(tr, tx.shape, "like x")
-    need_contiguous(tr)
-    need_shape(tw, (n,), "x's last dim")
-    y, ty = _out(out, "out", tx, tx.shape)
-    h, th = _out(residual_out, "residual_out", tx, tx.shape)
-    check([tx, ty, th])
-    s = stream_of(stream, tx)
-    _check_status(_ktune.add_rmsnorm(tx.ptr, tr.ptr, tw.ptr, ty.ptr, th.ptr, m, n,
-                                     C_DTYPES[dtype], float(eps), s))
+    fast = _Torch.matrix(x, residual, weight) if stream is None else None
+    y = h = None
+    if fast and residual.shape == x.shape and weight.shape == (fast[2],):
+        y = _Torch.output(out, x, fast[0], x.shape)
+        h = _Torch.output(residual_out, x, fast[0], x.shape)
+    if y is not None and h is not None:
+        dev, m, n, code = fast
+        ptrs = (x.data_ptr(), residual.data_ptr(), weight.data_ptr(), y.data_ptr(), h.data_ptr())
+        s = _Torch.stream(dev)
+    else:
+        tx, tr, tw = view("x", x), view("residual", residual), view("weight", weight)
+        code = C_DTYPES[check([tx, tr, tw])]
+        m, n = rows(tx)
+        need_contiguous(tx)
+        need_shape(tr, tx.shape, "like x")
+        need_contiguous(tr)
+        need_shape(tw, (n,), "x's last dim")
+        y, ty = _out(out, "out", tx, tx.shape)
+        h, th = _out(residual_out, "residual_out", tx, tx.shape)
+        check([tx, ty, th])
+        ptrs = (tx.ptr, tr.ptr, tw.ptr, ty.ptr, th.ptr)
+        s = stream_of(stream, tx)
+    _check_status(_ktune.add_rmsnorm(*ptrs, m, n, code, float(eps), s))
     return y, h
 
 
@@ -96,77 +93,60 @@ def bias_act(x, bias, activation="gelu_tanh", *, out=None, stream=None):
     if activation not in _ACTIVATIONS:
         raise ValueError(f"activation: {activation!r} is not one of "
                          f"{', '.join(_ACTIVATIONS)}")
-    if stream is None and _Torch.get(x) is not None:
-        dev = _Torch.device(x, bias)
-        shape = x.shape
-        n = shape[-1] if shape else 0
-        if dev is not None and n > 0 and bias.shape == (n,):
-            y = _Torch.output(out, x, dev, shape)
-            if y is not None:
-                _check_status(_ktune.bias_act(x.data_ptr(), bias.data_ptr(), y.data_ptr(),
-                                              x.numel() // n, n, _ACTIVATIONS[activation],
-                                              _Torch.codes[x.dtype], _Torch.stream(dev)))
-                return y
-    tx, tb = view("x", x), view("bias", bias)
-    dtype = check([tx, tb])
+    fast = _Torch.matrix(x, bias) if stream is None else None
+    y = None
+    if fast and bias.shape == (fast[2],):
+        y = _Torch.output(out, x, fast[0], x.shape)
+    if y is not None:
+        dev, m, n, code = fast
+        ptrs = (x.data_ptr(), bias.data_ptr(), y.data_ptr())
+        s = _Torch.stream(dev)
+    else:
+        tx, tb = view("x", x), view("bias", bias)
+        code = C_DTYPES[check([tx, tb])]
+        m, n = rows(tx)
+        need_contiguous(tx)
+        need_shape(tb, (n,), "x's last dim")
+        y, ty = _out(out, "out", tx, tx.shape)
+        check([tx, ty])
+        ptrs = (tx.ptr, tb.ptr, ty.ptr)
+        s = stream_of(stream, tx)
+    _check_status(_ktune.bias_act(*ptrs, m, n, _ACTIVATIONS[activation], code, s))
+    return y
+
+
+def _one_input(x, out, stream, halve):
+    """(y, x's and y's addresses, rows, last dim of x, C dtype, stream) for the ops that read one
+    tensor x [..., n] and write y [..., n] (or [..., n / 2] with halve, n then even)."""
+    fast = _Torch.matrix(x) if stream is None else None
+    y = None
+    if fast and not (halve and fast[2] % 2):
+        y = _Torch.output(out, x, fast[0], x.shape[:-1] + (fast[2] // (2 if halve else 1),))
+    if y is not None:
+        dev, m, n, code = fast
+        return y, x.data_ptr(), y.data_ptr(), m, n, code, _Torch.stream(dev)
+    tx = view("x", x)
+    code = C_DTYPES[check([tx])]
     m, n = rows(tx)
     need_contiguous(tx)
-    need_shape(tb, (n,), "x's last dim")
-    y, ty = _out(out, "out", tx, tx.shape)
+    if halve and n % 2 != 0:
+        raise ValueError(f"x: last dim {n} is odd (x holds the gate and up halves, 2n)")
+    y, ty = _out(out, "out", tx, tuple(tx.shape[:-1]) + (n // (2 if halve else 1),))
     check([tx, ty])
-    s = stream_of(stream, tx)
-    _check_status(_ktune.bias_act(tx.ptr, tb.ptr, ty.ptr, m, n, _ACTIVATIONS[activation],
-                                  C_DTYPES[dtype], s))
-    return y
+    return y, tx.ptr, ty.ptr, m, n, code, stream_of(stream, tx)
 
 
 def swiglu(x, *, out=None, stream=None):
     """y = silu(a) * b with a = x[..., :n], b = x[..., n:]: x [..., 2n] -> y [..., n].
     One dtype (bf16/fp16), CUDA, contiguous."""
-    if stream is None and _Torch.get(x) is not None:
-        dev = _Torch.device(x)
-        two_n = x.shape[-1] if x.shape else 0
-        if dev is not None and two_n > 0 and two_n % 2 == 0:
-            y = _Torch.output(out, x, dev, x.shape[:-1] + (two_n // 2,))
-            if y is not None:
-                _check_status(_ktune.swiglu(x.data_ptr(), y.data_ptr(), x.numel() // two_n,
-                                            two_n // 2, _Torch.codes[x.dtype],
-                                            _Torch.stream(dev)))
-                return y
-    tx = view("x", x)
-    dtype = check([tx])
-    m, two_n = rows(tx)
-    need_contiguous(tx)
-    if two_n % 2 != 0:
-        raise ValueError(f"x: last dim {two_n} is odd (x holds the gate and up halves, 2n)")
-    shape = tuple(tx.shape[:-1]) + (two_n // 2,)
-    y, ty = _out(out, "out", tx, shape)
-    check([tx, ty])
-    s = stream_of(stream, tx)
-    _check_status(_ktune.swiglu(tx.ptr, ty.ptr, m, two_n // 2, C_DTYPES[dtype], s))
+    y, px, py, m, two_n, code, s = _one_input(x, out, stream, halve=True)
+    _check_status(_ktune.swiglu(px, py, m, two_n // 2, code, s))
     return y
 
 
 def softmax(x, scale=1.0, *, out=None, stream=None):
     """y = softmax(scale * x) over the last dim of x [..., n]. One dtype (bf16/fp16),
     CUDA, contiguous. Returns y shaped like x."""
-    if stream is None and _Torch.get(x) is not None:
-        dev = _Torch.device(x)
-        shape = x.shape
-        n = shape[-1] if shape else 0
-        if dev is not None and n > 0:
-            y = _Torch.output(out, x, dev, shape)
-            if y is not None:
-                _check_status(_ktune.softmax(x.data_ptr(), y.data_ptr(), x.numel() // n, n,
-                                             float(scale), _Torch.codes[x.dtype],
-                                             _Torch.stream(dev)))
-                return y
-    tx = view("x", x)
-    dtype = check([tx])
-    m, n = rows(tx)
-    need_contiguous(tx)
-    y, ty = _out(out, "out", tx, tx.shape)
-    check([tx, ty])
-    s = stream_of(stream, tx)
-    _check_status(_ktune.softmax(tx.ptr, ty.ptr, m, n, float(scale), C_DTYPES[dtype], s))
+    y, px, py, m, n, code, s = _one_input(x, out, stream, halve=False)
+    _check_status(_ktune.softmax(px, py, m, n, float(scale), code, s))
     return y

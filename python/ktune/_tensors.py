@@ -201,6 +201,18 @@ class Torch:
         return dev
 
     @classmethod
+    def matrix(cls, x, *others):
+        """(device, rows, last dim, C dtype) of torch tensor x read as a matrix over its last
+        dim, when device() takes x and others and that dim is not empty; else None."""
+        if cls.get(x) is None:
+            return None
+        dev = cls.device(x, *others)
+        n = x.shape[-1] if x.shape else 0
+        if dev is None or n == 0:
+            return None
+        return dev, x.numel() // n, n, cls.codes[x.dtype]
+
+    @classmethod
     def output(cls, given, x, dev, shape):
         """`given` when it is a valid output for x (else None), or a new tensor shaped `shape`."""
         if given is None:  # (empty_like and new_empty: the cheapest allocations torch has)
