@@ -9,8 +9,8 @@ Rows: ktune.add_rmsnorm (eager), ktune.torch.add_rmsnorm (the torch operator), t
 ktune_add_rmsnorm through ctypes with outputs preallocated (the floor the package adds to), and
 torch.nn.functional.rms_norm (bar: the package's eager call <= 1.5x of it) and x + r followed by
 rms_norm (what add_rmsnorm replaces), on 1 x 4096 and 8 x 4096 bf16; and with the first,
-ktune.flash_attention, its operator and torch's scaled_dot_product_attention on a small decode
-problem.
+ktune.flash_attention, its operator, ktune_attention through ctypes (arguments filled once) and
+torch's scaled_dot_product_attention on a small decode problem.
 
 Usage (GPU machine): python3 benchmarks/python_overhead.py [--out DIR] (ktune importable)
 """
@@ -58,20 +58,50 @@ def per_call_us(cases, calls=2000, reps=7):
     return out
 
 
+class AttentionArgs(ctypes.Structure):
+    """ktune_attention_args (ktune/ktune.h), as a ctypes caller declares it."""
+    _fields_ = [("struct_size", ctypes.c_size_t)] + [
+        (n, ctypes.c_void_p) for n in ("q", "k", "v", "o", "lse")] + [
+        (n, ctypes.c_int64) for n in ("b", "hq", "hkv", "nq", "nk", "d")] + [
+        ("strides", ctypes.c_void_p), ("causal", ctypes.c_int), ("scale", ctypes.c_float),
+        ("window", ctypes.c_int64), ("softcap", ctypes.c_float), ("alibi_slopes", ctypes.c_void_p),
+        ("page_size", ctypes.c_int64), ("block_table", ctypes.c_void_p),
+        ("seq_lens", ctypes.c_void_p), ("dtype", ctypes.c_int), ("impl", ctypes.c_int),
+        ("workspace", ctypes.c_void_p), ("workspace_bytes", ctypes.c_size_t),
+        ("cu_seqlens_q", ctypes.c_void_p), ("cu_seqlens_k", ctypes.c_void_p)]
+
+
 def c_api():
+    """(ktune_add_rmsnorm, ktune_attention, ktune_attention_args_init_sized) through ctypes."""
     lib = ctypes.CDLL(os.path.join(os.path.dirname(ktune.__file__), "lib", "libktune.so"))
     f = lib.ktune_add_rmsnorm
     f.argtypes = [ctypes.c_void_p] * 5 + [ctypes.c_int64, ctypes.c_int64, ctypes.c_int,
                                           ctypes.c_float, ctypes.c_void_p]
     f.restype = ctypes.c_int
-    return f
+    att = lib.ktune_attention
+    att.argtypes = [ctypes.POINTER(AttentionArgs), ctypes.c_void_p]
+    att.restype = ctypes.c_int
+    init = lib.ktune_attention_args_init_sized
+    init.argtypes = [ctypes.POINTER(AttentionArgs), ctypes.c_size_t]
+    init.restype = ctypes.c_int
+    return f, att, init
+
+
+def attention_args(init, q, k, v, o):
+    """The arguments of one batched call, filled once: a C caller's loop only launches."""
+    a = AttentionArgs()
+    assert init(ctypes.byref(a), ctypes.sizeof(a)) == 0
+    a.q, a.k, a.v, a.o = q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr()
+    a.b, a.hq, a.nq, a.d = q.shape
+    a.hkv, a.nk = k.shape[1], k.shape[2]
+    return a
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=".")
     args = ap.parse_args()
-    f = c_api()
+    f, att, init = c_api()
     rows = []
     for m in (1, 8):
         n = 4096
@@ -99,7 +129,11 @@ def main():
             k = torch.randn(1, 2, 256, 128, dtype=torch.bfloat16, device="cuda")
             v = torch.randn_like(k)
             sdpa = torch.nn.functional.scaled_dot_product_attention
+            o = torch.empty_like(q)
+            a = attention_args(init, q, k, v, o)
             cases.update({
+                "C API ktune_attention via ctypes (args and output given)":
+                    lambda: att(ctypes.byref(a), stream),
                 "ktune.flash_attention (eager)":
                     lambda: ktune.flash_attention(q, k, v),
                 "ktune.torch.flash_attention (operator)": lambda: kt.flash_attention(q, k, v),

@@ -272,6 +272,40 @@ TEST_F(GpuRuntime, SecondCallOnlyLaunches) {
   EXPECT_LT(per_call_ms, 5.0) << "a planned call must not re-plan";
 }
 
+// A launch goes to its stream's context (torch passes the stream of a tensor's device, which need
+// not be the caller's current one) and leaves the caller's current context as it was: here a
+// thread with no context at all launches on a stream of the primary context.
+TEST_F(GpuRuntime, LaunchesInTheStreamsContextAndRestoresTheCallers) {
+  const Driver& d = Driver::get();
+  ensure_context(0);
+  const std::int64_t m = 3, n = 1000;
+  std::mt19937 rng(7);
+  DeviceMatrix x(DType::bf16, m, 2 * n, rng, true), y(DType::bf16, m, n, rng, false);
+  CUstream stream = nullptr;
+  KTUNE_CU(d.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+  ASSERT_EQ(ktune_swiglu(x.ptr(), y.mut(), m, n, KTUNE_BF16, stream), KTUNE_OK);  // plans
+  KTUNE_CU(d.cuStreamSynchronize(stream));
+  CUcontext primary = nullptr;
+  KTUNE_CU(d.cuCtxGetCurrent(&primary));
+  std::thread caller([&] {
+    CUcontext before = primary;
+    KTUNE_CU(d.cuCtxGetCurrent(&before));
+    EXPECT_EQ(before, nullptr) << "a new thread starts without a current context";
+    EXPECT_EQ(ktune_swiglu(x.ptr(), y.mut(), m, n, KTUNE_BF16, stream), KTUNE_OK)
+        << ktune_last_error();
+    CUcontext after = primary;
+    KTUNE_CU(d.cuCtxGetCurrent(&after));
+    EXPECT_EQ(after, nullptr) << "the caller's (absent) context was not restored";
+  });
+  caller.join();
+  KTUNE_CU(d.cuStreamSynchronize(stream));
+  const Matrix got = y.download(DType::bf16), want = test::swiglu_ref(x.host);
+  for (Eigen::Index r = 0; r < m; ++r)
+    for (Eigen::Index c = 0; c < n; ++c)
+      ASSERT_NEAR(got(r, c), want(r, c), 0.02 + 0.02 * std::abs(want(r, c))) << r << "," << c;
+  KTUNE_CU(d.cuStreamDestroy(stream));
+}
+
 // Many threads planning and launching at once: distinct and shared problems, one runtime.
 TEST_F(GpuRuntime, ConcurrentCallsAreSafe) {
   ensure_context(0);

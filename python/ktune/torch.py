@@ -15,12 +15,20 @@ current stream; shapes and dtypes are those of the eager functions (help(ktune.a
   softmax(x, scale=1.0) -> y
   flash_attention(q, k, v, causal=False, scale=None, window=0, softcap=0.0,
                   alibi_slopes=None) -> o                  batched [b, h, s, d], any strides
+  flash_attention_paged(q, k_pages, v_pages, block_table, seq_lens, causal=False, scale=None,
+                        window=0, softcap=0.0, alibi_slopes=None) -> o
+                                                           q [b, hq, nq, d]; pools
+                                                           [pages, page_size, hkv, d]
+  flash_attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                         causal=False, scale=None, window=0, softcap=0.0,
+                         alibi_slopes=None) -> o           q [total_q, hq, d], k [total_k, hkv, d]
   moe(x, w1, w2, logits, k, routing="softmax_renorm", n_group=1, topk_group=1,
       routed_scaling=1.0, correction_bias=None) -> y       routed by fp32 logits [t, e]
   moe_topk(x, w1, w2, topk_ids, topk_weights) -> y         the caller's top-k [t, k]
 
 x, residual: [..., n]; weight, bias: [n]; bf16 or fp16 CUDA tensors, contiguous (attention:
-the head dim contiguous). Paged and varlen attention are in ktune.flash_attention.
+the head dim contiguous; block_table, seq_lens and cu_seqlens int32). The attention layouts are
+those of ktune.flash_attention (help(ktune.flash_attention)); its return_lse is eager-only.
 The ops are registered as plain torch.library kernels rather than torch.library.custom_op
 functions: on the H100 custom_op added ~55 us per call to the eager function's, the plain
 registration ~5 us (benchmarks/results/python-overhead-h100-2026-11-24.md)."""
@@ -28,7 +36,8 @@ import torch
 
 from . import _attention, _fused, _moe
 
-__all__ = ["add_rmsnorm", "bias_act", "flash_attention", "layernorm", "layernorm_residual", "moe",
+__all__ = ["add_rmsnorm", "bias_act", "flash_attention", "flash_attention_paged",
+           "flash_attention_varlen", "layernorm", "layernorm_residual", "moe",
            "moe_topk", "softmax", "swiglu"]
 
 _lib = torch.library.Library("ktune", "DEF")
@@ -76,6 +85,25 @@ flash_attention = _op(
     lambda q, k, v, causal=False, scale=None, window=0, softcap=0.0, alibi_slopes=None:
         _attention.flash_attention(q, k, v, causal=causal, scale=scale, window=window,
                                    softcap=softcap, alibi_slopes=alibi_slopes),
+    lambda q, *_, **__: q.new_empty(q.shape))
+_MASKS = ("bool causal=False, float? scale=None, int window=0, float softcap=0.0, "
+          "Tensor? alibi_slopes=None")
+flash_attention_paged = _op(
+    "flash_attention_paged(Tensor q, Tensor k_pages, Tensor v_pages, Tensor block_table, "
+    "Tensor seq_lens, " + _MASKS + ") -> Tensor",
+    lambda q, k_pages, v_pages, block_table, seq_lens, causal=False, scale=None, window=0,
+    softcap=0.0, alibi_slopes=None: _attention.flash_attention(
+        q, k_pages, v_pages, block_table=block_table, seq_lens=seq_lens, causal=causal,
+        scale=scale, window=window, softcap=softcap, alibi_slopes=alibi_slopes),
+    lambda q, *_, **__: q.new_empty(q.shape))
+flash_attention_varlen = _op(
+    "flash_attention_varlen(Tensor q, Tensor k, Tensor v, Tensor cu_seqlens_q, "
+    "Tensor cu_seqlens_k, int max_seqlen_q, int max_seqlen_k, " + _MASKS + ") -> Tensor",
+    lambda q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal=False,
+    scale=None, window=0, softcap=0.0, alibi_slopes=None: _attention.flash_attention(
+        q, k, v, cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k,
+        max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k, causal=causal, scale=scale,
+        window=window, softcap=softcap, alibi_slopes=alibi_slopes),
     lambda q, *_, **__: q.new_empty(q.shape))
 moe = _op(
     "moe(Tensor x, Tensor w1, Tensor w2, Tensor logits, int k, str routing='softmax_renorm', "

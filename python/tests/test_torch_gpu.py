@@ -8,6 +8,7 @@ torch = pytest.importorskip("torch")
 if not torch.cuda.is_available():
     pytest.skip("no CUDA device for torch", allow_module_level=True)
 
+import attention_cases  # noqa: E402
 import ktune  # noqa: E402
 
 DTYPES = [torch.bfloat16, torch.float16]
@@ -150,32 +151,17 @@ def test_flash_attention_bshd_views_and_scale():
 def test_flash_attention_paged_and_varlen():
     dtype, hq, hkv, d, page = torch.bfloat16, 8, 2, 128, 16
     lens = [100, 37, 800]
-    b, pps = len(lens), -(-max(lens) // page)
-    kv = [(rand((hkv, n, d), dtype), rand((hkv, n, d), dtype)) for n in lens]
-    q = rand((b, hq, 1, d), dtype)
-    # Pools [pages, page, hkv, d], pages in a shuffled order.
-    order = torch.randperm(b * pps, device="cuda")
-    kp = torch.zeros((b * pps, page, hkv, d), dtype=dtype, device="cuda")
-    vp = torch.zeros_like(kp)
-    table = order.view(b, pps).to(torch.int32)
-    for i, (kk, vv) in enumerate(kv):
-        for j in range(lens[i]):
-            pg = int(table[i, j // page])
-            kp[pg, j % page] = kk[:, j]
-            vp[pg, j % page] = vv[:, j]
-    o = ktune.flash_attention(q, kp, vp, block_table=table,
-                              seq_lens=torch.tensor(lens, dtype=torch.int32, device="cuda"))
+    kv = attention_cases.sequences(lens, hkv, d, dtype)
+    q = rand((len(lens), hq, 1, d), dtype)
+    kp, vp, table, seq_lens = attention_cases.paged(kv, page)
+    o = ktune.flash_attention(q, kp, vp, block_table=table, seq_lens=seq_lens)
     for i, (kk, vv) in enumerate(kv):
         want, _ = sdpa_ref(q[i:i + 1], kk[None], vv[None], False)
         torch.testing.assert_close(o[i:i + 1].float(), want, **tol(dtype))
     # Varlen: the same sequences packed, 3 query rows each, causal.
     nq = 3
-    qv = rand((b * nq, hq, d), dtype)
-    kpk = torch.cat([kk.transpose(0, 1) for kk, _ in kv])  # [total_k, hkv, d]
-    vpk = torch.cat([vv.transpose(0, 1) for _, vv in kv])
-    cu_q = torch.tensor([0, 3, 6, 9], dtype=torch.int32, device="cuda")
-    cu_k = torch.tensor([0] + list(torch.tensor(lens).cumsum(0)), dtype=torch.int32,
-                        device="cuda")
+    qv = rand((len(lens) * nq, hq, d), dtype)
+    kpk, vpk, cu_q, cu_k = attention_cases.packed(kv, nq)
     ov = ktune.flash_attention(qv, kpk, vpk, causal=True, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k,
                                max_seqlen_q=nq, max_seqlen_k=max(lens))
     for i, (kk, vv) in enumerate(kv):

@@ -8,6 +8,8 @@ torch = pytest.importorskip("torch")
 if not torch.cuda.is_available():
     pytest.skip("no CUDA device for torch", allow_module_level=True)
 
+import attention_cases  # noqa: E402
+import ktune  # noqa: E402
 import ktune.torch as kt  # noqa: E402
 
 
@@ -21,7 +23,17 @@ def moe_weights(e=8, h=1024, inter=256):
     return w1, w2
 
 
+def attention_layouts(dtype=torch.bfloat16):
+    """(paged args, varlen args) for the operators: 3 sequences, GQA 8/2, d=128."""
+    kv = attention_cases.sequences([100, 37, 300], 2, 128, dtype)
+    kp, vp, table, seq_lens = attention_cases.paged(kv, 16)
+    k, v, cu_q, cu_k = attention_cases.packed(kv, 5)
+    return ((rand((3, 8, 2, 128), dtype), kp, vp, table, seq_lens),
+            (rand((15, 8, 128), dtype), k, v, cu_q, cu_k, 5, 300))
+
+
 def samples():
+    paged, varlen = attention_layouts()
     x, r = rand((37, 1024)), rand((37, 1024))
     w, b = rand((1024,)), rand((1024,))
     w1, w2 = moe_weights()
@@ -30,6 +42,8 @@ def samples():
     return [
         (kt.flash_attention, (rand((2, 8, 70, 128)), rand((2, 2, 300, 128)),
                               rand((2, 2, 300, 128)), True)),
+        (kt.flash_attention_paged, paged),
+        (kt.flash_attention_varlen, varlen + (True,)),
         (kt.moe, (x, w1, w2, logits, 2)),
         (kt.moe_topk, (x, w1, w2, ids, torch.rand(37, 2, device="cuda"))),
         (kt.add_rmsnorm, (x, r, w, 1e-6)),
@@ -41,7 +55,7 @@ def samples():
     ]
 
 
-@pytest.mark.parametrize("i", range(9))
+@pytest.mark.parametrize("i", range(11))
 def test_opcheck(i):
     op, args = samples()[i]
     torch.library.opcheck(op, args)
@@ -52,6 +66,24 @@ def test_registered_under_torch_ops():
     y, h = torch.ops.ktune.add_rmsnorm(x, r, w, 1e-6)
     y2, h2 = kt.add_rmsnorm(x, r, w, 1e-6)
     assert torch.equal(y, y2) and torch.equal(h, h2)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_attention_operators_match_eager(dtype):
+    """The paged and varlen operators give ktune.flash_attention's bits, mask options included."""
+    paged, varlen = attention_layouts(dtype)
+    slopes = torch.rand(8, device="cuda")
+    opts = dict(causal=True, scale=0.07, window=64, softcap=30.0, alibi_slopes=slopes)
+    q, kp, vp, table, seq_lens = paged
+    want = ktune.flash_attention(q, kp, vp, block_table=table, seq_lens=seq_lens, **opts)
+    got = torch.ops.ktune.flash_attention_paged(*paged, **opts)
+    torch.testing.assert_close(got, want, atol=0, rtol=0)
+    q, k, v, cu_q, cu_k, mq, mk = varlen
+    want = ktune.flash_attention(q, k, v, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, max_seqlen_q=mq,
+                                 max_seqlen_k=mk, **opts)
+    got = kt.flash_attention_varlen(*varlen, **opts)
+    torch.testing.assert_close(got, want, atol=0, rtol=0)
+    assert not got.isnan().any()
 
 
 def block(x, r, w, b, q, k, v, w1, w2, logits):

@@ -136,6 +136,7 @@ Loaded load_driver() {
   resolve(lib, d.cuCtxGetCurrent, {"cuCtxGetCurrent"}, missing);
   resolve(lib, d.cuCtxSetCurrent, {"cuCtxSetCurrent"}, missing);
   resolve(lib, d.cuCtxGetDevice, {"cuCtxGetDevice"}, missing);
+  resolve(lib, d.cuStreamGetCtx, {"cuStreamGetCtx"}, missing);
   resolve(lib, d.cuCtxSynchronize, {"cuCtxSynchronize"}, missing);
   resolve(lib, d.cuModuleLoadData, {"cuModuleLoadData"}, missing);
   resolve(lib, d.cuModuleUnload, {"cuModuleUnload"}, missing);
@@ -258,6 +259,21 @@ CUdevice ensure_context(int ordinal) {
   }
   KTUNE_CU(d.cuCtxSetCurrent(ctx));
   return dev;
+}
+
+StreamContext::StreamContext(CUstream stream) {
+  if (stream == nullptr || stream == CU_STREAM_LEGACY || stream == CU_STREAM_PER_THREAD) return;
+  const Driver& d = Driver::get();
+  CUcontext own = nullptr;
+  KTUNE_CU(d.cuStreamGetCtx(stream, &own));
+  KTUNE_CU(d.cuCtxGetCurrent(&previous_));
+  if (own == previous_) return;
+  KTUNE_CU(d.cuCtxSetCurrent(own));
+  switched_ = true;
+}
+
+StreamContext::~StreamContext() {
+  if (switched_) Driver::get().cuCtxSetCurrent(previous_);
 }
 
 Module::Module(const std::string& cubin) {

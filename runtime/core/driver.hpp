@@ -27,6 +27,7 @@ struct Driver {
   CUresult (*cuCtxGetCurrent)(CUcontext*);
   CUresult (*cuCtxSetCurrent)(CUcontext);
   CUresult (*cuCtxGetDevice)(CUdevice*);
+  CUresult (*cuStreamGetCtx)(CUstream, CUcontext*);
   CUresult (*cuCtxSynchronize)();
   CUresult (*cuModuleLoadData)(CUmodule*, const void*);
   CUresult (*cuModuleUnload)(CUmodule);
@@ -69,6 +70,22 @@ void cu_check(CUresult r, const char* what);
 /// Makes a context current on this thread: keeps the caller's current context if there is one,
 /// otherwise retains the primary context of `ordinal`. Returns the device of that context.
 CUdevice ensure_context(int ordinal = 0);
+
+/// For one call: makes `stream`'s context current when it differs from the thread's (a stream of
+/// another GPU than the caller's current one, as torch passes for a tensor on a non-current
+/// device), and restores the caller's at scope exit. The special handles (0, legacy, per-thread)
+/// belong to whatever context is current and change nothing.
+class StreamContext {
+ public:
+  explicit StreamContext(CUstream stream);
+  ~StreamContext();
+  StreamContext(const StreamContext&) = delete;
+  StreamContext& operator=(const StreamContext&) = delete;
+
+ private:
+  CUcontext previous_ = nullptr;
+  bool switched_ = false;
+};
 
 /// A loaded module (RAII). Loading needs a current context.
 class Module {

@@ -299,6 +299,7 @@ void Runtime::Impl::run(int op_index, DType dtype, const std::int64_t* dims, int
                         const CallerWorkspace* workspace) {
   if (ndims < 0 || ntensors > static_cast<int>(kMaxTensors))
     throw InvalidArgument("too many dimensions or tensors");
+  const StreamContext context(static_cast<CUstream>(stream));
   const PlanKey key = key_of(op_index, dtype, dims, static_cast<std::size_t>(ndims));
   const StreamKey own = stream_key(stream);
   const Dispatch d = dispatch(key, workspace ? nullptr : &own);

@@ -2,7 +2,9 @@
  *
  * Every function returns KTUNE_OK or an error code; ktune_last_error() then gives the message of
  * the calling thread's last failure. Pointers are CUDA device addresses; `stream` is a CUstream
- * (NULL: the legacy default stream). The first call for a problem plans it (database lookup,
+ * (NULL: the legacy default stream). A call runs in its stream's context (the GPU the stream
+ * belongs to, whichever context is current on the thread), and leaves the thread's current
+ * context as it found it; NULL runs in the current one. The first call for a problem plans it (database lookup,
  * compile or cache load); later calls only launch. The library never prints unless KTUNE_LOG is
  * set, and never exits. */
 #ifndef KTUNE_KTUNE_H
