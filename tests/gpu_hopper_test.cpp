@@ -9,10 +9,22 @@
 //   (tests/support/moe_gemm_reference.hpp): E in {1, 8} with expert 0 receiving every token and
 //   expert E - 1 none, T in {1, 3, 17, 100}, k in {1, 2}, H and I not multiples of any tile
 //   (136, 200), then longer K (more k-tiles than ring slots); outputs poisoned with NaN, padding
-//   rows of act must stay unwritten.
+//   rows of act must stay unwritten;
+// - TMA (common/tma.cuh, tensor maps from runtime/core/tensor_map.hpp): 64 x 64 tiles of a
+//   120 x 200 bf16 matrix whose rows lie 216 elements apart (the 16 columns between are filled
+//   with a value that must never appear), the tile grid starting at column -5 and row -3 so
+//   that tiles cross all four edges: loads checked element by element in the shared layout,
+//   plain and 128-byte swizzled (wg::sw128_offset, the layout wgmma reads), with zeros past the
+//   edges; stores from a shared tile in both layouts, clipped at the edges, every byte outside
+//   the matrix (the gap columns, past the end) left as poisoned;
+// - a warp-specialised TMA pipeline (common/warpgroup.cuh): a producer warp streaming the 44
+//   tiles of a 700 x 200 matrix through 3 and 4 slots with full/empty mbarriers, two consumer
+//   warpgroups after setmaxnreg each summing half of every tile and meeting on named barriers;
+//   every tile sum and the total exact (small integers).
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <random>
 #include <string>
@@ -22,6 +34,9 @@
 #include "runtime/core/device.hpp"
 #include "runtime/core/driver.hpp"
 #include "runtime/core/launcher.hpp"
+#include "runtime/core/tensor_map.hpp"
+#include "templates/common/tma.cuh"
+#include "templates/common/wgmma.cuh"
 #include "templates/moe/gemm_args.h"
 #include "templates/moe/gemm_sm90_args.h"
 #include "tests/support/hopper_source.hpp"
@@ -238,6 +253,168 @@ class GpuHopper : public ::testing::Test {
     EXPECT_EQ(c2.failed, 0) << c2.failed << " of " << c2.checked << "; " << c2.first;
   }
 };
+
+// The TMA tests' matrix: kMatRows x kMatCols bf16 elements, rows kMatPitch elements apart; tiles of
+// kBox x kBox on a grid starting at (kFirstCol, kFirstRow), enough tiles to cover the matrix.
+constexpr int kMatRows = 120, kMatCols = 200, kMatPitch = 216, kBox = 64;
+// The innermost start coordinate stays a multiple of 16 bytes (8 bf16): on the H100 a box
+// starting at column -5 raised an illegal instruction (compute-sanitizer: at the UTMALDG).
+constexpr int kFirstCol = -8, kFirstRow = -3;
+constexpr int kTilesX = (kMatCols - kFirstCol + kBox - 1) / kBox;  // 4
+constexpr int kTilesY = (kMatRows - kFirstRow + kBox - 1) / kBox;  // 2
+constexpr std::uint16_t kGap = 0xbeef;  // between a row's last column and the next row
+
+/// The driver's encoding of `spec`, as the kernels' argument structs hold it.
+tma::TensorMap encode(const TensorMapSpec& spec) {
+  const CUtensorMap m = encode_tensor_map(spec);
+  tma::TensorMap t;
+  std::memcpy(&t, &m, sizeof t);
+  return t;
+}
+
+/// Byte offset of element (r, c) of a shared kBox x kBox tile of 16-bit elements.
+unsigned tile_offset(bool sw128, int r, int c) {
+  return sw128 ? wg::sw128_offset(r, c / 8) + static_cast<unsigned>(c % 8) * 2
+               : static_cast<unsigned>(r * kBox + c) * 2;
+}
+
+// ktune_test::TmaTileArgs
+struct TmaTileArgs {
+  tma::TensorMap map;
+  void* out;
+  int first_col;
+  int first_row;
+};
+
+// Loads of every tile, plain and 128-byte swizzled: each element of each shared tile is the
+// matrix element at its global position, or 0 past an edge (before row or column 0 too); the
+// gap columns never appear.
+TEST_F(GpuHopper, TmaLoadTilesWithZerosPastTheEdges) {
+  std::vector<std::uint16_t> host(static_cast<std::size_t>(kMatRows) * kMatPitch, kGap);
+  for (int r = 0; r < kMatRows; ++r)
+    for (int c = 0; c < kMatCols; ++c)
+      host[static_cast<std::size_t>(r) * kMatPitch + c] = test::tma_test_value(r, c);
+  const DeviceBuffer src = upload(host);
+  const std::size_t tile_elems = kBox * kBox, tiles = kTilesX * kTilesY;
+  const unsigned smem = static_cast<unsigned>(tile_elems * 2 + 1024);
+  for (bool sw128 : {false, true}) {
+    const DeviceBuffer out = poisoned(tiles * tile_elems * 2);
+    const TmaTileArgs args{
+        encode(matrix_tensor_map(CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, src.get(), kMatRows, kMatCols,
+                                 kMatPitch * 2, kBox, kBox,
+                                 sw128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_NONE)),
+        ptr(out), kFirstCol, kFirstRow};
+    launch(kernel(test::tma_tile_source(), test::tma_load_tile_name(kBox, kBox), smem), kTilesX,
+           kTilesY, 128, smem, &args, sizeof args);
+    KTUNE_CU(Driver::get().cuCtxSynchronize());
+    const std::vector<std::uint16_t> got = download<std::uint16_t>(out, tiles * tile_elems);
+    int wrong = 0;
+    std::string first;
+    for (int ty = 0; ty < kTilesY; ++ty)
+      for (int tx = 0; tx < kTilesX; ++tx)
+        for (int r = 0; r < kBox; ++r)
+          for (int c = 0; c < kBox; ++c) {
+            const int gr = kFirstRow + ty * kBox + r, gc = kFirstCol + tx * kBox + c;
+            const bool inside = gr >= 0 && gr < kMatRows && gc >= 0 && gc < kMatCols;
+            const std::uint16_t want = inside ? test::tma_test_value(gr, gc) : 0;
+            const std::size_t at = (static_cast<std::size_t>(ty) * kTilesX + tx) * tile_elems +
+                                   tile_offset(sw128, r, c) / 2;
+            if (got[at] != want && wrong++ == 0)
+              first = "tile (" + std::to_string(tx) + ", " + std::to_string(ty) + ") element (" +
+                      std::to_string(r) + ", " + std::to_string(c) + "): got " +
+                      std::to_string(got[at]) + " want " + std::to_string(want);
+          }
+    EXPECT_EQ(wrong, 0) << (sw128 ? "SWIZZLE_128B" : "SWIZZLE_NONE") << ": " << wrong
+                        << " wrong of " << tiles * tile_elems << ", first " << first;
+  }
+}
+
+// Stores of every tile from a shared tile, plain and 128-byte swizzled: each matrix element
+// holds its value; the gap columns and the bytes past the matrix stay as poisoned (0xff). The
+// tiles start at (0, 0) and are clipped at the right and bottom edges: on the H100 the same
+// stores from (-8, -3), the loads' grid, faulted with an illegal instruction.
+TEST_F(GpuHopper, TmaStoreTilesClippedAtTheEdges) {
+  const std::size_t elems = static_cast<std::size_t>(kMatRows) * kMatPitch;
+  const unsigned smem = static_cast<unsigned>(kBox * kBox * 2 + 1024);
+  for (bool sw128 : {false, true}) {
+    const DeviceBuffer dst = poisoned(elems * 2 + 64);
+    const TmaTileArgs args{
+        encode(matrix_tensor_map(CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, dst.get(), kMatRows, kMatCols,
+                                 kMatPitch * 2, kBox, kBox,
+                                 sw128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_NONE)),
+        nullptr, 0, 0};
+    launch(kernel(test::tma_tile_source(), test::tma_store_tile_name(kBox, kBox, sw128), smem),
+           (kMatCols + kBox - 1) / kBox, (kMatRows + kBox - 1) / kBox, 128, smem, &args,
+           sizeof args);
+    KTUNE_CU(Driver::get().cuCtxSynchronize());
+    const std::vector<std::uint16_t> got = download<std::uint16_t>(dst, elems + 32);
+    int wrong = 0;
+    std::string first;
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      const int r = static_cast<int>(i / kMatPitch), c = static_cast<int>(i % kMatPitch);
+      const std::uint16_t want =
+          r < kMatRows && c < kMatCols ? test::tma_test_value(r, c) : std::uint16_t{0xffff};
+      if (got[i] != want && wrong++ == 0)
+        first = "row " + std::to_string(r) + " column " + std::to_string(c) + ": got " +
+                std::to_string(got[i]) + " want " + std::to_string(want);
+    }
+    EXPECT_EQ(wrong, 0) << (sw128 ? "SWIZZLE_128B" : "SWIZZLE_NONE") << ": " << wrong
+                        << " wrong of " << got.size() << ", first " << first;
+  }
+}
+
+// The warp-specialised pipeline over a 700 x 200 matrix of integers in [-4, 4] (the gap
+// columns hold 1000, which must not be summed): 11 x 4 tiles, the last column and row of tiles
+// partly past the edges; every tile sum and the total exact, with 3 and 4 slots (each slot's
+// barriers flip 11 to 15 times).
+TEST_F(GpuHopper, TmaWarpSpecialisedPipelineIsExact) {
+  constexpr int kPipeRows = 700;
+  constexpr int tiles_x = (kMatCols + kBox - 1) / kBox, tiles_y = (kPipeRows + kBox - 1) / kBox;
+  constexpr int tiles = tiles_x * tiles_y;
+  std::mt19937 rng(11);
+  std::uniform_int_distribution<int> v(-4, 4);
+  std::vector<std::uint16_t> host(static_cast<std::size_t>(kPipeRows) * kMatPitch,
+                                  test::moe_to_bits(true, 1000.0));
+  std::vector<double> want(tiles, 0.0);
+  double want_total = 0;
+  for (int r = 0; r < kPipeRows; ++r)
+    for (int c = 0; c < kMatCols; ++c) {
+      const int x = v(rng);
+      host[static_cast<std::size_t>(r) * kMatPitch + c] = test::moe_to_bits(true, x);
+      want[(r / kBox) * tiles_x + c / kBox] += x;
+      want_total += x;
+    }
+  const DeviceBuffer src = upload(host);
+  // ktune_test::TmaPipelineArgs
+  struct {
+    tma::TensorMap map;
+    void* tile_sums;
+    void* total;
+    int tiles_x;
+    int tiles;
+  } args{encode(matrix_tensor_map(CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, src.get(), kPipeRows, kMatCols,
+                                  kMatPitch * 2, kBox, kBox)),
+         nullptr, nullptr, tiles_x, tiles};
+  for (int stages : {3, 4}) {
+    const DeviceBuffer sums = poisoned(tiles * 4), total = poisoned(4);
+    args.tile_sums = ptr(sums);
+    args.total = ptr(total);
+    const unsigned smem = test::tma_pipeline_smem(stages);
+    launch(kernel(test::tma_pipeline_source(), test::tma_pipeline_name(stages), smem), 1, 1, 384,
+           smem, &args, sizeof args);
+    KTUNE_CU(Driver::get().cuCtxSynchronize());
+    const std::vector<float> got = download<float>(sums, tiles);
+    int wrong = 0;
+    std::string first;
+    for (int t = 0; t < tiles; ++t)
+      if (!(got[t] == want[t]) && wrong++ == 0)
+        first = "tile " + std::to_string(t) + ": got " + std::to_string(got[t]) + " want " +
+                std::to_string(want[t]);
+    EXPECT_EQ(wrong, 0) << stages << " stages: " << wrong << " of " << tiles
+                        << " tile sums wrong, first " << first;
+    EXPECT_EQ(download<float>(total, 1)[0], want_total) << stages << " stages: total";
+  }
+}
 
 // The mbarrier ring of bulk copies (common/mbarrier.cuh, in flash_decode's ring protocol):
 // 77 rows (a short last tile) in tiles of 8 through 3 slots (10 tiles: every slot's barrier

@@ -4,7 +4,9 @@
 // allowed); that both still compile for sm_80 (to a trap); that the static_asserts reject what
 // moe_gemm_sm90_invalid_reason rejects; and, where nvdisasm is found ($KTUNE_NVDISASM, the
 // toolkit, PATH), that the SASS holds HGMMA and that the GEMM's wgmmas are batched (ptxas
-// serialises them, one wait after each, when it cannot prove the accumulators untouched).
+// serialises them, one wait after each, when it cannot prove the accumulators untouched). The
+// TMA and warp-specialisation kernels (common/tma.cuh, warpgroup.cuh) likewise: no spills, no
+// ignored setmaxnreg, and their TMA and register-reallocation instructions in the SASS.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -204,6 +206,21 @@ int batched_hgmma(const std::string& sass) {
   return c;
 }
 
+/// Whether `o` holds a kernel (a failure naming `what` when not), expecting registers and no
+/// spills or local memory of it.
+bool compiled_clean(const CompileOutcome& o, const std::string& what) {
+  if (!o.kernel) {
+    ADD_FAILURE() << what << " failed:\n" << o.error;
+    return false;
+  }
+  const KernelResources& r = o.kernel->resources;
+  EXPECT_GT(r.registers, 0) << what;
+  EXPECT_EQ(r.spill_stores, 0) << what;
+  EXPECT_EQ(r.spill_loads, 0) << what;
+  EXPECT_EQ(r.local_bytes, 0) << what;
+  return true;
+}
+
 // The bulk-copy ring of gpu_hopper_test (common/mbarrier.cuh) compiles for sm_90a without
 // spills, and for sm_80, where its copies trap.
 TEST(HopperCompile, BulkCopyRing) {
@@ -215,6 +232,66 @@ TEST(HopperCompile, BulkCopyRing) {
   for (std::size_t i = 0; i < batch.size(); ++i) {
     ASSERT_TRUE(outcomes[i].kernel.has_value()) << batch[i].arch << ":\n" << outcomes[i].error;
     EXPECT_EQ(outcomes[i].kernel->resources.spill_stores, 0) << batch[i].arch;
+  }
+}
+
+// The TMA tile kernels and the warp-specialised TMA pipeline of gpu_hopper_test (common/tma.cuh,
+// mbarrier.cuh, warpgroup.cuh) compile for sm_90a without spills and with setmaxnreg honoured
+// (no C7508 advisory), and for sm_80, where the copies trap and setmaxnreg is left out. With
+// nvdisasm: the sm_90a SASS holds the TMA loads (UTMALDG), stores (UTMASTG) and register
+// reallocation (USETMAXREG) where the kernel uses them; the sm_80 SASS none of them.
+TEST(HopperCompile, TmaAndWarpSpecialisation) {
+  struct Kernel {
+    std::string name;
+    std::string source;
+    std::vector<std::string> sass;  // what the sm_90a SASS must hold
+  };
+  const std::string tile = test::tma_tile_source(), pipe = test::tma_pipeline_source();
+  const Kernel kernels[] = {
+      {test::tma_load_tile_name(64, 64), tile, {"UTMALDG.2D"}},
+      {test::tma_store_tile_name(64, 64, false), tile, {"UTMASTG.2D"}},
+      {test::tma_store_tile_name(64, 64, true), tile, {"UTMASTG.2D"}},
+      {test::tma_pipeline_name(3), pipe, {"UTMALDG.2D", "USETMAXREG"}},
+      {test::tma_pipeline_name(4), pipe, {"UTMALDG.2D", "USETMAXREG"}},
+  };
+  std::vector<CompileJob> batch;
+  std::vector<const Kernel*> of;
+  for (const char* arch : {"sm_90a", "sm_80"})
+    for (const Kernel& k : kernels) {
+      batch.push_back({{"tma", k.name}, arch, k.source});
+      of.push_back(&k);
+    }
+  const std::vector<CompileOutcome> outcomes = compile_parallel(Compiler(std::nullopt), batch, 0);
+  ASSERT_EQ(outcomes.size(), batch.size());
+  const std::string tool = nvdisasm_path();
+  if (tool.empty()) std::printf("nvdisasm not found: SASS not checked\n");
+  const test::TempDir dir;
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    const std::string what = batch[i].source.name_expression + " for " + batch[i].arch;
+    const CompileOutcome& o = outcomes[i];
+    if (!compiled_clean(o, what)) continue;
+    const KernelResources& r = o.kernel->resources;
+    EXPECT_EQ(o.kernel->log.find("C7508"), std::string::npos) << what << ":\n" << o.kernel->log;
+    std::string note = "-";
+    if (!tool.empty()) {
+      const std::string sass = disassemble(tool, o.kernel->cubin, dir.path(), 1000 + i);
+      note.clear();
+      for (const char* op : {"UTMALDG", "UTMASTG", "USETMAXREG"}) {
+        const int n = count(sass, op);
+        note += std::string(op) + " " + std::to_string(n) + " ";
+        if (batch[i].arch != "sm_90a") {
+          EXPECT_EQ(n, 0) << what << ": " << op;
+        }
+      }
+      if (batch[i].arch == "sm_90a") {
+        for (const std::string& op : of[i]->sass) {
+          EXPECT_GT(count(sass, op), 0) << what << ": no " << op << " in the SASS";
+        }
+      }
+    }
+    std::printf("%-6s %-52s %3d registers, %5d B smem, %s\n", batch[i].arch.c_str(),
+                batch[i].source.name_expression.c_str(), r.registers, r.shared_bytes,
+                note.c_str());
   }
 }
 
@@ -237,15 +314,8 @@ TEST(HopperCompile, WgmmaTileAndMoeGemmSm90) {
       EXPECT_NE(o.error.find(j.reason), std::string::npos) << what << ":\n" << o.error;
       continue;
     }
-    if (!o.kernel) {
-      ADD_FAILURE() << what << " failed:\n" << o.error;
-      continue;
-    }
+    if (!compiled_clean(o, what)) continue;
     const KernelResources& r = o.kernel->resources;
-    EXPECT_GT(r.registers, 0) << what;
-    EXPECT_EQ(r.spill_stores, 0) << what;
-    EXPECT_EQ(r.spill_loads, 0) << what;
-    EXPECT_EQ(r.local_bytes, 0) << what;
     // ptxas' performance advisories ("wgmma.mma_async instructions are serialized due to ...").
     EXPECT_EQ(o.kernel->log.find("serialized"), std::string::npos) << what << ":\n"
                                                                     << o.kernel->log;

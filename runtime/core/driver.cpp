@@ -145,8 +145,11 @@ Loaded load_driver() {
   resolve(lib, d.cuFuncSetAttribute, {"cuFuncSetAttribute"}, missing);
   resolve(lib, d.cuLaunchKernel, {"cuLaunchKernel"}, missing);
   {
-    std::string optional;  // an older driver launches without the attribute (launcher.cpp)
+    // An older driver launches without the attribute (launcher.cpp) and encodes no tensor
+    // maps (tensor_map.cpp throws).
+    std::string optional;
     resolve(lib, d.cuLaunchKernelEx, {"cuLaunchKernelEx"}, optional);
+    resolve(lib, d.cuTensorMapEncodeTiled, {"cuTensorMapEncodeTiled"}, optional);
   }
   resolve(lib, d.cuMemAlloc, {"cuMemAlloc_v2"}, missing);
   resolve(lib, d.cuMemFree, {"cuMemFree_v2"}, missing);

@@ -39,6 +39,12 @@ struct Driver {
   // Optional (null when the driver lacks it): launches with attributes (programmatic dependent
   // launch).
   CUresult (*cuLaunchKernelEx)(const CUlaunchConfig*, CUfunction, void**, void**);
+  // Optional (null when the driver lacks it, before CUDA 12.0): encodes a TMA descriptor
+  // (tensor_map.cpp, which says so in its error).
+  CUresult (*cuTensorMapEncodeTiled)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*,
+                                     const cuuint64_t*, const cuuint64_t*, const cuuint32_t*,
+                                     const cuuint32_t*, CUtensorMapInterleave, CUtensorMapSwizzle,
+                                     CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
   CUresult (*cuMemAlloc)(CUdeviceptr*, size_t);                        // _v2
   CUresult (*cuMemFree)(CUdeviceptr);                                  // _v2
   CUresult (*cuMemcpyHtoD)(CUdeviceptr, const void*, size_t);          // _v2

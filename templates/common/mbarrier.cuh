@@ -7,6 +7,13 @@
 // announces the bytes to come) has happened and every announced byte has landed; `wait_parity`
 // spins until the phase of the given parity (0 for a barrier's first use, then alternating) has
 // completed. Writes of the bulk copy are then visible to the waiting threads.
+//
+// A producer/consumer ring (warp-specialised kernels) pairs each slot's "full" barrier (count
+// 1: the producer's arrive_expect_tx, completed by the copy's bytes) with an "empty" one (count:
+// the consumers' arrivals, `arrive`, once they have read the slot). Use k of slot s = k % STAGES
+// waits on full with parity (k / STAGES) & 1; the producer waits on empty with the opposite
+// parity before refilling, which a fresh barrier passes at once (the phase before its first
+// counts as completed), so the first STAGES fills need no special case.
 #pragma once
 
 namespace ktune {
@@ -59,6 +66,42 @@ __device__ __forceinline__ void wait_parity(unsigned bar, unsigned parity) {
       "}\n" ::"r"(bar),
       "r"(parity)
       : "memory");
+}
+
+/// Announces `bytes` more to land in the current phase without arriving: for a phase fed by
+/// several copies whose issuers account for their own bytes, the one arrival made elsewhere.
+__device__ __forceinline__ void expect_tx(unsigned bar, unsigned bytes) {
+  KTUNE_MBAR_ASM("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;\n" ::"r"(bar),
+                 "r"(bytes)
+                 : "memory");
+}
+
+/// `count` arrivals at once (1 or more; release semantics: this thread's earlier shared-memory
+/// reads and writes happen before the phase completes). What a consumer does once it has
+/// finished reading a slot, on the slot's "empty" barrier, so that the producer may refill it;
+/// a count above 1 lets one thread stand for a group whose completion it has established, e.g.
+/// a warpgroup's leader after a named barrier, on a barrier initialised with one count per warp.
+__device__ __forceinline__ void arrive(unsigned bar, unsigned count = 1) {
+  // The phase state it returns is not needed: the sink '_' takes it.
+  KTUNE_MBAR_ASM("mbarrier.arrive.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(count)
+                 : "memory");
+}
+
+/// One test of the barrier's phase of parity `parity`, blocking up to a system-dependent time
+/// limit inside the instruction: true once it has completed. For callers with other work to do
+/// between tests (wait_parity() is the same test in a loop).
+__device__ __forceinline__ bool try_wait_parity(unsigned bar, unsigned parity) {
+  unsigned done = 0;
+  KTUNE_MBAR_ASM(
+      "{\n"
+      ".reg .pred p;\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+      "selp.u32 %0, 1, 0, p;\n"
+      "}\n"
+      : "=r"(done)
+      : "r"(bar), "r"(parity)
+      : "memory");
+  return done != 0;
 }
 
 /// Copies `bytes` from global `src` to shared `dst` through the copy engine; the barrier at `bar`

@@ -1,7 +1,7 @@
-// Host side of the Hopper (wgmma) tests, header-only: the NVRTC source of the wgmma tile test
-// kernel and of moe_gemm_sm90_kernel, and their name expressions. common/wgmma.cuh and
-// moe/gemm_sm90.cuh are embedded (KTUNE_KERNEL_SOURCES), so NVRTC resolves their includes from
-// the binary.
+// Host side of the Hopper tests, header-only: the NVRTC sources of the wgmma tile, bulk-copy
+// ring, TMA tile and TMA pipeline test kernels and of moe_gemm_sm90_kernel, and their name
+// expressions. The common/ headers and moe/gemm_sm90.cuh are embedded (KTUNE_KERNEL_SOURCES),
+// so NVRTC resolves their includes from the binary.
 #pragma once
 
 #include <string>
@@ -127,6 +127,236 @@ __global__ void __launch_bounds__(128, 1) bulk_ring_kernel(const BulkRingArgs ar
 }
 }  // namespace ktune_test
 )";
+}
+
+/// The value the TMA tests place at (row, col) of their bf16 matrices (a 16-bit pattern, never
+/// 0 and never 0xffff: zero fill and untouched poison stay distinguishable); unique while
+/// row * 251 + col < 32767, i.e. for the tests' 120 x 200 matrices.
+inline unsigned short tma_test_value(int row, int col) {
+  return static_cast<unsigned short>(((row * 251 + col) & 0x7fff) + 1);
+}
+
+/// What the TMA test kernels include, and aligned_tile(): the 1024-byte-aligned start of the
+/// dynamic shared memory (its shared address in *addr).
+inline std::string tma_test_prelude() {
+  return hopper_source("common/tma.cuh") + hopper_source("common/mbarrier.cuh") +
+         hopper_source("common/warpgroup.cuh") + hopper_source("common/wgmma.cuh") + R"(
+namespace ktune_test {
+__device__ __forceinline__ unsigned char* aligned_tile(unsigned char* smem, unsigned* addr) {
+  const unsigned raw = ktune::wg::smem_u32(smem);
+  const unsigned pad = ((raw + 1023u) & ~1023u) - raw;
+  *addr = raw + pad;
+  return smem + pad;
+}
+}  // namespace ktune_test
+)";
+}
+
+/// TMA tile kernels (common/tma.cuh), one CTA of 128 threads per BOX_ROWS x BOX_COLS tile of
+/// 16-bit elements; tile (x, y) of the grid sits at column first_col + x * BOX_COLS and row
+/// first_row + y * BOX_ROWS (negative or past the edges in part), its index is y * gridDim.x + x.
+/// The tile in shared memory starts 1024-byte aligned (BOX_ROWS * BOX_COLS * 2 + 1024 bytes of
+/// dynamic shared memory); one argument, {map, out, first_col, first_row} by value, the tensor
+/// map as a __grid_constant__ member.
+/// - tma_load_tile_kernel: one elected thread loads the tile through the map (its mbarrier
+///   counts the bytes), every thread waits, and the raw shared tile is copied to out[index] as
+///   it lies (the host checks the layout: plain rows, or the 128-byte swizzle).
+/// - tma_store_tile_kernel<.., SW128>: the threads write tma_test_value(row, col) of each
+///   element's global position into the shared tile (plain rows, or at wg::sw128_offset when
+///   SW128), fence it for the async proxy, and one elected thread stores the tile through the
+///   map; out is unused.
+inline std::string tma_tile_source() {
+  return tma_test_prelude() + R"(
+namespace ktune_test {
+struct TmaTileArgs {
+  ktune::tma::TensorMap map;
+  unsigned short* out;
+  int first_col;
+  int first_row;
+};
+
+__device__ __forceinline__ unsigned short tma_test_value(int row, int col) {
+  return static_cast<unsigned short>(((row * 251 + col) & 0x7fff) + 1);
+}
+
+template <int BOX_ROWS, int BOX_COLS>
+__global__ void __launch_bounds__(128, 1)
+    tma_load_tile_kernel(const __grid_constant__ TmaTileArgs args) {
+  using namespace ktune;
+  constexpr int kBytes = BOX_ROWS * BOX_COLS * 2;
+  static_assert(kBytes % (16 * 128) == 0, "whole 16-byte chunks for every thread");
+  extern __shared__ __align__(1024) unsigned char smem[];
+  __shared__ __align__(8) unsigned long long bar_word;
+  unsigned dst = 0;
+  const unsigned char* tile = aligned_tile(smem, &dst);
+  const unsigned bar = wg::smem_u32(&bar_word);
+  if (threadIdx.x == 0) {
+    tma::prefetch_map(&args.map);
+    mbar::init(bar, 1);
+    mbar::fence_init();
+  }
+  __syncthreads();
+  if (wgrp::warp_index() == 0 && wgrp::elect_one()) {
+    mbar::arrive_expect_tx(bar, kBytes);
+    tma::load(dst, &args.map, bar, args.first_col + static_cast<int>(blockIdx.x) * BOX_COLS,
+              args.first_row + static_cast<int>(blockIdx.y) * BOX_ROWS);
+  }
+  mbar::wait_parity(bar, 0);
+  const int index = static_cast<int>(blockIdx.y * gridDim.x + blockIdx.x);
+  uint4* out = reinterpret_cast<uint4*>(args.out) + static_cast<long long>(index) * (kBytes / 16);
+  for (int i = threadIdx.x; i < kBytes / 16; i += 128)
+    out[i] = reinterpret_cast<const uint4*>(tile)[i];
+}
+
+template <int BOX_ROWS, int BOX_COLS, bool SW128>
+__global__ void __launch_bounds__(128, 1)
+    tma_store_tile_kernel(const __grid_constant__ TmaTileArgs args) {
+  using namespace ktune;
+  static_assert(!SW128 || BOX_COLS == 64, "128-byte swizzled rows hold 64 16-bit elements");
+  extern __shared__ __align__(1024) unsigned char smem[];
+  unsigned src = 0;
+  unsigned char* tile = aligned_tile(smem, &src);
+  const int col0 = args.first_col + static_cast<int>(blockIdx.x) * BOX_COLS;
+  const int row0 = args.first_row + static_cast<int>(blockIdx.y) * BOX_ROWS;
+  for (int i = threadIdx.x; i < BOX_ROWS * BOX_COLS; i += 128) {
+    const int r = i / BOX_COLS, c = i % BOX_COLS;
+    const unsigned off = SW128 ? wg::sw128_offset(r, c / 8) + (c % 8) * 2
+                               : static_cast<unsigned>(i * 2);
+    *reinterpret_cast<unsigned short*>(tile + off) = tma_test_value(row0 + r, col0 + c);
+  }
+  wg::fence_proxy_async();  // the copy engine reads what the generic proxy wrote
+  __syncthreads();
+  if (wgrp::warp_index() == 0 && wgrp::elect_one()) {
+    tma::store(&args.map, src, col0, row0);
+    tma::store_commit();
+    tma::store_wait<0>();
+  }
+}
+}  // namespace ktune_test
+)";
+}
+
+inline std::string tma_load_tile_name(int box_rows, int box_cols) {
+  return "ktune_test::tma_load_tile_kernel<" + std::to_string(box_rows) + ", " +
+         std::to_string(box_cols) + ">";
+}
+
+inline std::string tma_store_tile_name(int box_rows, int box_cols, bool sw128) {
+  return "ktune_test::tma_store_tile_kernel<" + std::to_string(box_rows) + ", " +
+         std::to_string(box_cols) + ", " + (sw128 ? "true" : "false") + ">";
+}
+
+/// A warp-specialised TMA pipeline (common/tma.cuh, mbarrier.cuh, warpgroup.cuh): 3 warpgroups.
+/// Warpgroup 0, the producer, gives registers back (setmaxnreg_dec<40>) and one elected thread
+/// of its first warp streams the 64 x 64 bf16 tiles of the map (tile t at column
+/// (t % tiles_x) * 64, row (t / tiles_x) * 64) through STAGES slots: it waits on the slot's
+/// empty barrier, announces the bytes on its full barrier and loads. Warpgroups 1 and 2, the
+/// consumers, take registers (setmaxnreg_inc<232>), wait on the full barrier, and each sums its
+/// 32 rows of the tile (16 elements a thread, a warp shuffle, the 4 warp sums through shared
+/// memory after a per-warpgroup named barrier); they release the slot on the empty barrier (8
+/// arrivals a phase: consumer 0's leader arrives once with count 4, each warp of consumer 1
+/// arrives itself), meet on a named barrier for both (256 threads), and consumer 0's leader
+/// writes tile_sums[t]. At the end consumer 1 publishes its running total with bar_arrive and
+/// consumer 0 syncs on that barrier and writes the sum of both to *total. 384 threads;
+/// tma_pipeline_smem(STAGES) bytes of dynamic shared memory; one argument by value.
+inline std::string tma_pipeline_source() {
+  return tma_test_prelude() + R"(
+namespace ktune_test {
+struct TmaPipelineArgs {
+  ktune::tma::TensorMap map;
+  float* tile_sums;
+  float* total;
+  int tiles_x;
+  int tiles;
+};
+
+template <int STAGES>
+__global__ void __launch_bounds__(384, 1)
+    tma_pipeline_kernel(const __grid_constant__ TmaPipelineArgs args) {
+  using namespace ktune;
+  constexpr int kTileBytes = 64 * 64 * 2;
+  extern __shared__ __align__(1024) unsigned char smem[];
+  unsigned slots_addr = 0;
+  unsigned char* slots = aligned_tile(smem, &slots_addr);
+  unsigned long long* bar_words =
+      reinterpret_cast<unsigned long long*>(slots + STAGES * kTileBytes);
+  const unsigned full = wg::smem_u32(bar_words), empty = full + 8 * STAGES;
+  float* warp_sums = reinterpret_cast<float*>(bar_words + 2 * STAGES);  // [consumer][warp]
+  float* group_sums = warp_sums + 8;                                   // [t % 2][consumer]
+  float* group_total = group_sums + 4;                                 // consumer 1's total
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < STAGES; ++s) {
+      mbar::init(full + 8 * s, 1);
+      mbar::init(empty + 8 * s, 8);
+    }
+    mbar::fence_init();
+  }
+  __syncthreads();
+  const int group = wgrp::warpgroup_index();
+  if (group == 0) {
+    wgrp::setmaxnreg_dec<40>();
+    if (wgrp::warp_in_warpgroup() == 0 && wgrp::elect_one()) {
+      tma::prefetch_map(&args.map);
+      for (int t = 0; t < args.tiles; ++t) {
+        const int s = t % STAGES;
+        mbar::wait_parity(empty + 8 * s, ((t / STAGES) & 1) ^ 1);
+        mbar::arrive_expect_tx(full + 8 * s, kTileBytes);
+        tma::load(slots_addr + s * kTileBytes, &args.map, full + 8 * s,
+                  (t % args.tiles_x) * 64, (t / args.tiles_x) * 64);
+      }
+    }
+  } else {
+    wgrp::setmaxnreg_inc<232>();
+    const int c = group - 1;
+    const int tid = wgrp::thread_in_warpgroup(), warp = wgrp::warp_in_warpgroup();
+    const int col = tid % 64, row0 = c * 32 + (tid / 64) * 16;
+    float total = 0.f;
+    for (int t = 0; t < args.tiles; ++t) {
+      const int s = t % STAGES;
+      mbar::wait_parity(full + 8 * s, (t / STAGES) & 1);
+      const unsigned short* tile =
+          reinterpret_cast<const unsigned short*>(slots + s * kTileBytes);
+      float sum = 0.f;
+#pragma unroll
+      for (int r = 0; r < 16; ++r)
+        sum += __uint_as_float(static_cast<unsigned>(tile[(row0 + r) * 64 + col]) << 16);
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+      if (tid % 32 == 0) warp_sums[c * 4 + warp] = sum;
+      wgrp::bar_sync(1 + c, 128);  // this consumer's reads of slot s and its warp sums are done
+      if (c == 0 && tid == 0) mbar::arrive(empty + 8 * s, 4u);
+      if (c == 1 && tid % 32 == 0) mbar::arrive(empty + 8 * s);
+      if (tid == 0) {
+        const float part = warp_sums[c * 4] + warp_sums[c * 4 + 1] + warp_sums[c * 4 + 2] +
+                           warp_sums[c * 4 + 3];
+        group_sums[(t & 1) * 2 + c] = part;
+        total += part;
+      }
+      wgrp::bar_sync(3, 256);  // both halves of tile t are in group_sums
+      if (c == 0 && tid == 0)
+        args.tile_sums[t] = group_sums[(t & 1) * 2] + group_sums[(t & 1) * 2 + 1];
+    }
+    if (c == 1) {
+      if (tid == 0) *group_total = total;
+      wgrp::bar_arrive(4, 256);
+    } else {
+      wgrp::bar_sync(4, 256);
+      if (tid == 0) *args.total = total + *group_total;
+    }
+  }
+}
+}  // namespace ktune_test
+)";
+}
+
+inline std::string tma_pipeline_name(int stages) {
+  return "ktune_test::tma_pipeline_kernel<" + std::to_string(stages) + ">";
+}
+
+/// Dynamic shared memory of tma_pipeline_kernel<stages>: the slots, 1024 bytes of alignment
+/// slack, the barriers and the partial sums.
+inline unsigned tma_pipeline_smem(int stages) {
+  return static_cast<unsigned>(stages * (64 * 64 * 2 + 16) + 1024 + 16 * 4);
 }
 
 inline std::string bulk_ring_name(int rows, int stages) {
