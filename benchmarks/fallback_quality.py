@@ -81,6 +81,24 @@ HELD_OUT = [
     ("flash_attention", "b=4,hq=16,hkv=4,nq=256,nk=9000,d=128,causal=yes"),
     ("flash_decode", "b=3,hq=24,hkv=3,nq=3,nk=2500,d=128,causal=yes"),
     ("flash_decode", "b=2,hq=16,hkv=2,nq=8,nk=1200,d=64,causal=no"),
+    # Added with the wgmma kernel's defaults (2026-11-24), which were read from the sweeps of the
+    # flash_attention problems above: shapes those rules did not see.
+    ("flash_attention", "b=2,hq=28,hkv=4,nq=1000,nk=1000,d=128,causal=yes"),
+    ("flash_attention", "b=1,hq=32,hkv=8,nq=40,nk=7000,d=128,causal=yes"),
+    ("flash_attention", "b=4,hq=8,hkv=8,nq=2000,nk=2000,d=256,causal=no"),
+    ("flash_attention", "b=2,hq=16,hkv=16,nq=1300,nk=4000,d=64,causal=no"),
+    ("flash_attention", "b=16,hq=8,hkv=8,nq=150,nk=150,d=64,causal=no"),
+    ("flash_attention", "b=1,hq=24,hkv=24,nq=9000,nk=9000,d=64,causal=yes"),
+    ("flash_attention", "b=3,hq=32,hkv=8,nq=180,nk=2000,d=128,causal=no"),
+    # Added with the d=128 wave-cost rule (wgmma_d128_tiles), read from the problems above.
+    ("flash_attention", "b=4,hq=24,hkv=8,nq=350,nk=3500,d=128,causal=yes"),
+    ("flash_attention", "b=1,hq=40,hkv=8,nq=2200,nk=2200,d=128,causal=no"),
+    ("flash_attention", "b=6,hq=16,hkv=2,nq=100,nk=12000,d=128,causal=yes"),
+    # Added with the short-key rule (kWgmmaMinKeys), read from the problems above.
+    ("flash_attention", "b=32,hq=8,hkv=8,nq=200,nk=200,d=128,causal=no"),
+    ("flash_attention", "b=8,hq=32,hkv=8,nq=256,nk=256,d=64,causal=yes"),
+    ("flash_attention", "b=64,hq=16,hkv=16,nq=128,nk=128,d=128,causal=yes"),
+    ("flash_attention", "b=4,hq=16,hkv=16,nq=600,nk=600,d=128,causal=no"),
 ]
 
 

@@ -266,7 +266,8 @@ std::string Op::params_key(const Params& p) const {
   const std::vector<Tunable>& ts = tunables();
   std::string out;
   for (std::size_t i = 0; i < ts.size() && i < p.values.size(); ++i) {
-    if (i) out += ',';
+    if (ts[i].unkeyed_value && p.values[i] == *ts[i].unkeyed_value) continue;
+    if (!out.empty()) out += ',';
     out += ts[i].name;
     out += '=';
     out += std::to_string(p.values[i]);
@@ -298,6 +299,7 @@ Params Op::parse_params(std::string_view text) const {
   Params p;
   p.values.reserve(ts.size());
   for (std::size_t i = 0; i < ts.size(); ++i) {
+    if (!given[i] && ts[i].unkeyed_value) given[i] = ts[i].unkeyed_value;
     if (!given[i]) throw fail("missing parameter " + ts[i].name);
     p.values.push_back(*given[i]);
   }

@@ -50,6 +50,10 @@ struct Tunable {
   std::string name;
   std::vector<std::int64_t> values;
   std::string help;
+  /// A tunable added after databases were written: at this value it is left out of params keys
+  /// and taken when a key does not name it, so the keys written before it existed still parse
+  /// and mean what they meant (as DimSpec::keyed_at_default does for problem keys).
+  std::optional<std::int64_t> unkeyed_value = std::nullopt;
 };
 
 enum class TensorRole { input, output };

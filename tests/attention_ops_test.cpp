@@ -14,6 +14,7 @@
 #include "ktune/error.hpp"
 #include "search/space.hpp"
 #include "templates/attention/args.h"
+#include "templates/attention/args_sm90.h"
 #include "templates/attention/attention_op.hpp"
 
 namespace ktune {
@@ -123,17 +124,23 @@ TEST(AttentionProblem, KeysWrittenBeforeTheVariantsParseWithThemOff) {
     EXPECT_EQ(op().problem_key(p), std::string(old));
     EXPECT_EQ(op().parse_problem(std::string(old) + ",window=0,softcap=no,alibi=no,varlen=no"), p);
   }
-  // The same default kernel as before for every old problem (one whose grid is not short).
+  // The default kernel of an old problem has every variant off (on the A100, the same kernel as
+  // before the variants; on the H100 the wgmma kernel's default since 2026-11-24).
   const Problem old = op().parse_problem("b=4,hq=32,hkv=8,nq=2000,nk=2000,d=128,causal=yes");
-  EXPECT_EQ(op().kernels(op().default_params(old, DType::bf16, device("sm_90a")), old,
+  EXPECT_EQ(op().kernels(op().default_params(old, DType::bf16, device("sm_80")), old,
                          DType::bf16)[0].name_expression,
             "ktune::flash_attention_fwd<ktune::bf16, 128, 128, 64, 4, 2, true, false, 1, false, "
             "false, false, false>");
+  EXPECT_EQ(op().kernels(op().default_params(old, DType::bf16, device("sm_90a")), old,
+                         DType::bf16)[0].name_expression,
+            "ktune::flash_attention_sm90<ktune::bf16, 128, 128, 2, 3, true, true, false, false, "
+            "false>");
 }
 
-// Defaults that follow the device: a Hopper row for d=256, and at d=64/128 a short grid halved
-// to block_m=64 when its waves of 64-row tiles (0.55 of a 128-row one) cost less (held-out
-// problems measured on the H100).
+// Defaults that follow the device: on Hopper the wgmma kernel at d=64/128/256, with one
+// consumer's 64-row tiles for short grids (wgmma_single_consumer); on the A100 the mma.sync rows,
+// a short grid halved to block_m=64 when its waves of 64-row tiles (0.55 of a 128-row one) cost
+// less (held-out problems measured on the H100 with those rows).
 TEST(AttentionProblem, DefaultsFollowTheDevice) {
   const auto key = [](const char* shape, const char* arch) {
     const Problem p = op().parse_problem(shape);
@@ -141,23 +148,44 @@ TEST(AttentionProblem, DefaultsFollowTheDevice) {
     EXPECT_EQ(op().invalid_reason(d, p, DType::bf16, device(arch)), std::nullopt) << shape;
     return op().params_key(d);
   };
-  // 4 x 32 x 1 = 128 tiles of 128 rows on 132 SMs: one wave either way, 64-row tiles (which
-  // stream 8192 keys in 128-key tiles; 300 keys keep the row's 64).
-  EXPECT_EQ(key("b=4,hq=32,hkv=8,nq=64,nk=8192,d=128,causal=yes", "sm_90a"),
-            "block_m=64,block_n=128,warps=4,stages=2,q_regs=1,smem_pad=0,impl=0");
+  const char* one128 = "block_m=64,block_n=128,warps=8,stages=3,q_regs=0,smem_pad=0,impl=1";
+  const char* one64 = "block_m=64,block_n=64,warps=8,stages=3,q_regs=0,smem_pad=0,impl=1";
+  const char* two = "block_m=128,block_n=128,warps=12,stages=3,q_regs=0,smem_pad=0,impl=1,"
+                    "pingpong=1";
+  const char* three = "block_m=192,block_n=128,warps=16,stages=3,q_regs=0,smem_pad=0,impl=1,"
+                      "pingpong=1";
+  // nq <= 64: one tile of 64 rows.
+  EXPECT_EQ(key("b=4,hq=32,hkv=8,nq=64,nk=8192,d=128,causal=yes", "sm_90a"), one128);
+  // 2 x 32 x 1 = 64 tiles of 128 rows on 132 SMs, under half: 64-row tiles.
+  EXPECT_EQ(key("b=2,hq=32,hkv=8,nq=128,nk=4096,d=128,causal=yes", "sm_90a"), one128);
+  // 72 and 300 tiles of 128 rows: the row, padding and all.
+  EXPECT_EQ(key("b=3,hq=24,hkv=8,nq=96,nk=6000,d=128,causal=yes", "sm_90a"), two);
+  EXPECT_EQ(key("b=5,hq=20,hkv=4,nq=300,nk=1300,d=128,causal=no", "sm_90a"), two);
+  // Up to 320 keys the mma.sync rows with their short-grid rule (600 tiles of 64 rows cost
+  // 5 x 0.55 waves against 3 of 128 rows).
   EXPECT_EQ(key("b=5,hq=20,hkv=4,nq=300,nk=300,d=128,causal=no", "sm_90a"),
             "block_m=64,block_n=64,warps=4,stages=2,q_regs=1,smem_pad=0,impl=0");
-  // 3 x 24 = 72 tiles of 128 rows, under one wave: 144 of 64 rows, two on some SMs, which
-  // 64-key tiles allow (128-key ones would not fit twice).
-  EXPECT_EQ(key("b=3,hq=24,hkv=8,nq=96,nk=6000,d=128,causal=yes", "sm_90a"),
-            "block_m=64,block_n=64,warps=4,stages=2,q_regs=1,smem_pad=0,impl=0");
-  // 8 x 16 x 2 = 256 tiles: 2 waves of 128 rows against 4 of 64 (2.2): the row as it is.
-  EXPECT_EQ(key("b=8,hq=16,hkv=16,nq=200,nk=1200,d=64,causal=no", "sm_90a"),
+  // One wave of 192-row tiles (120 and 96 CTAs) against two of 128 rows.
+  const char* three64 = "block_m=192,block_n=64,warps=16,stages=3,q_regs=0,smem_pad=0,impl=1,"
+                        "pingpong=1";
+  EXPECT_EQ(key("b=2,hq=20,hkv=20,nq=500,nk=2500,d=128,causal=no", "sm_90a"), three64);
+  EXPECT_EQ(key("b=3,hq=32,hkv=8,nq=180,nk=2000,d=128,causal=no", "sm_90a"), three64);
+  // The ANCHORS shapes keep 128 rows (8 waves against 6 x 1.5).
+  EXPECT_EQ(key("b=2,hq=16,hkv=16,nq=4096,nk=4096,d=128,causal=no", "sm_90a"), two);
+  // d=64: 192-row tiles unless more than a quarter of their rows would be padding (200 rows in
+  // 384, 420 in 576; not 5000 in 5184).
+  EXPECT_EQ(key("b=8,hq=16,hkv=16,nq=200,nk=1200,d=64,causal=no", "sm_90a"), one64);
+  EXPECT_EQ(key("b=6,hq=16,hkv=16,nq=420,nk=420,d=64,causal=no", "sm_90a"), one64);
+  EXPECT_EQ(key("b=1,hq=12,hkv=12,nq=5000,nk=5000,d=64,causal=yes", "sm_90a"), three);
+  // The A100 keeps the mma.sync rows and the short-grid rule.
+  EXPECT_EQ(key("b=4,hq=32,hkv=8,nq=64,nk=8192,d=128,causal=yes", "sm_80"),
+            "block_m=64,block_n=128,warps=4,stages=2,q_regs=1,smem_pad=0,impl=0");
+  // Varlen, which the wgmma kernel does not take: the mma.sync row.
+  EXPECT_EQ(key("b=1,hq=12,hkv=12,nq=5000,nk=5000,d=64,causal=yes,varlen=yes", "sm_90a"),
             "block_m=128,block_n=64,warps=4,stages=2,q_regs=1,smem_pad=0,impl=0");
-  // 12 x 40 = 480 tiles (4 waves against 8 x 0.55): the row as it is.
-  EXPECT_EQ(key("b=1,hq=12,hkv=12,nq=5000,nk=5000,d=64,causal=yes", "sm_90a"),
-            "block_m=128,block_n=64,warps=4,stages=2,q_regs=1,smem_pad=0,impl=0");
-  EXPECT_EQ(key("b=2,hq=16,hkv=16,nq=4096,nk=4096,d=256,causal=no", "sm_90a"),
+  // d=256: one consumer's tiles, the wgmma row; varlen the Hopper mma.sync row below it.
+  EXPECT_EQ(key("b=2,hq=16,hkv=16,nq=4096,nk=4096,d=256,causal=no", "sm_90a"), one64);
+  EXPECT_EQ(key("b=2,hq=16,hkv=16,nq=4096,nk=4096,d=256,causal=no,varlen=yes", "sm_90a"),
             "block_m=128,block_n=32,warps=8,stages=3,q_regs=1,smem_pad=0,impl=0");
   // d=32 and d=96: their Hopper rows (measured fastest); a short grid there is not halved.
   EXPECT_EQ(key("b=2,hq=24,hkv=24,nq=4096,nk=4096,d=96,causal=no", "sm_90a"),
@@ -253,11 +281,13 @@ TEST(AttentionProblem, BadProblemsSayWhy) {
 TEST(AttentionSpace, InvalidPointsCarryTheirReason) {
   const Problem p = op().parse_problem(kMha);
   const Space h100(op(), p, DType::bf16, device("sm_90a"));
-  EXPECT_EQ(h100.points().size(), 3u * 3 * 2 * 2 * 2 * 2 * 1);
-  // (block_m, warps) in {(64,4), (128,4), (128,8), (256,8)}, every block_n, stages, q_regs and
-  // pad, less the shared-memory overflows at d=128: 128x128 s3 with pad (both warp counts) and
-  // 256x128 s3 (with and without pad), each with both q_regs.
-  EXPECT_EQ(h100.valid_count(), 4u * 3 * 2 * 2 * 2 - 2 * 2 - 2 * 2);
+  EXPECT_EQ(h100.points().size(), 4u * 3 * 4 * 2 * 2 * 2 * 2 * 2);
+  // impl=0: (block_m, warps) in {(64,4), (128,4), (128,8), (256,8)}, every block_n, stages,
+  // q_regs and pad, less the shared-memory overflows at d=128: 128x128 s3 with pad (both warp
+  // counts) and 256x128 s3 (with and without pad), each with both q_regs. impl=1: block_m 64,
+  // 128, 192 (1-3 consumers, warps fixed), block_n 64 and 128, stages 2 and 3, ping-pong with 2
+  // or 3 consumers, less 192x128 s3 (240 KiB).
+  EXPECT_EQ(h100.valid_count(), (4u * 3 * 2 * 2 * 2 - 2 * 2 - 2 * 2) + (4 + 8 + 3 * 2));
   std::size_t counted = 0;
   for (const auto& [reason, n] : h100.invalid_reasons()) {
     EXPECT_FALSE(reason.empty());
@@ -309,6 +339,16 @@ TEST(AttentionSpace, ValidPointsPassTheKernelsOwnChecks) {
       EXPECT_GT(s.valid_count(), 0u) << d << " " << arch;
       for (const Params& params : s.valid_points()) {
         const auto v = params.values;
+        if (v[6] == 1) {
+          EXPECT_EQ(flash_attention_sm90_invalid_reason(static_cast<int>(d),
+                                                        static_cast<int>(v[1]),
+                                                        static_cast<int>(v[0] / 64),
+                                                        static_cast<int>(v[3])),
+                    nullptr)
+              << op().params_key(params);
+          EXPECT_EQ(std::string(arch), "sm_90a") << op().params_key(params);
+          continue;
+        }
         EXPECT_EQ(flash_attention_invalid_reason(static_cast<int>(d), static_cast<int>(v[0]),
                                                  static_cast<int>(v[1]), static_cast<int>(v[2]),
                                                  static_cast<int>(v[3]), 1, v[5] != 0),
@@ -319,6 +359,51 @@ TEST(AttentionSpace, ValidPointsPassTheKernelsOwnChecks) {
       }
     }
   }
+}
+
+// The wgmma kernel (impl=1): its reasons, its name expression, and the tunable added after
+// databases were written (pingpong), which keys written before it parse without.
+TEST(AttentionSpace, WgmmaKernelPointsAndTheirReasons) {
+  const auto why = [&](const char* params, const char* problem, const char* arch = "sm_90a") {
+    return op().invalid_reason(op().parse_params(params), op().parse_problem(problem),
+                               DType::bf16, device(arch)).value_or("");
+  };
+  const char* two = "block_m=128,block_n=128,warps=12,stages=2,q_regs=0,smem_pad=0,impl=1";
+  EXPECT_EQ(why(two, kMha), "");
+  EXPECT_EQ(why(two, kMha, "sm_80"), "impl=1 (wgmma, TMA) needs sm_90a; the device is 8.0");
+  EXPECT_TRUE(contains(why(two, "b=2,hq=16,hkv=16,nq=4096,nk=4096,d=96"), "d = 64, 128 or 256"));
+  EXPECT_TRUE(
+      contains(why(two, "b=2,hq=16,hkv=16,nq=4096,nk=4096,d=128,varlen=yes"), "varlen"));
+  EXPECT_TRUE(contains(
+      why("block_m=128,block_n=128,warps=8,stages=2,q_regs=0,smem_pad=0,impl=1", kMha),
+      "warps=12, not 8"));
+  EXPECT_TRUE(contains(
+      why("block_m=128,block_n=128,warps=12,stages=2,q_regs=1,smem_pad=0,impl=1", kMha),
+      "q_regs=0 and smem_pad=0"));
+  EXPECT_TRUE(contains(
+      why("block_m=64,block_n=64,warps=8,stages=2,q_regs=0,smem_pad=0,impl=1,pingpong=1", kMha),
+      "2 or 3 consumer warpgroups"));
+  EXPECT_TRUE(contains(
+      why("block_m=128,block_n=64,warps=4,stages=2,q_regs=0,smem_pad=0,impl=0,pingpong=1", kMha),
+      "pingpong=1 is for impl=1"));
+  EXPECT_TRUE(contains(why("block_m=192,block_n=64,warps=16,stages=2,q_regs=0,smem_pad=0,impl=1",
+                           "b=2,hq=16,hkv=16,nq=4096,nk=4096,d=256"),
+                       "160 registers"));
+  // pingpong is left out of keys at 0, so keys written before it mean what they meant.
+  const Params old_key = op().parse_params(two);
+  EXPECT_EQ(old_key.values.size(), op().tunables().size());
+  EXPECT_EQ(old_key.values.back(), 0);
+  EXPECT_EQ(op().params_key(old_key), two);
+  const Params pp = op().parse_params(std::string(two) + ",pingpong=1");
+  EXPECT_EQ(op().params_key(pp), std::string(two) + ",pingpong=1");
+  const Problem p = op().parse_problem("b=2,hq=16,hkv=8,nq=300,nk=500,d=128,causal=yes");
+  EXPECT_EQ(op().kernels(pp, p, DType::bf16)[0].name_expression,
+            "ktune::flash_attention_sm90<ktune::bf16, 128, 128, 2, 2, true, true, false, false, "
+            "false>");
+  EXPECT_EQ(op().kernels(old_key, p, DType::f16)[0].file, "attention/flash_attention_sm90.cuh");
+  EXPECT_EQ(op().block_threads(pp, p, DType::bf16, 0), 384);
+  EXPECT_EQ(op().dynamic_shared_bytes(pp, p, DType::bf16, 0),
+            flash_attention_sm90_smem_bytes(128, 128, 2, 2));
 }
 
 TEST(AttentionSpace, KernelsRefuseInvalidPoints) {
@@ -353,9 +438,12 @@ TEST(AttentionDefaults, ValidForEveryShapeDtypeAndArch) {
 TEST(AttentionDefaults, AreTheMeasuredBestOnH100) {
   const DeviceInfo h100 = device("sm_90a");
   EXPECT_EQ(op().params_key(op().default_params(op().default_problem(), DType::bf16, h100)),
-            "block_m=128,block_n=64,warps=4,stages=2,q_regs=0,smem_pad=0,impl=0");
+            "block_m=128,block_n=128,warps=12,stages=3,q_regs=0,smem_pad=0,impl=1,pingpong=1");
   const Problem d64 = op().parse_problem("b=1,hq=16,hkv=16,nq=8192,nk=8192,d=64");
   EXPECT_EQ(op().params_key(op().default_params(d64, DType::bf16, h100)),
+            "block_m=192,block_n=128,warps=16,stages=3,q_regs=0,smem_pad=0,impl=1,pingpong=1");
+  // The A100 keeps the mma.sync rows.
+  EXPECT_EQ(op().params_key(op().default_params(d64, DType::bf16, device("sm_80"))),
             "block_m=128,block_n=64,warps=4,stages=2,q_regs=1,smem_pad=0,impl=0");
   // d=256 on a part with 99 KiB per block falls back to the smallest tiles.
   DeviceInfo small = device("sm_80");
@@ -411,7 +499,7 @@ TEST(AttentionRun, LaunchGeometryAndContiguousStrides) {
 
 TEST(AttentionRun, StridesComeFromTheLayout) {
   const Problem p = op().parse_problem("b=2,hq=4,hkv=1,nq=17,nk=33,d=128");
-  const Params params = op().default_params(p, DType::bf16, device("sm_90a"));
+  const Params params = op().default_params(p, DType::bf16, device("sm_80"));
   // [B, S, H, D] for q and o, [B, H, S, D] for k and v, with a padded batch stride.
   std::int64_t layout[12] = {17 * 4 * 128 + 8, 128, 4 * 128, 33 * 128, 33 * 128, 128,
                              33 * 128,         33 * 128, 128, 17 * 4 * 128, 128, 4 * 128};
@@ -605,16 +693,19 @@ TEST(AttentionRun, VarlenIsTheLastTemplateArgumentAndOnlyWhenOn) {
             head + "false, false, false, true> | " + ref + "false, false, false, true>");
   EXPECT_EQ(expr(",varlen=yes,window=100,alibi=yes"),
             head + "true, false, true, true> | " + ref + "true, false, true, true>");
-  // Varlen changes neither the space nor the defaults.
+  // Varlen changes neither the mma.sync space nor its defaults; the wgmma kernel's points are
+  // invalid with it (18 at d=128), and its Hopper default gives way to the mma.sync row.
   const Problem plain = op().parse_problem(kMha);
   const Problem packed = op().parse_problem(std::string(kMha) + ",varlen=yes");
-  for (const char* arch : {"sm_80", "sm_90a"}) {
-    const DeviceInfo dev = device(arch);
-    EXPECT_EQ(Space(op(), plain, DType::bf16, dev).valid_count(),
-              Space(op(), packed, DType::bf16, dev).valid_count());
-    EXPECT_EQ(op().default_params(plain, DType::f16, dev),
-              op().default_params(packed, DType::f16, dev));
-  }
+  const DeviceInfo a100 = device("sm_80"), h100 = device("sm_90a");
+  EXPECT_EQ(Space(op(), plain, DType::bf16, a100).valid_count(),
+            Space(op(), packed, DType::bf16, a100).valid_count());
+  EXPECT_EQ(op().default_params(plain, DType::f16, a100),
+            op().default_params(packed, DType::f16, a100));
+  EXPECT_EQ(Space(op(), plain, DType::bf16, h100).valid_count(),
+            Space(op(), packed, DType::bf16, h100).valid_count() + 18);
+  EXPECT_EQ(op().params_key(op().default_params(packed, DType::f16, h100)),
+            "block_m=128,block_n=64,warps=4,stages=2,q_regs=0,smem_pad=0,impl=0");
 }
 
 // ---- the rest of the interface ----

@@ -39,7 +39,9 @@ using test::AttentionTensor;
 const Op& op() { return flash_attention_op(); }
 
 /// Non-default configurations planted as the tuned best of every case where they are valid:
-/// between them they cover each value of every tunable.
+/// between them they cover each value of every tunable. The last five are the wgmma kernel
+/// (impl=1, sm_90a only: elsewhere invalid and skipped) with 1, 2 and 3 consumer warpgroups, and
+/// with 2 and 3 taking turns (pingpong=1).
 const char* const kPlanted[] = {
     "block_m=64,block_n=32,warps=4,stages=2,q_regs=1,smem_pad=0,impl=0",
     "block_m=128,block_n=128,warps=8,stages=2,q_regs=1,smem_pad=0,impl=0",
@@ -48,7 +50,16 @@ const char* const kPlanted[] = {
     "block_m=64,block_n=128,warps=4,stages=3,q_regs=0,smem_pad=1,impl=0",
     "block_m=128,block_n=32,warps=8,stages=2,q_regs=0,smem_pad=1,impl=0",
     "block_m=64,block_n=64,warps=4,stages=2,q_regs=0,smem_pad=0,impl=0",
+    "block_m=64,block_n=64,warps=8,stages=3,q_regs=0,smem_pad=0,impl=1",
+    "block_m=128,block_n=128,warps=12,stages=2,q_regs=0,smem_pad=0,impl=1",
+    "block_m=192,block_n=64,warps=16,stages=2,q_regs=0,smem_pad=0,impl=1",
+    "block_m=128,block_n=128,warps=12,stages=2,q_regs=0,smem_pad=0,impl=1,pingpong=1",
+    "block_m=192,block_n=64,warps=16,stages=3,q_regs=0,smem_pad=0,impl=1,pingpong=1",
 };
+/// The ones the mask variants run: other tile shapes, and the wgmma kernel with 1 and 3
+/// consumer warpgroups, and 2 taking turns.
+const char* const kVariantPlanted[] = {kPlanted[0], kPlanted[2], kPlanted[4], kPlanted[7],
+                                       kPlanted[9], kPlanted[10]};
 
 /// One compile cache for the whole binary: a kernel used by several cases compiles once.
 const std::filesystem::path& cache_dir() {
@@ -321,7 +332,7 @@ class GpuAttentionVariants
         for (DType t : {DType::bf16, DType::f16}) {
           const Problem p = op().parse_problem(std::string(c.dims) + ",d=" + std::to_string(d));
           jobs.push_back({op().kernels(op().default_params(p, t, dev), p, t)[0], dev.arch(), {}});
-          for (const char* planted : {kPlanted[0], kPlanted[2], kPlanted[4]}) {
+          for (const char* planted : kVariantPlanted) {
             const Params params = op().parse_params(planted);
             if (!op().invalid_reason(params, p, t, dev))
               jobs.push_back({op().kernels(params, p, t)[0], dev.arch(), {}});
@@ -378,10 +389,10 @@ TEST_P(GpuAttentionVariants, DefaultAndTunedConfigsMatchTheReference) {
   EXPECT_EQ(rt.query("flash_attention", op().problem_key(p), t).kind, Match::default_config);
   run_variant(rt, s, t, q, k, v, slopes_dev, ref, name + " default");
 
-  // Two planted configurations: other tile shapes, so the window's tile bounds and the per-warp
-  // skips are exercised with 32- and 128-key tiles.
+  // The planted configurations: other tile shapes, so the window's tile bounds and the per-warp
+  // skips are exercised with 32- and 128-key tiles, and the wgmma kernel's per-warpgroup ranges.
   int n = 0;
-  for (const char* planted : {kPlanted[0], kPlanted[2], kPlanted[4]}) {
+  for (const char* planted : kVariantPlanted) {
     const Params params = op().parse_params(planted);
     if (op().invalid_reason(params, p, t, device_)) continue;
     const std::filesystem::path db = dir_.path() / ("tuned-" + std::to_string(n++) + ".db");

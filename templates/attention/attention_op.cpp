@@ -4,10 +4,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <string>
 
 #include "ktune/error.hpp"
+#include "runtime/core/tensor_map.hpp"
 #include "templates/attention/args.h"
+#include "templates/attention/args_sm90.h"
 
 namespace ktune {
 namespace {
@@ -16,7 +19,7 @@ namespace {
 enum Dim : std::size_t {
   kB, kHq, kHkv, kNq, kNk, kD, kCausal, kWindow, kSoftcap, kAlibi, kVarlen
 };
-enum Param : std::size_t { kBlockM, kBlockN, kWarps, kStages, kQRegs, kSmemPad, kImpl };
+enum Param : std::size_t { kBlockM, kBlockN, kWarps, kStages, kQRegs, kSmemPad, kImpl, kPingpong };
 
 constexpr std::int64_t kMaxGridY = 65535;                      // b * hq rows of the grid
 constexpr std::int64_t kMaxSeq = std::int64_t{1} << 30;        // int positions: row + nk < 2^31
@@ -77,15 +80,22 @@ struct Config {
   int block_m, block_n, warps, stages;
   bool q_regs, smem_pad;
   int impl;
+  bool pingpong;
 };
 
 Config config_of(const Params& p) {
   const auto at = [&](Param i) { return static_cast<int>(p.values[i]); };
   return {at(kBlockM), at(kBlockN), at(kWarps), at(kStages), at(kQRegs) != 0, at(kSmemPad) != 0,
-          at(kImpl)};
+          at(kImpl), at(kPingpong) != 0};
 }
 
+/// The wgmma kernel's consumer warpgroups: one per 64 query rows.
+int consumers(const Config& c) { return c.block_m / kSm90RowsPerConsumer; }
+
 unsigned smem_bytes(const Config& c, std::int64_t d) {
+  if (c.impl == 1)
+    return flash_attention_sm90_smem_bytes(static_cast<int>(d), c.block_n, consumers(c),
+                                           c.stages);
   return flash_attention_smem_bytes(static_cast<int>(d), c.block_m, c.block_n, c.stages,
                                     c.smem_pad);
 }
@@ -113,8 +123,21 @@ struct AttentionDefaults {
   int stages;    // depth of the cp.async K/V ring
   int q_regs;    // 1: Q fragments stay in registers; 0: re-read from shared memory every tile
   int smem_pad;  // 1: shared rows padded by 16 bytes; 0: XOR swizzle
+  int impl = 0;      // 1: the wgmma kernel (block_m / 64 consumers, warps = 4 per warpgroup)
+  int pingpong = 0;  // impl=1: consumers take turns issuing their wgmmas
 };
 constexpr AttentionDefaults kDefaults[] = {
+    // Hopper, the wgmma kernel: the point that won most rows of exhaustive sweeps of the
+    // ANCHORS table on the H100 (benchmarks/results/attention-wgmma-h100-2026-11-24.md): d=64 5
+    // of 7 rows (1.08-1.13x the sm_80 row's default on the long ones), d=128 6 of 8 (up to
+    // 1.43x; the 2 others, long causal rows, took 192x64 tiles without turns); d=256 the point
+    // that won all three held-out d=256 sweeps (1.4-1.7x the mma.sync row below it,
+    // benchmarks/results/fallback-h100-2026-11-24-wgmma.md). wgmma_single_consumer() takes
+    // 64-row tiles for short grids. Varlen problems, which the wgmma kernel does not take, go on
+    // to the mma.sync rows.
+    {9, 64, 192, 128, 16, 3, 0, 0, 1, 1},
+    {9, 128, 128, 128, 12, 3, 0, 0, 1, 1},
+    {9, 256, 64, 64, 8, 3, 0, 0, 1, 0},
     // Hopper: the fastest point of exhaustive sweeps of two held-out problems per head dim on
     // the H100 (benchmarks/results/fallback-h100-2026-11-23{,-evening}.md), the same point for
     // both, where the sm_80 rows below were 0.74-0.89x (d=32: b=4,hq=16,nq=nk=2048 and
@@ -167,6 +190,55 @@ int short_grid_block_n(const Shape& s, const DeviceInfo& device, int row_block_n
   const bool shared_sms = sub_wave && ctas(64) > sms;  // two 64-row CTAs on some SMs
   return s.nk >= kHalfTileLongKeys && !shared_sms ? 128 : row_block_n;
 }
+
+/// Whether the wgmma kernel's default at d=64 and d=256 takes one consumer warpgroup's 64-row
+/// tiles instead of the row's `block_m`: when the query rows fit one such tile (nq <= 64), when
+/// 128-row tiles would fill at most half of the SMs (twice the CTAs then still fit one wave), or
+/// when 192-row tiles would be more than a quarter padding. From exhaustive sweeps of 24
+/// held-out problems on the H100 (benchmarks/results/fallback-h100-2026-11-24-wgmma.md): 64-row
+/// tiles were fastest at d=64 for nq=420 (3 tiles of 192 for 420 rows) and at d=256 everywhere
+/// (its row has 64 already).
+bool wgmma_single_consumer(const Shape& s, const DeviceInfo& device, int block_m) {
+  if (s.nq <= kSm90RowsPerConsumer) return true;
+  const std::int64_t tiles128 = s.b * s.hq * ((s.nq + 127) / 128);
+  if (device.sm_count > 0 && 2 * tiles128 <= device.sm_count) return true;
+  if (block_m <= 128) return false;
+  const std::int64_t padded = (s.nq + block_m - 1) / block_m * block_m;
+  return 4 * (padded - s.nq) > s.nq;
+}
+
+/// Keys up to which the defaults keep the mma.sync kernel on Hopper: with five or fewer 64-key
+/// tiles per row block the wgmma kernel's pipeline never fills (its producer, barriers and the
+/// first unoverlapped Q K^T), and the mma.sync kernel's smaller CTAs, two per SM, won: 1.22x at
+/// b=5,hq=20,nq=nk=300,d=128 and 1.3x at b=16,hq=8,nq=nk=150,d=64 (H100 sweeps,
+/// benchmarks/results/fallback-h100-2026-11-24-wgmma.md); from 420 keys on the wgmma kernel won
+/// or tied.
+constexpr std::int64_t kWgmmaMinKeys = 320;
+
+/// The wgmma kernel's tiles at d=128 on Hopper: of 64 rows (one consumer), 128 (two, taking
+/// turns) and 192 (three, taking turns, 64-key tiles), the one whose grid costs least, counting
+/// ceil(CTAs / SMs) waves at 0.8, 1 and 1.5 per wave (a 64-row CTA runs one consumer on its SM,
+/// a 192-row one 1.5 times the rows of a 128-row one); ties keep 128. From exhaustive sweeps on
+/// the H100 (benchmarks/results/fallback-h100-2026-11-24-wgmma.md): it picks the fastest tile
+/// height at nq=64 and 128 (64 rows), 80, 96, 256, 1000 and 4096 (128), 180 and 500 (192: one
+/// wave of 96 and 120 CTAs against two of 128 rows); at nq=300 (b=5, hq=20) it keeps 128 rows,
+/// 0.82x of that sweep's fastest (mma.sync 64-row tiles, two CTAs per SM).
+AttentionDefaults wgmma_d128_tiles(const Shape& s, const DeviceInfo& device) {
+  const AttentionDefaults one = {9, 128, 64, 128, 8, 3, 0, 0, 1, 0};
+  const AttentionDefaults two = {9, 128, 128, 128, 12, 3, 0, 0, 1, 1};
+  const AttentionDefaults three = {9, 128, 192, 64, 16, 3, 0, 0, 1, 1};
+  if (s.nq <= kSm90RowsPerConsumer) return one;
+  if (device.sm_count <= 0) return two;
+  const auto cost = [&](std::int64_t rows, double per_wave) {
+    const std::int64_t ctas = s.b * s.hq * ((s.nq + rows - 1) / rows);
+    return static_cast<double>((ctas + device.sm_count - 1) / device.sm_count) * per_wave;
+  };
+  const double c64 = cost(64, 0.8), c128 = cost(128, 1.0), c192 = cost(192, 1.5);
+  if (c64 < c128 && c64 < c192) return one;
+  if (c192 < c128) return three;
+  return two;
+}
+
 /// Smallest tiles, for a device with less shared memory than the row above assumes
 /// (96 KiB at d=256).
 constexpr AttentionDefaults kSmallest = {8, 0, 64, 32, 4, 2, 0, 0};
@@ -253,6 +325,48 @@ FlashAttentionArgs make_args(const RunArgs& a, const Shape& s) {
   return k;
 }
 
+/// The tensor map of one [B, H, S, D] operand of the wgmma kernel (args_sm90.h): dims innermost
+/// first (d, rows, heads, batch), strides in bytes, a box of 64 columns by `box_rows` rows in the
+/// 128-byte swizzle. A dim of size 1 gets a harmless stride (its index is always 0), so that a
+/// broadcast stride of 0 there never reaches the driver.
+tma::TensorMap operand_map(const void* ptr, DType t, std::int64_t d, std::int64_t rows,
+                           std::int64_t heads, std::int64_t batch, long long row_stride,
+                           long long head_stride, long long batch_stride, int box_rows) {
+  TensorMapSpec spec;
+  spec.dtype =
+      t == DType::bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  spec.address = static_cast<CUdeviceptr>(reinterpret_cast<std::uintptr_t>(ptr));
+  spec.dims = {static_cast<std::uint64_t>(d), static_cast<std::uint64_t>(rows),
+               static_cast<std::uint64_t>(heads), static_cast<std::uint64_t>(batch)};
+  const std::uint64_t row_bytes = static_cast<std::uint64_t>(row_stride) * 2;
+  std::uint64_t head_bytes = static_cast<std::uint64_t>(head_stride) * 2;
+  std::uint64_t batch_bytes = static_cast<std::uint64_t>(batch_stride) * 2;
+  if (heads == 1) head_bytes = row_bytes * static_cast<std::uint64_t>(rows);
+  if (batch == 1) batch_bytes = head_bytes * static_cast<std::uint64_t>(heads);
+  spec.strides = {row_bytes, head_bytes, batch_bytes};
+  spec.box = {64, static_cast<std::uint32_t>(box_rows), 1, 1};
+  spec.swizzle = CU_TENSOR_MAP_SWIZZLE_128B;
+  const CUtensorMap encoded = encode_tensor_map(spec);
+  tma::TensorMap map;
+  static_assert(sizeof map == sizeof encoded, "a tensor map is 128 bytes");
+  std::memcpy(&map, &encoded, sizeof map);
+  return map;
+}
+
+/// The wgmma kernel's arguments: flash_attention_fwd's plus the tensor maps of Q, K and V.
+FlashAttentionSm90Args make_sm90_args(const FlashAttentionArgs& k, const Shape& s, DType t,
+                                      int block_n) {
+  FlashAttentionSm90Args a{};
+  a.base = k;
+  a.q_map = operand_map(k.q, t, s.d, s.nq, s.hq, s.b, k.q_row_stride, k.q_head_stride,
+                        k.q_batch_stride, kSm90RowsPerConsumer);
+  a.k_map = operand_map(k.k, t, s.d, s.nk, s.hkv, s.b, k.k_row_stride, k.k_head_stride,
+                        k.k_batch_stride, block_n);
+  a.v_map = operand_map(k.v, t, s.d, s.nk, s.hkv, s.b, k.v_row_stride, k.v_head_stride,
+                        k.v_batch_stride, block_n);
+  return a;
+}
+
 class FlashAttentionOp final : public Op {
  public:
   FlashAttentionOp()
@@ -287,16 +401,26 @@ class FlashAttentionOp final : public Op {
                "uses each sequence's own; lse [hq, total_q]",
                false, {}, /*keyed_at_default=*/false}},
         tunables_{
-            {"block_m", {64, 128, 256}, "query rows per CTA"},
+            {"block_m", {64, 128, 192, 256},
+             "query rows per CTA (impl=1: 64 per consumer warpgroup, at most 192)"},
             {"block_n", {32, 64, 128}, "keys per K/V tile"},
-            {"warps", {4, 8}, "warps per CTA; each owns block_m / warps (16 or 32) query rows"},
+            {"warps", {4, 8, 12, 16},
+             "warps per CTA; impl=0: 4 or 8, each owning block_m / warps (16 or 32) query rows; "
+             "impl=1: 4 per consumer warpgroup plus the producer's 4"},
             {"stages", {2, 3}, "depth of the cp.async K/V pipeline"},
             {"q_regs", {0, 1}, "1: Q fragments stay in registers; 0: re-read from shared memory"},
             {"smem_pad", {0, 1}, "1: shared-memory rows padded by 16 bytes; 0: XOR swizzle"},
             // Variants of the op beside each other, chosen through the same lookup: 0 is the
-            // mma.sync + cp.async kernel (sm_80+). A Hopper wgmma/TMA kernel would be value 1,
-            // with its own file, rows in kDefaults and an invalid_reason below sm_90.
-            {"impl", {0}, "kernel variant: 0 = mma.sync + cp.async (sm_80 and later)"},
+            // mma.sync + cp.async kernel (sm_80+), 1 the warp-specialised wgmma + TMA kernel
+            // (sm_90a, flash_attention_sm90.cuh).
+            {"impl", {0, 1},
+             "kernel variant: 0 = mma.sync + cp.async (sm_80 and later); 1 = wgmma + TMA, "
+             "a producer warpgroup and block_m / 64 consumers (sm_90a)"},
+            // Added after databases were written: left out of keys at 0.
+            {"pingpong", {0, 1},
+             "impl=1 with 2 or 3 consumers: 1 = the consumer warpgroups take turns issuing their "
+             "wgmmas (named barriers), so one's softmax runs under another's products",
+             0},
         },
         scalars_{{"scale", 0.0, "softmax scale; <= 0: 1/sqrt(d)"},
                  {"softcap", 50.0, "tanh cap of the scaled scores with softcap=yes (> 0; Gemma 2 "
@@ -379,6 +503,9 @@ class FlashAttentionOp final : public Op {
     const Config c = config_of(params);
     const Shape s = shape_of(problem);
     if (auto why = needs_sm80_reason(device)) return why;
+    if (c.impl == 1 && device.cc_major > 0 && device.cc_major != 9)
+      return "impl=1 (wgmma, TMA) needs sm_90a; the device is " + str(device.cc_major) + "." +
+             str(device.cc_minor);
     const unsigned smem = smem_bytes(c, s.d);
     if (device.smem_optin_per_block > 0 && smem > static_cast<unsigned>(device.smem_optin_per_block))
       return smem_text(c, s.d) + ", more than the device's " + str(device.smem_optin_per_block) +
@@ -392,7 +519,12 @@ class FlashAttentionOp final : public Op {
       throw InvalidArgument("flash_attention: " + *why);
     const Config c = config_of(params);
     const Shape s = shape_of(problem);
-    // c.impl is 0: the only variant so far.
+    if (c.impl == 1)
+      return {{"attention/flash_attention_sm90.cuh",
+               std::string("ktune::flash_attention_sm90<") + kernel_type(t) + ", " + str(s.d) +
+                   ", " + str(c.block_n) + ", " + str(consumers(c)) + ", " + str(c.stages) +
+                   ", " + cpp_bool(c.pingpong) + ", " + cpp_bool(s.causal) + variant_args(s) +
+                   ">"}};
     return {{"attention/flash_attention.cuh",
              std::string("ktune::flash_attention_fwd<") + kernel_type(t) + ", " + str(s.d) + ", " +
                  str(c.block_m) + ", " + str(c.block_n) + ", " + str(c.warps) + ", " +
@@ -419,6 +551,13 @@ class FlashAttentionOp final : public Op {
     l.grid[1] = static_cast<unsigned>(s.b * s.hq);
     l.block[0] = static_cast<unsigned>(c.warps * 32);
     l.shared_bytes = smem_bytes(c, s.d);
+    if (c.impl == 1) {
+      const FlashAttentionSm90Args k90 = make_sm90_args(k, s, a.dtype, c.block_n);
+      l.args = &k90;
+      l.args_size = sizeof k90;
+      launcher.launch(l);
+      return;
+    }
     l.args = &k;
     l.args_size = sizeof k;
     launcher.launch(l);
@@ -482,12 +621,34 @@ class FlashAttentionOp final : public Op {
   Params default_params(const Problem& problem, DType t, const DeviceInfo& device) const override {
     const Shape s = shape_of(problem);
     const auto params = [](const AttentionDefaults& r) {
-      return Params{{r.block_m, r.block_n, r.warps, r.stages, r.q_regs, r.smem_pad, 0}};
+      return Params{
+          {r.block_m, r.block_n, r.warps, r.stages, r.q_regs, r.smem_pad, r.impl, r.pingpong}};
     };
     for (const AttentionDefaults& row : kDefaults) {
       if (row.d != s.d || device.cc_major < row.cc_major) continue;
+      if (row.impl == 1 && s.nk <= kWgmmaMinKeys) continue;
       const Params p = params(row);
-      if (invalid_reason(p, problem, t, device)) break;
+      // A wgmma row the problem cannot take (varlen) gives way to the mma.sync row below it;
+      // an mma.sync row that does not fit goes to the smallest tiles.
+      if (invalid_reason(p, problem, t, device)) {
+        if (row.impl == 1) continue;
+        break;
+      }
+      if (row.impl == 1) {
+        if (s.d == 128) {
+          const Params tiles = params(wgmma_d128_tiles(s, device));
+          if (!invalid_reason(tiles, problem, t, device)) return tiles;
+          return p;
+        }
+        // One consumer's 64-row tiles where the row's tiles would leave the GPU or the tiles
+        // half empty.
+        if (wgmma_single_consumer(s, device, row.block_m)) {
+          const int keys = s.d == 128 ? 128 : 64;
+          const Params one = params({row.cc_major, row.d, 64, keys, 8, 3, 0, 0, 1, 0});
+          if (!invalid_reason(one, problem, t, device)) return one;
+        }
+        return p;
+      }
       // Few query tiles: halve them when the GPU's idle share of the last wave costs more.
       const int block_n = row.block_m == 128 ? short_grid_block_n(s, device, row.block_n) : 0;
       if (block_n > 0) {
@@ -506,6 +667,11 @@ class FlashAttentionOp final : public Op {
     if (auto why = point_reason(params, problem, t)) return why;
     const Config c = config_of(params);
     const Shape s = shape_of(problem);
+    if (c.impl == 1) return sm90_reason(c, s, params);
+    if (c.pingpong)
+      return std::string("pingpong=1 is for impl=1 (turns between its consumer warpgroups)");
+    if (c.warps > 8)
+      return "warps=" + str(c.warps) + " is for impl=1 (4 per warpgroup); impl=0 takes 4 or 8";
     if (c.block_m % (16 * c.warps) != 0)
       return "block_m=" + str(c.block_m) + " is not a multiple of 16 * warps=" + str(c.warps) +
              " (each warp owns whole 16-row fragments)";
@@ -518,6 +684,32 @@ class FlashAttentionOp final : public Op {
     if (const char* why = flash_attention_invalid_reason(static_cast<int>(s.d), c.block_m,
                                                          c.block_n, c.warps, c.stages, 1,
                                                          c.smem_pad))
+      return params_key(params) + ": " + why;
+    return std::nullopt;
+  }
+
+  /// static_reason for impl=1, the wgmma kernel.
+  std::optional<std::string> sm90_reason(const Config& c, const Shape& s,
+                                         const Params& params) const {
+    if (s.varlen) return std::string("impl=1 does not take varlen batches (impl=0 does)");
+    if (s.d != 64 && s.d != 128 && s.d != 256)
+      return "impl=1 takes d = 64, 128 or 256; d=" + str(s.d) + " runs with impl=0";
+    if (c.block_m % kSm90RowsPerConsumer != 0 || c.block_m > 3 * kSm90RowsPerConsumer)
+      return "impl=1 takes block_m = 64, 128 or 192 (64 query rows per consumer warpgroup), "
+             "not " + str(c.block_m);
+    if (c.warps != 4 * (consumers(c) + 1))
+      return "impl=1 with block_m=" + str(c.block_m) + " runs " + str(consumers(c)) +
+             " consumer warpgroups and a producer: warps=" + str(4 * (consumers(c) + 1)) +
+             ", not " + str(c.warps);
+    if (c.pingpong && consumers(c) == 1)
+      return std::string("pingpong=1 needs 2 or 3 consumer warpgroups (block_m=128 or 192)");
+    if (c.q_regs || c.smem_pad)
+      return std::string("impl=1 keeps Q in shared memory in the 128-byte swizzle: q_regs=0 and "
+                         "smem_pad=0");
+    if (smem_bytes(c, s.d) > 227u * 1024u)
+      return smem_text(c, s.d) + ", more than the 227 KiB any GPU gives a block";
+    if (const char* why = flash_attention_sm90_invalid_reason(static_cast<int>(s.d), c.block_n,
+                                                              consumers(c), c.stages))
       return params_key(params) + ": " + why;
     return std::nullopt;
   }

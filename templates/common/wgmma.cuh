@@ -86,6 +86,17 @@ KTUNE_WG_HD constexpr unsigned long long sw128_desc(unsigned smem_addr, unsigned
   return make_desc(smem_addr + k_bytes, 16, kSw128AtomBytes, swizzle_128b);
 }
 
+/// Descriptor of an MN-major B operand in the 128-byte swizzle: a [K rows][N] 16-bit tile stored
+/// as N / 64 column blocks, each [K rows][64] with 128-byte swizzled rows (what a TMA box of 64
+/// columns with SWIZZLE_128B writes; V in O += P V is one: its rows are the product's K, its
+/// columns the product's N). In the canonical MN-major layout ((8 x 16 B, n), (8 rows, k)) the
+/// leading byte offset is the stride between the 64-column blocks (`block_bytes`, K rows x 128)
+/// and the stride byte offset that between groups of 8 rows (1024). One k16 step reads 16 rows:
+/// the start moves by 16 x 128 = 2048 bytes, a whole number of swizzle atoms.
+KTUNE_WG_HD constexpr unsigned long long sw128_mn_desc(unsigned smem_addr, unsigned block_bytes) {
+  return make_desc(smem_addr, block_bytes, kSw128AtomBytes, swizzle_128b);
+}
+
 /// Where the fp32 accumulators of m64nNk16 sit (PTX ISA, wgmma D fragment for .f32): thread t of
 /// the warpgroup (warp w = t / 32, g = (t % 32) / 4, q = t % 4) holds N / 2 values; value i is in
 /// row 16 w + g + 8 ((i / 2) % 2) and column 8 (i / 4) + 2 q + i % 2. So every n8 slice j has four
@@ -164,6 +175,20 @@ __device__ __forceinline__ void fence_acc(float (&d)[R]) {
 template <typename T, int N>
 struct MmaSS;
 
+/// d = A x B^T for one m64nNk16, as MmaSS with scale_d = 0, but d is only written: the
+/// accumulators are not inputs of the instruction, so whatever last wrote them (the softmax of
+/// the previous tile, say) does not make ptxas serialise the wgmmas in flight (warning C7513).
+template <typename T, int N>
+struct MmaSSZero;
+
+/// d (+)= A x B for one m64nNk16 with A from registers and B an MN-major shared tile
+/// (sw128_mn_desc): a are this thread's four 32-bit registers of the 64 x 16 A tile, two 16-bit
+/// values each, laid out as the accumulators of a k16 slice (Acc<16>): a[0] row g, columns
+/// 2q, 2q + 1; a[1] row g + 8, same columns; a[2] and a[3] the same rows at columns + 8. So the
+/// fp32 accumulators of S = Q K^T, rounded pairwise, are the A operand of O += P V as they sit.
+template <typename T, int N>
+struct MmaRSTransB;
+
 // The accumulator operand list {%0, ..., %(N/2 - 1)} is assembled from decades ("%<t>0, ...,
 // %<t>9, ") and the constraint list from groups of 8; a specialisation names its N, the list and
 // the operand numbers of a, b and scale_d that follow the accumulators.
@@ -187,6 +212,13 @@ struct MmaSS;
   KTUNE_WG_F8(b), KTUNE_WG_F8((b) + 8), KTUNE_WG_F8((b) + 16), KTUNE_WG_F8((b) + 24)
 #define KTUNE_WG_F64(b) KTUNE_WG_F32(b), KTUNE_WG_F32((b) + 32)
 #define KTUNE_WG_F128 KTUNE_WG_F64(0), KTUNE_WG_F64(64)
+#define KTUNE_WG_W8(b)                                                                   \
+  "=f"(d[(b) + 0]), "=f"(d[(b) + 1]), "=f"(d[(b) + 2]), "=f"(d[(b) + 3]), "=f"(d[(b) + 4]), \
+      "=f"(d[(b) + 5]), "=f"(d[(b) + 6]), "=f"(d[(b) + 7])
+#define KTUNE_WG_W32(b) \
+  KTUNE_WG_W8(b), KTUNE_WG_W8((b) + 8), KTUNE_WG_W8((b) + 16), KTUNE_WG_W8((b) + 24)
+#define KTUNE_WG_W64(b) KTUNE_WG_W32(b), KTUNE_WG_W32((b) + 32)
+#define KTUNE_WG_W128 KTUNE_WG_W64(0), KTUNE_WG_W64(64)
 
 #if KTUNE_WGMMA
 // imm-scale-a = imm-scale-b = 1 (no negation), imm-trans-a = imm-trans-b = 0 (K-major).
@@ -220,6 +252,76 @@ KTUNE_WG_MMA_SS(fp16, "f16", 64, KTUNE_WG_REGS_32, KTUNE_WG_F32(0), 32, 33, 34)
 KTUNE_WG_MMA_SS(fp16, "f16", 128, KTUNE_WG_REGS_64, KTUNE_WG_F64(0), 64, 65, 66)
 KTUNE_WG_MMA_SS(fp16, "f16", 256, KTUNE_WG_REGS_128, KTUNE_WG_F128, 128, 129, 130)
 
+#if KTUNE_WGMMA
+// imm-scale-a = imm-scale-b = 1, imm-trans-b = 1 (B MN-major).
+#define KTUNE_WG_MMA_RS(T, PTX_T, N, REGS, CONSTRAINTS, A0, A1, A2, A3, IB, IS)              \
+  template <>                                                                                \
+  struct MmaRSTransB<T, N> {                                                                 \
+    __device__ static __forceinline__ void run(float (&d)[N / 2], const unsigned (&a)[4],    \
+                                               unsigned long long b, int scale_d) {          \
+      asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" #IS ", 0;\n"                         \
+                   "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." PTX_T "." PTX_T " {" REGS \
+                   "}, {%" #A0 ", %" #A1 ", %" #A2 ", %" #A3 "}, %" #IB ", p, 1, 1, 1;\n}\n"    \
+                   : CONSTRAINTS                                                             \
+                   : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(scale_d));    \
+    }                                                                                        \
+  };
+#else
+#define KTUNE_WG_MMA_RS(T, PTX_T, N, REGS, CONSTRAINTS, A0, A1, A2, A3, IB, IS)            \
+  template <>                                                                              \
+  struct MmaRSTransB<T, N> {                                                               \
+    __device__ static __forceinline__ void run(float (&)[N / 2], const unsigned (&)[4],    \
+                                               unsigned long long, int) {                  \
+      __trap();                                                                            \
+    }                                                                                      \
+  };
+#endif
+#if KTUNE_WGMMA
+#define KTUNE_WG_MMA_SS0(T, PTX_T, N, REGS, CONSTRAINTS, IA, IB)                             \
+  template <>                                                                                \
+  struct MmaSSZero<T, N> {                                                                   \
+    __device__ static __forceinline__ void run(float (&d)[N / 2], unsigned long long a,      \
+                                               unsigned long long b) {                       \
+      asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 0, 0;\n"                                 \
+                   "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." PTX_T "." PTX_T " {" REGS \
+                   "}, %" #IA ", %" #IB ", p, 1, 1, 0, 0;\n}\n"                              \
+                   : CONSTRAINTS                                                             \
+                   : "l"(a), "l"(b));                                                        \
+    }                                                                                        \
+  };
+#else
+#define KTUNE_WG_MMA_SS0(T, PTX_T, N, REGS, CONSTRAINTS, IA, IB)                             \
+  template <>                                                                                \
+  struct MmaSSZero<T, N> {                                                                   \
+    __device__ static __forceinline__ void run(float (&)[N / 2], unsigned long long,         \
+                                               unsigned long long) {                         \
+      __trap();                                                                              \
+    }                                                                                        \
+  };
+#endif
+
+KTUNE_WG_MMA_SS0(bf16, "bf16", 64, KTUNE_WG_REGS_32, KTUNE_WG_W32(0), 32, 33)
+KTUNE_WG_MMA_SS0(bf16, "bf16", 128, KTUNE_WG_REGS_64, KTUNE_WG_W64(0), 64, 65)
+KTUNE_WG_MMA_SS0(bf16, "bf16", 256, KTUNE_WG_REGS_128, KTUNE_WG_W128, 128, 129)
+KTUNE_WG_MMA_SS0(fp16, "f16", 64, KTUNE_WG_REGS_32, KTUNE_WG_W32(0), 32, 33)
+KTUNE_WG_MMA_SS0(fp16, "f16", 128, KTUNE_WG_REGS_64, KTUNE_WG_W64(0), 64, 65)
+KTUNE_WG_MMA_SS0(fp16, "f16", 256, KTUNE_WG_REGS_128, KTUNE_WG_W128, 128, 129)
+
+KTUNE_WG_MMA_RS(bf16, "bf16", 64, KTUNE_WG_REGS_32, KTUNE_WG_F32(0), 32, 33, 34, 35, 36, 37)
+KTUNE_WG_MMA_RS(bf16, "bf16", 128, KTUNE_WG_REGS_64, KTUNE_WG_F64(0), 64, 65, 66, 67, 68, 69)
+KTUNE_WG_MMA_RS(bf16, "bf16", 256, KTUNE_WG_REGS_128, KTUNE_WG_F128, 128, 129, 130, 131, 132,
+                133)
+KTUNE_WG_MMA_RS(fp16, "f16", 64, KTUNE_WG_REGS_32, KTUNE_WG_F32(0), 32, 33, 34, 35, 36, 37)
+KTUNE_WG_MMA_RS(fp16, "f16", 128, KTUNE_WG_REGS_64, KTUNE_WG_F64(0), 64, 65, 66, 67, 68, 69)
+KTUNE_WG_MMA_RS(fp16, "f16", 256, KTUNE_WG_REGS_128, KTUNE_WG_F128, 128, 129, 130, 131, 132,
+                133)
+
+#undef KTUNE_WG_MMA_RS
+#undef KTUNE_WG_MMA_SS0
+#undef KTUNE_WG_W128
+#undef KTUNE_WG_W64
+#undef KTUNE_WG_W32
+#undef KTUNE_WG_W8
 #undef KTUNE_WG_MMA_SS
 #undef KTUNE_WG_F128
 #undef KTUNE_WG_F64

@@ -1,0 +1,399 @@
+// Flash attention forward for Hopper (sm_90a): the copy engine (TMA) streams Q, K and V into
+// 128-byte-swizzled shared tiles, warpgroup MMAs (wgmma) compute both products, and the block is
+// warp-specialised: warpgroup 0 is the producer (one elected thread issues every copy; the
+// group gives its registers away with setmaxnreg), warpgroups 1..CONSUMERS each own 64 query
+// rows and compute.
+//
+// Per K/V tile of BLOCK_N keys, each consumer warpgroup:
+//   S = Q K^T     m64 x BLOCK_N x D: A = its Q rows, B = the K tile, both K-major in shared memory
+//                 (wg::MmaSS, D / 16 k16 steps);
+//   online softmax on the fp32 accumulators in registers (scores to log2-domain logits, masks,
+//                 row max over the quad that shares a row, exp2, row sums);
+//   O += P V      m64 x D x BLOCK_N: A = P, rounded to 16 bits in place (the accumulator layout
+//                 of S is the register layout of A, wg::MmaRSTransB), B = the V tile read
+//                 MN-major (its rows are the product's K), BLOCK_N / 16 k16 steps;
+// then releases the stage to the producer. The producer fills a ring of STAGES K/V slots: per
+// slot one barrier for K and one for V (so Q K^T starts while V still lands) and one "empty"
+// barrier on which every consumer warp arrives when it is done with the slot.
+//
+// Semantics are flash_attention_fwd's (flash_attention.cuh): bottom-right causal alignment, a
+// left window, soft-capping, ALiBi, rows without any visible key give O = 0 and LSE = -inf.
+// Q, K and V are read through tensor maps (args_sm90.h), so rows past Nq or Nk arrive as zeros;
+// keys past Nk are masked, rows past Nq are not written. Not here (the host gives reasons):
+// varlen batches, paged K/V, D other than 64/128/256.
+#pragma once
+
+#include "attention/args_sm90.h"
+#include "attention/flash_attention.cuh"
+#include "attention/mma.cuh"
+#include "common/mbarrier.cuh"
+#include "common/tma.cuh"
+#include "common/types.cuh"
+#include "common/warpgroup.cuh"
+#include "common/wgmma.cuh"
+
+namespace ktune {
+namespace attn90 {
+
+/// Shared-memory layout (byte offsets from a 1024-byte-aligned base). Every tile is a stack of
+/// 64-column blocks, each [rows][128 bytes] in the 128-byte swizzle, as one TMA box writes it.
+template <int D, int BLOCK_N, int CONSUMERS, int STAGES>
+struct Layout {
+  static constexpr unsigned Q_BLOCK = kSm90RowsPerConsumer * 128;  // one 64-column block of Q
+  static constexpr unsigned Q_TILE = Q_BLOCK * (D / 64);           // one consumer's rows
+  static constexpr unsigned KV_BLOCK = BLOCK_N * 128;
+  static constexpr unsigned KV_TILE = KV_BLOCK * (D / 64);
+  static constexpr unsigned Q = 0;
+  static constexpr unsigned K = Q + CONSUMERS * Q_TILE;
+  static constexpr unsigned V = K + STAGES * KV_TILE;
+  static constexpr unsigned BARS = V + STAGES * KV_TILE;
+  // Barriers, 8 bytes each: Q landed, then per stage K landed, V landed, slot empty.
+  static constexpr unsigned Q_FULL = BARS;
+  static constexpr unsigned K_FULL = BARS + 8;
+  static constexpr unsigned V_FULL = K_FULL + 8 * STAGES;
+  static constexpr unsigned EMPTY = V_FULL + 8 * STAGES;
+  static constexpr unsigned END = EMPTY + 8 * STAGES;
+};
+
+/// Registers per thread after reallocation, (producer, consumer), by consumer count: the totals
+/// fit the 64 Ki register file (128 x 24 + 256 x 240, 128 x 32 + 384 x 160). With one consumer
+/// the launch bound already allows 255.
+template <int CONSUMERS>
+struct Registers {
+  static constexpr int PRODUCER = CONSUMERS == 3 ? 32 : 24;
+  static constexpr int CONSUMER = CONSUMERS == 3 ? 160 : 240;
+};
+
+/// The key tiles a block of query rows [row0, row0 + rows) visits: [begin, end) in BLOCK_N
+/// units (causal: up to its last row's diagonal; window: from its first row's window).
+template <int BLOCK_N, bool CAUSAL, bool WINDOW>
+__device__ __forceinline__ void tile_range(const FlashAttentionArgs& a, int row0, int rows,
+                                           int& begin, int& end) {
+  const int shift = a.seq_k - a.seq_q;
+  int keys_end = a.seq_k;
+  if (CAUSAL) keys_end = min(keys_end, min(row0 + rows, a.seq_q) - 1 + shift + 1);
+  int keys_begin = 0;
+  if (WINDOW) keys_begin = max(0, row0 + shift - a.window + 1);
+  begin = keys_begin / BLOCK_N;
+  end = keys_end <= 0 ? begin : max(begin, (keys_end + BLOCK_N - 1) / BLOCK_N);
+}
+
+}  // namespace attn90
+
+/// One CTA: BLOCK_M = 64 * CONSUMERS query rows of one (batch, query head); grid x = query
+/// tiles, y = batch * heads_q; 128 * (CONSUMERS + 1) threads; dynamic shared memory
+/// flash_attention_sm90_smem_bytes(). T is bf16 or fp16.
+template <typename T, int D, int BLOCK_N, int CONSUMERS, int STAGES, bool PINGPONG, bool CAUSAL,
+          bool WINDOW = false, bool SOFTCAP = false, bool ALIBI = false>
+__global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
+    flash_attention_sm90(const __grid_constant__ FlashAttentionSm90Args args) {
+  static_assert(D == 64 || D == 128 || D == 256, "D must be 64, 128 or 256");
+  static_assert(BLOCK_N == 64 || BLOCK_N == 128, "BLOCK_N must be 64 or 128");
+  static_assert(CONSUMERS >= 1 && CONSUMERS <= 3, "1 to 3 consumer warpgroups");
+  static_assert(STAGES >= 2 && STAGES <= 4, "STAGES must be 2, 3 or 4");
+  static_assert(!PINGPONG || CONSUMERS > 1, "ping-pong needs two or more consumers");
+#if KTUNE_WGMMA
+  using L = attn90::Layout<D, BLOCK_N, CONSUMERS, STAGES>;
+  using R = attn90::Registers<CONSUMERS>;
+  constexpr int BLOCK_M = kSm90RowsPerConsumer * CONSUMERS;
+  const FlashAttentionArgs& a = args.base;
+  extern __shared__ unsigned char smem_raw[];
+  const unsigned base = (wg::smem_u32(smem_raw) + 1023u) & ~1023u;
+
+  const int bh = blockIdx.y;
+  const int b = bh / a.heads_q, h = bh % a.heads_q;
+  const int hk = h / (a.heads_q / a.heads_kv);
+  const int m0 = blockIdx.x * BLOCK_M;
+  int t_begin, t_end;
+  attn90::tile_range<BLOCK_N, CAUSAL, WINDOW>(a, m0, BLOCK_M, t_begin, t_end);
+  const int n_tiles = t_end - t_begin;
+
+  if (threadIdx.x == 0) {
+    mbar::init(base + L::Q_FULL, 1);
+#pragma unroll
+    for (int s = 0; s < STAGES; ++s) {
+      mbar::init(base + L::K_FULL + 8 * s, 1);
+      mbar::init(base + L::V_FULL + 8 * s, 1);
+      mbar::init(base + L::EMPTY + 8 * s, 4 * CONSUMERS);  // one arrival per consumer warp
+    }
+    mbar::fence_init();
+  }
+  __syncthreads();
+
+  const int wg_index = wgrp::warpgroup_index();
+  if (wg_index == 0) {
+    // Producer: one thread of warp 0 issues every copy.
+    if constexpr (CONSUMERS > 1) wgrp::setmaxnreg_dec<R::PRODUCER>();
+    if (wgrp::warp_in_warpgroup() == 0 && wgrp::elect_one()) {
+      tma::prefetch_map(&args.q_map);
+      tma::prefetch_map(&args.k_map);
+      tma::prefetch_map(&args.v_map);
+      mbar::arrive_expect_tx(base + L::Q_FULL, CONSUMERS * L::Q_TILE);
+#pragma unroll
+      for (int c = 0; c < CONSUMERS; ++c)
+#pragma unroll
+        for (int blk = 0; blk < D / 64; ++blk)
+          tma::load(base + L::Q + c * L::Q_TILE + blk * L::Q_BLOCK, &args.q_map,
+                    base + L::Q_FULL, blk * 64, m0 + c * kSm90RowsPerConsumer, h, b);
+      for (int i = 0; i < n_tiles; ++i) {
+        const int s = i % STAGES;
+        if (i >= STAGES) mbar::wait_parity(base + L::EMPTY + 8 * s, ((i / STAGES) - 1) & 1);
+        const int key0 = (t_begin + i) * BLOCK_N;
+        mbar::arrive_expect_tx(base + L::K_FULL + 8 * s, L::KV_TILE);
+#pragma unroll
+        for (int blk = 0; blk < D / 64; ++blk)
+          tma::load(base + L::K + s * L::KV_TILE + blk * L::KV_BLOCK, &args.k_map,
+                    base + L::K_FULL + 8 * s, blk * 64, key0, hk, b);
+        mbar::arrive_expect_tx(base + L::V_FULL + 8 * s, L::KV_TILE);
+#pragma unroll
+        for (int blk = 0; blk < D / 64; ++blk)
+          tma::load(base + L::V + s * L::KV_TILE + blk * L::KV_BLOCK, &args.v_map,
+                    base + L::V_FULL + 8 * s, blk * 64, key0, hk, b);
+      }
+    }
+    return;
+  }
+
+  // Consumers.
+  if constexpr (CONSUMERS > 1) wgrp::setmaxnreg_inc<R::CONSUMER>();
+  const int c = wg_index - 1;
+  const int tid = wgrp::thread_in_warpgroup();
+  const int warp = tid >> 5, lane = tid & 31;
+  const int g = lane >> 2, t = lane & 3;
+  const int Nq = a.seq_q, Nk = a.seq_k, shift = Nk - Nq;
+  const int wg_row0 = m0 + c * kSm90RowsPerConsumer;
+  const int row_base = wg_row0 + 16 * warp + g;  // rows row_base and row_base + 8
+  const float kNegInf = -__int_as_float(0x7f800000);
+  constexpr float kLn2 = 0.6931471805599453f;
+  constexpr float kLog2e = 1.4426950408889634f;
+  const float scale_log2 = a.scale * kLog2e;
+  float cap_in = 0.f, cap_out = 0.f, slope_log2 = 0.f;
+  if constexpr (SOFTCAP) {
+    cap_in = a.scale / a.softcap;  // tanh's argument: score / cap
+    cap_out = a.softcap * kLog2e;
+  }
+  if constexpr (ALIBI) slope_log2 = a.alibi_slopes[h] * kLog2e;
+
+  // The key tiles this warpgroup's rows see, [w_begin, w_end) within the block's; the block's
+  // other tiles are only released.
+  int w_begin, w_end;
+  attn90::tile_range<BLOCK_N, CAUSAL, WINDOW>(a, wg_row0, kSm90RowsPerConsumer, w_begin, w_end);
+  w_begin = min(max(w_begin, t_begin), t_end);  // rows past Nq may start past the block's keys
+  w_end = max(w_begin, min(w_end, t_end));
+
+  float o[D / 2];
+#pragma unroll
+  for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
+  float row_max[2] = {kNegInf, kNegInf}, row_sum[2] = {0.f, 0.f};
+  const unsigned q_tile = base + L::Q + c * L::Q_TILE;
+
+  // Slot and fill parity of block tile `tile` in the ring.
+  const auto slot = [&](int tile) { return (tile - t_begin) % STAGES; };
+  const auto fill = [&](int tile) {
+    return static_cast<unsigned>(((tile - t_begin) / STAGES) & 1);
+  };
+  // Releases the slot of `tile` (this warp's wgmmas on it have completed).
+  const auto release = [&](int tile) {
+    __syncwarp();
+    if (lane == 0) mbar::arrive(base + L::EMPTY + 8 * slot(tile));
+  };
+  // A tile outside this warpgroup's keys: released once its fill has landed. Arriving before
+  // could let a warpgroup that skips several tiles arrive twice within one phase of the empty
+  // barrier and free the slot while another warpgroup still reads it.
+  const auto skip = [&](int tile) {
+    mbar::wait_parity(base + L::K_FULL + 8 * slot(tile), fill(tile));
+    release(tile);
+  };
+  // Issues S = Q K^T of `tile` into x and commits it (asynchronous).
+  const auto mma_qk = [&](float (&x)[BLOCK_N / 2], unsigned k_tile) {
+    wg::MmaSSZero<T, BLOCK_N>::run(x, wg::sw128_desc(q_tile), wg::sw128_desc(k_tile));
+#pragma unroll
+    for (int kk = 1; kk < D / 16; ++kk)
+      wg::MmaSS<T, BLOCK_N>::run(
+          x, wg::sw128_desc(q_tile + (kk / 4) * L::Q_BLOCK, (kk % 4) * wg::kK16Bytes),
+          wg::sw128_desc(k_tile + (kk / 4) * L::KV_BLOCK, (kk % 4) * wg::kK16Bytes), 1);
+    wg::commit();
+  };
+  // Issues O += P V of `tile` and commits it (asynchronous).
+  const auto mma_pv = [&](const unsigned (&p)[BLOCK_N / 16][4], unsigned v_tile) {
+#pragma unroll
+    for (int kk = 0; kk < BLOCK_N / 16; ++kk)
+      wg::MmaRSTransB<T, D>::run(o, p[kk], wg::sw128_mn_desc(v_tile + kk * 16 * 128, L::KV_BLOCK),
+                                 1);
+    wg::commit();
+  };
+  const auto k_ready = [&](int tile) {
+    mbar::wait_parity(base + L::K_FULL + 8 * slot(tile), fill(tile));
+    return base + L::K + slot(tile) * L::KV_TILE;
+  };
+  const auto v_ready = [&](int tile) {
+    mbar::wait_parity(base + L::V_FULL + 8 * slot(tile), fill(tile));
+    return base + L::V + slot(tile) * L::KV_TILE;
+  };
+  // The online softmax of the scores x of `tile`: x becomes log2-domain logits (masked where
+  // needed), the row maxima and sums move, x becomes P = 2^(x - max) in fp32, and alpha[r] is
+  // the factor O's row r must be rescaled by (applied by the caller, once no wgmma writes O).
+  const auto softmax = [&](float (&x)[BLOCK_N / 2], int tile, float (&alpha)[2]) {
+    const int key0 = tile * BLOCK_N;
+    const bool mask = key0 + BLOCK_N > Nk ||
+                      (CAUSAL && key0 + BLOCK_N - 1 > wg_row0 + shift) ||
+                      (WINDOW && key0 < wg_row0 + kSm90RowsPerConsumer - 1 + shift - a.window + 1);
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      // Value i of this thread is row row_base + 8 ((i / 2) % 2), key key0 + 8 (i / 4) + 2 t +
+      // i % 2 (wg::Acc).
+      const int row = row_base + 8 * r;
+      const int col0 = key0 + 2 * t;
+      const int limit = CAUSAL ? min(Nk, row + shift + 1) : Nk;  // first key masked right
+      const int low = WINDOW ? row + shift - a.window + 1 : 0;     // first key not masked left
+      float mx = kNegInf;
+#pragma unroll
+      for (int j = 0; j < BLOCK_N / 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int idx = 4 * j + 2 * r + e;
+          const int col = col0 + 8 * j + e;
+          float v = x[idx];
+          v = SOFTCAP ? cap_out * attn::tanh_approx(v * cap_in) : v * scale_log2;
+          if constexpr (ALIBI)
+            v = fmaf(-slope_log2, fabsf(static_cast<float>(col - (row + shift))), v);
+          if (mask && (col >= limit || col < low)) v = kNegInf;
+          x[idx] = v;
+          mx = fmaxf(mx, v);
+        }
+      // The 4 threads of a quad share a row.
+      mx = fmaxf(row_max[r], attn::quad_max(mx));
+      // A row with every key masked so far keeps max -inf; offset 0 keeps exp2 at 0.
+      const float offset = mx == kNegInf ? 0.f : mx;
+      alpha[r] = attn::exp2_approx(row_max[r] - offset);  // 0 while row_max is -inf
+      row_max[r] = mx;
+      float sum = 0.f;
+#pragma unroll
+      for (int j = 0; j < BLOCK_N / 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const float pe = attn::exp2_approx(x[4 * j + 2 * r + e] - offset);
+          x[4 * j + 2 * r + e] = pe;
+          sum += pe;
+        }
+      row_sum[r] = row_sum[r] * alpha[r] + sum;
+    }
+  };
+  // P in 16 bits as the A operand: k16 slice kk is accumulator values 8 kk .. 8 kk + 7. Done
+  // while no wgmma is in flight: registers a wgmma reads, written while another one runs, make
+  // ptxas serialise the wgmmas (C7513).
+  const auto pack = [&](const float (&x)[BLOCK_N / 2], unsigned (&p)[BLOCK_N / 16][4]) {
+#pragma unroll
+    for (int kk = 0; kk < BLOCK_N / 16; ++kk)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) p[kk][r] = pack2<T>(x[8 * kk + 2 * r], x[8 * kk + 2 * r + 1]);
+  };
+  const auto rescale = [&](const float (&alpha)[2]) {
+#pragma unroll
+    for (int j = 0; j < D / 8; ++j)
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        o[4 * j + 2 * r] *= alpha[r];
+        o[4 * j + 2 * r + 1] *= alpha[r];
+      }
+  };
+
+  // PINGPONG: the consumers issue their wgmmas in turns, round robin: consumer c waits on named
+  // barrier 1 + c (its turn, 256 threads: itself and the one before it), issues, and passes the
+  // turn on. Each consumer takes exactly n_tiles + 1 turns (skipped tiles and a computing
+  // warpgroup's last O += P V included), so that no one waits for a turn never given; the last
+  // pass of the round is left pending at exit. Consumer 0 takes the first turn.
+  const int next = c + 1 == CONSUMERS ? 0 : c + 1;
+  const auto turn_begin = [&]() {
+    if constexpr (PINGPONG) wgrp::bar_sync(1 + c, 256);
+  };
+  const auto turn_end = [&]() {
+    if constexpr (PINGPONG) wgrp::bar_arrive(1 + next, 256);
+  };
+  if constexpr (PINGPONG)
+    if (c == CONSUMERS - 1) wgrp::bar_arrive(1, 256);  // consumer 0's first turn
+
+  mbar::wait_parity(base + L::Q_FULL, 0);
+  for (int tile = t_begin; tile < w_begin; ++tile) {
+    turn_begin();
+    turn_end();
+    skip(tile);
+  }
+  if (w_begin < w_end) {
+    // Software pipeline within the warpgroup: while the tensor cores run O += P V of one tile,
+    // the threads compute the softmax of the next tile's scores, issued just before it.
+    float x[BLOCK_N / 2];
+    unsigned p[BLOCK_N / 16][4];
+    float alpha[2];
+    {
+      const unsigned k_tile = k_ready(w_begin);
+      turn_begin();
+      wg::fence();
+      mma_qk(x, k_tile);
+      turn_end();
+    }
+    wg::wait<0>();
+    wg::fence_acc(x);
+    softmax(x, w_begin, alpha);  // O is still 0: no rescale
+    pack(x, p);
+    for (int tile = w_begin + 1; tile < w_end; ++tile) {
+      // Both tiles' operands are waited for and addressed before the first wgmma.
+      const unsigned k_tile = k_ready(tile), v_tile = v_ready(tile - 1);
+      turn_begin();
+      wg::fence();
+      mma_qk(x, k_tile);
+      mma_pv(p, v_tile);
+      turn_end();
+      wg::wait<1>();  // S of `tile` has landed; O += P V of the previous tile may still run
+      wg::fence_acc(x);
+      softmax(x, tile, alpha);
+      wg::wait<0>();
+      wg::fence_acc(o);
+      release(tile - 1);
+      rescale(alpha);
+      pack(x, p);
+    }
+    {
+      const unsigned v_tile = v_ready(w_end - 1);
+      turn_begin();
+      wg::fence();
+      mma_pv(p, v_tile);
+      turn_end();
+    }
+    wg::wait<0>();
+    wg::fence_acc(o);
+    release(w_end - 1);
+  } else {
+    turn_begin();  // the turn a computing warpgroup spends on its last O += P V
+    turn_end();
+  }
+  for (int tile = w_end; tile < t_end; ++tile) {
+    turn_begin();
+    turn_end();
+    skip(tile);
+  }
+
+  // Epilogue: normalise, write O from registers (4 bytes per thread and row slice) and the LSE.
+  T* out = static_cast<T*>(a.o) + b * a.o_batch_stride + h * a.o_head_stride;
+  const long long lse_base = (static_cast<long long>(b) * a.heads_q + h) * Nq;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const float sum = attn::quad_sum(row_sum[r]);
+    const float inv = sum > 0.f ? attn::rcp_approx(sum) : 0.f;
+    const int row = row_base + 8 * r;
+    if (row >= Nq) continue;
+    if (a.lse != nullptr && t == 0)
+      a.lse[lse_base + row] =
+          sum > 0.f ? (row_max[r] + attn::log2_approx(sum)) * kLn2 : kNegInf;
+    T* dst = out + static_cast<long long>(row) * a.o_row_stride + 2 * t;
+#pragma unroll
+    for (int j = 0; j < D / 8; ++j)
+      *reinterpret_cast<unsigned*>(dst + 8 * j) =
+          pack2<T>(o[4 * j + 2 * r] * inv, o[4 * j + 2 * r + 1] * inv);
+  }
+#else
+  __trap();  // sm_90a only: the host never plans this kernel elsewhere
+#endif
+}
+
+}  // namespace ktune
