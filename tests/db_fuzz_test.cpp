@@ -279,7 +279,8 @@ const std::vector<Hostile>& hostile_statements() {
       {"UPDATE devices SET driver_version = x'0102'", false},
       // best
       {"UPDATE best SET params_key = printf('%.*c', 70000000, 'x') WHERE rowid = 1", false},
-      {"UPDATE best SET params_key = replace(params_key, 'block_m=128', 'block_m=999999') "
+      // (block_m=192 becomes block_m=999999192: whatever the row's tile, out of the list.)
+      {"UPDATE best SET params_key = replace(params_key, 'block_m=', 'block_m=999999') "
        "WHERE rowid = 2",
        false},
       {"UPDATE best SET params_key = 'block_m=-1' WHERE rowid = 3", false},

@@ -136,6 +136,7 @@ constexpr AttentionDefaults kDefaults[] = {
     // 64-row tiles for short grids. Varlen problems, which the wgmma kernel does not take, go on
     // to the mma.sync rows.
     {9, 64, 192, 128, 16, 3, 0, 0, 1, 1},
+    {9, 64, 128, 128, 12, 3, 0, 0, 1, 1},  // where the row above spills (a window, ALiBi)
     {9, 128, 128, 128, 12, 3, 0, 0, 1, 1},
     {9, 256, 64, 64, 8, 3, 0, 0, 1, 0},
     // Hopper: the fastest point of exhaustive sweeps of two held-out problems per head dim on
@@ -701,6 +702,13 @@ class FlashAttentionOp final : public Op {
       return "impl=1 with block_m=" + str(c.block_m) + " runs " + str(consumers(c)) +
              " consumer warpgroups and a producer: warps=" + str(4 * (consumers(c) + 1)) +
              ", not " + str(c.warps);
+    // Three consumers get 160 registers each; what spills there (attention_compile_test: 280-352
+    // bytes for d=128 with 128-key tiles, 176-192 for d=64 with 128-key tiles and a window or
+    // ALiBi) is refused rather than measured.
+    if (consumers(c) == 3 && c.block_n == 128 && (s.d == 128 || s.window > 0 || s.alibi))
+      return "impl=1 with 3 consumer warpgroups and block_n=128 at d=" + str(s.d) +
+             (s.d == 128 ? "" : " with a window or ALiBi") +
+             " spills (160 registers per thread); block_n=64 or block_m=128 fit";
     if (c.pingpong && consumers(c) == 1)
       return std::string("pingpong=1 needs 2 or 3 consumer warpgroups (block_m=128 or 192)");
     if (c.q_regs || c.smem_pad)
