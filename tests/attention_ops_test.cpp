@@ -408,6 +408,34 @@ TEST(AttentionSpace, WgmmaKernelPointsAndTheirReasons) {
             flash_attention_sm90_smem_bytes(128, 128, 2, 2));
 }
 
+// The wgmma kernel's launch reads Q, K and V through tensor maps: a broadcast stride (0 over
+// more than one head or batch) cannot be one, and is refused with the tensor's name before any
+// driver call; a valid layout gets as far as the encoding, which needs the driver.
+TEST(AttentionRun, WgmmaLaunchRefusesBroadcastStrides) {
+  const Problem p = op().parse_problem("b=2,hq=4,hkv=2,nq=100,nk=300,d=128");
+  const Params params = op().parse_params(
+      "block_m=128,block_n=128,warps=12,stages=2,q_regs=0,smem_pad=0,impl=1,pingpong=1");
+  std::int64_t layout[12] = {4 * 100 * 128, 100 * 128, 128, 0,           300 * 128, 128,
+                             2 * 300 * 128, 300 * 128, 128, 4 * 100 * 128, 100 * 128, 128};
+  EXPECT_EQ(run_error([&] { run(params, p, 0, layout); }),
+            "flash_attention impl=1: k batch stride 0 (a broadcast) cannot be read through a "
+            "tensor map; pass a materialised tensor, or tune this problem's layout with impl=0");
+  layout[3] = 2 * 300 * 128;
+  layout[7] = 0;  // v head stride, 2 KV heads
+  EXPECT_TRUE(contains(run_error([&] { run(params, p, 0, layout); }), "v head stride 0"));
+  // Valid strides: past the checks to the encoding. On a machine without a driver (CI) that is
+  // NoDevice; with one, the recorded launch.
+  layout[7] = 300 * 128;
+  try {
+    const RecordingLauncher l = run(params, p, 0, layout);
+    EXPECT_EQ(l.launches.size(), 1u);
+  } catch (const InvalidArgument& e) {
+    ADD_FAILURE() << "a valid layout refused: " << e.what();
+  } catch (const std::exception& e) {
+    EXPECT_TRUE(contains(e.what(), "driver") || contains(e.what(), "CUDA")) << e.what();
+  }
+}
+
 TEST(AttentionSpace, KernelsRefuseInvalidPoints) {
   const Params bad =
       op().parse_params("block_m=256,block_n=64,warps=4,stages=2,q_regs=0,smem_pad=0,impl=0");

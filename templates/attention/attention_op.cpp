@@ -330,9 +330,22 @@ FlashAttentionArgs make_args(const RunArgs& a, const Shape& s) {
 /// first (d, rows, heads, batch), strides in bytes, a box of 64 columns by `box_rows` rows in the
 /// 128-byte swizzle. A dim of size 1 gets a harmless stride (its index is always 0), so that a
 /// broadcast stride of 0 there never reaches the driver.
-tma::TensorMap operand_map(const void* ptr, DType t, std::int64_t d, std::int64_t rows,
-                           std::int64_t heads, std::int64_t batch, long long row_stride,
-                           long long head_stride, long long batch_stride, int box_rows) {
+/// A tensor map addresses every index of a dimension: a broadcast (stride 0) over more than one
+/// head or batch cannot be described.
+void refuse_broadcast(const char* name, std::int64_t heads, std::int64_t batch,
+                      long long head_stride, long long batch_stride) {
+  if ((heads > 1 && head_stride == 0) || (batch > 1 && batch_stride == 0))
+    throw InvalidArgument(std::string("flash_attention impl=1: ") + name + " " +
+                          (heads > 1 && head_stride == 0 ? "head" : "batch") +
+                          " stride 0 (a broadcast) cannot be read through a tensor map; pass "
+                          "a materialised tensor, or tune this problem's layout with impl=0");
+}
+
+tma::TensorMap operand_map(const char* name, const void* ptr, DType t, std::int64_t d,
+                           std::int64_t rows, std::int64_t heads, std::int64_t batch,
+                           long long row_stride, long long head_stride, long long batch_stride,
+                           int box_rows) {
+  refuse_broadcast(name, heads, batch, head_stride, batch_stride);
   TensorMapSpec spec;
   spec.dtype =
       t == DType::bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
@@ -357,13 +370,17 @@ tma::TensorMap operand_map(const void* ptr, DType t, std::int64_t d, std::int64_
 /// The wgmma kernel's arguments: flash_attention_fwd's plus the tensor maps of Q, K and V.
 FlashAttentionSm90Args make_sm90_args(const FlashAttentionArgs& k, const Shape& s, DType t,
                                       int block_n) {
+  // Every operand's strides before the driver is asked for any map.
+  refuse_broadcast("q", s.hq, s.b, k.q_head_stride, k.q_batch_stride);
+  refuse_broadcast("k", s.hkv, s.b, k.k_head_stride, k.k_batch_stride);
+  refuse_broadcast("v", s.hkv, s.b, k.v_head_stride, k.v_batch_stride);
   FlashAttentionSm90Args a{};
   a.base = k;
-  a.q_map = operand_map(k.q, t, s.d, s.nq, s.hq, s.b, k.q_row_stride, k.q_head_stride,
+  a.q_map = operand_map("q", k.q, t, s.d, s.nq, s.hq, s.b, k.q_row_stride, k.q_head_stride,
                         k.q_batch_stride, kSm90RowsPerConsumer);
-  a.k_map = operand_map(k.k, t, s.d, s.nk, s.hkv, s.b, k.k_row_stride, k.k_head_stride,
+  a.k_map = operand_map("k", k.k, t, s.d, s.nk, s.hkv, s.b, k.k_row_stride, k.k_head_stride,
                         k.k_batch_stride, block_n);
-  a.v_map = operand_map(k.v, t, s.d, s.nk, s.hkv, s.b, k.v_row_stride, k.v_head_stride,
+  a.v_map = operand_map("v", k.v, t, s.d, s.nk, s.hkv, s.b, k.v_row_stride, k.v_head_stride,
                         k.v_batch_stride, block_n);
   return a;
 }
