@@ -4,6 +4,7 @@
 
 #include "ktune/error.hpp"
 #include "runtime/core/driver.hpp"
+#include "runtime/core/types.hpp"
 
 namespace ktune {
 namespace {
@@ -16,16 +17,6 @@ constexpr std::uint32_t kMaxElementStride = 8;
 
 [[noreturn]] void bad(const std::string& what) {
   throw InvalidArgument("tensor map: " + what);
-}
-
-std::string hex(std::uint64_t v) {
-  static const char digits[] = "0123456789abcdef";
-  std::string s;
-  do {
-    s.insert(s.begin(), digits[v & 15]);
-    v >>= 4;
-  } while (v != 0);
-  return "0x" + s;
 }
 
 // "dims[1] = 0", for messages naming one entry of an array.
@@ -157,7 +148,7 @@ void validate_tensor_map(const TensorMapSpec& s) {
   const std::uint64_t align = wide ? 32 : 16;
   if (s.address == 0) bad("global address is null");
   if (s.address % align != 0) {
-    bad("global address " + hex(s.address) + " must be " + std::to_string(align) +
+    bad("global address " + address_text(s.address) + " must be " + std::to_string(align) +
         "-byte aligned" + (wide ? " with INTERLEAVE_32B" : ""));
   }
   for (std::size_t i = 0; i < rank; ++i) {

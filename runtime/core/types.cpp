@@ -91,6 +91,12 @@ std::string printable(std::string_view s) {
   return out;
 }
 
+std::string address_text(std::uint64_t address) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(address));
+  return buf;
+}
+
 std::string quoted(std::string_view s, std::size_t max) {
   if (s.size() <= max) return "\"" + printable(s) + "\"";
   std::size_t cut = max;

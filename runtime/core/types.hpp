@@ -31,6 +31,9 @@ std::string printable(std::string_view s);
 /// size noted ("aaaa..." (100000 bytes)), so that a message stays one short line.
 std::string quoted(std::string_view s, std::size_t max = 64);
 
+/// "0x7f0000000002": a device address in a message.
+std::string address_text(std::uint64_t address);
+
 /// What identifies a GPU for tuning purposes, plus the limits `valid()` needs.
 struct DeviceInfo {
   std::string name;                   // e.g. "NVIDIA H100 80GB HBM3"

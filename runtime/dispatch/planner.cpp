@@ -31,12 +31,6 @@ class RelaxedCapture {
 
 }  // namespace
 
-std::string address_text(std::uint64_t address) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(address));
-  return buf;
-}
-
 StreamKey stream_key(Stream stream) {
   StreamKey k;
   k.stream = static_cast<CUstream>(stream);

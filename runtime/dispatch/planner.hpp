@@ -56,9 +56,6 @@ struct PlanKeyHash {
   }
 };
 
-/// "0x7f0000000002": a device address in a message.
-std::string address_text(std::uint64_t address);
-
 /// What a runtime-owned workspace belongs to: a stream. CU_STREAM_PER_THREAD is another stream
 /// on every thread, so it is told apart by thread as well.
 struct StreamKey {

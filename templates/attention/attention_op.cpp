@@ -326,10 +326,6 @@ FlashAttentionArgs make_args(const RunArgs& a, const Shape& s) {
   return k;
 }
 
-/// The tensor map of one [B, H, S, D] operand of the wgmma kernel (args_sm90.h): dims innermost
-/// first (d, rows, heads, batch), strides in bytes, a box of 64 columns by `box_rows` rows in the
-/// 128-byte swizzle. A dim of size 1 gets a harmless stride (its index is always 0), so that a
-/// broadcast stride of 0 there never reaches the driver.
 /// A tensor map addresses every index of a dimension: a broadcast (stride 0) over more than one
 /// head or batch cannot be described.
 void refuse_broadcast(const char* name, std::int64_t heads, std::int64_t batch,
@@ -341,11 +337,14 @@ void refuse_broadcast(const char* name, std::int64_t heads, std::int64_t batch,
                           "a materialised tensor, or tune this problem's layout with impl=0");
 }
 
-tma::TensorMap operand_map(const char* name, const void* ptr, DType t, std::int64_t d,
-                           std::int64_t rows, std::int64_t heads, std::int64_t batch,
-                           long long row_stride, long long head_stride, long long batch_stride,
-                           int box_rows) {
-  refuse_broadcast(name, heads, batch, head_stride, batch_stride);
+/// The tensor map of one [B, H, S, D] operand of the wgmma kernel (args_sm90.h): dims innermost
+/// first (d, rows, heads, batch), strides in bytes, a box of 64 columns by `box_rows` rows in the
+/// 128-byte swizzle. A dim of size 1 gets a harmless stride (its index is always 0), so that a
+/// broadcast stride of 0 there never reaches the driver; over more dims refuse_broadcast() has
+/// refused it.
+tma::TensorMap operand_map(const void* ptr, DType t, std::int64_t d, std::int64_t rows,
+                           std::int64_t heads, std::int64_t batch, long long row_stride,
+                           long long head_stride, long long batch_stride, int box_rows) {
   TensorMapSpec spec;
   spec.dtype =
       t == DType::bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
@@ -376,11 +375,11 @@ FlashAttentionSm90Args make_sm90_args(const FlashAttentionArgs& k, const Shape& 
   refuse_broadcast("v", s.hkv, s.b, k.v_head_stride, k.v_batch_stride);
   FlashAttentionSm90Args a{};
   a.base = k;
-  a.q_map = operand_map("q", k.q, t, s.d, s.nq, s.hq, s.b, k.q_row_stride, k.q_head_stride,
+  a.q_map = operand_map(k.q, t, s.d, s.nq, s.hq, s.b, k.q_row_stride, k.q_head_stride,
                         k.q_batch_stride, kSm90RowsPerConsumer);
-  a.k_map = operand_map("k", k.k, t, s.d, s.nk, s.hkv, s.b, k.k_row_stride, k.k_head_stride,
+  a.k_map = operand_map(k.k, t, s.d, s.nk, s.hkv, s.b, k.k_row_stride, k.k_head_stride,
                         k.k_batch_stride, block_n);
-  a.v_map = operand_map("v", k.v, t, s.d, s.nk, s.hkv, s.b, k.v_row_stride, k.v_head_stride,
+  a.v_map = operand_map(k.v, t, s.d, s.nk, s.hkv, s.b, k.v_row_stride, k.v_head_stride,
                         k.v_batch_stride, block_n);
   return a;
 }
@@ -658,11 +657,10 @@ class FlashAttentionOp final : public Op {
           if (!invalid_reason(tiles, problem, t, device)) return tiles;
           return p;
         }
-        // One consumer's 64-row tiles where the row's tiles would leave the GPU or the tiles
-        // half empty.
+        // d=64 and d=256: one consumer's 64-row tiles where the row's tiles would leave the GPU
+        // or the tiles half empty.
         if (wgmma_single_consumer(s, device, row.block_m)) {
-          const int keys = s.d == 128 ? 128 : 64;
-          const Params one = params({row.cc_major, row.d, 64, keys, 8, 3, 0, 0, 1, 0});
+          const Params one = params({row.cc_major, row.d, 64, 64, 8, 3, 0, 0, 1, 0});
           if (!invalid_reason(one, problem, t, device)) return one;
         }
         return p;
