@@ -193,6 +193,9 @@ struct RunArgs {
   /// Op-defined integer arguments that are not part of the problem key (e.g. attention's
   /// element strides); null means the op's default (contiguous tensors). See Op::layout_size().
   const std::int64_t* layout = nullptr;
+  /// Multiprocessors of the device the call runs on (0: unknown), for grids sized to the GPU
+  /// (persistent kernels) rather than to the problem.
+  int sm_count = 0;
 };
 
 /// Verification tolerance: an element passes when |out - ref| <= atol + rtol * |ref|.

@@ -4,8 +4,8 @@
 // Coverage (a full cross product is ~3000 compiles of ~1 s each, too slow for two cores):
 // - d=64 and d=128: every valid configuration of both archs in both dtypes and both causal
 //   modes, as two compiles: bf16 with one causal flag and fp16 with the other (alternating over
-//   the configurations); the wgmma kernel's (impl=1, sm_90a) without spills or serialised
-//   wgmmas;
+//   the configurations), of the persistent wgmma kernels every fourth; the wgmma kernel's
+//   (impl=1, sm_90a) without spills or serialised wgmmas;
 // - d=32, 96, 256: the default and every tenth valid configuration per arch and dtype;
 // - the reference kernel for every head dim, dtype and causal flag;
 // - the mask variants (window, softcap, alibi), a sample: each alone and the combinations
@@ -104,9 +104,12 @@ std::vector<Job> attention_jobs() {
           }
         }
         const std::vector<Params> valid = Space(op, problem(d, false), t, dev).valid_points();
-        for (std::size_t i = 0; i < valid.size(); ++i)
-          if (full || i % 10 == 0)
+        for (std::size_t i = 0; i < valid.size(); ++i) {
+          // The persistent wgmma kernels, a loop around the same body: every fourth.
+          const bool persistent = op.params_key(valid[i]).find("persistent=1") != std::string::npos;
+          if (full ? !persistent || i % 4 == 0 : i % 10 == 0)
             add(problem(d, (i % 2 == 1) != (t == DType::f16)), t, valid[i], arch, false);
+        }
       }
     int n = 0;
     for (const char* variants : kVariants)

@@ -125,7 +125,8 @@ TEST(AttentionProblem, KeysWrittenBeforeTheVariantsParseWithThemOff) {
     EXPECT_EQ(op().parse_problem(std::string(old) + ",window=0,softcap=no,alibi=no,varlen=no"), p);
   }
   // The default kernel of an old problem has every variant off (on the A100, the same kernel as
-  // before the variants; on the H100 the wgmma kernel's default since 2026-11-24).
+  // before the variants; on the H100 the wgmma kernel's default since 2026-11-24, persistent
+  // under a causal mask).
   const Problem old = op().parse_problem("b=4,hq=32,hkv=8,nq=2000,nk=2000,d=128,causal=yes");
   EXPECT_EQ(op().kernels(op().default_params(old, DType::bf16, device("sm_80")), old,
                          DType::bf16)[0].name_expression,
@@ -133,8 +134,8 @@ TEST(AttentionProblem, KeysWrittenBeforeTheVariantsParseWithThemOff) {
             "false, false, false>");
   EXPECT_EQ(op().kernels(op().default_params(old, DType::bf16, device("sm_90a")), old,
                          DType::bf16)[0].name_expression,
-            "ktune::flash_attention_sm90<ktune::bf16, 128, 128, 2, 3, true, true, false, false, "
-            "false>");
+            "ktune::flash_attention_sm90<ktune::bf16, 128, 64, 3, 3, false, true, false, false, "
+            "false, true>");
 }
 
 // Defaults that follow the device: on Hopper the wgmma kernel at d=64/128/256, with one
@@ -158,9 +159,11 @@ TEST(AttentionProblem, DefaultsFollowTheDevice) {
   EXPECT_EQ(key("b=4,hq=32,hkv=8,nq=64,nk=8192,d=128,causal=yes", "sm_90a"), one128);
   // 2 x 32 x 1 = 64 tiles of 128 rows on 132 SMs, under half: 64-row tiles.
   EXPECT_EQ(key("b=2,hq=32,hkv=8,nq=128,nk=4096,d=128,causal=yes", "sm_90a"), one128);
-  // 72 and 300 tiles of 128 rows: the row, padding and all.
+  // 72 and 300 tiles of 128 rows: the row, padding and all; persistent with more tiles than SMs
+  // (causal, or up to 4096 keys at d=128).
   EXPECT_EQ(key("b=3,hq=24,hkv=8,nq=96,nk=6000,d=128,causal=yes", "sm_90a"), two);
-  EXPECT_EQ(key("b=5,hq=20,hkv=4,nq=300,nk=1300,d=128,causal=no", "sm_90a"), two);
+  EXPECT_EQ(key("b=5,hq=20,hkv=4,nq=300,nk=1300,d=128,causal=no", "sm_90a"),
+            std::string(two) + ",persistent=1");
   // Up to 320 keys the mma.sync rows with their short-grid rule (600 tiles of 64 rows cost
   // 5 x 0.55 waves against 3 of 128 rows).
   EXPECT_EQ(key("b=5,hq=20,hkv=4,nq=300,nk=300,d=128,causal=no", "sm_90a"),
@@ -170,15 +173,25 @@ TEST(AttentionProblem, DefaultsFollowTheDevice) {
                         "pingpong=1";
   EXPECT_EQ(key("b=2,hq=20,hkv=20,nq=500,nk=2500,d=128,causal=no", "sm_90a"), three64);
   EXPECT_EQ(key("b=3,hq=32,hkv=8,nq=180,nk=2000,d=128,causal=no", "sm_90a"), three64);
-  // The ANCHORS shapes keep 128 rows (8 waves against 6 x 1.5).
-  EXPECT_EQ(key("b=2,hq=16,hkv=16,nq=4096,nk=4096,d=128,causal=no", "sm_90a"), two);
+  // The ANCHORS shapes keep 128 rows (8 waves against 6 x 1.5), persistent up to 4096 keys;
+  // causal ones with over 132 tiles of 192 rows take 192x64 tiles without turns, persistent.
+  EXPECT_EQ(key("b=2,hq=16,hkv=16,nq=4096,nk=4096,d=128,causal=no", "sm_90a"),
+            std::string(two) + ",persistent=1");
+  EXPECT_EQ(key("b=1,hq=16,hkv=16,nq=8192,nk=8192,d=128,causal=no", "sm_90a"), two);
+  EXPECT_EQ(key("b=1,hq=16,hkv=16,nq=8192,nk=8192,d=128,causal=yes", "sm_90a"),
+            "block_m=192,block_n=64,warps=16,stages=3,q_regs=0,smem_pad=0,impl=1,persistent=1");
   // d=64: 192-row tiles unless more than a quarter of their rows would be padding (200 rows in
   // 384, 420 in 576; not 5000 in 5184).
   EXPECT_EQ(key("b=8,hq=16,hkv=16,nq=200,nk=1200,d=64,causal=no", "sm_90a"), one64);
   EXPECT_EQ(key("b=6,hq=16,hkv=16,nq=420,nk=420,d=64,causal=no", "sm_90a"), one64);
-  EXPECT_EQ(key("b=1,hq=12,hkv=12,nq=5000,nk=5000,d=64,causal=yes", "sm_90a"), three);
+  EXPECT_EQ(key("b=1,hq=12,hkv=12,nq=5000,nk=5000,d=64,causal=yes", "sm_90a"),
+            std::string(three) + ",persistent=1");
+  EXPECT_EQ(key("b=1,hq=12,hkv=12,nq=5000,nk=5000,d=64,causal=no", "sm_90a"), three);
+  EXPECT_EQ(key("b=16,hq=16,hkv=16,nq=1024,nk=1024,d=64,causal=no", "sm_90a"),
+            std::string(three) + ",persistent=1");
   // With a window the 192-row tiles of 128 keys spill: the 128-row row below it.
-  EXPECT_EQ(key("b=1,hq=12,hkv=12,nq=5000,nk=5000,d=64,causal=yes,window=512", "sm_90a"), two);
+  EXPECT_EQ(key("b=1,hq=12,hkv=12,nq=5000,nk=5000,d=64,causal=yes,window=512", "sm_90a"),
+            std::string(two) + ",persistent=1");
   // The A100 keeps the mma.sync rows and the short-grid rule.
   EXPECT_EQ(key("b=4,hq=32,hkv=8,nq=64,nk=8192,d=128,causal=yes", "sm_80"),
             "block_m=64,block_n=128,warps=4,stages=2,q_regs=1,smem_pad=0,impl=0");
@@ -283,13 +296,14 @@ TEST(AttentionProblem, BadProblemsSayWhy) {
 TEST(AttentionSpace, InvalidPointsCarryTheirReason) {
   const Problem p = op().parse_problem(kMha);
   const Space h100(op(), p, DType::bf16, device("sm_90a"));
-  EXPECT_EQ(h100.points().size(), 4u * 3 * 4 * 2 * 2 * 2 * 2 * 2);
+  EXPECT_EQ(h100.points().size(), 4u * 3 * 4 * 2 * 2 * 2 * 2 * 2 * 2);
   // impl=0: (block_m, warps) in {(64,4), (128,4), (128,8), (256,8)}, every block_n, stages,
   // q_regs and pad, less the shared-memory overflows at d=128: 128x128 s3 with pad (both warp
   // counts) and 256x128 s3 (with and without pad), each with both q_regs. impl=1: block_m 64,
   // 128, 192 (1-3 consumers, warps fixed), block_n 64 and 128, stages 2 and 3, ping-pong with 2
-  // or 3 consumers, less 192x128 at d=128 (it spills; s3 also needs 240 KiB).
-  EXPECT_EQ(h100.valid_count(), (4u * 3 * 2 * 2 * 2 - 2 * 2 - 2 * 2) + (4 + 8 + 2 * 2));
+  // or 3 consumers, less 192x128 at d=128 (it spills; s3 also needs 240 KiB); each persistent or
+  // not.
+  EXPECT_EQ(h100.valid_count(), (4u * 3 * 2 * 2 * 2 - 2 * 2 - 2 * 2) + (4 + 8 + 2 * 2) * 2);
   std::size_t counted = 0;
   for (const auto& [reason, n] : h100.invalid_reasons()) {
     EXPECT_FALSE(reason.empty());
@@ -406,6 +420,24 @@ TEST(AttentionSpace, WgmmaKernelPointsAndTheirReasons) {
   EXPECT_EQ(op().block_threads(pp, p, DType::bf16, 0), 384);
   EXPECT_EQ(op().dynamic_shared_bytes(pp, p, DType::bf16, 0),
             flash_attention_sm90_smem_bytes(128, 128, 2, 2));
+
+  // persistent: impl=1 only, left out of keys at 0, the last template argument when on.
+  EXPECT_TRUE(contains(
+      why("block_m=128,block_n=64,warps=4,stages=2,q_regs=0,smem_pad=0,impl=0,persistent=1",
+          kMha),
+      "persistent=1 is for impl=1"));
+  const Params per = op().parse_params(std::string(two) + ",pingpong=1,persistent=1");
+  EXPECT_EQ(op().params_key(per), std::string(two) + ",pingpong=1,persistent=1");
+  EXPECT_EQ(op().params_key(op().parse_params(std::string(two) + ",persistent=1")),
+            std::string(two) + ",persistent=1");
+  EXPECT_EQ(op().kernels(per, p, DType::bf16)[0].name_expression,
+            "ktune::flash_attention_sm90<ktune::bf16, 128, 128, 2, 2, true, true, false, false, "
+            "false, true>");
+  EXPECT_EQ(why((std::string(two) + ",persistent=1").c_str(), kMha), "");
+  // Its grid: min(work items, SMs); the items are query tiles times (batch, head) pairs.
+  EXPECT_EQ(flash_attention_sm90_work(1000, 128, 3 * 8), 8 * 24);
+  EXPECT_EQ(flash_attention_sm90_work(1, 192, 1), 1);
+  EXPECT_EQ(flash_attention_sm90_work(1 << 30, 64, 65535), (1ll << 24) * 65535);
 }
 
 // The wgmma kernel's launch reads Q, K and V through tensor maps: a broadcast stride (0 over
@@ -468,7 +500,8 @@ TEST(AttentionDefaults, ValidForEveryShapeDtypeAndArch) {
 TEST(AttentionDefaults, AreTheMeasuredBestOnH100) {
   const DeviceInfo h100 = device("sm_90a");
   EXPECT_EQ(op().params_key(op().default_params(op().default_problem(), DType::bf16, h100)),
-            "block_m=128,block_n=128,warps=12,stages=3,q_regs=0,smem_pad=0,impl=1,pingpong=1");
+            "block_m=128,block_n=128,warps=12,stages=3,q_regs=0,smem_pad=0,impl=1,pingpong=1,"
+            "persistent=1");
   const Problem d64 = op().parse_problem("b=1,hq=16,hkv=16,nq=8192,nk=8192,d=64");
   EXPECT_EQ(op().params_key(op().default_params(d64, DType::bf16, h100)),
             "block_m=192,block_n=128,warps=16,stages=3,q_regs=0,smem_pad=0,impl=1,pingpong=1");
@@ -724,7 +757,7 @@ TEST(AttentionRun, VarlenIsTheLastTemplateArgumentAndOnlyWhenOn) {
   EXPECT_EQ(expr(",varlen=yes,window=100,alibi=yes"),
             head + "true, false, true, true> | " + ref + "true, false, true, true>");
   // Varlen changes neither the mma.sync space nor its defaults; the wgmma kernel's points are
-  // invalid with it (16 at d=128), and its Hopper default gives way to the mma.sync row.
+  // invalid with it (32 at d=128), and its Hopper default gives way to the mma.sync row.
   const Problem plain = op().parse_problem(kMha);
   const Problem packed = op().parse_problem(std::string(kMha) + ",varlen=yes");
   const DeviceInfo a100 = device("sm_80"), h100 = device("sm_90a");
@@ -733,7 +766,7 @@ TEST(AttentionRun, VarlenIsTheLastTemplateArgumentAndOnlyWhenOn) {
   EXPECT_EQ(op().default_params(plain, DType::f16, a100),
             op().default_params(packed, DType::f16, a100));
   EXPECT_EQ(Space(op(), plain, DType::bf16, h100).valid_count(),
-            Space(op(), packed, DType::bf16, h100).valid_count() + 16);
+            Space(op(), packed, DType::bf16, h100).valid_count() + 32);
   EXPECT_EQ(op().params_key(op().default_params(packed, DType::f16, h100)),
             "block_m=128,block_n=64,warps=4,stages=2,q_regs=0,smem_pad=0,impl=0");
 }

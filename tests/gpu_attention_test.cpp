@@ -39,9 +39,10 @@ using test::AttentionTensor;
 const Op& op() { return flash_attention_op(); }
 
 /// Non-default configurations planted as the tuned best of every case where they are valid:
-/// between them they cover each value of every tunable. The last five are the wgmma kernel
-/// (impl=1, sm_90a only: elsewhere invalid and skipped) with 1, 2 and 3 consumer warpgroups, and
-/// with 2 and 3 taking turns (pingpong=1).
+/// between them they cover each value of every tunable. The last seven are the wgmma kernel
+/// (impl=1, sm_90a only: elsewhere invalid and skipped) with 1, 2 and 3 consumer warpgroups,
+/// with 2 and 3 taking turns (pingpong=1), and persistent (one CTA per SM looping over the
+/// tiles; GpuAttentionPersistent runs it with a few CTAs, each many tiles).
 const char* const kPlanted[] = {
     "block_m=64,block_n=32,warps=4,stages=2,q_regs=1,smem_pad=0,impl=0",
     "block_m=128,block_n=128,warps=8,stages=2,q_regs=1,smem_pad=0,impl=0",
@@ -55,11 +56,14 @@ const char* const kPlanted[] = {
     "block_m=192,block_n=64,warps=16,stages=2,q_regs=0,smem_pad=0,impl=1",
     "block_m=128,block_n=128,warps=12,stages=2,q_regs=0,smem_pad=0,impl=1,pingpong=1",
     "block_m=192,block_n=64,warps=16,stages=3,q_regs=0,smem_pad=0,impl=1,pingpong=1",
+    "block_m=64,block_n=64,warps=8,stages=3,q_regs=0,smem_pad=0,impl=1,persistent=1",
+    "block_m=128,block_n=128,warps=12,stages=2,q_regs=0,smem_pad=0,impl=1,pingpong=1,"
+    "persistent=1",
 };
 /// The ones the mask variants run: other tile shapes, and the wgmma kernel with 1 and 3
-/// consumer warpgroups, and 2 taking turns.
+/// consumer warpgroups, 2 taking turns, and 2 taking turns persistently.
 const char* const kVariantPlanted[] = {kPlanted[0], kPlanted[2], kPlanted[4], kPlanted[7],
-                                       kPlanted[9], kPlanted[10]};
+                                       kPlanted[9], kPlanted[10], kPlanted[13]};
 
 /// One compile cache for the whole binary: a kernel used by several cases compiles once.
 const std::filesystem::path& cache_dir() {
@@ -429,6 +433,97 @@ INSTANTIATE_TEST_SUITE_P(Variants, GpuAttentionVariants,
                                             ::testing::Values(std::int64_t{64}, std::int64_t{128}),
                                             ::testing::Values(DType::bf16, DType::f16)),
                          variant_name);
+
+// ---- the persistent wgmma kernel with a few CTAs ----
+
+/// persistent=1 through the op directly with RunArgs::sm_count of 1, 3 and 7, so that every CTA
+/// loops over many query tiles of several heads: the K/V ring, Q's buffer and the consumers'
+/// turns carry from tile to tile, through causal tiles that skip keys or see none, windows and
+/// the tail of the last tile. Against the double reference, outputs poisoned with NaN.
+class GpuAttentionPersistent : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    KTUNE_REQUIRE_GPU();
+    ensure_context(0);
+    device_ = query_device(0);
+    if (device_.cc_major != 9) GTEST_SKIP() << "the wgmma kernel needs sm_90a";
+  }
+  DeviceInfo device_;
+};
+
+TEST_F(GpuAttentionPersistent, FewCtasLoopingOverEveryTileMatchTheReference) {
+  struct PersistentCase {
+    const char* dims;
+    const char* params;
+    double softcap;
+  };
+  const PersistentCase cases[] = {
+      {"b=2,hq=4,hkv=1,nq=333,nk=1000,d=128,causal=yes",
+       "block_m=128,block_n=128,warps=12,stages=2,q_regs=0,smem_pad=0,impl=1,pingpong=1,"
+       "persistent=1", 0},
+      {"b=2,hq=8,hkv=2,nq=1000,nk=17,d=64,causal=yes",  // tiles that see no key
+       "block_m=192,block_n=64,warps=16,stages=3,q_regs=0,smem_pad=0,impl=1,pingpong=1,"
+       "persistent=1", 0},
+      {"b=3,hq=2,hkv=2,nq=200,nk=777,d=64",
+       "block_m=64,block_n=64,warps=8,stages=3,q_regs=0,smem_pad=0,impl=1,persistent=1", 0},
+      {"b=1,hq=4,hkv=2,nq=700,nk=700,d=128,causal=yes,window=100,softcap=yes,alibi=yes",
+       "block_m=128,block_n=64,warps=12,stages=3,q_regs=0,smem_pad=0,impl=1,persistent=1", 5.0},
+      {"b=2,hq=2,hkv=1,nq=300,nk=300,d=256,causal=yes",
+       "block_m=64,block_n=64,warps=8,stages=3,q_regs=0,smem_pad=0,impl=1,persistent=1", 0},
+  };
+  const Driver& cu = Driver::get();
+  const Compiler compiler(cache_dir());
+  int n = 0;
+  for (const PersistentCase& c : cases) {
+    const Problem p = op().parse_problem(c.dims);
+    const Params params = op().parse_params(c.params);
+    const DType t = n++ % 2 == 0 ? DType::bf16 : DType::f16;
+    const std::string name = op().problem_key(p) + " " + dtype_name(t) + " " + c.params;
+    ASSERT_FALSE(op().invalid_reason(params, p, t, device_)) << name;
+    AttentionShape s = shape_from(p);
+    if (p.values[8] != 0) s.softcap = c.softcap;
+    std::mt19937 rng(static_cast<unsigned>(std::hash<std::string>()(name)));
+    std::vector<float> slopes(static_cast<std::size_t>(s.hq), 0.f);
+    if (p.values[9] != 0) {
+      for (std::size_t h = 0; h < slopes.size(); ++h) slopes[h] = 0.05f * static_cast<float>(h + 1);
+      s.alibi_slopes.assign(slopes.begin(), slopes.end());
+    }
+    DeviceBuffer slopes_dev(slopes.size() * 4);
+    KTUNE_CU(cu.cuMemcpyHtoD(slopes_dev.get(), slopes.data(), slopes.size() * 4));
+    const DeviceTensor q(t, s.b, s.hq, s.nq, s.d, false, rng);
+    const DeviceTensor k(t, s.b, s.hkv, s.nk, s.d, false, rng);
+    const DeviceTensor v(t, s.b, s.hkv, s.nk, s.d, false, rng);
+    const AttentionResult ref = test::attention_ref(s, q.host, k.host, v.host);
+
+    const CompiledKernel ck = compiler.compile({op().kernels(params, p, t)[0], device_.arch(), {}});
+    const Module module(ck.cubin);
+    const KernelHandle kernel = module.function(ck.lowered_name);
+    KTUNE_CU(cu.cuFuncSetAttribute(static_cast<CUfunction>(kernel),
+                                   CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                   static_cast<int>(op().dynamic_shared_bytes(params, p, t, 0))));
+    for (int sms : {1, 3, 7}) {
+      Outputs out(s, false);
+      out.poison(t);
+      const std::uint64_t tensors[6] = {q.dev.get(), k.dev.get(), v.dev.get(),
+                                        reinterpret_cast<std::uint64_t>(out.o_ptr()),
+                                        reinterpret_cast<std::uint64_t>(out.lse_ptr()),
+                                        slopes_dev.get()};
+      const double scalars[2] = {0.0, s.softcap};
+      RunArgs a;
+      a.params = &params;
+      a.problem = &p;
+      a.dtype = t;
+      a.tensors = tensors;
+      a.scalars = scalars;
+      a.kernels = &kernel;
+      a.sm_count = sms;
+      CudaLauncher launcher(nullptr);
+      op().run(a, launcher);
+      KTUNE_CU(cu.cuCtxSynchronize());
+      check_outputs(s, t, out, ref, true, name + " on " + std::to_string(sms) + " CTAs");
+    }
+  }
+}
 
 // ---- the tuner's fp32 reference kernel ----
 

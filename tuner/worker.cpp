@@ -144,6 +144,7 @@ class Worker {
     args.scalars = p.scalars.data();
     args.workspace = workspace.get();
     args.kernels = kernels.handles.data();
+    args.sm_count = device_.sm_count;
     CudaLauncher launcher(stream_);
 
     // Verify: fresh inputs (a candidate may have scribbled on them), outputs poisoned with NaN.

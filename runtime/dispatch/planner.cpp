@@ -210,6 +210,7 @@ std::unique_ptr<Plan> Runtime::Impl::make_plan(const PlanKey& key) {
   plan->alignment = op.alignment(plan->params, plan->problem, plan->dtype);
   plan->tensors = op.tensors(plan->problem, plan->dtype);
   plan->workspace_bytes = op.workspace_bytes(plan->params, plan->problem, plan->dtype);
+  plan->sm_count = device.sm_count;
 
   if (!miss_log_.empty() && found.kind != Match::exact && !miss_log_failed_) {
     const MissEntry miss{plan->info.op, plan->dtype, plan->info.problem, device.key(),
@@ -329,6 +330,7 @@ void Runtime::Impl::run(int op_index, DType dtype, const std::int64_t* dims, int
   }
   args.kernels = p.kernels.data();
   args.layout = layout;
+  args.sm_count = p.sm_count;
   CudaLauncher launcher(static_cast<CUstream>(stream));
   p.op->run(args, launcher);
 }

@@ -94,6 +94,7 @@ struct Plan {
   std::size_t alignment = 1;
   std::vector<TensorSpec> tensors;
   std::size_t workspace_bytes = 0;  // op.workspace_bytes() of this configuration
+  int sm_count = 0;                 // the device's multiprocessors (RunArgs::sm_count)
   /// The runtime's workspaces, one per stream this plan ran on without a caller workspace,
   /// allocated at the first such call there and freed with the plan: two streams never share
   /// scratch memory. Read under Runtime::Impl::mu_ shared, appended under it exclusive.

@@ -35,11 +35,19 @@ struct FlashAttentionSm90Args {
 constexpr int kSm90RowsPerConsumer = 64;
 
 /// Dynamic shared memory of flash_attention_sm90: each consumer's Q tile, STAGES K and V tiles,
-/// the barriers, and 1024 bytes of slack to align the swizzled tiles to 1024 bytes.
+/// the barriers (Q full and empty, per stage K full, V full, empty), and 1024 bytes of slack to
+/// align the swizzled tiles to 1024 bytes.
 KTUNE_ATTN90_HD constexpr unsigned flash_attention_sm90_smem_bytes(int d, int block_n,
                                                                    int consumers, int stages) {
   return static_cast<unsigned>(2 * d * (kSm90RowsPerConsumer * consumers + 2 * block_n * stages) +
-                               8 * (1 + 3 * stages) + 1024);
+                               8 * (2 + 3 * stages) + 1024);
+}
+
+/// Query tiles of flash_attention_sm90 over all (batch, head) pairs: the work items a persistent
+/// grid loops over.
+KTUNE_ATTN90_HD constexpr long long flash_attention_sm90_work(int seq_q, int block_m,
+                                                             long long batch_heads) {
+  return static_cast<long long>((seq_q + block_m - 1) / block_m) * batch_heads;
 }
 
 /// nullptr when flash_attention_sm90<T, D, BLOCK_N, CONSUMERS, STAGES, ...> instantiates;

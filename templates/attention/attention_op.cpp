@@ -4,13 +4,12 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <string>
 
 #include "ktune/error.hpp"
-#include "runtime/core/tensor_map.hpp"
 #include "templates/attention/args.h"
 #include "templates/attention/args_sm90.h"
+#include "templates/kernel_tensor_map.hpp"
 
 namespace ktune {
 namespace {
@@ -19,7 +18,9 @@ namespace {
 enum Dim : std::size_t {
   kB, kHq, kHkv, kNq, kNk, kD, kCausal, kWindow, kSoftcap, kAlibi, kVarlen
 };
-enum Param : std::size_t { kBlockM, kBlockN, kWarps, kStages, kQRegs, kSmemPad, kImpl, kPingpong };
+enum Param : std::size_t {
+  kBlockM, kBlockN, kWarps, kStages, kQRegs, kSmemPad, kImpl, kPingpong, kPersistent
+};
 
 constexpr std::int64_t kMaxGridY = 65535;                      // b * hq rows of the grid
 constexpr std::int64_t kMaxSeq = std::int64_t{1} << 30;        // int positions: row + nk < 2^31
@@ -81,12 +82,13 @@ struct Config {
   bool q_regs, smem_pad;
   int impl;
   bool pingpong;
+  bool persistent;
 };
 
 Config config_of(const Params& p) {
   const auto at = [&](Param i) { return static_cast<int>(p.values[i]); };
   return {at(kBlockM), at(kBlockN), at(kWarps), at(kStages), at(kQRegs) != 0, at(kSmemPad) != 0,
-          at(kImpl), at(kPingpong) != 0};
+          at(kImpl), at(kPingpong) != 0, at(kPersistent) != 0};
 }
 
 /// The wgmma kernel's consumer warpgroups: one per 64 query rows.
@@ -125,6 +127,7 @@ struct AttentionDefaults {
   int smem_pad;  // 1: shared rows padded by 16 bytes; 0: XOR swizzle
   int impl = 0;      // 1: the wgmma kernel (block_m / 64 consumers, warps = 4 per warpgroup)
   int pingpong = 0;  // impl=1: consumers take turns issuing their wgmmas
+  int persistent = 0;  // impl=1: one CTA per SM looping over the query tiles
 };
 constexpr AttentionDefaults kDefaults[] = {
     // Hopper, the wgmma kernel: the point that won most rows of exhaustive sweeps of the
@@ -240,6 +243,26 @@ AttentionDefaults wgmma_d128_tiles(const Shape& s, const DeviceInfo& device) {
   return two;
 }
 
+/// Keys up to which the wgmma defaults with 2 or 3 consumers run persistently (one CTA per SM
+/// looping over the query tiles) without a causal mask: where a tile's keys are few, its
+/// prologue (Q and the first K/V tiles) and epilogue (P V's tail, O) weigh enough that
+/// overlapping them with the next tile's pays. From exhaustive sweeps of the ANCHORS rows on the
+/// H100 (benchmarks/results/attention-persistent-h100-2026-11-24.md): d=128 1.06-1.16x at nk =
+/// 512-4096, 0.98-0.99x at 8192 and 16384; d=64 1.01-1.10x at 512 and 1024, 0.94-0.98x from
+/// 2048. A window bounds the keys a tile sees like a short sequence.
+std::int64_t persistent_max_keys(std::int64_t d) { return d == 64 ? 1024 : d == 128 ? 4096 : 0; }
+
+/// Whether the wgmma default at d=64 or 128 (2 or 3 consumers) runs persistently: under a causal
+/// mask always (the tiles' work grows with their index, and the persistent grid runs the longest
+/// first, alternating its CTAs' order per pass: 1.13-1.24x on the causal ANCHORS rows but the
+/// longest, 0.97x at d=128, nk=16384), otherwise up to persistent_max_keys.
+bool wgmma_persistent(const Shape& s) {
+  if (s.d != 64 && s.d != 128) return false;
+  if (s.causal) return true;
+  const std::int64_t keys = s.window > 0 ? std::min(s.nk, s.window) : s.nk;
+  return keys <= persistent_max_keys(s.d);
+}
+
 /// Smallest tiles, for a device with less shared memory than the row above assumes
 /// (96 KiB at d=256).
 constexpr AttentionDefaults kSmallest = {8, 0, 64, 32, 4, 2, 0, 0};
@@ -345,25 +368,16 @@ void refuse_broadcast(const char* name, std::int64_t heads, std::int64_t batch,
 tma::TensorMap operand_map(const void* ptr, DType t, std::int64_t d, std::int64_t rows,
                            std::int64_t heads, std::int64_t batch, long long row_stride,
                            long long head_stride, long long batch_stride, int box_rows) {
-  TensorMapSpec spec;
-  spec.dtype =
-      t == DType::bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
-  spec.address = static_cast<CUdeviceptr>(reinterpret_cast<std::uintptr_t>(ptr));
-  spec.dims = {static_cast<std::uint64_t>(d), static_cast<std::uint64_t>(rows),
-               static_cast<std::uint64_t>(heads), static_cast<std::uint64_t>(batch)};
   const std::uint64_t row_bytes = static_cast<std::uint64_t>(row_stride) * 2;
   std::uint64_t head_bytes = static_cast<std::uint64_t>(head_stride) * 2;
   std::uint64_t batch_bytes = static_cast<std::uint64_t>(batch_stride) * 2;
   if (heads == 1) head_bytes = row_bytes * static_cast<std::uint64_t>(rows);
   if (batch == 1) batch_bytes = head_bytes * static_cast<std::uint64_t>(heads);
-  spec.strides = {row_bytes, head_bytes, batch_bytes};
-  spec.box = {64, static_cast<std::uint32_t>(box_rows), 1, 1};
-  spec.swizzle = CU_TENSOR_MAP_SWIZZLE_128B;
-  const CUtensorMap encoded = encode_tensor_map(spec);
-  tma::TensorMap map;
-  static_assert(sizeof map == sizeof encoded, "a tensor map is 128 bytes");
-  std::memcpy(&map, &encoded, sizeof map);
-  return map;
+  return kernel_tensor_map(swizzled_16bit_map(
+      ptr, t,
+      {static_cast<std::uint64_t>(d), static_cast<std::uint64_t>(rows),
+       static_cast<std::uint64_t>(heads), static_cast<std::uint64_t>(batch)},
+      {row_bytes, head_bytes, batch_bytes}, {64, static_cast<std::uint32_t>(box_rows), 1, 1}));
 }
 
 /// The wgmma kernel's arguments: flash_attention_fwd's plus the tensor maps of Q, K and V.
@@ -437,6 +451,11 @@ class FlashAttentionOp final : public Op {
             {"pingpong", {0, 1},
              "impl=1 with 2 or 3 consumers: 1 = the consumer warpgroups take turns issuing their "
              "wgmmas (named barriers), so one's softmax runs under another's products",
+             0},
+            {"persistent", {0, 1},
+             "impl=1: 1 = one CTA per SM loops over the query tiles (a head's last tile first), "
+             "loading the next tile's Q and K/V while it finishes P V and writes O; 0 = one CTA "
+             "per query tile",
              0},
         },
         scalars_{{"scale", 0.0, "softmax scale; <= 0: 1/sqrt(d)"},
@@ -541,7 +560,7 @@ class FlashAttentionOp final : public Op {
                std::string("ktune::flash_attention_sm90<") + kernel_type(t) + ", " + str(s.d) +
                    ", " + str(c.block_n) + ", " + str(consumers(c)) + ", " + str(c.stages) +
                    ", " + cpp_bool(c.pingpong) + ", " + cpp_bool(s.causal) + variant_args(s) +
-                   ">"}};
+                   (c.persistent ? ", true" : "") + ">"}};
     return {{"attention/flash_attention.cuh",
              std::string("ktune::flash_attention_fwd<") + kernel_type(t) + ", " + str(s.d) + ", " +
                  str(c.block_m) + ", " + str(c.block_n) + ", " + str(c.warps) + ", " +
@@ -569,6 +588,14 @@ class FlashAttentionOp final : public Op {
     l.block[0] = static_cast<unsigned>(c.warps * 32);
     l.shared_bytes = smem_bytes(c, s.d);
     if (c.impl == 1) {
+      if (c.persistent) {
+        // One CTA per SM (one fits: __launch_bounds__(.., 1) and its shared memory), never more
+        // than there are query tiles; without the SM count, one per tile.
+        const long long work = flash_attention_sm90_work(k.seq_q, c.block_m, s.b * s.hq);
+        l.grid[0] = static_cast<unsigned>(
+            a.sm_count > 0 ? std::min<long long>(work, a.sm_count) : work);
+        l.grid[1] = 1;
+      }
       const FlashAttentionSm90Args k90 = make_sm90_args(k, s, a.dtype, c.block_n);
       l.args = &k90;
       l.args_size = sizeof k90;
@@ -639,7 +666,8 @@ class FlashAttentionOp final : public Op {
     const Shape s = shape_of(problem);
     const auto params = [](const AttentionDefaults& r) {
       return Params{
-          {r.block_m, r.block_n, r.warps, r.stages, r.q_regs, r.smem_pad, r.impl, r.pingpong}};
+          {r.block_m, r.block_n, r.warps, r.stages, r.q_regs, r.smem_pad, r.impl, r.pingpong,
+           r.persistent}};
     };
     for (const AttentionDefaults& row : kDefaults) {
       if (row.d != s.d || device.cc_major < row.cc_major) continue;
@@ -652,10 +680,31 @@ class FlashAttentionOp final : public Op {
         break;
       }
       if (row.impl == 1) {
+        // Persistent where wgmma_persistent() says, if the tiles have 2 or 3 consumers (one
+        // consumer's persistent tiles lost everywhere, 0.55-0.8x) and outnumber the SMs (with
+        // fewer, each CTA would run one tile, as without).
+        const auto persistent = [&](Params q) {
+          const int rows = static_cast<int>(q.values[kBlockM]);
+          if (rows <= kSm90RowsPerConsumer || !wgmma_persistent(s) || device.sm_count <= 0 ||
+              flash_attention_sm90_work(static_cast<int>(s.nq), rows, s.b * s.hq) <=
+                  device.sm_count)
+            return q;
+          Params with = q;
+          with.values[kPersistent] = 1;
+          return invalid_reason(with, problem, t, device) ? q : with;
+        };
         if (s.d == 128) {
-          const Params tiles = params(wgmma_d128_tiles(s, device));
-          if (!invalid_reason(tiles, problem, t, device)) return tiles;
-          return p;
+          AttentionDefaults tiles = wgmma_d128_tiles(s, device);
+          // Causal with enough 192-row tiles to fill the GPU: three consumers of 64-key tiles
+          // without turns, persistent, were the fastest persistent point of the 3 causal d=128
+          // ANCHORS sweeps (1.05-1.07x the 128-row tiles taking turns).
+          if (s.causal && device.sm_count > 0 &&
+              flash_attention_sm90_work(static_cast<int>(s.nq), 192, s.b * s.hq) >=
+                  device.sm_count)
+            tiles = {9, 128, 192, 64, 16, 3, 0, 0, 1, 0};
+          const Params chosen = params(tiles);
+          if (!invalid_reason(chosen, problem, t, device)) return persistent(chosen);
+          return persistent(p);
         }
         // d=64 and d=256: one consumer's 64-row tiles where the row's tiles would leave the GPU
         // or the tiles half empty.
@@ -663,7 +712,7 @@ class FlashAttentionOp final : public Op {
           const Params one = params({row.cc_major, row.d, 64, 64, 8, 3, 0, 0, 1, 0});
           if (!invalid_reason(one, problem, t, device)) return one;
         }
-        return p;
+        return persistent(p);
       }
       // Few query tiles: halve them when the GPU's idle share of the last wave costs more.
       const int block_n = row.block_m == 128 ? short_grid_block_n(s, device, row.block_n) : 0;
@@ -686,6 +735,8 @@ class FlashAttentionOp final : public Op {
     if (c.impl == 1) return sm90_reason(c, s, params);
     if (c.pingpong)
       return std::string("pingpong=1 is for impl=1 (turns between its consumer warpgroups)");
+    if (c.persistent)
+      return std::string("persistent=1 is for impl=1 (impl=0 runs one CTA per query tile)");
     if (c.warps > 8)
       return "warps=" + str(c.warps) + " is for impl=1 (4 per warpgroup); impl=0 takes 4 or 8";
     if (c.block_m % (16 * c.warps) != 0)

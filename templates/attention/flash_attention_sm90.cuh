@@ -47,9 +47,10 @@ struct Layout {
   static constexpr unsigned K = Q + CONSUMERS * Q_TILE;
   static constexpr unsigned V = K + STAGES * KV_TILE;
   static constexpr unsigned BARS = V + STAGES * KV_TILE;
-  // Barriers, 8 bytes each: Q landed, then per stage K landed, V landed, slot empty.
+  // Barriers, 8 bytes each: Q landed, Q free, then per stage K landed, V landed, slot empty.
   static constexpr unsigned Q_FULL = BARS;
-  static constexpr unsigned K_FULL = BARS + 8;
+  static constexpr unsigned Q_EMPTY = BARS + 8;
+  static constexpr unsigned K_FULL = BARS + 16;
   static constexpr unsigned V_FULL = K_FULL + 8 * STAGES;
   static constexpr unsigned EMPTY = V_FULL + 8 * STAGES;
   static constexpr unsigned END = EMPTY + 8 * STAGES;
@@ -83,8 +84,19 @@ __device__ __forceinline__ void tile_range(const FlashAttentionArgs& a, int row0
 /// One CTA: BLOCK_M = 64 * CONSUMERS query rows of one (batch, query head); grid x = query
 /// tiles, y = batch * heads_q; 128 * (CONSUMERS + 1) threads; dynamic shared memory
 /// flash_attention_sm90_smem_bytes(). T is bf16 or fp16.
+///
+/// PERSISTENT: grid x is at most the SM count (y = 1) and the CTAs loop over the work items
+/// (query tile, batch * head) in passes of gridDim.x items. Without a causal mask the query
+/// tiles of one head are consecutive items, so a pass shares few heads' K/V in L2, and CTA i
+/// takes item i of every pass. Under a causal mask a tile's work grows with its index: the items
+/// run longest first (the last tile of every head, then the one before, ...; the heads of a
+/// pass read the same key range in step) and the passes alternate direction (CTA i takes item i
+/// of even passes and item gridDim.x - 1 - i of odd ones), which evens out the CTAs' sums. The
+/// K/V ring and the turns run on across items; Q has one buffer, which the consumers free
+/// (Q_EMPTY) once their last Q K^T has retired, so the producer loads the next item's Q and
+/// first K/V tiles while they finish P V and write O.
 template <typename T, int D, int BLOCK_N, int CONSUMERS, int STAGES, bool PINGPONG, bool CAUSAL,
-          bool WINDOW = false, bool SOFTCAP = false, bool ALIBI = false>
+          bool WINDOW = false, bool SOFTCAP = false, bool ALIBI = false, bool PERSISTENT = false>
 __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
     flash_attention_sm90(const __grid_constant__ FlashAttentionSm90Args args) {
   static_assert(D == 64 || D == 128 || D == 256, "D must be 64, 128 or 256");
@@ -100,16 +112,47 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
   extern __shared__ unsigned char smem_raw[];
   const unsigned base = (wg::smem_u32(smem_raw) + 1023u) & ~1023u;
 
-  const int bh = blockIdx.y;
-  const int b = bh / a.heads_q, h = bh % a.heads_q;
-  const int hk = h / (a.heads_q / a.heads_kv);
-  const int m0 = blockIdx.x * BLOCK_M;
-  int t_begin, t_end;
-  attn90::tile_range<BLOCK_N, CAUSAL, WINDOW>(a, m0, BLOCK_M, t_begin, t_end);
-  const int n_tiles = t_end - t_begin;
+  // Work items: this CTA's item of pass `pass`, or -1 past the last (one pass unless
+  // PERSISTENT).
+  const int q_tiles = (a.seq_q + BLOCK_M - 1) / BLOCK_M;
+  const int batch_heads = a.batch * a.heads_q;
+  const auto work = [&](long long pass) -> long long {
+    if constexpr (PERSISTENT) {
+      const long long pos = CAUSAL && (pass & 1) ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
+      const long long w = pass * gridDim.x + pos;
+      return w < static_cast<long long>(q_tiles) * batch_heads ? w : -1;
+    } else {
+      return pass == 0 ? 0 : -1;
+    }
+  };
+  // Item `w`: its batch, query head, key/value head, first row and block key tiles.
+  struct Item {
+    int b, h, hk, m0, t_begin, t_end;
+  };
+  const auto item = [&](long long w) {
+    Item it;
+    int bh, mt;
+    if constexpr (PERSISTENT && CAUSAL) {
+      bh = static_cast<int>(w % batch_heads);
+      mt = q_tiles - 1 - static_cast<int>(w / batch_heads);
+    } else if constexpr (PERSISTENT) {
+      bh = static_cast<int>(w / q_tiles);
+      mt = q_tiles - 1 - static_cast<int>(w % q_tiles);
+    } else {
+      bh = blockIdx.y;
+      mt = blockIdx.x;
+    }
+    it.b = bh / a.heads_q;
+    it.h = bh % a.heads_q;
+    it.hk = it.h / (a.heads_q / a.heads_kv);
+    it.m0 = mt * BLOCK_M;
+    attn90::tile_range<BLOCK_N, CAUSAL, WINDOW>(a, it.m0, BLOCK_M, it.t_begin, it.t_end);
+    return it;
+  };
 
   if (threadIdx.x == 0) {
     mbar::init(base + L::Q_FULL, 1);
+    mbar::init(base + L::Q_EMPTY, 4 * CONSUMERS);  // one arrival per consumer warp
 #pragma unroll
     for (int s = 0; s < STAGES; ++s) {
       mbar::init(base + L::K_FULL + 8 * s, 1);
@@ -122,33 +165,44 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
 
   const int wg_index = wgrp::warpgroup_index();
   if (wg_index == 0) {
-    // Producer: one thread of warp 0 issues every copy.
+    // Producer: one thread of warp 0 issues every copy. Per item: its first K/V tile (a slot
+    // freed by earlier tiles), then Q once the consumers have freed it, then the other tiles.
     if constexpr (CONSUMERS > 1) wgrp::setmaxnreg_dec<R::PRODUCER>();
     if (wgrp::warp_in_warpgroup() == 0 && wgrp::elect_one()) {
       tma::prefetch_map(&args.q_map);
       tma::prefetch_map(&args.k_map);
       tma::prefetch_map(&args.v_map);
-      mbar::arrive_expect_tx(base + L::Q_FULL, CONSUMERS * L::Q_TILE);
+      int fills = 0;  // K/V tiles issued so far, over every item
+      int items = 0;
+      for (long long w = work(0); w >= 0; w = work(++items)) {
+        const Item it = item(w);
+        const auto load_q = [&]() {
+          if (items > 0) mbar::wait_parity(base + L::Q_EMPTY, (items - 1) & 1);
+          mbar::arrive_expect_tx(base + L::Q_FULL, CONSUMERS * L::Q_TILE);
 #pragma unroll
-      for (int c = 0; c < CONSUMERS; ++c)
+          for (int c = 0; c < CONSUMERS; ++c)
 #pragma unroll
-        for (int blk = 0; blk < D / 64; ++blk)
-          tma::load(base + L::Q + c * L::Q_TILE + blk * L::Q_BLOCK, &args.q_map,
-                    base + L::Q_FULL, blk * 64, m0 + c * kSm90RowsPerConsumer, h, b);
-      for (int i = 0; i < n_tiles; ++i) {
-        const int s = i % STAGES;
-        if (i >= STAGES) mbar::wait_parity(base + L::EMPTY + 8 * s, ((i / STAGES) - 1) & 1);
-        const int key0 = (t_begin + i) * BLOCK_N;
-        mbar::arrive_expect_tx(base + L::K_FULL + 8 * s, L::KV_TILE);
+            for (int blk = 0; blk < D / 64; ++blk)
+              tma::load(base + L::Q + c * L::Q_TILE + blk * L::Q_BLOCK, &args.q_map,
+                        base + L::Q_FULL, blk * 64, it.m0 + c * kSm90RowsPerConsumer, it.h, it.b);
+        };
+        if (it.t_end == it.t_begin) load_q();
+        for (int tile = it.t_begin; tile < it.t_end; ++tile, ++fills) {
+          const int s = fills % STAGES;
+          if (fills >= STAGES) mbar::wait_parity(base + L::EMPTY + 8 * s, ((fills / STAGES) - 1) & 1);
+          const int key0 = tile * BLOCK_N;
+          mbar::arrive_expect_tx(base + L::K_FULL + 8 * s, L::KV_TILE);
 #pragma unroll
-        for (int blk = 0; blk < D / 64; ++blk)
-          tma::load(base + L::K + s * L::KV_TILE + blk * L::KV_BLOCK, &args.k_map,
-                    base + L::K_FULL + 8 * s, blk * 64, key0, hk, b);
-        mbar::arrive_expect_tx(base + L::V_FULL + 8 * s, L::KV_TILE);
+          for (int blk = 0; blk < D / 64; ++blk)
+            tma::load(base + L::K + s * L::KV_TILE + blk * L::KV_BLOCK, &args.k_map,
+                      base + L::K_FULL + 8 * s, blk * 64, key0, it.hk, it.b);
+          mbar::arrive_expect_tx(base + L::V_FULL + 8 * s, L::KV_TILE);
 #pragma unroll
-        for (int blk = 0; blk < D / 64; ++blk)
-          tma::load(base + L::V + s * L::KV_TILE + blk * L::KV_BLOCK, &args.v_map,
-                    base + L::V_FULL + 8 * s, blk * 64, key0, hk, b);
+          for (int blk = 0; blk < D / 64; ++blk)
+            tma::load(base + L::V + s * L::KV_TILE + blk * L::KV_BLOCK, &args.v_map,
+                      base + L::V_FULL + 8 * s, blk * 64, key0, it.hk, it.b);
+          if (tile == it.t_begin) load_q();
+        }
       }
     }
     return;
@@ -161,48 +215,51 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
   const int warp = tid >> 5, lane = tid & 31;
   const int g = lane >> 2, t = lane & 3;
   const int Nq = a.seq_q, Nk = a.seq_k, shift = Nk - Nq;
-  const int wg_row0 = m0 + c * kSm90RowsPerConsumer;
-  const int row_base = wg_row0 + 16 * warp + g;  // rows row_base and row_base + 8
   const float kNegInf = -__int_as_float(0x7f800000);
   constexpr float kLn2 = 0.6931471805599453f;
   constexpr float kLog2e = 1.4426950408889634f;
   const float scale_log2 = a.scale * kLog2e;
-  float cap_in = 0.f, cap_out = 0.f, slope_log2 = 0.f;
+  float cap_in = 0.f, cap_out = 0.f;
   if constexpr (SOFTCAP) {
     cap_in = a.scale / a.softcap;  // tanh's argument: score / cap
     cap_out = a.softcap * kLog2e;
   }
-  if constexpr (ALIBI) slope_log2 = a.alibi_slopes[h] * kLog2e;
-
-  // The key tiles this warpgroup's rows see, [w_begin, w_end) within the block's; the block's
-  // other tiles are only released.
-  int w_begin, w_end;
-  attn90::tile_range<BLOCK_N, CAUSAL, WINDOW>(a, wg_row0, kSm90RowsPerConsumer, w_begin, w_end);
-  w_begin = min(max(w_begin, t_begin), t_end);  // rows past Nq may start past the block's keys
-  w_end = max(w_begin, min(w_end, t_end));
-
-  float o[D / 2];
-#pragma unroll
-  for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
-  float row_max[2] = {kNegInf, kNegInf}, row_sum[2] = {0.f, 0.f};
   const unsigned q_tile = base + L::Q + c * L::Q_TILE;
 
-  // Slot and fill parity of block tile `tile` in the ring.
-  const auto slot = [&](int tile) { return (tile - t_begin) % STAGES; };
+  // The current item's ring position: its first tile's fill number is ring0, tile `tile` is
+  // fill ring0 + tile - t_begin, in slot fill % STAGES with parity (fill / STAGES) & 1.
+  int ring0 = 0, t_begin = 0;
+  const auto slot = [&](int tile) { return (ring0 + tile - t_begin) % STAGES; };
   const auto fill = [&](int tile) {
-    return static_cast<unsigned>(((tile - t_begin) / STAGES) & 1);
+    return static_cast<unsigned>(((ring0 + tile - t_begin) / STAGES) & 1);
   };
   // Releases the slot of `tile` (this warp's wgmmas on it have completed).
   const auto release = [&](int tile) {
     __syncwarp();
     if (lane == 0) mbar::arrive(base + L::EMPTY + 8 * slot(tile));
   };
+  const auto k_ready = [&](int tile) {
+    mbar::wait_parity(base + L::K_FULL + 8 * slot(tile), fill(tile));
+    return base + L::K + slot(tile) * L::KV_TILE;
+  };
+  const auto v_ready = [&](int tile) {
+    mbar::wait_parity(base + L::V_FULL + 8 * slot(tile), fill(tile));
+    return base + L::V + slot(tile) * L::KV_TILE;
+  };
   // A tile outside this warpgroup's keys: released once its fill has landed. Arriving before
   // could let a warpgroup that skips several tiles arrive twice within one phase of the empty
   // barrier and free the slot while another warpgroup still reads it.
   const auto skip = [&](int tile) {
-    mbar::wait_parity(base + L::K_FULL + 8 * slot(tile), fill(tile));
+    k_ready(tile);
     release(tile);
+  };
+  // This warp is done with Q (every Q K^T it issued has retired): the producer may load the next
+  // item's.
+  const auto q_done = [&]() {
+    if constexpr (PERSISTENT) {
+      __syncwarp();
+      if (lane == 0) mbar::arrive(base + L::Q_EMPTY);
+    }
   };
   // Issues S = Q K^T of `tile` into x and commits it (asynchronous).
   const auto mma_qk = [&](float (&x)[BLOCK_N / 2], unsigned k_tile) {
@@ -214,6 +271,7 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
           wg::sw128_desc(k_tile + (kk / 4) * L::KV_BLOCK, (kk % 4) * wg::kK16Bytes), 1);
     wg::commit();
   };
+  float o[D / 2];
   // Issues O += P V of `tile` and commits it (asynchronous).
   const auto mma_pv = [&](const unsigned (&p)[BLOCK_N / 16][4], unsigned v_tile) {
 #pragma unroll
@@ -221,63 +279,6 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
       wg::MmaRSTransB<T, D>::run(o, p[kk], wg::sw128_mn_desc(v_tile + kk * 16 * 128, L::KV_BLOCK),
                                  1);
     wg::commit();
-  };
-  const auto k_ready = [&](int tile) {
-    mbar::wait_parity(base + L::K_FULL + 8 * slot(tile), fill(tile));
-    return base + L::K + slot(tile) * L::KV_TILE;
-  };
-  const auto v_ready = [&](int tile) {
-    mbar::wait_parity(base + L::V_FULL + 8 * slot(tile), fill(tile));
-    return base + L::V + slot(tile) * L::KV_TILE;
-  };
-  // The online softmax of the scores x of `tile`: x becomes log2-domain logits (masked where
-  // needed), the row maxima and sums move, x becomes P = 2^(x - max) in fp32, and alpha[r] is
-  // the factor O's row r must be rescaled by (applied by the caller, once no wgmma writes O).
-  const auto softmax = [&](float (&x)[BLOCK_N / 2], int tile, float (&alpha)[2]) {
-    const int key0 = tile * BLOCK_N;
-    const bool mask = key0 + BLOCK_N > Nk ||
-                      (CAUSAL && key0 + BLOCK_N - 1 > wg_row0 + shift) ||
-                      (WINDOW && key0 < wg_row0 + kSm90RowsPerConsumer - 1 + shift - a.window + 1);
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      // Value i of this thread is row row_base + 8 ((i / 2) % 2), key key0 + 8 (i / 4) + 2 t +
-      // i % 2 (wg::Acc).
-      const int row = row_base + 8 * r;
-      const int col0 = key0 + 2 * t;
-      const int limit = CAUSAL ? min(Nk, row + shift + 1) : Nk;  // first key masked right
-      const int low = WINDOW ? row + shift - a.window + 1 : 0;     // first key not masked left
-      float mx = kNegInf;
-#pragma unroll
-      for (int j = 0; j < BLOCK_N / 8; ++j)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const int idx = 4 * j + 2 * r + e;
-          const int col = col0 + 8 * j + e;
-          float v = x[idx];
-          v = SOFTCAP ? cap_out * attn::tanh_approx(v * cap_in) : v * scale_log2;
-          if constexpr (ALIBI)
-            v = fmaf(-slope_log2, fabsf(static_cast<float>(col - (row + shift))), v);
-          if (mask && (col >= limit || col < low)) v = kNegInf;
-          x[idx] = v;
-          mx = fmaxf(mx, v);
-        }
-      // The 4 threads of a quad share a row.
-      mx = fmaxf(row_max[r], attn::quad_max(mx));
-      // A row with every key masked so far keeps max -inf; offset 0 keeps exp2 at 0.
-      const float offset = mx == kNegInf ? 0.f : mx;
-      alpha[r] = attn::exp2_approx(row_max[r] - offset);  // 0 while row_max is -inf
-      row_max[r] = mx;
-      float sum = 0.f;
-#pragma unroll
-      for (int j = 0; j < BLOCK_N / 8; ++j)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const float pe = attn::exp2_approx(x[4 * j + 2 * r + e] - offset);
-          x[4 * j + 2 * r + e] = pe;
-          sum += pe;
-        }
-      row_sum[r] = row_sum[r] * alpha[r] + sum;
-    }
   };
   // P in 16 bits as the A operand: k16 slice kk is accumulator values 8 kk .. 8 kk + 7. Done
   // while no wgmma is in flight: registers a wgmma reads, written while another one runs, make
@@ -300,9 +301,9 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
 
   // PINGPONG: the consumers issue their wgmmas in turns, round robin: consumer c waits on named
   // barrier 1 + c (its turn, 256 threads: itself and the one before it), issues, and passes the
-  // turn on. Each consumer takes exactly n_tiles + 1 turns (skipped tiles and a computing
-  // warpgroup's last O += P V included), so that no one waits for a turn never given; the last
-  // pass of the round is left pending at exit. Consumer 0 takes the first turn.
+  // turn on. Each consumer takes exactly n_tiles + 1 turns per item (skipped tiles and a
+  // computing warpgroup's last O += P V included), so that no one waits for a turn never given;
+  // the last pass of the round is left pending at exit. Consumer 0 takes the first turn.
   const int next = c + 1 == CONSUMERS ? 0 : c + 1;
   const auto turn_begin = [&]() {
     if constexpr (PINGPONG) wgrp::bar_sync(1 + c, 256);
@@ -313,83 +314,160 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
   if constexpr (PINGPONG)
     if (c == CONSUMERS - 1) wgrp::bar_arrive(1, 256);  // consumer 0's first turn
 
-  mbar::wait_parity(base + L::Q_FULL, 0);
-  for (int tile = t_begin; tile < w_begin; ++tile) {
-    turn_begin();
-    turn_end();
-    skip(tile);
-  }
-  if (w_begin < w_end) {
-    // Software pipeline within the warpgroup: while the tensor cores run O += P V of one tile,
-    // the threads compute the softmax of the next tile's scores, issued just before it.
-    float x[BLOCK_N / 2];
-    unsigned p[BLOCK_N / 16][4];
-    float alpha[2];
-    {
-      const unsigned k_tile = k_ready(w_begin);
+  int items = 0;
+  for (long long w = work(0); w >= 0; w = work(++items)) {
+    const Item it = item(w);
+    t_begin = it.t_begin;
+    const int t_end = it.t_end;
+    const int wg_row0 = it.m0 + c * kSm90RowsPerConsumer;
+    const int row_base = wg_row0 + 16 * warp + g;  // rows row_base and row_base + 8
+    float slope_log2 = 0.f;
+    if constexpr (ALIBI) slope_log2 = a.alibi_slopes[it.h] * kLog2e;
+
+    // The key tiles this warpgroup's rows see, [w_begin, w_end) within the item's; the item's
+    // other tiles are only released.
+    int w_begin, w_end;
+    attn90::tile_range<BLOCK_N, CAUSAL, WINDOW>(a, wg_row0, kSm90RowsPerConsumer, w_begin,
+                                                w_end);
+    w_begin = min(max(w_begin, t_begin), t_end);  // rows past Nq may start past the item's keys
+    w_end = max(w_begin, min(w_end, t_end));
+
+#pragma unroll
+    for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
+    float row_max[2] = {kNegInf, kNegInf}, row_sum[2] = {0.f, 0.f};
+
+    // The online softmax of the scores x of `tile`: x becomes log2-domain logits (masked where
+    // needed), the row maxima and sums move, x becomes P = 2^(x - max) in fp32, and alpha[r] is
+    // the factor O's row r must be rescaled by (applied by the caller, once no wgmma writes O).
+    const auto softmax = [&](float (&x)[BLOCK_N / 2], int tile, float (&alpha)[2]) {
+      const int key0 = tile * BLOCK_N;
+      const bool mask =
+          key0 + BLOCK_N > Nk || (CAUSAL && key0 + BLOCK_N - 1 > wg_row0 + shift) ||
+          (WINDOW && key0 < wg_row0 + kSm90RowsPerConsumer - 1 + shift - a.window + 1);
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        // Value i of this thread is row row_base + 8 ((i / 2) % 2), key key0 + 8 (i / 4) + 2 t +
+        // i % 2 (wg::Acc).
+        const int row = row_base + 8 * r;
+        const int col0 = key0 + 2 * t;
+        const int limit = CAUSAL ? min(Nk, row + shift + 1) : Nk;  // first key masked right
+        const int low = WINDOW ? row + shift - a.window + 1 : 0;     // first key not masked left
+        float mx = kNegInf;
+#pragma unroll
+        for (int j = 0; j < BLOCK_N / 8; ++j)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const int idx = 4 * j + 2 * r + e;
+            const int col = col0 + 8 * j + e;
+            float v = x[idx];
+            v = SOFTCAP ? cap_out * attn::tanh_approx(v * cap_in) : v * scale_log2;
+            if constexpr (ALIBI)
+              v = fmaf(-slope_log2, fabsf(static_cast<float>(col - (row + shift))), v);
+            if (mask && (col >= limit || col < low)) v = kNegInf;
+            x[idx] = v;
+            mx = fmaxf(mx, v);
+          }
+        // The 4 threads of a quad share a row.
+        mx = fmaxf(row_max[r], attn::quad_max(mx));
+        // A row with every key masked so far keeps max -inf; offset 0 keeps exp2 at 0.
+        const float offset = mx == kNegInf ? 0.f : mx;
+        alpha[r] = attn::exp2_approx(row_max[r] - offset);  // 0 while row_max is -inf
+        row_max[r] = mx;
+        float sum = 0.f;
+#pragma unroll
+        for (int j = 0; j < BLOCK_N / 8; ++j)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const float pe = attn::exp2_approx(x[4 * j + 2 * r + e] - offset);
+            x[4 * j + 2 * r + e] = pe;
+            sum += pe;
+          }
+        row_sum[r] = row_sum[r] * alpha[r] + sum;
+      }
+    };
+
+    mbar::wait_parity(base + L::Q_FULL, items & 1);
+    for (int tile = t_begin; tile < w_begin; ++tile) {
       turn_begin();
-      wg::fence();
-      mma_qk(x, k_tile);
       turn_end();
+      skip(tile);
     }
-    wg::wait<0>();
-    wg::fence_acc(x);
-    softmax(x, w_begin, alpha);  // O is still 0: no rescale
-    pack(x, p);
-    for (int tile = w_begin + 1; tile < w_end; ++tile) {
-      // Both tiles' operands are waited for and addressed before the first wgmma.
-      const unsigned k_tile = k_ready(tile), v_tile = v_ready(tile - 1);
-      turn_begin();
-      wg::fence();
-      mma_qk(x, k_tile);
-      mma_pv(p, v_tile);
-      turn_end();
-      wg::wait<1>();  // S of `tile` has landed; O += P V of the previous tile may still run
+    if (w_begin < w_end) {
+      // Software pipeline within the warpgroup: while the tensor cores run O += P V of one
+      // tile, the threads compute the softmax of the next tile's scores, issued just before it.
+      float x[BLOCK_N / 2];
+      unsigned p[BLOCK_N / 16][4];
+      float alpha[2];
+      {
+        const unsigned k_tile = k_ready(w_begin);
+        turn_begin();
+        wg::fence();
+        mma_qk(x, k_tile);
+        turn_end();
+      }
+      wg::wait<0>();
       wg::fence_acc(x);
-      softmax(x, tile, alpha);
+      softmax(x, w_begin, alpha);  // O is still 0: no rescale
+      pack(x, p);
+      for (int tile = w_begin + 1; tile < w_end; ++tile) {
+        // Both tiles' operands are waited for and addressed before the first wgmma.
+        const unsigned k_tile = k_ready(tile), v_tile = v_ready(tile - 1);
+        turn_begin();
+        wg::fence();
+        mma_qk(x, k_tile);
+        mma_pv(p, v_tile);
+        turn_end();
+        wg::wait<1>();  // S of `tile` has landed; O += P V of the previous tile may still run
+        wg::fence_acc(x);
+        softmax(x, tile, alpha);
+        wg::wait<0>();
+        wg::fence_acc(o);
+        release(tile - 1);
+        rescale(alpha);
+        pack(x, p);
+      }
+      q_done();  // every S has landed
+      {
+        const unsigned v_tile = v_ready(w_end - 1);
+        turn_begin();
+        wg::fence();
+        mma_pv(p, v_tile);
+        turn_end();
+      }
       wg::wait<0>();
       wg::fence_acc(o);
-      release(tile - 1);
-      rescale(alpha);
-      pack(x, p);
-    }
-    {
-      const unsigned v_tile = v_ready(w_end - 1);
-      turn_begin();
-      wg::fence();
-      mma_pv(p, v_tile);
+      release(w_end - 1);
+    } else {
+      q_done();
+      turn_begin();  // the turn a computing warpgroup spends on its last O += P V
       turn_end();
     }
-    wg::wait<0>();
-    wg::fence_acc(o);
-    release(w_end - 1);
-  } else {
-    turn_begin();  // the turn a computing warpgroup spends on its last O += P V
-    turn_end();
-  }
-  for (int tile = w_end; tile < t_end; ++tile) {
-    turn_begin();
-    turn_end();
-    skip(tile);
-  }
+    for (int tile = w_end; tile < t_end; ++tile) {
+      turn_begin();
+      turn_end();
+      skip(tile);
+    }
+    ring0 += t_end - t_begin;
 
-  // Epilogue: normalise, write O from registers (4 bytes per thread and row slice) and the LSE.
-  T* out = static_cast<T*>(a.o) + b * a.o_batch_stride + h * a.o_head_stride;
-  const long long lse_base = (static_cast<long long>(b) * a.heads_q + h) * Nq;
+    // Epilogue: normalise, write O from registers (4 bytes per thread and row slice) and the
+    // LSE.
+    T* out = static_cast<T*>(a.o) + it.b * a.o_batch_stride + it.h * a.o_head_stride;
+    const long long lse_base = (static_cast<long long>(it.b) * a.heads_q + it.h) * Nq;
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const float sum = attn::quad_sum(row_sum[r]);
-    const float inv = sum > 0.f ? attn::rcp_approx(sum) : 0.f;
-    const int row = row_base + 8 * r;
-    if (row >= Nq) continue;
-    if (a.lse != nullptr && t == 0)
-      a.lse[lse_base + row] =
-          sum > 0.f ? (row_max[r] + attn::log2_approx(sum)) * kLn2 : kNegInf;
-    T* dst = out + static_cast<long long>(row) * a.o_row_stride + 2 * t;
+    for (int r = 0; r < 2; ++r) {
+      const float sum = attn::quad_sum(row_sum[r]);
+      const float inv = sum > 0.f ? attn::rcp_approx(sum) : 0.f;
+      const int row = row_base + 8 * r;
+      if (row >= Nq) continue;
+      if (a.lse != nullptr && t == 0)
+        a.lse[lse_base + row] =
+            sum > 0.f ? (row_max[r] + attn::log2_approx(sum)) * kLn2 : kNegInf;
+      T* dst = out + static_cast<long long>(row) * a.o_row_stride + 2 * t;
 #pragma unroll
-    for (int j = 0; j < D / 8; ++j)
-      *reinterpret_cast<unsigned*>(dst + 8 * j) =
-          pack2<T>(o[4 * j + 2 * r] * inv, o[4 * j + 2 * r + 1] * inv);
+      for (int j = 0; j < D / 8; ++j)
+        *reinterpret_cast<unsigned*>(dst + 8 * j) =
+            pack2<T>(o[4 * j + 2 * r] * inv, o[4 * j + 2 * r + 1] * inv);
+    }
   }
 #else
   __trap();  // sm_90a only: the host never plans this kernel elsewhere

@@ -115,6 +115,17 @@ __device__ __forceinline__ void bulk_g2s(unsigned dst, const void* src, unsigned
       : "memory");
 }
 
+/// Arrives on the barrier once every cp.async this thread issued before it has landed
+/// (cp.async.mbarrier.arrive.noinc): a producer's plain 16-byte copies (a gather through an index
+/// list, which the copy engine cannot do in one request) complete on the same "full" barrier as
+/// its bulk copies. .noinc: the pending count is not raised first, so the barrier's init count
+/// must include one arrival per calling thread per phase. The copies are generic-proxy writes:
+/// a consumer that reads them through the async proxy (wgmma) issues fence_proxy_async_shared()
+/// after its wait.
+__device__ __forceinline__ void cp_async_arrive_noinc(unsigned bar) {
+  KTUNE_MBAR_ASM("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
+}
+
 #undef KTUNE_MBAR_ASM
 
 }  // namespace mbar

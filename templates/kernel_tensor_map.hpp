@@ -1,0 +1,42 @@
+// Host side of the tensor maps the Hopper kernels take as __grid_constant__ arguments: a
+// TensorMapSpec of 16-bit elements (bf16/fp16) in the 128-byte swizzle, encoded through the
+// run-time-loaded driver (runtime/core/tensor_map) into the kernel's tma::TensorMap.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <utility>
+#include <vector>
+
+#include "runtime/core/tensor_map.hpp"
+#include "runtime/core/types.hpp"
+#include "templates/common/tma.cuh"
+
+namespace ktune {
+
+/// A spec of `dims` (elements, innermost first) at `ptr` with `strides` (bytes, of dims 1..), in
+/// boxes of `box`, 128-byte swizzled, elements of 16-bit dtype t.
+inline TensorMapSpec swizzled_16bit_map(const void* ptr, DType t, std::vector<std::uint64_t> dims,
+                                        std::vector<std::uint64_t> strides,
+                                        std::vector<std::uint32_t> box) {
+  TensorMapSpec spec;
+  spec.dtype =
+      t == DType::bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  spec.address = static_cast<CUdeviceptr>(reinterpret_cast<std::uintptr_t>(ptr));
+  spec.dims = std::move(dims);
+  spec.strides = std::move(strides);
+  spec.box = std::move(box);
+  spec.swizzle = CU_TENSOR_MAP_SWIZZLE_128B;
+  return spec;
+}
+
+/// encode_tensor_map(spec) (validated, refused with a message) as the kernel argument.
+inline tma::TensorMap kernel_tensor_map(const TensorMapSpec& spec) {
+  const CUtensorMap encoded = encode_tensor_map(spec);
+  tma::TensorMap map;
+  static_assert(sizeof map == sizeof encoded, "a tensor map is 128 bytes");
+  std::memcpy(&map, &encoded, sizeof map);
+  return map;
+}
+
+}  // namespace ktune
