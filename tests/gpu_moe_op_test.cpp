@@ -778,8 +778,51 @@ std::vector<Case> wgmma_cases() {
   return out;
 }
 
+/// Configurations with the warp-specialised GEMMs (moe/gemm_ws_sm90.cuh, impl=2): two consumer
+/// warpgroups (128-row tiles) and one (64-row), deep and shallow rings, on odd shapes (h=136,
+/// i=200: no multiple of any tile; odd token counts), k = 1, 2 and 8, every gather (top-k rows,
+/// expert choice's pair_token, precomputed), and each GEMM beside another kernel.
+std::vector<Case> ws_cases() {
+  std::vector<Case> out;
+  const auto with = [&](int routing, int e, int k, int t, DType dt, const std::string& params,
+                        int h = 136, int i = 200) {
+    out.push_back(make_case(routing, e, k, t, dt, "", h, i));
+    out.back().params = params;
+  };
+  const std::string tail = ",align_chunk=0,route_lanes=8,route_vec=1,combine_vec=4,split2=1";
+  const std::string wide =
+      "block_m=128,bn1=128,bk1=64,warps1=8,warps_m1=1,stages1=4,group1=0,prefetch1=0,epi1=0,"
+      "impl1=2,bn2=256,bk2=64,warps2=8,warps_m2=1,stages2=4,group2=8,prefetch2=0,epi2=0,impl2=2" +
+      tail;
+  const std::string narrow =
+      "block_m=64,bn1=64,bk1=64,warps1=4,warps_m1=1,stages1=6,group1=8,prefetch1=0,epi1=0,"
+      "impl1=2,bn2=128,bk2=64,warps2=4,warps_m2=1,stages2=3,group2=0,prefetch2=0,epi2=0,impl2=2" +
+      tail;
+  // gemm1 warp-specialised, gemm2 on mma.sync; and gemm1 on the wgmma kernel without
+  // specialisation, gemm2 warp-specialised.
+  const std::string mixed1 =
+      "block_m=128,bn1=128,bk1=64,warps1=8,warps_m1=1,stages1=3,group1=8,prefetch1=0,epi1=0,"
+      "impl1=2,bn2=256,bk2=64,warps2=8,warps_m2=2,stages2=3,group2=8,prefetch2=0,epi2=0,impl2=0" +
+      tail;
+  const std::string mixed2 =
+      "block_m=64,bn1=128,bk1=64,warps1=4,warps_m1=1,stages1=4,group1=0,prefetch1=0,epi1=0,"
+      "impl1=1,bn2=256,bk2=64,warps2=4,warps_m2=1,stages2=2,group2=0,prefetch2=0,epi2=0,impl2=2" +
+      tail;
+  with(moe_softmax_renorm, 8, 2, 1000, DType::bf16, wide);
+  with(moe_precomputed, 8, 2, 333, DType::f16, wide);
+  with(moe_expert_choice, 8, 2, 777, DType::bf16, wide);
+  with(moe_sigmoid_group, 64, 8, 1001, DType::bf16, narrow);
+  with(moe_softmax, 8, 1, 499, DType::f16, narrow);
+  with(moe_sigmoid_group, 64, 8, 1000, DType::bf16, narrow, 1024, 1408);
+  with(moe_softmax_renorm, 8, 2, 999, DType::f16, mixed1);
+  with(moe_softmax_renorm, 64, 8, 513, DType::bf16, mixed2);
+  return out;
+}
+
 TEST(MoeOpCases, WgmmaConfigurationsAreValidOnSm90aOnly) {
-  for (const Case& c : wgmma_cases()) {
+  std::vector<Case> cases = wgmma_cases();
+  for (const Case& c : ws_cases()) cases.push_back(c);
+  for (const Case& c : cases) {
     const Problem p = c.problem();
     const Params params = moe_op().parse_params(c.params);
     EXPECT_EQ(moe_op().invalid_reason(params, p, c.dtype, *device_for_arch("sm_90a")),
@@ -881,6 +924,12 @@ TEST_F(GpuMoeOp, WgmmaGemmsAgainstBothReferences) {
   run_cases(wgmma_cases(), device_);
 }
 
+TEST_F(GpuMoeOp, WarpSpecialisedGemmsAgainstBothReferences) {
+  if (device_.arch() != "sm_90a")
+    GTEST_SKIP() << "the warp-specialised GEMM needs sm_90a; the device is " << device_.arch();
+  run_cases(ws_cases(), device_);
+}
+
 /// The driver's graph entry points (not in ktune's Driver table: the runtime does not use them).
 struct GraphApi {
   CUresult (*begin)(CUstream, CUstreamCaptureMode) = nullptr;
@@ -930,6 +979,12 @@ TEST_F(GpuMoeOp, GraphCaptureReplaysBitForBitOnFreshInputs) {
         "block_m=32,bn1=32,bk1=64,warps1=4,warps_m1=2,stages1=4,group1=0,prefetch1=0,epi1=0,impl1=0,bn2=64,bk2=32,warps2=8,"
         "warps_m2=2,stages2=2,group2=0,prefetch2=0,epi2=0,impl2=0,align_chunk=4096,route_lanes=32,route_vec=1,combine_vec=4,split2=1";
     cases.push_back(c);
+  }
+  if (device_.arch() == "sm_90a") {
+    // Both GEMMs warp-specialised: their tensor maps are encoded at capture and replayed.
+    const std::vector<Case> ws = ws_cases();
+    cases.push_back(ws[0]);
+    cases.push_back(ws[2]);
   }
   std::mt19937 rng(77);
   for (const Case& c : cases) {

@@ -9,6 +9,7 @@
 // ignored setmaxnreg, and their TMA and register-reallocation instructions in the SASS.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -21,6 +22,7 @@
 #include "runtime/core/compiler.hpp"
 #include "templates/common/wgmma.cuh"
 #include "templates/moe/gemm_sm90_args.h"
+#include "templates/moe/gemm_ws_args.h"
 #include "tests/support/hopper_source.hpp"
 #include "tests/support/test_env.hpp"
 
@@ -338,6 +340,98 @@ TEST(HopperCompile, WgmmaTileAndMoeGemmSm90) {
     std::printf("%-6s %-72s %3d registers, %5d B smem, spills %d/%d, %s\n", j.job.arch.c_str(),
                 j.job.source.name_expression.c_str(), r.registers, r.shared_bytes,
                 r.spill_stores, r.spill_loads, sass_note.c_str());
+  }
+}
+
+// The warp-specialised MoE GEMM (moe/gemm_ws_sm90.cuh, impl=2): a sample of the points the op
+// searches (both warpgroup counts, both gathers of gemm1, deep and shallow rings, both dtypes)
+// compiles for sm_90a without spills, without serialised wgmmas (C7513's "serialized"), with
+// setmaxnreg honoured (no C7508); its SASS holds HGMMA, batched, UTMALDG and, with two consumer
+// warpgroups, USETMAXREG. It compiles for sm_80 too (to a trap), and the static_asserts reject
+// what moe_gemm_ws_invalid_reason rejects.
+TEST(HopperCompile, MoeGemmWarpSpecialised) {
+  struct Point {
+    int bm, bn, stages;
+    bool gated;
+    int group, gather;
+    bool bf16;
+  };
+  const Point sample[] = {
+      {128, 128, 4, true, 0, 0, true},  {128, 128, 4, true, 8, 1, false},
+      {64, 128, 5, true, 0, 0, true},   {128, 64, 6, true, 16, 0, false},
+      {128, 256, 4, false, 8, 0, true}, {128, 128, 6, false, 0, 0, false},
+      {64, 256, 4, false, 8, 0, true},  {64, 64, 2, true, 0, 0, true},
+  };
+  const auto name = [](const Point& p) {
+    return std::string("ktune::moe_gemm_ws_kernel<ktune::") + (p.bf16 ? "bf16" : "fp16") + ", " +
+           std::to_string(p.bm) + ", " + std::to_string(p.bn) + ", " +
+           std::to_string(p.stages) + ", " + (p.gated ? "true" : "false") + ", " +
+           std::to_string(p.group) + ", " + std::to_string(p.gather) + ">";
+  };
+  const std::string source = test::hopper_source("moe/gemm_ws_sm90.cuh");
+  std::vector<CompileJob> batch;
+  std::vector<std::string> reasons;  // expected static_assert message; empty: must compile
+  std::vector<int> consumers;         // consumer warpgroups of batch[i]
+  for (const Point& p : sample) {
+    consumers.push_back(p.bm / 64);
+    EXPECT_EQ(moe_gemm_ws_invalid_reason(p.bm, p.bn, p.stages, p.gated, p.group, p.gather),
+              nullptr)
+        << name(p);
+    batch.push_back({{"moe/gemm_ws_sm90.cuh", name(p)}, "sm_90a", source});
+    reasons.emplace_back();
+  }
+  batch.push_back({{"moe/gemm_ws_sm90.cuh", name(sample[0])}, "sm_80", source});
+  reasons.emplace_back();
+  consumers.push_back(2);
+  const Point bad[] = {{128, 256, 3, true, 0, 0, true}, {128, 128, 5, true, 0, 0, true}};
+  for (const Point& p : bad) {
+    const char* why = moe_gemm_ws_invalid_reason(p.bm, p.bn, p.stages, p.gated, p.group, p.gather);
+    ASSERT_NE(why, nullptr) << name(p);
+    batch.push_back({{"moe/gemm_ws_sm90.cuh", name(p)}, "sm_90a", source});
+    reasons.emplace_back(why);
+    consumers.push_back(p.bm / 64);
+  }
+  const auto start = std::chrono::steady_clock::now();
+  const std::vector<CompileOutcome> outcomes = compile_parallel(Compiler(std::nullopt), batch, 0);
+  std::printf("%zu kernels in %.1f s\n", batch.size(),
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  ASSERT_EQ(outcomes.size(), batch.size());
+  const std::string tool = nvdisasm_path();
+  if (tool.empty()) std::printf("nvdisasm not found: SASS not checked\n");
+  const test::TempDir dir;
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    const std::string what = batch[i].source.name_expression + " for " + batch[i].arch;
+    const CompileOutcome& o = outcomes[i];
+    if (!reasons[i].empty()) {
+      EXPECT_FALSE(o.kernel.has_value()) << what << " compiled";
+      EXPECT_NE(o.error.find(reasons[i]), std::string::npos) << what << ":\n" << o.error;
+      continue;
+    }
+    if (!compiled_clean(o, what)) continue;
+    const KernelResources& r = o.kernel->resources;
+    EXPECT_EQ(o.kernel->log.find("serialized"), std::string::npos) << what << ":\n"
+                                                                    << o.kernel->log;
+    EXPECT_EQ(o.kernel->log.find("C7508"), std::string::npos) << what << ":\n" << o.kernel->log;
+    std::string note = "-";
+    if (!tool.empty()) {
+      const std::string sass = disassemble(tool, o.kernel->cubin, dir.path(), 2000 + i);
+      const int hgmma = count(sass, "HGMMA"), tma = count(sass, "UTMALDG"),
+                setmax = count(sass, "USETMAXREG");
+      note = std::to_string(hgmma) + " HGMMA, " + std::to_string(batched_hgmma(sass)) +
+             " batched, UTMALDG " + std::to_string(tma) + ", USETMAXREG " +
+             std::to_string(setmax);
+      if (batch[i].arch == "sm_90a") {
+        EXPECT_GT(batched_hgmma(sass), 0) << what << ": every wgmma waited for alone";
+        EXPECT_GT(tma, 0) << what << ": no TMA load in the SASS";
+        if (consumers[i] == 2)
+          EXPECT_GT(setmax, 0) << what << ": two consumers, no register reallocation";
+      } else {
+        EXPECT_EQ(hgmma, 0) << what;
+      }
+    }
+    std::printf("%-6s %-66s %3d registers, %6d B smem, %s\n", batch[i].arch.c_str(),
+                batch[i].source.name_expression.c_str(), r.registers, r.shared_bytes,
+                note.c_str());
   }
 }
 

@@ -16,6 +16,7 @@
 #include "templates/moe/gemm_sm90_args.h"
 #include "templates/moe/args.h"
 #include "templates/moe/gemm_args.h"
+#include "templates/moe/gemm_ws_args.h"
 #include "templates/moe/moe_op.hpp"
 #include "templates/moe/reference.cuh"
 #include "templates/moe/reference_mlp.cuh"
@@ -252,14 +253,16 @@ TEST(MoeSpace, WgmmaGemmIsATunable) {
   const DeviceInfo h100 = device("sm_90a");
   const Problem p = problem(kMixtral, 4096);
   Params w = op().default_params(p, DType::bf16, h100);
-  // The default takes the wgmma GEMMs on sm_90a once experts average 256 rows (measured on the
-  // H100: MoeDefaults kWgmma), mma.sync below that and on any other architecture.
-  EXPECT_EQ(op().param(w, "impl1"), 1);
-  EXPECT_EQ(op().param(w, "impl2"), 1);
+  // The default takes the warp-specialised wgmma GEMMs on sm_90a once experts average 128 rows
+  // (measured on the H100: MoeDefaults kWgmma), mma.sync below that and on any other
+  // architecture.
+  EXPECT_EQ(op().param(w, "impl1"), 2);
+  EXPECT_EQ(op().param(w, "impl2"), 2);
   EXPECT_EQ(op().invalid_reason(w, p, DType::bf16, h100), std::nullopt);
   for (const auto& [shape, t, impl] :
-       {std::tuple{std::string(kMixtral), 1024, 1}, std::tuple{std::string(kMixtral), 1023, 0},
-        std::tuple{std::string(kDeepSeek), 1024, 0}, std::tuple{std::string(kDeepSeek), 2048, 1},
+       {std::tuple{std::string(kMixtral), 1024, 2}, std::tuple{std::string(kMixtral), 512, 2},
+        std::tuple{std::string(kMixtral), 511, 0}, std::tuple{std::string(kDeepSeek), 1024, 2},
+        std::tuple{std::string(kDeepSeek), 1023, 0}, std::tuple{std::string(kDeepSeek), 2048, 2},
         std::tuple{std::string(kMixtral), 1, 0}}) {
     const Problem q = problem(shape, t);
     const Params d = op().default_params(q, DType::bf16, h100);
@@ -304,6 +307,85 @@ TEST(MoeSpace, WgmmaGemmIsATunable) {
   EXPECT_TRUE(contains(reason("bk1", 128), "gemm1 wgmma tile: BLOCK_K must be 64"));
   EXPECT_TRUE(contains(reason("bn1", 256), "more than 128 fp32 accumulators"));
   EXPECT_TRUE(contains(reason("block_m", 32), "takes block_m 64 or 128"));
+}
+
+// The warp-specialised GEMM (impl1/impl2 = 2): a producer warpgroup on top of one consumer
+// warpgroup per 64 rows, its own shape rules and ring, sm_90a only, its kernel and launch.
+TEST(MoeSpace, WarpSpecialisedGemmIsATunable) {
+  const DeviceInfo h100 = device("sm_90a");
+  const Problem p = problem(kMixtral, 4096);
+  const auto set = [&](Params& q, const char* n, std::int64_t v) {
+    q.values[op().param_index(n)] = v;
+  };
+  Params w = op().default_params(p, DType::bf16, h100);
+  set(w, "block_m", 128);
+  for (const char* n : {"impl1", "impl2"}) set(w, n, 2);
+  for (const char* n : {"warps1", "warps2"}) set(w, n, 8);
+  for (const char* n : {"warps_m1", "warps_m2"}) set(w, n, 1);
+  for (const char* n : {"prefetch1", "prefetch2", "epi1", "epi2"}) set(w, n, 0);
+  for (const char* n : {"bk1", "bk2"}) set(w, n, 64);
+  set(w, "stages1", 4);
+  set(w, "stages2", 4);
+  set(w, "bn1", 128);
+  set(w, "bn2", 256);
+  set(w, "split2", 1);
+  ASSERT_EQ(op().invalid_reason(w, p, DType::bf16, h100), std::nullopt)
+      << *op().invalid_reason(w, p, DType::bf16, h100);
+  EXPECT_TRUE(contains(op().invalid_reason(w, p, DType::bf16, device("sm_80")).value_or(""),
+                       "impl1=2 (warp-specialised wgmma + TMA) needs an sm_90a device"));
+  Params only2 = w;
+  set(only2, "impl1", 0);
+  set(only2, "warps1", 8);
+  set(only2, "warps_m1", 2);
+  set(only2, "bn1", 128);
+  set(only2, "stages1", 3);
+  ASSERT_EQ(op().invalid_reason(only2, p, DType::bf16, h100), std::nullopt)
+      << *op().invalid_reason(only2, p, DType::bf16, h100);
+  EXPECT_TRUE(contains(op().invalid_reason(only2, p, DType::bf16, device("sm_80")).value_or(""),
+                       "impl2=2 (warp-specialised wgmma + TMA) needs an sm_90a device"));
+  // Its kernels: the producer warpgroup on top of the consumers, the ring's exact shared memory.
+  const std::vector<KernelSource> ks = op().kernels(w, p, DType::bf16);
+  int ws = 0;
+  for (std::size_t i = 0; i < ks.size(); ++i) {
+    if (ks[i].file != "moe/gemm_ws_sm90.cuh") continue;
+    ++ws;
+    EXPECT_EQ(op().block_threads(w, p, DType::bf16, i), 384);
+    const bool gated = contains(ks[i].name_expression, "true");
+    EXPECT_EQ(op().dynamic_shared_bytes(w, p, DType::bf16, i),
+              moe_gemm_ws_smem_bytes(128, gated ? 128 : 256, 4, gated));
+    EXPECT_EQ(ks[i].name_expression,
+              gated ? "ktune::moe_gemm_ws_kernel<ktune::bf16, 128, 128, 4, true, 0, 0>"
+                    : "ktune::moe_gemm_ws_kernel<ktune::bf16, 128, 256, 4, false, 8, 0>");
+  }
+  EXPECT_EQ(ws, 2);
+  const auto reason = [&](const char* n, std::int64_t v) {
+    Params q = w;
+    set(q, n, v);
+    return op().invalid_reason(q, p, DType::bf16, h100).value_or("");
+  };
+  EXPECT_TRUE(contains(reason("warps1", 4),
+                       "impl1=2 runs one consumer warpgroup per 64 rows (plus a producer "
+                       "warpgroup): warps1=8"));
+  EXPECT_TRUE(contains(reason("epi2", 1), "impl2=2 ignores warps_m2, prefetch2 and epi2"));
+  EXPECT_TRUE(contains(reason("bk1", 128), "impl1=2 reads k-tiles of 64"));
+  EXPECT_TRUE(contains(reason("bn1", 256),
+                       "gemm1 warp-specialised tile: more than 128 fp32 accumulators"));
+  EXPECT_TRUE(contains(reason("stages1", 6), "gemm1 warp-specialised tile: shared memory above "
+                                             "227 KiB"));
+  EXPECT_TRUE(contains(reason("block_m", 32), "impl1=2 (warp-specialised wgmma) takes block_m 64 "
+                                              "or 128"));
+  EXPECT_TRUE(contains(reason("split2", 2), "split2=2 is the mma.sync gemm2's (impl2=0)"));
+  // 64-row tiles: one consumer warpgroup, 256 threads; six stages of a 64 x 128 gemm2 fit.
+  Params narrow = w;
+  set(narrow, "block_m", 64);
+  for (const char* n : {"warps1", "warps2"}) set(narrow, n, 4);
+  set(narrow, "bn2", 128);
+  set(narrow, "stages2", 6);
+  EXPECT_EQ(op().invalid_reason(narrow, p, DType::bf16, h100), std::nullopt);
+  const std::vector<KernelSource> kn = op().kernels(narrow, p, DType::bf16);
+  for (std::size_t i = 0; i < kn.size(); ++i)
+    if (kn[i].file == "moe/gemm_ws_sm90.cuh")
+      EXPECT_EQ(op().block_threads(narrow, p, DType::bf16, i), 256);
 }
 
 // ---- defaults ----
@@ -405,8 +487,8 @@ TEST(MoeRun, KernelsInOrderPerRoutingMode) {
   EXPECT_EQ(kernel_names(ps, soft),
             (std::vector<std::string>{"moe_zero_kernel", "moe_route_kernel",
                                       "moe_align_count_kernel", "moe_align_scan_kernel",
-                                      "moe_align_scatter_kernel", "moe_gemm_sm90_kernel",
-                                      "moe_gemm_sm90_kernel", "moe_combine_kernel"}));
+                                      "moe_align_scatter_kernel", "moe_gemm_ws_kernel",
+                                      "moe_gemm_ws_kernel", "moe_combine_kernel"}));
   const Problem pre = problem(std::string(kMixtral) + ",routing=precomputed", 16);
   const Params pp = op().default_params(pre, DType::bf16, h100);
   EXPECT_EQ(kernel_names(pp, pre),
@@ -441,7 +523,13 @@ TEST(MoeRun, LaunchesFromUpperBoundsInsideTheWorkspace) {
   for (const std::string& shape : {std::string(kMixtral), std::string(kDeepSeek)}) {
     for (int t : {1, 37, 5000}) {
       const Problem p = problem(shape, t);
-      const Params params = op().default_params(p, DType::bf16, h100);
+      Params params = op().default_params(p, DType::bf16, h100);
+      // The warp-specialised GEMMs (impl 2) encode their tensor maps through the driver at
+      // launch (gpu_moe_op_test runs them); their tiles on the wgmma kernel without
+      // specialisation (impl 1) take the same grid and workspace, and launch without one.
+      for (const char* n : {"impl1", "impl2"})
+        if (op().param(params, n) == 2) params.values[op().param_index(n)] = 1;
+      ASSERT_EQ(op().invalid_reason(params, p, DType::bf16, h100), std::nullopt);
       const auto ks = op().kernels(params, p, DType::bf16);
       const std::size_t ws = op().workspace_bytes(params, p, DType::bf16);
       const int E = static_cast<int>(op().dim(p, "e")), K = static_cast<int>(op().dim(p, "k"));

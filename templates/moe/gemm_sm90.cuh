@@ -47,6 +47,42 @@ __host__ __device__ constexpr int sm90_ahead(int stages) {
   return stages - 1 - sm90_inflight(stages);
 }
 
+/// The epilogue of both wgmma GEMM kernels: warpgroup thread gtid stores its accumulators of
+/// the 64 rows from row0 of the block (acc[0], and for GATED the up product acc[1]) to
+/// out[s_dst[row]][n0 + col] for the rows with a destination (s_dst >= 0) and the columns below n:
+/// silu(gate) * up for GATED, else times the routing weight s_scale[row] in fp32. Accumulators
+/// {4j, 4j + 1} sit in row Acc::row(gtid, 0) and {4j + 2, 4j + 3} in Acc::row(gtid, 2), at
+/// columns Acc::col(gtid, 4j) and + 1 (n is even: a pair is in or out).
+template <typename T, int BLOCK_N, bool GATED, int NB>
+__device__ __forceinline__ void sm90_store(const float (&acc)[NB][BLOCK_N / 2], T* out, int n,
+                                           int n0, int row0, int gtid, const int* s_dst,
+                                           const float* s_scale) {
+  using A = wg::Acc<BLOCK_N>;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int row = row0 + A::row(gtid, 2 * r);
+    const int dst = s_dst[row];
+    if (dst < 0) continue;
+    const float scale = GATED ? 1.f : s_scale[row];
+    T* o = out + static_cast<long long>(dst) * n;
+#pragma unroll
+    for (int j = 0; j < BLOCK_N / 8; ++j) {
+      const int col = n0 + A::col(gtid, 4 * j);
+      if (col >= n) continue;
+      const int i = 4 * j + 2 * r;
+      unsigned word;
+      if constexpr (GATED) {
+        const float g0 = acc[0][i], g1 = acc[0][i + 1];  // up: acc[NB - 1] = acc[1]
+        word = pack2<T>(g0 * sigmoid_approx(g0) * acc[NB - 1][i],
+                        g1 * sigmoid_approx(g1) * acc[NB - 1][i + 1]);
+      } else {
+        word = pack2<T>(acc[0][i] * scale, acc[0][i + 1] * scale);
+      }
+      *reinterpret_cast<unsigned*>(o + col) = word;
+    }
+  }
+}
+
 /// The main loop of moe_gemm_sm90_kernel over k_tiles k-tiles (file comment: ring protocol).
 /// MMA: this warpgroup issues its wgmmas into acc (A rows at a_off in each slot); without, it only
 /// keeps the barriers and requests its share of the copies. Every copy is bounds-checked
@@ -235,33 +271,8 @@ __global__ void __launch_bounds__(BLOCK_M * 2, 1)
     __syncthreads();
   }
 
-  // Accumulators {4j, 4j + 1} sit in row Acc::row(gtid, 0) and {4j + 2, 4j + 3} in
-  // Acc::row(gtid, 2), at columns Acc::col(gtid, 4j) and + 1 (n is even: a pair is in or out).
-  using A = wg::Acc<BLOCK_N>;
-  T* out = static_cast<T*>(args.out);
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int row = group * 64 + A::row(gtid, 2 * r);
-    const int dst = s_dst[row];
-    if (dst < 0) continue;
-    const float scale = GATED ? 1.f : s_scale[row];
-    T* o = out + static_cast<long long>(dst) * n;
-#pragma unroll
-    for (int j = 0; j < BLOCK_N / 8; ++j) {
-      const int col = n0 + A::col(gtid, 4 * j);
-      if (col >= n) continue;
-      const int i = 4 * j + 2 * r;
-      unsigned word;
-      if constexpr (GATED) {
-        const float g0 = acc[0][i], g1 = acc[0][i + 1];
-        word = pack2<T>(g0 * sigmoid_approx(g0) * acc[1][i],
-                        g1 * sigmoid_approx(g1) * acc[1][i + 1]);
-      } else {
-        word = pack2<T>(acc[0][i] * scale, acc[0][i + 1] * scale);
-      }
-      *reinterpret_cast<unsigned*>(o + col) = word;
-    }
-  }
+  moe::sm90_store<T, BLOCK_N, GATED>(acc, static_cast<T*>(args.out), n, n0, group * 64, gtid,
+                                     s_dst, s_scale);
 #else
   __trap();
 #endif

@@ -12,6 +12,8 @@
 #include "templates/moe/args.h"
 #include "templates/moe/gemm_args.h"
 #include "templates/moe/gemm_sm90_args.h"
+#include "templates/moe/gemm_ws_args.h"
+#include "templates/kernel_tensor_map.hpp"
 #include "templates/moe/reference.cuh"
 #include "templates/moe/reference_mlp.cuh"
 #include "templates/moe/zero.cuh"
@@ -76,7 +78,8 @@ struct GemmTile {
   int group_m;   // CTA order: 0 launch order, else groups of group_m row blocks
   int prefetch;  // L2 prefetch bytes of weight loads (0, 256)
   int epi;       // 1: the output tile goes through shared memory, 16-byte stores
-  int impl;      // 0: moe_gemm_kernel (mma.sync); 1: moe_gemm_sm90_kernel (wgmma, sm_90a)
+  int impl;      // 0: moe_gemm_kernel (mma.sync); 1: moe_gemm_sm90_kernel (wgmma, sm_90a);
+                 // 2: moe_gemm_ws_kernel (warp-specialised wgmma + TMA, sm_90a)
 };
 
 struct Config {
@@ -143,6 +146,7 @@ long long padded_rows_of(const Config& c, const Shape& s) {
 
 unsigned gemm_smem(const Config& c, bool gated) {
   const GemmTile& g = gated ? c.g1 : c.g2;
+  if (g.impl == 2) return moe_gemm_ws_smem_bytes(c.block_m, g.bn, g.stages, gated);
   return g.impl == 1 ? moe_gemm_sm90_smem_bytes(c.block_m, g.bn, g.bk, g.stages, gated)
                      : moe_gemm_smem_bytes(c.block_m, g.bn, g.bk, g.stages, gated);
 }
@@ -150,8 +154,52 @@ unsigned gemm_smem(const Config& c, bool gated) {
 /// Static shared memory of a GEMM kernel (its row table).
 unsigned gemm_static_smem(const Config& c, bool gated) {
   const GemmTile& g = gated ? c.g1 : c.g2;
+  if (g.impl == 2) return moe_gemm_ws_static_smem_bytes(c.block_m);
   return g.impl == 1 ? moe_gemm_sm90_static_smem_bytes(c.block_m)
                      : moe_gemm_static_smem_bytes(c.block_m);
+}
+
+/// Threads of a GEMM kernel: its warps, plus the producer warpgroup of the warp-specialised one
+/// (whose warps tunable counts its consumer warps, one warpgroup per 64 rows).
+unsigned gemm_threads(const Config& c, bool gated) {
+  const GemmTile& g = gated ? c.g1 : c.g2;
+  return static_cast<unsigned>(g.impl == 2 ? moe_gemm_ws_threads(c.block_m) : g.warps * 32);
+}
+
+/// gemm1's row gather in the warp-specialised kernel: the producer's cp.async copies. One TMA
+/// box per row (moe_ws_gather_tma) was correct but 3.5-4x slower on the H100 (one warp issues
+/// 128 boxes of 128 bytes per k-tile; benchmarks/moe/SM90.md).
+constexpr int kWsGather = moe_ws_gather_cp_async;
+
+/// A tensor map of a contiguous tensor of 16-bit elements with `dims` (innermost first), read in
+/// boxes of `box` in the 128-byte swizzle (moe/gemm_ws_args.h says which map is which).
+tma::TensorMap ws_map(const void* ptr, DType t, std::vector<std::uint64_t> dims,
+                      std::vector<std::uint32_t> box) {
+  std::vector<std::uint64_t> strides;
+  std::uint64_t pitch = 2;
+  for (std::size_t i = 0; i + 1 < dims.size(); ++i) strides.push_back(pitch *= dims[i]);
+  return kernel_tensor_map(swizzled_16bit_map(ptr, t, std::move(dims), std::move(strides),
+                                              std::move(box)));
+}
+
+/// The warp-specialised kernel's arguments: g plus its tensor maps. gemm1: x [x_rows, H] and w1
+/// as {H, I, 2, E}; gemm2: act [act_rows, I] and w2 as {I, H, E}. Encoded per call on the host
+/// (no device work, nothing allocated; a captured graph keeps the bytes).
+MoeGemmWsArgs ws_args(const MoeGemmArgs& g, DType t, bool gated, const Shape& s,
+                      long long a_rows, const Config& c) {
+  const auto u = [](long long v) { return static_cast<std::uint64_t>(v); };
+  const GemmTile& tile = gated ? c.g1 : c.g2;
+  MoeGemmWsArgs w{};
+  w.base = g;
+  const auto bn = static_cast<std::uint32_t>(tile.bn);
+  if (gated) {
+    w.a_map = ws_map(g.a, t, {u(s.h), u(a_rows)}, {64, 1});
+    w.w_map = ws_map(g.w, t, {u(s.h), u(s.i), 2, u(s.e)}, {64, bn, 1, 1});
+  } else {
+    w.a_map = ws_map(g.a, t, {u(s.i), u(a_rows)}, {64, static_cast<std::uint32_t>(c.block_m)});
+    w.w_map = ws_map(g.w, t, {u(s.i), u(s.h), u(s.e)}, {64, bn, 1});
+  }
+  return w;
 }
 
 /// Workspace regions, in this order, each starting 256-byte aligned (sizes from the problem's
@@ -274,9 +322,15 @@ constexpr MoeDefaults kDefaults[] = {
 /// T=1024) the wgmma points won by 1.1-1.2x. gemm2 takes 256 columns: the full Mixtral sweep of
 /// the night of 2026-11-23 (benchmarks/results/moe-sweep-mixtral-13buckets-h100-2026-11-23.txt)
 /// chose bn2=256 at T=1024, 2048 and 4096, 1.08-1.10x ahead of this row with bn2=128.
-constexpr MoeDefaults kWgmma = {9, 1 << 30, 128, {128, 64, 8, 1, 4, 0, 0, 0, 1},
-                                {256, 64, 8, 1, 4, 8, 0, 0, 1}, 4096, 8, 8};
-constexpr long long kWgmmaMinRows = 256;
+/// The same tiles on the warp-specialised kernel (impl 2): in the GEMM harness on the H100
+/// (benchmarks/moe/SM90.md, 2026-11-24) gemm1 1.04-1.23x and gemm2 1.05-1.30x the impl=1 kernel
+/// at Mixtral and DeepSeek-like T=1024 and 4096; the whole layer, graph-captured, 1.01-1.09x
+/// impl=1 at those four points, and at 128 rows per expert (DeepSeek-like T=1024) 1.18x the
+/// mma.sync row that was the default there (benchmarks/results/moe-ws-h100-2026-11-24.md), so
+/// the threshold moved from 256 to 128 rows per expert.
+constexpr MoeDefaults kWgmma = {9, 1 << 30, 128, {128, 64, 8, 1, 4, 0, 0, 0, 2},
+                                {256, 64, 8, 1, 4, 8, 0, 0, 2}, 4096, 8, 8};
+constexpr long long kWgmmaMinRows = 128;
 /// gemm2's split-k is searched up to this many rows per expert on average (t * k / e).
 constexpr long long kSplitMaxRows = 128;
 /// Valid for every problem problem_reason() accepts on any sm_80+ device: small tiles, 2 stages.
@@ -350,8 +404,11 @@ class MoeOp final : public Op {
             {"prefetch1", {0, 256}, "gemm1 weight loads ask L2 for this many bytes (0: 16)"},
             {"epi1", {0, 1}, "gemm1 epilogue: 0 fragment stores; 1 through shared memory, 16-byte "
                              "stores"},
-            {"impl1", {0, 1}, "gemm1 kernel: 0 mma.sync (sm_80 and later); 1 wgmma (sm_90a: "
-                              "block_m 64/128, bk1 64, one warpgroup per 64 rows)"},
+            {"impl1", {0, 1, 2},
+             "gemm1 kernel: 0 mma.sync (sm_80 and later); 1 wgmma (sm_90a: block_m 64/128, bk1 "
+             "64, one warpgroup per 64 rows); 2 warp-specialised wgmma (sm_90a: a producer "
+             "warpgroup fills an mbarrier ring by TMA and cp.async, one consumer warpgroup per "
+             "64 rows)"},
             {"bn2", {32, 64, 128, 256}, "gemm2 output columns per block"},
             {"bk2", {32, 64, 128, 256}, "gemm2 reduction step per ring slot"},
             {"warps2", {2, 4, 8}, "gemm2 warps per block"},
@@ -360,7 +417,7 @@ class MoeOp final : public Op {
             {"group2", {0, 8}, "gemm2 CTA order (as group1)"},
             {"prefetch2", {0, 256}, "gemm2 weight loads ask L2 for this many bytes (0: 16)"},
             {"epi2", {0, 1}, "gemm2 epilogue (as epi1)"},
-            {"impl2", {0, 1}, "gemm2 kernel (as impl1)"},
+            {"impl2", {0, 1, 2}, "gemm2 kernel (as impl1; 2: the act rows by TMA too)"},
             {"align_chunk", {0, 4096},
              "0: one-block align kernel; else pairs per block of the count/scan/scatter path"},
             {"route_lanes", {8, 32}, "threads per token in the route kernel"},
@@ -457,9 +514,10 @@ class MoeOp final : public Op {
     const Config c = config_of(params);
     for (const bool gated : {true, false}) {
       const GemmTile& g = gated ? c.g1 : c.g2;
-      if (g.impl == 1 && device.arch() != "sm_90a")
+      if (g.impl >= 1 && device.arch() != "sm_90a")
         return std::string(gated ? "impl1" : "impl2") +
-               "=1 (wgmma) needs an sm_90a device (compute capability 9.0); the device is " +
+               (g.impl == 1 ? "=1 (wgmma)" : "=2 (warp-specialised wgmma + TMA)") +
+               " needs an sm_90a device (compute capability 9.0); the device is " +
                std::to_string(device.cc_major) + "." + std::to_string(device.cc_minor);
       const unsigned smem = gemm_smem(c, gated) + gemm_static_smem(c, gated);
       if (device.smem_optin_per_block > 0 &&
@@ -478,6 +536,11 @@ class MoeOp final : public Op {
     const Shape s = shape_of(problem);
     const std::string T = kernel_type(t);
     const auto gemm = [&](const GemmTile& g, bool gated) -> KernelSource {
+      if (g.impl == 2)
+        return {"moe/gemm_ws_sm90.cuh", "ktune::moe_gemm_ws_kernel<" + T + ", " +
+                                            str(c.block_m) + ", " + str(g.bn) + ", " +
+                                            str(g.stages) + ", " + (gated ? "true" : "false") +
+                                            ", " + str(g.group_m) + ", " + str(kWsGather) + ">"};
       if (g.impl == 1)
         return {"moe/gemm_sm90.cuh", "ktune::moe_gemm_sm90_kernel<" + T + ", " + str(c.block_m) +
                                          ", " + str(g.bn) + ", " + str(g.bk) + ", " +
@@ -554,8 +617,8 @@ class MoeOp final : public Op {
       case Stage::align_count:
       case Stage::align_scan:
       case Stage::align_scatter: return kAlignThreads;
-      case Stage::gemm1: return c.g1.warps * 32;
-      case Stage::gemm2: return c.g2.warps * 32;
+      case Stage::gemm1: return static_cast<int>(gemm_threads(c, true));
+      case Stage::gemm2: return static_cast<int>(gemm_threads(c, false));
       case Stage::combine: return kCombineThreads;
       case Stage::ec_scores: return kMoeEcScoreThreads;
       case Stage::ec_select: return kEcSelectThreads;
@@ -662,8 +725,6 @@ class MoeOp final : public Op {
     g1.n = s.i;
     g1.kdim = s.h;
     g1.max_blocks = max_blocks;
-    launch(static_cast<unsigned>(max_blocks), moe_gemm_grid_y(s.i, c.g1.bn),
-           static_cast<unsigned>(c.g1.warps * 32), gemm_smem(c, true), &g1, sizeof g1);
     MoeGemmArgs g2 = g1;
     g2.a = act;
     g2.w = tensor(a, 6);
@@ -671,9 +732,7 @@ class MoeOp final : public Op {
     g2.topk_weights = weights;
     g2.n = s.h;
     g2.kdim = s.i;
-    launch(static_cast<unsigned>(max_blocks), moe_gemm_grid_y(s.h, c.g2.bn),
-           static_cast<unsigned>(c.g2.warps * 32), gemm_smem(c, false), &g2, sizeof g2,
-           static_cast<unsigned>(c.split2));
+    launch_gemms(launch, a.dtype, s, c, g1, g2, padded_rows_of(c, s));
     if (has_combine(c, s)) {
       const MoeCombineArgs cb{pair_out, tensor(a, 7), s.t, s.k, s.h, c.split2};
       launch(static_cast<unsigned>(s.t), moe_combine_grid_y(s.h, kCombineThreads, c.combine_vec),
@@ -890,6 +949,29 @@ class MoeOp final : public Op {
   }
 
  private:
+  /// gemm1 and gemm2 with their arguments (the warp-specialised kernel's with its tensor maps;
+  /// act has act_rows rows, x has t), grids from the upper bounds in g1.max_blocks.
+  static void launch_gemms(KernelSequence& launch, DType t, const Shape& s, const Config& c,
+                           const MoeGemmArgs& g1, const MoeGemmArgs& g2, long long act_rows) {
+    const auto blocks = static_cast<unsigned>(g1.max_blocks);
+    if (c.g1.impl == 2) {
+      const MoeGemmWsArgs w = ws_args(g1, t, true, s, s.t, c);
+      launch(blocks, moe_gemm_grid_y(s.i, c.g1.bn), gemm_threads(c, true), gemm_smem(c, true),
+             &w, sizeof w);
+    } else {
+      launch(blocks, moe_gemm_grid_y(s.i, c.g1.bn), gemm_threads(c, true), gemm_smem(c, true),
+             &g1, sizeof g1);
+    }
+    if (c.g2.impl == 2) {
+      const MoeGemmWsArgs w = ws_args(g2, t, false, s, act_rows, c);
+      launch(blocks, moe_gemm_grid_y(s.h, c.g2.bn), gemm_threads(c, false),
+             gemm_smem(c, false), &w, sizeof w);
+    } else {
+      launch(blocks, moe_gemm_grid_y(s.h, c.g2.bn), gemm_threads(c, false),
+             gemm_smem(c, false), &g2, sizeof g2, static_cast<unsigned>(c.split2));
+    }
+  }
+
   /// routing=expert_choice: scores, select, gemm1 (x gathered through pair_token), gemm2,
   /// combine in expert order; every grid from the problem (each expert has exactly C rows).
   void run_expert_choice(const RunArgs& a, Launcher& launcher, const Shape& s, const Config& c,
@@ -932,8 +1014,6 @@ class MoeOp final : public Op {
     g1.kdim = s.h;
     g1.max_blocks = blocks;
     g1.pair_token = tokens;
-    launch(static_cast<unsigned>(blocks), moe_gemm_grid_y(s.i, c.g1.bn),
-           static_cast<unsigned>(c.g1.warps * 32), gemm_smem(c, true), &g1, sizeof g1);
     MoeGemmArgs g2 = g1;
     g2.a = g1.out;
     g2.w = tensor(a, 6);
@@ -942,8 +1022,7 @@ class MoeOp final : public Op {
     g2.n = s.h;
     g2.kdim = s.i;
     g2.pair_token = nullptr;
-    launch(static_cast<unsigned>(blocks), moe_gemm_grid_y(s.h, c.g2.bn),
-           static_cast<unsigned>(c.g2.warps * 32), gemm_smem(c, false), &g2, sizeof g2);
+    launch_gemms(launch, a.dtype, s, c, g1, g2, padded_rows_of(c, s));
     const MoeExpertChoiceCombineArgs cb{pair_out, tokens, tensor(a, 7), s.t, s.e, s.capacity(),
                                         s.h};
     launch(static_cast<unsigned>(s.t), moe_combine_grid_y(s.h, kCombineThreads, c.combine_vec),
@@ -995,6 +1074,29 @@ class MoeOp final : public Op {
     // The kernel's own reasons, one line per reason (the point's values are in its key).
     for (const bool gated : {true, false}) {
       const GemmTile& g = gated ? c.g1 : c.g2;
+      if (g.impl == 2) {
+        // The warp-specialised kernel: a producer warpgroup plus one consumer warpgroup per 64
+        // rows (its warps tunable counts the consumers' warps), k step 64, its own ring.
+        const std::string n = gated ? "1" : "2";
+        const std::string name = "impl" + n + "=2";
+        if (c.block_m != 64 && c.block_m != 128)
+          return name + " (warp-specialised wgmma) takes block_m 64 or 128, not " +
+                 str(c.block_m);
+        if (g.warps != c.block_m / 16)
+          return name + " runs one consumer warpgroup per 64 rows (plus a producer warpgroup): "
+                 "warps" + n + "=" + str(c.block_m / 16) + " at block_m=" + str(c.block_m) +
+                 ", not " + str(g.warps);
+        if (g.warps_m != 1 || g.prefetch != 0 || g.epi != 0)
+          return name + " ignores warps_m" + n + ", prefetch" + n + " and epi" + n +
+                 ": only warps_m" + n + "=1, prefetch" + n + "=0, epi" + n + "=0 are searched";
+        if (g.bk != 64)
+          return name + " reads k-tiles of 64 (one 128-byte swizzled row per TMA box): bk" + n +
+                 "=64, not " + str(g.bk);
+        if (const char* why =
+                moe_gemm_ws_invalid_reason(c.block_m, g.bn, g.stages, gated, g.group_m, kWsGather))
+          return std::string(gated ? "gemm1" : "gemm2") + " warp-specialised tile: " + why;
+        continue;
+      }
       if (g.impl == 1) {
         // The wgmma kernel's shape: one warpgroup per 64 rows, k step 64, its own pipeline; the
         // mma.sync-only tunables stay at one value so that no point is timed twice.

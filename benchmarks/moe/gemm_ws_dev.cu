@@ -1,0 +1,444 @@
+// Development harness for the warp-specialised grouped GEMMs (templates/moe/gemm_ws_sm90.cuh,
+// impl=2) beside the wgmma kernel without specialisation (gemm_sm90.cuh, impl=1).
+//
+//   check: every ws configuration of check_table() (bf16 and fp16, both gathers) on odd shapes
+//          (H, I not multiples of any tile; T odd; E 1, 8, 64; k 1, 2, 8) against the double
+//          references of tests/support/moe_gemm_reference.hpp: gemm1 (padding rows of act must
+//          stay NaN), gemm2 fed with the kernel's act (pair_out NaN-poisoned first).
+//   time:  gemm1 and gemm2 of every timing configuration (impl 1 and 2) on the Mixtral
+//          (E=8, k=2, H=4096, I=14336) and DeepSeek-like (E=64, k=8, H=2048, I=1408) layers at
+//          T = 1024 and 4096, uniform random routing, weights rotating between two copies; the
+//          best gemm1 and gemm2 of each impl and their pair back to back.
+//
+// Build (nvcc 13, here or on the GPU machine):
+//   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I . -I templates \
+//        benchmarks/moe/gemm_ws_dev.cu -o gemm_ws_dev -lcuda
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "moe/gemm_sm90.cuh"
+#include "moe/gemm_ws_sm90.cuh"
+#include "tests/support/moe_gemm_reference.hpp"
+
+using namespace ktune;
+using namespace ktune::test;
+
+#define CK(x) check_cuda((x), #x, __FILE__, __LINE__)
+static void check_cuda(cudaError_t e, const char* what, const char* file, int line) {
+  if (e != cudaSuccess) {
+    std::fprintf(stderr, "%s:%d: %s: %s\n", file, line, what, cudaGetErrorString(e));
+    std::exit(2);
+  }
+}
+
+// ---- tensor maps ----
+
+tma::TensorMap encode(const void* ptr, bool bf16, std::vector<cuuint64_t> dims,
+                      std::vector<cuuint64_t> strides, std::vector<cuuint32_t> box) {
+  CUtensorMap m;
+  std::vector<cuuint32_t> steps(dims.size(), 1);
+  const CUresult r = cuTensorMapEncodeTiled(
+      &m, bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+      static_cast<cuuint32_t>(dims.size()), const_cast<void*>(ptr), dims.data(), strides.data(),
+      box.data(), steps.data(), CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+      CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) {
+    std::fprintf(stderr, "cuTensorMapEncodeTiled failed: %d\n", static_cast<int>(r));
+    std::exit(2);
+  }
+  tma::TensorMap t;
+  static_assert(sizeof t == sizeof m, "128 bytes");
+  std::memcpy(&t, &m, sizeof t);
+  return t;
+}
+
+/// gemm1's maps: x [x_rows, H] box 64 x 1; w1 as {H, I, 2, E} box 64 x bn.
+MoeGemmWsArgs ws_args1(const MoeGemmArgs& a, bool bf16, int x_rows, int E, int bn) {
+  MoeGemmWsArgs w{};
+  const cuuint64_t H = a.kdim, I = a.n;
+  w.a_map = encode(a.a, bf16, {H, static_cast<cuuint64_t>(x_rows)}, {H * 2}, {64, 1});
+  w.w_map = encode(a.w, bf16, {H, I, 2, static_cast<cuuint64_t>(E)},
+                   {H * 2, I * H * 2, 2 * I * H * 2}, {64, static_cast<cuuint32_t>(bn), 1, 1});
+  w.base = a;
+  return w;
+}
+
+/// gemm2's maps: act [act_rows, I] box 64 x bm; w2 as {I, H, E} box 64 x bn.
+MoeGemmWsArgs ws_args2(const MoeGemmArgs& a, bool bf16, int act_rows, int E, int bm, int bn) {
+  MoeGemmWsArgs w{};
+  const cuuint64_t I = a.kdim, H = a.n;
+  w.a_map = encode(a.a, bf16, {I, static_cast<cuuint64_t>(act_rows)}, {I * 2},
+                   {64, static_cast<cuuint32_t>(bm)});
+  w.w_map = encode(a.w, bf16, {I, H, static_cast<cuuint64_t>(E)}, {I * 2, H * I * 2},
+                   {64, static_cast<cuuint32_t>(bn), 1});
+  w.base = a;
+  return w;
+}
+
+// ---- kernels ----
+
+/// One configuration: impl 1 (gemm_sm90.cuh) or 2 (gemm_ws_sm90.cuh).
+struct Kern {
+  int impl, bm, bn, stages, group, gather;
+  bool gated;
+  void (*bf16_launch)(dim3, const MoeGemmWsArgs&);
+  void (*fp16_launch)(dim3, const MoeGemmWsArgs&);
+  std::string name() const {
+    char b[96];
+    std::snprintf(b, sizeof b, "i%d %dx%d s%d g%d%s", impl, bm, bn, stages, group,
+                  impl == 2 && gated ? (gather ? " tma" : " cpa") : "");
+    return b;
+  }
+  void launch(bool bf16, const MoeGemmWsArgs& a) const {
+    const dim3 grid(a.base.max_blocks, moe_gemm_grid_y(a.base.n, bn));
+    (bf16 ? bf16_launch : fp16_launch)(grid, a);
+  }
+};
+
+template <typename T, int BM, int BN, int S, bool G, int GR>
+void launch_sm90(dim3 grid, const MoeGemmWsArgs& a) {
+  auto k = moe_gemm_sm90_kernel<T, BM, BN, 64, S, G, GR>;
+  const unsigned smem = moe_gemm_sm90_smem_bytes(BM, BN, 64, S, G);
+  static bool once = [&] {
+    CK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    return true;
+  }();
+  (void)once;
+  k<<<grid, moe_gemm_sm90_threads(BM), smem>>>(a.base);
+}
+
+template <typename T, int BM, int BN, int S, bool G, int GR, int GA>
+void launch_ws(dim3 grid, const MoeGemmWsArgs& a) {
+  auto k = moe_gemm_ws_kernel<T, BM, BN, S, G, GR, GA>;
+  const unsigned smem = moe_gemm_ws_smem_bytes(BM, BN, S, G);
+  static bool once = [&] {
+    CK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    return true;
+  }();
+  (void)once;
+  k<<<grid, moe_gemm_ws_threads(BM), smem>>>(a);
+}
+
+#define WS(BM, BN, S, G, GR, GA)                                                   \
+  Kern {                                                                           \
+    2, BM, BN, S, GR, GA, G, launch_ws<bf16, BM, BN, S, G, GR, GA>,                \
+        launch_ws<fp16, BM, BN, S, G, GR, GA>                                      \
+  }
+#define S90(BM, BN, S, G, GR)                                                          \
+  Kern {                                                                               \
+    1, BM, BN, S, GR, 0, G, launch_sm90<bf16, BM, BN, S, G, GR>,                       \
+        launch_sm90<fp16, BM, BN, S, G, GR>                                            \
+  }
+
+/// Pairs (gemm1, gemm2) of one block_m, checked together.
+std::vector<std::pair<Kern, Kern>> check_table() {
+  return {
+      {WS(128, 128, 4, true, 0, 1), WS(128, 256, 4, false, 8, 1)},
+      {WS(128, 128, 4, true, 0, 0), WS(128, 128, 6, false, 0, 1)},
+      {WS(64, 128, 5, true, 0, 1), WS(64, 256, 4, false, 0, 1)},
+      {WS(64, 64, 2, true, 8, 0), WS(64, 64, 3, false, 0, 1)},
+      {WS(128, 64, 6, true, 0, 1), WS(128, 128, 2, false, 0, 1)},
+  };
+}
+
+std::vector<Kern> timing_table() {
+  return {
+      S90(128, 128, 4, true, 0),     S90(128, 64, 6, true, 0),      S90(128, 256, 4, false, 8),
+      S90(128, 128, 5, false, 8),    WS(128, 128, 4, true, 0, 1),   WS(128, 128, 4, true, 0, 0),
+      WS(128, 128, 4, true, 8, 1),   WS(128, 64, 6, true, 0, 1),    WS(64, 128, 5, true, 0, 1),
+      WS(128, 256, 4, false, 8, 1),  WS(128, 256, 4, false, 0, 1),  WS(128, 128, 6, false, 8, 1),
+      WS(64, 256, 4, false, 8, 1),
+  };
+}
+
+// ---- check ----
+
+template <typename X>
+X* dev_copy(const std::vector<X>& v) {
+  X* p;
+  CK(cudaMalloc(&p, v.size() * sizeof(X) + 16));
+  CK(cudaMemcpy(p, v.data(), v.size() * sizeof(X), cudaMemcpyHostToDevice));
+  return p;
+}
+template <typename X>
+std::vector<X> host_copy(const X* p, std::size_t n) {
+  std::vector<X> v(n);
+  CK(cudaMemcpy(v.data(), p, n * sizeof(X), cudaMemcpyDeviceToHost));
+  return v;
+}
+void* dev_nan(std::size_t elems16) {
+  void* p;
+  CK(cudaMalloc(&p, elems16 * 2 + 16));
+  CK(cudaMemset(p, 0xff, elems16 * 2 + 16));
+  return p;
+}
+
+int failures = 0, checks = 0;
+
+void report(const MoeChecker& c) {
+  ++checks;
+  if (c.failed) {
+    ++failures;
+    std::printf("FAIL %s: %lld of %lld, first: %s\n", c.what.c_str(), c.failed, c.checked,
+                c.first.c_str());
+  } else {
+    std::printf("ok   %s: %lld values, worst err/tol %.3f\n", c.what.c_str(), c.checked, c.worst);
+  }
+}
+
+void check_case(bool bf16, const Kern& g1, const Kern& g2, int E, int Tn, int k, int H, int I,
+                std::mt19937& rng) {
+  const MoeTestRouting r = moe_test_routing(Tn, E, k, rng);
+  const MoeAlignment al = moe_align_host(r, g1.bm);
+  const int pairs = Tn * k;
+  const MoeTensor x(bf16, static_cast<std::size_t>(Tn) * H, rng);
+  const MoeTensor w1(bf16, static_cast<std::size_t>(E) * 2 * I * H, rng, -0.5, 0.5);
+  const MoeTensor w2(bf16, static_cast<std::size_t>(E) * H * I, rng, -0.5, 0.5);
+  int* sorted = dev_copy(al.sorted_pairs);
+  int* bexp = dev_copy(al.block_expert);
+  int* padded = dev_copy(std::vector<int>{al.padded_rows});
+  float* weights = dev_copy(r.weights);
+  auto* dx = dev_copy(x.bits);
+  auto* dw1 = dev_copy(w1.bits);
+  auto* dw2 = dev_copy(w2.bits);
+  const std::size_t rows = al.sorted_pairs.size();
+  void* act = dev_nan(rows * I);
+  void* pair_out = dev_nan(static_cast<std::size_t>(pairs) * H);
+
+  const MoeGemmArgs a1{dx, dw1, act, sorted, bexp, padded, nullptr, pairs, k, I, H,
+                       al.max_blocks, nullptr};
+  const MoeGemmArgs a2{act, dw2, pair_out, sorted, bexp, padded, weights, pairs, k, H, I,
+                       al.max_blocks, nullptr};
+  g1.launch(bf16, ws_args1(a1, bf16, Tn, E, g1.bn));
+  CK(cudaGetLastError());
+  g2.launch(bf16, ws_args2(a2, bf16, static_cast<int>(rows), E, g2.bm, g2.bn));
+  CK(cudaGetLastError());
+  CK(cudaDeviceSynchronize());
+
+  const double u = moe_unit(bf16);
+  char tag[200];
+  std::snprintf(tag, sizeof tag, "%s %s / %s E=%d T=%d k=%d H=%d I=%d", bf16 ? "bf16" : "fp16",
+                g1.name().c_str(), g2.name().c_str(), E, Tn, k, H, I);
+  std::vector<double> act_ref, mag;
+  moe_gemm1_ref(r, al, x.val, w1.val, H, I, act_ref, mag);
+  const auto act_bits = host_copy(static_cast<const std::uint16_t*>(act), rows * I);
+  MoeChecker c1(std::string("gemm1 ") + tag);
+  std::vector<double> act_got(rows * I);
+  long long written_padding = 0;
+  for (std::size_t i = 0; i < rows * static_cast<std::size_t>(I); ++i) {
+    act_got[i] = moe_from_bits(bf16, act_bits[i]);
+    const int row = static_cast<int>(i / I);
+    if (row >= al.padded_rows || al.sorted_pairs[row] >= pairs) {
+      if (act_bits[i] != 0xffff) ++written_padding;
+      continue;
+    }
+    c1(act_got[i], act_ref[i], 2 * u * std::fabs(act_ref[i]) + 1e-5 * mag[i] + 1e-6,
+       "row " + std::to_string(row) + " col " + std::to_string(i % I));
+  }
+  if (written_padding) c1(NAN, 0, 1, "padding rows written: " + std::to_string(written_padding));
+  report(c1);
+
+  std::vector<double> out_ref, mag2;
+  moe_gemm2_ref(r, al, act_got, w2.val, H, I, out_ref, mag2);
+  const auto out_bits = host_copy(static_cast<const std::uint16_t*>(pair_out),
+                                  static_cast<std::size_t>(pairs) * H);
+  MoeChecker c2(std::string("gemm2 ") + tag);
+  for (std::size_t i = 0; i < out_bits.size(); ++i)
+    c2(moe_from_bits(bf16, out_bits[i]), out_ref[i],
+       u * std::fabs(out_ref[i]) + 1e-5 * mag2[i] + 1e-6,
+       "pair " + std::to_string(i / H) + " col " + std::to_string(i % H));
+  report(c2);
+
+  cudaFree(sorted), cudaFree(bexp), cudaFree(padded), cudaFree(weights);
+  cudaFree(dx), cudaFree(dw1), cudaFree(dw2), cudaFree(act), cudaFree(pair_out);
+}
+
+void check_all() {
+  struct Case {
+    int E, Tn, k, H, I;
+  };
+  const Case cases[] = {{1, 1, 1, 136, 200},  {8, 3, 2, 136, 200},  {8, 17, 2, 256, 512},
+                        {8, 100, 2, 136, 200}, {8, 301, 2, 264, 392}, {64, 37, 8, 136, 200},
+                        {8, 129, 1, 200, 136}};
+  for (bool bf16 : {true, false}) {
+    std::mt19937 rng(bf16 ? 7 : 8);
+    for (const auto& [g1, g2] : check_table())
+      for (const Case& c : cases) {
+        if (!bf16 && c.Tn > 100) continue;
+        check_case(bf16, g1, g2, c.E, c.Tn, c.k, c.H, c.I, rng);
+      }
+  }
+  std::printf("check: %d of %d failed\n", failures, checks);
+}
+
+// ---- timing ----
+
+__global__ void fill_kernel(std::uint16_t* p, std::size_t n, std::uint32_t seed) {
+  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
+    std::uint32_t h = static_cast<std::uint32_t>(i) * 0x9E3779B1u ^ seed;
+    h ^= h >> 15;
+    h *= 0x85EBCA77u;
+    h ^= h >> 13;
+    const int v = static_cast<int>(h & 63) | 1;
+    const float f = ((h >> 6) & 1 ? -v : v) / 256.0f;
+    p[i] = static_cast<std::uint16_t>(__float_as_uint(f) >> 16);
+  }
+}
+
+void fill(void* p, std::size_t n, std::uint32_t seed) {
+  fill_kernel<<<1024, 256>>>(static_cast<std::uint16_t*>(p), n, seed);
+  CK(cudaGetLastError());
+}
+
+template <typename F>
+float time_ms(F run) {
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  for (int w = 0; w < 2; ++w) run(w);
+  CK(cudaGetLastError());
+  CK(cudaEventRecord(e0));
+  run(0);
+  CK(cudaEventRecord(e1));
+  CK(cudaEventSynchronize(e1));
+  float est;
+  CK(cudaEventElapsedTime(&est, e0, e1));
+  const int reps = std::max(4, std::min(40, static_cast<int>(1.5f / std::max(est, 1e-3f))));
+  std::vector<float> batch;
+  for (int b = 0; b < 5; ++b) {
+    CK(cudaEventRecord(e0));
+    for (int i = 0; i < reps; ++i) run(i);
+    CK(cudaEventRecord(e1));
+    CK(cudaEventSynchronize(e1));
+    float ms;
+    CK(cudaEventElapsedTime(&ms, e0, e1));
+    batch.push_back(ms / reps);
+  }
+  CK(cudaGetLastError());
+  cudaEventDestroy(e0), cudaEventDestroy(e1);
+  std::sort(batch.begin(), batch.end());
+  return batch[2];
+}
+
+struct Layer {
+  const char* name;
+  int E, k, H, I;
+};
+
+void time_all() {
+  const Layer layers[] = {{"mixtral", 8, 2, 4096, 14336}, {"deepseek", 64, 8, 2048, 1408}};
+  const std::size_t w1_max = 8ull * 2 * 14336 * 4096, w2_max = 8ull * 4096 * 14336;
+  void *w1[2], *w2[2], *x, *act, *out;
+  for (int i = 0; i < 2; ++i) {
+    CK(cudaMalloc(&w1[i], w1_max * 2));
+    CK(cudaMalloc(&w2[i], w2_max * 2));
+    fill(w1[i], w1_max, 17 + i);
+    fill(w2[i], w2_max, 29 + i);
+  }
+  const std::size_t x_max = 4096ull * 4096, act_max = (4096ull * 8 + 64 * 256) * 14336,
+                    out_max = 4096ull * 8 * 4096;
+  CK(cudaMalloc(&x, x_max * 2));
+  CK(cudaMalloc(&act, act_max * 2));
+  CK(cudaMalloc(&out, out_max * 2));
+  fill(x, x_max, 5);
+  fill(act, act_max, 7);
+  CK(cudaDeviceSynchronize());
+  const auto table = timing_table();
+  std::printf("\n%-8s %5s %-22s %8s %6s\n", "layer", "T", "kernel", "ms", "TF/s");
+  std::vector<std::string> summary;
+  for (const Layer& L : layers)
+    for (int Tn : {1024, 4096}) {
+      const int pairs = Tn * L.k;
+      std::mt19937 rng(1000 + Tn);
+      const MoeTestRouting r = moe_test_routing(Tn, L.E, L.k, rng, false);
+      const double gflop = 6.0 * pairs * L.H * L.I * 1e-9;
+      const MoeAlignment al = moe_align_host(r, 128);
+      const MoeAlignment al64 = moe_align_host(r, 64);
+      int* sorted[2] = {dev_copy(al64.sorted_pairs), dev_copy(al.sorted_pairs)};
+      int* bexp[2] = {dev_copy(al64.block_expert), dev_copy(al.block_expert)};
+      int* padded[2] = {dev_copy(std::vector<int>{al64.padded_rows}),
+                        dev_copy(std::vector<int>{al.padded_rows})};
+      float* weights = dev_copy(r.weights);
+      const int maxb[2] = {al64.max_blocks, al.max_blocks};
+      const int act_rows[2] = {static_cast<int>(al64.sorted_pairs.size()),
+                               static_cast<int>(al.sorted_pairs.size())};
+      float best1[3] = {1e30f, 1e30f, 1e30f}, best2[3] = {1e30f, 1e30f, 1e30f};
+      const Kern* k1[3] = {};
+      const Kern* k2[3] = {};
+      // gemm1 args per (block_m, weight copy, block_n) are built before timing.
+      const auto args = [&](const Kern& g, int copy) {
+        const int b = g.bm == 128;
+        if (g.gated) {
+          const MoeGemmArgs a{x, w1[copy], act, sorted[b], bexp[b], padded[b], nullptr, pairs,
+                              L.k, L.I, L.H, maxb[b], nullptr};
+          return ws_args1(a, true, Tn, L.E, g.bn);
+        }
+        const MoeGemmArgs a{act, w2[copy], out, sorted[b], bexp[b], padded[b], weights, pairs,
+                            L.k, L.H, L.I, maxb[b], nullptr};
+        return ws_args2(a, true, act_rows[b], L.E, g.bm, g.bn);
+      };
+      for (const Kern& g : table) {
+        const MoeGemmWsArgs a[2] = {args(g, 0), args(g, 1)};
+        const float t = time_ms([&](int i) { g.launch(true, a[i & 1]); });
+        const double f = gflop * (g.gated ? 2.0 / 3 : 1.0 / 3);
+        std::printf("%-8s %5d %-22s %8.4f %6.0f  gemm%d\n", L.name, Tn, g.name().c_str(), t,
+                    f / t, g.gated ? 1 : 2);
+        float* best = g.gated ? best1 : best2;
+        const Kern** kb = g.gated ? k1 : k2;
+        if (t < best[g.impl]) best[g.impl] = t, kb[g.impl] = &g;
+      }
+      for (int impl : {1, 2}) {
+        // The pair shares block_m: take the best gemm2 with the best gemm1's block_m.
+        const Kern* g1 = k1[impl];
+        const Kern* g2 = nullptr;
+        float t2 = 1e30f;
+        for (const Kern& g : table)
+          if (!g.gated && g.impl == impl && g.bm == g1->bm) {
+            const MoeGemmWsArgs a[2] = {args(g, 0), args(g, 1)};
+            const float t = time_ms([&](int i) { g.launch(true, a[i & 1]); });
+            if (t < t2) t2 = t, g2 = &g;
+          }
+        if (!g2) continue;
+        const MoeGemmWsArgs a1[2] = {args(*g1, 0), args(*g1, 1)};
+        const MoeGemmWsArgs a2[2] = {args(*g2, 0), args(*g2, 1)};
+        const float both = time_ms([&](int i) {
+          g1->launch(true, a1[i & 1]);
+          g2->launch(true, a2[i & 1]);
+        });
+        char line[256];
+        std::snprintf(line, sizeof line,
+                      "%-8s %5d impl%d  gemm1 %-20s %7.4f  gemm2 %-20s %7.4f  pair %7.4f ms "
+                      "%5.0f TF/s",
+                      L.name, Tn, impl, g1->name().c_str(), best1[impl], g2->name().c_str(), t2,
+                      both, gflop / both);
+        summary.push_back(line);
+      }
+      for (int b = 0; b < 2; ++b) cudaFree(sorted[b]), cudaFree(bexp[b]), cudaFree(padded[b]);
+      cudaFree(weights);
+    }
+  std::printf("\nsummary (best pair per impl; GEMMs only, not graph-captured)\n");
+  for (const std::string& s : summary) std::printf("%s\n", s.c_str());
+}
+
+int main(int argc, char** argv) {
+  bool check = false, time = false;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "check")) check = true;
+    if (!std::strcmp(argv[i], "time")) time = true;
+  }
+  cudaDeviceProp p;
+  CK(cudaGetDeviceProperties(&p, 0));
+  std::printf("%s, %d SMs\n", p.name, p.multiProcessorCount);
+  if (check) check_all();
+  if (time) time_all();
+  return failures ? 1 : 0;
+}

@@ -1,0 +1,311 @@
+// Grouped GEMMs of the MoE layer, warp-specialised for Hopper (sm_90a): the semantics, grid and
+// epilogues of moe_gemm_kernel (moe/gemm.cuh) and moe_gemm_sm90_kernel (moe/gemm_sm90.cuh), with
+// the copies taken off the warpgroups that issue the wgmmas.
+//
+// One CTA computes a BLOCK_M x BLOCK_N tile of one expert. Warpgroup 0 is the producer (it
+// gives its registers away with setmaxnreg when there are two consumers); warpgroups 1 ..
+// BLOCK_M / 64 are consumers, each owning 64 rows and issuing one m64nBLOCK_Nk16 per k16 step
+// (two for GATED: gate and up) from a STAGES-deep ring of 128-byte-swizzled slots, each slot an
+// A tile [BLOCK_M][64] and a weight tile [NB * BLOCK_N][64].
+//
+// The producer fills slot s of k-tile kt once the slot's "empty" barrier says the consumers are
+// done with k-tile kt - STAGES:
+//   weights  one TMA box of 64 x BLOCK_N per weight tile (gemm1: gate and up, as the 4-D map
+//            {H, I, 2, E}; gemm2: {I, H, E}), elements past I or H or the reduction arriving as
+//            zeros;
+//   gemm1 A  x rows gathered through sorted_pairs: GATHER = moe_ws_gather_tma, one 128-byte box
+//            per real row, issued by the lanes of warp 0; GATHER = moe_ws_gather_cp_async, the
+//            producer's 128 threads copy 16-byte chunks (zeros past H) and arrive on the slot's
+//            "full" barrier through cp.async.mbarrier.arrive.noinc;
+//   gemm2 A  the block's act rows, contiguous in sorted order: one box of 64 x BLOCK_M.
+// Every copy of a slot completes on its "full" barrier (transaction bytes, plus the 128 cp.async
+// arrivals of the cp.async gather). Rows past the block's real ones (padding, always a suffix of
+// a block: the align kernels pad each expert's run at its end) are not gathered: whatever the
+// slot held stays there, and since a row of the product depends on its own row of A only, those
+// rows' results are wrong and never stored. gemm2's padding rows of act were never written by
+// gemm1; they feed padding rows only, likewise.
+//
+// A consumer waits for the slot's "full" barrier, issues its wgmmas, commits, waits until one
+// group remains in flight (the previous k-tile's) and releases that k-tile's slot: one arrival
+// per warp on the slot's "empty" barrier. A consumer whose 64 rows are all padding only waits
+// and releases. The epilogue stores each thread's column pairs from the accumulators
+// (gemm1: silu(gate) * up; gemm2: times the routing weight in fp32, to pair_out[pair]).
+//
+// gemm2 requests the weights of its first STAGES k-tiles before griddep_wait (they depend on the
+// expert alone, which the align kernel two launches back wrote), and its act rows after it.
+#pragma once
+
+#include "common/math.cuh"
+#include "common/mbarrier.cuh"
+#include "common/pdl.cuh"
+#include "common/tma.cuh"
+#include "common/types.cuh"
+#include "common/warpgroup.cuh"
+#include "common/wgmma.cuh"
+#include "moe/args.h"
+#include "moe/gemm.cuh"
+#include "moe/gemm_sm90.cuh"
+#include "moe/gemm_ws_args.h"
+
+namespace ktune {
+namespace moe {
+
+/// Registers per thread after reallocation with two consumer warpgroups (384 threads): 128 x 40
+/// + 256 x 232 = 64512 of the 65536. One consumer (256 threads) keeps the launch bound's 255.
+struct WsRegisters {
+  static constexpr int PRODUCER = 40;
+  static constexpr int CONSUMER = 232;
+};
+
+}  // namespace moe
+
+/// out = (gathered rows of a) x w[expert]^T with the epilogue of gemm1 (GATED) or gemm2, for the
+/// blocks of sorted_pairs, warp-specialised (file comment). Arguments: MoeGemmWsArgs, whose base
+/// is moe_gemm_kernel's MoeGemmArgs and whose tensor maps gemm_ws_args.h describes.
+///
+/// T: bf16 or fp16. BLOCK_M: rows per CTA (64 or 128: one consumer warpgroup per 64), equal to
+/// the align kernel's block_m. BLOCK_N: output columns per CTA (64, 128, 256; GATED: of act, 2 *
+/// BLOCK_N rows of w1 are read, so at most 128). The reduction step is 64 (one swizzled row).
+/// STAGES: ring depth, 2 to 8. GROUP_M: CTA order as moe_gemm_kernel's. GATHER: gemm1's row
+/// gather (MoeWsGather; cp.async measured 3.5-4x faster than a TMA box per row on the H100);
+/// ignored by gemm2.
+///
+/// Requirements: those of moe_gemm_kernel; every block's real rows come first (the padding of
+/// an expert's run is at its end, as both align paths and expert choice's select write it).
+///
+/// Launch: grid (args.max_blocks, moe_gemm_grid_y(n, BLOCK_N)), moe_gemm_ws_threads(BLOCK_M)
+/// threads, moe_gemm_ws_smem_bytes(BLOCK_M, BLOCK_N, STAGES, GATED) bytes of dynamic shared
+/// memory (raise the kernel's dynamic limit first). Blocks past *padded_rows exit at once.
+template <typename T, int BLOCK_M, int BLOCK_N, int STAGES, bool GATED, int GROUP_M = 0,
+          int GATHER = moe_ws_gather_cp_async>
+__global__ void __launch_bounds__(128 + BLOCK_M * 2, 1)
+    moe_gemm_ws_kernel(const __grid_constant__ MoeGemmWsArgs wargs) {
+  static_assert(sizeof(T) == 2, "T must be bf16 or fp16");
+  static_assert(BLOCK_M == 64 || BLOCK_M == 128,
+                "BLOCK_M must be 64 or 128 (one consumer warpgroup per 64 rows)");
+  static_assert(BLOCK_N == 64 || BLOCK_N == 128 || BLOCK_N == 256,
+                "BLOCK_N must be 64, 128 or 256");
+  static_assert(STAGES >= 2 && STAGES <= 8, "STAGES must be 2 to 8");
+  static_assert(moe_gemm_ws_acc_regs(BLOCK_N, GATED) <= 128,
+                "more than 128 fp32 accumulators per consumer thread (GATED counts gate and up)");
+  static_assert(moe_gemm_ws_smem_bytes(BLOCK_M, BLOCK_N, STAGES, GATED) +
+                        moe_gemm_ws_static_smem_bytes(BLOCK_M) <=
+                    227 * 1024,
+                "shared memory above 227 KiB");
+  static_assert(GROUP_M == 0 || GROUP_M == 2 || GROUP_M == 4 || GROUP_M == 8 || GROUP_M == 16 ||
+                    GROUP_M == 32,
+                "GROUP_M must be 0, 2, 4, 8, 16 or 32");
+  static_assert(GATHER == moe_ws_gather_cp_async || GATHER == moe_ws_gather_tma,
+                "GATHER must be 0 (cp.async) or 1 (a TMA box per row)");
+#if KTUNE_WGMMA
+  constexpr int CONSUMERS = moe_gemm_ws_consumers(BLOCK_M);
+  constexpr int NB = GATED ? 2 : 1;    // weight tiles per slot (gate, up)
+  constexpr int REGS = BLOCK_N / 2;    // accumulators per weight tile and consumer thread
+  constexpr int PITCH = wg::kSw128RowBytes;
+  constexpr unsigned A_BYTES = BLOCK_M * PITCH;
+  constexpr unsigned W_BYTES = BLOCK_N * PITCH;  // one weight tile
+  constexpr unsigned STAGE = moe_gemm_ws_stage_bytes(BLOCK_M, BLOCK_N, GATED);
+  constexpr bool CP_GATHER = GATED && GATHER == moe_ws_gather_cp_async;
+  static_assert(A_BYTES % wg::kSw128AtomBytes == 0 && STAGE % wg::kSw128AtomBytes == 0,
+                "slots and their tiles start on the swizzle atom");
+  const MoeGemmArgs& args = wargs.base;
+
+  __shared__ int s_src[BLOCK_M];    // gemm1: row of x to gather
+  __shared__ int s_dst[BLOCK_M];    // row of out to write, -1: none
+  __shared__ float s_scale[BLOCK_M];
+  extern __shared__ __align__(1024) unsigned char smem[];
+  const unsigned base = (wg::smem_u32(smem) + (wg::kSw128AtomBytes - 1)) &
+                        ~(wg::kSw128AtomBytes - 1u);
+  const unsigned bars = base + STAGES * STAGE;
+  const auto full = [&](int s) { return bars + 8u * s; };
+  const auto empty = [&](int s) { return bars + 8u * (STAGES + s); };
+
+  // Programmatic launch: gemm1 waits first (the alignment is its predecessor's output), gemm2
+  // before its act rows only.
+  if constexpr (GATED) griddep_wait();
+  int block, col_block;
+  moe::gemm_block_of<GROUP_M>(block, col_block);
+  const int m0 = block * BLOCK_M;
+  const int tid = threadIdx.x;
+  const int padded_rows = *args.padded_rows;
+  const int expert = args.block_expert[block];
+  const int pair = tid < BLOCK_M ? args.sorted_pairs[m0 + tid] : -1;
+  if (m0 >= padded_rows || expert < 0) return;
+  const int n0 = col_block * BLOCK_N;
+  const int kdim = args.kdim;
+  const int k_tiles = (kdim + 63) / 64;
+
+  // The weight tiles of k-tile kt into slot s, on its full barrier.
+  const auto load_w = [&](int s, int kt) {
+    const unsigned sb = base + s * STAGE + A_BYTES;
+    if constexpr (GATED) {
+      tma::load(sb, &wargs.w_map, full(s), kt * 64, n0, 0, expert);
+      tma::load(sb + W_BYTES, &wargs.w_map, full(s), kt * 64, n0, 1, expert);
+    } else {
+      tma::load(sb, &wargs.w_map, full(s), kt * 64, n0, expert);
+    }
+  };
+
+  if (tid == 0) {
+#pragma unroll
+    for (int s = 0; s < STAGES; ++s) {
+      mbar::init(full(s), CP_GATHER ? 1 + wgrp::kWarpgroupThreads : 1);
+      mbar::init(empty(s), 4 * CONSUMERS);  // one arrival per consumer warp
+    }
+    mbar::fence_init();
+    tma::prefetch_map(&wargs.w_map);
+    tma::prefetch_map(&wargs.a_map);
+    if constexpr (!GATED) {
+      // The first slots' weights, their act rows announced with them (requested after the wait).
+      for (int s = 0; s < STAGES && s < k_tiles; ++s) {
+        mbar::arrive_expect_tx(full(s), STAGE);
+        load_w(s, s);
+      }
+    }
+  }
+  if constexpr (!GATED) griddep_wait();
+
+  // The block's rows: a prefix of real ones (file comment), then padding.
+  const bool real = pair >= 0 && pair < args.pairs;
+  if (tid < BLOCK_M) {
+    if constexpr (GATED) {
+      s_src[tid] = real ? (args.pair_token ? args.pair_token[pair] : pair / args.k) : -1;
+      s_dst[tid] = real ? m0 + tid : -1;
+    } else {
+      s_dst[tid] = real ? pair : -1;
+      s_scale[tid] = real ? args.topk_weights[pair] : 0.f;
+    }
+  }
+  // Publishes the row table and the barriers' initialisation.
+  const int live = __syncthreads_count(real);
+
+  if (wgrp::warpgroup_index() == 0) {
+    // ---- producer ----
+    if constexpr (CONSUMERS > 1) wgrp::setmaxnreg_dec<moe::WsRegisters::PRODUCER>();
+    if constexpr (CP_GATHER) {
+      // Thread t copies chunk t % 8 of rows t / 8 + 16 j; thread 0 also issues the weights.
+      const T* x = static_cast<const T*>(args.a);
+      const int chunk = tid & 7, row0 = tid >> 3;
+      int s = 0;
+      unsigned phase = 0;
+      for (int kt = 0; kt < k_tiles; ++kt) {
+        if (kt >= STAGES) mbar::wait_parity(empty(s), phase ^ 1u);
+        if (tid == 0) {
+          mbar::arrive_expect_tx(full(s), NB * W_BYTES);
+          load_w(s, kt);
+        }
+        const int k = kt * 64 + chunk * 8;
+        const bool k_ok = k < kdim;
+        const unsigned sa = base + s * STAGE;
+#pragma unroll
+        for (int j = 0; j < BLOCK_M / 16; ++j) {
+          const int r = row0 + 16 * j;
+          if (r < live)
+            attn::cp_async_16(sa + wg::sw128_offset(r, chunk),
+                              x + static_cast<long long>(s_src[r]) * kdim + (k_ok ? k : 0),
+                              k_ok ? 16 : 0);
+        }
+        mbar::cp_async_arrive_noinc(full(s));
+        if (++s == STAGES) s = 0, phase ^= 1u;
+      }
+    } else if (wgrp::warp_in_warpgroup() == 0) {
+      const int lane = tid & 31;
+      int s = 0;
+      unsigned phase = 0;
+      for (int kt = 0; kt < k_tiles; ++kt) {
+        if (kt >= STAGES) mbar::wait_parity(empty(s), phase ^ 1u);
+        const unsigned sa = base + s * STAGE;
+        if constexpr (GATED) {
+          // Lane 0 announces the slot's bytes before any lane's row copy can land.
+          if (lane == 0) {
+            mbar::arrive_expect_tx(full(s), NB * W_BYTES + static_cast<unsigned>(live) * PITCH);
+            load_w(s, kt);
+          }
+          __syncwarp();
+          for (int r = lane; r < live; r += 32)
+            tma::load(sa + r * PITCH, &wargs.a_map, full(s), kt * 64, s_src[r]);
+        } else if (lane == 0) {
+          if (kt >= STAGES) {
+            mbar::arrive_expect_tx(full(s), STAGE);
+            load_w(s, kt);
+          }
+          tma::load(sa, &wargs.a_map, full(s), kt * 64, m0);
+        }
+        if (++s == STAGES) s = 0, phase ^= 1u;
+      }
+    }
+    griddep_launch_dependents();
+  } else {
+    // ---- consumers ----
+    if constexpr (CONSUMERS > 1) wgrp::setmaxnreg_inc<moe::WsRegisters::CONSUMER>();
+    const int c = wgrp::warpgroup_index() - 1;
+    const int gtid = wgrp::thread_in_warpgroup();
+    const int lane = tid & 31;
+    const unsigned a_off = c * 64 * PITCH;
+    const auto release = [&](int s) {
+      __syncwarp();
+      if (lane == 0) mbar::arrive(empty(s));
+    };
+
+    float acc[NB][REGS];
+#pragma unroll
+    for (int b = 0; b < NB; ++b)
+#pragma unroll
+      for (int i = 0; i < REGS; ++i) acc[b][i] = 0.f;
+
+    if (live > c * 64) {
+      // Issues k-tile's wgmmas from slot s once it has landed, and commits them.
+      const auto issue = [&](int s, unsigned phase) {
+        mbar::wait_parity(full(s), phase);
+        if constexpr (CP_GATHER) wg::fence_proxy_async();  // the gathered rows: generic writes
+        const unsigned st = base + s * STAGE;
+#pragma unroll
+        for (int b = 0; b < NB; ++b) wg::fence_acc(acc[b]);
+        wg::fence();
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk) {
+          const unsigned long long da = wg::sw128_desc(st + a_off, kk * wg::kK16Bytes);
+#pragma unroll
+          for (int b = 0; b < NB; ++b)
+            wg::MmaSS<T, BLOCK_N>::run(
+                acc[b], da, wg::sw128_desc(st + A_BYTES + b * W_BYTES, kk * wg::kK16Bytes), 1);
+        }
+        wg::commit();
+      };
+      issue(0, 0u);
+      int prev = 0;
+      int s = STAGES > 1 ? 1 : 0;
+      unsigned phase = 0;
+      for (int kt = 1; kt < k_tiles; ++kt) {
+        issue(s, phase);
+        wg::wait<1>();
+#pragma unroll
+        for (int b = 0; b < NB; ++b) wg::fence_acc(acc[b]);
+        release(prev);
+        prev = s;
+        if (++s == STAGES) s = 0, phase ^= 1u;
+      }
+      wg::wait<0>();
+#pragma unroll
+      for (int b = 0; b < NB; ++b) wg::fence_acc(acc[b]);
+      release(prev);
+    } else {
+      int s = 0;
+      unsigned phase = 0;
+      for (int kt = 0; kt < k_tiles; ++kt) {
+        mbar::wait_parity(full(s), phase);
+        release(s);
+        if (++s == STAGES) s = 0, phase ^= 1u;
+      }
+    }
+    griddep_launch_dependents();  // the epilogue is left
+
+    moe::sm90_store<T, BLOCK_N, GATED>(acc, static_cast<T*>(args.out), args.n, n0, c * 64, gtid,
+                                       s_dst, s_scale);
+  }
+#else
+  __trap();  // sm_90a only: the host never plans this kernel elsewhere
+#endif
+}
+
+}  // namespace ktune
