@@ -15,7 +15,10 @@ Also: peak device memory at N = 32768 (B=1, H=16, D=128) against the N x N fp32 
 naive attention would materialise.
 
 Usage: python3 benchmarks/attention_bench.py --lib .gpu/lib/libktune.so --db attention.db
-           [--out benchmarks/results/attention.md]
+           [--out benchmarks/results/attention.md] [--shapes "B,HQ,HKV,N,D,causal;..."]
+--shapes replaces the table with other shapes, grouped-query ones included (HKV < HQ): torch gets
+K and V expanded to HQ heads before timing (the same FLOPs; its backends then need no GQA
+support), ktune reads the HKV heads.
 """
 import argparse
 import ctypes
@@ -61,8 +64,20 @@ def check(lib, status):
         raise RuntimeError(f"ktune error {status}: {lib.ktune_last_error().decode()}")
 
 
-def shape_key(b, h, n, d, causal):
-    return f"b={b},hq={h},hkv={h},nq={n},nk={n},d={d},causal={'yes' if causal else 'no'}"
+def shape_key(b, h, n, d, causal, hkv=None):
+    return (f"b={b},hq={h},hkv={hkv or h},nq={n},nk={n},d={d},"
+            f"causal={'yes' if causal else 'no'}")
+
+
+def parse_shapes(text):
+    """"B,HQ,HKV,N,D,causal;..." (causal: yes/no) as (B, H, N, D, causal, HKV) rows."""
+    rows = []
+    for item in filter(None, (t.strip() for t in text.split(";"))):
+        b, h, hkv, n, d, causal = item.split(",")
+        if causal not in ("yes", "no") or int(h) % int(hkv):
+            raise SystemExit(f"--shapes: bad shape {item!r} (B,HQ,HKV,N,D,yes|no; HKV divides HQ)")
+        rows.append((int(b), int(h), int(n), int(d), causal == "yes", int(hkv)))
+    return rows
 
 
 def median_us(fn, samples=20, batch=10, min_ms=100.0):
@@ -107,22 +122,26 @@ def query(lib, key):
     return params.value.decode(), MATCH[match.value]
 
 
-def run_row(lib, args, empty_db, b, h, n, d, causal):
-    q, k, v = (torch.randn(b, h, n, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+def run_row(lib, args, empty_db, b, h, n, d, causal, hkv=None):
+    hkv = hkv or h
+    q = torch.randn(b, h, n, d, device="cuda", dtype=torch.bfloat16)
+    k, v = (torch.randn(b, hkv, n, d, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    # torch's backends get K and V with HQ heads (query head i reads key/value head i // group).
+    kx, vx = (t.repeat_interleave(h // hkv, dim=1) if hkv != h else t for t in (k, v))
     o = torch.empty_like(q)
     lse = torch.empty(b, h, n, device="cuda", dtype=torch.float32)
     stream = torch.cuda.current_stream().cuda_stream
-    key = shape_key(b, h, n, d, causal)
+    key = shape_key(b, h, n, d, causal, hkv)
 
     def kt():
         check(lib, lib.ktune_flash_attention(q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(),
-                                             lse.data_ptr(), b, h, h, n, n, d, None, int(causal),
+                                             lse.data_ptr(), b, h, hkv, n, n, d, None, int(causal),
                                              0.0, BF16, stream))
 
     def sdpa():
-        return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+        return F.scaled_dot_product_attention(q, kx, vx, is_causal=causal)
 
-    res = {"b": b, "h": h, "n": n, "d": d, "causal": causal}
+    res = {"b": b, "h": h, "hkv": hkv, "n": n, "d": d, "causal": causal}
     res["flops"] = 4.0 * b * h * n * n * d / (2 if causal else 1)
     for label, db in (("tuned", args.db), ("default", empty_db)):
         configure(lib, db)
@@ -133,7 +152,7 @@ def run_row(lib, args, empty_db, b, h, n, d, causal):
     kt()
     with sdpa_kernel(BACKENDS["fa2"]):
         ref = sdpa()
-    scores = q[0, 0].float() @ k[0, 0].float().T / math.sqrt(d)
+    scores = q[0, 0].float() @ kx[0, 0].float().T / math.sqrt(d)
     if causal:
         scores.masked_fill_(torch.ones(n, n, device="cuda", dtype=torch.bool).triu(1),
                             float("-inf"))
@@ -163,7 +182,7 @@ def run_row(lib, args, empty_db, b, h, n, d, causal):
         res[label + "_us"] = t
         res[label + "_tflops"] = res["flops"] / (t * 1e-6) / 1e12 if math.isfinite(t) else \
             float("nan")
-    del q, k, v, o, lse
+    del q, k, v, kx, vx, o, lse
     torch.cuda.empty_cache()
     return res
 
@@ -227,6 +246,8 @@ def main():
     ap.add_argument("--rows", default="", help="comma-separated row indices (default: all)")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--command", default="", help="the command line to record")
+    ap.add_argument("--shapes", default="",
+                    help="B,HQ,HKV,N,D,yes|no;... instead of the ANCHORS table (no memory check)")
     args = ap.parse_args()
     if args.db != SHIPPED:
         args.db = os.path.abspath(args.db)
@@ -235,14 +256,18 @@ def main():
     empty_db = os.path.join(tempfile.mkdtemp(), "empty.db")
     name = torch.cuda.get_device_name()
     torch.manual_seed(0)
-    picked = [ROWS[int(i)] for i in args.rows.split(",")] if args.rows else ROWS
+    if args.shapes:
+        picked = parse_shapes(args.shapes)
+    else:
+        picked = [ROWS[int(i)] + (None,) for i in args.rows.split(",")] if args.rows else \
+            [r + (None,) for r in ROWS]
 
     rows = []
-    for b, h, n, d, causal in picked:
-        res = run_row(lib, args, empty_db, b, h, n, d, causal)
+    for b, h, n, d, causal, hkv in picked:
+        res = run_row(lib, args, empty_db, b, h, n, d, causal, hkv)
         rows.append(res)
         print(json.dumps(res), flush=True)
-    memory = memory_at_32k(lib, args)
+    memory = None if args.shapes else memory_at_32k(lib, args)
     print(json.dumps(memory), flush=True)
 
     def ratio(r, a, b):
@@ -273,13 +298,14 @@ def main():
         " database (built-in default configuration)",
         "- bar: tuned >= 1.0x fa2 at D=128, N >= 2048; >= 0.9x elsewhere",
         "",
-        "| B | H | N | D | causal | tuned | default | fa2 | cudnn | tuned/fa2 | tuned/cudnn |"
+        "| B | H (kv) | N | D | causal | tuned | default | fa2 | cudnn | tuned/fa2 | tuned/cudnn |"
         " tuned/default | bar | rel. err vs fa2 | tuned config (match) |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r, ok in zip(rows, bar):
         lines.append(
-            f"| {r['b']} | {r['h']} | {r['n']} | {r['d']} | {'yes' if r['causal'] else 'no'} | "
+            f"| {r['b']} | {r['h']}{'' if r['hkv'] == r['h'] else ' (' + str(r['hkv']) + ')'} | "
+            f"{r['n']} | {r['d']} | {'yes' if r['causal'] else 'no'} | "
             f"{r['tuned_tflops']:.0f} | {r['default_tflops']:.0f} | {r['fa2_tflops']:.0f} | "
             f"{r['cudnn_tflops']:.0f} | {ratio(r, 'tuned', 'fa2'):.2f} | "
             f"{ratio(r, 'tuned', 'cudnn'):.2f} | {ratio(r, 'tuned', 'default'):.2f} | "
@@ -291,26 +317,29 @@ def main():
         f"**{g_cudnn:.2f}**, tuned/default **{g_default:.2f}**. Bar met on "
         f"{sum(bar)}/{len(bar)} rows. Largest LSE error (first head of each row, against "
         f"logsumexp of the fp32 scores): {max(r['lse_max_err'] for r in rows):.1e}.",
-        "",
-        "## Memory at N = 32768 (B=1, H=16, D=128, bf16)",
-        "",
-        f"- q, k, v, o and lse (the caller's): {memory['tensor_bytes'] / 2**20:.0f} MiB; ktune"
-        f" allocates nothing per call ({memory['full_bytes_during_call']} bytes full, "
-        f"{memory['causal_bytes_during_call']} bytes causal, by cudaMemGetInfo); planning (module "
-        f"load) took {memory['full_planning_bytes'] / 2**20:.1f} MiB + "
-        f"{memory['causal_planning_bytes'] / 2**20:.1f} MiB once; ktune peak = "
-        f"{(memory['tensor_bytes'] + memory['full_planning_bytes'] + memory['causal_planning_bytes']) / 2**20:.0f} MiB",
-        f"- a naive attention materialising the N x N fp32 scores needs "
-        f"{memory['naive_scores_bytes'] / 2**30:.1f} GiB for them alone and as much again for the "
-        f"softmax output (device: {memory['device_total_bytes'] / 2**30:.1f} GiB), so it cannot "
-        "run here",
-        f"- torch FA2 peak beyond its inputs: {memory['fa2_peak_bytes_beyond_inputs'] / 2**20:.0f}"
-        " MiB (its output and lse)",
-        f"- ktune at N = 32768: {memory['full_tflops']:.0f} TFLOP/s full "
-        f"(`{memory['full_params']}`, {memory['full_match']}), {memory['causal_tflops']:.0f} "
-        f"causal (`{memory['causal_params']}`, {memory['causal_match']}); rel. err vs fa2 "
-        f"{memory['full_rel_err_vs_fa2']:.1e} / {memory['causal_rel_err_vs_fa2']:.1e}",
     ]
+    if memory:
+        lines += [
+            "",
+            "## Memory at N = 32768 (B=1, H=16, D=128, bf16)",
+            "",
+            f"- q, k, v, o and lse (the caller's): {memory['tensor_bytes'] / 2**20:.0f} MiB; ktune"
+            f" allocates nothing per call ({memory['full_bytes_during_call']} bytes full, "
+            f"{memory['causal_bytes_during_call']} bytes causal, by cudaMemGetInfo); planning (module "
+            f"load) took {memory['full_planning_bytes'] / 2**20:.1f} MiB + "
+            f"{memory['causal_planning_bytes'] / 2**20:.1f} MiB once; ktune peak = "
+            f"{(memory['tensor_bytes'] + memory['full_planning_bytes'] + memory['causal_planning_bytes']) / 2**20:.0f} MiB",
+            f"- a naive attention materialising the N x N fp32 scores needs "
+            f"{memory['naive_scores_bytes'] / 2**30:.1f} GiB for them alone and as much again for the "
+            f"softmax output (device: {memory['device_total_bytes'] / 2**30:.1f} GiB), so it cannot "
+            "run here",
+            f"- torch FA2 peak beyond its inputs: {memory['fa2_peak_bytes_beyond_inputs'] / 2**20:.0f}"
+            " MiB (its output and lse)",
+            f"- ktune at N = 32768: {memory['full_tflops']:.0f} TFLOP/s full "
+            f"(`{memory['full_params']}`, {memory['full_match']}), {memory['causal_tflops']:.0f} "
+            f"causal (`{memory['causal_params']}`, {memory['causal_match']}); rel. err vs fa2 "
+            f"{memory['full_rel_err_vs_fa2']:.1e} / {memory['causal_rel_err_vs_fa2']:.1e}",
+        ]
     text = "\n".join(lines) + "\n"
     print(text)
     if args.out:

@@ -137,6 +137,29 @@ TEST_F(Lookup, NearestShapeStaysInItsGridRegime) {
   EXPECT_EQ(fa.params_key(same.params), tuned_params);
 }
 
+TEST_F(Lookup, NearestShapeStaysInItsHopperRegime) {
+  // On the H100: a 192-row wgmma point tuned at nq=512 is not served to nq=420 at d=64, whose
+  // 192-row tiles would be over a quarter padding (its default takes one consumer's 64-row
+  // tiles), nor to a problem of 320 keys or fewer (the mma.sync regime); nq=640 is served.
+  const Op& fa = get_op("flash_attention");
+  const char* tuned_params = "block_m=192,block_n=128,warps=16,stages=2,q_regs=0,smem_pad=0,"
+                             "impl=1,pingpong=1,persistent=1";
+  const std::filesystem::path p = make_db(
+      "fa.db", {{h100, "b=16,hq=16,hkv=16,nq=512,nk=512,d=64,causal=no", tuned_params}}, {},
+      &fa);
+  TuningDatabases dbs(p, {});
+  const Problem padded = fa.parse_problem("b=6,hq=16,hkv=16,nq=420,nk=420,d=64");
+  LookupResult r = dbs.find(fa, DType::bf16, padded, h100);
+  EXPECT_EQ(r.kind, Match::default_config);
+  EXPECT_EQ(fa.params_key(r.params),
+            "block_m=64,block_n=64,warps=8,stages=3,q_regs=0,smem_pad=0,impl=1");
+  const Problem short_keys = fa.parse_problem("b=16,hq=16,hkv=16,nq=512,nk=300,d=64");
+  EXPECT_EQ(dbs.find(fa, DType::bf16, short_keys, h100).kind, Match::default_config);
+  r = dbs.find(fa, DType::bf16, fa.parse_problem("b=16,hq=16,hkv=16,nq=640,nk=640,d=64"), h100);
+  EXPECT_EQ(r.kind, Match::nearest_shape);
+  EXPECT_EQ(fa.params_key(r.params), tuned_params);
+}
+
 TEST_F(Lookup, NoDatabaseGivesTheDefault) {
   Problem p = problem("m=16384,n=4096");
   TuningDatabases dbs(dir.path() / "missing.db", {});

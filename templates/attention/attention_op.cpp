@@ -656,10 +656,21 @@ class FlashAttentionOp final : public Op {
   /// H100 a 128-row configuration tuned at b=4,hq=16,nq=2048 (1024 CTAs) served to
   /// b=3,hq=16,nq=777 (336) was 0.81x of that problem's optimum, which the 64-row default
   /// finds (benchmarks/results/fallback-h100-2026-11-23-evening.md).
+  /// Likewise across the Hopper defaults' regimes: the short keys that keep the mma.sync kernel,
+  /// and at d=64 and d=256 the single-consumer 64-row tiles (b=6,hq=16,nq=nk=420,d=64 was served
+  /// the 192-row persistent point tuned at b=16,nq=nk=512: 0.80x of its optimum, which the
+  /// 64-row default finds: 0.996; benchmarks/results/attention-ffma-h100-2026-11-24.md).
   bool fallback_compatible(const Problem& wanted, const Problem& tuned,
                            const DeviceInfo& device) const override {
-    return (short_grid_block_n(shape_of(wanted), device, 64) > 0) ==
-           (short_grid_block_n(shape_of(tuned), device, 64) > 0);
+    const Shape w = shape_of(wanted), t = shape_of(tuned);
+    if ((short_grid_block_n(w, device, 64) > 0) != (short_grid_block_n(t, device, 64) > 0))
+      return false;
+    if (device.cc_major != 9) return true;
+    if ((w.nk <= kWgmmaMinKeys) != (t.nk <= kWgmmaMinKeys)) return false;
+    if (w.d != 64 && w.d != 256) return true;
+    const int row_block_m = w.d == 64 ? 192 : 64;
+    return wgmma_single_consumer(w, device, row_block_m) ==
+           wgmma_single_consumer(t, device, row_block_m);
   }
 
   Params default_params(const Problem& problem, DType t, const DeviceInfo& device) const override {

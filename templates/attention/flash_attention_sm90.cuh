@@ -336,9 +336,12 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
     for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
     float row_max[2] = {kNegInf, kNegInf}, row_sum[2] = {0.f, 0.f};
 
-    // The online softmax of the scores x of `tile`: x becomes log2-domain logits (masked where
-    // needed), the row maxima and sums move, x becomes P = 2^(x - max) in fp32, and alpha[r] is
-    // the factor O's row r must be rescaled by (applied by the caller, once no wgmma writes O).
+    // The online softmax of the scores x of `tile`: the row maxima and sums move, x becomes
+    // P = 2^(logit - max) in fp32 (logits in the log2 domain, masked where needed), and alpha[r]
+    // is the factor O's row r must be rescaled by (applied by the caller, once no wgmma writes
+    // O). Without softcap and ALiBi the scale rides in exp2's FFMA: the max is taken over the
+    // raw scores (the scale is positive) and P = 2^(score * scale_log2 - max).
+    constexpr bool FUSED = !SOFTCAP && !ALIBI;
     const auto softmax = [&](float (&x)[BLOCK_N / 2], int tile, float (&alpha)[2]) {
       const int key0 = tile * BLOCK_N;
       const bool mask =
@@ -360,15 +363,19 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
             const int idx = 4 * j + 2 * r + e;
             const int col = col0 + 8 * j + e;
             float v = x[idx];
-            v = SOFTCAP ? cap_out * attn::tanh_approx(v * cap_in) : v * scale_log2;
-            if constexpr (ALIBI)
-              v = fmaf(-slope_log2, fabsf(static_cast<float>(col - (row + shift))), v);
+            if constexpr (!FUSED) {
+              v = SOFTCAP ? cap_out * attn::tanh_approx(v * cap_in) : v * scale_log2;
+              if constexpr (ALIBI)
+                v = fmaf(-slope_log2, fabsf(static_cast<float>(col - (row + shift))), v);
+            }
             if (mask && (col >= limit || col < low)) v = kNegInf;
             x[idx] = v;
             mx = fmaxf(mx, v);
           }
         // The 4 threads of a quad share a row.
-        mx = fmaxf(row_max[r], attn::quad_max(mx));
+        mx = attn::quad_max(mx);
+        if constexpr (FUSED) mx *= scale_log2;  // -inf stays -inf
+        mx = fmaxf(row_max[r], mx);
         // A row with every key masked so far keeps max -inf; offset 0 keeps exp2 at 0.
         const float offset = mx == kNegInf ? 0.f : mx;
         alpha[r] = attn::exp2_approx(row_max[r] - offset);  // 0 while row_max is -inf
@@ -378,7 +385,8 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
         for (int j = 0; j < BLOCK_N / 8; ++j)
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
-            const float pe = attn::exp2_approx(x[4 * j + 2 * r + e] - offset);
+            const float v = x[4 * j + 2 * r + e];
+            const float pe = attn::exp2_approx(FUSED ? fmaf(v, scale_log2, -offset) : v - offset);
             x[4 * j + 2 * r + e] = pe;
             sum += pe;
           }
