@@ -22,6 +22,7 @@ int cmd_space(const Args& args);
 int cmd_sweep(const Args& args);
 int cmd_best(const Args& args);
 int cmd_db(const Args& args);
+int cmd_replay(const Args& args);
 
 /// Thrown for bad command-line input; main prints it and exits with status 2.
 struct UsageError {

@@ -38,6 +38,7 @@ const std::vector<Command>& commands() {
       {"sweep", "tune an op for a problem on this GPU and store every trial", cmd_sweep},
       {"best", "show what the runtime would dispatch for a problem, and how it matched", cmd_best},
       {"db", "inspect the tuning database: list | show | export | check", cmd_db},
+      {"replay", "score the search strategies on recorded exhaustive sweeps (no GPU)", cmd_replay},
   };
   return table;
 }

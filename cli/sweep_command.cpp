@@ -231,11 +231,11 @@ int cmd_sweep(const Args& args) {
       ("dtype", po::value<std::string>()->default_value("bf16"), "bf16 or fp16")
       ("causal", "causal masking (ops with a causal dimension, e.g. flash_attention)")
       ("strategy", po::value<std::string>()->default_value(""),
-       "exhaustive, random or staged (default: the op's; staged for moe, else exhaustive)")
+       "exhaustive, random, model or staged (default: the op's; staged for moe, else exhaustive)")
       ("budget", po::value<std::string>()->default_value("0"), "candidates to measure per problem, 0 to 1000000000 (0: no limit)")
       ("time-limit", po::value<std::string>()->default_value("0"), "seconds for the whole sweep, 0 to 604800 (0: no limit)")
       ("jobs", po::value<std::string>()->default_value("0"), "compile threads, 0 to 1024 (0: number of cores)")
-      ("seed", po::value<std::string>()->default_value("0"), "seed of the random strategy and of the inputs, 0 to 2^63-1")
+      ("seed", po::value<std::string>()->default_value("0"), "seed of the random and model strategies and of the inputs, 0 to 2^63-1")
       ("timeout", po::value<std::string>()->default_value("20"), "seconds one candidate may take, 0.1 to 3600")
       ("compile-timeout", po::value<std::string>()->default_value("120"),
        "seconds one kernel may take to compile, 0 to 3600 (0: no limit)")
@@ -246,7 +246,7 @@ int cmd_sweep(const Args& args) {
       ("json", "print the summary as JSON");
   po::variables_map vm;
   if (!parse_options("sweep", "[--op OP] [--shape S] [--tokens LIST] [--from-misses FILE] [--dtype T] "
-                              "[--strategy exhaustive|random|staged] "
+                              "[--strategy exhaustive|random|model|staged] "
                               "[--budget N] [--time-limit S] [--jobs N] [--timeout S] "
                               "[--compile-timeout S] [--db PATH] [--force]",
                      desc, args, vm))
@@ -283,10 +283,10 @@ int cmd_sweep(const Args& args) {
     const std::vector<std::string>& names = strategy_names();
     if (!o.strategy.empty() && std::find(names.begin(), names.end(), o.strategy) == names.end())
       throw InvalidArgument("unknown strategy " + ktune::quoted(o.strategy) +
-                            " (allowed: exhaustive, random, staged)");
+                            " (allowed: exhaustive, random, model, staged)");
     if (o.strategy == "staged" && op.search_stages().empty())
       throw InvalidArgument("strategy staged: op " + std::string(op.name()) +
-                            " declares no search stages (allowed for it: exhaustive, random)");
+                            " declares no search stages (allowed for it: exhaustive, random, model)");
   }
   o.budget = static_cast<std::size_t>(integer_option(vm, "budget", 0, 1000000000));
   o.time_limit_s = number_option(vm, "time-limit", 0, 604800);

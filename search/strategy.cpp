@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "ktune/error.hpp"
+#include "search/model_strategy.hpp"
 
 namespace ktune {
 
@@ -172,7 +173,7 @@ void StagedStrategy::report(const Params& params, double median_us) {
 }
 
 const std::vector<std::string>& strategy_names() {
-  static const std::vector<std::string> names = {"exhaustive", "random", "staged"};
+  static const std::vector<std::string> names = {"exhaustive", "random", "model", "staged"};
   return names;
 }
 
@@ -180,10 +181,11 @@ std::unique_ptr<Strategy> make_strategy(std::string_view name, std::vector<Param
                                         std::uint64_t seed) {
   if (name == "exhaustive") return std::make_unique<ExhaustiveStrategy>(std::move(points));
   if (name == "random") return std::make_unique<RandomStrategy>(std::move(points), seed);
+  if (name == "model") return std::make_unique<ModelStrategy>(std::move(points), seed);
   if (name == "staged")
     throw InvalidArgument("the staged strategy needs an op's search stages (make_staged_strategy)");
   throw InvalidArgument("unknown strategy \"" + std::string(name) +
-                        "\" (allowed: exhaustive, random, staged)");
+                        "\" (allowed: exhaustive, random, model, staged)");
 }
 
 }  // namespace ktune
@@ -195,7 +197,7 @@ void check_strategy_name(const Op& op, std::string_view name) {
   if (name == "staged") {
     if (op.search_stages().empty())
       throw InvalidArgument("strategy staged: op " + std::string(op.name()) +
-                            " declares no search stages (allowed for it: exhaustive, random)");
+                            " declares no search stages (allowed for it: exhaustive, random, model)");
     return;
   }
   make_strategy(name, {}, 0);

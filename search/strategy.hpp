@@ -99,12 +99,13 @@ class StagedStrategy final : public Strategy {
   std::vector<Params> pending_;  // next()'s queue
 };
 
-/// "exhaustive", "random" or "staged" (needs the op's stages: see make_staged_strategy);
+/// "exhaustive", "random", "model" (ModelStrategy with its defaults) or "staged" (needs the
+/// op's stages: see make_space_strategy);
 /// throws InvalidArgument naming the allowed names.
 std::unique_ptr<Strategy> make_strategy(std::string_view name, std::vector<Params> points,
                                         std::uint64_t seed);
 /// The strategy for a space: "staged" walks the op's search_stages() from `start`
-/// (InvalidArgument when the op declares none); "exhaustive" and "random" need an enumerated
+/// (InvalidArgument when the op declares none); "exhaustive", "random" and "model" need an enumerated
 /// space (InvalidArgument naming its size otherwise); an empty name is the op's
 /// default_strategy().
 std::unique_ptr<Strategy> make_space_strategy(const Space& space, std::string_view name,

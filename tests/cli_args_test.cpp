@@ -80,7 +80,7 @@ TEST_F(Cli, EveryNumberIsFiniteAndInItsRange) {
        "--tokens and --shape both set t: give one of them"},
       {"sweep --op softmax --tokens 1,2", "--tokens applies to ops with token buckets (moe)"},
       {"sweep --op softmax --strategy staged", "strategy staged: op softmax declares no search stages"},
-      {"sweep --op moe --strategy bayes", "unknown strategy \"bayes\" (allowed: exhaustive, random, staged)"},
+      {"sweep --op moe --strategy bayes", "unknown strategy \"bayes\" (allowed: exhaustive, random, model, staged)"},
       {"sweep --op moe --tokens 1,70000 --shape e=8,k=2,h=256,i=512",
        "t=70000"},
       {"sweep --from-misses /nonexistent/misses.tsv", "cannot read the miss log \"/nonexistent/misses.tsv\""},
