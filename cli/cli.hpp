@@ -22,6 +22,8 @@ int cmd_space(const Args& args);
 int cmd_sweep(const Args& args);
 int cmd_best(const Args& args);
 int cmd_db(const Args& args);
+int cmd_db_merge(const Args& args);  // ktune db merge (cli/db_merge_command.cpp)
+int cmd_db_diff(const Args& args);   // ktune db diff
 int cmd_replay(const Args& args);
 
 /// Thrown for bad command-line input; main prints it and exits with status 2.

@@ -187,7 +187,7 @@ DeviceRow read_device(const Statement& row, const char* table, std::int64_t rowi
   d.driver_version = c.integer<int>(13, 0, kMaxInt);
   d.nvrtc_version = c.integer<int>(14, 0, kMaxInt);
   r.copy_bandwidth = c.amount(15);
-  (void)c.name(16);  // updated_at
+  r.updated_at = c.name(16);
   return r;
 }
 

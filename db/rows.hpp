@@ -32,6 +32,7 @@ struct DeviceRow {
   std::string key;
   DeviceInfo info;
   double copy_bandwidth = 0.0;
+  std::string updated_at;         // UTC ISO-8601, set by the database
 };
 
 /// How the rows of one table are fetched and checked.
