@@ -12,6 +12,7 @@
 #include "cli/cli.hpp"
 #include "cli/options.hpp"
 #include "cli/output.hpp"
+#include "cli/sweep_plan.hpp"
 #include "db/store.hpp"
 #include "ktune/error.hpp"
 #include "runtime/dispatch/miss_log.hpp"
@@ -226,6 +227,13 @@ int cmd_sweep(const Args& args) {
       ("shape", po::value<std::string>()->default_value(""), "problem, e.g. m=16384,n=4096 or 16384x4096 (default: the op's)")
       ("from-misses", po::value<std::string>(),
        "tune every problem a KTUNE_MISS_LOG file lists (instead of --op/--shape)")
+      ("plan", po::value<std::string>(),
+       "tune every problem of a plan file, in order, resuming what the database has (instead of "
+       "--op/--shape; see plans/)")
+      ("shard", po::value<std::string>(),
+       "with --plan: run the I-th of N slices of its lines (I/N, 0-based), or auto (Slurm array, "
+       "Open MPI or PMI rank variables)")
+      ("dry-run", "with --plan: list the problems this run would sweep, then stop (no GPU)")
       ("tokens", po::value<std::string>(),
        "moe: token counts to tune, e.g. 1,16,128 (default: 1,2,4,...,4096 unless --shape sets t)")
       ("dtype", po::value<std::string>()->default_value("bf16"), "bf16 or fp16")
@@ -245,7 +253,8 @@ int cmd_sweep(const Args& args) {
       ("db", po::value<std::string>(), "database (default: $KTUNE_DB or the data directory)")
       ("json", "print the summary as JSON");
   po::variables_map vm;
-  if (!parse_options("sweep", "[--op OP] [--shape S] [--tokens LIST] [--from-misses FILE] [--dtype T] "
+  if (!parse_options("sweep", "[--op OP] [--shape S] [--tokens LIST] [--from-misses FILE] "
+                              "[--plan FILE [--shard I/N|auto] [--dry-run]] [--dtype T] "
                               "[--strategy exhaustive|random|model|staged] "
                               "[--budget N] [--time-limit S] [--jobs N] [--timeout S] "
                               "[--compile-timeout S] [--db PATH] [--force]",
@@ -253,6 +262,16 @@ int cmd_sweep(const Args& args) {
     return 0;
 
   // Validate before anything is created or started.
+  if (vm.count("plan")) {
+    for (const char* o : {"op", "shape", "tokens", "dtype", "causal", "from-misses"})
+      if (vm.count(o) && !vm[o].defaulted())
+        throw InvalidArgument(std::string("--plan names each problem's op, dtype and shape: "
+                                          "leave out --") + o);
+  } else {
+    for (const char* o : {"shard", "dry-run"})
+      if (vm.count(o))
+        throw InvalidArgument(std::string("--") + o + " applies to --plan FILE");
+  }
   if (vm.count("from-misses")) {
     for (const char* o : {"op", "shape", "tokens", "dtype", "causal"})
       if (vm.count(o) && !vm[o].defaulted())
@@ -316,6 +335,15 @@ int cmd_sweep(const Args& args) {
 
   std::vector<SweepResult> results;
   try {
+    if (vm.count("plan")) {
+      PlanRun run;
+      run.path = vm["plan"].as<std::string>();
+      if (vm.count("shard")) run.shard = vm["shard"].as<std::string>();
+      run.dry_run = vm.count("dry-run") > 0;
+      run.json = json;
+      run.tty = tty;
+      return sweep_plan(run, o);
+    }
     if (vm.count("from-misses")) return sweep_misses(vm["from-misses"].as<std::string>(), o, json);
     results = run_sweeps(o);
   } catch (const fs::filesystem_error& e) {
