@@ -423,8 +423,9 @@ TEST(HopperCompile, MoeGemmWarpSpecialised) {
       if (batch[i].arch == "sm_90a") {
         EXPECT_GT(batched_hgmma(sass), 0) << what << ": every wgmma waited for alone";
         EXPECT_GT(tma, 0) << what << ": no TMA load in the SASS";
-        if (consumers[i] == 2)
+        if (consumers[i] == 2) {
           EXPECT_GT(setmax, 0) << what << ": two consumers, no register reallocation";
+        }
       } else {
         EXPECT_EQ(hgmma, 0) << what;
       }

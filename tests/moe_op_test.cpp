@@ -383,9 +383,11 @@ TEST(MoeSpace, WarpSpecialisedGemmIsATunable) {
   set(narrow, "stages2", 6);
   EXPECT_EQ(op().invalid_reason(narrow, p, DType::bf16, h100), std::nullopt);
   const std::vector<KernelSource> kn = op().kernels(narrow, p, DType::bf16);
-  for (std::size_t i = 0; i < kn.size(); ++i)
-    if (kn[i].file == "moe/gemm_ws_sm90.cuh")
+  for (std::size_t i = 0; i < kn.size(); ++i) {
+    if (kn[i].file == "moe/gemm_ws_sm90.cuh") {
       EXPECT_EQ(op().block_threads(narrow, p, DType::bf16, i), 256);
+    }
+  }
 }
 
 // ---- defaults ----

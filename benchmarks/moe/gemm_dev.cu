@@ -33,18 +33,11 @@
 
 #include "moe/combine.cuh"
 #include "moe/gemm.cuh"
+#include "benchmarks/moe/dev_util.cuh"
 #include "tests/support/moe_gemm_reference.hpp"
 
 using namespace ktune;
 using namespace ktune::test;
-
-#define CK(x) check_cuda((x), #x, __FILE__, __LINE__)
-static void check_cuda(cudaError_t e, const char* what, const char* file, int line) {
-  if (e != cudaSuccess) {
-    std::fprintf(stderr, "%s:%d: %s: %s\n", file, line, what, cudaGetErrorString(e));
-    std::exit(2);
-  }
-}
 
 using Launch = void (*)(dim3, unsigned, unsigned, const MoeGemmArgs&);
 
@@ -207,28 +200,6 @@ std::vector<Kern> timing_kernels() {
   };
 }
 
-template <typename X>
-X* dev_copy(const std::vector<X>& v) {
-  X* p;
-  CK(cudaMalloc(&p, v.size() * sizeof(X) + 16));
-  CK(cudaMemcpy(p, v.data(), v.size() * sizeof(X), cudaMemcpyHostToDevice));
-  return p;
-}
-
-template <typename X>
-std::vector<X> host_copy(const X* p, std::size_t n) {
-  std::vector<X> v(n);
-  CK(cudaMemcpy(v.data(), p, n * sizeof(X), cudaMemcpyDeviceToHost));
-  return v;
-}
-
-void* dev_nan(std::size_t elems16) {  // 16-bit elements, all NaN (0xffff in both types)
-  void* p;
-  CK(cudaMalloc(&p, elems16 * 2 + 16));
-  CK(cudaMemset(p, 0xff, elems16 * 2 + 16));
-  return p;
-}
-
 struct Dev {
   int* sorted = nullptr;
   int* block_expert = nullptr;
@@ -245,20 +216,9 @@ struct Dev {
   }
 };
 
-int failures = 0;
 int only_config = -1;
 int part = 0, parts = 1;  // part=i/n: this process checks cases i, i + n, ...
 int case_index = 0;
-
-void report(const MoeChecker& c) {
-  if (c.failed) {
-    ++failures;
-    std::printf("FAIL %s: %lld of %lld, first: %s\n", c.what.c_str(), c.failed, c.checked,
-                c.first.c_str());
-  } else {
-    std::printf("ok   %s: %lld values, worst err/tol %.3f\n", c.what.c_str(), c.checked, c.worst);
-  }
-}
 
 MoeGemmArgs gemm1_args(const void* x, const void* w1, void* act, const Dev& d, int pairs, int k,
                        int H, int I, int max_blocks) {
@@ -411,32 +371,6 @@ void check_timing() {
 // ---------------------------------------------------------------------------------------------
 // Timing
 
-__global__ void fill_kernel(std::uint16_t* p, std::size_t n, std::uint32_t seed) {
-  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
-    std::uint32_t h = static_cast<std::uint32_t>(i) * 0x9E3779B1u ^ seed;
-    h ^= h >> 15;
-    h *= 0x85EBCA77u;
-    h ^= h >> 13;
-    // bf16 of +-(1..63)/256 (never zero): sign bit, exponent 2^-8..2^-3, random mantissa.
-    const int v = static_cast<int>(h & 63) | 1;
-    const float f = ((h >> 6) & 1 ? -v : v) / 256.0f;
-    p[i] = static_cast<std::uint16_t>(__float_as_uint(f) >> 16);
-  }
-}
-
-void fill(void* p, std::size_t n, std::uint32_t seed) {
-  fill_kernel<<<1024, 256>>>(static_cast<std::uint16_t*>(p), n, seed);
-  CK(cudaGetLastError());
-}
-
-struct Layer {
-  const char* name;
-  int E, k, H, I;
-};
-const Layer kMixtral{"mixtral", 8, 2, 4096, 14336};
-const Layer kDeepSeek{"deepseek", 64, 8, 2048, 1408};
-
 struct Buffers {
   void* w1[2];
   void* w2[2];
@@ -461,37 +395,6 @@ void measure_copy(void* a, void* b, std::size_t bytes) {
   CK(cudaEventElapsedTime(&ms, e0, e1));
   copy_bw = 2.0 * bytes * reps / (ms * 1e-3);
   std::printf("copy bandwidth: %.3f TB/s (read + write, %zu MB)\n", copy_bw * 1e-12, bytes >> 20);
-}
-
-/// Median over batches of the mean time of `run(rep)` per repetition, in ms.
-template <typename F>
-float time_ms(F run) {
-  cudaEvent_t e0, e1;
-  CK(cudaEventCreate(&e0));
-  CK(cudaEventCreate(&e1));
-  for (int w = 0; w < 2; ++w) run(w);
-  CK(cudaGetLastError());
-  CK(cudaEventRecord(e0));
-  run(0);
-  CK(cudaEventRecord(e1));
-  CK(cudaEventSynchronize(e1));
-  float est;
-  CK(cudaEventElapsedTime(&est, e0, e1));
-  const int reps = std::max(4, std::min(50, static_cast<int>(1.5f / std::max(est, 1e-3f))));
-  std::vector<float> batch;
-  for (int b = 0; b < 5; ++b) {
-    CK(cudaEventRecord(e0));
-    for (int i = 0; i < reps; ++i) run(i);
-    CK(cudaEventRecord(e1));
-    CK(cudaEventSynchronize(e1));
-    float ms;
-    CK(cudaEventElapsedTime(&ms, e0, e1));
-    batch.push_back(ms / reps);
-  }
-  CK(cudaGetLastError());
-  cudaEventDestroy(e0), cudaEventDestroy(e1);
-  std::sort(batch.begin(), batch.end());
-  return batch[2];
 }
 
 struct Result {

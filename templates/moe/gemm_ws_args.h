@@ -16,9 +16,11 @@
 #if defined(__CUDACC__)
 #include "common/tma.cuh"
 #include "moe/args.h"
+#include "moe/gemm_sm90_args.h"
 #else
 #include "templates/common/tma.cuh"
 #include "templates/moe/args.h"
+#include "templates/moe/gemm_sm90_args.h"
 #endif
 
 #ifndef KTUNE_MOE_HD
@@ -63,16 +65,8 @@ KTUNE_MOE_HD constexpr unsigned moe_gemm_ws_smem_bytes(int block_m, int block_n,
          16u * static_cast<unsigned>(stages) + 1024u;
 }
 
-/// Static shared memory of moe_gemm_ws_kernel: the row table (block_m * 12 + 4 bytes), as
-/// ptxas reports it (a multiple of 1024 after the dynamic area's alignment).
-KTUNE_MOE_HD constexpr unsigned moe_gemm_ws_static_smem_bytes(int block_m) {
-  return static_cast<unsigned>((block_m * 12 + 4 + 1023) / 1024 * 1024);
-}
-
-/// fp32 accumulators per consumer thread: m64 x BLOCK_N (twice for GATED).
-KTUNE_MOE_HD constexpr int moe_gemm_ws_acc_regs(int block_n, bool gated) {
-  return (gated ? 2 : 1) * block_n / 2;
-}
+/// Its static shared memory (the row table) and accumulators per consumer thread are those of
+/// moe_gemm_sm90_kernel: moe_gemm_sm90_static_smem_bytes, moe_gemm_sm90_acc_regs.
 
 /// nullptr when moe_gemm_ws_kernel<T, BLOCK_M, BLOCK_N, STAGES, GATED, GROUP_M, GATHER>
 /// compiles; otherwise why not (its static_asserts, in the same words).
@@ -83,10 +77,10 @@ KTUNE_MOE_HD constexpr const char* moe_gemm_ws_invalid_reason(int block_m, int b
     return "BLOCK_M must be 64 or 128 (one consumer warpgroup per 64 rows)";
   if (block_n != 64 && block_n != 128 && block_n != 256) return "BLOCK_N must be 64, 128 or 256";
   if (stages < 2 || stages > 8) return "STAGES must be 2 to 8";
-  if (moe_gemm_ws_acc_regs(block_n, gated) > 128)
+  if (moe_gemm_sm90_acc_regs(block_n, gated) > 128)
     return "more than 128 fp32 accumulators per consumer thread (GATED counts gate and up)";
   if (moe_gemm_ws_smem_bytes(block_m, block_n, stages, gated) +
-          moe_gemm_ws_static_smem_bytes(block_m) >
+          moe_gemm_sm90_static_smem_bytes(block_m) >
       227u * 1024u)
     return "shared memory above 227 KiB";
   if (group_m != 0 && group_m != 2 && group_m != 4 && group_m != 8 && group_m != 16 &&

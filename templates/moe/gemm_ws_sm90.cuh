@@ -86,10 +86,10 @@ __global__ void __launch_bounds__(128 + BLOCK_M * 2, 1)
   static_assert(BLOCK_N == 64 || BLOCK_N == 128 || BLOCK_N == 256,
                 "BLOCK_N must be 64, 128 or 256");
   static_assert(STAGES >= 2 && STAGES <= 8, "STAGES must be 2 to 8");
-  static_assert(moe_gemm_ws_acc_regs(BLOCK_N, GATED) <= 128,
+  static_assert(moe_gemm_sm90_acc_regs(BLOCK_N, GATED) <= 128,
                 "more than 128 fp32 accumulators per consumer thread (GATED counts gate and up)");
   static_assert(moe_gemm_ws_smem_bytes(BLOCK_M, BLOCK_N, STAGES, GATED) +
-                        moe_gemm_ws_static_smem_bytes(BLOCK_M) <=
+                        moe_gemm_sm90_static_smem_bytes(BLOCK_M) <=
                     227 * 1024,
                 "shared memory above 227 KiB");
   static_assert(GROUP_M == 0 || GROUP_M == 2 || GROUP_M == 4 || GROUP_M == 8 || GROUP_M == 16 ||

@@ -154,8 +154,7 @@ unsigned gemm_smem(const Config& c, bool gated) {
 /// Static shared memory of a GEMM kernel (its row table).
 unsigned gemm_static_smem(const Config& c, bool gated) {
   const GemmTile& g = gated ? c.g1 : c.g2;
-  if (g.impl == 2) return moe_gemm_ws_static_smem_bytes(c.block_m);
-  return g.impl == 1 ? moe_gemm_sm90_static_smem_bytes(c.block_m)
+  return g.impl >= 1 ? moe_gemm_sm90_static_smem_bytes(c.block_m)
                      : moe_gemm_static_smem_bytes(c.block_m);
 }
 
