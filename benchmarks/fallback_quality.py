@@ -99,6 +99,36 @@ HELD_OUT = [
     ("flash_attention", "b=8,hq=32,hkv=8,nq=256,nk=256,d=64,causal=yes"),
     ("flash_attention", "b=64,hq=16,hkv=16,nq=128,nk=128,d=128,causal=yes"),
     ("flash_attention", "b=4,hq=16,hkv=16,nq=600,nk=600,d=128,causal=no"),
+    # The design set of the Hopper short-key rule (wgmma_short_keys_tiles, 2026-11-24): the
+    # rule was read from these sweeps, so report them apart from the check set below.
+    ("flash_attention", "b=32,hq=16,hkv=16,nq=100,nk=100,d=64,causal=no"),
+    ("flash_attention", "b=8,hq=32,hkv=8,nq=200,nk=200,d=64,causal=yes"),
+    ("flash_attention", "b=24,hq=12,hkv=12,nq=300,nk=300,d=64,causal=no"),
+    ("flash_attention", "b=4,hq=16,hkv=16,nq=64,nk=250,d=64,causal=no"),
+    ("flash_attention", "b=64,hq=8,hkv=8,nq=180,nk=180,d=64,causal=yes"),
+    ("flash_attention", "b=16,hq=16,hkv=4,nq=160,nk=160,d=128,causal=no"),
+    ("flash_attention", "b=8,hq=32,hkv=8,nq=300,nk=300,d=128,causal=yes"),
+    ("flash_attention", "b=48,hq=8,hkv=8,nq=100,nk=100,d=128,causal=no"),
+    ("flash_attention", "b=2,hq=32,hkv=32,nq=256,nk=256,d=128,causal=no"),
+    ("flash_attention", "b=12,hq=16,hkv=16,nq=230,nk=230,d=128,causal=yes"),
+    # Its check set: chosen after the rule was written, swept only to check it.
+    ("flash_attention", "b=20,hq=16,hkv=4,nq=120,nk=120,d=128,causal=yes"),
+    ("flash_attention", "b=10,hq=24,hkv=8,nq=270,nk=270,d=64,causal=no"),
+    ("flash_attention", "b=40,hq=12,hkv=12,nq=90,nk=90,d=64,causal=yes"),
+    ("flash_attention", "b=6,hq=32,hkv=8,nq=210,nk=210,d=128,causal=no"),
+    ("flash_attention", "b=3,hq=16,hkv=16,nq=140,nk=140,d=64,causal=no"),
+    ("flash_attention", "b=16,hq=32,hkv=8,nq=48,nk=300,d=128,causal=yes"),
+    ("flash_attention", "b=128,hq=8,hkv=8,nq=64,nk=64,d=64,causal=no"),
+    ("flash_attention", "b=4,hq=40,hkv=8,nq=310,nk=310,d=128,causal=yes"),
+    # A second check set, chosen after the rule took its last clauses from the one above.
+    ("flash_attention", "b=12,hq=32,hkv=8,nq=128,nk=128,d=64,causal=yes"),
+    ("flash_attention", "b=2,hq=16,hkv=16,nq=200,nk=200,d=64,causal=no"),
+    ("flash_attention", "b=24,hq=16,hkv=16,nq=260,nk=260,d=128,causal=no"),
+    ("flash_attention", "b=7,hq=28,hkv=4,nq=170,nk=170,d=128,causal=yes"),
+    ("flash_attention", "b=96,hq=8,hkv=8,nq=32,nk=32,d=128,causal=no"),
+    ("flash_attention", "b=6,hq=40,hkv=8,nq=56,nk=220,d=64,causal=yes"),
+    ("flash_attention", "b=20,hq=12,hkv=12,nq=240,nk=240,d=64,causal=no"),
+    ("flash_attention", "b=1,hq=64,hkv=8,nq=300,nk=300,d=128,causal=yes"),
 ]
 
 

@@ -164,10 +164,34 @@ TEST(AttentionProblem, DefaultsFollowTheDevice) {
   EXPECT_EQ(key("b=3,hq=24,hkv=8,nq=96,nk=6000,d=128,causal=yes", "sm_90a"), two);
   EXPECT_EQ(key("b=5,hq=20,hkv=4,nq=300,nk=1300,d=128,causal=no", "sm_90a"),
             std::string(two) + ",persistent=1");
-  // Up to 320 keys the mma.sync rows with their short-grid rule (600 tiles of 64 rows cost
-  // 5 x 0.55 waves against 3 of 128 rows).
-  EXPECT_EQ(key("b=5,hq=20,hkv=4,nq=300,nk=300,d=128,causal=no", "sm_90a"),
+  // Up to 320 keys the tiles that pad the fewest query rows (ties to the taller), 64 keys,
+  // no turns, persistent with 2-3 consumers: 300 rows pad to 384 in tiles of 128 or 192
+  // (200 tiles of 192), 230 to 256 in 128, 160 to 192 in 192; d=64 takes 64 rows too (300 in
+  // 320), d=128 only up to 64 rows.
+  const char* short192 = "block_m=192,block_n=64,warps=16,stages=3,q_regs=0,smem_pad=0,impl=1,"
+                         "persistent=1";
+  const char* short128 = "block_m=128,block_n=64,warps=12,stages=3,q_regs=0,smem_pad=0,impl=1,"
+                         "persistent=1";
+  EXPECT_EQ(key("b=5,hq=20,hkv=4,nq=300,nk=300,d=128,causal=no", "sm_90a"), short192);
+  EXPECT_EQ(key("b=12,hq=16,hkv=16,nq=230,nk=230,d=128,causal=yes", "sm_90a"), short128);
+  EXPECT_EQ(key("b=16,hq=16,hkv=4,nq=160,nk=160,d=128,causal=no", "sm_90a"), short192);
+  EXPECT_EQ(key("b=24,hq=12,hkv=12,nq=300,nk=300,d=64,causal=no", "sm_90a"), one64);
+  EXPECT_EQ(key("b=8,hq=32,hkv=8,nq=256,nk=256,d=64,causal=yes", "sm_90a"), short128);
+  // ... unless those tiles number no more than the SMs (128 heads x 1 tile of 192 rows; 64 x 2
+  // of 128) or the keys fit one tile: the mma.sync rows and their short-grid rule, with 32-key
+  // tiles (3 stages) at d=64 and at d=128 where they pad fewer keys (256 pad to 256 either way).
+  EXPECT_EQ(key("b=16,hq=8,hkv=8,nq=150,nk=150,d=64,causal=no", "sm_90a"),
+            "block_m=64,block_n=32,warps=4,stages=3,q_regs=1,smem_pad=0,impl=0");
+  EXPECT_EQ(key("b=128,hq=8,hkv=8,nq=64,nk=64,d=64,causal=no", "sm_90a"),
+            "block_m=64,block_n=32,warps=4,stages=3,q_regs=1,smem_pad=0,impl=0");
+  // One consumer at d=128 runs persistently too (512 tiles).
+  EXPECT_EQ(key("b=16,hq=32,hkv=8,nq=48,nk=300,d=128,causal=yes", "sm_90a"),
+            std::string(one64) + ",persistent=1");
+  EXPECT_EQ(key("b=2,hq=32,hkv=32,nq=256,nk=256,d=128,causal=no", "sm_90a"),
             "block_m=64,block_n=64,warps=4,stages=2,q_regs=1,smem_pad=0,impl=0");
+  // d=256 keeps the mma.sync rows for short keys (not measured with the wgmma kernel there).
+  EXPECT_EQ(key("b=8,hq=16,hkv=16,nq=300,nk=300,d=256,causal=no", "sm_90a"),
+            op().params_key(Params{{128, 32, 8, 3, 1, 0, 0, 0, 0}}));
   // One wave of 192-row tiles (120 and 96 CTAs) against two of 128 rows.
   const char* three64 = "block_m=192,block_n=64,warps=16,stages=3,q_regs=0,smem_pad=0,impl=1,"
                         "pingpong=1";

@@ -263,6 +263,46 @@ bool wgmma_persistent(const Shape& s) {
   return keys <= persistent_max_keys(s.d);
 }
 
+/// The wgmma kernel's tiles on Hopper for few keys (nk <= kWgmmaMinKeys) at d=64 and 128, or
+/// nullopt where the mma.sync kernel's smaller CTAs should run instead. With one to five key
+/// tiles per query tile, a tile's cost is mostly its padded query rows and its prologue: the
+/// tile height (64 rows at d=64 or when the rows fit one consumer, else 128 or 192) that pads
+/// the fewest rows, ties to the taller; 64-key tiles, 3 stages, no turns, persistent over more
+/// tiles than SMs with 2-3 consumers, and with one at d=128 (0.75-1.0 of each sweep's optimum
+/// against 0.57-0.8 without; at d=64 one consumer without was ahead on 10 of 11 sweeps).
+/// Where those tiles number no more than the SMs, the persistent grid has nothing to overlap and
+/// part of the GPU idles, and with a single key tile the wgmma pipeline never runs: nullopt.
+/// From exhaustive sweeps on the H100 (benchmarks/results/fallback-h100-2026-11-24-short-keys.md):
+/// 12 held-out problems with 64-300 query rows and 100-300 keys (design set; the persistent
+/// kernel beat the mma.sync defaults by 1.2-1.45x on most, which held 0.68-0.99 of each
+/// optimum), then 8 more (check set), two of which (nq=48 at d=128: one consumer, persistent
+/// 1.26x; nq=nk=64: mma.sync 1.32x) set the last two clauses.
+std::optional<AttentionDefaults> wgmma_short_keys_tiles(const Shape& s, const DeviceInfo& device) {
+  if ((s.d != 64 && s.d != 128) || device.sm_count <= 0) return std::nullopt;
+  const auto padded = [&](std::int64_t rows) { return (s.nq + rows - 1) / rows * rows; };
+  std::int64_t rows = 192;
+  for (const std::int64_t r : {128, 64}) {
+    if (r == 64 && s.d != 64 && s.nq > kSm90RowsPerConsumer) continue;
+    if (padded(r) < padded(rows)) rows = r;
+  }
+  const long long items =
+      flash_attention_sm90_work(static_cast<int>(s.nq), static_cast<int>(rows), s.b * s.hq);
+  if (items <= device.sm_count || s.nk <= 64) return std::nullopt;
+  const int consumers = static_cast<int>(rows / kSm90RowsPerConsumer);
+  const bool persistent = consumers > 1 || s.d == 128;
+  return AttentionDefaults{9, static_cast<int>(s.d), static_cast<int>(rows), 64,
+                           4 * (consumers + 1), 3, 0, 0, 1, 0, persistent ? 1 : 0};
+}
+
+/// The mma.sync kernel's key tile for few keys on Hopper (its 64-row tiles, with 3 stages when
+/// 32 keys): 32 keys at d=64 (ahead of 64 on 21 of the 23 d=64 sweeps above, by up to 1.4x at
+/// b=16,hq=8,nq=nk=150), and at d=128 where they pad fewer keys than `block_n`'s tiles (mixed
+/// there: within 10 % either way on most), else `block_n`.
+int short_keys_block_n(const Shape& s, int block_n) {
+  const auto padded = [&](std::int64_t n) { return (s.nk + n - 1) / n * n; };
+  return s.d == 64 || padded(32) < padded(block_n) ? 32 : block_n;
+}
+
 /// Smallest tiles, for a device with less shared memory than the row above assumes
 /// (96 KiB at d=256).
 constexpr AttentionDefaults kSmallest = {8, 0, 64, 32, 4, 2, 0, 0};
@@ -682,7 +722,13 @@ class FlashAttentionOp final : public Op {
     };
     for (const AttentionDefaults& row : kDefaults) {
       if (row.d != s.d || device.cc_major < row.cc_major) continue;
-      if (row.impl == 1 && s.nk <= kWgmmaMinKeys) continue;
+      const bool short_keys = device.cc_major == 9 && s.nk <= kWgmmaMinKeys;
+      if (row.impl == 1 && short_keys) {
+        // Few keys: the tiles of wgmma_short_keys_tiles, or the mma.sync rows below.
+        const std::optional<AttentionDefaults> tiles = wgmma_short_keys_tiles(s, device);
+        if (tiles && !invalid_reason(params(*tiles), problem, t, device)) return params(*tiles);
+        continue;
+      }
       const Params p = params(row);
       // A wgmma row the problem cannot take (varlen) gives way to the mma.sync row below it;
       // an mma.sync row that does not fit goes to the smallest tiles.
@@ -726,9 +772,11 @@ class FlashAttentionOp final : public Op {
         return persistent(p);
       }
       // Few query tiles: halve them when the GPU's idle share of the last wave costs more.
-      const int block_n = row.block_m == 128 ? short_grid_block_n(s, device, row.block_n) : 0;
+      int block_n = row.block_m == 128 ? short_grid_block_n(s, device, row.block_n) : 0;
+      if (short_keys && block_n > 0) block_n = short_keys_block_n(s, block_n);
       if (block_n > 0) {
-        const Params half = params({row.cc_major, row.d, 64, block_n, 4, row.stages, 1, 0});
+        const int stages = short_keys && block_n == 32 ? 3 : row.stages;
+        const Params half = params({row.cc_major, row.d, 64, block_n, 4, stages, 1, 0});
         if (!invalid_reason(half, problem, t, device)) return half;
       }
       return p;
