@@ -127,7 +127,7 @@ TEST(AttentionProblem, KeysWrittenBeforeTheVariantsParseWithThemOff) {
   // The default kernel of an old problem has every variant off (on the A100, the same kernel as
   // before the variants; on the H100 the wgmma kernel's default since 2026-11-24, persistent
   // under a causal mask).
-  const Problem old = op().parse_problem("b=4,hq=32,hkv=8,nq=2000,nk=2000,d=128,causal=yes");
+  const Problem old = op().parse_problem("b=4,hq=32,hkv=8,nq=4000,nk=4000,d=128,causal=yes");
   EXPECT_EQ(op().kernels(op().default_params(old, DType::bf16, device("sm_80")), old,
                          DType::bf16)[0].name_expression,
             "ktune::flash_attention_fwd<ktune::bf16, 128, 128, 64, 4, 2, true, false, 1, false, "
@@ -204,6 +204,9 @@ TEST(AttentionProblem, DefaultsFollowTheDevice) {
   EXPECT_EQ(key("b=1,hq=16,hkv=16,nq=8192,nk=8192,d=128,causal=no", "sm_90a"), two);
   EXPECT_EQ(key("b=1,hq=16,hkv=16,nq=8192,nk=8192,d=128,causal=yes", "sm_90a"),
             "block_m=192,block_n=64,warps=16,stages=3,q_regs=0,smem_pad=0,impl=1,persistent=1");
+  // ... from 2048 query rows: at 1000 the 128-row tiles taking turns, persistent.
+  EXPECT_EQ(key("b=2,hq=28,hkv=4,nq=1000,nk=1000,d=128,causal=yes", "sm_90a"),
+            std::string(two) + ",persistent=1");
   // d=64: 192-row tiles unless more than a quarter of their rows would be padding (200 rows in
   // 384, 420 in 576; not 5000 in 5184).
   EXPECT_EQ(key("b=8,hq=16,hkv=16,nq=200,nk=1200,d=64,causal=no", "sm_90a"), one64);

@@ -243,6 +243,10 @@ AttentionDefaults wgmma_d128_tiles(const Shape& s, const DeviceInfo& device) {
   return two;
 }
 
+/// Query rows from which causal d=128 problems take 192-row tiles of 64 keys (see default_params):
+/// between the 1024 rows where 128-row tiles won and the 3000 where 192-row ones did.
+constexpr std::int64_t kCausal192MinRows = 2048;
+
 /// Keys up to which the wgmma defaults with 2 or 3 consumers run persistently (one CTA per SM
 /// looping over the query tiles) without a causal mask: where a tile's keys are few, its
 /// prologue (Q and the first K/V tiles) and epilogue (P V's tail, O) weigh enough that
@@ -752,10 +756,13 @@ class FlashAttentionOp final : public Op {
         };
         if (s.d == 128) {
           AttentionDefaults tiles = wgmma_d128_tiles(s, device);
-          // Causal with enough 192-row tiles to fill the GPU: three consumers of 64-key tiles
-          // without turns, persistent, were the fastest persistent point of the 3 causal d=128
-          // ANCHORS sweeps (1.05-1.07x the 128-row tiles taking turns).
-          if (s.causal && device.sm_count > 0 &&
+          // Causal with enough 192-row tiles to fill the GPU and at least kCausal192MinRows
+          // query rows: three consumers of 64-key tiles without turns, persistent, were the
+          // fastest persistent point of the 3 causal d=128 ANCHORS sweeps (1.05-1.07x the
+          // 128-row tiles taking turns) and of held-out sweeps at nq = 3000-12000 (1.03-1.18x);
+          // at nq = 1000 and 1024 the 128-row tiles taking turns were 1.11-1.13x faster
+          // (benchmarks/results/fallback-h100-2026-11-24-short-keys.md, last section).
+          if (s.causal && s.nq >= kCausal192MinRows && device.sm_count > 0 &&
               flash_attention_sm90_work(static_cast<int>(s.nq), 192, s.b * s.hq) >=
                   device.sm_count)
             tiles = {9, 128, 192, 64, 16, 3, 0, 0, 1, 0};
