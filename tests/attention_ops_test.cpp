@@ -225,8 +225,11 @@ TEST(AttentionProblem, DefaultsFollowTheDevice) {
   // Varlen, which the wgmma kernel does not take: the mma.sync row.
   EXPECT_EQ(key("b=1,hq=12,hkv=12,nq=5000,nk=5000,d=64,causal=yes,varlen=yes", "sm_90a"),
             "block_m=128,block_n=64,warps=4,stages=2,q_regs=1,smem_pad=0,impl=0");
-  // d=256: one consumer's tiles, the wgmma row; varlen the Hopper mma.sync row below it.
-  EXPECT_EQ(key("b=2,hq=16,hkv=16,nq=4096,nk=4096,d=256,causal=no", "sm_90a"), one64);
+  // d=256: one consumer's tiles, the wgmma row, persistent over more tiles than SMs (2 x 16 x
+  // 64; not 1 x 2 x 40); varlen the Hopper mma.sync row below it.
+  EXPECT_EQ(key("b=2,hq=16,hkv=16,nq=4096,nk=4096,d=256,causal=no", "sm_90a"),
+            std::string(one64) + ",persistent=1");
+  EXPECT_EQ(key("b=1,hq=2,hkv=2,nq=2560,nk=4096,d=256,causal=no", "sm_90a"), one64);
   EXPECT_EQ(key("b=2,hq=16,hkv=16,nq=4096,nk=4096,d=256,causal=no,varlen=yes", "sm_90a"),
             "block_m=128,block_n=32,warps=8,stages=3,q_regs=1,smem_pad=0,impl=0");
   // d=32 and d=96: their Hopper rows (measured fastest); a short grid there is not halved.

@@ -770,6 +770,16 @@ class FlashAttentionOp final : public Op {
           if (!invalid_reason(chosen, problem, t, device)) return persistent(chosen);
           return persistent(p);
         }
+        // d=256 (its row has one consumer's 64-row tiles): persistent over more tiles than SMs,
+        // the fastest point of 3 of 4 held-out d=256 sweeps on the H100 and 0.885 of the 4th
+        // (the default without it: 0.80-0.97; benchmarks/results/fallback-h100-2026-11-24-short-keys.md).
+        if (s.d == 256 && row.block_m == kSm90RowsPerConsumer && device.sm_count > 0 &&
+            flash_attention_sm90_work(static_cast<int>(s.nq), row.block_m, s.b * s.hq) >
+                device.sm_count) {
+          Params with = p;
+          with.values[kPersistent] = 1;
+          if (!invalid_reason(with, problem, t, device)) return with;
+        }
         // d=64 and d=256: one consumer's 64-row tiles where the row's tiles would leave the GPU
         // or the tiles half empty.
         if (wgmma_single_consumer(s, device, row.block_m)) {
