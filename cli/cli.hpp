@@ -23,6 +23,7 @@ int cmd_sweep(const Args& args);
 int cmd_best(const Args& args);
 int cmd_db(const Args& args);
 int cmd_db_merge(const Args& args);  // ktune db merge (cli/db_merge_command.cpp)
+int cmd_db_ship(const Args& args);   // ktune db ship (cli/db_ship_command.cpp)
 int cmd_db_diff(const Args& args);   // ktune db diff
 int cmd_replay(const Args& args);
 

@@ -604,6 +604,7 @@ int cmd_best(const Args& args) {
     m.tuned_device = r.tuned_device;
     m.database = r.database;
     m.tuned_us = r.tuned_us;
+    m.note = r.note;
     report_databases(dbs.status(), db, true);
   } else {
     RuntimeOptions ro;
@@ -624,6 +625,7 @@ int cmd_best(const Args& args) {
     j.field("match", match_kind_name(m.kind)).field("params", m.params);
     j.field("tuned_problem", m.tuned_problem).field("tuned_device", m.tuned_device);
     j.field("database", m.database).field("tuned_us", m.tuned_us);
+    if (!m.note.empty()) j.field("note", m.note);
     j.field("workspace_bytes", static_cast<long long>(workspace)).end_object();
     std::printf("%s\n", j.str().c_str());
     return 0;
@@ -635,6 +637,7 @@ int cmd_best(const Args& args) {
   if (m.kind != Match::default_config)
     std::printf(" (tuned on %s, %s, %.2f us, from %s)", shown(m.tuned_problem).c_str(),
                 shown(m.tuned_device).c_str(), m.tuned_us, shown(m.database).c_str());
+  if (!m.note.empty()) std::printf(" (%s)", shown(m.note, 400).c_str());
   std::printf("\n");
   if (workspace > 0) std::printf("  workspace: %zu bytes\n", workspace);
   return 0;

@@ -285,4 +285,14 @@ void write_file_replacing(const std::string& option, const fs::path& target,
   }
 }
 
+std::string duration_text(double s) {
+  if (s < 90) return fmt("%.0f s", s);
+  if (s < 5400) return fmt("%.0f min", s / 60);
+  return fmt("%.1f h", s / 3600);
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
 }  // namespace ktune::cli

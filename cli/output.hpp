@@ -2,6 +2,7 @@
 // files written without destroying what they replace.
 #pragma once
 
+#include <chrono>
 #include <filesystem>
 #include <string>
 #include <string_view>
@@ -46,6 +47,10 @@ std::string fmt(const char* format, double v);
 /// bytes with the full size noted. Every string from a database, a file or the user goes
 /// through it (or through table()) before it reaches a terminal.
 std::string shown(std::string_view text, std::size_t max = 200);
+/// A duration for progress lines: "42 s", "12 min" or "1.5 h".
+std::string duration_text(double seconds);
+/// Seconds from `t` to now.
+double seconds_since(std::chrono::steady_clock::time_point t);
 /// Pads each cell to the column width; first row is the header. Cells pass through shown().
 std::string table(const std::vector<std::vector<std::string>>& rows);
 

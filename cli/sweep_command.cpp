@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -12,11 +13,13 @@
 #include "cli/cli.hpp"
 #include "cli/options.hpp"
 #include "cli/output.hpp"
+#include "cli/sweep_devices.hpp"
 #include "cli/sweep_plan.hpp"
 #include "db/store.hpp"
 #include "ktune/error.hpp"
 #include "runtime/dispatch/miss_log.hpp"
 #include "search/strategy.hpp"
+#include "tuner/devices.hpp"
 #include "tuner/sweep.hpp"
 
 namespace po = boost::program_options;
@@ -26,30 +29,37 @@ namespace ktune::cli {
 namespace {
 
 void print_progress(const SweepProgress& p, bool tty) {
-  // With several problems (token buckets) every line says which one: "[bucket 3/13 t=4] ".
+  // A warm-start point says whose best it is.
+  const std::string warm =
+      p.warm_from.empty() ? "" : " (warm start: the best of " + shown(p.warm_from) + ")";
+  if (p.phase == "retime" || !tty) {
+    if (tty) std::fprintf(stderr, "\r\033[K");
+    std::fprintf(stderr, "%s%s\n", candidate_line(p).c_str(), warm.c_str());
+    return;
+  }
+  // With several problems (token buckets) every line says which one: "[problem 3/13 t=4] ".
   std::string where;
   if (p.problems > 1)
     where = "[problem " + std::to_string(p.problem_index + 1) + "/" + std::to_string(p.problems) +
             " " + p.problem + "] ";
-  if (p.phase == "retime") {
-    if (tty) std::fprintf(stderr, "\r\033[K");
-    std::fprintf(stderr, "%sre-timing %s: %.2f us\n", where.c_str(), p.params.c_str(), p.median_us);
-    return;
+  const int width = 30;
+  int filled = p.total ? static_cast<int>(width * p.done / p.total) : width;
+  std::string bar(static_cast<std::size_t>(filled), '#');
+  bar += std::string(static_cast<std::size_t>(width - filled), '.');
+  std::fprintf(stderr, "\r\033[K%s[%s] %zu/%zu  best %.2f us  %s%s", where.c_str(), bar.c_str(),
+               p.done, p.total, p.best_us, p.params.c_str(), p.warm_from.empty() ? "" : " (warm start)");
+}
+
+// "m=8192,n=4096 (this GPU, distance 0.69); ..." for a sweep's warm-start points.
+std::string warm_sources(const SweepResult& r) {
+  std::string out;
+  for (const WarmStartPoint& w : r.warm_start) {
+    const bool is_default = r.default_config && r.default_config->params_key == w.params_key;
+    out += (out.empty() ? "" : "; ") + w.problem_key + " (" +
+           (w.same_device ? "this GPU" : "another GPU of " + r.device.arch()) + ", distance " +
+           fmt("%.2f", w.distance) + (is_default ? "; it is the default" : "") + ")";
   }
-  if (tty) {
-    const int width = 30;
-    int filled = p.total ? static_cast<int>(width * p.done / p.total) : width;
-    std::string bar(static_cast<std::size_t>(filled), '#');
-    bar += std::string(static_cast<std::size_t>(width - filled), '.');
-    std::fprintf(stderr, "\r\033[K%s[%s] %zu/%zu  best %.2f us  %s", where.c_str(), bar.c_str(),
-                 p.done, p.total, p.best_us, p.params.c_str());
-  } else {
-    std::fprintf(stderr, "%s[%zu/%zu] %s: %s", where.c_str(), p.done, p.total, p.params.c_str(),
-                 status_name(p.status));
-    if (p.status == TrialStatus::ok) std::fprintf(stderr, " %.2f us", p.median_us);
-    if (p.phase == "resume") std::fprintf(stderr, " (in the database)");
-    std::fprintf(stderr, "\n");
-  }
+  return out;
 }
 
 double tb_per_s(const SweepResult& r, double us) { return us > 0 ? r.min_bytes / (us * 1e-6) / 1e12 : 0.0; }
@@ -82,6 +92,11 @@ void json_result(Json& j, const SweepResult& r, const SweepOptions& o) {
   if (r.best)
     j.field("percent_of_copy_bandwidth",
             100.0 * tb_per_s(r, r.best->median_us) * 1e12 / r.copy_bandwidth);
+  j.key("warm_start").begin_array();
+  for (const WarmStartPoint& w : r.warm_start)
+    j.begin_object().field("params", w.params_key).field("from", w.problem_key)
+        .field("device", w.device_key).field("distance", w.distance).end_object();
+  j.end_array();
   j.field("not_measured", static_cast<long long>(r.not_measured));
   j.field("seconds", r.seconds).field("database", o.db_path.string()).end_object();
 }
@@ -97,6 +112,11 @@ void print_result(const SweepResult& r, const SweepOptions& o) {
                 r.strategy.c_str());
   for (const auto& [s, n] : r.counts) std::printf(" %s %zu", status_name(s), n);
   std::printf("\n");
+  if (!r.warm_start.empty())
+    std::printf("  warm start: %zu point%s measured first, the bests of %s\n", r.warm_start.size(),
+                r.warm_start.size() == 1 ? "" : "s", shown(warm_sources(r), 1000).c_str());
+  else if (o.warm_start && !r.trials.empty())
+    std::printf("  warm start: none (no tuned problem near enough in the database)\n");
   if (r.not_measured > 0)
     std::printf("  time limit reached: %zu candidates not measured (run again to resume)\n",
                 r.not_measured);
@@ -180,9 +200,69 @@ int print_results(const std::vector<SweepResult>& results, const SweepOptions& o
   return all_best ? 0 : 1;
 }
 
+/// One problem of a run over --devices: its options (op, dtype, shape, at most one bucket).
+struct Unit {
+  SweepOptions options;
+  std::string what;     // "op dtype ", for messages
+  std::string problem;  // its problem key
+};
+
+/// Sweeps each unit once for each kind of GPU among `devices` (GPUs with one fingerprint key
+/// share that kind's units). Results in unit order, then kind order, with the GPU of each in
+/// `gpus` (-1 for a unit the time limit left out, which gets a result with nothing measured).
+/// A unit whose sweep failed is reported on stderr and counted in `failed`.
+std::vector<SweepResult> sweep_units(const std::vector<Unit>& units,
+                                     const std::vector<SweepDevice>& devices,
+                                     const SweepOptions& o, bool tty, std::vector<int>& gpus,
+                                     std::size_t& failed) {
+  std::vector<std::string> keys;
+  for (const SweepDevice& d : devices)
+    if (std::find(keys.begin(), keys.end(), d.key) == keys.end()) keys.push_back(d.key);
+  std::vector<DeviceSweepJob> jobs;
+  for (const Unit& u : units)
+    for (const std::string& k : keys) jobs.push_back({u.options, k, u.what, {u.problem}});
+  std::fprintf(stderr, "%zu problem%s%s on %s\n", units.size(), units.size() == 1 ? "" : "s",
+               keys.size() > 1 ? (" for each of " + std::to_string(keys.size()) +
+                                  " kinds of GPU").c_str()
+                               : "",
+               gpu_list(devices).c_str());
+  if (units.size() * keys.size() < devices.size())
+    std::fprintf(stderr, "ktune sweep: fewer problems than GPUs: %zu of them stay idle\n",
+                 devices.size() - units.size() * keys.size());
+  SweepBoard board("", devices, tty, jobs.size(), 0, o.progress);
+  const std::vector<DeviceJobOutcome> outcomes = sweep_jobs(jobs, devices, o, board);
+  std::vector<SweepResult> results;
+  for (std::size_t i = 0; i < jobs.size(); ++i) {
+    const DeviceJobOutcome& out = outcomes[i];
+    for (const SweepResult& r : out.results) {
+      results.push_back(r);
+      gpus.push_back(out.device);
+    }
+    if (!out.results.empty()) continue;
+    if (!out.errors.empty()) {
+      ++failed;
+      std::string error;
+      for (const std::string& e : out.errors) error += (error.empty() ? "" : "; ") + e;
+      std::fprintf(stderr, "ktune sweep: %s%s not swept: %s\n", jobs[i].what.c_str(),
+                   shown(jobs[i].problem_keys.front()).c_str(), shown(error, 2000).c_str());
+      continue;
+    }
+    // Left out by the time limit: listed as not measured, as run_sweeps lists its own.
+    SweepResult r;
+    r.op = jobs[i].options.op;
+    r.dtype = jobs[i].options.dtype;
+    r.problem_key = jobs[i].problem_keys.front();
+    r.not_measured = 1;
+    results.push_back(std::move(r));
+    gpus.push_back(-1);
+  }
+  return results;
+}
+
 /// Sweeps each problem of a miss log in turn (its op's default strategy unless --strategy), then
-/// prints one line per problem.
-int sweep_misses(const std::string& path, SweepOptions o, bool json) {
+/// prints one line per problem. With `devices`, the problems spread over those GPUs.
+int sweep_misses(const std::string& path, SweepOptions o, bool json,
+                 const std::vector<SweepDevice>& devices, bool tty) {
   std::vector<std::string> skipped;
   const std::vector<MissEntry> misses = read_miss_log(path, skipped);
   for (const std::string& s : skipped)
@@ -192,7 +272,21 @@ int sweep_misses(const std::string& path, SweepOptions o, bool json) {
     throw InvalidArgument("the miss log " + ktune::quoted(path, 200) + " lists no problem to tune");
   for (const MissEntry& m : misses) check_strategy_name(get_op(m.op), o.strategy);
   std::vector<SweepResult> results;
-  for (std::size_t i = 0; i < misses.size(); ++i) {
+  std::vector<int> gpus;
+  std::size_t failed = 0;
+  if (!devices.empty()) {
+    std::vector<Unit> units;
+    for (const MissEntry& m : misses) {
+      Unit u{o, m.op + " " + dtype_name(m.dtype) + " ", m.problem_key};
+      u.options.op = m.op;
+      u.options.dtype = m.dtype;
+      u.options.shape = m.problem_key;
+      u.options.buckets.clear();
+      units.push_back(std::move(u));
+    }
+    results = sweep_units(units, devices, o, tty, gpus, failed);
+  }
+  for (std::size_t i = 0; devices.empty() && i < misses.size(); ++i) {
     std::fprintf(stderr, "problem %zu/%zu: %s %s %s (was %s)\n", i + 1, misses.size(),
                  misses[i].op.c_str(), dtype_name(misses[i].dtype), misses[i].problem_key.c_str(),
                  misses[i].match.c_str());
@@ -203,12 +297,15 @@ int sweep_misses(const std::string& path, SweepOptions o, bool json) {
     one.buckets.clear();
     results.push_back(run_sweep(one));
   }
-  const int code = print_results(results, o, json, true);
+  const int code = print_results(results, o, json, true) != 0 || failed > 0 ? 1 : 0;
   if (json) return code;
-  std::printf("\n%-16s %-5s %12s %12s %8s  %s\n", "op", "dtype", "best us", "default us", "speedup",
-              "problem");
-  for (const SweepResult& r : results) {
+  const bool gpu_column = devices.size() > 1;
+  std::printf("\n%s%-16s %-5s %12s %12s %8s  %s\n", gpu_column ? "gpu  " : "", "op", "dtype",
+              "best us", "default us", "speedup", "problem");
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    const SweepResult& r = results[i];
     const bool has_default = r.best && r.default_config && r.default_config->status == TrialStatus::ok;
+    if (gpu_column) std::printf("%-4s ", gpus[i] >= 0 ? std::to_string(gpus[i]).c_str() : "-");
     std::printf("%-16s %-5s %12s %12s %8s  %s\n", r.op.c_str(), dtype_name(r.dtype),
                 r.best ? fmt("%.2f", r.best->median_us).c_str() : "none",
                 has_default ? fmt("%.2f", r.default_config->median_us).c_str() : "-",
@@ -248,8 +345,13 @@ int cmd_sweep(const Args& args) {
       ("compile-timeout", po::value<std::string>()->default_value("120"),
        "seconds one kernel may take to compile, 0 to 3600 (0: no limit)")
       ("device", po::value<std::string>()->default_value("0"), "CUDA device ordinal, 0 to 1023")
+      ("devices", po::value<std::string>(),
+       "GPUs to spread the problems over (plans, buckets, miss logs): all, or ordinals such as "
+       "0,1; one worker per GPU, one database, --jobs split between them (instead of --device)")
       ("force", "measure again configurations the database already has")
       ("no-cache", "do not use the on-disk compile cache")
+      ("no-warm-start", "do not measure the bests of the nearest tuned problems in the database "
+                        "first")
       ("db", po::value<std::string>(), "database (default: $KTUNE_DB or the data directory)")
       ("json", "print the summary as JSON");
   po::variables_map vm;
@@ -257,11 +359,17 @@ int cmd_sweep(const Args& args) {
                               "[--plan FILE [--shard I/N|auto] [--dry-run]] [--dtype T] "
                               "[--strategy exhaustive|random|model|staged] "
                               "[--budget N] [--time-limit S] [--jobs N] [--timeout S] "
-                              "[--compile-timeout S] [--db PATH] [--force]",
+                              "[--compile-timeout S] [--device N | --devices all|LIST] "
+                              "[--db PATH] [--force] [--no-warm-start]",
                      desc, args, vm))
     return 0;
 
   // Validate before anything is created or started.
+  if (vm.count("devices") && !vm["device"].defaulted())
+    throw InvalidArgument("--device " + ktune::quoted(vm["device"].as<std::string>()) +
+                          " and --devices " + ktune::quoted(vm["devices"].as<std::string>()) +
+                          " both choose GPUs: give --device N for one, or --devices all|LIST "
+                          "for several");
   if (vm.count("plan")) {
     for (const char* o : {"op", "shape", "tokens", "dtype", "causal", "from-misses"})
       if (vm.count(o) && !vm[o].defaulted())
@@ -315,7 +423,11 @@ int cmd_sweep(const Args& args) {
   o.candidate_timeout_s = number_option(vm, "timeout", 0.1, 3600);
   o.compile_timeout_s = number_option(vm, "compile-timeout", 0, 3600);
   o.device = static_cast<int>(integer_option(vm, "device", 0, 1023));
+  // The listed GPUs must exist (driver attributes only: no context yet).
+  const std::vector<SweepDevice> devices =
+      vm.count("devices") ? find_devices(vm["devices"].as<std::string>()) : std::vector<SweepDevice>();
   o.force = vm.count("force") > 0;
+  o.warm_start = vm.count("no-warm-start") == 0;
   o.disk_cache = vm.count("no-cache") == 0;
   const DbLocation db = db_option(vm);
   check_db_location(db);
@@ -334,6 +446,9 @@ int cmd_sweep(const Args& args) {
   };
 
   std::vector<SweepResult> results;
+  std::vector<int> gpus;      // with --devices: the GPU of each result (-1: none)
+  std::size_t failed = 0;     // with --devices: problems whose sweep failed (reported)
+  double wall_seconds = 0.0;  // with --devices: the run's wall time (GPUs sweep at once)
   try {
     if (vm.count("plan")) {
       PlanRun run;
@@ -342,24 +457,47 @@ int cmd_sweep(const Args& args) {
       run.dry_run = vm.count("dry-run") > 0;
       run.json = json;
       run.tty = tty;
+      run.devices = devices;
       return sweep_plan(run, o);
     }
-    if (vm.count("from-misses")) return sweep_misses(vm["from-misses"].as<std::string>(), o, json);
-    results = run_sweeps(o);
+    if (vm.count("from-misses"))
+      return sweep_misses(vm["from-misses"].as<std::string>(), o, json, devices, tty);
+    if (devices.empty()) {
+      results = run_sweeps(o);
+    } else {
+      // Each bucket (or the one problem) is a unit of its own, so that buckets spread.
+      std::vector<Unit> units;
+      for (const Problem& p : sweep_problems(op, o)) {
+        Unit u{o, std::string(op.name()) + " " + dtype_name(o.dtype) + " ", op.problem_key(p)};
+        if (!o.buckets.empty()) u.options.buckets = {op.dim(p, bucket_dim)};
+        units.push_back(std::move(u));
+      }
+      const auto start = std::chrono::steady_clock::now();
+      results = sweep_units(units, devices, o, tty, gpus, failed);
+      wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    }
   } catch (const fs::filesystem_error& e) {
     throw Error("cannot use " + ktune::quoted(e.path1().string(), 200) + ": " + e.code().message() +
                 " (the database is " + db.describe() + ")");
   }
   if (tty) std::fprintf(stderr, "\r\033[K");
-  const int code = print_results(results, o, json, !o.buckets.empty());
+  if (results.empty()) return 1;  // --devices: every problem failed (reported above)
+  const int code =
+      print_results(results, o, json, !o.buckets.empty() || results.size() > 1) != 0 || failed > 0
+          ? 1
+          : 0;
   if (json) return code;
-  if (results.size() > 1) {
+  if (results.size() > 1 && !bucket_dim.empty()) {
     // One line per bucket: what the runtime now dispatches, against the built-in default.
+    const bool gpu_column = devices.size() > 1;
     double seconds = 0;
-    std::printf("\n%-10s %12s %10s %9s %12s %8s  %s\n", std::string(bucket_dim).c_str(), "best us",
-                r_unit(results), "% copy", "default us", "speedup", "best params");
-    for (const SweepResult& r : results) {
+    std::printf("\n%s%-10s %12s %10s %9s %12s %8s  %s\n", gpu_column ? "gpu  " : "",
+                std::string(bucket_dim).c_str(), "best us", r_unit(results), "% copy",
+                "default us", "speedup", "best params");
+    for (std::size_t i = 0; i < results.size(); ++i) {
+      const SweepResult& r = results[i];
       seconds += r.seconds;
+      if (gpu_column) std::printf("%-4s ", gpus[i] >= 0 ? std::to_string(gpus[i]).c_str() : "-");
       const std::string t = std::to_string(op.dim(op.parse_problem(r.problem_key), bucket_dim));
       if (!r.best) {
         std::printf("%-10s %12s\n", t.c_str(), r.not_measured ? "not measured" : "none passed");
@@ -374,8 +512,8 @@ int cmd_sweep(const Args& args) {
                   has_default ? (fmt("%.2f", r.default_config->median_us / us) + "x").c_str() : "-",
                   r.best->params_key.c_str());
     }
-    std::printf("%zu problems in %.1f s; stored in %s\n", results.size(), seconds,
-                shown(o.db_path.string()).c_str());
+    std::printf("%zu problems in %.1f s; stored in %s\n", results.size(),
+                devices.empty() ? seconds : wall_seconds, shown(o.db_path.string()).c_str());
   }
   return code;
 }

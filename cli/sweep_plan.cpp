@@ -1,11 +1,14 @@
 #include "cli/sweep_plan.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 
 #include "cli/output.hpp"
+#include "cli/sweep_devices.hpp"
 #include "ktune/error.hpp"
 #include "runtime/core/device.hpp"
 #include "runtime/core/driver.hpp"
@@ -18,41 +21,20 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
-
-std::string duration_text(double s) {
-  if (s < 90) return fmt("%.0f s", s);
-  if (s < 5400) return fmt("%.0f min", s / 60);
-  return fmt("%.1f h", s / 3600);
-}
-
-/// Progress over the whole plan: problems done (swept or skipped) and left, and the time left
-/// from the problems this run swept so far.
-struct PlanClock {
-  std::size_t total = 0;
-  std::size_t done = 0;
-  std::size_t swept = 0;
-  Clock::time_point start = Clock::now();
-
-  void starting(const std::string& what, bool tty) const {
-    std::string eta = "time left known after the first problem";
-    if (swept > 0)
-      eta = "about " + duration_text(seconds_since(start) / static_cast<double>(swept) *
-                                     static_cast<double>(total - done)) + " left";
-    if (tty) std::fprintf(stderr, "\r\033[K");
-    std::fprintf(stderr, "plan: problem %zu/%zu: %s (%zu done, %zu left, %s)\n", done + 1, total,
-                 shown(what, 300).c_str(), done, total - done, eta.c_str());
-  }
+/// GPUs of one fingerprint key, and the plan as the database holds it for that key: best rows
+/// are keyed by device, so each kind sweeps what its own rows lack.
+struct Kind {
+  std::string key;
+  std::vector<SweepDevice> devices;
+  std::vector<PlanLineState> states;
+  std::size_t todo = 0, done = 0;
 };
 
-/// The device whose rows count as done. A real sweep asks the driver (attributes only, no
-/// context: the worker owns the GPU). A dry run uses the GPU when there is one, else the devices
-/// the database records: a problem is then done only when every one of them has it.
-std::vector<std::string> resume_devices(const SweepOptions& o, const Store* store, bool dry_run,
-                                        std::string& note) {
-  if (!dry_run) return {query_device(o.device).key()};
+/// The devices whose rows count as done for a dry run without --devices: the GPU when there is
+/// one, else the devices the database records (a problem is then done only when every one of
+/// them has it).
+std::vector<std::string> dry_run_devices(const SweepOptions& o, const Store* store,
+                                         std::string& note) {
   if (Driver::available() && device_count() > o.device) {
     const DeviceInfo d = query_device(o.device);
     note = "resume decisions for device " + std::to_string(o.device) + ", " + d.name;
@@ -113,9 +95,54 @@ std::vector<PlanLineState> resume(const Plan& plan, const Store* store,
   return out;
 }
 
-void json_line(Json& j, const PlanLine& l, const std::string& key, const char* state) {
+void json_line(Json& j, const PlanLine& l, const std::string& key, const char* state,
+               const Kind& kind, bool name_kind) {
   j.begin_object().field("line", static_cast<long long>(l.line)).field("op", l.op);
-  j.field("dtype", dtype_name(l.dtype)).field("problem", key).field("state", state).end_object();
+  j.field("dtype", dtype_name(l.dtype)).field("problem", key).field("state", state);
+  if (name_kind) {
+    j.field("device_key", kind.key).key("gpus").begin_array();
+    for (const SweepDevice& d : kind.devices) j.value(d.ordinal);
+    j.end_array();
+  }
+  j.end_object();
+}
+
+/// "NVIDIA H100 80GB HBM3 (GPUs 0 and 2)"
+std::string kind_name(const Kind& k) {
+  return shown(k.devices.front().name) + " (" + gpu_list(k.devices) + ")";
+}
+
+/// Which GPUs sweep and whose rows count as done. With --devices: one kind per fingerprint key
+/// among them. Without: the --device GPU (asked of the driver: attributes only, no context, the
+/// worker owns the GPU), or for a dry run dry_run_devices().
+std::vector<Kind> kinds_of(const PlanRun& run, const SweepOptions& base, const Plan& plan,
+                           const Store* store, std::string& note) {
+  std::vector<Kind> kinds;
+  if (!run.devices.empty()) {
+    for (const SweepDevice& d : run.devices) {
+      auto k = std::find_if(kinds.begin(), kinds.end(), [&](const Kind& x) { return x.key == d.key; });
+      if (k == kinds.end()) k = kinds.insert(kinds.end(), Kind{d.key, {}, {}});
+      k->devices.push_back(d);
+    }
+    for (Kind& k : kinds) k.states = resume(plan, store, {k.key}, base.force);
+    if (run.dry_run)
+      note = kinds.size() > 1 ? "each kind of GPU sweeps what its own rows lack"
+                              : "resume decisions for " + kind_name(kinds.front());
+  } else if (!run.dry_run) {
+    const DeviceInfo d = query_device(base.device);
+    kinds.push_back(Kind{d.key(), {SweepDevice{base.device, d.key(), d.name}}, {}});
+    kinds.front().states = resume(plan, store, {d.key()}, base.force);
+  } else {
+    const std::vector<std::string> keys = dry_run_devices(base, store, note);
+    kinds.push_back(Kind{});
+    kinds.front().states = resume(plan, store, keys, base.force);
+  }
+  for (Kind& k : kinds)
+    for (const PlanLineState& s : k.states) {
+      k.todo += s.todo.problem_keys.size();
+      k.done += s.done.size();
+    }
+  return kinds;
 }
 
 }  // namespace
@@ -134,23 +161,23 @@ int sweep_plan(const PlanRun& run, SweepOptions base) {
   if (std::filesystem::exists(base.db_path, ec))
     store.emplace(Store::open(base.db_path, Store::Mode::read_only));
   std::string note;
-  const std::vector<std::string> devices =
-      resume_devices(base, store ? &*store : nullptr, run.dry_run, note);
-  const std::vector<PlanLineState> states =
-      resume(plan, store ? &*store : nullptr, devices, base.force);
+  const std::vector<Kind> kinds = kinds_of(run, base, plan, store ? &*store : nullptr, note);
   store.reset();  // the sweeps open it for writing
 
   std::size_t todo = 0, skipped = 0;
-  for (const PlanLineState& s : states) {
-    todo += s.todo.problem_keys.size();
-    skipped += s.done.size();
+  for (const Kind& k : kinds) {
+    todo += k.todo;
+    skipped += k.done;
   }
+  const bool several_kinds = kinds.size() > 1;
   const std::string slice = run.shard.empty()
                                 ? std::string("the whole plan")
                                 : "shard " + std::to_string(shard.index) + "/" +
                                       std::to_string(shard.count) + " (lines k with k % " +
                                       std::to_string(shard.count) + " == " +
                                       std::to_string(shard.index) + ")";
+  const std::string per_kind =
+      several_kinds ? " for each of " + std::to_string(kinds.size()) + " kinds of GPU" : "";
 
   if (run.dry_run) {
     if (run.json) {
@@ -158,117 +185,167 @@ int sweep_plan(const PlanRun& run, SweepOptions base) {
       j.begin_object().field("plan", run.path).field("shard_index", static_cast<long long>(shard.index));
       j.field("shard_count", static_cast<long long>(shard.count)).field("database", base.db_path.string());
       j.key("problems").begin_array();
-      for (const PlanLineState& s : states) {
-        for (const std::string& k : s.done) json_line(j, s.todo, k, "done");
-        for (const std::string& k : s.todo.problem_keys) json_line(j, s.todo, k, "todo");
-      }
+      for (const Kind& k : kinds)
+        for (const PlanLineState& s : k.states) {
+          for (const std::string& p : s.done) json_line(j, s.todo, p, "done", k, !run.devices.empty());
+          for (const std::string& p : s.todo.problem_keys)
+            json_line(j, s.todo, p, "todo", k, !run.devices.empty());
+        }
       j.end_array().field("todo", static_cast<long long>(todo));
       j.field("done", static_cast<long long>(skipped)).end_object();
       std::printf("%s\n", j.str().c_str());
       return 0;
     }
-    std::printf("plan %s, %s: %zu problems on %zu lines; %zu to sweep, %zu in the database\n",
-                shown(run.path).c_str(), slice.c_str(), plan.problems(), plan.lines.size(), todo,
-                skipped);
+    std::printf("plan %s, %s: %zu problems on %zu lines%s; %zu to sweep, %zu in the database\n",
+                shown(run.path).c_str(), slice.c_str(), plan.problems(), plan.lines.size(),
+                per_kind.c_str(), todo, skipped);
     if (!note.empty()) std::printf("  (%s)\n", note.c_str());
-    for (const PlanLineState& s : states) {
-      for (const std::string& k : s.done)
-        std::printf("skip   line %-4zu %s %s %s (in the database)\n", s.todo.line,
-                    s.todo.op.c_str(), dtype_name(s.todo.dtype), k.c_str());
-      for (const std::string& k : s.todo.problem_keys)
-        std::printf("sweep  line %-4zu %s %s %s\n", s.todo.line, s.todo.op.c_str(),
-                    dtype_name(s.todo.dtype), k.c_str());
+    for (const Kind& k : kinds) {
+      if (several_kinds)
+        std::printf("%s: %zu to sweep, %zu in the database\n", kind_name(k).c_str(), k.todo, k.done);
+      for (const PlanLineState& s : k.states) {
+        for (const std::string& p : s.done)
+          std::printf("skip   line %-4zu %s %s %s (in the database)\n", s.todo.line,
+                      s.todo.op.c_str(), dtype_name(s.todo.dtype), p.c_str());
+        for (const std::string& p : s.todo.problem_keys)
+          std::printf("sweep  line %-4zu %s %s %s\n", s.todo.line, s.todo.op.c_str(),
+                      dtype_name(s.todo.dtype), p.c_str());
+      }
     }
     return 0;
   }
 
-  std::fprintf(stderr, "plan %s, %s: %zu problems; %zu to sweep, %zu already in %s\n",
-               shown(run.path).c_str(), slice.c_str(), plan.problems(), todo, skipped,
-               shown(base.db_path.string()).c_str());
-  PlanClock clock;
-  clock.total = plan.problems();
-  std::vector<SweepResult> results;
-  std::size_t not_swept = 0;        // lines the time limit left out
-  std::size_t unswept_results = 0;  // problems of a line the time limit stopped
-  bool all_best = true;
-  for (const PlanLineState& s : states) {
-    for (const std::string& k : s.done) {
-      if (run.tty) std::fprintf(stderr, "\r\033[K");
-      std::fprintf(stderr, "plan: skipping %s %s %s: its best is in the database (--force sweeps "
-                   "it again)\n", s.todo.op.c_str(), dtype_name(s.todo.dtype), k.c_str());
-      ++clock.done;
-    }
-    if (s.todo.problem_keys.empty()) continue;
-    SweepOptions o = base;
-    o.op = s.todo.op;
-    o.dtype = s.todo.dtype;
-    o.shape = s.todo.shape;
-    o.buckets = s.todo.buckets;
-    if (base.time_limit_s > 0) {
-      o.time_limit_s = base.time_limit_s - seconds_since(clock.start);
-      if (o.time_limit_s <= 0) {
-        not_swept += s.todo.problem_keys.size();
+  std::vector<SweepDevice> devices;
+  for (const Kind& k : kinds) devices.insert(devices.end(), k.devices.begin(), k.devices.end());
+  const bool several = devices.size() > 1;
+  std::fprintf(stderr, "plan %s, %s: %zu problems%s; %zu to sweep, %zu already in %s%s\n",
+               shown(run.path).c_str(), slice.c_str(), plan.problems(), per_kind.c_str(), todo,
+               skipped, shown(base.db_path.string()).c_str(),
+               several ? (" (on " + gpu_list(devices) + ")").c_str() : "");
+  SweepBoard board("plan: ", devices, run.tty, plan.problems() * kinds.size(), skipped,
+                   base.progress);
+  // Jobs in plan order. A kind with one GPU sweeps a line at a time (one worker start for a moe
+  // line's buckets); with several, a problem at a time, so that the buckets spread too.
+  std::vector<DeviceSweepJob> jobs;
+  for (std::size_t i = 0; i < plan.lines.size(); ++i) {
+    for (const Kind& k : kinds) {
+      const PlanLineState& s = k.states[i];
+      for (const std::string& p : s.done)
+        board.line("plan: skipping " + s.todo.op + " " + dtype_name(s.todo.dtype) + " " + p +
+                   (several_kinds ? " on " + kind_name(k) : std::string()) +
+                   ": its best is in the database (--force sweeps it again)");
+      if (s.todo.problem_keys.empty()) continue;
+      DeviceSweepJob job;
+      job.options = base;
+      job.options.op = s.todo.op;
+      job.options.dtype = s.todo.dtype;
+      job.options.shape = s.todo.shape;
+      job.options.buckets.clear();
+      job.device_key = k.key;
+      job.what = s.todo.op + " " + dtype_name(s.todo.dtype) + " ";
+      if (k.devices.size() == 1) {
+        job.options.buckets = s.todo.buckets;
+        job.problem_keys = s.todo.problem_keys;
+        jobs.push_back(std::move(job));
         continue;
       }
-    }
-    // A new bucket of a moe line means the one before it finished.
-    std::size_t at = 0;
-    const auto inner = base.progress;
-    o.progress = [&](const SweepProgress& p) {
-      if (p.problem_index != at) {
-        clock.done += p.problem_index - at;
-        clock.swept += p.problem_index - at;
-        at = p.problem_index;
-        clock.starting(s.todo.op + " " + dtype_name(s.todo.dtype) + " " + p.problem, run.tty);
+      for (std::size_t b = 0; b < s.todo.problem_keys.size(); ++b) {
+        DeviceSweepJob one = job;
+        if (!s.todo.buckets.empty()) one.options.buckets = {s.todo.buckets[b]};
+        one.problem_keys = {s.todo.problem_keys[b]};
+        jobs.push_back(std::move(one));
       }
-      if (inner) inner(p);
-    };
-    clock.starting(s.todo.op + " " + dtype_name(s.todo.dtype) + " " + s.todo.problem_keys.front(),
-                   run.tty);
-    std::vector<SweepResult> line = run_sweeps(o);
-    clock.done += s.todo.problem_keys.size() - at;
-    clock.swept += s.todo.problem_keys.size() - at;
-    for (SweepResult& r : line) {
-      if (r.not_measured > 0 && r.trials.empty()) ++unswept_results;
-      all_best = all_best && r.best.has_value();
-      results.push_back(std::move(r));
     }
   }
-  if (run.tty) std::fprintf(stderr, "\r\033[K");
+  const std::vector<DeviceJobOutcome> outcomes = sweep_jobs(jobs, devices, base, board);
+
+  // Results in plan order, whichever GPU swept them.
+  struct Row {
+    const SweepResult* result = nullptr;  // null: failed or not swept
+    const DeviceSweepJob* job = nullptr;
+    std::string problem;
+    int gpu = -1;
+    std::string error;
+  };
+  std::vector<Row> rows;
+  std::size_t swept = 0, not_swept = 0, failed = 0;
+  bool all_best = true;
+  for (std::size_t i = 0; i < jobs.size(); ++i) {
+    const DeviceJobOutcome& o = outcomes[i];
+    if (o.swept()) {
+      for (const SweepResult& r : o.results) {
+        // A result with nothing measured is a problem the time limit left out.
+        if (r.not_measured > 0 && r.trials.empty()) ++not_swept;
+        else ++swept;
+        all_best = all_best && r.best.has_value();
+        rows.push_back({&r, &jobs[i], r.problem_key, o.device, {}});
+      }
+      not_swept += jobs[i].problem_keys.size() - std::min(jobs[i].problem_keys.size(), o.results.size());
+    } else if (!o.errors.empty()) {
+      failed += jobs[i].problem_keys.size();
+      std::string error;
+      for (const std::string& e : o.errors) error += (error.empty() ? "" : "; ") + e;
+      for (const std::string& p : jobs[i].problem_keys) rows.push_back({nullptr, &jobs[i], p, -1, error});
+    } else {
+      not_swept += jobs[i].problem_keys.size();
+    }
+  }
 
   if (run.json) {
     Json j;
     j.begin_array();
-    for (const SweepResult& r : results) {
-      j.begin_object().field("op", r.op).field("dtype", dtype_name(r.dtype)).field("problem", r.problem_key);
-      if (r.best) j.field("params", r.best->params_key).field("median_us", r.best->median_us);
-      else j.key("params").null();
-      j.field("seconds", r.seconds).end_object();
+    for (const Row& row : rows) {
+      const DeviceSweepJob& job = *row.job;
+      j.begin_object().field("op", job.options.op).field("dtype", dtype_name(job.options.dtype));
+      j.field("problem", row.problem);
+      if (row.result && row.result->best)
+        j.field("params", row.result->best->params_key).field("median_us", row.result->best->median_us);
+      else
+        j.key("params").null();
+      if (row.result) j.field("seconds", row.result->seconds).field("gpu", row.gpu);
+      else j.field("error", row.error);
+      j.end_object();
     }
     j.end_array();
     std::printf("%s\n", j.str().c_str());
   } else {
-    std::printf("%-16s %-5s %12s %12s %8s  %s\n", "op", "dtype", "best us", "default us",
-                "speedup", "problem");
-    for (const SweepResult& r : results) {
+    std::vector<std::vector<std::string>> t = {{"op", "dtype", "best us", "default us", "speedup", "problem"}};
+    if (several) t.front().insert(t.front().begin(), "gpu");
+    for (const Row& row : rows) {
+      const SweepResult* r = row.result;
       const bool has_default =
-          r.best && r.default_config && r.default_config->status == TrialStatus::ok;
-      std::printf("%-16s %-5s %12s %12s %8s  %s\n", r.op.c_str(), dtype_name(r.dtype),
-                  r.best ? fmt("%.2f", r.best->median_us).c_str()
-                         : (r.not_measured ? "not swept" : "none"),
-                  has_default ? fmt("%.2f", r.default_config->median_us).c_str() : "-",
-                  has_default
-                      ? (fmt("%.2f", r.default_config->median_us / r.best->median_us) + "x").c_str()
-                      : "-",
-                  r.problem_key.c_str());
+          r && r->best && r->default_config && r->default_config->status == TrialStatus::ok;
+      std::vector<std::string> cells = {
+          row.job->options.op, dtype_name(row.job->options.dtype),
+          !r ? "failed"
+             : r->best ? fmt("%.2f", r->best->median_us) : (r->not_measured ? "not swept" : "none"),
+          has_default ? fmt("%.2f", r->default_config->median_us) : "-",
+          has_default ? fmt("%.2f", r->default_config->median_us / r->best->median_us) + "x" : "-",
+          row.problem};
+      if (several) cells.insert(cells.begin(), row.gpu >= 0 ? std::to_string(row.gpu) : "-");
+      t.push_back(std::move(cells));
+    }
+    if (several) {
+      std::printf("%s", table(t).c_str());
+    } else {
+      // One GPU: the columns as they always were.
+      for (const auto& c : t)
+        std::printf("%-16s %-5s %12s %12s %8s  %s\n", c[0].c_str(), c[1].c_str(), c[2].c_str(),
+                    c[3].c_str(), c[4].c_str(), shown(c[5]).c_str());
     }
     std::printf("plan %s, %s: %zu swept, %zu skipped (in the database), %zu not swept (time "
-                "limit: run again to resume) in %s; stored in %s\n",
-                shown(run.path).c_str(), slice.c_str(), results.size() - unswept_results, skipped,
-                not_swept + unswept_results, duration_text(seconds_since(clock.start)).c_str(),
+                "limit: run again to resume)%s in %s; stored in %s\n",
+                shown(run.path).c_str(), slice.c_str(), swept, skipped, not_swept,
+                failed ? (", " + std::to_string(failed) + " failed (above)").c_str() : "",
+                duration_text(seconds_since(board.start())).c_str(),
                 shown(base.db_path.string()).c_str());
   }
-  return all_best && not_swept + unswept_results == 0 ? 0 : 1;
+  for (const Row& row : rows)
+    if (!row.error.empty())
+      std::fprintf(stderr, "ktune sweep: %s %s %s not swept: %s\n", row.job->options.op.c_str(),
+                   dtype_name(row.job->options.dtype), shown(row.problem).c_str(),
+                   shown(row.error, 2000).c_str());
+  return all_best && not_swept + failed == 0 ? 0 : 1;
 }
 
 }  // namespace ktune::cli

@@ -24,6 +24,11 @@ void append_number(std::string& out, double v, const char* non_finite) {
   out.append(buf, r.ptr);
 }
 
+// An ordinal that may be unrecorded (-1): null in JSON, an empty cell in CSV.
+struct Unrecorded {
+  int value;
+};
+
 struct JsonWriter {
   std::string& out;
   bool first = true;
@@ -39,6 +44,11 @@ struct JsonWriter {
     out += std::to_string(v);
   }
   void operator()(const char* name, int v) { (*this)(name, static_cast<std::int64_t>(v)); }
+  void operator()(const char* name, Unrecorded v) {
+    if (v.value >= 0) return (*this)(name, v.value);
+    key(name);
+    out += "null";
+  }
   void operator()(const char* name, double v) {
     key(name);
     append_number(out, v, "null");
@@ -97,6 +107,10 @@ struct CsvWriter {
     out += header ? name : std::to_string(v);
   }
   void operator()(const char* name, int v) { (*this)(name, static_cast<std::int64_t>(v)); }
+  void operator()(const char* name, Unrecorded v) {
+    if (v.value >= 0 || header) return (*this)(name, v.value);
+    separator();
+  }
   void operator()(const char* name, double v) {
     separator();
     if (header)
@@ -156,6 +170,8 @@ void visit_trial(const TrialRecord& t, Visit&& v) {
   v("spill_bytes", t.spill_bytes);
   v("compile_seconds", t.compile_seconds);
   v("created_at", std::string_view(t.created_at));
+  v("device_ordinal", Unrecorded{t.device_ordinal});
+  v("pci_bus_id", std::string_view(t.pci_bus_id));
 }
 
 }  // namespace

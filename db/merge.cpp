@@ -43,7 +43,7 @@ struct TrialKey {
   std::optional<SweepKey> sweep;
   std::tuple<std::string, std::string, std::string, std::string, std::string, std::string, int,
              std::string, std::string, double, double, double, double, int, int, int, int, int,
-             double>
+             double, int, std::string>
       fields;
 
   bool operator<(const TrialKey& o) const {
@@ -60,7 +60,7 @@ TrialKey trial_key(const TrialRecord& t, const std::optional<SweepKey>& sweep) {
           {t.device_key, t.op, dtype_name(t.dtype), t.problem_key, t.params_key, t.template_hash,
            t.nvrtc_version, status_name(t.status), t.detail, t.median_us, t.min_us, t.max_us,
            t.spread_pct, t.repetitions, t.registers, t.shared_bytes, t.local_bytes, t.spill_bytes,
-           t.compile_seconds}};
+           t.compile_seconds, t.device_ordinal, t.pci_bus_id}};
 }
 
 // The schema's key of the best table.
@@ -128,7 +128,8 @@ class Source {
     };
     Rows<db::DeviceRow> devices = db::read_all(db_, label_, db::kDevices);
     Rows<SweepRecord> sweeps = db::read_all(db_, label_, db::kSweeps);
-    Rows<TrialRecord> trials = db::read_all(db_, label_, db::kTrials);
+    Rows<TrialRecord> trials =
+        db::read_all(db_, label_, db::trials_table(db::schema_version(db_, label_)));
     Rows<BestRecord> bests = db::read_all(db_, label_, db::kBest);
     note(devices.skipped);
     note(sweeps.skipped);
@@ -236,9 +237,9 @@ void write_merged(const fs::path& path, const Merged& m) {
     INSERT INTO trials (sweep_id, device_key, op, dtype, problem_key, params_key, template_hash,
                         nvrtc_version, status, detail, median_us, min_us, max_us, spread_pct,
                         repetitions, registers, shared_bytes, local_bytes, spill_bytes,
-                        compile_seconds, created_at)
+                        compile_seconds, created_at, device_ordinal, pci_bus_id)
     VALUES (NULLIF(?1, 0), ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17,
-            ?18, ?19, ?20, ?21))sql",
+            ?18, ?19, ?20, ?21, NULLIF(?22, -1), NULLIF(?23, '')))sql",
                       label);
   for (const auto& [key, r] : m.trials) {
     const std::int64_t sweep_id = key.sweep ? sweep_ids.at(*key.sweep) : 0;
@@ -246,7 +247,8 @@ void write_merged(const fs::path& path, const Merged& m) {
     trial.bind_all(sweep_id, r.device_key, r.op, dtype_name(r.dtype), r.problem_key, r.params_key,
                    r.template_hash, r.nvrtc_version, status_name(r.status), r.detail, r.median_us,
                    r.min_us, r.max_us, r.spread_pct, r.repetitions, r.registers, r.shared_bytes,
-                   r.local_bytes, r.spill_bytes, r.compile_seconds, r.created_at);
+                   r.local_bytes, r.spill_bytes, r.compile_seconds, r.created_at,
+                   r.device_ordinal, r.pci_bus_id);
     trial.run();
     trial_ids.emplace(key, sqlite3_last_insert_rowid(raw));
   }

@@ -83,8 +83,10 @@ class Cells {
 
   // A reference to another row; NULL means none (0).
   std::int64_t optional_id(int c) const {
-    return sqlite3_column_type(s_, c) == SQLITE_NULL ? 0 : integer<std::int64_t>(c);
+    return is_null(c) ? 0 : integer<std::int64_t>(c);
   }
+
+  bool is_null(int c) const { return sqlite3_column_type(s_, c) == SQLITE_NULL; }
 
   // A timing, size or rate: finite and >= 0, as the writers require.
   double amount(int c) const {
@@ -230,6 +232,9 @@ TrialRecord read_trial(const Statement& row, const char* table, std::int64_t row
   t.spill_bytes = c.integer<int>(19);
   t.compile_seconds = c.amount(20);
   t.created_at = c.name(21);
+  // NULL where the GPU was not recorded (rows of schema version 1).
+  t.device_ordinal = c.is_null(22) ? -1 : c.integer<int>(22, 0, std::numeric_limits<int>::max());
+  t.pci_bus_id = c.is_null(23) ? std::string() : c.name(23);
   return t;
 }
 
@@ -274,11 +279,26 @@ const Table<TrialRecord> kTrials = {
     "trials",
     "id, sweep_id, device_key, op, dtype, problem_key, params_key, template_hash, nvrtc_version, "
     "status, detail, median_us, min_us, max_us, spread_pct, repetitions, registers, shared_bytes, "
-    "local_bytes, spill_bytes, compile_seconds, created_at",
+    "local_bytes, spill_bytes, compile_seconds, created_at, device_ordinal, pci_bus_id",
     "id",
     read_trial,
     [](const TrialRecord& a, const TrialRecord& b) { return a.id < b.id; },
 };
+
+// Schema version 1 has no device columns: they read as not recorded.
+const Table<TrialRecord> kTrialsV1 = {
+    "trials",
+    "id, sweep_id, device_key, op, dtype, problem_key, params_key, template_hash, nvrtc_version, "
+    "status, detail, median_us, min_us, max_us, spread_pct, repetitions, registers, shared_bytes, "
+    "local_bytes, spill_bytes, compile_seconds, created_at, NULL, NULL",
+    "id",
+    read_trial,
+    [](const TrialRecord& a, const TrialRecord& b) { return a.id < b.id; },
+};
+
+const Table<TrialRecord>& trials_table(std::int64_t schema_version) {
+  return schema_version >= 2 ? kTrials : kTrialsV1;
+}
 
 const Table<BestRecord> kBest = {
     "best",

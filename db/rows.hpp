@@ -47,7 +47,9 @@ struct Table {
 
 extern const Table<DeviceRow> kDevices;
 extern const Table<SweepRecord> kSweeps;
-extern const Table<TrialRecord> kTrials;
+extern const Table<TrialRecord> kTrials;    // the current schema's
+/// The trials table as a file of `schema_version` holds it (version 1: no device columns).
+const Table<TrialRecord>& trials_table(std::int64_t schema_version);
 extern const Table<BestRecord> kBest;  // device_name and arch stay empty: they are not in the row
 
 /// Keeps one read transaction open while a reader runs, so that all its rows come from one

@@ -23,7 +23,8 @@ namespace fs = std::filesystem;
 namespace ktune::db {
 namespace {
 
-// Version 1. Any change here needs Store::kSchemaVersion bumped and required_tables() updated.
+// Version 2. Any change here needs Store::kSchemaVersion bumped, required_tables() updated and a
+// step in migrate() that brings an older file to it.
 constexpr const char* kSchemaSql = R"sql(
 CREATE TABLE devices (
   key TEXT PRIMARY KEY NOT NULL,
@@ -76,7 +77,9 @@ CREATE TABLE trials (
   local_bytes INTEGER NOT NULL,
   spill_bytes INTEGER NOT NULL,
   compile_seconds REAL NOT NULL,
-  created_at TEXT NOT NULL
+  created_at TEXT NOT NULL,
+  device_ordinal INTEGER,
+  pci_bus_id TEXT
 );
 CREATE INDEX trials_by_key ON trials (device_key, op, dtype, problem_key, template_hash);
 CREATE TABLE best (
@@ -98,9 +101,10 @@ struct TableSpec {
   std::vector<const char*> columns;
 };
 
-// What open() requires of an existing file; extra tables and columns are tolerated.
-const std::vector<TableSpec>& required_tables() {
-  static const std::vector<TableSpec> tables = {
+// What open() requires of an existing file of schema version `version` (1 or 2); extra tables
+// and columns are tolerated.
+std::vector<TableSpec> required_tables(std::int64_t version) {
+  std::vector<TableSpec> tables = {
       {"devices",
        {"key", "name", "cc_major", "cc_minor", "sm_count", "memory_bytes", "l2_bytes", "smem_optin",
         "smem_per_sm", "regs_per_block", "regs_per_sm", "max_threads_per_block",
@@ -117,6 +121,9 @@ const std::vector<TableSpec>& required_tables() {
        {"device_key", "op", "dtype", "problem_key", "template_hash", "params_key", "median_us",
         "trial_id", "updated_at"}},
   };
+  // Version 2: the GPU each trial ran on (NULL in rows that version 1 wrote).
+  if (version >= 2)
+    for (const char* column : {"device_ordinal", "pci_bus_id"}) tables[2].columns.push_back(column);
   return tables;
 }
 
@@ -179,10 +186,12 @@ void validate(const Connection& c, const FileState& st) {
                         " is newer than this ktune supports (" + supported +
                         "): it was written by a newer ktune; upgrade ktune or use another "
                         "database");
-  if (st.user_version < Store::kSchemaVersion)
+  if (st.user_version < Store::kOldestSchemaVersion)
     throw DatabaseError(at + "schema version " + std::to_string(st.user_version) +
-                        " is older than this ktune supports (" + supported +
+                        " is older than this ktune supports (" +
+                        std::to_string(Store::kOldestSchemaVersion) + " to " + supported +
                         ") and cannot be migrated; move the file aside to start a new database");
+  const std::string version = std::to_string(st.user_version);
   // ktune never creates triggers or views: their presence means the file was altered. They are
   // disabled on the connection anyway; refusing makes the runtime fall back to defaults.
   for (const auto& [type, name] : st.objects)
@@ -190,13 +199,13 @@ void validate(const Connection& c, const FileState& st) {
       throw DatabaseError(at + "contains a " + printable(type) + " " + ktune::quoted(name) +
                           "; ktune databases hold no triggers or views, so the file was altered "
                           "and is not trusted");
-  for (const TableSpec& table : required_tables()) {
+  for (const TableSpec& table : required_tables(st.user_version)) {
     bool found = false;
     for (const auto& [type, name] : st.objects)
       found = found || (type == "table" && name == table.name);
     if (!found)
       throw DatabaseError(at + "has no table '" + table.name + "' (required by schema version " +
-                          supported + "): the file is damaged or was not written by ktune");
+                          version + "): the file is damaged or was not written by ktune");
     std::vector<std::string> have;
     Statement s(c.get(), "SELECT name FROM pragma_table_info(?1)", c.label());
     s.bind(1, table.name);
@@ -206,7 +215,7 @@ void validate(const Connection& c, const FileState& st) {
       for (const std::string& h : have) present = present || h == column;
       if (!present)
         throw DatabaseError(at + "table '" + table.name + "' lacks column '" + column +
-                            "' (required by schema version " + supported +
+                            "' (required by schema version " + version +
                             "): the file is damaged or was not written by ktune");
     }
     // The readers address every row by its rowid; a column named like it, or a WITHOUT ROWID
@@ -284,6 +293,32 @@ void create_schema(const Connection& c) {
   t.commit();
 }
 
+// Brings a file of an older schema version to the current one, in one IMMEDIATE transaction:
+// tuners opening the same old file at once serialise here, and the later ones find it done. A
+// step only adds what the older version's readers and writers never name (nullable columns), so
+// an older ktune that has the file open meanwhile keeps reading and writing it.
+void migrate(const Connection& c) {
+  Transaction t(c.get(), c.label());
+  const FileState st = inspect(c);
+  if (st.user_version >= Store::kSchemaVersion) return;
+  validate(c, st);
+  if (st.user_version < 2) {
+    // 1 -> 2: the GPU each trial ran on; rows already there keep NULL (not recorded).
+    std::vector<std::string> have;
+    Statement s(c.get(), "SELECT name FROM pragma_table_info('trials')", c.label());
+    while (s.step()) have.push_back(s.text(0));
+    const std::pair<const char*, const char*> added[] = {
+        {"device_ordinal", "ALTER TABLE trials ADD COLUMN device_ordinal INTEGER"},
+        {"pci_bus_id", "ALTER TABLE trials ADD COLUMN pci_bus_id TEXT"},
+    };
+    for (const auto& [column, sql] : added)  // a tolerated extra column may be there already
+      if (std::find(have.begin(), have.end(), column) == have.end()) c.exec(sql);
+  }
+  // A constant of ours; PRAGMA takes no bound values.
+  c.exec(("PRAGMA user_version = " + std::to_string(Store::kSchemaVersion)).c_str());
+  t.commit();
+}
+
 // The first read of a WAL file needs its -shm file; this is how SQLite says it could not use one.
 bool shm_unavailable(int rc) {
   const int primary = rc & 0xff;
@@ -358,6 +393,7 @@ sqlite3* open_writable(const fs::path& path) {
     checked_snapshot(c, /*blank_ok=*/false);
   }
   use_wal(c);
+  migrate(c);
   // Switching to WAL rewrites the header; SQLite creates -wal and -shm on the next read. Do that
   // read now, so that a reader never finds a WAL-mode file without its log while a writer is open.
   if (const int rc = probe(c.get()); rc != SQLITE_OK) fail(c.get(), rc, label, "the first read");
@@ -423,6 +459,10 @@ sqlite3* open_readable(const fs::path& path, bool* immutable) {
     *immutable = true;
     return fixed.release();
   }
+}
+
+std::int64_t schema_version(sqlite3* db, const std::string& label) {
+  return Statement(db, "PRAGMA user_version", label).row().int64(0);
 }
 
 void close_writable(sqlite3* db) noexcept {

@@ -3,7 +3,9 @@
 // db/.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
+#include <string>
 
 struct sqlite3;
 
@@ -20,6 +22,9 @@ sqlite3* open_writable(const std::filesystem::path& path);
 /// immutable=1 when the header says WAL and no log holds pending changes (then *immutable is set).
 /// Refuses what open_writable refuses, and a -wal with pending changes but no -shm.
 sqlite3* open_readable(const std::filesystem::path& path, bool* immutable);
+
+/// The schema version of an open file (PRAGMA user_version; open_* checked it).
+std::int64_t schema_version(sqlite3* db, const std::string& label);
 
 /// Closes a handle from open_writable. The last writer to close returns the file to rollback-
 /// journal mode, so that readers need no -wal/-shm; while other connections use the file it stays

@@ -95,6 +95,7 @@ Store Store::open(const fs::path& path, Mode mode) {
   store.read_only_ = mode == Mode::read_only;
   store.db_ =
       store.read_only_ ? db::open_readable(path, &store.immutable_) : db::open_writable(path);
+  store.schema_version_ = db::schema_version(store.db_, path.string());
   return store;
 }
 
@@ -102,7 +103,8 @@ Store::Store(Store&& other) noexcept
     : db_(std::exchange(other.db_, nullptr)),
       path_(std::move(other.path_)),
       read_only_(other.read_only_),
-      immutable_(other.immutable_) {}
+      immutable_(other.immutable_),
+      schema_version_(other.schema_version_) {}
 
 Store& Store::operator=(Store&& other) noexcept {
   if (this != &other) {
@@ -114,6 +116,7 @@ Store& Store::operator=(Store&& other) noexcept {
     path_ = std::move(other.path_);
     read_only_ = other.read_only_;
     immutable_ = other.immutable_;
+    schema_version_ = other.schema_version_;
   }
   return *this;
 }
@@ -267,6 +270,11 @@ std::int64_t Store::record_trial(const TrialRecord& trial) {
   if (!parse_status(status))
     throw InvalidArgument(std::string(what) + ": status " +
                           std::to_string(static_cast<int>(trial.status)) + " is not a TrialStatus");
+  if (trial.device_ordinal < -1)
+    throw InvalidArgument(std::string(what) + ": device_ordinal is " +
+                          std::to_string(trial.device_ordinal) + ", expected -1 (not recorded) or "
+                          "an ordinal >= 0");
+  require_short(trial.pci_bus_id, "pci_bus_id", what);
 
   const std::string label = path_.string();
   db::Transaction t(db_, label);
@@ -274,15 +282,15 @@ std::int64_t Store::record_trial(const TrialRecord& trial) {
     INSERT INTO trials (sweep_id, device_key, op, dtype, problem_key, params_key, template_hash,
                         nvrtc_version, status, detail, median_us, min_us, max_us, spread_pct,
                         repetitions, registers, shared_bytes, local_bytes, spill_bytes,
-                        compile_seconds, created_at)
+                        compile_seconds, created_at, device_ordinal, pci_bus_id)
     VALUES (NULLIF(?1, 0), ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17,
-            ?18, ?19, ?20, strftime('%Y-%m-%dT%H:%M:%SZ', 'now')))sql",
+            ?18, ?19, ?20, strftime('%Y-%m-%dT%H:%M:%SZ', 'now'), NULLIF(?21, -1), NULLIF(?22, '')))sql",
                        label);
   insert.bind_all(trial.sweep_id, trial.device_key, trial.op, dtype, trial.problem_key,
                   trial.params_key, trial.template_hash, trial.nvrtc_version, status, trial.detail,
                   trial.median_us, trial.min_us, trial.max_us, trial.spread_pct, trial.repetitions,
                   trial.registers, trial.shared_bytes, trial.local_bytes, trial.spill_bytes,
-                  trial.compile_seconds);
+                  trial.compile_seconds, trial.device_ordinal, trial.pci_bus_id);
   insert.run();
   const std::int64_t id = sqlite3_last_insert_rowid(db_);
   if (trial.status == TrialStatus::ok) {
@@ -310,7 +318,7 @@ Rows<TrialRecord> Store::trials(const std::string& device_key, const std::string
                                 const std::string& template_hash) const {
   const std::string dtype_text = dtype_name(dtype);
   return db::read_rows(
-      db_, path_.string(), db::kTrials,
+      db_, path_.string(), db::trials_table(schema_version_),
       "device_key = ?1 AND op = ?2 AND dtype = ?3 AND problem_key = ?4 AND template_hash = ?5",
       [&](db::Statement& s) {
         s.bind_all(device_key, op, dtype_text, problem_key, template_hash);
@@ -325,7 +333,7 @@ Rows<SweepRecord> Store::sweeps() const { return db::read_all(db_, path_.string(
 
 Rows<TrialRecord> Store::all_trials(const std::string& op_filter) const {
   return db::read_rows(
-      db_, path_.string(), db::kTrials, "?1 = '' OR op = ?1",
+      db_, path_.string(), db::trials_table(schema_version_), "?1 = '' OR op = ?1",
       [&](db::Statement& s) { s.bind(1, op_filter); },
       [&](const TrialRecord& t) { return op_filter.empty() || t.op == op_filter; });
 }
@@ -425,7 +433,8 @@ CheckReport Store::check() const {
   };
   add(db::kDevices.name, [&] { return db::read_all(db_, label, db::kDevices); });
   add(db::kSweeps.name, [&] { return db::read_all(db_, label, db::kSweeps); });
-  add(db::kTrials.name, [&] { return db::read_all(db_, label, db::kTrials); });
+  add(db::kTrials.name,
+      [&] { return db::read_all(db_, label, db::trials_table(schema_version_)); });
   add(db::kBest.name, [&] { return db::read_all(db_, label, db::kBest); });
   // References that point nowhere (a trial's sweep_id, a best row's trial_id): SQLite enforces
   // them on our writes, but a file edited by hand or by another program may hold them.

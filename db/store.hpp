@@ -54,6 +54,9 @@ struct TrialRecord {
   int spill_bytes = 0;
   double compile_seconds = 0.0;
   std::string created_at;         // UTC ISO-8601, set by the database
+  int device_ordinal = -1;        // CUDA ordinal of the GPU it ran on; -1: not recorded (older
+                                  // databases, rows not measured on a GPU)
+  std::string pci_bus_id;         // that GPU's PCI bus id ("0000:1b:00.0"); empty: not recorded
 };
 
 /// The configuration the runtime dispatches for one key.
@@ -134,6 +137,8 @@ class Store {
   /// pending (written by an older ktune, or a copy), or sits where the writer's -shm cannot be
   /// used (read-only media). No locks are taken, so the file must then not change under us.
   bool immutable() const { return immutable_; }
+  /// The file's schema version (PRAGMA user_version): kSchemaVersion after a read_write open.
+  std::int64_t schema_version() const { return schema_version_; }
 
   /// Inserts or refreshes the device row (fingerprint fields).
   void upsert_device(const DeviceInfo& device);
@@ -186,7 +191,10 @@ class Store {
   CheckReport check() const;
 
   static constexpr std::int32_t kApplicationId = 0x6b74756e;  // "ktun"
-  static constexpr std::int32_t kSchemaVersion = 1;
+  /// Written by this ktune. Version 2 added trials.device_ordinal and trials.pci_bus_id.
+  static constexpr std::int32_t kSchemaVersion = 2;
+  /// The oldest version opened: read as it is, and brought to kSchemaVersion by a read_write open.
+  static constexpr std::int32_t kOldestSchemaVersion = 1;
 
  private:
   Store() = default;
@@ -196,6 +204,7 @@ class Store {
   std::filesystem::path path_;
   bool read_only_ = false;
   bool immutable_ = false;
+  std::int64_t schema_version_ = 0;
 };
 
 /// Trials as a JSON array of objects, one per line, every TrialRecord field by name (for

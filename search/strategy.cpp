@@ -10,6 +10,7 @@ namespace ktune {
 ExhaustiveStrategy::ExhaustiveStrategy(std::vector<Params> points) : points_(std::move(points)) {}
 
 std::optional<Params> ExhaustiveStrategy::next() {
+  while (next_ < points_.size() && observed_.count(points_[next_])) ++next_;
   if (next_ >= points_.size()) return std::nullopt;
   return points_[next_++];
 }
@@ -26,6 +27,7 @@ RandomStrategy::RandomStrategy(std::vector<Params> points, std::uint64_t seed)
 }
 
 std::optional<Params> RandomStrategy::next() {
+  while (next_ < points_.size() && observed_.count(points_[next_])) ++next_;
   if (next_ >= points_.size()) return std::nullopt;
   return points_[next_++];
 }
@@ -204,18 +206,46 @@ void check_strategy_name(const Op& op, std::string_view name) {
 }
 
 std::unique_ptr<Strategy> make_space_strategy(const Space& space, std::string_view name,
-                                              const Params& start, std::uint64_t seed) {
+                                              const Params& start, std::uint64_t seed,
+                                              std::size_t budget) {
   const Op& op = space.op();
   check_strategy_name(op, name);
   if (name.empty()) name = op.default_strategy();
+  if (name == "model" && !space.enumerated()) {
+    SampledSpace sampled;
+    for (const Tunable& t : op.tunables()) sampled.values.push_back(t.values);
+    sampled.check = [&space](const Params& p) { return space.check(p); };
+    const SearchStages stages = op.search_stages();
+    sampled.blocks.emplace_back();
+    for (const std::string& n : stages.outer) sampled.blocks.back().push_back(op.param_index(n));
+    for (const std::vector<std::string>& g : stages.groups) {
+      sampled.blocks.emplace_back();
+      for (const std::string& n : g) sampled.blocks.back().push_back(op.param_index(n));
+      // The op's time is its kernels' sum: each group's effect (with the outer tunables) adds.
+      sampled.additive.push_back(sampled.blocks.front());
+      sampled.additive.back().insert(sampled.additive.back().end(), sampled.blocks.back().begin(),
+                                     sampled.blocks.back().end());
+    }
+    sampled.starts = {start};
+    ModelOptions options;
+    options.limit = budget > 0 ? budget : kSampledModelBudget;
+    return std::make_unique<ModelStrategy>(std::move(sampled), seed, options);
+  }
   if (name != "staged") {
     if (!space.enumerated())
       throw InvalidArgument("the " + std::string(op.name()) + " space has " +
                             std::to_string(space.size()) + " points, too many for the " +
                             std::string(name) + " strategy (it needs every point listed, at most " +
-                            std::to_string(Space::kEnumerateLimit) + "): use --strategy staged");
+                            std::to_string(Space::kEnumerateLimit) +
+                            "): use --strategy staged or model");
     return make_strategy(name, space.valid_points(), seed);
   }
+  return make_staged_strategy(op, [&space](const Params& p) { return space.check(p); }, start);
+}
+
+std::unique_ptr<Strategy> make_staged_strategy(const Op& op, StagedStrategy::Check check,
+                                               const Params& start) {
+  check_strategy_name(op, "staged");
   const SearchStages stages = op.search_stages();
   std::vector<std::size_t> outer;
   for (const std::string& n : stages.outer) outer.push_back(op.param_index(n));
@@ -226,9 +256,8 @@ std::unique_ptr<Strategy> make_space_strategy(const Space& space, std::string_vi
   }
   std::vector<std::vector<std::int64_t>> values;
   for (const Tunable& t : op.tunables()) values.push_back(t.values);
-  return std::make_unique<StagedStrategy>(
-      std::move(values), [&space](const Params& p) { return space.check(p); }, start,
-      std::move(outer), std::move(groups));
+  return std::make_unique<StagedStrategy>(std::move(values), std::move(check), start,
+                                          std::move(outer), std::move(groups));
 }
 
 }  // namespace ktune

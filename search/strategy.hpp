@@ -1,4 +1,5 @@
-// Search strategies: they only propose (next) and learn (report).
+// Search strategies: they only propose (next) and learn (report, and observe for points measured
+// without their asking).
 #pragma once
 
 #include <cstdint>
@@ -8,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <random>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -25,6 +27,10 @@ class Strategy {
   virtual std::optional<Params> next() = 0;
   /// The measured median time of a proposed configuration (infinity when it failed).
   virtual void report(const Params& params, double median_us) = 0;
+  /// The measured median time (infinity when it failed) of a configuration the strategy did not
+  /// propose: the default configuration, a warm-start point. A strategy that learns takes it as
+  /// a report; none proposes it afterwards. By default report().
+  virtual void observe(const Params& params, double median_us) { report(params, median_us); }
   virtual std::string_view name() const = 0;
   /// The next candidates to measure together: the sweep compiles them in parallel, measures
   /// them and reports each before it asks again. Empty when the strategy is done. By default
@@ -38,11 +44,14 @@ class ExhaustiveStrategy final : public Strategy {
   explicit ExhaustiveStrategy(std::vector<Params> points);
   std::optional<Params> next() override;
   void report(const Params&, double) override {}
+  /// The point is skipped when its turn comes.
+  void observe(const Params& params, double) override { observed_.insert(params); }
   std::string_view name() const override { return "exhaustive"; }
 
  private:
   std::vector<Params> points_;
   std::size_t next_ = 0;
+  std::set<Params> observed_;
 };
 
 /// Valid points in a random order drawn from `seed` (sampling without replacement); the sweep's
@@ -52,11 +61,14 @@ class RandomStrategy final : public Strategy {
   RandomStrategy(std::vector<Params> points, std::uint64_t seed);
   std::optional<Params> next() override;
   void report(const Params&, double) override {}
+  /// The point is skipped when its turn comes; the order of the others does not change.
+  void observe(const Params& params, double) override { observed_.insert(params); }
   std::string_view name() const override { return "random"; }
 
  private:
   std::vector<Params> points_;
   std::size_t next_ = 0;
+  std::set<Params> observed_;
 };
 
 /// For ops whose time is a sum of kernels' times (SearchStages), over a space too large to
@@ -104,12 +116,24 @@ class StagedStrategy final : public Strategy {
 /// throws InvalidArgument naming the allowed names.
 std::unique_ptr<Strategy> make_strategy(std::string_view name, std::vector<Params> points,
                                         std::uint64_t seed);
+/// Proposals of the model strategy on a space too large to list when the sweep gives no budget
+/// (per problem: each MoE token bucket).
+inline constexpr std::size_t kSampledModelBudget = 96;
+
 /// The strategy for a space: "staged" walks the op's search_stages() from `start`
-/// (InvalidArgument when the op declares none); "exhaustive", "random" and "model" need an enumerated
-/// space (InvalidArgument naming its size otherwise); an empty name is the op's
-/// default_strategy().
+/// (InvalidArgument when the op declares none); "exhaustive" and "random" need an enumerated
+/// space (InvalidArgument naming its size otherwise); "model" takes the valid points of an
+/// enumerated space, or samples one too large to list (ModelStrategy over SampledSpace: blocks
+/// from the op's search stages, starting at `start`) and then stops after `budget` proposals
+/// (kSampledModelBudget when 0); an empty name is the op's default_strategy().
 std::unique_ptr<Strategy> make_space_strategy(const Space& space, std::string_view name,
-                                              const Params& start, std::uint64_t seed);
+                                              const Params& start, std::uint64_t seed,
+                                              std::size_t budget = 0);
+/// The staged strategy over `op`'s search_stages() from `start`, with `check` saying which points
+/// are valid (a space's check(); replay: only the recorded points). InvalidArgument when the op
+/// declares no stages.
+std::unique_ptr<Strategy> make_staged_strategy(const Op& op, StagedStrategy::Check check,
+                                               const Params& start);
 /// Rejects what make_space_strategy would for `op` (unknown name, staged without stages).
 void check_strategy_name(const Op& op, std::string_view name);
 const std::vector<std::string>& strategy_names();

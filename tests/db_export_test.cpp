@@ -24,7 +24,12 @@ TEST(DbExport, JsonEscapesEverything) {
   EXPECT_CONTAINS(json, "\"dtype\": \"bf16\"");
   EXPECT_CONTAINS(json, "\"status\": \"ok\"");
   EXPECT_CONTAINS(json, "\"median_us\": 1.5, ");
-  EXPECT_CONTAINS(json, "\"created_at\": \"2026-01-02T03:04:05Z\"}");
+  EXPECT_CONTAINS(json, "\"created_at\": \"2026-01-02T03:04:05Z\", ");
+  // The GPU the trial ran on: null and empty when not recorded (older databases).
+  EXPECT_CONTAINS(json, "\"device_ordinal\": null, \"pci_bus_id\": \"\"}");
+  t.device_ordinal = 1;
+  t.pci_bus_id = "0000:1b:00.0";
+  EXPECT_CONTAINS(export_json({t}), "\"device_ordinal\": 1, \"pci_bus_id\": \"0000:1b:00.0\"}");
   EXPECT_EQ(export_json({}), "[]\n");
   EXPECT_EQ(std::count(json.begin(), json.end(), '\n'), 3);  // "[", one object, "]"
 
@@ -48,11 +53,17 @@ TEST(DbExport, CsvQuotesWhatNeedsIt) {
   const std::string header =
       "id,sweep_id,device_key,op,dtype,problem_key,params_key,template_hash,nvrtc_version,status,"
       "detail,median_us,min_us,max_us,spread_pct,repetitions,registers,shared_bytes,local_bytes,"
-      "spill_bytes,compile_seconds,created_at\n";
+      "spill_bytes,compile_seconds,created_at,device_ordinal,pci_bus_id\n";
   EXPECT_EQ(csv.substr(0, header.size()), header);
   EXPECT_CONTAINS(csv, ",\"rows=4,cols=8\",plain,h1,12090,compile_error,");
   EXPECT_CONTAINS(csv, ",\"error: \"\"x\"\" undeclared\nline 2\",2.5,0,0,0,0,");
   EXPECT_EQ(export_csv({}), header);
+  TrialRecord on_gpu = make_trial("n=1", "p", 1.0);
+  on_gpu.created_at = "2026-01-02T03:04:05Z";
+  EXPECT_CONTAINS(export_csv({on_gpu}), ",2026-01-02T03:04:05Z,,\n");  // not recorded: empty
+  on_gpu.device_ordinal = 3;
+  on_gpu.pci_bus_id = "0000:c1:00.0";
+  EXPECT_CONTAINS(export_csv({on_gpu}), ",2026-01-02T03:04:05Z,3,0000:c1:00.0\n");
 }
 
 TEST(DbExport, CsvNeutralisesSpreadsheetFormulas) {
@@ -70,7 +81,7 @@ TEST(DbExport, CsvNeutralisesSpreadsheetFormulas) {
                   ",'-2+3,'+cmd,bf16,n=1,"
                   "\"'=HYPERLINK(\"\"http://x\"\",\"\"y\"\")\",'@SUM(A1),-5,ok,");
   EXPECT_CONTAINS(row, ",'\t=1+1,2.5,0,0,0,0,");
-  EXPECT_CONTAINS(row, ",\"'\r=2\"\n");
+  EXPECT_CONTAINS(row, ",\"'\r=2\",,\n");
   EXPECT_EQ(row.find(",=HYPERLINK"), std::string::npos);
   EXPECT_EQ(row.find(",+cmd"), std::string::npos);
   // Plain values are untouched.

@@ -139,6 +139,11 @@ Hostile make_hostile(const fs::path& p) {
                             std::to_string(h.id["T_blob"].second);
     c.exec(sql.c_str());
   }
+  // The GPU a trial ran on (schema version 2): NULL is "not recorded", anything else is checked.
+  add("T_ordinal", "trials", with(trial_row(), {{"device_ordinal", std::int64_t{-3}}}),
+      "device_ordinal is -3, expected 0..2147483647");
+  add("T_pci", "trials", with(trial_row(), {{"pci_bus_id", std::string(5000, 'b')}}),
+      "pci_bus_id is \"bbbb");
   // Other keys: only the unfiltered readers meet these.
   add("T_long", "trials", with(trial_row(), {{"problem_key", std::string(5000, 'n')}}),
       "problem_key is \"nnnn");
@@ -203,17 +208,17 @@ TEST(DbRows, EachBadRowIsSkippedAloneWithItsReason) {
     EXPECT_EQ(trials.rows[0].params_key, "good");
     expect_skipped(h, trials.skipped,
                    {"T_status", "T_nan", "T_null", "T_negative", "T_inf", "T_big", "T_text",
-                    "T_blob"},
+                    "T_blob", "T_ordinal", "T_pci"},
                    "trials");
     const Rows<TrialRecord> all = s.all_trials();
     ASSERT_EQ(all.rows.size(), 1u);
     expect_skipped(h, all.skipped,
                    {"T_status", "T_nan", "T_null", "T_negative", "T_inf", "T_big", "T_text",
-                    "T_blob", "T_long", "T_op", "T_dtype"},
+                    "T_blob", "T_ordinal", "T_pci", "T_long", "T_op", "T_dtype"},
                    "all_trials");
     expect_skipped(h, s.all_trials("rmsnorm").skipped,
                    {"T_status", "T_nan", "T_null", "T_negative", "T_inf", "T_big", "T_text",
-                    "T_blob", "T_long", "T_dtype"},
+                    "T_blob", "T_ordinal", "T_pci", "T_long", "T_dtype"},
                    "all_trials(rmsnorm)");
 
     skipped.clear();
@@ -244,7 +249,7 @@ TEST(DbRows, EachBadRowIsSkippedAloneWithItsReason) {
     const CheckReport report = s.check();
     EXPECT_EQ(report.integrity, "ok");
     EXPECT_FALSE(report.ok());
-    EXPECT_EQ(report.rows_checked, 3u + 3u + 12u + 6u);
+    EXPECT_EQ(report.rows_checked, 3u + 3u + 14u + 6u);
     std::vector<std::string> every;
     for (const auto& [name, key] : h.id) every.push_back(name);
     expect_skipped(h, report.issues, every, "check");

@@ -197,6 +197,54 @@ TEST_F(Lookup, AFarNeighbourLosesToTheDefault) {
   EXPECT_EQ(r.kind, Match::default_config);
 }
 
+TEST_F(Lookup, ANeighbourServesOnlyWhereItBeatTheDefault) {
+  // The row at m=16384 ran at 10 us; its database also holds that problem's trial of the
+  // default configuration. Under kNeighbourMinGain faster than it, the default serves m=12000,
+  // with a note; from it on, the neighbour does. A failed trial of the default says nothing.
+  const Problem at = problem("m=16384,n=4096");
+  const std::string near = tuned(at, h100, 0);
+  const std::string def = op.params_key(op.default_params(at, DType::bf16, h100));
+  const auto db_with_default = [&](const std::string& name, double default_us,
+                                   TrialStatus status) {
+    auto db = make_db(name, {{h100, op.problem_key(at), near}});
+    Store s = Store::open(db, Store::Mode::read_write);
+    TrialRecord t;
+    t.device_key = h100.key();
+    t.op = std::string(op.name());
+    t.problem_key = op.problem_key(at);
+    t.params_key = def;
+    t.template_hash = op.template_hash();
+    t.status = status;
+    t.median_us = status == TrialStatus::ok ? default_us : 0.0;
+    s.record_trial(t);
+    return db;
+  };
+  const Problem asked = problem("m=12000,n=4096");
+  {
+    TuningDatabases dbs(db_with_default("close.db", 10.0 * kNeighbourMinGain * 0.98,
+                                        TrialStatus::ok), {});
+    const LookupResult r = dbs.find(op, DType::bf16, asked, h100);
+    EXPECT_EQ(r.kind, Match::default_config);
+    EXPECT_EQ(r.params, op.default_params(asked, DType::bf16, h100));
+    EXPECT_NE(r.note.find("m=16384,n=4096"), std::string::npos) << r.note;
+    EXPECT_NE(r.note.find("1.08x"), std::string::npos) << r.note;
+    // The tuned problem itself still gets its row.
+    EXPECT_EQ(dbs.find(op, DType::bf16, at, h100).kind, Match::exact);
+  }
+  {
+    TuningDatabases dbs(db_with_default("far.db", 10.0 * kNeighbourMinGain * 1.02,
+                                        TrialStatus::ok), {});
+    const LookupResult r = dbs.find(op, DType::bf16, asked, h100);
+    EXPECT_EQ(r.kind, Match::nearest_shape);
+    EXPECT_EQ(op.params_key(r.params), near);
+    EXPECT_TRUE(r.note.empty());
+  }
+  {
+    TuningDatabases dbs(db_with_default("failed.db", 0.0, TrialStatus::launch_error), {});
+    EXPECT_EQ(dbs.find(op, DType::bf16, asked, h100).kind, Match::nearest_shape);
+  }
+}
+
 TEST_F(Lookup, DecodeIsNeverServedFromPrefillRows) {
   // A decode problem (nq = 1) with only prefill rows tuned (nq = 4096) and a row in its own
   // regime but too far (nq = 16 is 16x): the default, not a prefill configuration (they were
@@ -528,7 +576,7 @@ TEST_F(Lookup, StatusSaysWhyEachDatabaseIsUsedOrNot) {
   std::filesystem::path foreign = dir.path() / "notes.db";
   raw(foreign, "CREATE TABLE notes (text TEXT)");
   std::filesystem::path newer = make_db("newer.db", {});
-  raw(newer, "PRAGMA user_version = 2");
+  raw(newer, "PRAGMA user_version = 3");
   std::filesystem::path fifo = dir.path() / "pipe.db";
   ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
   alarm(60);  // opening the FIFO would block: let SIGALRM fail the test, not hang CI
@@ -548,7 +596,7 @@ TEST_F(Lookup, StatusSaysWhyEachDatabaseIsUsedOrNot) {
       {State::missing, "not created yet"},
       {State::refused, "not a database"},
       {State::refused, "not a ktune database"},
-      {State::refused, "schema version 2 is newer"},
+      {State::refused, "schema version 3 is newer"},
       {State::refused, "is a FIFO"},
       {State::refused, "is a directory"},
       {State::loaded, ""},

@@ -253,7 +253,7 @@ TEST(ModelStrategy, EncodesValueIndicesIntoTheUnitInterval) {
   EXPECT_DOUBLE_EQ(s.encoded(3)(0), 1.0);
   EXPECT_DOUBLE_EQ(s.encoded(1)(1), 1.0);
   EXPECT_DOUBLE_EQ(s.encoded(2)(1), 0.0);
-  ModelStrategy empty({}, 0);
+  ModelStrategy empty(std::vector<Params>{}, 0);
   EXPECT_TRUE(empty.next_batch().empty());
 }
 
@@ -266,6 +266,50 @@ TEST(ModelStrategy, StopsWhenNothingIsExpectedToImprove) {
   const std::vector<Params> got = run_all(s, valid, false);
   EXPECT_GE(got.size(), o.initial);
   EXPECT_LT(got.size(), valid.size());
+}
+
+// Observed points (the default, warm-start points) are data for the model, are never proposed,
+// and leave the random start as it was.
+TEST(ModelStrategy, LearnsFromObservedPointsAndNeverProposesThem) {
+  Space space = attention_space("b=2,hq=16,hkv=16,nq=4096,nk=4096,d=64,causal=no");
+  const std::vector<Params> valid = space.valid_points();
+  ModelStrategy probe(valid, 1);
+  std::vector<std::size_t> by_time(valid.size());
+  for (std::size_t i = 0; i < valid.size(); ++i) by_time[i] = i;
+  std::sort(by_time.begin(), by_time.end(), [&](std::size_t a, std::size_t b) {
+    return fake_time(probe, a, false) < fake_time(probe, b, false);
+  });
+  // Every third point but the 12 fastest is observed; the model alone (no random start) must
+  // then go straight for the fast region it has not seen.
+  std::set<std::size_t> observed;
+  for (std::size_t r = 12; r < by_time.size(); r += 3) observed.insert(by_time[r]);
+  ModelOptions o;
+  o.initial = 0;
+  ModelStrategy s(valid, 1, o);
+  for (std::size_t i : observed) s.observe(valid[i], fake_time(probe, i, false));
+  const std::vector<Params> first = s.next_batch();
+  ASSERT_EQ(first.size(), o.batch);
+  std::set<Params> fastest;
+  for (std::size_t r = 0; r < 12; ++r) fastest.insert(valid[by_time[r]]);
+  std::size_t hits = 0;
+  for (const Params& p : first) hits += fastest.count(p);
+  EXPECT_GE(hits, o.batch / 2) << "the first model batch ignored the observations";
+  // Without them, the same strategy's first batch is random: far fewer of the 12 fastest.
+  ModelStrategy blind(valid, 1, o);
+  std::size_t blind_hits = 0;
+  for (const Params& p : blind.next_batch()) blind_hits += fastest.count(p);
+  EXPECT_LT(blind_hits, hits);
+
+  // With the default options: `initial` random points still come first, and no observed point
+  // is ever proposed.
+  ModelStrategy t(valid, 2);
+  for (std::size_t i : observed) t.observe(valid[i], fake_time(probe, i, false));
+  EXPECT_EQ(t.next_batch().size(), ModelOptions{}.initial);
+  ModelStrategy u(valid, 2);
+  for (std::size_t i : observed) u.observe(valid[i], fake_time(probe, i, false));
+  const std::vector<Params> got = run_all(u, valid, false);
+  EXPECT_EQ(got.size(), valid.size() - observed.size());
+  for (std::size_t i : observed) EXPECT_EQ(std::count(got.begin(), got.end(), valid[i]), 0);
 }
 
 }  // namespace

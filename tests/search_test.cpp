@@ -89,6 +89,36 @@ TEST(Strategy, RandomIsASeededPermutation) {
   EXPECT_EQ(std::set<Params>(a.begin(), a.end()), std::set<Params>(valid.begin(), valid.end()));
 }
 
+// Points measured without being proposed (the default, warm-start points) are skipped when their
+// turn comes: never measured twice; the order of the others is unchanged.
+TEST(Strategy, ExhaustiveAndRandomSkipObservedPoints) {
+  Space s = space_for("add_rmsnorm", "m=64,n=4096");
+  const std::vector<Params> valid = s.valid_points();
+  ASSERT_GT(valid.size(), 10u);
+  const std::set<Params> observed = {valid[0], valid[5], valid[valid.size() - 1]};
+  const auto drain = [](Strategy& st) {
+    std::vector<Params> out;
+    for (std::vector<Params> b = st.next_batch(); !b.empty(); b = st.next_batch())
+      out.insert(out.end(), b.begin(), b.end());
+    return out;
+  };
+  std::vector<Params> expected_exhaustive;
+  for (const Params& p : valid)
+    if (!observed.count(p)) expected_exhaustive.push_back(p);
+  ExhaustiveStrategy e(valid);
+  for (const Params& p : observed) e.observe(p, 10.0);
+  EXPECT_EQ(drain(e), expected_exhaustive);
+
+  RandomStrategy plain(valid, 3);
+  std::vector<Params> expected_random;
+  for (const Params& p : drain(plain))
+    if (!observed.count(p)) expected_random.push_back(p);
+  RandomStrategy r(valid, 3);
+  for (const Params& p : observed) r.observe(p, std::numeric_limits<double>::infinity());
+  r.observe(Params{{-1}}, 1.0);  // not a point of the list: nothing to skip, no crash
+  EXPECT_EQ(drain(r), expected_random);
+}
+
 TEST(Strategy, UnknownNameIsRejectedWithTheAllowedNames) {
   try {
     make_strategy("bayes", {}, 0);
@@ -174,6 +204,24 @@ TEST(Strategy, StagedSurvivesFailuresAndUnrepairableOuterValues) {
     }
   EXPECT_GT(n, 0u);
   EXPECT_LE(n, 18u);
+}
+
+// An observed point is never proposed, and wins its group when it is the fastest.
+TEST(Strategy, StagedLearnsFromObservedPoints) {
+  const std::vector<std::vector<std::int64_t>> values = {{0, 1}, {0, 1, 2}, {0, 1}};
+  const auto check = [](const Params&) -> std::optional<std::string> { return std::nullopt; };
+  StagedStrategy s(values, check, Params{{0, 0, 0}}, {0}, {{1}, {2}});
+  s.observe(Params{{0, 2, 0}}, 1.0);
+  std::vector<Params> got;
+  for (std::vector<Params> batch = s.next_batch(); !batch.empty(); batch = s.next_batch())
+    for (const Params& p : batch) {
+      got.push_back(p);
+      s.report(p, 10.0 + static_cast<double>(p.values[1] + p.values[2]));
+    }
+  EXPECT_EQ(std::count(got.begin(), got.end(), Params{{0, 2, 0}}), 0);
+  // Group {2} of outer 0 was searched around the observed winner of group {1}.
+  EXPECT_EQ(std::count(got.begin(), got.end(), Params{{0, 2, 1}}), 1);
+  EXPECT_EQ(std::count(got.begin(), got.end(), Params{{0, 0, 1}}), 0);
 }
 
 TEST(Strategy, OpsNameTheirDefaultStrategyAndStagedNeedsStages) {

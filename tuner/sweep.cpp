@@ -18,6 +18,7 @@
 #include "search/strategy.hpp"
 #include "tuner/compile_child.hpp"
 #include "tuner/compile_pool.hpp"
+#include "tuner/devices.hpp"
 #include "tuner/measure.hpp"
 #include "tuner/trials.hpp"
 #include "tuner/worker_client.hpp"
@@ -135,66 +136,138 @@ void record_invalid_points(const Op& op, const Space& space, TrialBook& book, Sw
   }
 }
 
-/// The default configuration first (the speedup baseline), then the strategy's batches: each
-/// compiled in the background, then measured (or resumed from the database) in order and
-/// reported to the strategy; within the budget and the time limit.
-void measure_batches(Session& s, const Params& default_params,
-                     Strategy& strategy, ProblemBench& bench, TrialBook& book, SweepResult& res,
-                     std::size_t index, std::size_t count) {
-  const SweepOptions& o = s.o;
-  const Op& op = s.op;
+/// One problem's measuring: where the candidates go and what has been counted so far.
+struct Batches {
+  Session& s;
+  Strategy& strategy;
+  ProblemBench& bench;
+  TrialBook& book;
+  SweepResult& res;
+  std::size_t index = 0;   // of the sweep's problems
+  std::size_t count = 1;
   double best_us = 0.0;
-  std::size_t done = 0, known = 0, fresh = 0;
-  std::vector<Params> batch = {default_params};
-  for (bool first = true; !batch.empty(); first = false) {
-    std::vector<Params> todo;
-    for (const Params& p : batch) {
-      if (!first && p == default_params) continue;
-      if (!book.known(op.params_key(p))) {
-        if (o.budget > 0 && fresh >= o.budget && !first) continue;
-        ++fresh;
-      }
-      todo.push_back(p);
+  std::size_t done = 0;    // candidates finished
+  std::size_t known = 0;   // candidates queued so far
+  std::size_t fresh = 0;   // of which not in the database: what the budget counts
+};
+
+/// The candidates of `batch` to measure: those the budget still allows (a point the database
+/// has costs nothing), less `skip`; `forced` is measured whatever the budget.
+std::vector<Params> within_budget(Batches& b, const std::vector<Params>& batch,
+                                  const Params* forced, const Params* skip) {
+  std::vector<Params> todo;
+  for (const Params& p : batch) {
+    if (skip && p == *skip) continue;
+    if (!b.book.known(b.s.op.params_key(p))) {
+      if (b.s.o.budget > 0 && b.fresh >= b.s.o.budget && !(forced && p == *forced)) continue;
+      ++b.fresh;
     }
-    known += todo.size();
-    bench.queue(todo);
-    for (const Params& p : todo) {
-      if (o.time_limit_s > 0 && seconds_since(s.t0) > o.time_limit_s && p != default_params) {
-        res.not_measured += known - done;
-        return;
-      }
-      TrialOutcome t;
-      if (const TrialOutcome* r = book.known(op.params_key(p))) {
-        t = *r;
-      } else {
-        double compile_s = 0.0;
-        t = bench.measure(p, compile_s);
-        book.record(t, compile_s);
-      }
-      strategy.report(p, t.status == TrialStatus::ok ? t.median_us
-                                                     : std::numeric_limits<double>::infinity());
-      if (t.status == TrialStatus::ok && (best_us == 0.0 || t.median_us < best_us))
-        best_us = t.median_us;
-      ++done;
-      if (o.progress) {
-        SweepProgress pg;
-        pg.problem = res.problem_key;
-        pg.problem_index = index;
-        pg.problems = count;
-        pg.done = done;
-        pg.total = known;
-        pg.params = t.params_key;
-        pg.status = t.status;
-        pg.median_us = t.median_us;
-        pg.best_us = best_us;
-        pg.phase = t.resumed ? "resume" : "evaluate";
-        o.progress(pg);
-      }
-      res.trials.push_back(std::move(t));
-    }
-    if (o.budget > 0 && fresh >= o.budget && !first) return;
-    batch = strategy.next_batch();
+    todo.push_back(p);
   }
+  return todo;
+}
+
+/// One candidate measured, or resumed from the database; then told to the strategy (observed
+/// when it did not propose it), shown as progress and kept in the result.
+void evaluate(Batches& b, const Params& p, bool proposed, const WarmStartPoint* warm) {
+  const Op& op = b.s.op;
+  TrialOutcome t;
+  if (const TrialOutcome* r = b.book.known(op.params_key(p))) {
+    t = *r;
+  } else {
+    double compile_s = 0.0;
+    t = b.bench.measure(p, compile_s);
+    b.book.record(t, compile_s);
+  }
+  const double us =
+      t.status == TrialStatus::ok ? t.median_us : std::numeric_limits<double>::infinity();
+  if (proposed)
+    b.strategy.report(p, us);
+  else
+    b.strategy.observe(p, us);
+  if (t.status == TrialStatus::ok && (b.best_us == 0.0 || t.median_us < b.best_us))
+    b.best_us = t.median_us;
+  ++b.done;
+  if (warm) b.res.warm_start.push_back(*warm);
+  if (b.s.o.progress) {
+    SweepProgress pg;
+    pg.problem = b.res.problem_key;
+    pg.problem_index = b.index;
+    pg.problems = b.count;
+    pg.done = b.done;
+    pg.total = b.known;
+    pg.params = t.params_key;
+    pg.status = t.status;
+    pg.median_us = t.median_us;
+    pg.best_us = b.best_us;
+    pg.phase = t.resumed ? "resume" : "evaluate";
+    if (warm) pg.warm_from = warm->problem_key;
+    b.s.o.progress(pg);
+  }
+  b.res.trials.push_back(std::move(t));
+}
+
+/// Evaluates `todo` in order (compiled in the background); false once the time limit stops it
+/// (what is left counts as not measured). `warm`: the warm-start points, matched by params.
+bool evaluate_all(Batches& b, const std::vector<Params>& todo, bool proposed,
+                  const Params* forced, const std::vector<WarmStartPoint>& warm) {
+  b.known += todo.size();
+  b.bench.queue(todo);
+  for (const Params& p : todo) {
+    if (b.s.o.time_limit_s > 0 && seconds_since(b.s.t0) > b.s.o.time_limit_s &&
+        !(forced && p == *forced)) {
+      b.res.not_measured += b.known - b.done;
+      return false;
+    }
+    const WarmStartPoint* w = nullptr;
+    for (const WarmStartPoint& x : warm)
+      if (x.params == p) w = &x;
+    evaluate(b, p, proposed, w);
+  }
+  return true;
+}
+
+/// The default configuration first (the speedup baseline, measured whatever the budget and the
+/// time limit), then the warm-start points, both observed by the strategy; then the strategy's
+/// batches, each reported before it is asked again; within the budget and the time limit.
+void measure_batches(Batches& b, const Params& default_params,
+                     const std::vector<WarmStartPoint>& warm) {
+  std::vector<Params> first = {default_params};
+  for (const WarmStartPoint& w : warm)
+    if (w.params != default_params) first.push_back(w.params);
+  if (!evaluate_all(b, within_budget(b, first, &default_params, nullptr), false, &default_params,
+                    warm))
+    return;
+  for (;;) {
+    const std::vector<Params> batch = b.strategy.next_batch();
+    if (batch.empty()) return;
+    if (!evaluate_all(b, within_budget(b, batch, nullptr, &default_params), true, nullptr, {}))
+      return;
+    if (b.s.o.budget > 0 && b.fresh >= b.s.o.budget) return;
+  }
+}
+
+/// The warm-start points of this problem (none when turned off): the bests of the nearest tuned
+/// problems in the sweep's database, up to the count besides the default (measured first anyway;
+/// kept, so that it is shown as a neighbour's best too). Rows it cannot read are a warning, not a
+/// failure.
+std::vector<WarmStartPoint> warm_start_of(Session& s, const Space& space,
+                                          const Params& default_params) {
+  if (!s.o.warm_start || s.o.warm_start_count == 0) return {};
+  std::vector<RowIssue> skipped;
+  std::vector<WarmStartPoint> out;
+  std::size_t others = 0;
+  for (WarmStartPoint& w :
+       warm_start_points(s.store, space, s.o.warm_start_count + 1, &skipped)) {
+    const bool is_default = w.params == default_params;
+    if (!is_default && others == s.o.warm_start_count) continue;
+    others += is_default ? 0 : 1;
+    out.push_back(std::move(w));
+  }
+  if (!skipped.empty() && s.o.warn)
+    s.o.warn("warm start: " + std::to_string(skipped.size()) + " best rows of " +
+             s.store.path().string() + " could not be read (ktune db check lists them)");
+  return out;
 }
 
 /// Re-times the leaders back to back, so noise cannot pick the winner, and stores the best.
@@ -266,6 +339,8 @@ SweepResult sweep_problem(Session& s, const Problem& problem, std::size_t index,
   base.problem_key = res.problem_key;
   base.template_hash = op.template_hash();
   base.nvrtc_version = s.device.nvrtc_version;
+  base.device_ordinal = o.device;  // the GPU each trial runs on (--devices spreads problems)
+  base.pci_bus_id = pci_bus_id(o.device);
   TrialBook book(s.store, op, base, o.force);
 
   const Space space(op, problem, o.dtype, s.device);
@@ -277,8 +352,9 @@ SweepResult sweep_problem(Session& s, const Problem& problem, std::size_t index,
   ProblemBench bench(o, op, problem, s.device, s.worker, s.pool, s.compiler, s.checks);
   const Params default_params = op.default_params(problem, o.dtype, s.device);
   std::unique_ptr<Strategy> strategy =
-      make_space_strategy(space, o.strategy, default_params, o.seed);
-  measure_batches(s, default_params, *strategy, bench, book, res, index, count);
+      make_space_strategy(space, o.strategy, default_params, o.seed, o.budget);
+  Batches batches{s, *strategy, bench, book, res, index, count};
+  measure_batches(batches, default_params, warm_start_of(s, space, default_params));
   const std::string default_key = op.params_key(default_params);
   choose_best(s, bench, base, default_key, res);
 

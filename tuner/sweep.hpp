@@ -14,6 +14,7 @@
 #include "db/store.hpp"
 #include "runtime/core/types.hpp"
 #include "templates/op.hpp"
+#include "tuner/warm_start.hpp"
 
 namespace ktune {
 
@@ -34,7 +35,8 @@ struct SweepProgress {
   TrialStatus status = TrialStatus::ok;
   double median_us = 0.0;
   double best_us = 0.0;       // best so far (0: none)
-  std::string phase;          // "compile", "evaluate", "retime"
+  std::string phase;          // "compile", "evaluate", "resume", "retime"
+  std::string warm_from;      // a warm-start point: the tuned problem it is the best of
 };
 
 struct SweepOptions {
@@ -49,6 +51,10 @@ struct SweepOptions {
   int jobs = 0;                           // compile threads; 0: number of cores
   std::uint64_t seed = 0;                 // strategy seed and input seed
   bool force = false;                     // measure again what the database already has
+  /// Before the strategy's proposals, measure the bests of the nearest tuned problems
+  /// (warm_start.hpp); they count in the budget.
+  bool warm_start = true;
+  std::size_t warm_start_count = kWarmStartCount;  // at most this many such points
   std::filesystem::path db_path;          // required
   bool create_db_directory = false;       // create db_path's directory once a device is found
   int device = 0;
@@ -89,6 +95,7 @@ struct SweepResult {
   std::size_t valid_count = 0;            // 0 when the space is too large to enumerate
   bool space_enumerated = true;
   std::vector<TrialOutcome> trials;      // this run's and resumed ones
+  std::vector<WarmStartPoint> warm_start;  // measured (or resumed) before the strategy's points
   std::optional<TrialOutcome> best;
   std::optional<TrialOutcome> default_config;
   double copy_bandwidth = 0.0;           // bytes/s, measured once per device

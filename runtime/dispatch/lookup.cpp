@@ -32,6 +32,14 @@ double problem_distance(const Op& op, const Problem& a, const Problem& b) {
   return std::sqrt(sum);
 }
 
+std::optional<double> fallback_distance(const Op& op, const Problem& wanted, const Problem& tuned,
+                                        const DeviceInfo& device) {
+  const double d = problem_distance(op, wanted, tuned);
+  if (!(d <= op.fallback_radius()) || !op.fallback_compatible(wanted, tuned, device))
+    return std::nullopt;
+  return d;
+}
+
 const char* database_state_name(DatabaseStatus::State s) {
   switch (s) {
     case DatabaseStatus::State::loaded: return "loaded";
@@ -270,11 +278,10 @@ LookupResult TuningDatabases::find(const Op& op, DType dtype, const Problem& pro
       const bool this_device = r.device_key == device_key;
       if (!this_device && r.arch != arch) continue;
       const Problem tuned = op.parse_problem(r.problem_key);
-      const double d = problem_distance(op, problem, tuned);
       // Too far (or across an exact dim or a regime): the default serves better than a
       // configuration measured on a problem that behaves differently.
-      if (!(d <= op.fallback_radius()) || !op.fallback_compatible(problem, tuned, device))
-        continue;
+      const std::optional<double> d = fallback_distance(op, problem, tuned, device);
+      if (!d) continue;
       Params p = op.parse_params(r.params_key);
       if (op.invalid_reason(p, problem, dtype, device)) {
         // Tuned for another problem (or device), it need not fit this one; that is no fault of
@@ -288,23 +295,62 @@ LookupResult TuningDatabases::find(const Op& op, DType dtype, const Problem& pro
       }
       std::optional<Candidate>& slot = this_device ? same : other;
       // Strictly nearer wins; on a tie the earlier database (the user's) keeps its place.
-      if (!slot || d < slot->distance) slot = Candidate{d, i, std::move(p), std::move(r)};
+      if (!slot || *d < slot->distance) slot = Candidate{*d, i, std::move(p), std::move(r)};
     }
   }
+  std::string note;
   for (auto* c : {&same, &other}) {
     if (!*c) continue;
     Candidate& x = **c;
+    // The nearest neighbour serves only where it beat the default on its own problem by
+    // kNeighbourMinGain; else the default serves (a farther neighbour is not asked).
+    const std::optional<double> gain_over_default =
+        neighbour_gain(dbs_[x.db], op, dtype, x.row, device);
+    if (gain_over_default && *gain_over_default < kNeighbourMinGain) {
+      char gain[96];
+      std::snprintf(gain, sizeof gain,
+                    "%.2fx the default's speed there (a neighbour serves from %.2fx)",
+                    *gain_over_default, kNeighbourMinGain);
+      note = "the nearest tuned problem, " + x.row.problem_key + ", ran its best at " + gain;
+      break;
+    }
     return {c == &same ? Match::nearest_shape : Match::other_device, std::move(x.params),
-            x.row.problem_key, x.row.device_key, dbs_[x.db].path.string(), x.row.median_us};
+            x.row.problem_key, x.row.device_key, dbs_[x.db].path.string(), x.row.median_us, {}};
   }
 
   // 4. The built-in default.
   LookupResult r;
   r.kind = Match::default_config;
   r.params = op.default_params(problem, dtype, device);
+  r.note = std::move(note);
   return r;
 }
 
+std::optional<double> TuningDatabases::neighbour_gain(Entry& e, const Op& op, DType dtype,
+                                                      const BestRecord& row,
+                                                      const DeviceInfo& device) const {
+  const std::string wanted =
+      op.params_key(op.default_params(op.parse_problem(row.problem_key), dtype, device));
+  if (wanted == row.params_key) return std::nullopt;  // the default is the row itself
+  Rows<TrialRecord> trials;
+  try {
+    trials = e.store->trials(row.device_key, row.op, dtype, row.problem_key, row.template_hash);
+  } catch (const std::exception& err) {
+    query_failed(e, "reading the trials of " + row.problem_key, err);
+    return std::nullopt;
+  }
+  skip_rows(e, trials.skipped);
+  // Both from the sweep's trials (newest ok of each), so both were timed the same way: the
+  // best row's own median may come from a later re-timing of the leaders alone.
+  std::optional<double> base, tuned;
+  for (const TrialRecord& t : trials.rows) {  // newest last
+    if (t.status != TrialStatus::ok || !std::isfinite(t.median_us) || t.median_us <= 0) continue;
+    if (t.params_key == wanted) base = t.median_us;
+    if (t.params_key == row.params_key) tuned = t.median_us;
+  }
+  if (!base) return std::nullopt;
+  return *base / (tuned ? *tuned : row.median_us);
+}
 void TuningDatabases::scan() {
   if (scanned_) return;
   scanned_ = true;

@@ -30,7 +30,17 @@ struct LookupResult {
   std::string tuned_device;
   std::string database;
   double tuned_us = 0.0;
+  /// Why the default serves although a neighbour was found (empty otherwise).
+  std::string note;
 };
+
+/// How much faster than the default a neighbour's configuration must have been on its own
+/// problem (both timed in its sweep) to serve another problem in the default's place. Where the
+/// tuned point beat the default by less, the choice between the two is within what moves from
+/// one shape to the next, and the default, written to generalise, is the safer choice: on the
+/// H100 a row tuned at nq=nk=16384 (1.05x the default there) served nq=nk=12000 at 0.85x of the
+/// default's speed (benchmarks/results/fallback-h100-2026-11-24-short-keys.md).
+inline constexpr double kNeighbourMinGain = 1.1;
 
 /// The user's database over the shipped read-only ones, opened read-only for lookups.
 /// A database that cannot be used (not a regular file, corrupt, foreign, newer schema) is refused
@@ -77,6 +87,12 @@ class TuningDatabases {
   void skip_rows(Entry& e, const std::vector<RowIssue>& issues) const;
   void skip_best(Entry& e, const BestRecord& row, const std::string& why) const;
   void query_failed(Entry& e, const std::string& what, const std::exception& err) const;
+  /// How many times faster than the op's default configuration the row's configuration ran on
+  /// the row's own problem, from the trials of the row's database (the newest ok one of each;
+  /// the row's median when its configuration has none), or nullopt when it holds no trial of
+  /// the default (or the default is the row's configuration).
+  std::optional<double> neighbour_gain(Entry& e, const Op& op, DType dtype, const BestRecord& row,
+                                       const DeviceInfo& device) const;
 
   // Mutable: a const query (find_device) still records the rows it skips.
   mutable std::vector<Entry> dbs_;
@@ -105,5 +121,11 @@ std::optional<std::string> keys_reason(const std::string& op, DType dtype,
 /// values lie in different regimes (DimSpec::regimes). The lookup serves a neighbour only within
 /// Op::fallback_radius().
 double problem_distance(const Op& op, const Problem& a, const Problem& b);
+
+/// The problem_distance at which a configuration tuned on `tuned` may serve `wanted` on `device`
+/// as a neighbour: within Op::fallback_radius() and Op::fallback_compatible(); nullopt when it
+/// may not. The lookup's rule, shared with the tuner's warm start (tuner/warm_start.hpp).
+std::optional<double> fallback_distance(const Op& op, const Problem& wanted, const Problem& tuned,
+                                        const DeviceInfo& device);
 
 }  // namespace ktune

@@ -200,6 +200,7 @@ std::unique_ptr<Plan> Runtime::Impl::make_plan(const PlanKey& key) {
   plan->info.tuned_device = found.tuned_device;
   plan->info.database = found.database;
   plan->info.tuned_us = found.tuned_us;
+  plan->info.note = found.note;
 
   std::vector<KernelSource> sources = op.kernels(plan->params, plan->problem, plan->dtype);
   for (std::size_t i = 0; i < sources.size(); ++i) {

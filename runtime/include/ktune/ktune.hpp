@@ -38,6 +38,7 @@ struct MatchInfo {
   std::string tuned_device;     // the device key it was tuned on (empty for defaults)
   std::string database;         // the database it came from (empty for defaults)
   double tuned_us = 0.0;        // its measured median time (0 for defaults)
+  std::string note;             // why the default serves although a neighbour was found
 };
 
 /// One database the runtime consults, and what became of it.

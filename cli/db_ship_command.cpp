@@ -1,0 +1,151 @@
+// `ktune db ship IN OUT`: the database that ships with ktune, from a sweep's database: the
+// devices, the best rows, and of the trials only those a lookup reads (each best row's own, and
+// the op's current default configuration's on the same problem, which decides whether a row may
+// serve its neighbours: kNeighbourMinGain in runtime/dispatch/lookup.hpp).
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <boost/program_options.hpp>
+
+#include "cli/cli.hpp"
+#include "cli/options.hpp"
+#include "cli/output.hpp"
+#include "db/store.hpp"
+#include "ktune/error.hpp"
+#include "templates/op.hpp"
+
+namespace po = boost::program_options;
+namespace fs = std::filesystem;
+
+namespace ktune::cli {
+namespace {
+
+struct ShipCounts {
+  std::size_t devices = 0, bests = 0, best_trials = 0, default_trials = 0, skipped = 0;
+};
+
+/// The newest ok trial of `params_key` among `trials` (newest last), or nullptr.
+const TrialRecord* newest_ok(const std::vector<TrialRecord>& trials, const std::string& params_key) {
+  const TrialRecord* found = nullptr;
+  for (const TrialRecord& t : trials)
+    if (t.params_key == params_key && t.status == TrialStatus::ok) found = &t;
+  return found;
+}
+
+/// Copies `t` into `out` as a trial of no sweep; returns its new id.
+std::int64_t copy_trial(Store& out, TrialRecord t) {
+  t.id = 0;
+  t.sweep_id = 0;
+  return out.record_trial(t);
+}
+
+ShipCounts ship(const Store& in, Store& out) {
+  ShipCounts n;
+  Rows<DeviceInfo> devices = in.devices();
+  n.skipped += devices.skipped.size();
+  std::map<std::string, DeviceInfo> by_key;
+  for (const DeviceInfo& d : devices.rows) {
+    out.upsert_device(d);
+    if (const double bw = in.copy_bandwidth(d.key()); bw > 0) out.set_copy_bandwidth(d.key(), bw);
+    by_key.emplace(d.key(), d);
+    ++n.devices;
+  }
+  Rows<BestRecord> bests = in.all_bests();
+  n.skipped += bests.skipped.size();
+  for (BestRecord b : bests.rows) {
+    Rows<TrialRecord> trials =
+        in.trials(b.device_key, b.op, b.dtype, b.problem_key, b.template_hash);
+    n.skipped += trials.skipped.size();
+    // The row's own trial (by id; else its configuration's newest ok one).
+    const TrialRecord* own = nullptr;
+    for (const TrialRecord& t : trials.rows)
+      if (t.id == b.trial_id) own = &t;
+    if (!own) own = newest_ok(trials.rows, b.params_key);
+    // The default configuration of the row's problem on its device, as this ktune chooses it.
+    const TrialRecord* base = nullptr;
+    const Op* op = find_op(b.op);
+    const auto device = by_key.find(b.device_key);
+    if (op && device != by_key.end()) {
+      try {
+        const std::string def = op->params_key(
+            op->default_params(op->parse_problem(b.problem_key), b.dtype, device->second));
+        if (def != b.params_key) base = newest_ok(trials.rows, def);
+      } catch (const std::exception&) {
+        // A row this ktune cannot read is shipped as it is; lookups skip it with its reason.
+      }
+    }
+    if (base) {
+      copy_trial(out, *base);
+      ++n.default_trials;
+    }
+    b.trial_id = 0;
+    if (own) {
+      b.trial_id = copy_trial(out, *own);
+      ++n.best_trials;
+    }
+    out.set_best(b);  // after the trials: the row as it was, whatever they did to it
+    ++n.bests;
+  }
+  return n;
+}
+
+}  // namespace
+
+int cmd_db_ship(const Args& args) {
+  po::options_description desc("db ship options");
+  desc.add_options()("databases", po::value<std::vector<std::string>>(), "IN then OUT (positional)")
+      ("json", "print the summary as JSON");
+  po::positional_options_description positional;
+  positional.add("databases", -1);
+  po::variables_map vm;
+  if (!parse_options("db ship", "IN OUT [--json]", desc, args, vm, &positional)) return 0;
+  const std::vector<std::string> all =
+      vm.count("databases") ? vm["databases"].as<std::vector<std::string>>()
+                            : std::vector<std::string>{};
+  if (all.size() != 2)
+    throw UsageError{"db ship takes two paths, IN (a sweep's database) and OUT (a new file); got " +
+                     std::to_string(all.size())};
+  const fs::path in_path = all[0], out_path = all[1];
+  std::error_code ec;
+  if (fs::exists(fs::symlink_status(out_path, ec)))
+    throw InvalidArgument("OUT " + ktune::quoted(out_path.string()) +
+                          " exists: db ship writes a new file (remove it first)");
+  if (!fs::exists(in_path, ec))
+    throw InvalidArgument("IN " + ktune::quoted(in_path.string()) + " does not exist");
+  const Store in = Store::open(in_path, Store::Mode::read_only);
+  // Written beside OUT under a temporary name, renamed once complete: OUT is never half-written.
+  fs::path tmp = out_path;
+  tmp += ".ship-tmp";
+  fs::remove(tmp, ec);
+  ShipCounts n;
+  try {
+    Store out = Store::open(tmp, Store::Mode::read_write);
+    n = ship(in, out);
+  } catch (...) {
+    fs::remove(tmp, ec);
+    throw;
+  }
+  fs::rename(tmp, out_path);
+  if (vm.count("json")) {
+    Json j;
+    j.begin_object().field("input", in_path.string()).field("output", out_path.string());
+    j.field("devices", static_cast<long long>(n.devices)).field("best", static_cast<long long>(n.bests));
+    j.field("best_trials", static_cast<long long>(n.best_trials))
+        .field("default_trials", static_cast<long long>(n.default_trials))
+        .field("rows_skipped", static_cast<long long>(n.skipped)).end_object();
+    std::printf("%s\n", j.str().c_str());
+    return 0;
+  }
+  std::printf("shipped %s as %s: %zu devices, %zu best configurations with %zu of their trials and "
+              "%zu trials of the defaults on their problems%s\n",
+              shown(in_path.string()).c_str(), shown(out_path.string()).c_str(), n.devices, n.bests,
+              n.best_trials, n.default_trials,
+              n.skipped ? (", " + std::to_string(n.skipped) + " unreadable rows left out").c_str() : "");
+  return 0;
+}
+
+}  // namespace ktune::cli
