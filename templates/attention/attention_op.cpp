@@ -256,12 +256,18 @@ constexpr std::int64_t kCausal192MinRows = 2048;
 /// 2048. A window bounds the keys a tile sees like a short sequence.
 std::int64_t persistent_max_keys(std::int64_t d) { return d == 64 ? 1024 : d == 128 ? 4096 : 0; }
 
-/// Whether the wgmma default at d=64 or 128 (2 or 3 consumers) runs persistently: under a causal
-/// mask always (the tiles' work grows with their index, and the persistent grid runs the longest
-/// first, alternating its CTAs' order per pass: 1.13-1.24x on the causal ANCHORS rows but the
-/// longest, 0.97x at d=128, nk=16384), otherwise up to persistent_max_keys.
-bool wgmma_persistent(const Shape& s) {
-  if (s.d != 64 && s.d != 128) return false;
+/// Whether the wgmma default with tiles of `rows` query rows runs persistently (given more tiles
+/// than SMs). d=256 (one consumer's 64-row tiles): always, the fastest point of 3 of 4 held-out
+/// d=256 sweeps on the H100 and 0.885 of the 4th (the default without it: 0.80-0.97;
+/// benchmarks/results/fallback-h100-2026-11-24-short-keys.md). d=64 and 128 with one consumer:
+/// never (0.55-0.8x; few keys have their own rule, wgmma_short_keys_tiles). With 2 or 3
+/// consumers: under a causal mask always (the tiles' work grows with their index, and the
+/// persistent grid runs the longest first, alternating its CTAs' order per pass: 1.13-1.24x on
+/// the causal ANCHORS rows but the longest, 0.97x at d=128, nk=16384), otherwise up to
+/// persistent_max_keys.
+bool wgmma_persistent(const Shape& s, int rows) {
+  if (s.d == 256) return true;
+  if ((s.d != 64 && s.d != 128) || rows <= kSm90RowsPerConsumer) return false;
   if (s.causal) return true;
   const std::int64_t keys = s.window > 0 ? std::min(s.nk, s.window) : s.nk;
   return keys <= persistent_max_keys(s.d);
@@ -741,12 +747,11 @@ class FlashAttentionOp final : public Op {
         break;
       }
       if (row.impl == 1) {
-        // Persistent where wgmma_persistent() says, if the tiles have 2 or 3 consumers (one
-        // consumer's persistent tiles lost everywhere, 0.55-0.8x) and outnumber the SMs (with
-        // fewer, each CTA would run one tile, as without).
+        // Persistent where wgmma_persistent() says and the tiles outnumber the SMs (with fewer,
+        // each CTA would run one tile, as without).
         const auto persistent = [&](Params q) {
           const int rows = static_cast<int>(q.values[kBlockM]);
-          if (rows <= kSm90RowsPerConsumer || !wgmma_persistent(s) || device.sm_count <= 0 ||
+          if (!wgmma_persistent(s, rows) || device.sm_count <= 0 ||
               flash_attention_sm90_work(static_cast<int>(s.nq), rows, s.b * s.hq) <=
                   device.sm_count)
             return q;
@@ -770,21 +775,11 @@ class FlashAttentionOp final : public Op {
           if (!invalid_reason(chosen, problem, t, device)) return persistent(chosen);
           return persistent(p);
         }
-        // d=256 (its row has one consumer's 64-row tiles): persistent over more tiles than SMs,
-        // the fastest point of 3 of 4 held-out d=256 sweeps on the H100 and 0.885 of the 4th
-        // (the default without it: 0.80-0.97; benchmarks/results/fallback-h100-2026-11-24-short-keys.md).
-        if (s.d == 256 && row.block_m == kSm90RowsPerConsumer && device.sm_count > 0 &&
-            flash_attention_sm90_work(static_cast<int>(s.nq), row.block_m, s.b * s.hq) >
-                device.sm_count) {
-          Params with = p;
-          with.values[kPersistent] = 1;
-          if (!invalid_reason(with, problem, t, device)) return with;
-        }
         // d=64 and d=256: one consumer's 64-row tiles where the row's tiles would leave the GPU
         // or the tiles half empty.
         if (wgmma_single_consumer(s, device, row.block_m)) {
           const Params one = params({row.cc_major, row.d, 64, 64, 8, 3, 0, 0, 1, 0});
-          if (!invalid_reason(one, problem, t, device)) return one;
+          if (!invalid_reason(one, problem, t, device)) return persistent(one);
         }
         return persistent(p);
       }
