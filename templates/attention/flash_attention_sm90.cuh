@@ -65,6 +65,75 @@ struct Registers {
   static constexpr int CONSUMER = CONSUMERS == 3 ? 160 : 240;
 };
 
+/// What one consumer thread's online softmax needs besides the scores: its rows are row_base
+/// and row_base + 8, its columns 2 t, 2 t + 1 of every n8 slice (wg::Acc).
+struct SoftmaxRows {
+  int row_base, t, nk, shift, window;
+  float scale_log2, cap_in, cap_out, slope_log2;
+};
+
+/// The online softmax of the scores x of the key tile starting at key0: the row maxima and sums
+/// move, x becomes P = 2^(logit - max) in fp32 (logits in the log2 domain, masked where needed),
+/// and alpha[r] is the factor O's row r must be rescaled by (applied by the caller, once no
+/// wgmma writes O). Without softcap and ALiBi the scale rides in exp2's FFMA: the max is taken
+/// over the raw scores (the scale is positive) and P = 2^(score * scale_log2 - max). MASK: the
+/// body has the per-score mask tests, run where `mask` says the tile reaches past the keys, the
+/// causal diagonal or the window's left edge; without it tiles skip the compare and select per
+/// score, which a runtime flag alone leaves in every tile's code.
+template <int BLOCK_N, bool MASK, bool CAUSAL, bool WINDOW, bool SOFTCAP, bool ALIBI>
+__device__ __forceinline__ void softmax_tile(float (&x)[BLOCK_N / 2], int key0, bool mask,
+                                             const SoftmaxRows& s, float (&row_max)[2],
+                                             float (&row_sum)[2], float (&alpha)[2]) {
+  constexpr bool FUSED = !SOFTCAP && !ALIBI;
+  const float kNegInf = -__int_as_float(0x7f800000);
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    // Value i of this thread is row row_base + 8 ((i / 2) % 2), key key0 + 8 (i / 4) + 2 t +
+    // i % 2 (wg::Acc).
+    const int row = s.row_base + 8 * r;
+    const int col0 = key0 + 2 * s.t;
+    const int limit = CAUSAL ? min(s.nk, row + s.shift + 1) : s.nk;  // first key masked right
+    const int low = WINDOW ? row + s.shift - s.window + 1 : 0;        // first key not masked left
+    float mx = kNegInf;
+#pragma unroll
+    for (int j = 0; j < BLOCK_N / 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int idx = 4 * j + 2 * r + e;
+        const int col = col0 + 8 * j + e;
+        float v = x[idx];
+        if constexpr (!FUSED) {
+          v = SOFTCAP ? s.cap_out * attn::tanh_approx(v * s.cap_in) : v * s.scale_log2;
+          if constexpr (ALIBI)
+            v = fmaf(-s.slope_log2, fabsf(static_cast<float>(col - (row + s.shift))), v);
+        }
+        if constexpr (MASK)
+          if (mask && (col >= limit || col < low)) v = kNegInf;
+        x[idx] = v;
+        mx = fmaxf(mx, v);
+      }
+    // The 4 threads of a quad share a row.
+    mx = attn::quad_max(mx);
+    if constexpr (FUSED) mx *= s.scale_log2;  // -inf stays -inf
+    mx = fmaxf(row_max[r], mx);
+    // A row with every key masked so far keeps max -inf; offset 0 keeps exp2 at 0.
+    const float offset = mx == kNegInf ? 0.f : mx;
+    alpha[r] = attn::exp2_approx(row_max[r] - offset);  // 0 while row_max is -inf
+    row_max[r] = mx;
+    float sum = 0.f;
+#pragma unroll
+    for (int j = 0; j < BLOCK_N / 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const float v = x[4 * j + 2 * r + e];
+        const float pe = attn::exp2_approx(FUSED ? fmaf(v, s.scale_log2, -offset) : v - offset);
+        x[4 * j + 2 * r + e] = pe;
+        sum += pe;
+      }
+    row_sum[r] = row_sum[r] * alpha[r] + sum;
+  }
+}
+
 /// The key tiles a block of query rows [row0, row0 + rows) visits: [begin, end) in BLOCK_N
 /// units (causal: up to its last row's diagonal; window: from its first row's window).
 template <int BLOCK_N, bool CAUSAL, bool WINDOW>
@@ -331,67 +400,31 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
                                                 w_end);
     w_begin = min(max(w_begin, t_begin), t_end);  // rows past Nq may start past the item's keys
     w_end = max(w_begin, min(w_end, t_end));
+    // A warpgroup whose rows all lie past Nq (its share of a head's last, padded tile) computes
+    // nothing: it only takes its turns and releases the slots, and the others get the tensor
+    // cores. Not at d=256 with two consumers, whose 240 registers it would overflow.
+    if (!(D == 256 && CONSUMERS > 1) && wg_row0 >= Nq) w_end = w_begin;
 
 #pragma unroll
     for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
     float row_max[2] = {kNegInf, kNegInf}, row_sum[2] = {0.f, 0.f};
 
-    // The online softmax of the scores x of `tile`: the row maxima and sums move, x becomes
-    // P = 2^(logit - max) in fp32 (logits in the log2 domain, masked where needed), and alpha[r]
-    // is the factor O's row r must be rescaled by (applied by the caller, once no wgmma writes
-    // O). Without softcap and ALiBi the scale rides in exp2's FFMA: the max is taken over the
-    // raw scores (the scale is positive) and P = 2^(score * scale_log2 - max).
-    constexpr bool FUSED = !SOFTCAP && !ALIBI;
+    const attn90::SoftmaxRows rows{row_base, t, Nk, shift, WINDOW ? a.window : 0, scale_log2,
+                                   cap_in, cap_out, slope_log2};
     const auto softmax = [&](float (&x)[BLOCK_N / 2], int tile, float (&alpha)[2]) {
       const int key0 = tile * BLOCK_N;
       const bool mask =
           key0 + BLOCK_N > Nk || (CAUSAL && key0 + BLOCK_N - 1 > wg_row0 + shift) ||
           (WINDOW && key0 < wg_row0 + kSm90RowsPerConsumer - 1 + shift - a.window + 1);
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        // Value i of this thread is row row_base + 8 ((i / 2) % 2), key key0 + 8 (i / 4) + 2 t +
-        // i % 2 (wg::Acc).
-        const int row = row_base + 8 * r;
-        const int col0 = key0 + 2 * t;
-        const int limit = CAUSAL ? min(Nk, row + shift + 1) : Nk;  // first key masked right
-        const int low = WINDOW ? row + shift - a.window + 1 : 0;     // first key not masked left
-        float mx = kNegInf;
-#pragma unroll
-        for (int j = 0; j < BLOCK_N / 8; ++j)
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            const int idx = 4 * j + 2 * r + e;
-            const int col = col0 + 8 * j + e;
-            float v = x[idx];
-            if constexpr (!FUSED) {
-              v = SOFTCAP ? cap_out * attn::tanh_approx(v * cap_in) : v * scale_log2;
-              if constexpr (ALIBI)
-                v = fmaf(-slope_log2, fabsf(static_cast<float>(col - (row + shift))), v);
-            }
-            if (mask && (col >= limit || col < low)) v = kNegInf;
-            x[idx] = v;
-            mx = fmaxf(mx, v);
-          }
-        // The 4 threads of a quad share a row.
-        mx = attn::quad_max(mx);
-        if constexpr (FUSED) mx *= scale_log2;  // -inf stays -inf
-        mx = fmaxf(row_max[r], mx);
-        // A row with every key masked so far keeps max -inf; offset 0 keeps exp2 at 0.
-        const float offset = mx == kNegInf ? 0.f : mx;
-        alpha[r] = attn::exp2_approx(row_max[r] - offset);  // 0 while row_max is -inf
-        row_max[r] = mx;
-        float sum = 0.f;
-#pragma unroll
-        for (int j = 0; j < BLOCK_N / 8; ++j)
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            const float v = x[4 * j + 2 * r + e];
-            const float pe = attn::exp2_approx(FUSED ? fmaf(v, scale_log2, -offset) : v - offset);
-            x[4 * j + 2 * r + e] = pe;
-            sum += pe;
-          }
-        row_sum[r] = row_sum[r] * alpha[r] + sum;
-      }
+      // Softcap and ALiBi transform every score anyway: their variants keep one body, as d=256
+      // with two consumers does (a second body made those spill, 160 and 240 registers).
+      constexpr bool ONE_BODY = SOFTCAP || ALIBI || (D == 256 && CONSUMERS > 1);
+      if (ONE_BODY || mask)
+        attn90::softmax_tile<BLOCK_N, true, CAUSAL, WINDOW, SOFTCAP, ALIBI>(x, key0, mask, rows,
+                                                                          row_max, row_sum, alpha);
+      else
+        attn90::softmax_tile<BLOCK_N, false, CAUSAL, WINDOW, SOFTCAP, ALIBI>(
+            x, key0, false, rows, row_max, row_sum, alpha);
     };
 
     mbar::wait_parity(base + L::Q_FULL, items & 1);
