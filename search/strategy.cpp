@@ -205,6 +205,11 @@ void check_strategy_name(const Op& op, std::string_view name) {
   make_strategy(name, {}, 0);
 }
 
+std::size_t default_model_budget(std::size_t valid_points) {
+  const std::size_t fifth = (valid_points + 4) / 5;
+  return std::min(valid_points, std::max(kModelMinBudget, fifth));
+}
+
 std::unique_ptr<Strategy> make_space_strategy(const Space& space, std::string_view name,
                                               const Params& start, std::uint64_t seed,
                                               std::size_t budget) {
@@ -230,6 +235,12 @@ std::unique_ptr<Strategy> make_space_strategy(const Space& space, std::string_vi
     ModelOptions options;
     options.limit = budget > 0 ? budget : kSampledModelBudget;
     return std::make_unique<ModelStrategy>(std::move(sampled), seed, options);
+  }
+  if (name == "model" && space.enumerated()) {
+    std::vector<Params> points = space.valid_points();
+    ModelOptions options;
+    options.limit = budget > 0 ? budget : default_model_budget(points.size());
+    return std::make_unique<ModelStrategy>(std::move(points), seed, options);
   }
   if (name != "staged") {
     if (!space.enumerated())

@@ -255,6 +255,34 @@ TEST(Strategy, OpsNameTheirDefaultStrategyAndStagedNeedsStages) {
   for (const std::string& n : named) EXPECT_NO_THROW(moe.param_index(n)) << n;
 }
 
+// Without --budget the model strategy stops on a listed space after a fifth of its valid points
+// (at least kModelMinBudget), so that a plan of many problems needs no budget per line; a budget
+// given replaces it.
+TEST(Strategy, ModelOnAListedSpaceStopsAtItsDefaultBudget) {
+  EXPECT_EQ(default_model_budget(0), 0u);
+  EXPECT_EQ(default_model_budget(10), 10u);
+  EXPECT_EQ(default_model_budget(60), kModelMinBudget);
+  EXPECT_EQ(default_model_budget(136), 28u);
+  EXPECT_EQ(default_model_budget(1000), 200u);
+  Space s = space_for("add_rmsnorm", "m=2048,n=4096");
+  const std::size_t valid = s.valid_points().size();
+  ASSERT_GT(valid, kModelMinBudget);
+  const auto proposals = [&](std::size_t budget) {
+    std::unique_ptr<Strategy> st = make_space_strategy(s, "model", Params{}, 3, budget);
+    std::set<Params> seen;
+    std::size_t n = 0;
+    for (std::vector<Params> batch = st->next_batch(); !batch.empty(); batch = st->next_batch())
+      for (const Params& p : batch) {
+        EXPECT_FALSE(s.check(p).has_value());
+        EXPECT_TRUE(seen.insert(p).second) << "proposed twice";
+        st->report(p, 1.0 + static_cast<double>(n++ % 5));
+      }
+    return n;
+  };
+  EXPECT_EQ(proposals(0), default_model_budget(valid));
+  EXPECT_EQ(proposals(5), 5u);
+}
+
 // The staged walk of a real MoE space stays small: hundreds of candidates, not the product.
 TEST(Strategy, StagedMoeSweepIsSmall) {
   const Op& moe = get_op("moe");
