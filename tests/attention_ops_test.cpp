@@ -189,6 +189,15 @@ TEST(AttentionProblem, DefaultsFollowTheDevice) {
             std::string(one64) + ",persistent=1");
   EXPECT_EQ(key("b=2,hq=32,hkv=32,nq=256,nk=256,d=128,causal=no", "sm_90a"),
             "block_m=64,block_n=64,warps=4,stages=2,q_regs=1,smem_pad=0,impl=0");
+  // Causal d=128 in one wave keeps the wgmma kernel, not persistent: 128-row tiles where they
+  // fit the 132 SMs (3 x 32, 2 x 64), else 192 (3 x 64 = 192 tiles of 128 rows would not).
+  const char* wave128 = "block_m=128,block_n=64,warps=12,stages=3,q_regs=0,smem_pad=0,impl=1";
+  EXPECT_EQ(key("b=1,hq=32,hkv=8,nq=320,nk=320,d=128,causal=yes", "sm_90a"), wave128);
+  EXPECT_EQ(key("b=4,hq=16,hkv=4,nq=180,nk=180,d=128,causal=yes", "sm_90a"), wave128);
+  EXPECT_EQ(key("b=1,hq=64,hkv=8,nq=300,nk=300,d=128,causal=yes", "sm_90a"),
+            "block_m=192,block_n=64,warps=16,stages=3,q_regs=0,smem_pad=0,impl=1");
+  EXPECT_EQ(key("b=1,hq=64,hkv=8,nq=300,nk=300,d=128,causal=no", "sm_90a"),
+            "block_m=64,block_n=64,warps=4,stages=2,q_regs=1,smem_pad=0,impl=0");
   // d=256 keeps the mma.sync rows for short keys (not measured with the wgmma kernel there).
   EXPECT_EQ(key("b=8,hq=16,hkv=16,nq=300,nk=300,d=256,causal=no", "sm_90a"),
             op().params_key(Params{{128, 32, 8, 3, 1, 0, 0, 0, 0}}));

@@ -281,7 +281,12 @@ bool wgmma_persistent(const Shape& s, int rows) {
 /// tiles than SMs with 2-3 consumers, and with one at d=128 (0.75-1.0 of each sweep's optimum
 /// against 0.57-0.8 without; at d=64 one consumer without was ahead on 10 of 11 sweeps).
 /// Where those tiles number no more than the SMs, the persistent grid has nothing to overlap and
-/// part of the GPU idles, and with a single key tile the wgmma pipeline never runs: nullopt.
+/// part of the GPU idles, and with a single key tile the wgmma pipeline never runs: nullopt;
+/// except causal d=128 over more than 64 query rows, which takes the smallest of 128 or 192
+/// rows whose tiles still fit the SMs, 64-key tiles, not persistent: after the softmax's masked
+/// and unmasked tiles got their own code (benchmarks/results/attention-mask-split-h100-2026-11-24.md)
+/// those were 0.955-1.0 of each sweep's optimum on 5 such H100 sweeps, where the mma.sync
+/// default held 0.80-0.85 (b=1,hq=64,nq=300 needs 192: its 128-row tiles, 1.45 waves, 0.76).
 /// From exhaustive sweeps on the H100 (benchmarks/results/fallback-h100-2026-11-24-short-keys.md):
 /// 12 held-out problems with 64-300 query rows and 100-300 keys (design set; the persistent
 /// kernel beat the mma.sync defaults by 1.2-1.45x on most, which held 0.68-0.99 of each
@@ -295,9 +300,17 @@ std::optional<AttentionDefaults> wgmma_short_keys_tiles(const Shape& s, const De
     if (r == 64 && s.d != 64 && s.nq > kSm90RowsPerConsumer) continue;
     if (padded(r) < padded(rows)) rows = r;
   }
-  const long long items =
-      flash_attention_sm90_work(static_cast<int>(s.nq), static_cast<int>(rows), s.b * s.hq);
-  if (items <= device.sm_count || s.nk <= 64) return std::nullopt;
+  const auto work = [&](std::int64_t r) {
+    return flash_attention_sm90_work(static_cast<int>(s.nq), static_cast<int>(r), s.b * s.hq);
+  };
+  const long long items = work(rows);
+  if (s.nk <= 64) return std::nullopt;
+  if (items <= device.sm_count) {
+    if (!s.causal || s.d != 128 || s.nq <= kSm90RowsPerConsumer) return std::nullopt;
+    // Causal d=128 in one wave: 128-row tiles where they fit the SMs, else 192, not persistent.
+    const int r = work(128) <= device.sm_count ? 128 : 192;
+    return AttentionDefaults{9, 128, r, 64, 4 * (r / kSm90RowsPerConsumer + 1), 3, 0, 0, 1, 0, 0};
+  }
   const int consumers = static_cast<int>(rows / kSm90RowsPerConsumer);
   const bool persistent = consumers > 1 || s.d == 128;
   return AttentionDefaults{9, static_cast<int>(s.d), static_cast<int>(rows), 64,
