@@ -92,11 +92,7 @@ Hostile make_hostile(const fs::path& p) {
   {
     Store s = Store::open(p, Mode::read_write);
     s.upsert_device(test_device());
-    SweepRecord sweep;
-    sweep.device_key = test_device().key();
-    sweep.op = "rmsnorm";
-    sweep.problem_key = "n=*";
-    s.begin_sweep(sweep);
+    s.begin_sweep(test_sweep());
     s.record_trial(make_trial("n=1", "good", 5.0));  // also the good best row
   }
   raw_exec(p,

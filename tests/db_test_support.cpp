@@ -160,15 +160,19 @@ void expect_same_device(const DeviceInfo& a, const DeviceInfo& b) {
   EXPECT_EQ(a.nvrtc_version, b.nvrtc_version);
 }
 
-void populate(const fs::path& p, int trials) {
-  Store s = Store::open(p, Mode::read_write);
-  s.upsert_device(test_device());
+SweepRecord test_sweep(const std::string& strategy) {
   SweepRecord sweep;
   sweep.device_key = test_device().key();
   sweep.op = "rmsnorm";
   sweep.problem_key = "n=*";
-  sweep.strategy = "exhaustive";
-  const std::int64_t sweep_id = s.begin_sweep(sweep);
+  sweep.strategy = strategy;
+  return sweep;
+}
+
+void populate(const fs::path& p, int trials) {
+  Store s = Store::open(p, Mode::read_write);
+  s.upsert_device(test_device());
+  const std::int64_t sweep_id = s.begin_sweep(test_sweep());
   for (int i = 0; i < trials; ++i) {
     TrialRecord t =
         make_trial("n=" + std::to_string(i % 4), "block=" + std::to_string(i),

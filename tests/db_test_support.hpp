@@ -81,6 +81,8 @@ TrialRecord make_trial(const std::string& problem, const std::string& params, do
                        TrialStatus status = TrialStatus::ok, const std::string& hash = "h1");
 bool is_timestamp(const std::string& s);
 void expect_same_device(const DeviceInfo& a, const DeviceInfo& b);
+/// A sweep record of test_device() for op "rmsnorm" and problem "n=*".
+SweepRecord test_sweep(const std::string& strategy = "exhaustive");
 /// A database with one device, one sweep, and `trials` trials over four problem keys; closed.
 void populate(const fs::path& p, int trials);
 

@@ -35,12 +35,7 @@ TEST(DbThreads, WritersInOneProcessLoseNothing) {
       try {
         Store s = Store::open(p, Mode::read_write);
         s.upsert_device(test_device());
-        SweepRecord sweep;
-        sweep.device_key = test_device().key();
-        sweep.op = "rmsnorm";
-        sweep.problem_key = "n=*";
-        sweep.strategy = "writer " + std::to_string(w);
-        const std::int64_t sweep_id = s.begin_sweep(sweep);
+        const std::int64_t sweep_id = s.begin_sweep(test_sweep("writer " + std::to_string(w)));
         for (int i = 0; i < counts[w]; ++i) {
           TrialRecord t = make_trial("n=" + std::to_string(i % kProblems),
                                      "w" + std::to_string(w) + "-" + std::to_string(i),

@@ -26,12 +26,7 @@ class Lookup : public ::testing::Test {
  protected:
   const Op& op = get_op("add_rmsnorm");
   DeviceInfo h100 = *device_for_arch("sm_90a");
-  DeviceInfo other_h100 = [] {
-    DeviceInfo d = *device_for_arch("sm_90a");
-    d.name = "another sm_90 part";
-    d.sm_count = 114;
-    return d;
-  }();
+  DeviceInfo other_h100 = test::other_sm90_device();
   DeviceInfo a100 = *device_for_arch("sm_80");
   test::TempDir dir;
 

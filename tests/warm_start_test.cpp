@@ -21,12 +21,7 @@ class WarmStart : public ::testing::Test {
  protected:
   const Op& norm = get_op("add_rmsnorm");
   DeviceInfo h100 = *device_for_arch("sm_90a");
-  DeviceInfo other_h100 = [] {
-    DeviceInfo d = *device_for_arch("sm_90a");
-    d.name = "another sm_90 part";
-    d.sm_count = 114;
-    return d;
-  }();
+  DeviceInfo other_h100 = test::other_sm90_device();
   DeviceInfo a100 = *device_for_arch("sm_80");
 
   Space space(const Op& op, const std::string& shape, const DeviceInfo& device) {

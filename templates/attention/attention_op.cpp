@@ -300,21 +300,22 @@ std::optional<AttentionDefaults> wgmma_short_keys_tiles(const Shape& s, const De
     if (r == 64 && s.d != 64 && s.nq > kSm90RowsPerConsumer) continue;
     if (padded(r) < padded(rows)) rows = r;
   }
-  const auto work = [&](std::int64_t r) {
-    return flash_attention_sm90_work(static_cast<int>(s.nq), static_cast<int>(r), s.b * s.hq);
+  const auto fits_one_wave = [&](std::int64_t r) {
+    return flash_attention_sm90_work(static_cast<int>(s.nq), static_cast<int>(r), s.b * s.hq) <=
+           device.sm_count;
   };
-  const long long items = work(rows);
+  // 64-key tiles of r rows, 3 stages, no turns.
+  const auto tiles = [&](std::int64_t r, bool persistent) {
+    const int consumers = static_cast<int>(r / kSm90RowsPerConsumer);
+    return AttentionDefaults{9, static_cast<int>(s.d), static_cast<int>(r), 64,
+                             4 * (consumers + 1), 3, 0, 0, 1, 0, persistent ? 1 : 0};
+  };
   if (s.nk <= 64) return std::nullopt;
-  if (items <= device.sm_count) {
+  if (fits_one_wave(rows)) {
     if (!s.causal || s.d != 128 || s.nq <= kSm90RowsPerConsumer) return std::nullopt;
-    // Causal d=128 in one wave: 128-row tiles where they fit the SMs, else 192, not persistent.
-    const int r = work(128) <= device.sm_count ? 128 : 192;
-    return AttentionDefaults{9, 128, r, 64, 4 * (r / kSm90RowsPerConsumer + 1), 3, 0, 0, 1, 0, 0};
+    return tiles(fits_one_wave(128) ? 128 : 192, false);
   }
-  const int consumers = static_cast<int>(rows / kSm90RowsPerConsumer);
-  const bool persistent = consumers > 1 || s.d == 128;
-  return AttentionDefaults{9, static_cast<int>(s.d), static_cast<int>(rows), 64,
-                           4 * (consumers + 1), 3, 0, 0, 1, 0, persistent ? 1 : 0};
+  return tiles(rows, rows > kSm90RowsPerConsumer || s.d == 128);
 }
 
 /// The mma.sync kernel's key tile for few keys on Hopper (its 64-row tiles, with 3 stages when

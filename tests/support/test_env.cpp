@@ -23,6 +23,13 @@ std::string cli_path() {
   return env && *env ? env : KTUNE_CLI_PATH;
 }
 
+DeviceInfo other_sm90_device() {
+  DeviceInfo d = *device_for_arch("sm_90a");
+  d.name = "another sm_90 part";
+  d.sm_count = 114;
+  return d;
+}
+
 std::vector<Params> all_points(const Op& op) {
   std::vector<Params> out{Params{}};
   for (const Tunable& t : op.tunables()) {

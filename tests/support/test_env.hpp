@@ -17,6 +17,10 @@ std::string gpu_missing_reason();
 /// The ktune executable: $KTUNE_CLI, else the one this build made.
 std::string cli_path();
 
+/// An sm_90 GPU other than device_for_arch("sm_90a")'s H100: another name and 114 SMs, so
+/// another device key of the same architecture.
+DeviceInfo other_sm90_device();
+
 /// Every point of an op's space (the cartesian product of its tunables), first tunable slowest.
 std::vector<Params> all_points(const Op& op);
 
