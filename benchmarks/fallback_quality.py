@@ -143,6 +143,13 @@ HELD_OUT = [
     ("flash_attention", "b=3,hq=20,hkv=4,nq=150,nk=150,d=128,causal=yes"),
     ("flash_attention", "b=1,hq=28,hkv=4,nq=200,nk=200,d=128,causal=yes"),
     ("flash_attention", "b=2,hq=40,hkv=8,nq=120,nk=120,d=128,causal=yes"),
+    # 89-94: the check set of the one-consumer one-wave rule (55, 71, 80, 83 and 87 set it)
+    ("flash_attention", "b=1,hq=32,hkv=8,nq=256,nk=256,d=128,causal=yes"),
+    ("flash_attention", "b=2,hq=20,hkv=4,nq=180,nk=180,d=128,causal=no"),
+    ("flash_attention", "b=3,hq=12,hkv=4,nq=150,nk=300,d=64,causal=no"),
+    ("flash_attention", "b=1,hq=40,hkv=8,nq=130,nk=130,d=64,causal=yes"),
+    ("flash_attention", "b=4,hq=8,hkv=8,nq=96,nk=96,d=128,causal=yes"),
+    ("flash_attention", "b=2,hq=32,hkv=8,nq=40,nk=280,d=128,causal=no"),
 ]
 
 

@@ -189,6 +189,11 @@ TEST(AttentionProblem, DefaultsFollowTheDevice) {
             std::string(one64) + ",persistent=1");
   EXPECT_EQ(key("b=2,hq=32,hkv=32,nq=256,nk=256,d=128,causal=no", "sm_90a"),
             "block_m=64,block_n=64,warps=4,stages=2,q_regs=1,smem_pad=0,impl=0");
+  // Where one consumer's 64-row tiles fit the 132 SMs (4 x 28, 1 x 64, 4 x 32): those, not
+  // persistent, with 64-key tiles under a causal mask, else 128.
+  EXPECT_EQ(key("b=1,hq=28,hkv=4,nq=200,nk=200,d=128,causal=yes", "sm_90a"), one64);
+  EXPECT_EQ(key("b=4,hq=16,hkv=16,nq=64,nk=250,d=64,causal=no", "sm_90a"), one128);
+  EXPECT_EQ(key("b=2,hq=16,hkv=16,nq=200,nk=200,d=64,causal=no", "sm_90a"), one128);
   // Causal d=128 in one wave keeps the wgmma kernel, not persistent: 128-row tiles where they
   // fit the 132 SMs (3 x 32, 2 x 64), else 192 (3 x 64 = 192 tiles of 128 rows would not).
   const char* wave128 = "block_m=128,block_n=64,warps=12,stages=3,q_regs=0,smem_pad=0,impl=1";

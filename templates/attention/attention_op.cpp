@@ -287,6 +287,11 @@ bool wgmma_persistent(const Shape& s, int rows) {
 /// and unmasked tiles got their own code (benchmarks/results/attention-mask-split-h100-2026-11-24.md)
 /// those were 0.955-1.0 of each sweep's optimum on 5 such H100 sweeps, where the mma.sync
 /// default held 0.80-0.85 (b=1,hq=64,nq=300 needs 192: its 128-row tiles, 1.45 waves, 0.76).
+/// Before all of that: where one consumer's 64-row tiles fit the SMs, those (64-key tiles under a
+/// causal mask, else 128), not persistent: the most CTAs one wave holds. On the 5 such held-out
+/// H100 sweeps (d=64 and 128, causal or not) a 64-row wgmma point was fastest in 9 of 10 sweep
+/// runs, where the defaults above held 0.85-0.95 of the optimum
+/// (benchmarks/results/fallback-h100-2026-11-24-one-consumer.md has the check set swept after).
 /// From exhaustive sweeps on the H100 (benchmarks/results/fallback-h100-2026-11-24-short-keys.md):
 /// 12 held-out problems with 64-300 query rows and 100-300 keys (design set; the persistent
 /// kernel beat the mma.sync defaults by 1.2-1.45x on most, which held 0.68-0.99 of each
@@ -304,13 +309,15 @@ std::optional<AttentionDefaults> wgmma_short_keys_tiles(const Shape& s, const De
     return flash_attention_sm90_work(static_cast<int>(s.nq), static_cast<int>(r), s.b * s.hq) <=
            device.sm_count;
   };
-  // 64-key tiles of r rows, 3 stages, no turns.
-  const auto tiles = [&](std::int64_t r, bool persistent) {
+  // Key tiles of block_n (64 unless said) and r rows, 3 stages, no turns.
+  const auto tiles = [&](std::int64_t r, bool persistent, int block_n = 64) {
     const int consumers = static_cast<int>(r / kSm90RowsPerConsumer);
-    return AttentionDefaults{9, static_cast<int>(s.d), static_cast<int>(r), 64,
+    return AttentionDefaults{9, static_cast<int>(s.d), static_cast<int>(r), block_n,
                              4 * (consumers + 1), 3, 0, 0, 1, 0, persistent ? 1 : 0};
   };
   if (s.nk <= 64) return std::nullopt;
+  if (fits_one_wave(kSm90RowsPerConsumer))
+    return tiles(kSm90RowsPerConsumer, false, s.causal ? 64 : 128);
   if (fits_one_wave(rows)) {
     if (!s.causal || s.d != 128 || s.nq <= kSm90RowsPerConsumer) return std::nullopt;
     return tiles(fits_one_wave(128) ? 128 : 192, false);
