@@ -148,6 +148,25 @@ __device__ __forceinline__ void tile_range(const FlashAttentionArgs& a, int row0
   end = keys_end <= 0 ? begin : max(begin, (keys_end + BLOCK_N - 1) / BLOCK_N);
 }
 
+/// A 4x4 transpose of 32-bit words over the 4 lanes of each quad (t = lane & 3): lane t holds
+/// word t of chunks 0..3 on entry and chunk t's words 0..3 on exit. Two butterfly rounds; every
+/// lane of the warp must take part.
+__device__ __forceinline__ void quad_transpose(unsigned (&w)[4], int t) {
+#pragma unroll
+  for (int m = 2; m >= 1; m >>= 1) {
+    const bool low = (t & m) == 0;
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      if (q & m) continue;
+      const unsigned recv = __shfl_xor_sync(0xffffffffu, low ? w[q | m] : w[q], m);
+      if (low)
+        w[q | m] = recv;
+      else
+        w[q] = recv;
+    }
+  }
+}
+
 }  // namespace attn90
 
 /// One CTA: BLOCK_M = 64 * CONSUMERS query rows of one (batch, query head); grid x = query
@@ -490,8 +509,9 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
     }
     ring0 += t_end - t_begin;
 
-    // Epilogue: normalise, write O from registers (4 bytes per thread and row slice) and the
-    // LSE.
+    // Epilogue: normalise, write O and the LSE. The quad of a row holds 4 bytes of each of its
+    // 16-byte chunks; a transpose over the quad gives each thread whole chunks, so O leaves in
+    // 16-byte stores (rows start 16-byte aligned: the host checks O's strides).
     T* out = static_cast<T*>(a.o) + it.b * a.o_batch_stride + it.h * a.o_head_stride;
     const long long lse_base = (static_cast<long long>(it.b) * a.heads_q + it.h) * Nq;
 #pragma unroll
@@ -499,15 +519,19 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
       const float sum = attn::quad_sum(row_sum[r]);
       const float inv = sum > 0.f ? attn::rcp_approx(sum) : 0.f;
       const int row = row_base + 8 * r;
-      if (row >= Nq) continue;
-      if (a.lse != nullptr && t == 0)
+      if (a.lse != nullptr && t == 0 && row < Nq)
         a.lse[lse_base + row] =
             sum > 0.f ? (row_max[r] + attn::log2_approx(sum)) * kLn2 : kNegInf;
-      T* dst = out + static_cast<long long>(row) * a.o_row_stride + 2 * t;
+      T* dst = out + static_cast<long long>(row) * a.o_row_stride + 8 * t;
 #pragma unroll
-      for (int j = 0; j < D / 8; ++j)
-        *reinterpret_cast<unsigned*>(dst + 8 * j) =
-            pack2<T>(o[4 * j + 2 * r] * inv, o[4 * j + 2 * r + 1] * inv);
+      for (int q = 0; q < D / 32; ++q) {
+        unsigned w[4];
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+          w[i] = pack2<T>(o[4 * (4 * q + i) + 2 * r] * inv, o[4 * (4 * q + i) + 2 * r + 1] * inv);
+        attn90::quad_transpose(w, t);  // the whole warp shuffles, rows past Nq too
+        if (row < Nq) *reinterpret_cast<uint4*>(dst + 32 * q) = make_uint4(w[0], w[1], w[2], w[3]);
+      }
     }
   }
 #else
