@@ -177,8 +177,8 @@ TEST(AttentionProblem, DefaultsFollowTheDevice) {
   EXPECT_EQ(key("b=16,hq=16,hkv=4,nq=160,nk=160,d=128,causal=no", "sm_90a"), short192);
   EXPECT_EQ(key("b=24,hq=12,hkv=12,nq=300,nk=300,d=64,causal=no", "sm_90a"), one64);
   EXPECT_EQ(key("b=8,hq=32,hkv=8,nq=256,nk=256,d=64,causal=yes", "sm_90a"), short128);
-  // ... unless those tiles number no more than the SMs (128 heads x 1 tile of 192 rows; 64 x 2
-  // of 128) or the keys fit one tile: the mma.sync rows and their short-grid rule, with 32-key
+  // ... unless those tiles number no more than the SMs (128 heads x 1 tile of 192 rows) or the
+  // keys fit one tile: the mma.sync rows and their short-grid rule, with 32-key
   // tiles (3 stages) at d=64 and at d=128 where they pad fewer keys (256 pad to 256 either way).
   EXPECT_EQ(key("b=16,hq=8,hkv=8,nq=150,nk=150,d=64,causal=no", "sm_90a"),
             "block_m=64,block_n=32,warps=4,stages=3,q_regs=1,smem_pad=0,impl=0");
@@ -187,8 +187,6 @@ TEST(AttentionProblem, DefaultsFollowTheDevice) {
   // One consumer at d=128 runs persistently too (512 tiles).
   EXPECT_EQ(key("b=16,hq=32,hkv=8,nq=48,nk=300,d=128,causal=yes", "sm_90a"),
             std::string(one64) + ",persistent=1");
-  EXPECT_EQ(key("b=2,hq=32,hkv=32,nq=256,nk=256,d=128,causal=no", "sm_90a"),
-            "block_m=64,block_n=64,warps=4,stages=2,q_regs=1,smem_pad=0,impl=0");
   // Where one consumer's 64-row tiles fit the 132 SMs (4 x 28, 1 x 64, 4 x 32): those, not
   // persistent, with 64-key tiles under a causal mask, else 128.
   EXPECT_EQ(key("b=1,hq=28,hkv=4,nq=200,nk=200,d=128,causal=yes", "sm_90a"), one64);
@@ -201,8 +199,18 @@ TEST(AttentionProblem, DefaultsFollowTheDevice) {
   EXPECT_EQ(key("b=4,hq=16,hkv=4,nq=180,nk=180,d=128,causal=yes", "sm_90a"), wave128);
   EXPECT_EQ(key("b=1,hq=64,hkv=8,nq=300,nk=300,d=128,causal=yes", "sm_90a"),
             "block_m=192,block_n=64,warps=16,stages=3,q_regs=0,smem_pad=0,impl=1");
+  // Without the mask, the same rows taking turns: 128-key tiles in 2 stages where they pad no
+  // more keys than 64-key ones (256, 250), else (300 keys; 192 rows) 64-key tiles in 3; the
+  // persistent path at 128 rows.
+  const char* turns128 = "block_m=128,block_n=128,warps=12,stages=2,q_regs=0,smem_pad=0,impl=1,"
+                         "pingpong=1,persistent=1";
+  EXPECT_EQ(key("b=2,hq=32,hkv=32,nq=256,nk=256,d=128,causal=no", "sm_90a"), turns128);
+  EXPECT_EQ(key("b=4,hq=16,hkv=16,nq=250,nk=250,d=128,causal=no", "sm_90a"), turns128);
+  EXPECT_EQ(key("b=3,hq=16,hkv=16,nq=160,nk=300,d=128,causal=no", "sm_90a"),
+            "block_m=128,block_n=64,warps=12,stages=3,q_regs=0,smem_pad=0,impl=1,pingpong=1,"
+            "persistent=1");
   EXPECT_EQ(key("b=1,hq=64,hkv=8,nq=300,nk=300,d=128,causal=no", "sm_90a"),
-            "block_m=64,block_n=64,warps=4,stages=2,q_regs=1,smem_pad=0,impl=0");
+            "block_m=192,block_n=64,warps=16,stages=3,q_regs=0,smem_pad=0,impl=1,pingpong=1");
   // d=256 keeps the mma.sync rows for short keys (not measured with the wgmma kernel there).
   EXPECT_EQ(key("b=8,hq=16,hkv=16,nq=300,nk=300,d=256,causal=no", "sm_90a"),
             op().params_key(Params{{128, 32, 8, 3, 1, 0, 0, 0, 0}}));

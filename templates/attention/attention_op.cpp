@@ -282,11 +282,16 @@ bool wgmma_persistent(const Shape& s, int rows) {
 /// against 0.57-0.8 without; at d=64 one consumer without was ahead on 10 of 11 sweeps).
 /// Where those tiles number no more than the SMs, the persistent grid has nothing to overlap and
 /// part of the GPU idles, and with a single key tile the wgmma pipeline never runs: nullopt;
-/// except causal d=128 over more than 64 query rows, which takes the smallest of 128 or 192
-/// rows whose tiles still fit the SMs, 64-key tiles, not persistent: after the softmax's masked
+/// except d=128 over more than 64 query rows, which takes the smallest of 128 or 192 rows whose
+/// tiles still fit the SMs, not persistent. Causal: 64-key tiles; after the softmax's masked
 /// and unmasked tiles got their own code (benchmarks/results/attention-mask-split-h100-2026-11-24.md)
 /// those were 0.955-1.0 of each sweep's optimum on 5 such H100 sweeps, where the mma.sync
 /// default held 0.80-0.85 (b=1,hq=64,nq=300 needs 192: its 128-row tiles, 1.45 waves, 0.76).
+/// Not causal: consumers taking turns, 128-key tiles in 2 stages at 128 rows unless they pad
+/// more keys than 64-key tiles in 3 (and at 192 rows), persistent at 128 rows; once the wgmma kernel's O left in 16-byte
+/// stores, the mma.sync default held 0.54-0.94 of the optimum on the 7 such H100 sweeps (design
+/// set, benchmarks/results/fallback-h100-2026-11-24-noncausal-wave.md), where these tiles were
+/// the fastest point or within 1 % of it on each.
 /// Before all of that: where one consumer's 64-row tiles fit the SMs, those (64-key tiles under a
 /// causal mask, else 128), not persistent: the most CTAs one wave holds. On the 5 such held-out
 /// H100 sweeps (d=64 and 128, causal or not) a 64-row wgmma point was fastest in 9 of 10 sweep
@@ -309,18 +314,26 @@ std::optional<AttentionDefaults> wgmma_short_keys_tiles(const Shape& s, const De
     return flash_attention_sm90_work(static_cast<int>(s.nq), static_cast<int>(r), s.b * s.hq) <=
            device.sm_count;
   };
-  // Key tiles of block_n (64 unless said) and r rows, 3 stages, no turns.
-  const auto tiles = [&](std::int64_t r, bool persistent, int block_n = 64) {
+  // Key tiles of block_n (64 unless said) and r rows, 3 stages unless said, turns if said.
+  const auto tiles = [&](std::int64_t r, bool persistent, int block_n = 64, int stages = 3,
+                         bool pingpong = false) {
     const int consumers = static_cast<int>(r / kSm90RowsPerConsumer);
-    return AttentionDefaults{9, static_cast<int>(s.d), static_cast<int>(r), block_n,
-                             4 * (consumers + 1), 3, 0, 0, 1, 0, persistent ? 1 : 0};
+    return AttentionDefaults{9,      static_cast<int>(s.d), static_cast<int>(r), block_n,
+                             4 * (consumers + 1), stages, 0, 0, 1, pingpong ? 1 : 0,
+                             persistent ? 1 : 0};
   };
   if (s.nk <= 64) return std::nullopt;
   if (fits_one_wave(kSm90RowsPerConsumer))
     return tiles(kSm90RowsPerConsumer, false, s.causal ? 64 : 128);
   if (fits_one_wave(rows)) {
-    if (!s.causal || s.d != 128 || s.nq <= kSm90RowsPerConsumer) return std::nullopt;
-    return tiles(fits_one_wave(128) ? 128 : 192, false);
+    if (s.d != 128 || s.nq <= kSm90RowsPerConsumer) return std::nullopt;
+    const std::int64_t r = fits_one_wave(128) ? 128 : 192;
+    if (s.causal) return tiles(r, false);
+    // Without a mask: consumers taking turns, 128-key tiles in 2 stages at 128 rows where they
+    // pad no more keys than 64-key ones, else 64-key tiles in 3; the persistent code path at 128
+    // rows (one tile per CTA here, but 0.5-6 % faster on 5 of the 6 sweeps of such tiles).
+    const bool wide = r == 128 && (s.nk + 127) / 128 * 128 == (s.nk + 63) / 64 * 64;
+    return tiles(r, r == 128, wide ? 128 : 64, wide ? 2 : 3, true);
   }
   return tiles(rows, rows > kSm90RowsPerConsumer || s.d == 128);
 }
