@@ -182,6 +182,20 @@ TEST(MoeSpace, PrunesWhatCannotWinWithAReason) {
   q.values[op().param_index("align_chunk")] = 4096;
   EXPECT_TRUE(contains(op().invalid_reason(q, one, DType::bf16, h100).value_or(""),
                        "three launches"));
+  // Where the mean rows per expert pass half the fitting block, the next size up is measured
+  // (experts above the mean then take one block), two sizes up is pruned.
+  const Problem spread = problem(kDeepSeek, 128);  // 1024 pairs over 64 experts: 16 rows each
+  Params w = op().default_params(spread, DType::bf16, h100);
+  EXPECT_EQ(op().param(w, "block_m"), 16);
+  w.values[op().param_index("block_m")] = 32;
+  EXPECT_EQ(op().invalid_reason(w, spread, DType::bf16, h100), std::nullopt);
+  w.values[op().param_index("block_m")] = 64;
+  EXPECT_TRUE(contains(op().invalid_reason(w, spread, DType::bf16, h100).value_or(""),
+                       "block_m=16 holds the mean, 32 the experts above it"));
+  const Problem sparse = problem(kDeepSeek, 16);  // 2 rows per expert: 16 only
+  w.values[op().param_index("block_m")] = 32;
+  EXPECT_TRUE(contains(op().invalid_reason(w, sparse, DType::bf16, h100).value_or(""),
+                       "block_m=16 already holds"));
   // The same point at many tokens is fine.
   const Problem many = problem(kMixtral, 4096);
   Params r = op().default_params(many, DType::bf16, h100);

@@ -1037,15 +1037,34 @@ class MoeOp final : public Op {
     return st[index];
   }
 
-  /// Smallest listed block_m that holds the mean rows an expert receives (T * k pairs over the
-  /// min(e, T * k) experts they can reach); the largest when none does.
-  int fitting_block_m(const Shape& s) const {
+  /// Mean rows an expert receives: T * k pairs over the min(e, T * k) experts they can reach.
+  static long long mean_rows(const Shape& s) {
     const long long used = std::min<long long>(s.e, s.pairs());
-    const long long rows = (s.pairs() + used - 1) / used;
+    return (s.pairs() + used - 1) / used;
+  }
+
+  /// Smallest listed block_m that holds the mean rows an expert receives; the largest when none
+  /// does.
+  int fitting_block_m(const Shape& s) const {
+    const long long rows = mean_rows(s);
     const std::vector<std::int64_t>& v = tunables_[kBlockM].values;
     for (std::int64_t bm : v)
       if (bm >= rows) return static_cast<int>(bm);
     return static_cast<int>(v.back());
+  }
+
+  /// Largest block_m worth measuring: the fitting one, or the next listed size where the mean
+  /// is above half the fitting block. Routing spreads the rows around their mean (about half of
+  /// the experts get more than it), so there a block one size up holds most experts' rows in one
+  /// block, and each expert's weights are streamed by one row block instead of two. Expert
+  /// choice gives every expert exactly its capacity: no spread.
+  int widest_block_m(const Shape& s) const {
+    const int fit = fitting_block_m(s);
+    if (s.expert_choice() || 2 * mean_rows(s) <= fit) return fit;  // expert choice: C rows each
+    const std::vector<std::int64_t>& v = tunables_[kBlockM].values;
+    for (std::int64_t bm : v)
+      if (bm > fit) return static_cast<int>(bm);
+    return fit;
   }
 
   /// Smallest listed block_n covering n columns in one block, but at least 64: a 32-column
@@ -1181,12 +1200,14 @@ class MoeOp final : public Op {
              "gemm2's weights (<= " + str(kSplitMaxRows) + " rows per expert); here the row "
              "blocks fill the GPU and the partial sums only add traffic";
     const int fit = fitting_block_m(s);
-    if (c.block_m > fit)
-      return "block_m=" + str(c.block_m) + " exceeds block_m=" + str(fit) + ", which already "
-             "holds the ~" + str((s.pairs() + std::min<long long>(s.e, s.pairs()) - 1) /
-                                 std::min<long long>(s.e, s.pairs())) +
-             " rows per expert of t*k=" + str(s.pairs()) + " pairs over e=" + str(s.e) +
-             " experts in one block: a larger block only adds padding rows";
+    const int widest = widest_block_m(s);
+    if (c.block_m > widest)
+      return "block_m=" + str(c.block_m) + " exceeds block_m=" + str(widest) + ": " +
+             (widest == fit ? "block_m=" + str(fit) + " already holds"
+                            : "block_m=" + str(fit) + " holds the mean, " + str(widest) +
+                                  " the experts above it, of") +
+             " the ~" + str(mean_rows(s)) + " rows per expert of t*k=" + str(s.pairs()) +
+             " pairs over e=" + str(s.e) + " experts: a larger block only adds padding rows";
     for (const bool gated : {true, false}) {
       const GemmTile& g = gated ? c.g1 : c.g2;
       if (g.prefetch > 0 && g.bk * 2 >= g.prefetch)
