@@ -23,6 +23,26 @@ mb = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(mb)
 
 
+def make_call(lib, db, layer_name, tokens, log=sys.stderr):
+    """(ktune binding, call arguments) for one MoE call of the layer at `tokens` with the
+    database `db` ("": the built-in default), the caller's workspace allocated; the dispatched
+    configuration is printed to `log`."""
+    kt = mb.KtuneMoe(lib, os.path.join(os.path.dirname(lib), "..", "include", "ktune", "ktune.h"))
+    kt.configure(db or os.path.join(tempfile.mkdtemp(), "empty.db"))
+    layer = mb.Layer(layer_name, 0)
+    c = layer.cfg
+    x, logits, _, _, _ = mb.make_inputs(layer, tokens, 1)
+    y = torch.empty(tokens, c["h"], device=mb.DEVICE, dtype=torch.bfloat16)
+    a = kt.args(c, tokens, x, logits, layer.bias, layer.w1, layer.w2, y)
+    n = kt.workspace_bytes(a)
+    ws = torch.empty(n, device=mb.DEVICE, dtype=torch.uint8) if n else None
+    a = kt.args(c, tokens, x, logits, layer.bias, layer.w1, layer.w2, y, workspace=ws)
+    a.keep = (layer, x, logits, y, ws)  # what the pointers in `a` refer to
+    params, match = kt.query(mb.shape_key(c, tokens))
+    print(f"{layer_name} T={tokens}: {match} {params}", file=log)
+    return kt, a
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--lib", default=".gpu/lib/libktune.so")
@@ -31,20 +51,7 @@ def main():
     ap.add_argument("--tokens", type=int, default=16)
     ap.add_argument("--calls", type=int, default=4)
     args = ap.parse_args()
-    kt = mb.KtuneMoe(args.lib, os.path.join(os.path.dirname(args.lib), "..", "include", "ktune",
-                                            "ktune.h"))
-    db = args.db or os.path.join(tempfile.mkdtemp(), "empty.db")
-    kt.configure(db)
-    layer = mb.Layer(args.layer, 0)
-    c = layer.cfg
-    x, logits, _, _, _ = mb.make_inputs(layer, args.tokens, 1)
-    y = torch.empty(args.tokens, c["h"], device=mb.DEVICE, dtype=torch.bfloat16)
-    a = kt.args(c, args.tokens, x, logits, layer.bias, layer.w1, layer.w2, y)
-    n = kt.workspace_bytes(a)
-    ws = torch.empty(n, device=mb.DEVICE, dtype=torch.uint8) if n else None
-    a = kt.args(c, args.tokens, x, logits, layer.bias, layer.w1, layer.w2, y, workspace=ws)
-    params, match = kt.query(mb.shape_key(c, args.tokens))
-    print(f"{args.layer} T={args.tokens}: {match} {params}", file=sys.stderr)
+    kt, a = make_call(args.lib, args.db, args.layer, args.tokens)
     stream = torch.cuda.current_stream().cuda_stream
     for _ in range(args.calls):
         kt(a, stream)
