@@ -288,10 +288,10 @@ bool wgmma_persistent(const Shape& s, int rows) {
 /// those were 0.955-1.0 of each sweep's optimum on 5 such H100 sweeps, where the mma.sync
 /// default held 0.80-0.85 (b=1,hq=64,nq=300 needs 192: its 128-row tiles, 1.45 waves, 0.76).
 /// Not causal: consumers taking turns, 128-key tiles in 2 stages at 128 rows unless they pad
-/// more keys than 64-key tiles in 3 (and at 192 rows), persistent at 128 rows; once the wgmma kernel's O left in 16-byte
-/// stores, the mma.sync default held 0.54-0.94 of the optimum on the 7 such H100 sweeps (design
-/// set, benchmarks/results/fallback-h100-2026-11-24-noncausal-wave.md), where these tiles were
-/// the fastest point or within 1 % of it on each.
+/// more keys than 64-key tiles in 3 (and at 192 rows), persistent at 128 rows; once the wgmma
+/// kernel's O left in 16-byte stores, the mma.sync default held 0.54-0.94 of the optimum on the
+/// 7 such H100 sweeps (design set, benchmarks/results/fallback-h100-2026-11-24-noncausal-wave.md),
+/// where these tiles were the fastest point or within 1 % of it on each.
 /// Before all of that: where one consumer's 64-row tiles fit the SMs, those (64-key tiles under a
 /// causal mask, else 128), not persistent: the most CTAs one wave holds. On the 5 such held-out
 /// H100 sweeps (d=64 and 128, causal or not) a 64-row wgmma point was fastest in 9 of 10 sweep
@@ -318,7 +318,7 @@ std::optional<AttentionDefaults> wgmma_short_keys_tiles(const Shape& s, const De
   const auto tiles = [&](std::int64_t r, bool persistent, int block_n = 64, int stages = 3,
                          bool pingpong = false) {
     const int consumers = static_cast<int>(r / kSm90RowsPerConsumer);
-    return AttentionDefaults{9,      static_cast<int>(s.d), static_cast<int>(r), block_n,
+    return AttentionDefaults{9, static_cast<int>(s.d), static_cast<int>(r), block_n,
                              4 * (consumers + 1), stages, 0, 0, 1, pingpong ? 1 : 0,
                              persistent ? 1 : 0};
   };
