@@ -39,7 +39,6 @@ def main():
     ap.add_argument("--show", type=int, default=5, help="calls printed (the last ones)")
     args = ap.parse_args()
     kt, a = mp.make_call(args.lib, args.db, args.layer, args.tokens, log=sys.stdout)
-    work = tempfile.mkdtemp()
     stream = torch.cuda.current_stream().cuda_stream
     for _ in range(5):
         kt(a, stream)
@@ -48,10 +47,12 @@ def main():
         for _ in range(args.calls):
             kt(a, stream)
         torch.cuda.synchronize()
-    path = os.path.join(work, "trace.json")
-    prof.export_chrome_trace(path)
-    kernels = sorted((e for e in json.load(open(path))["traceEvents"] if e.get("cat") == "kernel"),
-                     key=lambda e: e["ts"])
+    with tempfile.TemporaryDirectory() as work:
+        path = os.path.join(work, "trace.json")
+        prof.export_chrome_trace(path)
+        with open(path) as f:
+            events = json.load(f)["traceEvents"]
+    kernels = sorted((e for e in events if e.get("cat") == "kernel"), key=lambda e: e["ts"])
     first = short(kernels[0]["name"]) if kernels else ""
     calls = []
     for e in kernels:  # a call starts with the op's first kernel

@@ -178,8 +178,8 @@ TEST(AttentionProblem, DefaultsFollowTheDevice) {
   EXPECT_EQ(key("b=24,hq=12,hkv=12,nq=300,nk=300,d=64,causal=no", "sm_90a"), one64);
   EXPECT_EQ(key("b=8,hq=32,hkv=8,nq=256,nk=256,d=64,causal=yes", "sm_90a"), short128);
   // ... unless those tiles number no more than the SMs (128 heads x 1 tile of 192 rows) or the
-  // keys fit one tile: the mma.sync rows and their short-grid rule, with 32-key
-  // tiles (3 stages) at d=64 and at d=128 where they pad fewer keys (256 pad to 256 either way).
+  // keys fit one tile: the mma.sync rows and their short-grid rule, with 32-key tiles (3 stages)
+  // at d=64 and at d=128 where they pad fewer keys (256 pad to 256 either way).
   EXPECT_EQ(key("b=16,hq=8,hkv=8,nq=150,nk=150,d=64,causal=no", "sm_90a"),
             "block_m=64,block_n=32,warps=4,stages=3,q_regs=1,smem_pad=0,impl=0");
   EXPECT_EQ(key("b=128,hq=8,hkv=8,nq=64,nk=64,d=64,causal=no", "sm_90a"),

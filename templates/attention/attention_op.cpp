@@ -283,15 +283,17 @@ bool wgmma_persistent(const Shape& s, int rows) {
 /// Where those tiles number no more than the SMs, the persistent grid has nothing to overlap and
 /// part of the GPU idles, and with a single key tile the wgmma pipeline never runs: nullopt;
 /// except d=128 over more than 64 query rows, which takes the smallest of 128 or 192 rows whose
-/// tiles still fit the SMs, not persistent. Causal: 64-key tiles; after the softmax's masked
-/// and unmasked tiles got their own code (benchmarks/results/attention-mask-split-h100-2026-11-24.md)
-/// those were 0.955-1.0 of each sweep's optimum on 5 such H100 sweeps, where the mma.sync
-/// default held 0.80-0.85 (b=1,hq=64,nq=300 needs 192: its 128-row tiles, 1.45 waves, 0.76).
-/// Not causal: consumers taking turns, 128-key tiles in 2 stages at 128 rows unless they pad
-/// more keys than 64-key tiles in 3 (and at 192 rows), persistent at 128 rows; once the wgmma
-/// kernel's O left in 16-byte stores, the mma.sync default held 0.54-0.94 of the optimum on the
-/// 7 such H100 sweeps (design set, benchmarks/results/fallback-h100-2026-11-24-noncausal-wave.md),
-/// where these tiles were the fastest point or within 1 % of it on each.
+/// tiles still fit the SMs (one tile per CTA). Causal: 64-key tiles, not persistent; after the
+/// softmax's masked and unmasked tiles got their own code
+/// (benchmarks/results/attention-mask-split-h100-2026-11-24.md) those were 0.955-1.0 of each
+/// sweep's optimum on 5 such H100 sweeps, where the mma.sync default held 0.80-0.85
+/// (b=1,hq=64,nq=300 needs 192: its 128-row tiles, 1.45 waves, 0.76). Not causal: consumers
+/// taking turns, 128-key tiles in 2 stages at 128 rows unless they pad more keys than 64-key
+/// tiles in 3 (and at 192 rows), the persistent code path at 128 rows (still one tile per CTA,
+/// measured faster); once the wgmma kernel's O left in 16-byte stores, the mma.sync default held
+/// 0.54-0.94 of the optimum on the 7 such H100 sweeps (design set,
+/// benchmarks/results/fallback-h100-2026-11-24-noncausal-wave.md), where these tiles were the
+/// fastest point or within 1 % of it on each.
 /// Before all of that: where one consumer's 64-row tiles fit the SMs, those (64-key tiles under a
 /// causal mask, else 128), not persistent: the most CTAs one wave holds. On the 5 such held-out
 /// H100 sweeps (d=64 and 128, causal or not) a 64-row wgmma point was fastest in 9 of 10 sweep
