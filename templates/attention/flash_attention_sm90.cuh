@@ -21,6 +21,16 @@
 // Q, K and V are read through tensor maps (args_sm90.h), so rows past Nq or Nk arrive as zeros;
 // keys past Nk are masked, rows past Nq are not written. Not here (the host gives reasons):
 // varlen batches, paged K/V, D other than 64/128/256.
+//
+// FP8 (T = e4m3, D = 128 or 256, BLOCK_N = 128): Q and K as above (a 128-byte swizzled row holds
+// 128 elements, a k32 step is 32 bytes), scores m64nNk32. wgmma reads e4m3 operands K-major
+// only, so O += P V takes V transposed: the v map reads Vt [B, Hkv, D, nk_pad], written by
+// fp8_v_transpose (fp8_transpose.cuh) before the kernel, one tile = D rows of BLOCK_N keys. P is
+// rounded to e4m3 in place: the accumulators of S give thread (g, q) the keys 2q, 2q + 1,
+// 8 + 2q, 9 + 2q (+ 16) of each 32-key slice, the A fragment wants columns 4q .. 4q + 3 (+ 16),
+// so Vt stores each slice's keys in that order (fp8_key_of_column) and no register moves. The
+// host folds the dequantisation scales of Q and K into args.base.scale; O is multiplied by
+// args.o_scale (V's) and written in bf16.
 #pragma once
 
 #include "attention/args_sm90.h"
@@ -36,13 +46,17 @@ namespace ktune {
 namespace attn90 {
 
 /// Shared-memory layout (byte offsets from a 1024-byte-aligned base). Every tile is a stack of
-/// 64-column blocks, each [rows][128 bytes] in the 128-byte swizzle, as one TMA box writes it.
-template <int D, int BLOCK_N, int CONSUMERS, int STAGES>
+/// 128-byte column blocks (64 16-bit or 128 e4m3 columns), each [rows][128 bytes] in the
+/// 128-byte swizzle, as one TMA box writes it. An e4m3 V tile (Vt) is D rows of BLOCK_N = 128
+/// keys: as many bytes as a K tile.
+template <int D, int BLOCK_N, int CONSUMERS, int STAGES, int BYTES = 2>
 struct Layout {
-  static constexpr unsigned Q_BLOCK = kSm90RowsPerConsumer * 128;  // one 64-column block of Q
-  static constexpr unsigned Q_TILE = Q_BLOCK * (D / 64);           // one consumer's rows
+  static constexpr int COLS = 128 / BYTES;                         // columns per block
+  static constexpr int BLOCKS = D / COLS;                          // column blocks of a row
+  static constexpr unsigned Q_BLOCK = kSm90RowsPerConsumer * 128;  // one column block of Q
+  static constexpr unsigned Q_TILE = Q_BLOCK * BLOCKS;             // one consumer's rows
   static constexpr unsigned KV_BLOCK = BLOCK_N * 128;
-  static constexpr unsigned KV_TILE = KV_BLOCK * (D / 64);
+  static constexpr unsigned KV_TILE = KV_BLOCK * BLOCKS;
   static constexpr unsigned Q = 0;
   static constexpr unsigned K = Q + CONSUMERS * Q_TILE;
   static constexpr unsigned V = K + STAGES * KV_TILE;
@@ -167,11 +181,21 @@ __device__ __forceinline__ void quad_transpose(unsigned (&w)[4], int t) {
   }
 }
 
+/// Element type of O: the input type, bf16 for e4m3 inputs.
+template <typename T>
+struct OutType {
+  using type = T;
+};
+template <>
+struct OutType<e4m3> {
+  using type = bf16;
+};
+
 }  // namespace attn90
 
 /// One CTA: BLOCK_M = 64 * CONSUMERS query rows of one (batch, query head); grid x = query
 /// tiles, y = batch * heads_q; 128 * (CONSUMERS + 1) threads; dynamic shared memory
-/// flash_attention_sm90_smem_bytes(). T is bf16 or fp16.
+/// flash_attention_sm90_smem_bytes(). T is bf16, fp16 or e4m3 (O in bf16, file comment).
 ///
 /// PERSISTENT: grid x is at most the SM count (y = 1) and the CTAs loop over the work items
 /// (query tile, batch * head) in passes of gridDim.x items. Without a causal mask the query
@@ -190,10 +214,14 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
   static_assert(D == 64 || D == 128 || D == 256, "D must be 64, 128 or 256");
   static_assert(BLOCK_N == 64 || BLOCK_N == 128, "BLOCK_N must be 64 or 128");
   static_assert(CONSUMERS >= 1 && CONSUMERS <= 3, "1 to 3 consumer warpgroups");
-  static_assert(STAGES >= 2 && STAGES <= 4, "STAGES must be 2, 3 or 4");
+  static_assert(STAGES >= 2 && STAGES <= 6, "STAGES must be 2 to 6");
   static_assert(!PINGPONG || CONSUMERS > 1, "ping-pong needs two or more consumers");
+  constexpr bool FP8 = sizeof(T) == 1;
+  static_assert(!FP8 || ((D == 128 || D == 256) && BLOCK_N == 128),
+                "e4m3 takes D = 128 or 256 and BLOCK_N = 128 (128-byte rows of Q, K and Vt)");
+  using OT = typename attn90::OutType<T>::type;
 #if KTUNE_WGMMA
-  using L = attn90::Layout<D, BLOCK_N, CONSUMERS, STAGES>;
+  using L = attn90::Layout<D, BLOCK_N, CONSUMERS, STAGES, static_cast<int>(sizeof(T))>;
   using R = attn90::Registers<CONSUMERS>;
   constexpr int BLOCK_M = kSm90RowsPerConsumer * CONSUMERS;
   const FlashAttentionArgs& a = args.base;
@@ -270,9 +298,10 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
 #pragma unroll
           for (int c = 0; c < CONSUMERS; ++c)
 #pragma unroll
-            for (int blk = 0; blk < D / 64; ++blk)
+            for (int blk = 0; blk < L::BLOCKS; ++blk)
               tma::load(base + L::Q + c * L::Q_TILE + blk * L::Q_BLOCK, &args.q_map,
-                        base + L::Q_FULL, blk * 64, it.m0 + c * kSm90RowsPerConsumer, it.h, it.b);
+                        base + L::Q_FULL, blk * L::COLS, it.m0 + c * kSm90RowsPerConsumer, it.h,
+                        it.b);
         };
         if (it.t_end == it.t_begin) load_q();
         for (int tile = it.t_begin; tile < it.t_end; ++tile, ++fills) {
@@ -281,14 +310,20 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
           const int key0 = tile * BLOCK_N;
           mbar::arrive_expect_tx(base + L::K_FULL + 8 * s, L::KV_TILE);
 #pragma unroll
-          for (int blk = 0; blk < D / 64; ++blk)
+          for (int blk = 0; blk < L::BLOCKS; ++blk)
             tma::load(base + L::K + s * L::KV_TILE + blk * L::KV_BLOCK, &args.k_map,
-                      base + L::K_FULL + 8 * s, blk * 64, key0, it.hk, it.b);
+                      base + L::K_FULL + 8 * s, blk * L::COLS, key0, it.hk, it.b);
           mbar::arrive_expect_tx(base + L::V_FULL + 8 * s, L::KV_TILE);
+          if constexpr (FP8) {
+            // Vt: keys innermost, D rows in one box.
+            tma::load(base + L::V + s * L::KV_TILE, &args.v_map, base + L::V_FULL + 8 * s, key0,
+                      0, it.hk, it.b);
+          } else {
 #pragma unroll
-          for (int blk = 0; blk < D / 64; ++blk)
-            tma::load(base + L::V + s * L::KV_TILE + blk * L::KV_BLOCK, &args.v_map,
-                      base + L::V_FULL + 8 * s, blk * 64, key0, it.hk, it.b);
+            for (int blk = 0; blk < L::BLOCKS; ++blk)
+              tma::load(base + L::V + s * L::KV_TILE + blk * L::KV_BLOCK, &args.v_map,
+                        base + L::V_FULL + 8 * s, blk * L::COLS, key0, it.hk, it.b);
+          }
           if (tile == it.t_begin) load_q();
         }
       }
@@ -351,31 +386,49 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
   };
   // Issues S = Q K^T of `tile` into x and commits it (asynchronous).
   const auto mma_qk = [&](float (&x)[BLOCK_N / 2], unsigned k_tile) {
+    // One k step (k16 of 16-bit types, k32 of e4m3) is 32 bytes of a row.
     wg::MmaSSZero<T, BLOCK_N>::run(x, wg::sw128_desc(q_tile), wg::sw128_desc(k_tile));
 #pragma unroll
-    for (int kk = 1; kk < D / 16; ++kk)
+    for (int kk = 1; kk < D * static_cast<int>(sizeof(T)) / 32; ++kk)
       wg::MmaSS<T, BLOCK_N>::run(
           x, wg::sw128_desc(q_tile + (kk / 4) * L::Q_BLOCK, (kk % 4) * wg::kK16Bytes),
           wg::sw128_desc(k_tile + (kk / 4) * L::KV_BLOCK, (kk % 4) * wg::kK16Bytes), 1);
     wg::commit();
   };
   float o[D / 2];
+  // A slices of P: k16 of 16-bit types, k32 of e4m3.
+  constexpr int P_SLICES = FP8 ? BLOCK_N / 32 : BLOCK_N / 16;
   // Issues O += P V of `tile` and commits it (asynchronous).
-  const auto mma_pv = [&](const unsigned (&p)[BLOCK_N / 16][4], unsigned v_tile) {
+  const auto mma_pv = [&](const unsigned (&p)[P_SLICES][4], unsigned v_tile) {
 #pragma unroll
-    for (int kk = 0; kk < BLOCK_N / 16; ++kk)
-      wg::MmaRSTransB<T, D>::run(o, p[kk], wg::sw128_mn_desc(v_tile + kk * 16 * 128, L::KV_BLOCK),
-                                 1);
+    for (int kk = 0; kk < P_SLICES; ++kk) {
+      if constexpr (FP8)
+        wg::MmaRS<T, D>::run(o, p[kk], wg::sw128_desc(v_tile, kk * 32), 1);
+      else
+        wg::MmaRSTransB<T, D>::run(o, p[kk],
+                                   wg::sw128_mn_desc(v_tile + kk * 16 * 128, L::KV_BLOCK), 1);
+    }
     wg::commit();
   };
-  // P in 16 bits as the A operand: k16 slice kk is accumulator values 8 kk .. 8 kk + 7. Done
-  // while no wgmma is in flight: registers a wgmma reads, written while another one runs, make
-  // ptxas serialise the wgmmas (C7513).
-  const auto pack = [&](const float (&x)[BLOCK_N / 2], unsigned (&p)[BLOCK_N / 16][4]) {
+  // P as the A operand, rounded in place. 16-bit: k16 slice kk is accumulator values 8 kk ..
+  // 8 kk + 7. e4m3: k32 slice kk is values 16 kk .. 16 kk + 15, four per register (Vt's key
+  // order makes them the fragment's columns). Done while no wgmma is in flight: registers a
+  // wgmma reads, written while another one runs, make ptxas serialise the wgmmas (C7513).
+  const auto pack = [&](const float (&x)[BLOCK_N / 2], unsigned (&p)[P_SLICES][4]) {
 #pragma unroll
-    for (int kk = 0; kk < BLOCK_N / 16; ++kk)
+    for (int kk = 0; kk < P_SLICES; ++kk) {
+      if constexpr (FP8) {
+        const float* v = x + 16 * kk;
+        p[kk][0] = pack4_e4m3(v[0], v[1], v[4], v[5]);
+        p[kk][1] = pack4_e4m3(v[2], v[3], v[6], v[7]);
+        p[kk][2] = pack4_e4m3(v[8], v[9], v[12], v[13]);
+        p[kk][3] = pack4_e4m3(v[10], v[11], v[14], v[15]);
+      } else {
 #pragma unroll
-      for (int r = 0; r < 4; ++r) p[kk][r] = pack2<T>(x[8 * kk + 2 * r], x[8 * kk + 2 * r + 1]);
+        for (int r = 0; r < 4; ++r)
+          p[kk][r] = pack2<T>(x[8 * kk + 2 * r], x[8 * kk + 2 * r + 1]);
+      }
+    }
   };
   const auto rescale = [&](const float (&alpha)[2]) {
 #pragma unroll
@@ -456,7 +509,7 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
       // Software pipeline within the warpgroup: while the tensor cores run O += P V of one
       // tile, the threads compute the softmax of the next tile's scores, issued just before it.
       float x[BLOCK_N / 2];
-      unsigned p[BLOCK_N / 16][4];
+      unsigned p[P_SLICES][4];
       float alpha[2];
       {
         const unsigned k_tile = k_ready(w_begin);
@@ -512,23 +565,24 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
     // Epilogue: normalise, write O and the LSE. The quad of a row holds 4 bytes of each of its
     // 16-byte chunks; a transpose over the quad gives each thread whole chunks, so O leaves in
     // 16-byte stores (rows start 16-byte aligned: the host checks O's strides).
-    T* out = static_cast<T*>(a.o) + it.b * a.o_batch_stride + it.h * a.o_head_stride;
+    OT* out = static_cast<OT*>(a.o) + it.b * a.o_batch_stride + it.h * a.o_head_stride;
     const long long lse_base = (static_cast<long long>(it.b) * a.heads_q + it.h) * Nq;
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const float sum = attn::quad_sum(row_sum[r]);
-      const float inv = sum > 0.f ? attn::rcp_approx(sum) : 0.f;
+      const float inv = sum > 0.f ? (FP8 ? args.o_scale : 1.f) * attn::rcp_approx(sum) : 0.f;
       const int row = row_base + 8 * r;
       if (a.lse != nullptr && t == 0 && row < Nq)
         a.lse[lse_base + row] =
             sum > 0.f ? (row_max[r] + attn::log2_approx(sum)) * kLn2 : kNegInf;
-      T* dst = out + static_cast<long long>(row) * a.o_row_stride + 8 * t;
+      OT* dst = out + static_cast<long long>(row) * a.o_row_stride + 8 * t;
 #pragma unroll
       for (int q = 0; q < D / 32; ++q) {
         unsigned w[4];
 #pragma unroll
         for (int i = 0; i < 4; ++i)
-          w[i] = pack2<T>(o[4 * (4 * q + i) + 2 * r] * inv, o[4 * (4 * q + i) + 2 * r + 1] * inv);
+          w[i] =
+              pack2<OT>(o[4 * (4 * q + i) + 2 * r] * inv, o[4 * (4 * q + i) + 2 * r + 1] * inv);
         attn90::quad_transpose(w, t);  // the whole warp shuffles, rows past Nq too
         if (row < Nq) *reinterpret_cast<uint4*>(dst + 32 * q) = make_uint4(w[0], w[1], w[2], w[3]);
       }

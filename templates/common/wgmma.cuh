@@ -189,6 +189,15 @@ struct MmaSSZero;
 template <typename T, int N>
 struct MmaRSTransB;
 
+/// e4m3 (fp8) products, m64nNk32: both operands K-major (wgmma transposes 16-bit types only), a
+/// k32 step is 32 bytes of a 128-byte swizzled row as a k16 step of 16-bit elements is, so
+/// sw128_desc() addresses them unchanged. MmaSS<e4m3, N> and MmaSSZero<e4m3, N> as above with k32;
+/// MmaRS<e4m3, N>: A from registers (four 32-bit registers of four e4m3 values each, mma.sync's
+/// m16n8k32 A fragment per warp: a[0] row g, columns 4q .. 4q + 3 from the low byte up; a[1] row
+/// g + 8, same columns; a[2], a[3] the same rows at columns + 16), B an N x 32 K-major shared tile.
+template <typename T, int N>
+struct MmaRS;
+
 // The accumulator operand list {%0, ..., %(N/2 - 1)} is assembled from decades ("%<t>0, ...,
 // %<t>9, ") and the constraint list from groups of 8; a specialisation names its N, the list and
 // the operand numbers of a, b and scale_d that follow the accumulators.
@@ -221,21 +230,22 @@ struct MmaRSTransB;
 #define KTUNE_WG_W128 KTUNE_WG_W64(0), KTUNE_WG_W64(64)
 
 #if KTUNE_WGMMA
-// imm-scale-a = imm-scale-b = 1 (no negation), imm-trans-a = imm-trans-b = 0 (K-major).
-#define KTUNE_WG_MMA_SS(T, PTX_T, N, REGS, CONSTRAINTS, IA, IB, IS)                          \
+// TAIL: imm-scale-a = imm-scale-b = 1 (no negation), then for 16-bit types imm-trans-a =
+// imm-trans-b = 0 (K-major); e4m3 has no transpose operands.
+#define KTUNE_WG_MMA_SSK(T, PTX_T, K, TAIL, N, REGS, CONSTRAINTS, IA, IB, IS)                \
   template <>                                                                                \
   struct MmaSS<T, N> {                                                                       \
     __device__ static __forceinline__ void run(float (&d)[N / 2], unsigned long long a,      \
                                                unsigned long long b, int scale_d) {          \
       asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" #IS ", 0;\n"                         \
-                   "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." PTX_T "." PTX_T " {" REGS \
-                   "}, %" #IA ", %" #IB ", p, 1, 1, 0, 0;\n}\n"                              \
+                   "wgmma.mma_async.sync.aligned.m64n" #N #K ".f32." PTX_T "." PTX_T " {" REGS  \
+                   "}, %" #IA ", %" #IB ", p, " TAIL ";\n}\n"                                \
                    : CONSTRAINTS                                                             \
                    : "l"(a), "l"(b), "r"(scale_d));                                          \
     }                                                                                        \
   };
 #else
-#define KTUNE_WG_MMA_SS(T, PTX_T, N, REGS, CONSTRAINTS, IA, IB, IS)                     \
+#define KTUNE_WG_MMA_SSK(T, PTX_T, K, TAIL, N, REGS, CONSTRAINTS, IA, IB, IS)               \
   template <>                                                                           \
   struct MmaSS<T, N> {                                                                  \
     __device__ static __forceinline__ void run(float (&)[N / 2], unsigned long long,    \
@@ -245,12 +255,19 @@ struct MmaRSTransB;
   };
 #endif
 
-KTUNE_WG_MMA_SS(bf16, "bf16", 64, KTUNE_WG_REGS_32, KTUNE_WG_F32(0), 32, 33, 34)
-KTUNE_WG_MMA_SS(bf16, "bf16", 128, KTUNE_WG_REGS_64, KTUNE_WG_F64(0), 64, 65, 66)
-KTUNE_WG_MMA_SS(bf16, "bf16", 256, KTUNE_WG_REGS_128, KTUNE_WG_F128, 128, 129, 130)
-KTUNE_WG_MMA_SS(fp16, "f16", 64, KTUNE_WG_REGS_32, KTUNE_WG_F32(0), 32, 33, 34)
-KTUNE_WG_MMA_SS(fp16, "f16", 128, KTUNE_WG_REGS_64, KTUNE_WG_F64(0), 64, 65, 66)
-KTUNE_WG_MMA_SS(fp16, "f16", 256, KTUNE_WG_REGS_128, KTUNE_WG_F128, 128, 129, 130)
+KTUNE_WG_MMA_SSK(bf16, "bf16", k16, "1, 1, 0, 0", 64, KTUNE_WG_REGS_32, KTUNE_WG_F32(0), 32, 33, 34)
+KTUNE_WG_MMA_SSK(bf16, "bf16", k16, "1, 1, 0, 0", 128, KTUNE_WG_REGS_64, KTUNE_WG_F64(0), 64, 65,
+                 66)
+KTUNE_WG_MMA_SSK(bf16, "bf16", k16, "1, 1, 0, 0", 256, KTUNE_WG_REGS_128, KTUNE_WG_F128, 128, 129,
+                 130)
+KTUNE_WG_MMA_SSK(fp16, "f16", k16, "1, 1, 0, 0", 64, KTUNE_WG_REGS_32, KTUNE_WG_F32(0), 32, 33, 34)
+KTUNE_WG_MMA_SSK(fp16, "f16", k16, "1, 1, 0, 0", 128, KTUNE_WG_REGS_64, KTUNE_WG_F64(0), 64, 65, 66)
+KTUNE_WG_MMA_SSK(fp16, "f16", k16, "1, 1, 0, 0", 256, KTUNE_WG_REGS_128, KTUNE_WG_F128, 128, 129,
+                 130)
+KTUNE_WG_MMA_SSK(e4m3, "e4m3", k32, "1, 1", 64, KTUNE_WG_REGS_32, KTUNE_WG_F32(0), 32, 33, 34)
+KTUNE_WG_MMA_SSK(e4m3, "e4m3", k32, "1, 1", 128, KTUNE_WG_REGS_64, KTUNE_WG_F64(0), 64, 65, 66)
+KTUNE_WG_MMA_SSK(e4m3, "e4m3", k32, "1, 1", 256, KTUNE_WG_REGS_128, KTUNE_WG_F128, 128, 129,
+                 130)
 
 #if KTUNE_WGMMA
 // imm-scale-a = imm-scale-b = 1, imm-trans-b = 1 (B MN-major).
@@ -277,20 +294,20 @@ KTUNE_WG_MMA_SS(fp16, "f16", 256, KTUNE_WG_REGS_128, KTUNE_WG_F128, 128, 129, 13
   };
 #endif
 #if KTUNE_WGMMA
-#define KTUNE_WG_MMA_SS0(T, PTX_T, N, REGS, CONSTRAINTS, IA, IB)                             \
+#define KTUNE_WG_MMA_SS0K(T, PTX_T, K, TAIL, N, REGS, CONSTRAINTS, IA, IB)                 \
   template <>                                                                                \
   struct MmaSSZero<T, N> {                                                                   \
     __device__ static __forceinline__ void run(float (&d)[N / 2], unsigned long long a,      \
                                                unsigned long long b) {                       \
       asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 0, 0;\n"                                 \
-                   "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." PTX_T "." PTX_T " {" REGS \
-                   "}, %" #IA ", %" #IB ", p, 1, 1, 0, 0;\n}\n"                              \
+                   "wgmma.mma_async.sync.aligned.m64n" #N #K ".f32." PTX_T "." PTX_T " {" REGS  \
+                   "}, %" #IA ", %" #IB ", p, " TAIL ";\n}\n"                                \
                    : CONSTRAINTS                                                             \
                    : "l"(a), "l"(b));                                                        \
     }                                                                                        \
   };
 #else
-#define KTUNE_WG_MMA_SS0(T, PTX_T, N, REGS, CONSTRAINTS, IA, IB)                             \
+#define KTUNE_WG_MMA_SS0K(T, PTX_T, K, TAIL, N, REGS, CONSTRAINTS, IA, IB)                 \
   template <>                                                                                \
   struct MmaSSZero<T, N> {                                                                   \
     __device__ static __forceinline__ void run(float (&)[N / 2], unsigned long long,         \
@@ -300,12 +317,15 @@ KTUNE_WG_MMA_SS(fp16, "f16", 256, KTUNE_WG_REGS_128, KTUNE_WG_F128, 128, 129, 13
   };
 #endif
 
-KTUNE_WG_MMA_SS0(bf16, "bf16", 64, KTUNE_WG_REGS_32, KTUNE_WG_W32(0), 32, 33)
-KTUNE_WG_MMA_SS0(bf16, "bf16", 128, KTUNE_WG_REGS_64, KTUNE_WG_W64(0), 64, 65)
-KTUNE_WG_MMA_SS0(bf16, "bf16", 256, KTUNE_WG_REGS_128, KTUNE_WG_W128, 128, 129)
-KTUNE_WG_MMA_SS0(fp16, "f16", 64, KTUNE_WG_REGS_32, KTUNE_WG_W32(0), 32, 33)
-KTUNE_WG_MMA_SS0(fp16, "f16", 128, KTUNE_WG_REGS_64, KTUNE_WG_W64(0), 64, 65)
-KTUNE_WG_MMA_SS0(fp16, "f16", 256, KTUNE_WG_REGS_128, KTUNE_WG_W128, 128, 129)
+KTUNE_WG_MMA_SS0K(bf16, "bf16", k16, "1, 1, 0, 0", 64, KTUNE_WG_REGS_32, KTUNE_WG_W32(0), 32, 33)
+KTUNE_WG_MMA_SS0K(bf16, "bf16", k16, "1, 1, 0, 0", 128, KTUNE_WG_REGS_64, KTUNE_WG_W64(0), 64, 65)
+KTUNE_WG_MMA_SS0K(bf16, "bf16", k16, "1, 1, 0, 0", 256, KTUNE_WG_REGS_128, KTUNE_WG_W128, 128, 129)
+KTUNE_WG_MMA_SS0K(fp16, "f16", k16, "1, 1, 0, 0", 64, KTUNE_WG_REGS_32, KTUNE_WG_W32(0), 32, 33)
+KTUNE_WG_MMA_SS0K(fp16, "f16", k16, "1, 1, 0, 0", 128, KTUNE_WG_REGS_64, KTUNE_WG_W64(0), 64, 65)
+KTUNE_WG_MMA_SS0K(fp16, "f16", k16, "1, 1, 0, 0", 256, KTUNE_WG_REGS_128, KTUNE_WG_W128, 128, 129)
+KTUNE_WG_MMA_SS0K(e4m3, "e4m3", k32, "1, 1", 64, KTUNE_WG_REGS_32, KTUNE_WG_W32(0), 32, 33)
+KTUNE_WG_MMA_SS0K(e4m3, "e4m3", k32, "1, 1", 128, KTUNE_WG_REGS_64, KTUNE_WG_W64(0), 64, 65)
+KTUNE_WG_MMA_SS0K(e4m3, "e4m3", k32, "1, 1", 256, KTUNE_WG_REGS_128, KTUNE_WG_W128, 128, 129)
 
 KTUNE_WG_MMA_RS(bf16, "bf16", 64, KTUNE_WG_REGS_32, KTUNE_WG_F32(0), 32, 33, 34, 35, 36, 37)
 KTUNE_WG_MMA_RS(bf16, "bf16", 128, KTUNE_WG_REGS_64, KTUNE_WG_F64(0), 64, 65, 66, 67, 68, 69)
@@ -316,13 +336,42 @@ KTUNE_WG_MMA_RS(fp16, "f16", 128, KTUNE_WG_REGS_64, KTUNE_WG_F64(0), 64, 65, 66,
 KTUNE_WG_MMA_RS(fp16, "f16", 256, KTUNE_WG_REGS_128, KTUNE_WG_F128, 128, 129, 130, 131, 132,
                 133)
 
+#if KTUNE_WGMMA
+// A from registers, B K-major (e4m3 takes no transpose operand).
+#define KTUNE_WG_MMA_RS8(N, REGS, CONSTRAINTS, A0, A1, A2, A3, IB, IS)                        \
+  template <>                                                                                \
+  struct MmaRS<e4m3, N> {                                                                    \
+    __device__ static __forceinline__ void run(float (&d)[N / 2], const unsigned (&a)[4],    \
+                                               unsigned long long b, int scale_d) {          \
+      asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" #IS ", 0;\n"                         \
+                   "wgmma.mma_async.sync.aligned.m64n" #N "k32.f32.e4m3.e4m3 {" REGS           \
+                   "}, {%" #A0 ", %" #A1 ", %" #A2 ", %" #A3 "}, %" #IB ", p, 1, 1;\n}\n"       \
+                   : CONSTRAINTS                                                             \
+                   : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(scale_d));    \
+    }                                                                                        \
+  };
+#else
+#define KTUNE_WG_MMA_RS8(N, REGS, CONSTRAINTS, A0, A1, A2, A3, IB, IS)                      \
+  template <>                                                                              \
+  struct MmaRS<e4m3, N> {                                                                  \
+    __device__ static __forceinline__ void run(float (&)[N / 2], const unsigned (&)[4],    \
+                                               unsigned long long, int) {                  \
+      __trap();                                                                            \
+    }                                                                                      \
+  };
+#endif
+KTUNE_WG_MMA_RS8(64, KTUNE_WG_REGS_32, KTUNE_WG_F32(0), 32, 33, 34, 35, 36, 37)
+KTUNE_WG_MMA_RS8(128, KTUNE_WG_REGS_64, KTUNE_WG_F64(0), 64, 65, 66, 67, 68, 69)
+KTUNE_WG_MMA_RS8(256, KTUNE_WG_REGS_128, KTUNE_WG_F128, 128, 129, 130, 131, 132, 133)
+
+#undef KTUNE_WG_MMA_RS8
 #undef KTUNE_WG_MMA_RS
-#undef KTUNE_WG_MMA_SS0
+#undef KTUNE_WG_MMA_SS0K
 #undef KTUNE_WG_W128
 #undef KTUNE_WG_W64
 #undef KTUNE_WG_W32
 #undef KTUNE_WG_W8
-#undef KTUNE_WG_MMA_SS
+#undef KTUNE_WG_MMA_SSK
 #undef KTUNE_WG_F128
 #undef KTUNE_WG_F64
 #undef KTUNE_WG_F32
