@@ -3,7 +3,7 @@
 // attention shapes.
 //
 // Build (on the GPU machine, or anywhere nvcc is and carry the binary):
-//   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I templates \
+//   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I . -I templates \
 //        benchmarks/attention/fa_dev.cu -o fa_dev
 // Run: ./fa_dev [check] [time] [big] [csv=FILE] [profile=I]   (no argument: check, big, time)
 //   profile=I: two launches of configs[I] on B=1 H=16 N=8192 non-causal, for ncu.
@@ -22,37 +22,12 @@
 #include <vector>
 
 #include "attention/flash_attention.cuh"
+#include "benchmarks/attention/dev_util.cuh"
 
 using ktune::FlashAttentionArgs;
 
-#define CK(x) check_cuda((x), #x, __FILE__, __LINE__)
-static void check_cuda(cudaError_t e, const char* what, const char* file, int line) {
-  if (e != cudaSuccess) {
-    std::fprintf(stderr, "%s:%d: %s: %s\n", file, line, what, cudaGetErrorString(e));
-    std::exit(2);
-  }
-}
-
 // ---------------------------------------------------------------------------------------------
-// Device helpers: random fill, naive reference, gather of O to fp32.
-
-__device__ unsigned hash32(unsigned long long x) {
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdULL;
-  x ^= x >> 33;
-  x *= 0xc4ceb9fe1a85ec53ULL;
-  x ^= x >> 33;
-  return static_cast<unsigned>(x);
-}
-
-template <typename T>
-__global__ void fill_uniform(T* p, size_t n, unsigned long long seed, float amp) {
-  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
-       i += size_t(gridDim.x) * blockDim.x) {
-    const float u = (hash32(seed * 0x9e3779b97f4a7c15ULL + i) >> 8) * (1.0f / 16777216.0f);
-    p[i] = ktune::from_float<T>((2.f * u - 1.f) * amp);
-  }
-}
+// Device helpers: naive reference, gather of O to fp32.
 
 // One CTA per checked query row: scores in shared memory, fp32 softmax with expf.
 template <typename T>

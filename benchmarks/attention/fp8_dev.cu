@@ -25,34 +25,9 @@
 
 #include "attention/flash_attention_sm90.cuh"
 #include "attention/fp8_transpose.cuh"
+#include "benchmarks/attention/dev_util.cuh"
 
 using namespace ktune;
-
-#define CK(x) check_cuda((x), #x, __FILE__, __LINE__)
-static void check_cuda(cudaError_t e, const char* what, const char* file, int line) {
-  if (e != cudaSuccess) {
-    std::fprintf(stderr, "%s:%d: %s: %s\n", file, line, what, cudaGetErrorString(e));
-    std::exit(2);
-  }
-}
-
-__device__ unsigned hash32(unsigned long long x) {
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdULL;
-  x ^= x >> 33;
-  x *= 0xc4ceb9fe1a85ec53ULL;
-  x ^= x >> 33;
-  return static_cast<unsigned>(x);
-}
-
-template <typename T>
-__global__ void fill_uniform(T* p, size_t n, unsigned long long seed, float amp) {
-  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
-       i += size_t(gridDim.x) * blockDim.x) {
-    const float u = (hash32(seed * 0x9e3779b97f4a7c15ULL + i) >> 8) * (1.0f / 16777216.0f);
-    p[i] = from_float<T>((2.f * u - 1.f) * amp);
-  }
-}
 
 __global__ void fill_nan_bf16(bf16* p, size_t n) {
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;

@@ -8,7 +8,7 @@ BIN=.gpu/attention/fa_dev
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv,noheader
 if [ ! -x "$BIN" ]; then
   mkdir -p .gpu/attention
-  nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I templates \
+  nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I . -I templates \
     benchmarks/attention/fa_dev.cu -o "$BIN" || exit 1
 fi
 $BIN check big > "$OUT/check.log" 2>&1; echo "check rc=$?"

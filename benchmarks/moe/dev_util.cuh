@@ -11,15 +11,9 @@
 #include <cstdlib>
 #include <vector>
 
+#include "benchmarks/dev_check.hpp"
 #include "tests/support/moe_gemm_reference.hpp"
 
-#define CK(x) check_cuda((x), #x, __FILE__, __LINE__)
-static void check_cuda(cudaError_t e, const char* what, const char* file, int line) {
-  if (e != cudaSuccess) {
-    std::fprintf(stderr, "%s:%d: %s: %s\n", file, line, what, cudaGetErrorString(e));
-    std::exit(2);
-  }
-}
 
 template <typename X>
 X* dev_copy(const std::vector<X>& v) {
