@@ -346,7 +346,8 @@ int cmd_space(const Args& args) {
   desc.add_options()
       ("op", po::value<std::string>()->required(), "op name (see ktune ops)")
       ("shape", po::value<std::string>()->default_value(""), "problem, e.g. m=16384,n=4096 (default: the op's)")
-      ("dtype", po::value<std::string>()->default_value("bf16"), "bf16 or fp16")
+      ("dtype", po::value<std::string>()->default_value("bf16"),
+       "bf16, fp16, or e4m3 (flash_attention on sm_90a)")
       ("arch", po::value<std::string>(), "target without a GPU: sm_90a or sm_80 (default: this GPU, else sm_90a)")
       ("compile", "compile every valid point with NVRTC and report registers, shared memory, spills")
       ("jobs", po::value<std::string>()->default_value("0"), "compile threads, 0 to 1024 (0: number of cores)")
@@ -553,7 +554,8 @@ int cmd_best(const Args& args) {
   desc.add_options()
       ("op", po::value<std::string>()->required(), "op name")
       ("shape", po::value<std::string>()->default_value(""), "problem (default: the op's)")
-      ("dtype", po::value<std::string>()->default_value("bf16"), "bf16 or fp16")
+      ("dtype", po::value<std::string>()->default_value("bf16"),
+       "bf16, fp16, or e4m3 (flash_attention on sm_90a)")
       ("causal", "causal masking (ops with a causal dimension)")
       ("device", po::value<std::string>(),
        "answer for this GPU: a device name or key recorded in the databases (no GPU needed)")

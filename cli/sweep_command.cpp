@@ -333,7 +333,8 @@ int cmd_sweep(const Args& args) {
       ("dry-run", "with --plan: list the problems this run would sweep, then stop (no GPU)")
       ("tokens", po::value<std::string>(),
        "moe: token counts to tune, e.g. 1,16,128 (default: 1,2,4,...,4096 unless --shape sets t)")
-      ("dtype", po::value<std::string>()->default_value("bf16"), "bf16 or fp16")
+      ("dtype", po::value<std::string>()->default_value("bf16"),
+       "bf16, fp16, or e4m3 (flash_attention on sm_90a)")
       ("causal", "causal masking (ops with a causal dimension, e.g. flash_attention)")
       ("strategy", po::value<std::string>()->default_value(""),
        "exhaustive, random, model or staged (default: the op's; staged for moe, else exhaustive)")

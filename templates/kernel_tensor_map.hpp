@@ -15,13 +15,14 @@
 namespace ktune {
 
 /// A spec of `dims` (elements, innermost first) at `ptr` with `strides` (bytes, of dims 1..), in
-/// boxes of `box`, 128-byte swizzled, elements of 16-bit dtype t.
+/// boxes of `box`, 128-byte swizzled, elements of 16-bit dtype t (or e4m3, copied as bytes).
 inline TensorMapSpec swizzled_16bit_map(const void* ptr, DType t, std::vector<std::uint64_t> dims,
                                         std::vector<std::uint64_t> strides,
                                         std::vector<std::uint32_t> box) {
   TensorMapSpec spec;
-  spec.dtype =
-      t == DType::bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  spec.dtype = t == DType::e4m3   ? CU_TENSOR_MAP_DATA_TYPE_UINT8
+               : t == DType::bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                                  : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
   spec.address = static_cast<CUdeviceptr>(reinterpret_cast<std::uintptr_t>(ptr));
   spec.dims = std::move(dims);
   spec.strides = std::move(strides);

@@ -451,6 +451,9 @@ Tolerance Op::tolerance(DType t) const {
     case DType::f16: return {2e-3, 2e-3};
     case DType::f32: return {1e-5, 1e-5};
     case DType::i32: return {0.0, 0.0};  // indices and counts compare exactly
+    // e4m3 inputs, bf16 outputs: the op's own rounding to e4m3 inside (attention's P) costs a
+    // few percent; ops that take e4m3 set their own tolerance.
+    case DType::e4m3: return {1e-1, 5e-2};
   }
   return {1e-5, 1e-5};
 }

@@ -132,6 +132,9 @@ struct ScalarSpec {
   std::string name;
   double tuning_value = 0.0;
   std::string help;
+  /// A scalar added after callers of the generic entry (Runtime::run) were written: a call
+  /// that passes only the scalars before it gets this value (attention's e4m3 scales: 1).
+  std::optional<double> omitted_value = std::nullopt;
 };
 
 /// One kernel to compile: the embedded file to compile and the NVRTC name expression.

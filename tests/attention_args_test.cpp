@@ -142,7 +142,18 @@ std::vector<BadArgs> bad_args() {
       {"scale infinite", [](AttentionArgs& a) { a.scale = std::numeric_limits<float>::infinity(); },
        {"attention: scale=inf must be finite"}},
       {"dtype f32", [](AttentionArgs& a) { a.dtype = DType::f32; },
-       {"attention: dtype", "is not supported (allowed: bf16, fp16)"}},
+       {"attention: dtype fp32 (0) is not supported by flash_", "(allowed: bf16, fp16"}},
+      {"e4m3 decode", [](AttentionArgs& a) { a.dtype = DType::e4m3; },
+       {"attention: dtype e4m3 (4) is not supported by flash_decode (allowed: bf16, fp16)"}},
+      {"q_scale with bf16", [](AttentionArgs& a) { a.q_scale = 0.5f; },
+       {"attention: q_scale=0.5 dequantises e4m3 inputs; with dtype bf16 it must be 1"}},
+      {"v_scale zero with e4m3",
+       [](AttentionArgs& a) {
+         a.dtype = DType::e4m3;
+         a.nq = 777;  // prefill: decode takes no e4m3
+         a.v_scale = 0.0f;
+       },
+       {"attention: v_scale=0 must be a positive finite scale"}},
       {"impl out of range", [](AttentionArgs& a) { a.impl = static_cast<AttentionImpl>(7); },
        {"attention: impl 7 is not one of automatic (0), prefill (1), decode (2)"}},
       {"block_table without a page size",

@@ -111,6 +111,20 @@ std::vector<Job> attention_jobs() {
             add(problem(d, (i % 2 == 1) != (t == DType::f16)), t, valid[i], arch, false);
         }
       }
+    // e4m3 (q, k, v in FP8, o in bf16): the wgmma kernel and V's transpose, sm_90a only; its
+    // reference everywhere.
+    for (std::int64_t d : {128, 256})
+      for (bool causal : {false, true}) {
+        const Problem p = problem(d, causal);
+        for (const KernelSource& k : op.reference_kernels(p, DType::e4m3))
+          if (seen.insert({arch, k.name_expression}).second)
+            jobs.push_back({{k, arch, {}}, op.problem_key(p) + " e4m3 reference", false});
+        if (dev.cc_major != 9) continue;
+        add(p, DType::e4m3, op.default_params(p, DType::e4m3, dev), arch, true);
+        const std::vector<Params> valid = Space(op, p, DType::e4m3, dev).valid_points();
+        for (std::size_t i = causal ? 1 : 0; i < valid.size(); i += 4)
+          add(p, DType::e4m3, valid[i], arch, false);
+      }
     int n = 0;
     for (const char* variants : kVariants)
       for (std::int64_t d : {64, 128}) {

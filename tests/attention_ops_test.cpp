@@ -348,7 +348,7 @@ TEST(AttentionProblem, BadProblemsSayWhy) {
 TEST(AttentionSpace, InvalidPointsCarryTheirReason) {
   const Problem p = op().parse_problem(kMha);
   const Space h100(op(), p, DType::bf16, device("sm_90a"));
-  EXPECT_EQ(h100.points().size(), 4u * 3 * 4 * 2 * 2 * 2 * 2 * 2 * 2);
+  EXPECT_EQ(h100.points().size(), 4u * 3 * 4 * 3 * 2 * 2 * 2 * 2 * 2);
   // impl=0: (block_m, warps) in {(64,4), (128,4), (128,8), (256,8)}, every block_n, stages,
   // q_regs and pad, less the shared-memory overflows at d=128: 128x128 s3 with pad (both warp
   // counts) and 256x128 s3 (with and without pad), each with both q_regs. impl=1: block_m 64,
@@ -384,12 +384,15 @@ TEST(AttentionSpace, InvalidPointsCarryTheirReason) {
   // Values outside the lists and other dtypes.
   Params q =
       op().parse_params("block_m=128,block_n=64,warps=4,stages=2,q_regs=0,smem_pad=0,impl=0");
+  q.values[3] = 5;
+  EXPECT_EQ(op().invalid_reason(q, p, DType::bf16, device("sm_90a")),
+            "stages=5 is not one of 2, 3, 4");
   q.values[3] = 4;
   EXPECT_EQ(op().invalid_reason(q, p, DType::bf16, device("sm_90a")),
-            "stages=4 is not one of 2, 3");
+            "stages=4 is for e4m3 tiles (half the bytes); 16-bit tiles take 2 or 3");
   q.values[3] = 2;
   EXPECT_TRUE(contains(op().invalid_reason(q, p, DType::f32, device("sm_90a")).value_or(""),
-                       "is not supported by flash_attention (dtypes: bf16, fp16)"));
+                       "is not supported by flash_attention (dtypes: bf16, fp16, e4m3)"));
   DeviceInfo turing = device("sm_80");
   turing.cc_major = 7;
   turing.cc_minor = 5;
@@ -492,6 +495,113 @@ TEST(AttentionSpace, WgmmaKernelPointsAndTheirReasons) {
   EXPECT_EQ(flash_attention_sm90_work(1 << 30, 64, 65535), (1ll << 24) * 65535);
 }
 
+// e4m3 inputs: the wgmma kernel only, at d = 128 or 256 with 128-key tiles; two kernels (V's
+// transpose into the workspace, then attention); o in bf16; scales folded into the arguments.
+TEST(AttentionSpace, E4m3PointsKernelsAndTensors) {
+  const auto why = [&](const char* params, const char* problem, const char* arch = "sm_90a") {
+    return op().invalid_reason(op().parse_params(params), op().parse_problem(problem),
+                               DType::e4m3, device(arch)).value_or("");
+  };
+  const Problem p = op().parse_problem(kMha);
+  const Params def = op().default_params(p, DType::e4m3, device("sm_90a"));
+  EXPECT_EQ(op().params_key(def),
+            "block_m=128,block_n=128,warps=12,stages=4,q_regs=0,smem_pad=0,impl=1,pingpong=1");
+  EXPECT_EQ(op().invalid_reason(def, p, DType::e4m3, device("sm_90a")), std::nullopt);
+  EXPECT_EQ(why("block_m=128,block_n=64,warps=4,stages=2,q_regs=0,smem_pad=0,impl=0", kMha),
+            "e4m3 runs on the wgmma kernel only (impl=1, sm_90a)");
+  const char* four = "block_m=128,block_n=128,warps=12,stages=4,q_regs=0,smem_pad=0,impl=1";
+  EXPECT_EQ(why(four, kMha, "sm_80"), "impl=1 (wgmma, TMA) needs sm_90a; the device is 8.0");
+  EXPECT_TRUE(contains(why(four, "b=2,hq=16,hkv=16,nq=4096,nk=4096,d=64"),
+                       "e4m3 takes D = 128 or 256"));
+  EXPECT_TRUE(contains(
+      why("block_m=128,block_n=64,warps=12,stages=4,q_regs=0,smem_pad=0,impl=1", kMha),
+      "e4m3 takes BLOCK_N = 128"));
+  EXPECT_TRUE(contains(why(four, "b=2,hq=16,hkv=16,nq=4096,nk=4096,d=256"),
+                       "at d=256 (e4m3) need"));
+  const Problem d256 = op().parse_problem("b=2,hq=16,hkv=16,nq=4096,nk=4096,d=256,causal=yes");
+  const Params def256 = op().default_params(d256, DType::e4m3, device("sm_90a"));
+  EXPECT_EQ(op().invalid_reason(def256, d256, DType::e4m3, device("sm_90a")), std::nullopt);
+
+  const std::vector<KernelSource> ks = op().kernels(def, p, DType::e4m3);
+  ASSERT_EQ(ks.size(), 2u);
+  EXPECT_EQ(ks[0].name_expression,
+            "ktune::flash_attention_sm90<ktune::e4m3, 128, 128, 2, 4, true, false, false, false, "
+            "false>");
+  EXPECT_EQ(ks[1].file, "attention/fp8_transpose.cuh");
+  EXPECT_EQ(ks[1].name_expression, "ktune::fp8_v_transpose<128>");
+  EXPECT_EQ(op().block_threads(def, p, DType::e4m3, 1), kFp8TransposeThreads);
+  EXPECT_EQ(op().dynamic_shared_bytes(def, p, DType::e4m3, 0),
+            flash_attention_sm90_smem_bytes(128, 128, 2, 4, 1));
+  EXPECT_EQ(op().dynamic_shared_bytes(def, p, DType::e4m3, 1), 0u);
+  const Problem odd = op().parse_problem("b=3,hq=8,hkv=2,nq=300,nk=1000,d=128");
+  EXPECT_EQ(op().workspace_bytes(def, odd, DType::e4m3), 3u * 2 * 128 * 1024);
+  EXPECT_EQ(op().workspace_bytes(def, odd, DType::bf16), 0u);
+
+  const std::vector<TensorSpec> ts = op().tensors(odd, DType::e4m3);
+  EXPECT_EQ(ts[0].dtype, DType::e4m3);
+  EXPECT_EQ(ts[2].dtype, DType::e4m3);
+  EXPECT_EQ(ts[3].name, "o");
+  EXPECT_EQ(ts[3].dtype, DType::bf16);
+  EXPECT_EQ(ts[3].alignment, 0u);  // the op's 16 bytes
+  EXPECT_EQ(ts[4].alignment, 4u);  // lse
+  EXPECT_GT(op().tolerance(odd, DType::e4m3).atol, op().tolerance(odd, DType::bf16).atol);
+
+  // The run: V's transpose into the workspace is launched first.
+  struct Recorder final : Launcher {
+    void launch(const KernelLaunch& l) override {
+      launches.push_back(l);
+      if (launches.size() == 1) std::memcpy(&t, l.args, sizeof t);
+    }
+    std::vector<KernelLaunch> launches;
+    Fp8VTransposeArgs t{};
+  };
+  const std::uint64_t tensors[8] = {0x10000, 0x20000, 0x30000, 0x40000, 0x50000, 0, 0, 0};
+  const KernelHandle kernels[2] = {reinterpret_cast<KernelHandle>(0x100),
+                                   reinterpret_cast<KernelHandle>(0x200)};
+  double scalars[5] = {0.0, 50.0, 0.25, 0.5, 2.0};
+  const Params pe = op().parse_params(std::string(four) + ",pingpong=1");
+  RunArgs a;
+  a.params = &pe;
+  a.problem = &odd;
+  a.dtype = DType::e4m3;
+  a.tensors = tensors;
+  a.scalars = scalars;
+  a.kernels = kernels;
+  Recorder r;
+  EXPECT_TRUE(contains(run_error([&] { op().run(a, r); }), "e4m3 needs a workspace of 786432"));
+  a.workspace = 0x900000;
+  try {
+    op().run(a, r);  // the attention launch needs the driver for its tensor maps
+  } catch (const std::exception&) {
+  }
+  ASSERT_GE(r.launches.size(), 1u);
+  EXPECT_EQ(r.launches[0].kernel, kernels[1]);
+  EXPECT_EQ(r.launches[0].grid[0], 1024u / kFp8TransposeKeys);
+  EXPECT_EQ(r.launches[0].grid[1], 2u);
+  EXPECT_EQ(r.launches[0].grid[2], 3u);
+  EXPECT_EQ(r.t.v, reinterpret_cast<const void*>(0x30000));
+  EXPECT_EQ(r.t.vt, reinterpret_cast<void*>(0x900000));
+  EXPECT_EQ(r.t.nk_pad, 1024);
+  EXPECT_EQ(r.t.v_row_stride, 128);
+  // The reference gets the scales: q's and k's in the softmax scale, v's as o_scale.
+  RecordingLauncher ref;
+  op().run_reference(a, ref);
+  ASSERT_EQ(ref.args.size(), 1u);
+  EXPECT_FLOAT_EQ(ref.args[0].scale, 0.25f * 0.5f / std::sqrt(128.0f));
+  EXPECT_FLOAT_EQ(ref.args[0].o_scale, 2.0f);
+  scalars[3] = 0.0;
+  EXPECT_TRUE(contains(run_error([&] { op().run_reference(a, ref); }),
+                       "k_scale 0.000000 must be a positive finite dequantisation scale"));
+  // The fragment's key order that Vt stores: a permutation of each 32-key slice.
+  std::vector<int> seen(32, 0);
+  for (int c = 0; c < 32; ++c) ++seen[fp8_key_of_column(c)];
+  EXPECT_EQ(std::count(seen.begin(), seen.end(), 1), 32);
+  EXPECT_EQ(fp8_key_of_column(0), 0);
+  EXPECT_EQ(fp8_key_of_column(2), 8);
+  EXPECT_EQ(fp8_key_of_column(5), 3);
+  EXPECT_EQ(fp8_key_of_column(19), 25);
+}
+
 // The wgmma kernel's launch reads Q, K and V through tensor maps: a broadcast stride (0 over
 // more than one head or batch) cannot be one, and is refused with the tensor's name before any
 // driver call; a valid layout gets as far as the encoding, which needs the driver.
@@ -535,13 +645,15 @@ TEST(AttentionDefaults, ValidForEveryShapeDtypeAndArch) {
   small.smem_optin_per_block = 99 * 1024;
   std::vector<DeviceInfo> devices{device("sm_80"), device("sm_90a"), small};
   for (const DeviceInfo& dev : devices)
-    for (DType t : {DType::bf16, DType::f16})
+    for (DType t : {DType::bf16, DType::f16, DType::e4m3})
       for (std::int64_t d : {32, 64, 96, 128, 256})
         for (const char* dims : {"b=1,hq=1,hkv=1,nq=1,nk=1", "b=2,hq=16,hkv=16,nq=4096,nk=4096",
                                  "b=3,hq=8,hkv=2,nq=17,nk=1000", "b=1,hq=32,hkv=1,nq=32768,nk=7"})
           for (const char* causal : {"no", "yes"}) {
             const Problem p = op().parse_problem(std::string(dims) + ",d=" + std::to_string(d) +
                                                  ",causal=" + causal);
+            // e4m3: sm_90a at d = 128 and 256 only.
+            if (t == DType::e4m3 && (dev.cc_major != 9 || (d != 128 && d != 256))) continue;
             const Params params = op().default_params(p, t, dev);
             EXPECT_EQ(op().invalid_reason(params, p, t, dev), std::nullopt)
                 << dev.name << " " << dtype_name(t) << " " << op().problem_key(p) << ": "
@@ -856,10 +968,14 @@ TEST(AttentionOp, TensorsBytesFlopsTolerance) {
             16u);
   EXPECT_DOUBLE_EQ(op().tolerance(DType::bf16).rtol, 2e-2);
   EXPECT_DOUBLE_EQ(op().tolerance(DType::f16).atol, 5e-3);
-  ASSERT_EQ(op().scalars().size(), 2u);
+  ASSERT_EQ(op().scalars().size(), 5u);
   EXPECT_EQ(op().scalars()[0].name, "scale");
   EXPECT_EQ(op().scalars()[1].name, "softcap");
   EXPECT_DOUBLE_EQ(op().scalars()[1].tuning_value, 50.0);
+  // e4m3's dequantisation scales, tuned at values other than 1 so that verification sees them.
+  EXPECT_EQ(op().scalars()[2].name, "q_scale");
+  EXPECT_EQ(op().scalars()[4].name, "v_scale");
+  EXPECT_NE(op().scalars()[4].tuning_value, 1.0);
 }
 
 TEST(AttentionOp, CausalFlopsCountTheVisiblePairsExactly) {

@@ -65,6 +65,22 @@ const char* const kPlanted[] = {
 const char* const kVariantPlanted[] = {kPlanted[0], kPlanted[2], kPlanted[4], kPlanted[7],
                                        kPlanted[9], kPlanted[10], kPlanted[13]};
 
+/// A database at `db` whose one best row for (device, flash_attention, t, p) is `params`.
+void plant(const std::filesystem::path& db, const DeviceInfo& device, DType t, const Problem& p,
+           const std::string& params) {
+  Store store = Store::open(db, Store::Mode::read_write);
+  store.upsert_device(device);
+  BestRecord b;
+  b.device_key = device.key();
+  b.op = "flash_attention";
+  b.dtype = t;
+  b.problem_key = op().problem_key(p);
+  b.params_key = params;
+  b.template_hash = op().template_hash();
+  b.median_us = 1.0;
+  store.set_best(b);
+}
+
 /// One compile cache for the whole binary: a kernel used by several cases compiles once.
 const std::filesystem::path& cache_dir() {
   static test::TempDir dir;
@@ -131,8 +147,9 @@ void check_outputs(const AttentionShape& s, DType t, Outputs& out, const Attenti
             static_cast<std::size_t>(b * out.layout.batch + h * out.layout.head + r * out.layout.seq);
         for (std::int64_t i = 0; i < s.d; ++i) {
           const std::uint16_t bits = o_bits[at + static_cast<std::size_t>(i)];
-          const double v = t == DType::bf16 ? test::bf16_bits_to_float(bits)
-                                            : test::fp16_bits_to_float(bits);
+          // e4m3 inputs write bf16.
+          const double v = t == DType::f16 ? test::fp16_bits_to_float(bits)
+                                           : test::bf16_bits_to_float(bits);
           o_check(v, ref.o_at(s, b, h, r, i), [&] { return row + " i=" + std::to_string(i); });
         }
         const std::size_t li = static_cast<std::size_t>((b * s.hq + h) * s.nq + r);
@@ -246,19 +263,7 @@ TEST_P(GpuAttention, DefaultAndTunedConfigsMatchTheReference) {
     const Params params = op().parse_params(planted);
     if (op().invalid_reason(params, p, t, device_)) continue;
     const std::filesystem::path db = dir_.path() / ("tuned-" + std::to_string(n++) + ".db");
-    {
-      Store store = Store::open(db, Store::Mode::read_write);
-      store.upsert_device(device_);
-      BestRecord b;
-      b.device_key = device_.key();
-      b.op = "flash_attention";
-      b.dtype = t;
-      b.problem_key = op().problem_key(p);
-      b.params_key = planted;
-      b.template_hash = op().template_hash();
-      b.median_us = 1.0;
-      store.set_best(b);
-    }
+    plant(db, device_, t, p, planted);
     ro.db_path = db.string();
     rt.configure(ro);
     const MatchInfo mi = rt.query("flash_attention", op().problem_key(p), t);
@@ -294,6 +299,79 @@ INSTANTIATE_TEST_SUITE_P(OtherHeadDims, GpuAttention,
                                                               std::int64_t{256}),
                                             ::testing::Values(DType::bf16, DType::f16)),
                          case_name);
+
+// ---- e4m3 (FP8) inputs ----
+
+/// q, k and v in e4m3 with dequantisation scales through the generic entry (o in bf16, the
+/// runtime's workspace for V transposed), the default and planted wgmma configurations, against
+/// the double reference of the dequantised values. sm_90a only.
+TEST(GpuAttentionE4m3, DefaultAndTunedConfigsMatchTheReference) {
+  KTUNE_REQUIRE_GPU();
+  ensure_context(0);
+  const DeviceInfo dev = query_device(0);
+  if (dev.cc_major != 9) GTEST_SKIP() << "e4m3 attention runs on sm_90a only; this is " << dev.arch();
+  test::TempDir dir;
+  const char* const planted[] = {
+      "block_m=64,block_n=128,warps=8,stages=3,q_regs=0,smem_pad=0,impl=1",
+      "block_m=128,block_n=128,warps=12,stages=3,q_regs=0,smem_pad=0,impl=1,pingpong=1,"
+      "persistent=1",
+      "block_m=128,block_n=128,warps=12,stages=2,q_regs=0,smem_pad=0,impl=1",
+  };
+  const char* const cases[] = {"b=2,hq=4,hkv=2,nq=300,nk=517,d=128",
+                               "b=2,hq=4,hkv=2,nq=300,nk=517,d=128,causal=yes",
+                               "b=1,hq=3,hkv=3,nq=77,nk=2049,d=128",
+                               "b=1,hq=2,hkv=1,nq=1000,nk=1000,d=256,causal=yes"};
+  const float scales[3] = {0.25f, 0.5f, 2.0f};
+  for (const char* dims : cases) {
+    const Problem p = op().parse_problem(dims);
+    AttentionShape s = shape_from(p);
+    const std::string name = std::string(dims) + " e4m3";
+    std::mt19937 rng(static_cast<unsigned>(std::hash<std::string>()(name)));
+    const DeviceTensor q(DType::e4m3, s.b, s.hq, s.nq, s.d, false, rng);
+    const DeviceTensor k(DType::e4m3, s.b, s.hkv, s.nk, s.d, false, rng);
+    const DeviceTensor v(DType::e4m3, s.b, s.hkv, s.nk, s.d, false, rng);
+    // The reference sees the dequantised values.
+    AttentionTensor qs = q.host, ks = k.host, vs = v.host;
+    for (double& x : qs.data) x *= scales[0];
+    for (double& x : ks.data) x *= scales[1];
+    for (double& x : vs.data) x *= scales[2];
+    const AttentionResult ref = test::attention_ref(s, qs, ks, vs);
+
+    RuntimeOptions ro;
+    ro.db_path = (dir.path() / "empty.db").string();
+    ro.use_shipped_databases = false;
+    ro.cache_dir = cache_dir().string();
+    Runtime rt(ro);
+    const auto call = [&](const std::string& what) {
+      Outputs out(s, false);
+      out.poison(DType::e4m3);
+      AttentionArgs a;
+      a.q = q.ptr(), a.k = k.ptr(), a.v = v.ptr(), a.o = out.o_ptr(), a.lse = out.lse_ptr();
+      a.b = s.b, a.hq = s.hq, a.hkv = s.hkv, a.nq = s.nq, a.nk = s.nk, a.d = s.d;
+      a.causal = s.causal;
+      a.dtype = DType::e4m3;
+      a.q_scale = scales[0], a.k_scale = scales[1], a.v_scale = scales[2];
+      rt.attention(a, nullptr);
+      KTUNE_CU(Driver::get().cuCtxSynchronize());
+      check_outputs(s, DType::e4m3, out, ref, true, what);
+    };
+    const MatchInfo def = rt.query("flash_attention", op().problem_key(p), DType::e4m3);
+    EXPECT_EQ(def.kind, Match::default_config);
+    call(name + " default " + def.params);
+    int n = 0;
+    for (const char* pl : planted) {
+      if (op().invalid_reason(op().parse_params(pl), p, DType::e4m3, dev)) continue;
+      const std::filesystem::path db = dir.path() / ("e4m3-" + std::to_string(n++) + ".db");
+      plant(db, dev, DType::e4m3, p, pl);
+      ro.db_path = db.string();
+      rt.configure(ro);
+      const MatchInfo mi = rt.query("flash_attention", op().problem_key(p), DType::e4m3);
+      EXPECT_EQ(mi.kind, Match::exact);
+      call(name + " " + mi.params);
+    }
+    EXPECT_GE(n, s.d == 128 ? 3 : 1) << name;
+  }
+}
 
 // ---- mask variants ----
 
@@ -400,19 +478,7 @@ TEST_P(GpuAttentionVariants, DefaultAndTunedConfigsMatchTheReference) {
     const Params params = op().parse_params(planted);
     if (op().invalid_reason(params, p, t, device_)) continue;
     const std::filesystem::path db = dir_.path() / ("tuned-" + std::to_string(n++) + ".db");
-    {
-      Store store = Store::open(db, Store::Mode::read_write);
-      store.upsert_device(device_);
-      BestRecord b;
-      b.device_key = device_.key();
-      b.op = "flash_attention";
-      b.dtype = t;
-      b.problem_key = op().problem_key(p);
-      b.params_key = planted;
-      b.template_hash = op().template_hash();
-      b.median_us = 1.0;
-      store.set_best(b);
-    }
+    plant(db, device_, t, p, planted);
     ro.db_path = db.string();
     rt.configure(ro);
     EXPECT_EQ(rt.query("flash_attention", op().problem_key(p), t).kind, Match::exact);

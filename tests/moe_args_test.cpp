@@ -466,7 +466,8 @@ TEST_F(MoeC, BadArgumentsAreNamed) {
   a = c_args();
   const int nine = 9;
   std::memcpy(&a.dtype, &nine, sizeof a.dtype);  // what an FFI caller could pass
-  expect_invalid(&a, "dtype 9 is not one of KTUNE_FP32 (0), KTUNE_FP16 (1), KTUNE_BF16 (2)");
+  expect_invalid(&a, "dtype 9 is not one of KTUNE_FP32 (0), KTUNE_FP16 (1), KTUNE_BF16 (2), "
+                     "KTUNE_E4M3 (4)");
   a = c_args();
   a.dtype = KTUNE_FP32;
   expect_invalid(&a, "moe: dtype fp32 (0) is not supported (allowed: bf16, fp16)");

@@ -6,7 +6,7 @@ namespace ktune {
 namespace {
 
 TEST(Types, DtypeNamesRoundTrip) {
-  for (DType t : {DType::f32, DType::f16, DType::bf16}) {
+  for (DType t : {DType::f32, DType::f16, DType::bf16, DType::e4m3}) {
     std::optional<DType> back = parse_dtype(dtype_name(t));
     ASSERT_TRUE(back.has_value());
     EXPECT_EQ(*back, t);
@@ -16,6 +16,10 @@ TEST(Types, DtypeNamesRoundTrip) {
   EXPECT_FALSE(parse_dtype("").has_value());
   EXPECT_EQ(dtype_size(DType::bf16), 2u);
   EXPECT_EQ(dtype_size(DType::f32), 4u);
+  EXPECT_EQ(dtype_size(DType::e4m3), 1u);
+  EXPECT_EQ(parse_dtype("fp8"), DType::e4m3);
+  EXPECT_EQ(parse_dtype("float8_e4m3fn"), DType::e4m3);
+  EXPECT_STREQ(dtype_name(DType::e4m3), "e4m3");
 }
 
 TEST(Types, ArchIsExactTarget) {

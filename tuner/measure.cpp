@@ -20,6 +20,7 @@ const char* check_type(DType t) {
     case DType::f16: return "ktune::fp16";
     case DType::f32: return "float";
     case DType::i32: return "int";
+    case DType::e4m3: return "ktune::e4m3";
   }
   return "float";
 }
@@ -49,7 +50,11 @@ std::vector<KernelSource> check_kernel_sources(DType dtype) {
   const std::string t = check_type(dtype);
   std::vector<KernelSource> s(kCheckKernels);
   s[kFill] = {"common/check.cuh", "ktune::fill_random_kernel<" + t + ">"};
-  s[kCompare] = {"common/check.cuh", "ktune::compare_kernel<" + t + ">"};
+  // Ops that take e4m3 inputs write bf16 (DType::e4m3).
+  s[kCompare] = {"common/check.cuh", "ktune::compare_kernel<" +
+                                         std::string(check_type(
+                                             dtype == DType::e4m3 ? DType::bf16 : dtype)) +
+                                         ">"};
   s[kFillF32] = {"common/check.cuh", "ktune::fill_random_kernel<float>"};
   s[kCompareF32] = {"common/check.cuh", "ktune::compare_kernel<float>"};
   s[kFillIds] = {"common/check.cuh", "ktune::fill_ids_kernel"};

@@ -154,6 +154,8 @@ class Worker {
       const std::size_t n = static_cast<std::size_t>(p.specs[i].elements);
       if (dtype_size(p.specs[i].dtype) == 4)  // f32 NaN; an i32 of 2143289344 matches no id
         KTUNE_CU(cu.cuMemsetD32Async(p.buffers[i].get(), 0x7fc00000u, n, stream_));
+      else if (dtype_size(p.specs[i].dtype) == 1)  // e4m3 NaN
+        KTUNE_CU(cu.cuMemsetD8Async(p.buffers[i].get(), 0x7f, n, stream_));
       else
         KTUNE_CU(cu.cuMemsetD16Async(p.buffers[i].get(), nan_bits(p.specs[i].dtype), n, stream_));
     }

@@ -201,7 +201,7 @@ static void launch(const Config& c, const Shape& s, const Buffers& buf, float o_
   FlashAttentionSm90Args a{};
   a.base = base_args(s, buf);
   a.base.scale *= qk_descale;
-  a.o_scale = o_scale;
+  a.base.o_scale = o_scale;
   const unsigned smem = flash_attention_sm90_smem_bytes(s.d, bn, c.consumers, c.stages,
                                                         c.fp8 ? 1 : 2);
   const int esz = c.fp8 ? 1 : 2;

@@ -10,16 +10,21 @@ const char* dtype_name(DType t) {
     case DType::f16: return "fp16";
     case DType::bf16: return "bf16";
     case DType::i32: return "int32";
+    case DType::e4m3: return "e4m3";
   }
   return "?";
 }
 
-std::size_t dtype_size(DType t) { return t == DType::f32 || t == DType::i32 ? 4 : 2; }
+std::size_t dtype_size(DType t) {
+  if (t == DType::e4m3) return 1;
+  return t == DType::f32 || t == DType::i32 ? 4 : 2;
+}
 
 std::optional<DType> parse_dtype(std::string_view s) {
   if (s == "bf16" || s == "bfloat16") return DType::bf16;
   if (s == "fp16" || s == "f16" || s == "half" || s == "float16") return DType::f16;
   if (s == "fp32" || s == "f32" || s == "float32") return DType::f32;
+  if (s == "e4m3" || s == "fp8" || s == "fp8_e4m3" || s == "float8_e4m3fn") return DType::e4m3;
   return std::nullopt;
 }
 

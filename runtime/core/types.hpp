@@ -15,7 +15,7 @@ namespace ktune {
 
 const char* dtype_name(DType t);
 std::size_t dtype_size(DType t);
-/// Parses "bf16", "fp16"/"f16", "fp32"/"f32"; nullopt otherwise.
+/// Parses "bf16", "fp16"/"f16", "fp32"/"f32", "e4m3"/"fp8"/"float8_e4m3fn"; nullopt otherwise.
 std::optional<DType> parse_dtype(std::string_view s);
 
 /// Length of the well-formed UTF-8 sequence of 2 to 4 bytes starting at s[i], or 0 when none

@@ -79,6 +79,9 @@ struct Scalar {
 const Scalar kScalars[] = {
     {"scale", [](const AttentionArgs& a) { return static_cast<double>(a.scale); }},
     {"softcap", [](const AttentionArgs& a) { return static_cast<double>(a.softcap); }},
+    {"q_scale", [](const AttentionArgs& a) { return static_cast<double>(a.q_scale); }},
+    {"k_scale", [](const AttentionArgs& a) { return static_cast<double>(a.k_scale); }},
+    {"v_scale", [](const AttentionArgs& a) { return static_cast<double>(a.v_scale); }},
 };
 
 template <typename T, std::size_t N>
@@ -206,10 +209,24 @@ AttentionCall pack_attention(const AttentionArgs& a, bool pointers) {
   c.op = attention_op_for(a);
   OpTables& t = tables(c.op == kDecode);
   c.op_index = t.index;
-  if (std::find(t.dtypes.begin(), t.dtypes.end(), a.dtype) == t.dtypes.end())
+  if (std::find(t.dtypes.begin(), t.dtypes.end(), a.dtype) == t.dtypes.end()) {
+    std::string allowed;
+    for (DType d : t.dtypes) allowed += (allowed.empty() ? "" : ", ") + std::string(dtype_name(d));
     throw InvalidArgument("attention: dtype " + std::string(dtype_name(a.dtype)) + " (" +
-                          std::to_string(static_cast<int>(a.dtype)) +
-                          ") is not supported (allowed: bf16, fp16)");
+                          std::to_string(static_cast<int>(a.dtype)) + ") is not supported by " +
+                          std::string(t.op->name()) + " (allowed: " + allowed + ")");
+  }
+  const float scales[3] = {a.q_scale, a.k_scale, a.v_scale};
+  static const char* const scale_names[3] = {"q_scale", "k_scale", "v_scale"};
+  for (int i = 0; i < 3; ++i) {
+    if (a.dtype != DType::e4m3 && scales[i] != 1.0f)
+      throw InvalidArgument("attention: " + std::string(scale_names[i]) + "=" +
+                            number(scales[i]) + " dequantises e4m3 inputs; with dtype " +
+                            dtype_name(a.dtype) + " it must be 1");
+    if (!(scales[i] > 0.0f) || !std::isfinite(scales[i]))
+      throw InvalidArgument("attention: " + std::string(scale_names[i]) + "=" +
+                            number(scales[i]) + " must be a positive finite scale");
+  }
   if (a.window < 0)
     throw InvalidArgument("attention: window=" + std::to_string(a.window) +
                           " must be >= 0 (0: no sliding window)");

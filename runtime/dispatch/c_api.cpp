@@ -43,9 +43,10 @@ ktune_status guarded(F&& f) {
 }
 
 ktune::DType to_dtype(ktune_dtype t) {
-  if (t != KTUNE_FP32 && t != KTUNE_FP16 && t != KTUNE_BF16)
+  if (t != KTUNE_FP32 && t != KTUNE_FP16 && t != KTUNE_BF16 && t != KTUNE_E4M3)
     throw ktune::InvalidArgument("dtype " + std::to_string(static_cast<int>(t)) +
-                                 " is not one of KTUNE_FP32 (0), KTUNE_FP16 (1), KTUNE_BF16 (2)");
+                                 " is not one of KTUNE_FP32 (0), KTUNE_FP16 (1), KTUNE_BF16 (2), "
+                                 "KTUNE_E4M3 (4)");
   return static_cast<ktune::DType>(t);
 }
 
@@ -125,6 +126,7 @@ void init_attention_args(ktune_attention_args* args) {
   args->struct_size = sizeof *args;
   args->dtype = KTUNE_BF16;
   args->impl = KTUNE_ATTENTION_AUTO;
+  args->q_scale = args->k_scale = args->v_scale = 1.0f;
 }
 
 /// The caller's struct as AttentionArgs (`layout` receives its strides); `function` names the
@@ -150,7 +152,8 @@ ktune::AttentionArgs attention_args(const char* function, const ktune_attention_
   KTUNE_ATTENTION_COPY(page_size) KTUNE_ATTENTION_COPY(block_table)
   KTUNE_ATTENTION_COPY(seq_lens) KTUNE_ATTENTION_COPY(workspace)
   KTUNE_ATTENTION_COPY(workspace_bytes) KTUNE_ATTENTION_COPY(cu_seqlens_q)
-  KTUNE_ATTENTION_COPY(cu_seqlens_k)
+  KTUNE_ATTENTION_COPY(cu_seqlens_k) KTUNE_ATTENTION_COPY(q_scale)
+  KTUNE_ATTENTION_COPY(k_scale) KTUNE_ATTENTION_COPY(v_scale)
 #undef KTUNE_ATTENTION_COPY
   a.causal = c.causal == 1;
   a.dtype = to_dtype(c.dtype);

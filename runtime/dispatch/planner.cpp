@@ -300,10 +300,23 @@ void Runtime::Impl::run(int op_index, DType dtype, const std::int64_t* dims, int
   const StreamKey own = stream_key(stream);
   const Dispatch d = dispatch(key, workspace ? nullptr : &own);
   const Plan& p = *d.plan;
-  if (ntensors != static_cast<int>(p.tensors.size()) ||
-      nscalars != static_cast<int>(p.op->scalars().size()))
+  // Scalars a call leaves out at the end take their omitted_value, where they have one.
+  const std::vector<ScalarSpec>& declared = p.op->scalars();
+  int required = static_cast<int>(declared.size());
+  while (required > 0 && declared[static_cast<std::size_t>(required - 1)].omitted_value) --required;
+  if (ntensors != static_cast<int>(p.tensors.size()) || nscalars < required ||
+      nscalars > static_cast<int>(declared.size()))
     throw InvalidArgument(std::string(p.op->name()) + " takes " + std::to_string(p.tensors.size()) +
-                          " tensors and " + std::to_string(p.op->scalars().size()) + " scalars");
+                          " tensors and " +
+                          (required < static_cast<int>(declared.size())
+                               ? std::to_string(required) + " to "
+                               : std::string()) +
+                          std::to_string(declared.size()) + " scalars");
+  double all_scalars[kMaxScalars];
+  if (declared.size() > kMaxScalars)
+    throw InvalidArgument(std::string(p.op->name()) + ": more scalars than the runtime passes");
+  for (std::size_t i = 0; i < declared.size(); ++i)
+    all_scalars[i] = static_cast<int>(i) < nscalars ? scalars[i] : *declared[i].omitted_value;
   for (int i = 0; i < ntensors; ++i) {
     const std::uint64_t ptr = tensors[i];
     if (ptr == 0 && p.tensors[static_cast<std::size_t>(i)].optional) continue;
@@ -322,7 +335,7 @@ void Runtime::Impl::run(int op_index, DType dtype, const std::int64_t* dims, int
   args.problem = &p.problem;
   args.dtype = p.dtype;
   args.tensors = tensors;
-  args.scalars = scalars;
+  args.scalars = all_scalars;
   args.workspace = d.workspace;
   if (workspace) {
     if (auto why = workspace_reason(p.op->name(), *workspace, p.workspace_bytes, p.info.params))

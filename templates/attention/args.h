@@ -52,6 +52,9 @@ struct FlashAttentionArgs {
   // Read only by VARLEN kernels; there Nq and Nk in the rules above are each sequence's own.
   const int* cu_seqlens_q;       // [B + 1] int32 row offsets: 0, non-decreasing, total_q last
   const int* cu_seqlens_k;       // [B + 1] int32 row offsets of k and v
+  // e4m3 inputs only (flash_attention_sm90 with T = e4m3, its reference): O is multiplied by it,
+  // V's dequantisation scale (Q's and K's are folded into scale by the host).
+  float o_scale;
 };
 
 /// Dynamic shared memory of flash_attention_fwd: the Q tile plus STAGES K and V tiles, 16-bit

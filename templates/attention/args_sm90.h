@@ -28,8 +28,7 @@ struct FlashAttentionSm90Args {
   tma::TensorMap q_map;  // box 64 x 64 rows (e4m3: 128 x 64)
   tma::TensorMap k_map;  // box 64 x BLOCK_N rows (e4m3: 128 x BLOCK_N)
   tma::TensorMap v_map;  // box 64 x BLOCK_N rows; e4m3: over Vt [B, Hkv, D, nk_pad], BLOCK_N x D
-  FlashAttentionArgs base;
-  float o_scale;         // e4m3 only: O is multiplied by it (V's dequantisation scale)
+  FlashAttentionArgs base;  // e4m3: base.o_scale multiplies O
 };
 
 /// The key (0..31) of a 32-key slice that column c of an e4m3 A fragment holds when P is rounded

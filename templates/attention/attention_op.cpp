@@ -94,17 +94,22 @@ Config config_of(const Params& p) {
 /// The wgmma kernel's consumer warpgroups: one per 64 query rows.
 int consumers(const Config& c) { return c.block_m / kSm90RowsPerConsumer; }
 
-unsigned smem_bytes(const Config& c, std::int64_t d) {
+/// Bytes of one element of q, k and v: e4m3 1, the 16-bit types 2.
+int elem_bytes(DType t) { return static_cast<int>(dtype_size(t)); }
+
+unsigned smem_bytes(const Config& c, std::int64_t d, DType t) {
   if (c.impl == 1)
     return flash_attention_sm90_smem_bytes(static_cast<int>(d), c.block_n, consumers(c),
-                                           c.stages);
+                                           c.stages, elem_bytes(t));
   return flash_attention_smem_bytes(static_cast<int>(d), c.block_m, c.block_n, c.stages,
                                     c.smem_pad);
 }
 
 std::string str(std::int64_t v) { return std::to_string(v); }
 
-const char* kernel_type(DType t) { return t == DType::bf16 ? "ktune::bf16" : "ktune::fp16"; }
+const char* kernel_type(DType t) {
+  return t == DType::e4m3 ? "ktune::e4m3" : t == DType::bf16 ? "ktune::bf16" : "ktune::fp16";
+}
 const char* cpp_bool(bool b) { return b ? "true" : "false"; }
 
 /// The template arguments of the mask variants: ", WINDOW, SOFTCAP, ALIBI", then ", true" for
@@ -375,12 +380,13 @@ FlashAttentionArgs make_args(const RunArgs& a, const Shape& s) {
     for (int i = 0; i < 12; ++i) {
       st[i] = a.layout[i];
       const bool row = i % 3 == 2;
-      if (st[i] < (row ? 1 : 0) || st[i] % kRowAlign != 0 || (row && st[i] >= kMaxRowStride))
+      // 16-byte rows: 8 elements of 16 bits, 16 of e4m3 (o is bf16 then).
+      const std::int64_t align = a.dtype == DType::e4m3 && i < 9 ? 2 * kRowAlign : kRowAlign;
+      if (st[i] < (row ? 1 : 0) || st[i] % align != 0 || (row && st[i] >= kMaxRowStride))
         throw InvalidArgument(
             std::string("flash_attention: ") + names[i] + " stride " + str(st[i]) +
-            " must be a " + (row ? "positive" : "non-negative") + " multiple of " +
-            str(kRowAlign) + " elements (rows start 16-byte aligned)" +
-            (row ? " below 2^23" : ""));
+            " must be a " + (row ? "positive" : "non-negative") + " multiple of " + str(align) +
+            " elements (rows start 16-byte aligned)" + (row ? " below 2^23" : ""));
     }
   } else if (s.varlen) {
     // FlashAttention's packed [total, H, D]; no batch stride.
@@ -409,6 +415,17 @@ FlashAttentionArgs make_args(const RunArgs& a, const Shape& s) {
   // <= 0 (and NaN) select the usual 1/sqrt(d).
   k.scale = scale > 0 ? static_cast<float>(scale)
                       : static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.d)));
+  if (a.dtype == DType::e4m3) {
+    // Dequantisation scales of e4m3 q, k and v: q's and k's multiply the scores, v's O.
+    static const char* const names[3] = {"q_scale", "k_scale", "v_scale"};
+    for (int i = 0; i < 3; ++i)
+      if (!(a.scalars[2 + i] > 0) || std::isinf(a.scalars[2 + i]))
+        throw InvalidArgument(std::string("flash_attention: ") + names[i] + " " +
+                              std::to_string(a.scalars[2 + i]) +
+                              " must be a positive finite dequantisation scale");
+    k.scale = static_cast<float>(k.scale * a.scalars[2] * a.scalars[3]);
+    k.o_scale = static_cast<float>(a.scalars[4]);
+  }
   // The variants' arguments are read only when the problem asks for them (flash_decode passes
   // one scalar and five tensors).
   k.window = static_cast<int>(s.window);  // <= 2^30, the dim's range
@@ -454,21 +471,23 @@ void refuse_broadcast(const char* name, std::int64_t heads, std::int64_t batch,
 tma::TensorMap operand_map(const void* ptr, DType t, std::int64_t d, std::int64_t rows,
                            std::int64_t heads, std::int64_t batch, long long row_stride,
                            long long head_stride, long long batch_stride, int box_rows) {
-  const std::uint64_t row_bytes = static_cast<std::uint64_t>(row_stride) * 2;
-  std::uint64_t head_bytes = static_cast<std::uint64_t>(head_stride) * 2;
-  std::uint64_t batch_bytes = static_cast<std::uint64_t>(batch_stride) * 2;
+  const std::uint64_t eb = dtype_size(t);
+  const std::uint64_t row_bytes = static_cast<std::uint64_t>(row_stride) * eb;
+  std::uint64_t head_bytes = static_cast<std::uint64_t>(head_stride) * eb;
+  std::uint64_t batch_bytes = static_cast<std::uint64_t>(batch_stride) * eb;
   if (heads == 1) head_bytes = row_bytes * static_cast<std::uint64_t>(rows);
   if (batch == 1) batch_bytes = head_bytes * static_cast<std::uint64_t>(heads);
   return kernel_tensor_map(swizzled_16bit_map(
       ptr, t,
       {static_cast<std::uint64_t>(d), static_cast<std::uint64_t>(rows),
        static_cast<std::uint64_t>(heads), static_cast<std::uint64_t>(batch)},
-      {row_bytes, head_bytes, batch_bytes}, {64, static_cast<std::uint32_t>(box_rows), 1, 1}));
+      {row_bytes, head_bytes, batch_bytes},
+      {static_cast<std::uint32_t>(128 / eb), static_cast<std::uint32_t>(box_rows), 1, 1}));
 }
 
 /// The wgmma kernel's arguments: flash_attention_fwd's plus the tensor maps of Q, K and V.
 FlashAttentionSm90Args make_sm90_args(const FlashAttentionArgs& k, const Shape& s, DType t,
-                                      int block_n) {
+                                      int block_n, const void* vt) {
   // Every operand's strides before the driver is asked for any map.
   refuse_broadcast("q", s.hq, s.b, k.q_head_stride, k.q_batch_stride);
   refuse_broadcast("k", s.hkv, s.b, k.k_head_stride, k.k_batch_stride);
@@ -479,6 +498,16 @@ FlashAttentionSm90Args make_sm90_args(const FlashAttentionArgs& k, const Shape& 
                         k.q_batch_stride, kSm90RowsPerConsumer);
   a.k_map = operand_map(k.k, t, s.d, s.nk, s.hkv, s.b, k.k_row_stride, k.k_head_stride,
                         k.k_batch_stride, block_n);
+  if (t == DType::e4m3) {
+    // Vt [b, hkv, d, nk_pad] (fp8_transpose.cuh): a box of block_n keys by d rows.
+    const std::uint64_t kp = static_cast<std::uint64_t>(fp8_vt_keys(s.nk));
+    const std::uint64_t d = static_cast<std::uint64_t>(s.d);
+    a.v_map = kernel_tensor_map(swizzled_16bit_map(
+        vt, t, {kp, d, static_cast<std::uint64_t>(s.hkv), static_cast<std::uint64_t>(s.b)},
+        {kp, kp * d, kp * d * static_cast<std::uint64_t>(s.hkv)},
+        {static_cast<std::uint32_t>(block_n), static_cast<std::uint32_t>(s.d), 1, 1}));
+    return a;
+  }
   a.v_map = operand_map(k.v, t, s.d, s.nk, s.hkv, s.b, k.v_row_stride, k.v_head_stride,
                         k.v_batch_stride, block_n);
   return a;
@@ -524,7 +553,8 @@ class FlashAttentionOp final : public Op {
             {"warps", {4, 8, 12, 16},
              "warps per CTA; impl=0: 4 or 8, each owning block_m / warps (16 or 32) query rows; "
              "impl=1: 4 per consumer warpgroup plus the producer's 4"},
-            {"stages", {2, 3}, "depth of the cp.async K/V pipeline"},
+            {"stages", {2, 3, 4},
+             "depth of the K/V pipeline (cp.async ring, impl=1 the TMA ring); 4 for e4m3 only"},
             {"q_regs", {0, 1}, "1: Q fragments stay in registers; 0: re-read from shared memory"},
             {"smem_pad", {0, 1}, "1: shared-memory rows padded by 16 bytes; 0: XOR swizzle"},
             // Variants of the op beside each other, chosen through the same lookup: 0 is the
@@ -546,7 +576,12 @@ class FlashAttentionOp final : public Op {
         },
         scalars_{{"scale", 0.0, "softmax scale; <= 0: 1/sqrt(d)"},
                  {"softcap", 50.0, "tanh cap of the scaled scores with softcap=yes (> 0; Gemma 2 "
-                                   "uses 50); ignored otherwise"}} {}
+                                   "uses 50); ignored otherwise"},
+                 // Tuned with scales other than 1, so that verification covers them.
+                 {"q_scale", 0.25, "e4m3: q's dequantisation scale (q = stored value x q_scale)",
+                  1.0},
+                 {"k_scale", 0.25, "e4m3: k's dequantisation scale", 1.0},
+                 {"v_scale", 0.5, "e4m3: v's dequantisation scale", 1.0}} {}
 
   std::string_view name() const override { return "flash_attention"; }
   std::string_view summary() const override {
@@ -554,6 +589,8 @@ class FlashAttentionOp final : public Op {
            "log-sum-exp; GQA/MQA, strided";
   }
   std::string_view family() const override { return "attention"; }
+  /// e4m3: q, k and v in FP8 with dequantisation scales, o in bf16 (impl=1, sm_90a).
+  std::vector<DType> dtypes() const override { return {DType::bf16, DType::f16, DType::e4m3}; }
   const std::vector<DimSpec>& dims() const override { return dims_; }
   const std::vector<Tunable>& tunables() const override { return tunables_; }
   const std::vector<ScalarSpec>& scalars() const override { return scalars_; }
@@ -599,11 +636,12 @@ class FlashAttentionOp final : public Op {
       rows_k = offsets_of(key_offsets(s), s.b + 1).back();
     }
     const std::int64_t q = rows_q * s.hq * s.d, kv = rows_k * s.hkv * s.d;
+    const DType o_type = t == DType::e4m3 ? DType::bf16 : t;  // e4m3 inputs write bf16
     std::vector<TensorSpec> out = {
         {"q", TensorRole::input, t, q},
         {"k", TensorRole::input, t, kv},
         {"v", TensorRole::input, t, kv},
-        {"o", TensorRole::output, t, q},
+        {"o", TensorRole::output, o_type, q},
         {"lse", TensorRole::output, DType::f32, s.hq * rows_q, true},
         // Required with alibi=yes; ALiBi's slopes are 2^(-8k/hq), in (0, 1].
         {"alibi_slopes", TensorRole::input, DType::f32, s.hq, !s.alibi,
@@ -614,10 +652,19 @@ class FlashAttentionOp final : public Op {
       out.push_back({"cu_seqlens_k", TensorRole::input, DType::i32, s.b + 1, false,
                      key_offsets(s)});
     }
-    return word_aligned_side_tensors(std::move(out), t);
+    out = word_aligned_side_tensors(std::move(out), t);
+    out[3].alignment = 0;  // o: 16 bytes, also in bf16 under e4m3 inputs
+    return out;
   }
 
   std::size_t alignment(const Params&, const Problem&, DType) const override { return 16; }
+
+  /// e4m3: V transposed into Vt [b, hkv, d, fp8_vt_keys(nk)] (fp8_transpose.cuh) each call.
+  std::size_t workspace_bytes(const Params&, const Problem& p, DType t) const override {
+    if (t != DType::e4m3) return 0;
+    const Shape s = shape_of(p);
+    return static_cast<std::size_t>(s.b * s.hkv * s.d * fp8_vt_keys(s.nk));
+  }
 
   std::optional<std::string> invalid_reason(const Params& params, const Problem& problem,
                                             DType t, const DeviceInfo& device) const override {
@@ -628,10 +675,10 @@ class FlashAttentionOp final : public Op {
     if (c.impl == 1 && device.cc_major > 0 && device.cc_major != 9)
       return "impl=1 (wgmma, TMA) needs sm_90a; the device is " + str(device.cc_major) + "." +
              str(device.cc_minor);
-    const unsigned smem = smem_bytes(c, s.d);
+    const unsigned smem = smem_bytes(c, s.d, t);
     if (device.smem_optin_per_block > 0 && smem > static_cast<unsigned>(device.smem_optin_per_block))
-      return smem_text(c, s.d) + ", more than the device's " + str(device.smem_optin_per_block) +
-             " per block";
+      return smem_text(c, s.d, t) + ", more than the device's " +
+             str(device.smem_optin_per_block) + " per block";
     return std::nullopt;
   }
 
@@ -641,12 +688,18 @@ class FlashAttentionOp final : public Op {
       throw InvalidArgument("flash_attention: " + *why);
     const Config c = config_of(params);
     const Shape s = shape_of(problem);
-    if (c.impl == 1)
-      return {{"attention/flash_attention_sm90.cuh",
-               std::string("ktune::flash_attention_sm90<") + kernel_type(t) + ", " + str(s.d) +
-                   ", " + str(c.block_n) + ", " + str(consumers(c)) + ", " + str(c.stages) +
-                   ", " + cpp_bool(c.pingpong) + ", " + cpp_bool(s.causal) + variant_args(s) +
-                   (c.persistent ? ", true" : "") + ">"}};
+    if (c.impl == 1) {
+      std::vector<KernelSource> out = {
+          {"attention/flash_attention_sm90.cuh",
+           std::string("ktune::flash_attention_sm90<") + kernel_type(t) + ", " + str(s.d) + ", " +
+               str(c.block_n) + ", " + str(consumers(c)) + ", " + str(c.stages) + ", " +
+               cpp_bool(c.pingpong) + ", " + cpp_bool(s.causal) + variant_args(s) +
+               (c.persistent ? ", true" : "") + ">"}};
+      if (t == DType::e4m3)
+        out.push_back({"attention/fp8_transpose.cuh",
+                       "ktune::fp8_v_transpose<" + str(s.d) + ">"});
+      return out;
+    }
     return {{"attention/flash_attention.cuh",
              std::string("ktune::flash_attention_fwd<") + kernel_type(t) + ", " + str(s.d) + ", " +
                  str(c.block_m) + ", " + str(c.block_n) + ", " + str(c.warps) + ", " +
@@ -654,13 +707,14 @@ class FlashAttentionOp final : public Op {
                  cpp_bool(c.smem_pad) + variant_args(s) + ">"}};
   }
 
-  int block_threads(const Params& params, const Problem&, DType, std::size_t) const override {
-    return config_of(params).warps * 32;
+  int block_threads(const Params& params, const Problem&, DType,
+                    std::size_t kernel_index) const override {
+    return kernel_index == 1 ? kFp8TransposeThreads : config_of(params).warps * 32;
   }
 
-  unsigned dynamic_shared_bytes(const Params& params, const Problem& problem, DType,
-                                std::size_t) const override {
-    return smem_bytes(config_of(params), shape_of(problem).d);
+  unsigned dynamic_shared_bytes(const Params& params, const Problem& problem, DType t,
+                                std::size_t kernel_index) const override {
+    return kernel_index == 1 ? 0u : smem_bytes(config_of(params), shape_of(problem).d, t);
   }
 
   void run(const RunArgs& a, Launcher& launcher) const override {
@@ -672,7 +726,37 @@ class FlashAttentionOp final : public Op {
     l.grid[0] = flash_attention_grid_x(k.seq_q, c.block_m);
     l.grid[1] = static_cast<unsigned>(s.b * s.hq);
     l.block[0] = static_cast<unsigned>(c.warps * 32);
-    l.shared_bytes = smem_bytes(c, s.d);
+    l.shared_bytes = smem_bytes(c, s.d, a.dtype);
+    const void* vt = nullptr;
+    if (a.dtype == DType::e4m3) {
+      // V -> Vt in the workspace first (same stream), then the kernel reads Vt.
+      if (a.workspace == 0)
+        throw InvalidArgument("flash_attention: e4m3 needs a workspace of " +
+                              str(static_cast<std::int64_t>(
+                                  workspace_bytes(*a.params, *a.problem, a.dtype))) +
+                              " bytes for V transposed");
+      Fp8VTransposeArgs t{};
+      t.v = k.v;
+      t.vt = reinterpret_cast<void*>(static_cast<std::uintptr_t>(a.workspace));
+      t.v_row_stride = k.v_row_stride;
+      t.v_head_stride = k.v_head_stride;
+      t.v_batch_stride = k.v_batch_stride;
+      t.batch = k.batch;
+      t.heads_kv = k.heads_kv;
+      t.seq_k = k.seq_k;
+      t.d = static_cast<int>(s.d);
+      t.nk_pad = static_cast<int>(fp8_vt_keys(s.nk));
+      KernelLaunch tl;
+      tl.kernel = a.kernels[1];
+      tl.grid[0] = static_cast<unsigned>(t.nk_pad / kFp8TransposeKeys);
+      tl.grid[1] = static_cast<unsigned>(s.hkv);
+      tl.grid[2] = static_cast<unsigned>(s.b);
+      tl.block[0] = kFp8TransposeThreads;
+      tl.args = &t;
+      tl.args_size = sizeof t;
+      launcher.launch(tl);
+      vt = t.vt;
+    }
     if (c.impl == 1) {
       if (c.persistent) {
         // One CTA per SM (one fits: __launch_bounds__(.., 1) and its shared memory), never more
@@ -682,7 +766,7 @@ class FlashAttentionOp final : public Op {
             a.sm_count > 0 ? std::min<long long>(work, a.sm_count) : work);
         l.grid[1] = 1;
       }
-      const FlashAttentionSm90Args k90 = make_sm90_args(k, s, a.dtype, c.block_n);
+      const FlashAttentionSm90Args k90 = make_sm90_args(k, s, a.dtype, c.block_n, vt);
       l.args = &k90;
       l.args_size = sizeof k90;
       launcher.launch(l);
@@ -715,7 +799,10 @@ class FlashAttentionOp final : public Op {
   }
 
   Tolerance tolerance(DType t) const override {
-    // P is rounded to 16 bits before P V; O is a weighted mean of values in [-2, 2).
+    // P is rounded to 16 bits before P V; O is a weighted mean of values in [-2, 2). e4m3: P is
+    // rounded to e4m3 (3 mantissa bits): ~2.5 % rms, max 0.04 on O of values in [-2, 2) in the
+    // harness's checks (benchmarks/results/attention-fp8-h100-2026-11-24.md).
+    if (t == DType::e4m3) return {8e-2, 8e-2};
     return t == DType::bf16 ? Tolerance{2e-2, 2e-2} : Tolerance{5e-3, 5e-3};
   }
 
@@ -761,6 +848,17 @@ class FlashAttentionOp final : public Op {
 
   Params default_params(const Problem& problem, DType t, const DeviceInfo& device) const override {
     const Shape s = shape_of(problem);
+    if (t == DType::e4m3) {
+      // The wgmma kernel's e4m3 point that won most rows of the harness (d=128: two consumers
+      // taking turns, 4 stages; d=256: 2 stages fit), persistent under a causal mask where the
+      // tiles outnumber the SMs (benchmarks/results/attention-fp8-h100-2026-11-24.md). Invalid
+      // elsewhere than sm_90a and d = 128/256, with the reason.
+      // (Not at d=256, where the persistent causal kernel spills: attention_compile_test.)
+      const int persistent = s.causal && s.d == 128 && device.sm_count > 0 &&
+                             flash_attention_sm90_work(static_cast<int>(s.nq), 128, s.b * s.hq) >
+                                 device.sm_count;
+      return Params{{128, 128, 12, s.d == 256 ? 2 : 4, 0, 0, 1, 1, persistent}};
+    }
     const auto params = [](const AttentionDefaults& r) {
       return Params{
           {r.block_m, r.block_n, r.warps, r.stages, r.q_regs, r.smem_pad, r.impl, r.pingpong,
@@ -839,7 +937,12 @@ class FlashAttentionOp final : public Op {
     if (auto why = point_reason(params, problem, t)) return why;
     const Config c = config_of(params);
     const Shape s = shape_of(problem);
-    if (c.impl == 1) return sm90_reason(c, s, params);
+    if (t == DType::e4m3 && c.impl != 1)
+      return std::string("e4m3 runs on the wgmma kernel only (impl=1, sm_90a)");
+    if (t != DType::e4m3 && c.stages == 4)
+      return std::string("stages=4 is for e4m3 tiles (half the bytes); 16-bit tiles take 2 or "
+                         "3");
+    if (c.impl == 1) return sm90_reason(c, s, params, t);
     if (c.pingpong)
       return std::string("pingpong=1 is for impl=1 (turns between its consumer warpgroups)");
     if (c.persistent)
@@ -852,8 +955,8 @@ class FlashAttentionOp final : public Op {
     if (c.block_m / c.warps > 32)
       return "block_m=" + str(c.block_m) + " / warps=" + str(c.warps) + " = " +
              str(c.block_m / c.warps) + " query rows per warp (at most 32: two 16-row fragments)";
-    if (smem_bytes(c, s.d) > 227u * 1024u)
-      return smem_text(c, s.d) + ", more than the 227 KiB any GPU gives a block";
+    if (smem_bytes(c, s.d, t) > 227u * 1024u)
+      return smem_text(c, s.d, t) + ", more than the 227 KiB any GPU gives a block";
     // Anything else the kernel's static_asserts would reject (nothing, with the lists above).
     if (const char* why = flash_attention_invalid_reason(static_cast<int>(s.d), c.block_m,
                                                          c.block_n, c.warps, c.stages, 1,
@@ -863,8 +966,8 @@ class FlashAttentionOp final : public Op {
   }
 
   /// static_reason for impl=1, the wgmma kernel.
-  std::optional<std::string> sm90_reason(const Config& c, const Shape& s,
-                                         const Params& params) const {
+  std::optional<std::string> sm90_reason(const Config& c, const Shape& s, const Params& params,
+                                         DType t) const {
     if (s.varlen) return std::string("impl=1 does not take varlen batches (impl=0 does)");
     if (s.d != 64 && s.d != 128 && s.d != 256)
       return "impl=1 takes d = 64, 128 or 256; d=" + str(s.d) + " runs with impl=0";
@@ -887,19 +990,20 @@ class FlashAttentionOp final : public Op {
     if (c.q_regs || c.smem_pad)
       return std::string("impl=1 keeps Q in shared memory in the 128-byte swizzle: q_regs=0 and "
                          "smem_pad=0");
-    if (smem_bytes(c, s.d) > 227u * 1024u)
-      return smem_text(c, s.d) + ", more than the 227 KiB any GPU gives a block";
+    if (smem_bytes(c, s.d, t) > 227u * 1024u)
+      return smem_text(c, s.d, t) + ", more than the 227 KiB any GPU gives a block";
     if (const char* why = flash_attention_sm90_invalid_reason(static_cast<int>(s.d), c.block_n,
-                                                              consumers(c), c.stages))
+                                                              consumers(c), c.stages,
+                                                              elem_bytes(t)))
       return params_key(params) + ": " + why;
     return std::nullopt;
   }
 
-  static std::string smem_text(const Config& c, std::int64_t d) {
+  static std::string smem_text(const Config& c, std::int64_t d, DType t) {
     return "block_m=" + str(c.block_m) + ", block_n=" + str(c.block_n) + ", stages=" +
-           str(c.stages) + (c.smem_pad ? ", smem_pad=1" : "") + " at d=" + str(d) + " need " +
-           str(smem_bytes(c, d)) + " bytes of shared memory (Q tile + " + str(c.stages) +
-           " K and V tiles)";
+           str(c.stages) + (c.smem_pad ? ", smem_pad=1" : "") + " at d=" + str(d) +
+           (t == DType::e4m3 ? " (e4m3)" : "") + " need " + str(smem_bytes(c, d, t)) +
+           " bytes of shared memory (Q tile + " + str(c.stages) + " K and V tiles)";
   }
 
   std::vector<DimSpec> dims_;

@@ -30,7 +30,7 @@
 // 8 + 2q, 9 + 2q (+ 16) of each 32-key slice, the A fragment wants columns 4q .. 4q + 3 (+ 16),
 // so Vt stores each slice's keys in that order (fp8_key_of_column) and no register moves. The
 // host folds the dequantisation scales of Q and K into args.base.scale; O is multiplied by
-// args.o_scale (V's) and written in bf16.
+// args.base.o_scale (V's) and written in bf16.
 #pragma once
 
 #include "attention/args_sm90.h"
@@ -570,7 +570,7 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const float sum = attn::quad_sum(row_sum[r]);
-      const float inv = sum > 0.f ? (FP8 ? args.o_scale : 1.f) * attn::rcp_approx(sum) : 0.f;
+      const float inv = sum > 0.f ? (FP8 ? a.o_scale : 1.f) * attn::rcp_approx(sum) : 0.f;
       const int row = row_base + 8 * r;
       if (a.lse != nullptr && t == 0 && row < Nq)
         a.lse[lse_base + row] =

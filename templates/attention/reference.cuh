@@ -87,8 +87,10 @@ __global__ void flash_attention_reference(const __grid_constant__ FlashAttention
   float* o = static_cast<float*>(args.o) +
              (VARLEN ? q_first * args.o_row_stride : b * args.o_batch_stride) +
              h * args.o_head_stride + row * args.o_row_stride;
+  // e4m3 inputs: V's dequantisation scale (Q's and K's are in args.scale).
+  const float o_scale = sizeof(T) == 1 ? args.o_scale : 1.f;
 #pragma unroll
-  for (int i = 0; i < PER_LANE; ++i) o[lane + 32 * i] = sum > 0.f ? acc[i] / sum : 0.f;
+  for (int i = 0; i < PER_LANE; ++i) o[lane + 32 * i] = sum > 0.f ? o_scale * acc[i] / sum : 0.f;
   if (args.lse != nullptr && lane == 0) {
     // [B, Hq, Nq], or with VARLEN [Hq, total_q].
     const long long i = VARLEN ? h * static_cast<long long>(args.cu_seqlens_q[args.batch]) +

@@ -19,6 +19,7 @@ const char* kernel_type(DType t) {
     case DType::f16: return "ktune::fp16";
     case DType::f32: return "float";
     case DType::i32: return "int";  // not a compute type: static_reason refuses it first
+    case DType::e4m3: return "ktune::e4m3";  // not a fused dtype: static_reason refuses it
   }
   return "float";
 }

@@ -1,6 +1,7 @@
 #include "tests/support/fused_reference.hpp"
 
 #include <cmath>
+#include <limits>
 #include <cstring>
 
 #include "templates/common/check_args.h"
@@ -127,6 +128,30 @@ float fp16_bits_to_float(std::uint16_t bits) {
   return float_of(sign | ((exp + 112u) << 23) | (mant << 13));
 }
 
+float e4m3_bits_to_float(std::uint8_t bits) {
+  const int e = (bits >> 3) & 15, m = bits & 7;
+  if (e == 15 && m == 7) return std::numeric_limits<float>::quiet_NaN();
+  const float mag = e == 0 ? static_cast<float>(m) * 0.001953125f  // m * 2^-9
+                           : std::ldexp(1.0f + static_cast<float>(m) / 8.0f, e - 7);
+  return (bits & 0x80) ? -mag : mag;
+}
+
+std::uint8_t float_to_e4m3_bits(float f) {
+  // The nearest of the 127 non-negative finite values (ties to the even code), sign apart.
+  const std::uint8_t sign = std::signbit(f) ? 0x80 : 0;
+  const float a = std::fabs(f);
+  std::uint8_t best = 0;
+  float best_err = std::numeric_limits<float>::infinity();
+  for (int code = 0; code <= 0x7e; ++code) {
+    const float err = std::fabs(e4m3_bits_to_float(static_cast<std::uint8_t>(code)) - a);
+    if (err < best_err || (err == best_err && code % 2 == 0 && best % 2 == 1)) {
+      best = static_cast<std::uint8_t>(code);
+      best_err = err;
+    }
+  }
+  return static_cast<std::uint8_t>(sign | best);
+}
+
 double round_to(DType t, double v) {
   const float f = static_cast<float>(v);
   switch (t) {
@@ -134,6 +159,7 @@ double round_to(DType t, double v) {
     case DType::i32: return f;  // not a float type: no rounding to model
     case DType::bf16: return bf16_bits_to_float(float_to_bf16_bits(f));
     case DType::f16: return fp16_bits_to_float(float_to_fp16_bits(f));
+    case DType::e4m3: return e4m3_bits_to_float(float_to_e4m3_bits(f));
   }
   return f;
 }

@@ -43,6 +43,9 @@ float bf16_bits_to_float(std::uint16_t bits);
 /// float -> IEEE fp16 bits, round to nearest even, with subnormals and overflow to Inf.
 std::uint16_t float_to_fp16_bits(float f);
 float fp16_bits_to_float(std::uint16_t bits);
+/// OCP FP8 E4M3: round to nearest even, saturating to +-448 (as cvt.rn.satfinite); and back.
+std::uint8_t float_to_e4m3_bits(float f);
+float e4m3_bits_to_float(std::uint8_t bits);
 /// `v` rounded through `t` (fp32, fp16 or bf16) and back.
 double round_to(DType t, double v);
 

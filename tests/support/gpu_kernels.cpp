@@ -35,6 +35,18 @@ CUfunction load_kernel(const KernelSource& source, const DeviceInfo& dev, unsign
 
 DeviceBuffer upload_random(DType t, std::vector<double>& values, std::mt19937& rng) {
   std::uniform_real_distribution<double> u(-2.0, 2.0);
+  if (t == DType::e4m3) {
+    std::vector<std::uint8_t> bytes(values.size());
+    for (std::size_t i = 0; i < bytes.size(); ++i) {
+      double v = round_to(t, u(rng));
+      if (v == 0.0) v = 0.25;
+      values[i] = v;
+      bytes[i] = float_to_e4m3_bits(static_cast<float>(v));
+    }
+    DeviceBuffer dev(bytes.size());
+    KTUNE_CU(Driver::get().cuMemcpyHtoD(dev.get(), bytes.data(), bytes.size()));
+    return dev;
+  }
   std::vector<std::uint16_t> bits(values.size());
   for (std::size_t i = 0; i < bits.size(); ++i) {
     double v = round_to(t, u(rng));
@@ -59,7 +71,8 @@ PoisonedOutputs::PoisonedOutputs(std::size_t o_count, std::size_t lse_count)
 
 void PoisonedOutputs::poison(DType t) {
   const Driver& cu = Driver::get();
-  KTUNE_CU(cu.cuMemsetD16Async(o.get(), t == DType::bf16 ? 0x7fc0 : 0x7e00, o_elements, nullptr));
+  // e4m3 inputs write bf16.
+  KTUNE_CU(cu.cuMemsetD16Async(o.get(), t == DType::f16 ? 0x7e00 : 0x7fc0, o_elements, nullptr));
   KTUNE_CU(cu.cuMemsetD32Async(lse.get(), 0x7fc00000u, lse_elements, nullptr));
   KTUNE_CU(cu.cuCtxSynchronize());
 }

@@ -28,7 +28,13 @@ typedef enum ktune_status {
   KTUNE_ERROR_INTERNAL = 7
 } ktune_status;
 
-typedef enum ktune_dtype { KTUNE_FP32 = 0, KTUNE_FP16 = 1, KTUNE_BF16 = 2 } ktune_dtype;
+/* KTUNE_E4M3: OCP FP8 E4M3 inputs (flash attention on sm_90a; the output is bf16). */
+typedef enum ktune_dtype {
+  KTUNE_FP32 = 0,
+  KTUNE_FP16 = 1,
+  KTUNE_BF16 = 2,
+  KTUNE_E4M3 = 4
+} ktune_dtype;
 
 typedef enum ktune_activation {
   KTUNE_GELU_TANH = 0,
@@ -120,6 +126,9 @@ typedef struct ktune_attention_args {
                                   (strides: the batch entries unused), lse [hq, total_q] */
   const int32_t* cu_seqlens_k; /* varlen: [b + 1] row offsets; k and v packed [total_k, hkv, d];
                                   nq and nk are then the longest lengths */
+  float q_scale, k_scale, v_scale; /* dtype KTUNE_E4M3: dequantisation scales of q, k, v (real
+                                  value = stored e4m3 x scale; default 1); o is bf16 then.
+                                  Other dtypes: must stay 1 */
 } ktune_attention_args;
 
 /* Zeroes *args and sets struct_size and the defaults (dtype KTUNE_BF16, impl AUTO). Writes

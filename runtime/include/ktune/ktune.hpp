@@ -171,11 +171,13 @@ struct AttentionArgs {
   const std::int32_t* cu_seqlens_k = nullptr;  // varlen: [b + 1] row offsets of packed k and v
   const AttentionLayout* layout = nullptr;    // null: contiguous [b, h, s, d], or varlen packed
                                               // [total, h, d] (batch strides unused; paged: q, o)
-  DType dtype = DType::bf16;
+  DType dtype = DType::bf16;  // bf16, f16, or e4m3 (q, k, v in FP8, o in bf16; sm_90a prefill)
   AttentionImpl impl = AttentionImpl::automatic;
   void* workspace = nullptr;        // the caller's scratch (256-byte aligned) or null: the
                                     // runtime's, one per problem and stream
   std::size_t workspace_bytes = 0;  // its size: at least attention_workspace_size(*this)
+  // e4m3: dequantisation scales (real value = stored value x scale); other dtypes: must be 1.
+  float q_scale = 1.0f, k_scale = 1.0f, v_scale = 1.0f;
 };
 
 class Runtime {
