@@ -3,9 +3,10 @@
 source trees (before and after a kernel change), so that their database rows may be re-hashed
 instead of re-tuned (db/shipped/README.md).
 
-For every row of the database's `best` table of op flash_attention, the kernel's NVRTC name
-expression (as FlashAttentionOp::kernels() writes it, variants and VARLEN off) is compiled for
-each --arch from each tree's templates/ folder, with the options of runtime/core/compiler.cpp,
+For every row of the database's `best` and `trials` tables of op flash_attention, the kernel's
+NVRTC name expression (as FlashAttentionOp::kernels() writes it, variants and VARLEN off;
+flash_attention_fwd for impl=0 rows, flash_attention_sm90 for impl=1) is compiled for each
+--arch from each tree's templates/ folder, with the options of runtime/core/compiler.cpp,
 and the `.text` sections of the two cubins are compared byte for byte. Exit 0 when every pair is
 identical, 1 otherwise. No GPU needed, only libnvrtc.
 
@@ -35,9 +36,11 @@ def load_nvrtc():
 
 
 def compile_cubin(nvrtc, include_dir, expression, arch):
-    """(cubin bytes, lowered name) of `expression` from attention/flash_attention.cuh."""
+    """(cubin bytes, lowered name) of `expression` from attention/flash_attention.cuh or
+    attention/flash_attention_sm90.cuh."""
     prog = ctypes.c_void_p()
-    src = b'#include "attention/flash_attention.cuh"\n'
+    src = (b'#include "attention/flash_attention.cuh"\n'
+           b'#include "attention/flash_attention_sm90.cuh"\n')
     check(nvrtc, nvrtc.nvrtcCreateProgram(ctypes.byref(prog), src, b"same_machine_code.cu", 0,
                                           None, None), "create")
     check(nvrtc, nvrtc.nvrtcAddNameExpression(prog, expression.encode()), "name expression")
@@ -100,6 +103,13 @@ def expression(row):
             sys.exit(f"row {problem_key} has {dim} on: this script compares the plain kernel")
     boolean = lambda v: "true" if v in ("1", "yes") else "false"
     t = "ktune::bf16" if dtype == "bf16" else "ktune::fp16"
+    if params.get("impl", "0") == "1":
+        # The wgmma kernel: block_m / 64 consumers; pingpong and persistent left out of keys at 0.
+        consumers = int(params["block_m"]) // 64
+        return (f"ktune::flash_attention_sm90<{t}, {problem['d']}, {params['block_n']}, "
+                f"{consumers}, {params['stages']}, {boolean(params.get('pingpong', '0'))}, "
+                f"{boolean(problem['causal'])}, false, false, false"
+                f"{', true' if params.get('persistent', '0') == '1' else ''}>")
     return (f"ktune::flash_attention_fwd<{t}, {problem['d']}, {params['block_m']}, "
             f"{params['block_n']}, {params['warps']}, {params['stages']}, "
             f"{boolean(problem['causal'])}, {boolean(params['q_regs'])}, 1, "
@@ -118,8 +128,10 @@ def main():
         if not os.path.isfile(os.path.join(d, "attention", "flash_attention.cuh")):
             sys.exit(f"{d} holds no attention/flash_attention.cuh")
     db = sqlite3.connect(f"file:{args.db}?mode=ro", uri=True)
+    # The best rows and the trials the file ships with them (the defaults' trials too).
     rows = db.execute("SELECT dtype, problem_key, params_key FROM best "
-                      "WHERE op = 'flash_attention' ORDER BY rowid").fetchall()
+                      "WHERE op = 'flash_attention' UNION SELECT dtype, problem_key, params_key "
+                      "FROM trials WHERE op = 'flash_attention' ORDER BY 2, 3").fetchall()
     if not rows:
         sys.exit(f"{args.db} has no flash_attention rows")
     nvrtc = load_nvrtc()

@@ -1,5 +1,5 @@
 // Host side of the tensor maps the Hopper kernels take as __grid_constant__ arguments: a
-// TensorMapSpec of 16-bit elements (bf16/fp16) in the 128-byte swizzle, encoded through the
+// TensorMapSpec of bf16, fp16 or e4m3 elements in the 128-byte swizzle, encoded through the
 // run-time-loaded driver (runtime/core/tensor_map) into the kernel's tma::TensorMap.
 #pragma once
 
@@ -15,10 +15,10 @@
 namespace ktune {
 
 /// A spec of `dims` (elements, innermost first) at `ptr` with `strides` (bytes, of dims 1..), in
-/// boxes of `box`, 128-byte swizzled, elements of 16-bit dtype t (or e4m3, copied as bytes).
-inline TensorMapSpec swizzled_16bit_map(const void* ptr, DType t, std::vector<std::uint64_t> dims,
-                                        std::vector<std::uint64_t> strides,
-                                        std::vector<std::uint32_t> box) {
+/// boxes of `box`, 128-byte swizzled, elements of dtype t (bf16, fp16, or e4m3 copied as bytes).
+inline TensorMapSpec swizzled_map(const void* ptr, DType t, std::vector<std::uint64_t> dims,
+                                  std::vector<std::uint64_t> strides,
+                                  std::vector<std::uint32_t> box) {
   TensorMapSpec spec;
   spec.dtype = t == DType::e4m3   ? CU_TENSOR_MAP_DATA_TYPE_UINT8
                : t == DType::bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16

@@ -8,6 +8,7 @@
 // Run: ./fp8_dev [check] [time] [profile=I]   (no argument: check and time)
 //   profile=I: two launches of configs()[I] on B=1 H=16 N=8192, for ncu.
 //
+// Reference: the tuner's fp32 kernel (attention/reference.cuh) on the dequantised values.
 // Inputs: e4m3 values drawn uniformly from [-4, 4] and rounded, dequantisation scales 0.25 (Q, K)
 // and 0.5 (V), softmax scale 1/sqrt(D); the bf16 runs use uniform [-1, 1]. TFLOP/s = 4 B H Nq Nk D
 // / t (halved under a causal mask), the same count for both types.
@@ -25,6 +26,7 @@
 
 #include "attention/flash_attention_sm90.cuh"
 #include "attention/fp8_transpose.cuh"
+#include "attention/reference.cuh"
 #include "benchmarks/attention/dev_util.cuh"
 
 using namespace ktune;
@@ -33,46 +35,6 @@ __global__ void fill_nan_bf16(bf16* p, size_t n) {
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
        i += size_t(gridDim.x) * blockDim.x)
     p[i].bits = 0x7fc0;
-}
-
-// One block per query row: fp32 scores of the dequantised inputs, softmax, O. Contiguous
-// [B, H, N, D] tensors.
-__global__ void reference_fp8(const e4m3* q, const e4m3* k, const e4m3* v, int B, int Hq, int Hkv,
-                              int Nq, int Nk, int D, bool causal, float sq, float sk, float sv,
-                              float scale, float* o_ref) {
-  extern __shared__ float sh[];  // [Nk] scores, then [D] q
-  const int row = blockIdx.x, bh = blockIdx.y;
-  const int b = bh / Hq, h = bh % Hq, hk = h / (Hq / Hkv);
-  float* s = sh;
-  float* qr = sh + Nk;
-  const e4m3* qp = q + ((static_cast<size_t>(b) * Hq + h) * Nq + row) * D;
-  const e4m3* kp = k + (static_cast<size_t>(b) * Hkv + hk) * Nk * D;
-  const e4m3* vp = v + (static_cast<size_t>(b) * Hkv + hk) * Nk * D;
-  for (int i = threadIdx.x; i < D; i += blockDim.x) qr[i] = to_float(qp[i]) * sq;
-  __syncthreads();
-  const int limit = causal ? min(Nk, row + (Nk - Nq) + 1) : Nk;
-  for (int j = threadIdx.x; j < Nk; j += blockDim.x) {
-    float acc = 0.f;
-    for (int i = 0; i < D; ++i) acc += qr[i] * (to_float(kp[static_cast<size_t>(j) * D + i]) * sk);
-    s[j] = j < limit ? acc * scale : -INFINITY;
-  }
-  __syncthreads();
-  __shared__ float red[2];
-  if (threadIdx.x == 0) {
-    float m = -INFINITY, sum = 0.f;
-    for (int j = 0; j < Nk; ++j) m = fmaxf(m, s[j]);
-    for (int j = 0; j < Nk; ++j) sum += m == -INFINITY ? 0.f : expf(s[j] - m);
-    red[0] = m;
-    red[1] = sum;
-  }
-  __syncthreads();
-  const float m = red[0], sum = red[1];
-  for (int i = threadIdx.x; i < D; i += blockDim.x) {
-    float acc = 0.f;
-    for (int j = 0; j < limit; ++j)
-      acc += expf(s[j] - m) * to_float(vp[static_cast<size_t>(j) * D + i]) * sv;
-    o_ref[((static_cast<size_t>(b) * Hq + h) * Nq + row) * D + i] = sum > 0.f ? acc / sum : 0.f;
-  }
 }
 
 __global__ void bf16_to_float(const bf16* p, float* out, size_t n) {
@@ -184,7 +146,6 @@ static void launch_transpose(const Shape& s, const Buffers& buf, cudaStream_t st
   t.batch = s.b;
   t.heads_kv = s.hkv;
   t.seq_k = s.nk;
-  t.d = s.d;
   t.nk_pad = static_cast<int>(kp);
   const dim3 tg(static_cast<unsigned>(kp / kFp8TransposeKeys), s.hkv, s.b);
   if (s.d == 128)
@@ -285,11 +246,19 @@ static int run_checks(int sms) {
     float *ref = nullptr, *out = nullptr;
     CK(cudaMalloc(&ref, no * 4));
     CK(cudaMalloc(&out, no * 4));
-    const size_t sh = (s.nk + s.d) * 4;
-    CK(cudaFuncSetAttribute(reference_fp8, cudaFuncAttributeMaxDynamicSharedMemorySize, 100000));
-    reference_fp8<<<dim3(s.nq, s.b * s.hq), 128, sh>>>(
-        static_cast<e4m3*>(buf.q), static_cast<e4m3*>(buf.k), static_cast<e4m3*>(buf.v), s.b,
-        s.hq, s.hkv, s.nq, s.nk, s.d, s.causal, kSq, kSk, kSv, 1.0f / std::sqrt((float)s.d), ref);
+    // The tuner's fp32 reference (attention/reference.cuh) on the dequantised values: Q's and
+    // K's scales in the softmax scale, V's as o_scale; O in float.
+    FlashAttentionArgs ra = base_args(s, buf);
+    ra.o = ref;
+    ra.scale *= kSq * kSk;
+    ra.o_scale = kSv;
+    const dim3 rgrid((s.nq + 7) / 8, s.b * s.hq);
+    const auto reference = s.d == 128
+        ? (s.causal ? &flash_attention_reference<e4m3, 128, true>
+                    : &flash_attention_reference<e4m3, 128, false>)
+        : (s.causal ? &flash_attention_reference<e4m3, 256, true>
+                    : &flash_attention_reference<e4m3, 256, false>);
+    reference<<<rgrid, 256>>>(ra);
     CK(cudaGetLastError());
     std::vector<float> r(no), o(no);
     CK(cudaMemcpy(r.data(), ref, no * 4, cudaMemcpyDeviceToHost));

@@ -45,7 +45,7 @@ struct Fp8VTransposeArgs {
   const void* v;
   void* vt;
   long long v_row_stride, v_head_stride, v_batch_stride;  // elements (= bytes)
-  int batch, heads_kv, seq_k, d, nk_pad;
+  int batch, heads_kv, seq_k, nk_pad;  // D is the kernel's template argument
 };
 constexpr int kFp8TransposeThreads = 256;
 constexpr int kFp8TransposeKeys = 128;  // keys per block, the kernel's BLOCK_N

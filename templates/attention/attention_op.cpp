@@ -477,7 +477,7 @@ tma::TensorMap operand_map(const void* ptr, DType t, std::int64_t d, std::int64_
   std::uint64_t batch_bytes = static_cast<std::uint64_t>(batch_stride) * eb;
   if (heads == 1) head_bytes = row_bytes * static_cast<std::uint64_t>(rows);
   if (batch == 1) batch_bytes = head_bytes * static_cast<std::uint64_t>(heads);
-  return kernel_tensor_map(swizzled_16bit_map(
+  return kernel_tensor_map(swizzled_map(
       ptr, t,
       {static_cast<std::uint64_t>(d), static_cast<std::uint64_t>(rows),
        static_cast<std::uint64_t>(heads), static_cast<std::uint64_t>(batch)},
@@ -502,7 +502,7 @@ FlashAttentionSm90Args make_sm90_args(const FlashAttentionArgs& k, const Shape& 
     // Vt [b, hkv, d, nk_pad] (fp8_transpose.cuh): a box of block_n keys by d rows.
     const std::uint64_t kp = static_cast<std::uint64_t>(fp8_vt_keys(s.nk));
     const std::uint64_t d = static_cast<std::uint64_t>(s.d);
-    a.v_map = kernel_tensor_map(swizzled_16bit_map(
+    a.v_map = kernel_tensor_map(swizzled_map(
         vt, t, {kp, d, static_cast<std::uint64_t>(s.hkv), static_cast<std::uint64_t>(s.b)},
         {kp, kp * d, kp * d * static_cast<std::uint64_t>(s.hkv)},
         {static_cast<std::uint32_t>(block_n), static_cast<std::uint32_t>(s.d), 1, 1}));
@@ -744,7 +744,6 @@ class FlashAttentionOp final : public Op {
       t.batch = k.batch;
       t.heads_kv = k.heads_kv;
       t.seq_k = k.seq_k;
-      t.d = static_cast<int>(s.d);
       t.nk_pad = static_cast<int>(fp8_vt_keys(s.nk));
       KernelLaunch tl;
       tl.kernel = a.kernels[1];

@@ -270,23 +270,25 @@ KTUNE_WG_MMA_SSK(e4m3, "e4m3", k32, "1, 1", 256, KTUNE_WG_REGS_128, KTUNE_WG_F12
                  130)
 
 #if KTUNE_WGMMA
-// imm-scale-a = imm-scale-b = 1, imm-trans-b = 1 (B MN-major).
-#define KTUNE_WG_MMA_RS(T, PTX_T, N, REGS, CONSTRAINTS, A0, A1, A2, A3, IB, IS)              \
+// A from registers. S names the struct: MmaRSTransB (16-bit types, TAIL "1, 1, 1":
+// imm-scale-a = imm-scale-b = 1, imm-trans-b = 1, B MN-major) or MmaRS (e4m3, TAIL "1, 1": no
+// transpose operand, B K-major).
+#define KTUNE_WG_MMA_RSK(S, T, PTX_T, K, TAIL, N, REGS, CONSTRAINTS, A0, A1, A2, A3, IB, IS)   \
   template <>                                                                                \
-  struct MmaRSTransB<T, N> {                                                                 \
+  struct S<T, N> {                                                                           \
     __device__ static __forceinline__ void run(float (&d)[N / 2], const unsigned (&a)[4],    \
                                                unsigned long long b, int scale_d) {          \
       asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" #IS ", 0;\n"                         \
-                   "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." PTX_T "." PTX_T " {" REGS \
-                   "}, {%" #A0 ", %" #A1 ", %" #A2 ", %" #A3 "}, %" #IB ", p, 1, 1, 1;\n}\n"    \
+                   "wgmma.mma_async.sync.aligned.m64n" #N #K ".f32." PTX_T "." PTX_T " {" REGS  \
+                   "}, {%" #A0 ", %" #A1 ", %" #A2 ", %" #A3 "}, %" #IB ", p, " TAIL ";\n}\n"  \
                    : CONSTRAINTS                                                             \
                    : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(scale_d));    \
     }                                                                                        \
   };
 #else
-#define KTUNE_WG_MMA_RS(T, PTX_T, N, REGS, CONSTRAINTS, A0, A1, A2, A3, IB, IS)            \
+#define KTUNE_WG_MMA_RSK(S, T, PTX_T, K, TAIL, N, REGS, CONSTRAINTS, A0, A1, A2, A3, IB, IS)   \
   template <>                                                                              \
-  struct MmaRSTransB<T, N> {                                                               \
+  struct S<T, N> {                                                                         \
     __device__ static __forceinline__ void run(float (&)[N / 2], const unsigned (&)[4],    \
                                                unsigned long long, int) {                  \
       __trap();                                                                            \
@@ -327,45 +329,26 @@ KTUNE_WG_MMA_SS0K(e4m3, "e4m3", k32, "1, 1", 64, KTUNE_WG_REGS_32, KTUNE_WG_W32(
 KTUNE_WG_MMA_SS0K(e4m3, "e4m3", k32, "1, 1", 128, KTUNE_WG_REGS_64, KTUNE_WG_W64(0), 64, 65)
 KTUNE_WG_MMA_SS0K(e4m3, "e4m3", k32, "1, 1", 256, KTUNE_WG_REGS_128, KTUNE_WG_W128, 128, 129)
 
-KTUNE_WG_MMA_RS(bf16, "bf16", 64, KTUNE_WG_REGS_32, KTUNE_WG_F32(0), 32, 33, 34, 35, 36, 37)
-KTUNE_WG_MMA_RS(bf16, "bf16", 128, KTUNE_WG_REGS_64, KTUNE_WG_F64(0), 64, 65, 66, 67, 68, 69)
-KTUNE_WG_MMA_RS(bf16, "bf16", 256, KTUNE_WG_REGS_128, KTUNE_WG_F128, 128, 129, 130, 131, 132,
-                133)
-KTUNE_WG_MMA_RS(fp16, "f16", 64, KTUNE_WG_REGS_32, KTUNE_WG_F32(0), 32, 33, 34, 35, 36, 37)
-KTUNE_WG_MMA_RS(fp16, "f16", 128, KTUNE_WG_REGS_64, KTUNE_WG_F64(0), 64, 65, 66, 67, 68, 69)
-KTUNE_WG_MMA_RS(fp16, "f16", 256, KTUNE_WG_REGS_128, KTUNE_WG_F128, 128, 129, 130, 131, 132,
-                133)
+KTUNE_WG_MMA_RSK(MmaRSTransB, bf16, "bf16", k16, "1, 1, 1", 64, KTUNE_WG_REGS_32, KTUNE_WG_F32(0),
+                 32, 33, 34, 35, 36, 37)
+KTUNE_WG_MMA_RSK(MmaRSTransB, bf16, "bf16", k16, "1, 1, 1", 128, KTUNE_WG_REGS_64,
+                 KTUNE_WG_F64(0), 64, 65, 66, 67, 68, 69)
+KTUNE_WG_MMA_RSK(MmaRSTransB, bf16, "bf16", k16, "1, 1, 1", 256, KTUNE_WG_REGS_128,
+                 KTUNE_WG_F128, 128, 129, 130, 131, 132, 133)
+KTUNE_WG_MMA_RSK(MmaRSTransB, fp16, "f16", k16, "1, 1, 1", 64, KTUNE_WG_REGS_32, KTUNE_WG_F32(0),
+                 32, 33, 34, 35, 36, 37)
+KTUNE_WG_MMA_RSK(MmaRSTransB, fp16, "f16", k16, "1, 1, 1", 128, KTUNE_WG_REGS_64, KTUNE_WG_F64(0),
+                 64, 65, 66, 67, 68, 69)
+KTUNE_WG_MMA_RSK(MmaRSTransB, fp16, "f16", k16, "1, 1, 1", 256, KTUNE_WG_REGS_128, KTUNE_WG_F128,
+                 128, 129, 130, 131, 132, 133)
+KTUNE_WG_MMA_RSK(MmaRS, e4m3, "e4m3", k32, "1, 1", 64, KTUNE_WG_REGS_32, KTUNE_WG_F32(0), 32, 33,
+                 34, 35, 36, 37)
+KTUNE_WG_MMA_RSK(MmaRS, e4m3, "e4m3", k32, "1, 1", 128, KTUNE_WG_REGS_64, KTUNE_WG_F64(0), 64, 65,
+                 66, 67, 68, 69)
+KTUNE_WG_MMA_RSK(MmaRS, e4m3, "e4m3", k32, "1, 1", 256, KTUNE_WG_REGS_128, KTUNE_WG_F128, 128,
+                 129, 130, 131, 132, 133)
 
-#if KTUNE_WGMMA
-// A from registers, B K-major (e4m3 takes no transpose operand).
-#define KTUNE_WG_MMA_RS8(N, REGS, CONSTRAINTS, A0, A1, A2, A3, IB, IS)                        \
-  template <>                                                                                \
-  struct MmaRS<e4m3, N> {                                                                    \
-    __device__ static __forceinline__ void run(float (&d)[N / 2], const unsigned (&a)[4],    \
-                                               unsigned long long b, int scale_d) {          \
-      asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" #IS ", 0;\n"                         \
-                   "wgmma.mma_async.sync.aligned.m64n" #N "k32.f32.e4m3.e4m3 {" REGS           \
-                   "}, {%" #A0 ", %" #A1 ", %" #A2 ", %" #A3 "}, %" #IB ", p, 1, 1;\n}\n"       \
-                   : CONSTRAINTS                                                             \
-                   : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(scale_d));    \
-    }                                                                                        \
-  };
-#else
-#define KTUNE_WG_MMA_RS8(N, REGS, CONSTRAINTS, A0, A1, A2, A3, IB, IS)                      \
-  template <>                                                                              \
-  struct MmaRS<e4m3, N> {                                                                  \
-    __device__ static __forceinline__ void run(float (&)[N / 2], const unsigned (&)[4],    \
-                                               unsigned long long, int) {                  \
-      __trap();                                                                            \
-    }                                                                                      \
-  };
-#endif
-KTUNE_WG_MMA_RS8(64, KTUNE_WG_REGS_32, KTUNE_WG_F32(0), 32, 33, 34, 35, 36, 37)
-KTUNE_WG_MMA_RS8(128, KTUNE_WG_REGS_64, KTUNE_WG_F64(0), 64, 65, 66, 67, 68, 69)
-KTUNE_WG_MMA_RS8(256, KTUNE_WG_REGS_128, KTUNE_WG_F128, 128, 129, 130, 131, 132, 133)
-
-#undef KTUNE_WG_MMA_RS8
-#undef KTUNE_WG_MMA_RS
+#undef KTUNE_WG_MMA_RSK
 #undef KTUNE_WG_MMA_SS0K
 #undef KTUNE_WG_W128
 #undef KTUNE_WG_W64

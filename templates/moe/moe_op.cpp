@@ -177,8 +177,8 @@ tma::TensorMap ws_map(const void* ptr, DType t, std::vector<std::uint64_t> dims,
   std::vector<std::uint64_t> strides;
   std::uint64_t pitch = 2;
   for (std::size_t i = 0; i + 1 < dims.size(); ++i) strides.push_back(pitch *= dims[i]);
-  return kernel_tensor_map(swizzled_16bit_map(ptr, t, std::move(dims), std::move(strides),
-                                              std::move(box)));
+  return kernel_tensor_map(
+      swizzled_map(ptr, t, std::move(dims), std::move(strides), std::move(box)));
 }
 
 /// The warp-specialised kernel's arguments: g plus its tensor maps. gemm1: x [x_rows, H] and w1
