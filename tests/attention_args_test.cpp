@@ -115,6 +115,30 @@ TEST(AttentionArgs, AutomaticPicksDecodeForShortQueriesAndPagedCaches) {
   EXPECT_STREQ(attention_op_for(forced), "flash_attention");
 }
 
+TEST(AttentionArgs, AutomaticSendsShortQueriesOfADtypeDecodeLacksToPrefill) {
+  // e4m3 (prefill only): a short query goes to prefill, which serves it; forced decode, a paged
+  // cache (prefill has no pages) and a dtype neither op takes stay with decode, whose dtype
+  // check says why (bad_args).
+  AttentionArgs a = decode_args();
+  a.dtype = DType::e4m3;
+  EXPECT_STREQ(attention_op_for(a), "flash_attention");
+  EXPECT_STREQ(pack_attention(a).op, "flash_attention");
+  a.window = 64;
+  EXPECT_STREQ(attention_op_for(a), "flash_attention");
+  a.impl = AttentionImpl::decode;
+  EXPECT_STREQ(attention_op_for(a), "flash_decode");
+  AttentionArgs paged = paged_args();
+  paged.dtype = DType::e4m3;
+  EXPECT_STREQ(attention_op_for(paged), "flash_decode");
+  AttentionArgs f32 = decode_args();
+  f32.dtype = DType::f32;
+  EXPECT_STREQ(attention_op_for(f32), "flash_decode");
+  AttentionArgs bf16 = decode_args();
+  bf16.window = 64;
+  EXPECT_STREQ(attention_op_for(bf16),
+               has_dim("flash_decode", "window") ? "flash_decode" : "flash_attention");
+}
+
 struct BadArgs {
   std::string what;
   std::function<void(AttentionArgs&)> change;
@@ -143,7 +167,10 @@ std::vector<BadArgs> bad_args() {
        {"attention: scale=inf must be finite"}},
       {"dtype f32", [](AttentionArgs& a) { a.dtype = DType::f32; },
        {"attention: dtype fp32 (0) is not supported by flash_", "(allowed: bf16, fp16"}},
-      {"e4m3 decode", [](AttentionArgs& a) { a.dtype = DType::e4m3; },
+      {"e4m3 forced to decode",
+       [](AttentionArgs& a) { a.dtype = DType::e4m3, a.impl = AttentionImpl::decode; },
+       {"attention: dtype e4m3 (4) is not supported by flash_decode (allowed: bf16, fp16)"}},
+      {"e4m3 paged", [](AttentionArgs& a) { a = paged_args(), a.dtype = DType::e4m3; },
        {"attention: dtype e4m3 (4) is not supported by flash_decode (allowed: bf16, fp16)"}},
       {"q_scale with bf16", [](AttentionArgs& a) { a.q_scale = 0.5f; },
        {"attention: q_scale=0.5 dequantises e4m3 inputs; with dtype bf16 it must be 1"}},
@@ -239,8 +266,11 @@ TEST(AttentionArgs, ValidArgumentsReachTheDevice) {
   AttentionArgs packed_decode = decode_args();
   packed_decode.cu_seqlens_q = at<const std::int32_t>(0x800000);
   packed_decode.cu_seqlens_k = at<const std::int32_t>(0x810000);
+  AttentionArgs fp8 = decode_args();  // one query row: prefill, decode takes no e4m3
+  fp8.dtype = DType::e4m3;
+  fp8.q_scale = 0.25f, fp8.k_scale = 0.25f, fp8.v_scale = 0.5f;
   for (const AttentionArgs& a : {decode_args(), prefill_args(), paged_args(), with_lse, caller,
-                                 alibi, strided, packed, packed_decode}) {
+                                 alibi, strided, packed, packed_decode, fp8}) {
     EXPECT_THROW(rt.attention(a, nullptr), NoDevice);
     EXPECT_THROW(rt.attention_workspace_size(a), NoDevice);
   }

@@ -6,7 +6,8 @@
 // dtype, T in {1, 3, 17, 1000}, E in {8, 64} x k in {1, 2, 8}, H and I not multiples of any tile,
 // an expert with every token and one with none, outputs poisoned first; a CUDA graph capture
 // replayed on fresh inputs equals plain launches bit for bit; two runs give the same y.
-// Skipped without a GPU.
+// FP8 weights (e4m3, per-channel scales; sm_89 and later): the same against the dequantised
+// weights, x and y in bf16. Skipped without a GPU.
 #include <gtest/gtest.h>
 
 #include <dlfcn.h>
@@ -21,6 +22,7 @@
 #include <iterator>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -33,6 +35,7 @@
 #include "runtime/core/launcher.hpp"
 #include "templates/moe/args.h"
 #include "templates/moe/moe_op.hpp"
+#include "tests/support/fused_reference.hpp"
 #include "tests/support/moe_gemm_reference.hpp"
 #include "tests/support/moe_reference.hpp"
 #include "tests/support/test_env.hpp"
@@ -41,7 +44,9 @@ namespace ktune {
 namespace {
 
 // Tensor indices of moe_op().tensors().
-enum : std::size_t { kX, kLogits, kBias, kIds, kWeights, kW1, kW2, kY, kCounts, kAux, kTensors };
+enum : std::size_t {
+  kX, kLogits, kBias, kIds, kWeights, kW1, kW2, kY, kCounts, kAux, kW1Scale, kW2Scale, kTensors
+};
 
 const char* routing_name(int r) {
   static const char* names[] = {"softmax", "softmax_renorm", "sigmoid_group", "precomputed",
@@ -57,7 +62,9 @@ struct Case {
   DType dtype = DType::bf16;
   bool skew = true;        // expert 0 receives every token, expert E - 1 none (where k < E)
   std::string params;      // empty: the device's default_params
-  bool bf16() const { return dtype == DType::bf16; }
+  bool fp8() const { return dtype == DType::e4m3; }
+  /// x and y in bf16 (also under FP8 weights), else fp16.
+  bool bf16() const { return dtype != DType::f16; }
   bool routed() const { return routing != moe_precomputed; }
   bool expert_choice() const { return routing == moe_expert_choice; }
   /// Entries of topk_ids / topk_weights: T * k, or E * C for expert choice.
@@ -67,7 +74,7 @@ struct Case {
   }
   Problem problem() const { return {{e, k, h, i, t, routing, n_group, topk_group}}; }
   std::string tag() const {
-    return std::string(routing_name(routing)) + (bf16() ? " bf16" : " fp16") +
+    return std::string(routing_name(routing)) + (fp8() ? " e4m3" : bf16() ? " bf16" : " fp16") +
            " e=" + std::to_string(e) + " k=" + std::to_string(k) + " h=" + std::to_string(h) +
            " i=" + std::to_string(i) + " t=" + std::to_string(t) +
            (routing == moe_sigmoid_group ? " n_group=" + std::to_string(n_group) +
@@ -80,7 +87,9 @@ struct Case {
 /// Host inputs of one case: bits for the device, doubles for the reference.
 struct Inputs {
   std::vector<std::uint16_t> x, w1, w2;
-  std::vector<double> xv, w1v, w2v;
+  std::vector<double> xv, w1v, w2v;   // FP8: the dequantised weights
+  std::vector<std::uint8_t> w1q, w2q;  // FP8 weights' bits
+  std::vector<float> w1s, w2s;         // and their per-row scales
   std::vector<float> logits, bias;   // routed
   std::vector<int> ids;              // precomputed
   std::vector<float> weights;        // precomputed
@@ -100,8 +109,31 @@ Inputs make_inputs(const Case& c, std::mt19937& rng) {
   const double sx = std::sqrt(3.0), s1 = std::sqrt(3.0 / c.h),
                s2 = 1.5 * std::sqrt(3.0 / c.i) / (c.routing == moe_sigmoid_group ? c.scaling : 1.0);
   take(test::MoeTensor(b, T * H, rng, -sx, sx), in.x, in.xv);
-  take(test::MoeTensor(b, E * 2 * I * H, rng, -s1, s1), in.w1, in.w1v);
-  take(test::MoeTensor(b, E * H * I, rng, -s2, s2), in.w2, in.w2v);
+  if (c.fp8()) {
+    // Stored values uniform in +-3 (e4m3 bits), each row's scale in [0.5, 1.5] x s / 3: real
+    // weights of about the 16-bit ones' spread, every row scaled differently.
+    const auto fp8 = [&](std::size_t rows, std::size_t cols, double s,
+                         std::vector<std::uint8_t>& bits, std::vector<float>& scales,
+                         std::vector<double>& val) {
+      std::uniform_real_distribution<float> stored(-3.0f, 3.0f), scale(0.5f, 1.5f);
+      bits.resize(rows * cols);
+      val.resize(rows * cols);
+      scales.resize(rows);
+      for (std::size_t r = 0; r < rows; ++r) {
+        scales[r] = scale(rng) * static_cast<float>(s / 3.0);
+        for (std::size_t j = 0; j < cols; ++j) {
+          const std::size_t i = r * cols + j;
+          bits[i] = test::float_to_e4m3_bits(stored(rng));
+          val[i] = static_cast<double>(test::e4m3_bits_to_float(bits[i])) * scales[r];
+        }
+      }
+    };
+    fp8(E * 2 * I, H, s1, in.w1q, in.w1s, in.w1v);
+    fp8(E * H, I, s2, in.w2q, in.w2s, in.w2v);
+  } else {
+    take(test::MoeTensor(b, E * 2 * I * H, rng, -s1, s1), in.w1, in.w1v);
+    take(test::MoeTensor(b, E * H * I, rng, -s2, s2), in.w2, in.w2v);
+  }
   if (c.routed()) {
     std::normal_distribution<float> n01(0.0f, 1.0f), nb(0.0f, 0.1f);
     in.logits.resize(T * E);
@@ -240,12 +272,14 @@ class MoeCall {
       smem.push_back(op.dynamic_shared_bytes(params_, problem_, c.dtype, i));
     kernels_ = Kernels::get().handles(ks, smem, dev.arch());
     ref_kernels_ = Kernels::get().handles(op.reference_kernels(problem_, c.dtype), {}, dev.arch());
-    const std::size_t es = dtype_size(c.dtype);
+    const std::size_t es = 2, ws = dtype_size(c.dtype);  // x and y; the weights
     const std::size_t E = c.e, H = c.h, I = c.i, T = c.t, P = c.pairs();
     const auto buf = [](std::size_t bytes) { return DeviceBuffer(bytes + 16); };
     x_ = buf(T * H * es);
-    w1_ = buf(E * 2 * I * H * es);
-    w2_ = buf(E * H * I * es);
+    w1_ = buf(E * 2 * I * H * ws);
+    w2_ = buf(E * H * I * ws);
+    w1s_ = buf(c.fp8() ? E * 2 * I * 4 : 0);
+    w2s_ = buf(c.fp8() ? E * H * 4 : 0);
     logits_ = buf(T * E * 4);
     bias_ = buf(E * 4);
     ids_ = buf(P * 4);
@@ -280,6 +314,10 @@ class MoeCall {
     ktune::upload(x_, in.x);
     ktune::upload(w1_, in.w1);
     ktune::upload(w2_, in.w2);
+    ktune::upload(w1_, in.w1q);
+    ktune::upload(w2_, in.w2q);
+    ktune::upload(w1s_, in.w1s);
+    ktune::upload(w2s_, in.w2s);
     ktune::upload(logits_, in.logits);
     ktune::upload(bias_, in.bias);
     if (!c_.routed()) {
@@ -314,6 +352,10 @@ class MoeCall {
     }
     t[kW1] = addr(w1_);
     t[kW2] = addr(w2_);
+    if (c_.fp8()) {
+      t[kW1Scale] = addr(w1s_);
+      t[kW2Scale] = addr(w2s_);
+    }
     t[kY] = addr(y_);
     if (all) {
       t[kCounts] = addr(counts_);
@@ -370,6 +412,10 @@ class MoeCall {
     if (c_.routing == moe_sigmoid_group) t[kBias] = addr(bias_);
     t[kW1] = addr(w1_);
     t[kW2] = addr(w2_);
+    if (c_.fp8()) {
+      t[kW1Scale] = addr(w1s_);
+      t[kW2Scale] = addr(w2s_);
+    }
     t[kY] = addr(ref_y_);
     t[kCounts] = addr(ref_counts_);
     const double scalars[] = {c_.scaling};
@@ -398,7 +444,8 @@ class MoeCall {
   Problem problem_;
   Params params_;
   std::vector<KernelHandle> kernels_, ref_kernels_;
-  DeviceBuffer x_, w1_, w2_, logits_, bias_, ids_, weights_, y_, counts_, aux_, workspace_;
+  DeviceBuffer x_, w1_, w2_, w1s_, w2s_, logits_, bias_, ids_, weights_, y_, counts_, aux_,
+      workspace_;
   DeviceBuffer ref_ids_, ref_weights_, ref_y_, ref_counts_, ref_aux_;
   std::size_t workspace_bytes_ = 0;
   CUstream stream_ = nullptr;
@@ -477,7 +524,10 @@ void check_expert_choice(MoeCall& run, const Inputs& in, const Outputs& out) {
   EXPECT_EQ(out.counts, std::vector<int>(E, C)) << tag << ": expert_counts";
   EXPECT_TRUE(std::isnan(out.aux)) << tag << ": aux_loss was written (not applicable)";
 
-  const Tolerance tol = moe_op().tolerance(c.dtype);
+  // FP8 weights: against the unquantised double layer within the quantisation's error, against
+  // the reference kernels (which quantise) within the op's tolerance, as check() does.
+  const Tolerance tol = c.fp8() ? Tolerance{0.1, 0.4} : moe_op().tolerance(c.dtype);
+  const Tolerance ktol = moe_op().tolerance(c.dtype);
   const std::vector<double> yref = test::moe_layer_ref(
       in.xv, in.w1v, in.w2v, T, H, c.i, test::moe_expert_choice_uses(tokens, weights, E, C));
   std::vector<bool> chosen(T, false);
@@ -511,8 +561,10 @@ void check_expert_choice(MoeCall& run, const Inputs& in, const Outputs& out) {
   test::MoeChecker ck("y vs reference kernel " + tag), cd("reference kernel vs double " + tag);
   for (std::size_t i = 0; i < y.size(); ++i) {
     const std::string where = "token " + std::to_string(i / H) + " col " + std::to_string(i % H);
-    ck(y[i], r.y[i], tol.atol + tol.rtol * std::fabs(r.y[i]), where);
-    cd(r.y[i], yref[i], 1e-4 + 1e-4 * std::fabs(yref[i]), where);
+    ck(y[i], r.y[i], ktol.atol + ktol.rtol * std::fabs(r.y[i]), where);
+    cd(r.y[i], yref[i],
+       (c.fp8() ? tol.atol + tol.rtol * std::fabs(yref[i]) : 1e-4) + 1e-4 * std::fabs(yref[i]),
+       where);
   }
   EXPECT_EQ(ck.failed, 0) << ck.failed << " of " << ck.checked << "; " << ck.first;
   EXPECT_EQ(cd.failed, 0) << cd.failed << " of " << cd.checked << "; " << cd.first;
@@ -608,8 +660,12 @@ void check(MoeCall& run, const Inputs& in, const Outputs& out) {
     EXPECT_NEAR(out.aux, aux, 1e-5 * std::fabs(aux) + 1e-6) << tag << ": aux_loss";
   }
 
-  // y against the double layer, within the op's tolerance; every element written.
-  const Tolerance tol = op.tolerance(c.dtype);
+  // y against the double layer, within the op's tolerance; every element written. FP8 weights:
+  // the double layer does not quantise x and act, so y is held to the quantisation's own error
+  // there (per element 0.4 + 0.1 |y|, rms 8 % of y's), and to the op's tolerance against the
+  // reference kernels, which quantise as the kernels do.
+  const Tolerance tol = c.fp8() ? Tolerance{0.1, 0.4} : op.tolerance(c.dtype);
+  const Tolerance ktol = op.tolerance(c.dtype);
   const std::vector<double> yref = layer_ref(c, in, ids, weights);
   test::MoeChecker cy("y " + tag);
   std::vector<double> y(out.y.size());
@@ -649,15 +705,25 @@ void check(MoeCall& run, const Inputs& in, const Outputs& out) {
   test::MoeChecker ck("y vs reference kernel " + tag), cd("reference kernel vs double " + tag);
   for (std::size_t i = 0; i < y.size(); ++i) {
     if (tie[i / H]) continue;
-    ck(y[i], r.y[i], tol.atol + tol.rtol * std::fabs(r.y[i]),
+    ck(y[i], r.y[i], ktol.atol + ktol.rtol * std::fabs(r.y[i]),
        "token " + std::to_string(i / H) + " col " + std::to_string(i % H));
-    cd(r.y[i], yref[i], 1e-4 + 1e-4 * std::fabs(yref[i]),
+    const double dtol = c.fp8() ? tol.atol + tol.rtol * std::fabs(yref[i]) : 1e-4;
+    cd(r.y[i], yref[i], dtol + 1e-4 * std::fabs(yref[i]),
        "token " + std::to_string(i / H) + " col " + std::to_string(i % H));
   }
   EXPECT_EQ(ck.failed, 0) << ck.failed << " of " << ck.checked << "; " << ck.first;
   EXPECT_EQ(cd.failed, 0) << cd.failed << " of " << cd.checked << "; " << cd.first;
-  std::printf("  %-100s ws=%zu y worst %.3f of tol\n", tag.c_str(), run.workspace_bytes(),
-              cy.worst);
+  double err2 = 0, ref2 = 0;
+  for (std::size_t i = 0; i < y.size(); ++i) {
+    err2 += (y[i] - yref[i]) * (y[i] - yref[i]);
+    ref2 += yref[i] * yref[i];
+  }
+  if (c.fp8()) {
+    EXPECT_LE(err2, 0.08 * 0.08 * ref2) << tag << ": FP8 rms error above 8 % of y's";
+  }
+  std::printf("  %-100s ws=%zu y worst %.3f of tol, rms error %.2e of rms y %.2e\n", tag.c_str(),
+              run.workspace_bytes(), cy.worst, std::sqrt(err2 / static_cast<double>(y.size())),
+              std::sqrt(ref2 / static_cast<double>(y.size())));
 }
 
 /// Group parameters valid for (E, k): a few groups, some kept.
@@ -819,6 +885,61 @@ std::vector<Case> ws_cases() {
   return out;
 }
 
+/// FP8 weights (dtype e4m3): every routing mode, H and I multiples of 16 but of no tile, the
+/// defaults and planted mma.sync configurations (e4m3 k steps of 64 to 256, block_m 16 to 128,
+/// the shared-memory epilogue, split-k, the multi-block align path).
+std::vector<Case> fp8_cases() {
+  std::vector<Case> out;
+  const auto with = [&](int routing, int e, int k, int t, const std::string& params = "",
+                        int h = 144, int i = 208) {
+    out.push_back(make_case(routing, e, k, t, DType::e4m3, "", h, i));
+    out.back().params = params;
+  };
+  for (int t : {1, 17, 1000}) with(moe_softmax_renorm, 8, 2, t);
+  with(moe_sigmoid_group, 64, 8, 3);
+  with(moe_sigmoid_group, 64, 8, 1000);
+  with(moe_precomputed, 8, 2, 100);
+  with(moe_softmax, 64, 8, 1);
+  with(moe_softmax, 8, 1, 33);
+  with(moe_expert_choice, 64, 8, 100);
+  with(moe_sigmoid_group, 64, 8, 17, "", 1024, 1408);
+  with(moe_softmax_renorm, 8, 2, 17, "", 4096, 1024);
+  const std::string tail = ",route_lanes=8,route_vec=1,combine_vec=4";
+  with(moe_softmax_renorm, 64, 8, 1000,
+       "block_m=32,bn1=32,bk1=64,warps1=4,warps_m1=2,stages1=4,group1=0,prefetch1=0,epi1=0,"
+       "impl1=0,bn2=64,bk2=128,warps2=8,warps_m2=2,stages2=2,group2=0,prefetch2=0,epi2=0,"
+       "impl2=0,align_chunk=4096,split2=1" + tail);
+  with(moe_softmax_renorm, 8, 2, 1000,
+       "block_m=128,bn1=64,bk1=128,warps1=8,warps_m1=2,stages1=3,group1=8,prefetch1=256,epi1=1,"
+       "impl1=0,bn2=128,bk2=128,warps2=8,warps_m2=2,stages2=3,group2=8,prefetch2=256,epi2=1,"
+       "impl2=0,align_chunk=0,split2=1" + tail);
+  with(moe_sigmoid_group, 64, 8, 100,
+       "block_m=16,bn1=64,bk1=256,warps1=4,warps_m1=1,stages1=2,group1=0,prefetch1=0,epi1=0,"
+       "impl1=0,bn2=64,bk2=64,warps2=4,warps_m2=1,stages2=3,group2=0,prefetch2=0,epi2=0,"
+       "impl2=0,align_chunk=0,split2=2" + tail, 1024, 1408);
+  with(moe_precomputed, 64, 8, 17,
+       "block_m=16,bn1=64,bk1=128,warps1=4,warps_m1=1,stages1=6,group1=0,prefetch1=0,epi1=0,"
+       "impl1=0,bn2=64,bk2=256,warps2=4,warps_m2=1,stages2=4,group2=0,prefetch2=0,epi2=0,"
+       "impl2=0,align_chunk=0,split2=2" + tail, 1024, 1408);
+  return out;
+}
+
+TEST(MoeOpCases, Fp8ConfigurationsAreValidFromSm89) {
+  for (const Case& c : fp8_cases()) {
+    const Problem p = c.problem();
+    for (const char* arch : {"sm_90a", "sm_80"}) {
+      const DeviceInfo dev = *device_for_arch(arch);
+      const Params params = c.params.empty() ? moe_op().default_params(p, c.dtype, dev)
+                                             : moe_op().parse_params(c.params);
+      const std::optional<std::string> why = moe_op().invalid_reason(params, p, c.dtype, dev);
+      if (std::string(arch) == "sm_90a")
+        EXPECT_EQ(why, std::nullopt) << c.tag();
+      else
+        EXPECT_NE(why.value_or("").find("compute capability 8.9"), std::string::npos) << c.tag();
+    }
+  }
+}
+
 TEST(MoeOpCases, WgmmaConfigurationsAreValidOnSm90aOnly) {
   std::vector<Case> cases = wgmma_cases();
   for (const Case& c : ws_cases()) cases.push_back(c);
@@ -924,6 +1045,13 @@ TEST_F(GpuMoeOp, WgmmaGemmsAgainstBothReferences) {
   run_cases(wgmma_cases(), device_);
 }
 
+TEST_F(GpuMoeOp, Fp8WeightsAgainstBothReferences) {
+  if (device_.cc_major * 10 + device_.cc_minor < 89)
+    GTEST_SKIP() << "e4m3 tensor cores need compute capability 8.9; the device is "
+                 << device_.arch();
+  run_cases(fp8_cases(), device_);
+}
+
 TEST_F(GpuMoeOp, WarpSpecialisedGemmsAgainstBothReferences) {
   if (device_.arch() != "sm_90a")
     GTEST_SKIP() << "the warp-specialised GEMM needs sm_90a; the device is " << device_.arch();
@@ -985,6 +1113,10 @@ TEST_F(GpuMoeOp, GraphCaptureReplaysBitForBitOnFreshInputs) {
     const std::vector<Case> ws = ws_cases();
     cases.push_back(ws[0]);
     cases.push_back(ws[2]);
+    // FP8 weights: the quantisation kernels between the GEMMs replay too.
+    const std::vector<Case> fp8 = fp8_cases();
+    cases.push_back(fp8[3]);
+    cases.push_back(fp8[8]);
   }
   std::mt19937 rng(77);
   for (const Case& c : cases) {

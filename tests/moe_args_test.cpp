@@ -133,7 +133,16 @@ const std::vector<BadArgs>& bad_args() {
         "precomputed (3)"}},
       {"dtype fp32",
        [](MoeArgs& a) { a.dtype = DType::f32; },
-       {"moe: dtype fp32 (0) is not supported (allowed: bf16, fp16)"}},
+       {"moe: dtype fp32 (0) is not supported (allowed: bf16, fp16, e4m3)"}},
+      {"e4m3 without w1_scale",
+       [](MoeArgs& a) {
+         a.dtype = DType::e4m3;
+         a.w2_scale = at<const float>(0xb00000);
+       },
+       {"moe: w1_scale is null, but dtype e4m3 needs it"}},
+      {"scales with bf16 weights",
+       [](MoeArgs& a) { a.w2_scale = at<const float>(0xb00000); },
+       {"moe: w2_scale is set, but dtype bf16 does not use it (e4m3 only): pass null"}},
       {"k > e", [](MoeArgs& a) { a.k = 9; }, {"k=9 exceeds e=8"}},
       {"t = 0", [](MoeArgs& a) { a.t = 0; }, {"t=0 is out of range"}},
       {"e too large", [](MoeArgs& a) { a.e = 300; }, {"e=300 is out of range"}},
@@ -248,7 +257,9 @@ TEST(MoeArgs, PackedInTheOpsOrder) {
                                                      {"w2", 0x400000},
                                                      {"y", 0x500000},
                                                      {"expert_counts", 0x800000},
-                                                     {"aux_loss", 0x810000}};
+                                                     {"aux_loss", 0x810000},
+                                                     {"w1_scale", 0},
+                                                     {"w2_scale", 0}};
   for (std::size_t t = 0; t < specs.size(); ++t)
     EXPECT_EQ(c.tensors[t], want.at(specs[t].name)) << specs[t].name;
   ASSERT_EQ(c.nscalars, 1);
@@ -295,13 +306,12 @@ TEST(MoeArgs, PackingAValidCallAllocatesNothing) {
 // any problem of that mode.
 TEST(MoeArgs, TensorTableFollowsTheOp) {
   const Op& op = moe_op();
-  const std::vector<std::vector<MoeTensorUse>>& uses = moe_tensor_uses();
   const std::size_t routing = 5;
   ASSERT_EQ(op.dims()[routing].name, "routing");
-  ASSERT_EQ(uses.size(), op.dims()[routing].choices.size());
+  ASSERT_EQ(moe_tensor_uses(DType::bf16).size(), op.dims()[routing].choices.size());
   const char* shapes[] = {"e=8,k=2,h=136,i=200,t=1", "e=64,k=8,h=4096,i=1408,t=1000",
                           "e=1,k=1,h=8,i=8,t=65536", "e=256,k=16,h=7168,i=2048,t=17"};
-  for (std::size_t mode = 0; mode < uses.size(); ++mode)
+  for (std::size_t mode = 0; mode < op.dims()[routing].choices.size(); ++mode)
     for (const char* shape : shapes) {
       Problem p = op.parse_problem(shape);
       p.values[routing] = static_cast<std::int64_t>(mode);
@@ -311,6 +321,7 @@ TEST(MoeArgs, TensorTableFollowsTheOp) {
       }
       ASSERT_EQ(op.problem_reason(p), std::nullopt) << op.problem_key(p);
       for (DType t : op.dtypes()) {
+        const std::vector<std::vector<MoeTensorUse>>& uses = moe_tensor_uses(t);
         const std::vector<TensorSpec> specs = op.tensors(p, t);
         ASSERT_EQ(specs.size(), uses[mode].size());
         for (std::size_t i = 0; i < specs.size(); ++i) {
@@ -470,7 +481,7 @@ TEST_F(MoeC, BadArgumentsAreNamed) {
                      "KTUNE_E4M3 (4)");
   a = c_args();
   a.dtype = KTUNE_FP32;
-  expect_invalid(&a, "moe: dtype fp32 (0) is not supported (allowed: bf16, fp16)");
+  expect_invalid(&a, "moe: dtype fp32 (0) is not supported (allowed: bf16, fp16, e4m3)");
   a = c_args();
   std::memcpy(&a.routing, &nine, sizeof a.routing);
   expect_invalid(&a, "moe: routing 9 is not one of softmax (0)");

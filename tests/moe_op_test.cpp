@@ -3,6 +3,7 @@
 // recording launcher (order, grids, workspace bounds), and NVRTC compiles of default kernels.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -97,7 +98,7 @@ TEST(MoeProblem, TensorsFollowTheRoutingMode) {
   for (const TensorSpec& s : specs) names.push_back(s.name);
   EXPECT_EQ(names, (std::vector<std::string>{"x", "logits", "correction_bias", "topk_ids",
                                              "topk_weights", "w1", "w2", "y", "expert_counts",
-                                             "aux_loss"}));
+                                             "aux_loss", "w1_scale", "w2_scale"}));
   EXPECT_EQ(specs[1].elements, 5 * 8);
   EXPECT_EQ(specs[2].elements, 0);  // no bias outside sigmoid_group
   EXPECT_EQ(specs[3].dtype, DType::i32);
@@ -457,9 +458,9 @@ constexpr std::uint64_t kWorkspace = 0x100000000ull;
 /// Runs with tensors at 0x10000 * (i + 1) (those in `null` passed as null), kernel handle i at
 /// 0x100 + i.
 RecordingLauncher run(const Params& params, const Problem& p, std::set<int> null = {},
-                      bool reference = false) {
-  std::uint64_t tensors[10];
-  for (int i = 0; i < 10; ++i) tensors[i] = null.count(i) ? 0 : 0x10000ull * (i + 1);
+                      bool reference = false, DType dtype = DType::bf16) {
+  std::uint64_t tensors[12];
+  for (int i = 0; i < 12; ++i) tensors[i] = null.count(i) ? 0 : 0x10000ull * (i + 1);
   KernelHandle kernels[16];
   for (int i = 0; i < 16; ++i) kernels[i] = reinterpret_cast<KernelHandle>(0x100 + i);
   const double scaling = 2.5;
@@ -470,6 +471,7 @@ RecordingLauncher run(const Params& params, const Problem& p, std::set<int> null
   a.scalars = &scaling;
   a.kernels = kernels;
   a.workspace = kWorkspace;
+  a.dtype = dtype;
   RecordingLauncher l;
   if (reference)
     op().run_reference(a, l);
@@ -478,9 +480,10 @@ RecordingLauncher run(const Params& params, const Problem& p, std::set<int> null
   return l;
 }
 
-std::vector<std::string> kernel_names(const Params& params, const Problem& p) {
+std::vector<std::string> kernel_names(const Params& params, const Problem& p,
+                                      DType dtype = DType::bf16) {
   std::vector<std::string> out;
-  for (const KernelSource& k : op().kernels(params, p, DType::bf16)) {
+  for (const KernelSource& k : op().kernels(params, p, dtype)) {
     const std::string& e = k.name_expression;
     out.push_back(e.substr(7, e.find('<') == std::string::npos ? std::string::npos
                                                                : e.find('<') - 7));
@@ -916,6 +919,145 @@ TEST(MoeExpertChoice, ReferenceSelectsFirst) {
   EXPECT_EQ(a.correction_bias, nullptr);
 }
 
+// ---- FP8 (e4m3) weights ----
+
+// e4m3: w1 and w2 in FP8 with per-channel scales, x and y in bf16; the space keeps the mma.sync
+// GEMMs with e4m3-sized tiles and says why for the rest.
+TEST(MoeFp8, TensorsSpaceAndReasons) {
+  const DeviceInfo h100 = device("sm_90a");
+  const Problem p = problem(kMixtral, 64);
+  const auto specs = op().tensors(p, DType::e4m3);
+  ASSERT_EQ(specs.size(), 12u);
+  EXPECT_EQ(specs[0].dtype, DType::bf16);  // x
+  EXPECT_EQ(specs[5].dtype, DType::e4m3);  // w1
+  EXPECT_EQ(specs[6].dtype, DType::e4m3);  // w2
+  EXPECT_EQ(specs[7].dtype, DType::bf16);  // y
+  EXPECT_EQ(specs[10].name, "w1_scale");
+  EXPECT_EQ(specs[10].elements, 8LL * 2 * 14336);
+  EXPECT_FALSE(specs[10].optional);
+  EXPECT_EQ(specs[11].name, "w2_scale");
+  EXPECT_EQ(specs[11].elements, 8LL * 4096);
+  const auto bf = op().tensors(p, DType::bf16);
+  EXPECT_EQ(bf[10].elements, 0);  // unused with 16-bit weights
+  EXPECT_TRUE(bf[10].optional);
+
+  const Params d = op().default_params(p, DType::e4m3, h100);
+  EXPECT_EQ(op().invalid_reason(d, p, DType::e4m3, h100), std::nullopt);
+  EXPECT_EQ(op().param(d, "impl1"), 0);
+  EXPECT_EQ(op().param(d, "bk1"), 2 * op().param(op().default_params(p, DType::bf16, h100), "bk1"));
+  const auto with = [&](const char* name, std::int64_t v) {
+    Params q = d;
+    q.values[op().param_index(name)] = v;
+    return op().invalid_reason(q, p, DType::e4m3, h100).value_or("");
+  };
+  EXPECT_TRUE(contains(with("impl2", 1), "e4m3 (FP8) GEMMs run on the mma.sync kernel only"))
+      << with("impl2", 1);
+  EXPECT_TRUE(contains(with("bk1", 32), "e4m3 tiles take BLOCK_K 64, 128 or 256"))
+      << with("bk1", 32);
+  EXPECT_TRUE(contains(op().invalid_reason(d, p, DType::e4m3, device("sm_80")).value_or(""),
+                       "dtype e4m3 needs FP8 tensor cores (compute capability 8.9 or later)"));
+  const Problem odd = op().parse_problem("e=8,k=2,h=4104,i=1000,t=5");
+  EXPECT_TRUE(contains(op().invalid_reason(op().default_params(odd, DType::e4m3, h100), odd,
+                                           DType::e4m3, h100).value_or(""),
+                       "H must be a positive multiple of 16 (e4m3)"));
+  // Every default valid over shapes and token counts; the space has valid points.
+  for (const std::string& shape : {std::string(kMixtral), std::string(kDeepSeek),
+                                    std::string(kExpertChoice), std::string("e=4,k=1,h=64,i=48")})
+    for (int t : {1, 16, 128, 1000, 4096}) {
+      const Problem q = problem(shape, t);
+      EXPECT_EQ(op().invalid_reason(op().default_params(q, DType::e4m3, h100), q, DType::e4m3,
+                                    h100),
+                std::nullopt)
+          << shape << " t=" << t;
+    }
+  // A sample of the space (too large to list) has valid points, every GEMM on mma.sync.
+  const Space space(op(), problem(kDeepSeek, 128), DType::e4m3, h100);
+  std::size_t valid = 0;
+  for (const SpacePoint& pt : space.sample(20000, 11)) {
+    if (pt.invalid) continue;
+    ++valid;
+    EXPECT_EQ(op().param(pt.params, "impl1") + op().param(pt.params, "impl2"), 0);
+    EXPECT_GE(op().param(pt.params, "bk1"), 64);
+  }
+  EXPECT_GT(valid, 0u);
+}
+
+// The quantisation kernels run before each GEMM, which read their e4m3 rows and scales; the
+// combine and the reference take bf16 x and y.
+TEST(MoeFp8, KernelsAndLaunches) {
+  const DeviceInfo h100 = device("sm_90a");
+  for (const std::string& shape : {std::string(kDeepSeek), std::string(kExpertChoice)}) {
+    const bool ec = shape == kExpertChoice;
+    const int t = 37;
+    const Problem p = problem(shape, t);
+    const Params d = op().default_params(p, DType::e4m3, h100);
+    const auto names = kernel_names(d, p, DType::e4m3);
+    const auto at = [&](const char* name) {
+      return static_cast<std::size_t>(std::find(names.begin(), names.end(), name) -
+                                      names.begin());
+    };
+    const std::size_t g1 = at("moe_gemm_kernel");
+    ASSERT_LT(g1 + 2, names.size());
+    EXPECT_EQ(names[g1 - 1], "moe_quant_rows_kernel");
+    EXPECT_EQ(names[g1 + 1], "moe_quant_rows_kernel");
+    EXPECT_EQ(names[g1 + 2], "moe_gemm_kernel");
+    const auto ks = op().kernels(d, p, DType::e4m3);
+    EXPECT_TRUE(contains(ks[g1].name_expression, "moe_gemm_kernel<ktune::e4m3, "));
+    EXPECT_TRUE(contains(ks.back().name_expression, "<ktune::bf16, ")) << ks.back().name_expression;
+    EXPECT_EQ(op().reference_kernels(p, DType::e4m3)[0].name_expression,
+              "ktune::moe_reference_kernel<ktune::bf16, ktune::e4m3>");
+
+    const std::size_t ws = op().workspace_bytes(d, p, DType::e4m3);
+    const RecordingLauncher l = run(d, p, {}, false, DType::e4m3);
+    ASSERT_EQ(l.launches.size(), ks.size()) << shape;
+    const int E = static_cast<int>(op().dim(p, "e")), H = static_cast<int>(op().dim(p, "h"));
+    const int I = static_cast<int>(op().dim(p, "i"));
+    const auto qx = l.launches[g1 - 1].as<MoeQuantArgs>();
+    const auto a1 = l.launches[g1].as<MoeGemmArgs>();
+    const auto qa = l.launches[g1 + 1].as<MoeQuantArgs>();
+    const auto a2 = l.launches[g1 + 2].as<MoeGemmArgs>();
+    EXPECT_EQ(qx.in, reinterpret_cast<const void*>(0x10000));  // x
+    EXPECT_EQ(qx.rows, t);
+    EXPECT_EQ(qx.n, H);
+    EXPECT_EQ(qx.padded_rows, nullptr);
+    EXPECT_EQ(l.launches[g1 - 1].launch.grid[0], static_cast<unsigned>(t));
+    expect_inside(qx.out, static_cast<std::size_t>(t) * H, ws, "xq");
+    expect_inside(qx.scale, 4u * t, ws, "xs");
+    EXPECT_EQ(a1.a, qx.out);
+    EXPECT_EQ(a1.a_scale, qx.scale);
+    EXPECT_EQ(a1.w_scale, reinterpret_cast<const float*>(0xb0000));  // w1_scale
+    EXPECT_EQ(qa.in, a1.out);
+    EXPECT_EQ(qa.n, I);
+    EXPECT_EQ(qa.padded_rows, a1.padded_rows);
+    EXPECT_EQ(qa.sorted_pairs, a1.sorted_pairs);
+    EXPECT_EQ(qa.pairs, a1.pairs);
+    EXPECT_EQ(l.launches[g1 + 1].launch.grid[0], static_cast<unsigned>(qa.rows));
+    expect_inside(qa.out, static_cast<std::size_t>(qa.rows) * I, ws, "actq");
+    expect_inside(qa.scale, 4u * qa.rows, ws, "acts");
+    expect_inside(a1.out, 2u * static_cast<std::size_t>(qa.rows) * I, ws, "act");
+    EXPECT_EQ(a2.a, qa.out);
+    EXPECT_EQ(a2.a_scale, qa.scale);
+    EXPECT_EQ(a2.w_scale, reinterpret_cast<const float*>(0xc0000));  // w2_scale
+    EXPECT_EQ(op().block_threads(d, p, DType::e4m3, g1 - 1), kMoeQuantThreads);
+    if (!ec) {
+      EXPECT_GE(qa.rows, t * 8);
+    }
+    (void)E;
+    // Without the scales: one clear message.
+    try {
+      run(d, p, {10}, false, DType::e4m3);
+      ADD_FAILURE() << "no w1_scale accepted";
+    } catch (const InvalidArgument& e) {
+      EXPECT_TRUE(contains(e.what(), "moe: dtype e4m3 needs w1_scale")) << e.what();
+    }
+    // The reference dequantises with the same scales.
+    const RecordingLauncher r = run(d, p, {}, true, DType::e4m3);
+    const auto ra = r.launches[ec ? 1 : 0].as<MoeReferenceArgs>();
+    EXPECT_EQ(ra.w1_scale, reinterpret_cast<const float*>(0xb0000));
+    EXPECT_EQ(ra.w2_scale, reinterpret_cast<const float*>(0xc0000));
+  }
+}
+
 // ---- NVRTC ----
 
 TEST(MoeCompile, DefaultsAndReferenceCompile) {
@@ -950,6 +1092,18 @@ TEST(MoeCompile, DefaultsAndReferenceCompile) {
     }
     for (const KernelSource& k : op().reference_kernels(problem(kExpertChoice, 7), DType::f16))
       add(k, arch);
+    if (std::string(arch) == "sm_90a") {  // FP8 weights: defaults at small and large t
+      for (const std::string& shape : {std::string(kMixtral) + ",t=1",
+                                       std::string(kMixtral) + ",t=4096",
+                                       std::string(kDeepSeek) + ",t=128"}) {
+        const Problem p = op().parse_problem(shape);
+        const Params d = op().default_params(p, DType::e4m3, device(arch));
+        EXPECT_EQ(op().invalid_reason(d, p, DType::e4m3, device(arch)), std::nullopt) << shape;
+        for (const KernelSource& k : op().kernels(d, p, DType::e4m3)) add(k, arch);
+      }
+      for (const KernelSource& k : op().reference_kernels(problem(kMixtral, 1), DType::e4m3))
+        add(k, arch);
+    }
     // gemm2 split-k: the fp32 partial epilogue and the combine that adds the splits (k = 1).
     const Problem one = problem("e=8,k=1,h=4096,i=14336", 16);
     Params sp = op().default_params(one, DType::f16, device(arch));

@@ -61,6 +61,7 @@ std::vector<KernelSource> check_kernel_sources(DType dtype) {
   s[kCompareI32] = {"common/check.cuh", "ktune::compare_kernel<int>"};
   s[kFillPermutation] = {"common/check.cuh", "ktune::fill_permutation_kernel"};
   s[kFillUniformInt] = {"common/check.cuh", "ktune::fill_uniform_int_kernel"};
+  s[kFillBf16] = {"common/check.cuh", "ktune::fill_random_kernel<ktune::bf16>"};
   return s;
 }
 

@@ -67,10 +67,11 @@ struct ProblemRequest {
 
 /// The verification kernels of ProblemRequest::checks, in this order: fill and compare for the
 /// op's dtype, for fp32 tensors (router logits, log-sum-exp), ids fill and int compare, then the
-/// int32 fills of a permutation (block tables) and of a range (sequence lengths).
+/// int32 fills of a permutation (block tables) and of a range (sequence lengths), and the bf16
+/// fill of inputs that stay bf16 under an e4m3 op (the MoE layer's x).
 enum CheckKernel : std::size_t {
   kFill, kCompare, kFillF32, kCompareF32, kFillIds, kCompareI32, kFillPermutation,
-  kFillUniformInt, kCheckKernels
+  kFillUniformInt, kFillBf16, kCheckKernels
 };
 
 struct TimingSettings {

@@ -292,17 +292,23 @@ class Worker {
                   &a, sizeof a);
         continue;
       }
-      if (spec.dtype != p.dtype && spec.dtype != DType::f32)
+      // bf16 inputs of an e4m3 op (FP8 weights, bf16 activations) have their own fill.
+      const bool bf16_fill = spec.dtype == DType::bf16 && p.dtype == DType::e4m3;
+      if (spec.dtype != p.dtype && spec.dtype != DType::f32 && !bf16_fill)
         throw Error("worker: input " + spec.name + " of dtype " + dtype_name(spec.dtype) +
-                    " has no uniform fill (op dtype " + dtype_name(p.dtype) + " or f32)");
+                    " has no uniform fill (op dtype " + dtype_name(p.dtype) + ", f32, or bf16 "
+                    "beside e4m3)");
       FillArgs a{};
       a.data = reinterpret_cast<void*>(p.buffers[i].get());
       a.count = static_cast<unsigned long long>(spec.elements);
       a.seed = seed;
       a.lo = spec.fill.lo;
       a.hi = spec.fill.hi;
-      launch_1d(launcher, p.checks->handles[spec.dtype == DType::f32 ? kFillF32 : kFill], a.count,
-                &a, sizeof a);
+      launch_1d(launcher,
+                p.checks->handles[spec.dtype == DType::f32 ? kFillF32
+                                  : bf16_fill                ? kFillBf16
+                                                             : kFill],
+                a.count, &a, sizeof a);
     }
   }
 

@@ -31,7 +31,9 @@ def flash_attention(q: T, k: T, v: T, *, causal: bool = ..., scale: Optional[flo
                     cu_seqlens_q: Optional[T] = ..., cu_seqlens_k: Optional[T] = ...,
                     max_seqlen_q: Optional[int] = ..., max_seqlen_k: Optional[int] = ...,
                     return_lse: bool = ..., out: Optional[T] = ..., lse_out: Optional[T] = ...,
-                    impl: str = ..., stream: Optional[Stream] = ...) -> Union[T, Tuple[T, T]]: ...
+                    impl: str = ..., q_scale: float = ..., k_scale: float = ...,
+                    v_scale: float = ...,
+                    stream: Optional[Stream] = ...) -> Union[T, Tuple[T, T]]: ...
 
 class MoeOutput(NamedTuple):
     y: Any

@@ -1,6 +1,7 @@
 """Attention forward through ktune_attention: prefill and decode, batched with any strides,
 paged K/V (a block table per sequence) or packed variable-length batches, causal, sliding
-window, soft-capping and ALiBi; checked before any launch like every op of the package."""
+window, soft-capping and ALiBi, FP8 (e4m3) inputs with dequantisation scales; checked before any
+launch like every op of the package."""
 from . import _ktune
 from ._errors import check as _check_status
 from ._tensors import C_DTYPES, check, empty_like, need_contiguous, need_shape, stream_of, view
@@ -28,9 +29,11 @@ def _ndim(t, n, layout):
                          f"{n}")
 
 
-def _torch_batched(q, k, v, causal, scale, window, softcap, return_lse, impl):
-    """The common call (torch tensors, batched, no slopes, outputs allocated here) checked with
-    a few attribute reads; None when anything differs, for the general path to say what."""
+def _torch_batched(q, k, v, causal, scale, window, softcap, return_lse, impl, q_scale, k_scale,
+                   v_scale):
+    """The common call (torch tensors of a 16-bit dtype, batched, no slopes, outputs allocated
+    here) checked with a few attribute reads; None when anything differs (e4m3 included), for
+    the general path to say what."""
     T = _Torch.torch
     if (not isinstance(k, T.Tensor) or not isinstance(v, T.Tensor) or q.dim() != 4
             or k.dim() != 4 or k.shape != v.shape or impl not in _IMPLS):
@@ -57,17 +60,20 @@ def _torch_batched(q, k, v, causal, scale, window, softcap, return_lse, impl):
         q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(),
         lse.data_ptr() if lse is not None else 0, b, hq, hkv, nq, nk, d, strides, int(causal),
         0.0 if scale is None else float(scale), int(window), float(softcap), 0, 0, 0, 0, 0, 0,
-        code, _IMPLS[impl], _Torch.stream(dev)))
+        code, _IMPLS[impl], _Torch.stream(dev), q_scale, k_scale, v_scale))
     return (o, lse) if return_lse else o
 
 
 def flash_attention(q, k, v, *, causal=False, scale=None, window=0, softcap=0.0,
                     alibi_slopes=None, block_table=None, seq_lens=None, cu_seqlens_q=None,
                     cu_seqlens_k=None, max_seqlen_q=None, max_seqlen_k=None, return_lse=False,
-                    out=None, lse_out=None, impl="auto", stream=None):
+                    out=None, lse_out=None, impl="auto", q_scale=1.0, k_scale=1.0,
+                    v_scale=1.0, stream=None):
     """o = softmax(mask(scale * q k^T)) v per query head; query head h reads KV head
-    h // (hq // hkv) (GQA, MQA). bf16 or fp16; head dims 32, 64, 96, 128, 256 (decode) and those
-    of the prefill kernel; CUDA tensors whose head dim is contiguous.
+    h // (hq // hkv) (GQA, MQA). q, k, v of one dtype: bf16 or fp16 (head dims 32, 64, 96, 128,
+    256 (decode) and those of the prefill kernel), or e4m3 (torch.float8_e4m3fn: OCP FP8; the
+    batched layout on the prefill kernel, sm_90a, d 128 or 256); CUDA tensors whose head dim is
+    contiguous. out is like q, bf16 for e4m3 inputs.
 
     Layouts:
       batched (default): q [b, hq, nq, d], k and v [b, hkv, nk, d], any batch/head/seq strides
@@ -81,19 +87,22 @@ def flash_attention(q, k, v, *, causal=False, scale=None, window=0, softcap=0.0,
     causal: bottom-right aligned (row r sees keys <= r + len_k - len_q). scale: None for
     1/sqrt(d). window > 0: each row sees the last `window` keys up to its own. softcap > 0:
     scores become softcap * tanh(scores / softcap). alibi_slopes: fp32 [hq].
-    impl: "auto" (paged K/V or nq <= 16: split-KV decode, else prefill), "prefill", "decode".
+    impl: "auto" (paged K/V or nq <= 16: split-KV decode, else prefill; e4m3: prefill),
+    "prefill", "decode". q_scale, k_scale, v_scale: e4m3's dequantisation scales (real value =
+    stored value * scale; positive, finite); 1 for bf16 and fp16.
     Returns o, or (o, lse) with return_lse: lse fp32 [b, hq, nq] (varlen [hq, total_q]), the
     rows' log-sum-exp."""
     if (stream is None and out is None and lse_out is None and alibi_slopes is None
             and block_table is None and seq_lens is None and cu_seqlens_q is None
             and cu_seqlens_k is None and _Torch.get(q) is not None):
-        fast = _torch_batched(q, k, v, causal, scale, window, softcap, return_lse, impl)
+        fast = _torch_batched(q, k, v, causal, scale, window, softcap, return_lse, impl,
+                              q_scale, k_scale, v_scale)
         if fast is not None:
             return fast
     if impl not in _IMPLS:
         raise ValueError(f"impl: {impl!r} is not one of {', '.join(_IMPLS)}")
     tq, tk, tv = view("q", q), view("k", k), view("v", v)
-    dtype = check([tq, tk, tv])
+    dtype = check([tq, tk, tv], dtypes=("bf16", "fp16", "e4m3"))
     for t in (tq, tk, tv):
         _last_dim_unit(t)
     paged = block_table is not None
@@ -161,12 +170,14 @@ def flash_attention(q, k, v, *, causal=False, scale=None, window=0, softcap=0.0,
         o_shape, lse_shape = tq.shape, (b, hq, nq)
     if hkv == 0 or hq % hkv != 0:
         raise ValueError(f"q: {hq} query heads are not a multiple of k's {hkv} KV heads")
-    tensors = [tq]
-    o = out if out is not None else empty_like(tq, o_shape, "out")
+    fp8 = dtype == "e4m3"  # o in bf16
+    o = out if out is not None else empty_like(tq, o_shape, "out", "bf16" if fp8 else None)
     to = view("out", o)
+    if fp8 and to.dtype != "bf16":
+        raise TypeError(f"out: dtype {to.dtype} is not supported with e4m3 q, k, v (allowed: "
+                        f"bf16, the output dtype of FP8 attention)")
     need_shape(to, o_shape, "like q")
     _last_dim_unit(to)
-    tensors.append(to)
     strides += [to.strides[0], to.strides[1], to.strides[2]] if not varlen else \
         [0, to.strides[1], to.strides[0]]
     lse_ptr, lse = 0, None
@@ -178,7 +189,11 @@ def flash_attention(q, k, v, *, causal=False, scale=None, window=0, softcap=0.0,
         need_contiguous(tl)
         lse_ptr = tl.ptr
         others.append(tl)
-    check(tensors)
+    if fp8:
+        check([to], dtypes=("bf16",))
+        others.append(to)
+    else:
+        check([tq, to])
     slopes = 0
     if alibi_slopes is not None:
         ts = view("alibi_slopes", alibi_slopes)
@@ -197,5 +212,5 @@ def flash_attention(q, k, v, *, causal=False, scale=None, window=0, softcap=0.0,
         0.0 if scale is None else float(scale), int(window), float(softcap), slopes,
         extra.get("page_size", 0), extra.get("block_table", 0), extra.get("seq_lens", 0),
         extra.get("cu_seqlens_q", 0), extra.get("cu_seqlens_k", 0), C_DTYPES[dtype],
-        _IMPLS[impl], s))
+        _IMPLS[impl], s, float(q_scale), float(k_scale), float(v_scale)))
     return (o, lse) if return_lse else o

@@ -10,16 +10,17 @@ _DL_CPU, _DL_CUDA, _DL_CUDA_HOST, _DL_CUDA_MANAGED = 1, 2, 3, 13
 _DEVICE_NAMES = {_DL_CPU: "cpu", _DL_CUDA: "cuda", _DL_CUDA_HOST: "cuda_host (pinned host)",
                  4: "opencl", 7: "vulkan", 8: "metal", 10: "rocm", _DL_CUDA_MANAGED:
                  "cuda_managed"}
-_DTYPES = {(4, 16): "bf16", (2, 16): "fp16", (2, 32): "fp32"}
+_DTYPES = {(4, 16): "bf16", (2, 16): "fp16", (2, 32): "fp32", (10, 8): "e4m3"}  # 10: e4m3fn
 _DL_NAMES = {0: "int", 1: "uint", 2: "float", 4: "bfloat", 5: "complex", 6: "bool"}
 # ktune_dtype (ktune/ktune.h)
-C_DTYPES = {"fp32": 0, "fp16": 1, "bf16": 2}
-_TORCH_DTYPES = {"torch.bfloat16": "bf16", "torch.float16": "fp16", "torch.float32": "fp32"}
+C_DTYPES = {"fp32": 0, "fp16": 1, "bf16": 2, "e4m3": 4}
+_TORCH_DTYPES = {"torch.bfloat16": "bf16", "torch.float16": "fp16", "torch.float32": "fp32",
+                 "torch.float8_e4m3fn": "e4m3"}
 
 
 class Tensor:
-    """One argument as ktune sees it. `dtype` is "bf16", "fp16", "fp32" or the producer's own
-    name for anything else; strides are in elements."""
+    """One argument as ktune sees it. `dtype` is "bf16", "fp16", "fp32", "e4m3" (OCP FP8
+    e4m3fn) or the producer's own name for anything else; strides are in elements."""
     __slots__ = ("name", "obj", "framework", "ptr", "device_type", "device_id", "dtype",
                  "itemsize", "shape", "strides")
 
@@ -154,10 +155,16 @@ def stream_of(stream, t):
 
 def empty_like(t, shape, name, dtype=None):
     """A new uninitialised tensor of t's framework and device, of t's dtype or of `dtype`
-    ("fp32" or "int32"); torch and CuPy only."""
+    ("fp32", "int32" or "bf16"); torch and CuPy (no bf16) only."""
     if t.framework in ("torch", "cupy"):
         mod = sys.modules[t.framework]
-        kind = {None: None, "fp32": mod.float32, "int32": mod.int32}[dtype]
+        kind = None
+        if dtype is not None:
+            kind = getattr(mod, {"fp32": "float32", "int32": "int32", "bf16": "bfloat16"}[dtype],
+                           None)
+            if kind is None:
+                raise ValueError(f"{name}: {t.framework} has no {dtype} dtype for ktune to "
+                                 f"allocate; pass {name}=")
         if t.framework == "torch":
             return mod.empty(shape, dtype=kind or t.obj.dtype, device=t.obj.device)
         return mod.empty(shape, dtype=kind or t.obj.dtype)

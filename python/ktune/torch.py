@@ -14,7 +14,8 @@ current stream; shapes and dtypes are those of the eager functions (help(ktune.a
   swiglu(x) -> y                                           x [..., 2n] -> y [..., n]
   softmax(x, scale=1.0) -> y
   flash_attention(q, k, v, causal=False, scale=None, window=0, softcap=0.0,
-                  alibi_slopes=None) -> o                  batched [b, h, s, d], any strides
+                  alibi_slopes=None, q_scale=1.0, k_scale=1.0, v_scale=1.0) -> o
+                                                           batched [b, h, s, d], any strides
   flash_attention_paged(q, k_pages, v_pages, block_table, seq_lens, causal=False, scale=None,
                         window=0, softcap=0.0, alibi_slopes=None) -> o
                                                            q [b, hq, nq, d]; pools
@@ -27,8 +28,10 @@ current stream; shapes and dtypes are those of the eager functions (help(ktune.a
   moe_topk(x, w1, w2, topk_ids, topk_weights) -> y         the caller's top-k [t, k]
 
 x, residual: [..., n]; weight, bias: [n]; bf16 or fp16 CUDA tensors, contiguous (attention:
-the head dim contiguous; block_table, seq_lens and cu_seqlens int32). The attention layouts are
-those of ktune.flash_attention (help(ktune.flash_attention)); its return_lse is eager-only.
+the head dim contiguous; block_table, seq_lens and cu_seqlens int32). flash_attention also
+takes q, k, v in torch.float8_e4m3fn with their dequantisation scales q_scale, k_scale, v_scale
+(sm_90a, d 128 or 256); o is bf16 then. The attention layouts are those of
+ktune.flash_attention (help(ktune.flash_attention)); its return_lse is eager-only.
 The ops are registered as plain torch.library kernels rather than torch.library.custom_op
 functions: on the H100 custom_op added ~55 us per call to the eager function's, the plain
 registration ~5 us (benchmarks/results/python-overhead-h100-2026-11-24.md)."""
@@ -41,6 +44,7 @@ __all__ = ["add_rmsnorm", "bias_act", "flash_attention", "flash_attention_paged"
            "moe_topk", "softmax", "swiglu"]
 
 _lib = torch.library.Library("ktune", "DEF")
+_E4M3 = getattr(torch, "float8_e4m3fn", None)  # torch >= 2.1
 
 
 def _op(schema, kernel, fake):
@@ -81,11 +85,14 @@ softmax = _op(
     lambda x, scale=1.0: _fused.softmax(x, scale), lambda x, *_: torch.empty_like(x))
 flash_attention = _op(
     "flash_attention(Tensor q, Tensor k, Tensor v, bool causal=False, float? scale=None, "
-    "int window=0, float softcap=0.0, Tensor? alibi_slopes=None) -> Tensor",
-    lambda q, k, v, causal=False, scale=None, window=0, softcap=0.0, alibi_slopes=None:
-        _attention.flash_attention(q, k, v, causal=causal, scale=scale, window=window,
-                                   softcap=softcap, alibi_slopes=alibi_slopes),
-    lambda q, *_, **__: q.new_empty(q.shape))
+    "int window=0, float softcap=0.0, Tensor? alibi_slopes=None, float q_scale=1.0, "
+    "float k_scale=1.0, float v_scale=1.0) -> Tensor",
+    lambda q, k, v, causal=False, scale=None, window=0, softcap=0.0, alibi_slopes=None,
+    q_scale=1.0, k_scale=1.0, v_scale=1.0: _attention.flash_attention(
+        q, k, v, causal=causal, scale=scale, window=window, softcap=softcap,
+        alibi_slopes=alibi_slopes, q_scale=q_scale, k_scale=k_scale, v_scale=v_scale),
+    lambda q, *_, **__: q.new_empty(q.shape, dtype=torch.bfloat16 if q.dtype == _E4M3
+                                    else q.dtype))  # e4m3 inputs write bf16
 _MASKS = ("bool causal=False, float? scale=None, int window=0, float softcap=0.0, "
           "Tensor? alibi_slopes=None")
 flash_attention_paged = _op(

@@ -120,14 +120,16 @@ NB_MODULE(_ktune, m) {
       },
       release);
   // One ktune_attention call: the fields of ktune_attention_args (ktune/ktune.h), the 12 element
-  // strides (batch, head, seq of q, k, v, o) or an empty list for contiguous [b, h, s, d].
+  // strides (batch, head, seq of q, k, v, o) or an empty list for contiguous [b, h, s, d]; the
+  // e4m3 dequantisation scales last (1 for 16-bit dtypes).
   m.def(
       "attention",
       [](Ptr q, Ptr k, Ptr v, Ptr o, Ptr lse, std::int64_t b, std::int64_t hq, std::int64_t hkv,
          std::int64_t nq, std::int64_t nk, std::int64_t d, std::vector<std::int64_t> strides,
          int causal, float scale, std::int64_t window, float softcap, Ptr alibi_slopes,
          std::int64_t page_size, Ptr block_table, Ptr seq_lens, Ptr cu_seqlens_q,
-         Ptr cu_seqlens_k, int dtype, int impl, Ptr stream) {
+         Ptr cu_seqlens_k, int dtype, int impl, Ptr stream, float q_scale, float k_scale,
+         float v_scale) {
         ktune_attention_args a;
         if (ktune_status st = ktune_attention_args_init(&a); st != KTUNE_OK)
           return static_cast<int>(st);
@@ -144,6 +146,7 @@ NB_MODULE(_ktune, m) {
         a.cu_seqlens_k = static_cast<const int32_t*>(in(cu_seqlens_k));
         a.dtype = dtype_of(dtype);
         a.impl = static_cast<ktune_attention_impl>(impl);
+        a.q_scale = q_scale, a.k_scale = k_scale, a.v_scale = v_scale;
         return static_cast<int>(ktune_attention(&a, stream_of(stream)));
       },
       release);

@@ -31,7 +31,8 @@ _capsule_new = ctypes.pythonapi.PyCapsule_New
 _capsule_new.restype = ctypes.py_object
 _capsule_new.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
 
-DTYPES = {"bf16": (4, 16), "fp16": (2, 16), "fp32": (2, 32), "int32": (0, 32), "fp64": (2, 64)}
+DTYPES = {"bf16": (4, 16), "fp16": (2, 16), "fp32": (2, 32), "int32": (0, 32), "fp64": (2, 64),
+          "e4m3": (10, 8)}  # 10: kDLFloat8_e4m3fn
 CUDA, CPU = 2, 1
 
 

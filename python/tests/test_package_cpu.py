@@ -237,6 +237,57 @@ def test_attention_without_gpu_reaches_the_c_api():
         assert err.status_name == "no_device", (change.keys(), str(err))
 
 
+def fp8(shape, ptr):
+    return FakeArray(shape, dtype="e4m3", ptr=ptr)
+
+
+FP8_ARGS = dict(q=fp8((2, 8, 1, 128), 0x7F00_0000_0000), k=fp8((2, 2, 1000, 128), 0x7F00_1000_0000),
+                v=fp8((2, 2, 1000, 128), 0x7F00_2000_0000))
+
+
+def test_attention_e4m3_checks():
+    raises(TypeError, r"^k: dtype bf16 differs from q's e4m3 \(every tensor of the call has one "
+           r"dtype\)", call_attention, **dict(FP8_ARGS, k=ATTENTION_ARGS["k"]))
+    raises(TypeError, r"^k: dtype e4m3 differs from q's bf16", call_attention,
+           k=FP8_ARGS["k"], v=FP8_ARGS["v"])
+    # o of e4m3 inputs is bf16: out of any other dtype (q's included) is refused.
+    for dtype in ("fp16", "e4m3"):
+        raises(TypeError, rf"^out: dtype {dtype} is not supported with e4m3 q, k, v \(allowed: "
+               r"bf16", call_attention,
+               **dict(FP8_ARGS, out=FakeArray((2, 8, 1, 128), dtype=dtype, ptr=0x7F00_3000_0000)))
+    # A bf16 call's out stays like q.
+    raises(TypeError, r"^out: dtype fp16 differs from q's bf16", call_attention,
+           out=FakeArray((2, 8, 1, 128), dtype="fp16", ptr=0x7F00_3000_0000))
+
+
+def test_attention_scales_reach_the_runtime():
+    # The runtime checks the dequantisation scales before it needs a GPU.
+    raises(ktune.KtuneValueError, r"^attention: q_scale=0.5 dequantises e4m3 inputs; with dtype "
+           r"bf16 it must be 1", call_attention, q_scale=0.5)
+    raises(ktune.KtuneValueError, r"^attention: v_scale=0 must be a positive finite scale",
+           call_attention, **FP8_ARGS, v_scale=0.0)
+    # Paged K/V: decode's, which takes no e4m3 (prefill reads no pages).
+    raises(ktune.KtuneValueError, r"^attention: dtype e4m3 \(4\) is not supported by "
+           r"flash_decode \(allowed: bf16, fp16\)", call_attention,
+           **dict(FP8_ARGS, k=fp8((20, 16, 2, 128), 0x7F00_1000_0000),
+                  v=fp8((20, 16, 2, 128), 0x7F00_2000_0000)),
+           block_table=FakeArray((2, 10), dtype="int32", ptr=0x7F00_4000_0000),
+           seq_lens=FakeArray((2,), dtype="int32", ptr=0x7F00_5000_0000))
+
+
+@pytest.mark.skipif(has_cuda_driver(), reason="a CUDA driver is present: fake addresses must "
+                    "not reach a GPU")
+def test_attention_e4m3_without_gpu_reaches_the_c_api():
+    # One query row (automatic: prefill, as decode takes no e4m3), scales, the lse.
+    for change in ({}, {"q_scale": 0.25, "k_scale": 0.25, "v_scale": 0.5},
+                   {"q": fp8((2, 8, 300, 128), 0x7F00_0000_0000),
+                    "out": FakeArray((2, 8, 300, 128), ptr=0x7F00_3000_0000), "causal": True,
+                    "return_lse": True,
+                    "lse_out": FakeArray((2, 8, 300), dtype="fp32", ptr=0x7F00_6000_0000)}):
+        err = raises(RuntimeError, r"", call_attention, **dict(FP8_ARGS, **change))
+        assert err.status_name == "no_device", (change.keys(), str(err))
+
+
 MOE_ARGS = dict(
     x=FakeArray((37, 256)), w1=FakeArray((8, 256, 256), ptr=0x7F00_1000_0000),
     w2=FakeArray((8, 256, 128), ptr=0x7F00_2000_0000),

@@ -171,6 +171,36 @@ def test_flash_attention_paged_and_varlen():
                                    **tol(dtype))
 
 
+@pytest.mark.parametrize("case", [(2, 8, 2, 300, 300, 128, True),
+                                  (1, 4, 4, 1000, 1000, 256, False),
+                                  (1, 8, 2, 5, 777, 128, True)])  # nq <= 16: prefill (auto)
+def test_flash_attention_e4m3(case):
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("e4m3 attention runs on sm_90a (H100, H200) only")
+    import ktune.torch  # noqa: F401  (torch.ops.ktune)
+    b, hq, hkv, nq, nk, d, causal = case
+    scales = dict(q_scale=0.25, k_scale=0.25, v_scale=0.5)
+    # Stored values randn / scale: dequantised q, k, v are about unit normal.
+    q, k, v = ((torch.randn(shape, device="cuda") / s).to(torch.float8_e4m3fn)
+               for shape, s in (((b, hq, nq, d), 0.25), ((b, hkv, nk, d), 0.25),
+                                ((b, hkv, nk, d), 0.5)))
+    o, lse = ktune.flash_attention(q, k, v, causal=causal, return_lse=True, **scales)
+    assert o.dtype == torch.bfloat16 and o.shape == q.shape and lse.dtype == torch.float32
+    want, want_lse = sdpa_ref(q.float() * 0.25, k.float() * 0.25, v.float() * 0.5, causal)
+    # The op's e4m3 tolerance: P is rounded to e4m3 before P V.
+    torch.testing.assert_close(o.float(), want, atol=8e-2, rtol=8e-2)
+    torch.testing.assert_close(lse, want_lse, atol=2e-2, rtol=1e-3)
+    got = torch.ops.ktune.flash_attention(q, k, v, causal, **scales)
+    torch.testing.assert_close(got, o, atol=0, rtol=0)
+    # The fake implementation (torch.compile's view) agrees: bf16 shaped like q.
+    torch.library.opcheck(torch.ops.ktune.flash_attention, (q, k, v, causal), scales,
+                          test_utils="test_faketensor")
+    # out= must be bf16.
+    with pytest.raises(TypeError, match=r"^out: dtype fp16 is not supported with e4m3 q, k, v"):
+        ktune.flash_attention(q, k, v, out=torch.empty(q.shape, dtype=torch.float16,
+                                                       device="cuda"))
+
+
 def moe_ref(x, w1, w2, ids, wts):
     """float32 MoE of the routing (ids, wts) [t, k]."""
     inter = w2.shape[2]

@@ -150,6 +150,10 @@ OpTables& tables(bool decode) {
   return decode ? dec : prefill;
 }
 
+bool takes(const OpTables& t, DType dtype) {
+  return std::find(t.dtypes.begin(), t.dtypes.end(), dtype) != t.dtypes.end();
+}
+
 std::string number(double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%g", v);
@@ -185,7 +189,14 @@ const char* attention_op_for(const AttentionArgs& a) {
     }
     case AttentionImpl::automatic: {
       const bool want_decode = a.page_size != 0 || a.nq <= kDecodeMaxNq;
-      if (want_decode && !missing_variant(tables(true), a)) return kDecode;
+      if (want_decode && !missing_variant(tables(true), a)) {
+        // A dtype decode lacks (e4m3) goes to prefill where prefill serves the call; else
+        // decode, whose dtype check names the reason (paged e4m3).
+        if (takes(tables(true), a.dtype) || missing_variant(tables(false), a) ||
+            !takes(tables(false), a.dtype))
+          return kDecode;
+        return kPrefill;
+      }
       // Decode takes every variant, paged K/V and variable-length batches today (a paged
       // varlen call reaches it and fails its problem check, which says why); this names
       // whatever an op added later lacks.
@@ -209,7 +220,7 @@ AttentionCall pack_attention(const AttentionArgs& a, bool pointers) {
   c.op = attention_op_for(a);
   OpTables& t = tables(c.op == kDecode);
   c.op_index = t.index;
-  if (std::find(t.dtypes.begin(), t.dtypes.end(), a.dtype) == t.dtypes.end()) {
+  if (!takes(t, a.dtype)) {
     std::string allowed;
     for (DType d : t.dtypes) allowed += (allowed.empty() ? "" : ", ") + std::string(dtype_name(d));
     throw InvalidArgument("attention: dtype " + std::string(dtype_name(a.dtype)) + " (" +

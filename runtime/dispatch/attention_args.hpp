@@ -27,7 +27,8 @@ struct AttentionCall {
 
 /// The op `a` goes to: a.impl, or for automatic the decode op when K/V are paged or
 /// nq <= kDecodeMaxNq (varlen calls included: nq is the longest sequence) and it has every
-/// variant `a` asks for, else the prefill op.
+/// variant `a` asks for and takes a.dtype (or prefill cannot serve the call either: its dtype
+/// check then says why), else the prefill op.
 /// Throws InvalidArgument when the forced op cannot serve `a` (paged K/V to prefill, a variant
 /// the op lacks).
 const char* attention_op_for(const AttentionArgs& a);

@@ -111,6 +111,7 @@ ktune::MoeArgs moe_args(const char* function, const ktune_moe_args* in) {
   KTUNE_MOE_COPY(e) KTUNE_MOE_COPY(k) KTUNE_MOE_COPY(h) KTUNE_MOE_COPY(i) KTUNE_MOE_COPY(t)
   KTUNE_MOE_COPY(n_group) KTUNE_MOE_COPY(topk_group) KTUNE_MOE_COPY(routed_scaling)
   KTUNE_MOE_COPY(workspace) KTUNE_MOE_COPY(workspace_bytes)
+  KTUNE_MOE_COPY(w1_scale) KTUNE_MOE_COPY(w2_scale)
 #undef KTUNE_MOE_COPY
   a.routing = static_cast<ktune::MoeRoutingMode>(c.routing);
   a.dtype = to_dtype(c.dtype);

@@ -43,6 +43,8 @@ const Field<std::uint64_t> kTensors[] = {
     KTUNE_MOE_TENSOR(y),
     KTUNE_MOE_TENSOR(expert_counts),
     KTUNE_MOE_TENSOR(aux_loss),
+    KTUNE_MOE_TENSOR(w1_scale),
+    KTUNE_MOE_TENSOR(w2_scale),
 };
 
 constexpr unsigned mode_bit(MoeRoutingMode m) { return 1u << static_cast<int>(m); }
@@ -70,8 +72,10 @@ struct Moe {
   std::vector<const Field<std::int64_t>*> dims;
   std::vector<const Field<std::uint64_t>*> tensors;
   std::vector<const Scalar*> scalars;
-  std::vector<std::vector<MoeTensorUse>> uses;  // [mode][tensor]
+  std::vector<std::vector<MoeTensorUse>> uses;  // [mode][tensor], for dtypes.front()
   std::vector<DType> dtypes;
+  // [dtype][mode][tensor]: tensors some dtypes alone use (e4m3's weight scales)
+  std::vector<std::vector<std::vector<MoeTensorUse>>> by_dtype;
 };
 
 template <typename T, std::size_t N, typename Name>
@@ -96,19 +100,25 @@ Moe resolve() {
   if (m.routing == op.dims().size()) throw Error("moe: the op has no routing dimension");
   m.modes = &op.dims()[m.routing].choices;
   m.dtypes = op.dtypes();
-  for (std::size_t mode = 0; mode < m.modes->size(); ++mode) {
-    Problem p = op.default_problem();
-    p.values[m.routing] = static_cast<std::int64_t>(mode);
-    std::vector<MoeTensorUse> use;
-    for (const TensorSpec& t : op.tensors(p, m.dtypes.front()))
-      use.push_back({t.name, !t.optional, t.elements > 0});
-    m.uses.push_back(std::move(use));
+  for (const DType dtype : m.dtypes) {
+    std::vector<std::vector<MoeTensorUse>> uses;
+    for (std::size_t mode = 0; mode < m.modes->size(); ++mode) {
+      Problem p = op.default_problem();
+      p.values[m.routing] = static_cast<std::int64_t>(mode);
+      std::vector<MoeTensorUse> use;
+      for (const TensorSpec& t : op.tensors(p, dtype))
+        use.push_back({t.name, !t.optional, t.elements > 0});
+      uses.push_back(std::move(use));
+    }
+    m.by_dtype.push_back(std::move(uses));
   }
+  m.uses = m.by_dtype.front();
   for (const MoeTensorUse& u : m.uses.front())
     m.tensors.push_back(by_name(kTensors, u.name, field_name, "tensor"));
-  for (const std::vector<MoeTensorUse>& use : m.uses)
-    if (use.size() != m.tensors.size())
-      throw Error("moe: the op's tensors differ in number between routing modes");
+  for (const auto& uses : m.by_dtype)
+    for (const std::vector<MoeTensorUse>& use : uses)
+      if (use.size() != m.tensors.size())
+        throw Error("moe: the op's tensors differ in number between routing modes or dtypes");
   if (m.dims.size() > kMaxDims || m.tensors.size() > kMaxTensors || m.scalars.size() > kMaxScalars)
     throw Error("moe: the op has more dimensions, tensors or scalars than the runtime passes");
   return m;
@@ -153,7 +163,12 @@ std::string unused_message(const Moe& m, std::size_t tensor, std::size_t mode) {
 
 }  // namespace
 
-const std::vector<std::vector<MoeTensorUse>>& moe_tensor_uses() { return moe().uses; }
+const std::vector<std::vector<MoeTensorUse>>& moe_tensor_uses(DType dtype) {
+  const Moe& m = moe();
+  for (std::size_t d = 0; d < m.dtypes.size(); ++d)
+    if (m.dtypes[d] == dtype) return m.by_dtype[d];
+  throw InvalidArgument(std::string("moe: dtype ") + dtype_name(dtype) + " is not supported");
+}
 
 MoeCall pack_moe(const MoeArgs& a, bool pointers) {
   const Moe& m = moe();
@@ -197,14 +212,31 @@ MoeCall pack_moe(const MoeArgs& a, bool pointers) {
   if (!pointers) return c;
 
   c.ntensors = static_cast<int>(m.tensors.size());
+  const std::size_t dtype_index = static_cast<std::size_t>(
+      std::find(m.dtypes.begin(), m.dtypes.end(), a.dtype) - m.dtypes.begin());
   for (std::size_t t = 0; t < m.tensors.size(); ++t) {
     const std::uint64_t ptr = m.tensors[t]->get(a);
-    const MoeTensorUse& use = m.uses[mode_index][t];
+    const MoeTensorUse& use = m.by_dtype[dtype_index][mode_index][t];
+    const MoeTensorUse& first = m.uses[mode_index][t];  // the same mode, the first dtype
     if (ptr == 0) {
+      if (use.required && !first.required)
+        throw InvalidArgument("moe: " + use.name + " is null, but dtype " +
+                              dtype_name(a.dtype) + " needs it");
       if (use.required) throw InvalidArgument(null_message(m, t, mode_index));
       continue;
     }
-    if (!use.used) throw InvalidArgument(unused_message(m, t, mode_index));
+    if (!use.used) {
+      bool other_mode = false;  // used in another routing mode with this dtype
+      for (const auto& uses : m.by_dtype[dtype_index]) other_mode = other_mode || uses[t].used;
+      if (other_mode || first.used) throw InvalidArgument(unused_message(m, t, mode_index));
+      std::string with;
+      for (std::size_t d = 0; d < m.dtypes.size(); ++d)
+        if (m.by_dtype[d][mode_index][t].used)
+          with += (with.empty() ? "" : ", ") + std::string(dtype_name(m.dtypes[d]));
+      throw InvalidArgument("moe: " + use.name + " is set, but dtype " + dtype_name(a.dtype) +
+                            " does not use it (" + (with.empty() ? "no dtype" : with) +
+                            " only): pass null");
+    }
     if (ptr % kMoeAlignment != 0)
       throw InvalidArgument("moe: " + use.name + " at " + address_text(ptr) + " is not " +
                             std::to_string(kMoeAlignment) +

@@ -40,8 +40,9 @@ struct MoeTensorUse {
   bool used = false;      // read or written; a pointer set for an unused tensor is an error
 };
 
-/// The table pack_moe() checks pointers against, per routing mode (the op's choices, in order),
-/// read once from op.tensors(): which tensors a mode needs or ignores depends on the mode alone.
-const std::vector<std::vector<MoeTensorUse>>& moe_tensor_uses();
+/// The table pack_moe() checks pointers against for `dtype`, per routing mode (the op's
+/// choices, in order), read once from op.tensors(): which tensors a call needs or ignores
+/// depends on its mode and dtype alone (e4m3 adds the weights' scales).
+const std::vector<std::vector<MoeTensorUse>>& moe_tensor_uses(DType dtype);
 
 }  // namespace ktune

@@ -88,6 +88,8 @@ struct MoeAlignArgs {
 /// kdim = H. gemm2: a = act [max_padded, I] in sorted order; w = w2 [E, H, I];
 /// out = pair_out [T * k, H] at row p (rows of padding are not written); n = H, kdim = I;
 /// the routing weight of the pair multiplies the fp32 accumulator before the store.
+/// e4m3 operands (FP8 weights, activations quantised per row): a_scale and w_scale dequantise
+/// the fp32 accumulator in the epilogue (out = acc * a_scale[row] * w_scale[column]); out bf16.
 struct MoeGemmArgs {
   const void* a;
   const void* w;
@@ -103,7 +105,29 @@ struct MoeGemmArgs {
   int max_blocks;                // grid bound: moe_max_blocks(...)
   const int* pair_token;         // gemm1: [pairs] token of each pair (moe_expert_choice);
                                  // nullptr: pair / k
+  const float* a_scale;          // e4m3: per row of a (gemm1: x's token rows [T]; gemm2:
+                                 // act's rows [max_padded])
+  const float* w_scale;          // e4m3: per weight row (output channel): gemm1 [E, 2I],
+                                 // gemm2 [E, H]
 };
+
+/// Rows of 16-bit elements quantised to e4m3 with one fp32 scale per row (FP8 MoE): scale[r] =
+/// max |in[r, :]| / 448 (1 for an all-zero row), out[r, c] = e4m3(in[r, c] / scale[r]).
+/// With sorted_pairs set (gemm2's act), rows at or past *padded_rows and padding rows
+/// (sorted_pairs[r] == pairs) are skipped: gemm1 never wrote them and gemm2 never reads them.
+struct MoeQuantArgs {
+  const void* in;                // [rows, n] bf16
+  void* out;                     // [rows, n] e4m3
+  float* scale;                  // [rows]
+  int rows;                      // grid bound
+  int n;                         // a multiple of 8
+  const int* padded_rows;        // nullptr: every row
+  const int* sorted_pairs;
+  int pairs;
+};
+
+/// Threads per row (one block per row) of moe_quant_rows_kernel (moe/quant.cuh).
+constexpr int kMoeQuantThreads = 128;
 
 struct MoeCombineArgs {
   const void* pair_out;          // [T * k, H] (T), or [splits][T * k, H] fp32 partial sums

@@ -21,6 +21,11 @@
 // only, spread evenly over the warps. The loads of the tile stay whole (the B tile is needed
 // anyway, padding rows of A are zero-filled without reading memory).
 //
+// e4m3 (FP8, sm_89 and later): a is quantised per row and w per output channel (MoeGemmArgs'
+// a_scale and w_scale); the ring, the copies and the ldmatrix addresses are the 16-bit tiles'
+// in bytes (a row of BLOCK_K e4m3 is BLOCK_K bytes), each 32-byte step of k one m16n8k32 mma
+// instead of one m16n8k16, and the epilogue dequantises the fp32 accumulator and writes bf16.
+//
 // Start and steady state are arranged for weight streaming at small T: the block's row count,
 // expert and pairs are read together, the prologue's weight tiles are requested before the rows
 // are resolved, gemm2's routing weights are published only for the epilogue, and in the main loop
@@ -37,7 +42,39 @@
 namespace ktune {
 namespace moe {
 
-/// Shared-memory layout of a [rows][BLOCK_K] tile of 16-bit elements, rows of BLOCK_K * 2 bytes.
+/// Element type of the GEMMs' outputs: the operand type, bf16 for e4m3 operands.
+template <typename T>
+struct GemmOut {
+  using type = T;
+};
+template <>
+struct GemmOut<e4m3> {
+  using type = bf16;
+};
+
+/// c += a * b over 32 bytes of k: mma.m16n8k16 for 16-bit T; for e4m3 (sm_89 and later)
+/// m16n8k32, whose fragments hold the same bytes (four e4m3 where the 16-bit ones hold two
+/// elements: k bytes 4t..4t+3 and 16 + 4t.. of a row or column), so the same ldmatrix addresses
+/// feed it.
+template <typename T>
+__device__ __forceinline__ void mma_k32b(float (&c)[4], const unsigned (&a)[4], unsigned b0,
+                                         unsigned b1) {
+  if constexpr (sizeof(T) == 2) {
+    attn::mma_16816<T>(c, a, b0, b1);
+  } else {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+    asm("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#else
+    __trap();  // e4m3 tensor cores: sm_89 and later (the op refuses e4m3 below)
+#endif
+  }
+}
+
+/// Shared-memory layout of a [rows][BLOCK_K] tile of 16-bit elements, rows of BLOCK_K * 2 bytes
+/// (e4m3 tiles use the layout of the 16-bit tile of the same bytes: Tile<BLOCK_K / 2>).
 /// The 8 row addresses of one ldmatrix phase (8 consecutive rows, one 16-byte chunk) hit 8
 /// distinct 16-byte bank groups: the chunk index is XOR'd with row & 7 for rows of 8, 16 or 32
 /// chunks, with bits 1-2 of the row for rows of 4 chunks (two rows per 128-byte line). The
@@ -79,7 +116,9 @@ __device__ __forceinline__ void cp_async_w(unsigned dst, const void* src, int by
 /// warp right after the barrier.
 template <typename T, int BLOCK_M, int BLOCK_N, int BLOCK_K, int THREADS, bool GATED, int PF>
 struct Loader {
-  using L = Tile<BLOCK_K>;
+  static constexpr int EPC = 16 / static_cast<int>(sizeof(T));  // elements per 16-byte chunk
+  static constexpr int K16 = BLOCK_K * static_cast<int>(sizeof(T)) / 2;  // row in 16-bit units
+  using L = Tile<K16>;
   static constexpr int CHUNKS = L::CHUNKS;
   static constexpr int NB = GATED ? 2 : 1;  // weight tiles per slot (gate, up)
   static constexpr int TILE_N = BLOCK_N;
@@ -89,7 +128,7 @@ struct Loader {
   static constexpr int STEP = THREADS / CHUNKS;  // tile rows one pass of the CTA copies
   static constexpr int A_ITERS = (BLOCK_M + STEP - 1) / STEP;
   static constexpr int B_ITERS = (B_ROWS + STEP - 1) / STEP;
-  static constexpr int PARTS = BLOCK_K / 16;
+  static constexpr int PARTS = K16 / 16;  // 32-byte steps of k per slot
   static_assert(THREADS % CHUNKS == 0, "a pass covers whole rows");
 
   const T* a_row[A_ITERS];  // gathered row of pass i at this thread's chunk (padding: row 0)
@@ -111,7 +150,7 @@ struct Loader {
   __device__ __forceinline__ void load(int slot, int kt, int part) const {
     const unsigned sa = s_base + slot * STAGE_BYTES;
     const unsigned sb = sa + A_BYTES;
-    const bool k_ok = FAST || kt * BLOCK_K + lchunk * 8 < kdim;
+    const bool k_ok = FAST || kt * BLOCK_K + lchunk * EPC < kdim;
     const int koff = k_ok ? kt * BLOCK_K : 0;
 #pragma unroll
     for (int i = 0; i < A_ITERS; ++i) {
@@ -174,9 +213,9 @@ __device__ __forceinline__ void gemm_loader_init(LD& ld, const MoeGemmArgs& args
   ld.n0 = n0;
   ld.n = args.n;
   ld.kdim = args.kdim;
-  ld.w_row = ld.w + static_cast<long long>(n0 + ld.lrow) * args.kdim + ld.lchunk * 8;
+  ld.w_row = ld.w + static_cast<long long>(n0 + ld.lrow) * args.kdim + ld.lchunk * LD::EPC;
   ld.up_jump = static_cast<long long>(args.n - LD::TILE_N) * args.kdim;
-  ld.b_step = LD::STEP * args.kdim * 2;
+  ld.b_step = LD::STEP * args.kdim * static_cast<int>(sizeof(*ld.w));
 }
 
 /// Resolves the block's rows from the pairs this thread read (pair_of: rows tid + i * THREADS):
@@ -187,7 +226,7 @@ template <int BLOCK_M, int THREADS, bool GATED, int ROWS, class LD>
 __device__ __forceinline__ void gemm_resolve_rows(LD& ld, const MoeGemmArgs& args, int m0,
                                                   const int (&pair_of)[ROWS],
                                                   float (&scale_of)[ROWS], int* s_src,
-                                                  int* s_dst, int* s_live) {
+                                                  int* s_dst, int* s_live, float* s_ascale) {
   const int tid = threadIdx.x;
   if (tid == 0) *s_live = 0;
   __syncthreads();
@@ -206,6 +245,8 @@ __device__ __forceinline__ void gemm_resolve_rows(LD& ld, const MoeGemmArgs& arg
       s_dst[r] = real ? pair : -1;
       scale_of[i] = real ? args.topk_weights[pair] : 0.f;
     }
+    // e4m3: the row's dequantisation scale (x's token row, or act's row).
+    if (s_ascale != nullptr) s_ascale[r] = real ? args.a_scale[GATED ? s_src[r] : m0 + r] : 0.f;
   }
   __syncthreads();
   const auto* a = static_cast<decltype(ld.w)>(args.a);
@@ -213,14 +254,16 @@ __device__ __forceinline__ void gemm_resolve_rows(LD& ld, const MoeGemmArgs& arg
   for (int i = 0; i < LD::A_ITERS; ++i) {
     const int row = ld.lrow + i * LD::STEP;
     const int src = row < BLOCK_M ? s_src[row] : -1;
-    ld.a_row[i] = a + static_cast<long long>(src >= 0 ? src : 0) * args.kdim + ld.lchunk * 8;
+    ld.a_row[i] =
+        a + static_cast<long long>(src >= 0 ? src : 0) * args.kdim + ld.lchunk * LD::EPC;
     ld.a_bytes[i] = src >= 0 ? 16 : 0;
   }
 }
 
-/// One k16 step of mma on a ring slot: MF m16 fragments of A (rows A_FRAG apart, ldmatrix at
-/// a_addr) against NB weight tiles of NF n8 fragments (at b_addr). Fragments i >= mf_live hold
-/// padding rows only and are skipped; FULL: all MF are live (no test in the hot path).
+/// One k16 step (32 bytes of k) of mma on a ring slot: MF m16 fragments of A (rows A_FRAG
+/// apart, ldmatrix at a_addr) against NB weight tiles of NF n8 fragments (at b_addr). Fragments
+/// i >= mf_live hold padding rows only and are skipped; FULL: all MF are live (no test in the
+/// hot path).
 template <typename T, bool FULL, int MF, int NF, int NB, int BLOCK_N, int PITCH, int A_FRAG>
 __device__ __forceinline__ void mma_k16(float (&acc)[NB][MF][NF][4], unsigned a_addr,
                                         unsigned b_addr, int mf_live) {
@@ -239,8 +282,8 @@ __device__ __forceinline__ void mma_k16(float (&acc)[NB][MF][NF][4], unsigned a_
 #pragma unroll
       for (int i = 0; i < MF; ++i)
         if (FULL || i < mf_live) {
-          mma_16816<T>(acc[b][i][2 * j], af[i], b0, b1);
-          mma_16816<T>(acc[b][i][2 * j + 1], af[i], b2, b3);
+          mma_k32b<T>(acc[b][i][2 * j], af[i], b0, b1);
+          mma_k32b<T>(acc[b][i][2 * j + 1], af[i], b2, b3);
         }
     }
 }
@@ -253,7 +296,7 @@ __device__ __forceinline__ void k_tile(float (&acc)[NB][MF][NF][4], const LD& ld
                                        unsigned a_lane, unsigned b_lane, int a_x, int b_x,
                                        int mf_live, int load_slot, int next) {
 #pragma unroll
-  for (int kk = 0; kk < BLOCK_K / 16; ++kk) {
+  for (int kk = 0; kk < LD::PARTS; ++kk) {
     if constexpr (LOAD == 1) ld.template load<true>(load_slot, next, kk);
     if constexpr (LOAD == 2) ld.template load<false>(load_slot, next, kk);
     mma_k16<T, FULL, MF, NF, NB, BLOCK_N, PITCH, A_FRAG>(
@@ -288,7 +331,9 @@ __device__ __forceinline__ void k_tile_mode(int mode, float (&acc)[NB][MF][NF][4
 /// out = (gathered rows of a) x w[expert]^T with the epilogue of gemm1 (GATED) or gemm2, for the
 /// blocks of sorted_pairs; see MoeGemmArgs and the file comment.
 ///
-/// T: bf16 or fp16 (a, w and out). BLOCK_M: rows per CTA, equal to the align kernel's block_m.
+/// T: bf16 or fp16 (a, w and out), or e4m3 (a and w, dequantised by args.a_scale and
+/// args.w_scale; out bf16; sm_89 and later). BLOCK_M: rows per CTA, equal to the align kernel's
+/// block_m.
 /// BLOCK_N: output columns per CTA (GATED: of act, so 2 * BLOCK_N rows of w1 are read).
 /// BLOCK_K: reduction step per ring slot. WARPS: warps per CTA, WARPS_M of them along M (each
 /// warp owns BLOCK_M / WARPS_M rows in interleaved m16 fragments and BLOCK_N / (WARPS / WARPS_M)
@@ -324,7 +369,8 @@ template <typename T, int BLOCK_M, int BLOCK_N, int BLOCK_K, int WARPS, int WARP
           bool PARTIAL = false>
 __global__ void __launch_bounds__(WARPS * 32, MIN_CTAS)
     moe_gemm_kernel(const __grid_constant__ MoeGemmArgs args) {
-  static_assert(sizeof(T) == 2, "T must be bf16 or fp16");
+  static_assert(sizeof(T) == 2 || sizeof(T) == 1, "T must be bf16, fp16 or e4m3");
+  constexpr int EB = static_cast<int>(sizeof(T));
   static_assert(BLOCK_M == 16 || BLOCK_M == 32 || BLOCK_M == 64 || BLOCK_M == 128 ||
                     BLOCK_M == 256,
                 "BLOCK_M must be 16, 32, 64, 128 or 256");
@@ -333,6 +379,8 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_CTAS)
                 "BLOCK_N must be 16, 32, 64, 128 or 256");
   static_assert(BLOCK_K == 32 || BLOCK_K == 64 || BLOCK_K == 128 || BLOCK_K == 256,
                 "BLOCK_K must be 32, 64, 128 or 256");
+  static_assert(EB == 2 || BLOCK_K >= 64,
+                "e4m3 tiles take BLOCK_K 64, 128 or 256 (rows of at least 64 bytes)");
   static_assert(WARPS == 1 || WARPS == 2 || WARPS == 4 || WARPS == 8, "WARPS: 1, 2, 4 or 8");
   static_assert(WARPS_M >= 1 && WARPS % WARPS_M == 0, "WARPS_M must divide WARPS");
   static_assert(BLOCK_M % (16 * WARPS_M) == 0, "BLOCK_M must be a multiple of 16 * WARPS_M");
@@ -341,8 +389,8 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_CTAS)
   static_assert(STAGES >= 2 && STAGES <= 6, "STAGES must be 2 to 6");
   static_assert(moe_gemm_acc_regs(BLOCK_M, BLOCK_N, WARPS, GATED) <= 128,
                 "more than 128 fp32 accumulators per thread");
-  static_assert(moe_gemm_smem_bytes(BLOCK_M, BLOCK_N, BLOCK_K, STAGES, GATED) +
-                        moe_gemm_static_smem_bytes(BLOCK_M) <=
+  static_assert(moe_gemm_smem_bytes(BLOCK_M, BLOCK_N, BLOCK_K, STAGES, GATED, EB) +
+                        moe_gemm_static_smem_bytes(BLOCK_M, EB) <=
                     227 * 1024,
                 "shared memory above 227 KiB");
   static_assert(GROUP_M == 0 || GROUP_M == 2 || GROUP_M == 4 || GROUP_M == 8 || GROUP_M == 16 ||
@@ -358,11 +406,13 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_CTAS)
   static_assert(!PARTIAL || (!GATED && EPI == 0),
                 "PARTIAL (split-k fp32 partial sums) is gemm2's, with EPI=0");
   static_assert(EPI == 0 || moe_gemm_epi_smem_bytes(BLOCK_M, BLOCK_N) <=
-                                moe_gemm_smem_bytes(BLOCK_M, BLOCK_N, BLOCK_K, STAGES, GATED),
+                                moe_gemm_smem_bytes(BLOCK_M, BLOCK_N, BLOCK_K, STAGES, GATED, EB),
                 "EPI=1: the ring must hold the BLOCK_M x (BLOCK_N + 8) output tile");
 
   using namespace attn;
-  using L = moe::Tile<BLOCK_K>;
+  using OutT = typename moe::GemmOut<T>::type;
+  constexpr bool QUANT = EB == 1;  // e4m3: dequantise by a_scale and w_scale in the epilogue
+  using L = moe::Tile<BLOCK_K * EB / 2>;
   constexpr int THREADS = WARPS * 32;
   constexpr int CHUNKS = L::CHUNKS;
   constexpr int PITCH = L::PITCH;
@@ -379,6 +429,7 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_CTAS)
   __shared__ int s_src[BLOCK_M];    // row of a to gather, -1: zeros
   __shared__ int s_dst[BLOCK_M];    // row of out to write, -1: none
   __shared__ float s_scale[BLOCK_M];
+  __shared__ float s_ascale[QUANT ? BLOCK_M : 1];  // e4m3: the rows' dequantisation scales
   __shared__ int s_live;            // 1 + the last real row of the block
   extern __shared__ __align__(128) unsigned char smem[];
 
@@ -435,7 +486,7 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_CTAS)
   // their only reader), so their latency stays off the start.
   float scale_of[ROWS_PER_THREAD];
   moe::gemm_resolve_rows<BLOCK_M, THREADS, GATED>(ld, args, m0, pair_of, scale_of, s_src, s_dst,
-                                                 &s_live);
+                                                 &s_live, QUANT ? s_ascale : nullptr);
 
 #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) {
@@ -513,16 +564,36 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_CTAS)
 
   // Each thread owns rows g and g + 8 of every m16 fragment and columns 2t, 2t + 1 of every n8
   // fragment (n is even, so a pair is in or out); pair (i, r, j) rounds to one 32-bit word.
-  T* out = static_cast<T*>(args.out);
+  OutT* out = static_cast<OutT*>(args.out);
   const int g = lane >> 2;
   const int t = lane & 3;
-  const auto word = [&](int i, int r, int j, float scale) {
+  // e4m3: the dequantisation scales of weight tile b's rows (output columns) col, col + 1,
+  // read where they are used (L1 hits after the first row: kept in registers across the
+  // epilogue they would cost NB x NF x 2 of them next to the accumulators).
+  const float* const w_scale =
+      QUANT ? args.w_scale + static_cast<long long>(expert) * NB * n : nullptr;
+  const auto col_scale = [&](int b, int j) {
+    const int col = n0 + warp_n * WTN + j * 8 + 2 * t;
+    return col < n ? __ldg(reinterpret_cast<const float2*>(w_scale + b * n + col))
+                   : make_float2(0.f, 0.f);
+  };
+  // acc[b][i][j][2r + e] dequantised (e4m3), for row scale ra.
+  const auto deq = [&](int b, int i, int j, int r, int e, float ra) {
+    const float v = acc[b][i][j][2 * r + e];
+    if constexpr (QUANT) {
+      const float2 cs = col_scale(b, j);
+      return v * ra * (e == 0 ? cs.x : cs.y);
+    }
+    return v;
+  };
+  // scale: gemm2's routing weight; ra: the row's dequantisation scale (e4m3, else unused).
+  const auto word = [&](int i, int r, int j, float scale, float ra) {
     if constexpr (GATED) {
-      const float g0 = acc[0][i][j][2 * r], g1 = acc[0][i][j][2 * r + 1];
-      return pack2<T>(g0 * sigmoid_approx(g0) * acc[1][i][j][2 * r],
-                      g1 * sigmoid_approx(g1) * acc[1][i][j][2 * r + 1]);
+      const float g0 = deq(0, i, j, r, 0, ra), g1 = deq(0, i, j, r, 1, ra);
+      return pack2<OutT>(g0 * sigmoid_approx(g0) * deq(1, i, j, r, 0, ra),
+                         g1 * sigmoid_approx(g1) * deq(1, i, j, r, 1, ra));
     } else {
-      return pack2<T>(acc[0][i][j][2 * r] * scale, acc[0][i][j][2 * r + 1] * scale);
+      return pack2<OutT>(deq(0, i, j, r, 0, ra) * scale, deq(0, i, j, r, 1, ra) * scale);
     }
   };
   if constexpr (EPI == 1) {
@@ -535,9 +606,10 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_CTAS)
       for (int r = 0; r < 2; ++r) {
         const int row = (i * WARPS_M + warp_m) * 16 + r * 8 + g;
         const float scale = GATED ? 1.f : s_scale[row];
+        const float ra = QUANT ? s_ascale[row] : 1.f;
 #pragma unroll
         for (int j = 0; j < NF; ++j)
-          so[(row * OP + warp_n * WTN + j * 8 + 2 * t) / 2] = word(i, r, j, scale);
+          so[(row * OP + warp_n * WTN + j * 8 + 2 * t) / 2] = word(i, r, j, scale, ra);
       }
     __syncthreads();
     const int live_rows = s_live;
@@ -567,16 +639,17 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_CTAS)
       const int dst = s_dst[row];
       if (dst < 0) continue;
       const float scale = GATED ? 1.f : s_scale[row];
+      const float ra = QUANT ? s_ascale[row] : 1.f;
       const long long o = static_cast<long long>(dst) * n;
 #pragma unroll
       for (int j = 0; j < NF; ++j) {
         const int col = n0 + warp_n * WTN + j * 8 + 2 * t;
         if (col >= n) continue;
         if constexpr (PARTIAL)
-          *reinterpret_cast<float2*>(part + o + col) =
-              make_float2(acc[0][i][j][2 * r] * scale, acc[0][i][j][2 * r + 1] * scale);
+          *reinterpret_cast<float2*>(part + o + col) = make_float2(
+              deq(0, i, j, r, 0, ra) * scale, deq(0, i, j, r, 1, ra) * scale);
         else
-          *reinterpret_cast<unsigned*>(out + o + col) = word(i, r, j, scale);
+          *reinterpret_cast<unsigned*>(out + o + col) = word(i, r, j, scale, ra);
       }
     }
 }

@@ -15,12 +15,12 @@
 namespace ktune {
 
 /// Dynamic shared memory of moe_gemm_kernel: STAGES ring slots of an A tile [BLOCK_M, BLOCK_K]
-/// and a B tile [BLOCK_N, BLOCK_K] (two for GATED: gate and up rows), 16-bit elements, rows of
-/// BLOCK_K * 2 bytes (XOR-swizzled, no padding). Above 48 KiB the launcher must raise the
-/// kernel's CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES first.
+/// and a B tile [BLOCK_N, BLOCK_K] (two for GATED: gate and up rows), elements of `eb` bytes
+/// (2: bf16/fp16, 1: e4m3), rows of BLOCK_K * eb bytes (XOR-swizzled, no padding). Above 48 KiB
+/// the launcher must raise the kernel's CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES first.
 KTUNE_MOE_HD constexpr unsigned moe_gemm_smem_bytes(int block_m, int block_n, int block_k,
-                                                    int stages, bool gated) {
-  return static_cast<unsigned>(stages * (block_m + (gated ? 2 : 1) * block_n) * block_k * 2);
+                                                    int stages, bool gated, int eb = 2) {
+  return static_cast<unsigned>(stages * (block_m + (gated ? 2 : 1) * block_n) * block_k * eb);
 }
 
 /// Bytes of the staged output tile of moe_gemm_kernel's EPI=1 epilogue (rows of block_n + 8
@@ -30,11 +30,12 @@ KTUNE_MOE_HD constexpr unsigned moe_gemm_epi_smem_bytes(int block_m, int block_n
 }
 
 /// Static shared memory of moe_gemm_kernel: per row of the block its source row, its
-/// destination row and its routing weight, plus the block's live-row count, rounded up to the
-/// 128-byte alignment of the dynamic area that follows (what ptxas reports for gemm2; gemm1
-/// drops the unused weights, so for it this is an upper bound).
-KTUNE_MOE_HD constexpr unsigned moe_gemm_static_smem_bytes(int block_m) {
-  return static_cast<unsigned>((block_m * 12 + 4 + 127) / 128 * 128);
+/// destination row and its routing weight (e4m3: and its dequantisation scale), plus the
+/// block's live-row count, rounded up to the 128-byte alignment of the dynamic area that follows
+/// (what ptxas reports for gemm2; gemm1 drops the unused weights, so for it this is an upper
+/// bound).
+KTUNE_MOE_HD constexpr unsigned moe_gemm_static_smem_bytes(int block_m, int eb = 2) {
+  return static_cast<unsigned>((block_m * (eb == 1 ? 16 : 12) + 4 + 127) / 128 * 128);
 }
 
 /// fp32 accumulator registers per thread: (GATED ? 2 : 1) * BLOCK_M * BLOCK_N / threads.
@@ -52,18 +53,21 @@ KTUNE_MOE_HD constexpr int moe_gemm_regs_per_thread(int warps, int min_ctas) {
 /// GROUP_M, W_PREFETCH, MIN_CTAS, EPI> compiles; otherwise why not (the kernel's static_asserts).
 /// Whether it also fits in registers without spilling only ptxas tells. group_m, w_prefetch,
 /// min_ctas and epi default to the kernel's defaults (launch order, no L2 prefetch, no register
-/// cap, stores from the fragments).
+/// cap, stores from the fragments); eb is T's size (1: e4m3).
 KTUNE_MOE_HD constexpr const char* moe_gemm_invalid_reason(int block_m, int block_n, int block_k,
                                                            int warps, int warps_m, int stages,
                                                            bool gated, int group_m = 0,
                                                            int w_prefetch = 0,
-                                                           int min_ctas = 1, int epi = 0) {
+                                                           int min_ctas = 1, int epi = 0,
+                                                           int eb = 2) {
   if (block_m != 16 && block_m != 32 && block_m != 64 && block_m != 128 && block_m != 256)
     return "BLOCK_M must be 16, 32, 64, 128 or 256";
   if (block_n != 16 && block_n != 32 && block_n != 64 && block_n != 128 && block_n != 256)
     return "BLOCK_N must be 16, 32, 64, 128 or 256";
   if (block_k != 32 && block_k != 64 && block_k != 128 && block_k != 256)
     return "BLOCK_K must be 32, 64, 128 or 256";
+  if (eb == 1 && block_k < 64)
+    return "e4m3 tiles take BLOCK_K 64, 128 or 256 (rows of at least 64 bytes)";
   if (warps != 1 && warps != 2 && warps != 4 && warps != 8) return "WARPS must be 1, 2, 4 or 8";
   if (warps_m < 1 || warps % warps_m != 0) return "WARPS_M must divide WARPS";
   if (block_m % (16 * warps_m) != 0) return "BLOCK_M must be a multiple of 16 * WARPS_M";
@@ -72,8 +76,8 @@ KTUNE_MOE_HD constexpr const char* moe_gemm_invalid_reason(int block_m, int bloc
   if (stages < 2 || stages > 6) return "STAGES must be 2 to 6";
   if (moe_gemm_acc_regs(block_m, block_n, warps, gated) > 128)
     return "more than 128 fp32 accumulators per thread (GATED counts gate and up)";
-  if (moe_gemm_smem_bytes(block_m, block_n, block_k, stages, gated) +
-          moe_gemm_static_smem_bytes(block_m) >
+  if (moe_gemm_smem_bytes(block_m, block_n, block_k, stages, gated, eb) +
+          moe_gemm_static_smem_bytes(block_m, eb) >
       227u * 1024u)
     return "shared memory above 227 KiB";
   if (group_m != 0 && group_m != 2 && group_m != 4 && group_m != 8 && group_m != 16 &&
@@ -87,15 +91,20 @@ KTUNE_MOE_HD constexpr const char* moe_gemm_invalid_reason(int block_m, int bloc
     return "MIN_CTAS leaves fewer registers per thread than the accumulators plus 32";
   if (epi != 0 && epi != 1) return "EPI must be 0 or 1";
   if (epi == 1 && moe_gemm_epi_smem_bytes(block_m, block_n) >
-                      moe_gemm_smem_bytes(block_m, block_n, block_k, stages, gated))
+                      moe_gemm_smem_bytes(block_m, block_n, block_k, stages, gated, eb))
     return "EPI=1: the ring must hold the BLOCK_M x (BLOCK_N + 8) output tile";
   return nullptr;
 }
 
 /// nullptr when the layer's sizes suit the GEMMs (any tile): every row of x, w1, act and w2
-/// starts 16-byte aligned and tiles are cut at whole 16-byte chunks.
+/// starts 16-byte aligned and tiles are cut at whole 16-byte chunks (8 elements of 16 bits, 16
+/// of e4m3: eb = 1).
 KTUNE_MOE_HD constexpr const char* moe_gemm_shape_invalid_reason(long long hidden,
-                                                                 long long inter) {
+                                                                 long long inter, int eb = 2) {
+  if (eb == 1 && (hidden < 16 || hidden % 16 != 0))
+    return "H must be a positive multiple of 16 (e4m3)";
+  if (eb == 1 && (inter < 16 || inter % 16 != 0))
+    return "I must be a positive multiple of 16 (e4m3)";
   if (hidden < 8 || hidden % 8 != 0) return "H must be a positive multiple of 8";
   if (inter < 8 || inter % 8 != 0) return "I must be a positive multiple of 8";
   return nullptr;

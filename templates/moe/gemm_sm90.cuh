@@ -231,7 +231,7 @@ __global__ void __launch_bounds__(BLOCK_M * 2, 1)
   if constexpr (!GATED) griddep_wait();
   float scale_of[ROWS_PER_THREAD];
   moe::gemm_resolve_rows<BLOCK_M, THREADS, GATED>(ld, args, m0, pair_of, scale_of, s_src, s_dst,
-                                                 &s_live);
+                                                 &s_live, nullptr);
 #pragma unroll
   for (int s = 0; s < AHEAD; ++s) {
     if (s < k_tiles)

@@ -30,8 +30,10 @@ struct MoeReferenceArgs {
   const float* correction_bias;  // [E] or nullptr (sigmoid_group)
   const int* ids_in;             // [T, k] (precomputed)
   const float* weights_in;       // [T, k] (precomputed)
-  const void* w1;                // [E, 2I, H] T
-  const void* w2;                // [E, H, I] T
+  const void* w1;                // [E, 2I, H] W
+  const void* w2;                // [E, H, I] W
+  const float* w1_scale;         // e4m3 weights: [E, 2I] per-row scales (nullptr: 1)
+  const float* w2_scale;         // e4m3 weights: [E, H]
   float* topk_ids;               // [T, k] fp32 out (not precomputed); expert_choice: [E * C]
                                  // chosen tokens, expert-major, increasing per expert
   float* topk_weights;           // [T, k] out (not precomputed); expert_choice: [E * C]
@@ -71,18 +73,56 @@ __device__ __forceinline__ float warp_sum(float v) {
 
 __device__ __forceinline__ float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 
+/// The layer's per-row e4m3 quantisation of its GEMM inputs (FP8 weights; moe/quant.cuh), as
+/// the kernels apply it to x and to act: scale = amax / 448, value = e4m3(v / scale) * scale.
+struct RowQuant {
+  float scale = 1.0f, inv = 1.0f;
+  bool on = false;
+  __device__ void set(float amax) {
+    on = true;
+    scale = amax > 0.0f ? amax * (1.0f / 448.0f) : 1.0f;
+    inv = 1.0f / scale;
+  }
+  __device__ float operator()(float v) const {
+    return on ? to_float(from_float<e4m3>(v * inv)) * scale : v;
+  }
+};
+
+/// One warp: the largest |v| of n values (every lane returns it).
+template <typename V>
+__device__ __forceinline__ float warp_amax(const V* v, int n, int lane) {
+  float m = 0.0f;
+  for (int i = lane; i < n; i += 32) m = fmaxf(m, fabsf(to_float(v[i])));
+  for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+  return m;
+}
+
+/// act as the FP8 layer's gemm1 stores it: rounded to bf16.
+__device__ __forceinline__ float stored_act(float v, bool fp8) {
+  return fp8 ? to_float(from_float<bf16>(v)) : v;
+}
+
 /// One warp: silu(x . rg) * (x . ru) over H elements, lanes along H, fp32 (every lane returns it).
-template <typename T>
-__device__ __forceinline__ float gated_act(const T* x, const T* rg, const T* ru, int H, int lane) {
+/// sg and su: the rows' dequantisation scales (e4m3 weights; else 1).
+/// qx: x's quantisation (FP8 weights), else the identity.
+template <typename T, typename W>
+__device__ __forceinline__ float gated_act(const T* x, const W* rg, const W* ru, int H, int lane,
+                                           float sg = 1.0f, float su = 1.0f,
+                                           const RowQuant& qx = RowQuant()) {
   float g = 0.0f, u = 0.0f;
   for (int h = lane; h < H; h += 32) {
-    const float xv = to_float(x[h]);
+    const float xv = qx(to_float(x[h]));
     g += xv * to_float(rg[h]);
     u += xv * to_float(ru[h]);
   }
-  g = warp_sum(g);
-  u = warp_sum(u);
+  g = warp_sum(g) * sg;
+  u = warp_sum(u) * su;
   return g / (1.0f + expf(-g)) * u;
+}
+
+/// Row `row` of expert e's weight scales (nullptr: 1).
+__device__ __forceinline__ float row_scale(const float* scales, long long row) {
+  return scales != nullptr ? scales[row] : 1.0f;
 }
 
 /// Routes token t serially (one thread): ids and weights, best first.
@@ -223,7 +263,8 @@ __global__ void __launch_bounds__(kMoeReferenceThreads)
   }
 }
 
-template <typename T>
+/// T: x and y's type; W: the weights' (T, or e4m3 with w1_scale and w2_scale).
+template <typename T, typename W = T>
 __global__ void __launch_bounds__(kMoeReferenceThreads)
     moe_reference_kernel(const MoeReferenceArgs a) {
   constexpr int WARPS = kMoeReferenceThreads / 32;
@@ -287,25 +328,51 @@ __global__ void __launch_bounds__(kMoeReferenceThreads)
   __syncthreads();
   const int K = s_n;
   const T* x = static_cast<const T*>(a.x) + static_cast<long long>(t) * H;
+  // FP8 weights: x and each expert's act row quantised per row as the kernels do (act's scale
+  // needs the whole row: a first pass over the chunks finds its largest value).
+  constexpr bool FP8 = sizeof(W) == 1;
+  __shared__ unsigned s_amax;
+  moe_ref::RowQuant qx;
+  if (FP8) qx.set(moe_ref::warp_amax(x, H, lane));
   for (int s = 0; s < K; ++s) {
     const int e = s_id[s];
     if (e < 0 || e >= E) continue;  // dropped pair (uniform over the block)
     const float w = s_w[s];
-    const T* w1 = static_cast<const T*>(a.w1) + static_cast<long long>(e) * 2 * I * H;
-    const T* w2 = static_cast<const T*>(a.w2) + static_cast<long long>(e) * H * I;
+    const W* w1 = static_cast<const W*>(a.w1) + static_cast<long long>(e) * 2 * I * H;
+    const W* w2 = static_cast<const W*>(a.w2) + static_cast<long long>(e) * H * I;
+    const auto act_of = [&](int j) {  // act[j], as stored between the GEMMs
+      const long long rg = static_cast<long long>(e) * 2 * I + j;  // gate row
+      return moe_ref::stored_act(
+          moe_ref::gated_act(x, w1 + static_cast<long long>(j) * H,
+                             w1 + static_cast<long long>(I + j) * H, H, lane,
+                             moe_ref::row_scale(a.w1_scale, rg),
+                             moe_ref::row_scale(a.w1_scale, rg + I), qx),
+          FP8);
+    };
+    moe_ref::RowQuant qa;
+    if (FP8) {
+      if (tid == 0) s_amax = 0u;
+      __syncthreads();
+      for (int j = warp; j < I; j += WARPS) {
+        const float v = fabsf(act_of(j));
+        if (lane == 0) atomicMax(&s_amax, __float_as_uint(v));  // >= 0: bits order as values
+      }
+      __syncthreads();
+      qa.set(__uint_as_float(s_amax));
+    }
     for (int j0 = 0; j0 < I; j0 += kMoeReferenceChunk) {
       const int n = I - j0 < kMoeReferenceChunk ? I - j0 : kMoeReferenceChunk;
       for (int j = warp; j < n; j += WARPS) {
-        const float act = moe_ref::gated_act(x, w1 + static_cast<long long>(j0 + j) * H,
-                                             w1 + static_cast<long long>(I + j0 + j) * H, H, lane);
+        const float act = qa(act_of(j0 + j));
         if (lane == 0) s_act[j] = act;
       }
       __syncthreads();
       for (int c = warp; c < H; c += WARPS) {
-        const T* r2 = w2 + static_cast<long long>(c) * I + j0;
+        const W* r2 = w2 + static_cast<long long>(c) * I + j0;
         float acc = 0.0f;
         for (int j = lane; j < n; j += 32) acc += s_act[j] * to_float(r2[j]);
-        acc = moe_ref::warp_sum(acc);
+        acc = moe_ref::warp_sum(acc) *
+              moe_ref::row_scale(a.w2_scale, static_cast<long long>(e) * H + c);
         if (lane == 0) y[c] += w * acc;
       }
       __syncthreads();

@@ -23,6 +23,8 @@ struct MoeRefMlpArgs {
   const void* x;         // [T, H]
   const void* w1;        // [E, 2I, H]
   const void* w2;        // [E, H, I]
+  const float* w1_scale;  // e4m3 weights: [E, 2I] per-row scales (nullptr: 1)
+  const float* w2_scale;  // e4m3 weights: [E, H]
   const int* choice_id;  // [T, max_choices]
   const float* choice_w;
   const int* choice_n;   // [T]
@@ -41,7 +43,8 @@ struct MoeRefMlpArgs {
 
 namespace ktune {
 
-template <typename T>
+/// T: x's type; W: the weights' (T, or e4m3 with w1_scale).
+template <typename T, typename W = T>
 __global__ void __launch_bounds__(kMoeRefMlpThreads) moe_reference_act_kernel(const MoeRefMlpArgs a) {
   const int sample = static_cast<int>(blockIdx.x);
   const int t = sample * a.sample_stride;
@@ -50,22 +53,30 @@ __global__ void __launch_bounds__(kMoeRefMlpThreads) moe_reference_act_kernel(co
   const int lane = static_cast<int>(threadIdx.x) % 32, warp = static_cast<int>(threadIdx.x) / 32;
   const T* x = static_cast<const T*>(a.x) + static_cast<long long>(t) * H;
   const int n = a.choice_n[t];
+  // FP8 weights: x quantised per row and act rounded to bf16, as the kernels do.
+  constexpr bool FP8 = sizeof(W) == 1;
+  moe_ref::RowQuant qx;
+  if (FP8) qx.set(moe_ref::warp_amax(x, H, lane));
   for (int s = 0; s < n; ++s) {
     const int e = a.choice_id[static_cast<long long>(t) * a.max_choices + s];
     if (e < 0 || e >= a.experts) continue;
-    const T* w1 = static_cast<const T*>(a.w1) + static_cast<long long>(e) * 2 * I * H;
+    const W* w1 = static_cast<const W*>(a.w1) + static_cast<long long>(e) * 2 * I * H;
     float* act = a.act + (static_cast<long long>(sample) * a.max_choices + s) * I;
     for (int c = warp; c < kMoeRefCols; c += kMoeRefMlpThreads / 32) {
       const int j = static_cast<int>(blockIdx.y) * kMoeRefCols + c;
       if (j >= I) break;
+      const long long rg = static_cast<long long>(e) * 2 * I + j;  // gate row
       const float v = moe_ref::gated_act(x, w1 + static_cast<long long>(j) * H,
-                                         w1 + static_cast<long long>(I + j) * H, H, lane);
-      if (lane == 0) act[j] = v;
+                                         w1 + static_cast<long long>(I + j) * H, H, lane,
+                                         moe_ref::row_scale(a.w1_scale, rg),
+                                         moe_ref::row_scale(a.w1_scale, rg + I), qx);
+      if (lane == 0) act[j] = moe_ref::stored_act(v, FP8);
     }
   }
 }
 
-template <typename T>
+/// W: the weights' type (e4m3 with w2_scale).
+template <typename W>
 __global__ void __launch_bounds__(kMoeRefMlpThreads) moe_reference_out_kernel(const MoeRefMlpArgs a) {
   const int sample = static_cast<int>(blockIdx.x);
   const int t = sample * a.sample_stride;
@@ -81,11 +92,15 @@ __global__ void __launch_bounds__(kMoeRefMlpThreads) moe_reference_out_kernel(co
       const int e = a.choice_id[static_cast<long long>(t) * a.max_choices + s];
       if (e < 0 || e >= a.experts) continue;
       const float w = a.choice_w[static_cast<long long>(t) * a.max_choices + s];
-      const T* r2 = static_cast<const T*>(a.w2) + (static_cast<long long>(e) * H + c) * I;
+      const W* r2 = static_cast<const W*>(a.w2) + (static_cast<long long>(e) * H + c) * I;
       const float* act = a.act + (static_cast<long long>(sample) * a.max_choices + s) * I;
+      // FP8 weights: act quantised per row, as the kernels do before gemm2.
+      moe_ref::RowQuant qa;
+      if (sizeof(W) == 1) qa.set(moe_ref::warp_amax(act, I, lane));
       float acc = 0.0f;
-      for (int j = lane; j < I; j += 32) acc += act[j] * to_float(r2[j]);
-      y += w * moe_ref::warp_sum(acc);
+      for (int j = lane; j < I; j += 32) acc += qa(act[j]) * to_float(r2[j]);
+      y += w * moe_ref::warp_sum(acc) *
+           moe_ref::row_scale(a.w2_scale, static_cast<long long>(e) * H + c);
     }
     if (lane == 0) a.y[static_cast<long long>(t) * H + c] = y;
   }

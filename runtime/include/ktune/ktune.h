@@ -160,6 +160,9 @@ typedef enum ktune_moe_routing {
 /* One Mixture-of-Experts layer: for each of t tokens, over the k experts it is routed to,
  * y[t] = sum of weight * (silu(x[t] W1g^T) * (x[t] W1u^T)) W2^T. Contiguous row-major device
  * arrays, every pointer 16-byte aligned; x, w1, w2, y of `dtype` (KTUNE_BF16 or KTUNE_FP16).
+ * KTUNE_E4M3: FP8 weights w1, w2 with fp32 dequantisation scales per output channel (w1_scale,
+ * w2_scale; a per-tensor scale is that value repeated), x and y in bf16; x and the gated
+ * activation are quantised to e4m3 per row inside the layer (sm_89 and later).
  * Fill it with ktune_moe_args_init() first: it sets struct_size and the defaults, so that a
  * program built against this header keeps working when later versions append fields. */
 typedef struct ktune_moe_args {
@@ -184,6 +187,8 @@ typedef struct ktune_moe_args {
                                      runtime's, allocated at a problem's first call on each
                                      stream */
   size_t workspace_bytes;         /* its size: at least ktune_moe_workspace_size() */
+  const float* w1_scale;          /* KTUNE_E4M3: [e, 2i] real w1 row = stored row x scale */
+  const float* w2_scale;          /* KTUNE_E4M3: [e, h]; both NULL for 16-bit dtypes */
 } ktune_moe_args;
 
 /* Zeroes *args and sets struct_size and the defaults (routing KTUNE_MOE_SOFTMAX_RENORM,

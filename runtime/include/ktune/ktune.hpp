@@ -131,10 +131,14 @@ struct MoeArgs {
   std::int64_t n_group = 1;                // sigmoid_group: expert groups, e % n_group == 0; else 1
   std::int64_t topk_group = 1;             // sigmoid_group: groups kept per token; else 1
   float routed_scaling = 1.0f;             // sigmoid_group: weights are multiplied by it; else 1
-  DType dtype = DType::bf16;
+  DType dtype = DType::bf16;               // bf16, f16, or e4m3 (FP8 w1/w2, see w1_scale)
   void* workspace = nullptr;               // the caller's scratch, 256-byte aligned; null: the
                                            // runtime's (one per problem and stream)
   std::size_t workspace_bytes = 0;         // its size: at least moe_workspace_size(*this)
+  // DType::e4m3: FP8 w1 and w2 (x and y bf16) with fp32 dequantisation scales per output
+  // channel (real row = stored row x scale; a per-tensor scale repeated); null otherwise.
+  const float* w1_scale = nullptr;         // [e, 2i]
+  const float* w2_scale = nullptr;         // [e, h]
 };
 
 /// Which kernel family serves an attention call (AttentionArgs::impl).
