@@ -5,7 +5,7 @@ export LD_LIBRARY_PATH=$PWD/.gpu/lib KTUNE_CACHE_DIR=${KTUNE_CACHE_DIR:-$(mktemp
 nvidia-smi --query-gpu=name,clocks.sm --format=csv,noheader
 date -u
 if [ "${STEP:-test}" = test ]; then
-  timeout 540 .gpu/tests/gpu_moe_op_test --gtest_filter='*Fp8*:*Graph*' > $OUT/fp8_test.log 2>&1
+  timeout 540 .gpu/tests/gpu_moe_op_test --gtest_filter="${FILTER:-*Fp8*:*Graph*}" > $OUT/fp8_test.log 2>&1
   echo "test rc=$?"
   grep -E "e4m3|FAILED|PASSED|Failure" $OUT/fp8_test.log | cut -c1-200 | head -40
   exit 0
