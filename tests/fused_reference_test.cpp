@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <random>
+#include <vector>
 
 #include "tests/support/fused_reference.hpp"
 
@@ -121,6 +122,45 @@ TEST(FusedReference, BiasActAndSwigluByHand) {
   ASSERT_EQ(s.cols(), 2);
   EXPECT_NEAR(s(0, 0), 3 * activation_ref(1, Activation::silu), 1e-15);
   EXPECT_NEAR(s(0, 1), 4 * activation_ref(2, Activation::silu), 1e-15);
+}
+
+// float_to_e4m3_bits against the definition: the nearest of the 127 finite non-negative codes
+// (ties to the even code), on every code, every midpoint between neighbours (the ties), values
+// just off them, and random magnitudes over the whole range.
+TEST(HalfConversions, E4m3IsTheNearestFiniteValue) {
+  const auto nearest = [](float f) {
+    const float a = std::fabs(f);
+    int best = 0;
+    float best_err = INFINITY;
+    for (int code = 0; code <= 0x7e; ++code) {
+      const float err = std::fabs(e4m3_bits_to_float(static_cast<std::uint8_t>(code)) - a);
+      if (err < best_err || (err == best_err && code % 2 == 0 && best % 2 == 1)) {
+        best = code;
+        best_err = err;
+      }
+    }
+    return static_cast<std::uint8_t>((std::signbit(f) ? 0x80 : 0) | best);
+  };
+  std::vector<float> probes;
+  for (int code = 0; code <= 0x7e; ++code) {
+    const float v = e4m3_bits_to_float(static_cast<std::uint8_t>(code));
+    const float next = code < 0x7e ? e4m3_bits_to_float(static_cast<std::uint8_t>(code + 1))
+                                   : 480.0f;
+    const float mid = 0.5f * (v + next);
+    for (float p : {v, mid, std::nextafter(mid, 0.0f), std::nextafter(mid, INFINITY)}) {
+      probes.push_back(p);
+      probes.push_back(-p);
+    }
+  }
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> exponent(-14.0f, 10.0f);
+  for (int i = 0; i < 20000; ++i) probes.push_back(std::exp2(exponent(rng)) * (i % 2 ? -1 : 1));
+  for (float p : {1e6f, 448.0f, 464.0f, 479.0f, 0.0f, -0.0f, 1e-30f}) probes.push_back(p);
+  int bad = 0;
+  for (float p : probes)
+    if (float_to_e4m3_bits(p) != nearest(p) && bad++ < 5)
+      ADD_FAILURE() << p << ": " << int(float_to_e4m3_bits(p)) << ", want " << int(nearest(p));
+  EXPECT_EQ(bad, 0) << "of " << probes.size();
 }
 
 TEST(HalfConversions, Bf16RoundsToNearestEven) {

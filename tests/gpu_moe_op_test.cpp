@@ -13,6 +13,7 @@
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -426,8 +427,12 @@ class MoeCall {
     a.scalars = scalars;
     a.kernels = ref_kernels_.data();
     CudaLauncher launcher(stream_);
+    const auto t0 = std::chrono::steady_clock::now();
     moe_op().run_reference(a, launcher);
     KTUNE_CU(d.cuStreamSynchronize(stream_));
+    std::printf("    reference kernels %.2f s\n",
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    std::fflush(stdout);
     Reference r;
     if (c_.routed()) {
       r.ids = download<float>(ref_ids_, P);
@@ -921,6 +926,27 @@ std::vector<Case> fp8_cases() {
        "block_m=16,bn1=64,bk1=128,warps1=4,warps_m1=1,stages1=6,group1=0,prefetch1=0,epi1=0,"
        "impl1=0,bn2=64,bk2=256,warps2=4,warps_m2=1,stages2=4,group2=0,prefetch2=0,epi2=0,"
        "impl2=0,align_chunk=0,split2=2" + tail, 1024, 1408);
+  // The warp-specialised GEMMs on e4m3 (k-tiles of 128), alone and beside mma.sync ones; h and
+  // i multiples of 16 but of no tile (partial last k-tiles and column blocks).
+  const std::string ws1 = "impl1=2,bk1=128,warps_m1=1,prefetch1=0,epi1=0,";
+  const std::string ws2 = "impl2=2,bk2=128,warps_m2=1,prefetch2=0,epi2=0,";
+  const std::string end = "align_chunk=0,split2=1" + tail;
+  const std::string wide = "block_m=128,bn1=64,warps1=8,stages1=4,group1=0," + ws1 +
+                           "bn2=256,warps2=8,stages2=4,group2=8," + ws2 + end;
+  const std::string narrow = "block_m=64,bn1=64,warps1=4,stages1=6,group1=8," + ws1 +
+                             "bn2=128,warps2=4,stages2=3,group2=0," + ws2 + end;
+  const std::string mixed1 = "block_m=128,bn1=64,warps1=8,stages1=3,group1=8," + ws1 +
+                             "bn2=256,bk2=128,warps2=8,warps_m2=2,stages2=3,group2=8,"
+                             "prefetch2=0,epi2=0,impl2=0," + end;
+  const std::string mixed2 = "block_m=64,bn1=64,bk1=128,warps1=4,warps_m1=1,stages1=4,group1=0,"
+                             "prefetch1=0,epi1=0,impl1=0,bn2=128,warps2=4,stages2=4,group2=0," +
+                             ws2 + end;
+  with(moe_softmax_renorm, 8, 2, 1000, wide, 272, 400);
+  with(moe_expert_choice, 8, 2, 777, wide, 272, 400);
+  with(moe_sigmoid_group, 64, 8, 1001, narrow, 272, 400);
+  with(moe_precomputed, 8, 2, 333, mixed1, 1040, 400);
+  with(moe_softmax, 8, 1, 499, mixed2);
+  with(moe_softmax_renorm, 8, 2, 300, wide, 4096, 1024);  // Mixtral's reduction length, h
   return out;
 }
 
@@ -973,15 +999,14 @@ TEST(MoeOpCases, EveryConfigurationIsValid) {
   }
 }
 
-/// all_cases(), or those whose tag contains $KTUNE_MOE_OP_CASE (to run one under
-/// compute-sanitizer).
-std::vector<Case> selected_cases() {
-  std::vector<Case> out = all_cases();
+/// cases, or those whose tag contains $KTUNE_MOE_OP_CASE (to run one under compute-sanitizer).
+std::vector<Case> selected(std::vector<Case> cases) {
   if (const char* only = std::getenv("KTUNE_MOE_OP_CASE"))
-    out.erase(std::remove_if(out.begin(), out.end(),
-                             [&](const Case& c) { return c.tag().find(only) == std::string::npos; }),
-              out.end());
-  return out;
+    cases.erase(std::remove_if(
+                    cases.begin(), cases.end(),
+                    [&](const Case& c) { return c.tag().find(only) == std::string::npos; }),
+                cases.end());
+  return cases;
 }
 
 class GpuMoeOp : public ::testing::Test {
@@ -996,7 +1021,9 @@ class GpuMoeOp : public ::testing::Test {
 
 /// Runs every case against both references: optional outputs on and off (the same y), twice
 /// (the same bits).
-void run_cases(const std::vector<Case>& cases, const DeviceInfo& device) {
+void run_cases(const std::vector<Case>& all, const DeviceInfo& device) {
+  const std::vector<Case> cases = selected(all);
+  if (cases.empty()) GTEST_SKIP() << "no case matches KTUNE_MOE_OP_CASE";
   {
     // Compile everything up front, on all cores.
     std::vector<KernelSource> all;
@@ -1012,13 +1039,23 @@ void run_cases(const std::vector<Case>& cases, const DeviceInfo& device) {
   std::mt19937 rng(2026);
   for (const Case& c : cases) {
     SCOPED_TRACE(c.tag());
+    // Progress, a line per step: a hang names its case and step.
+    using Clock = std::chrono::steady_clock;
+    const auto t0 = Clock::now();
+    const auto since = [&] { return std::chrono::duration<double>(Clock::now() - t0).count(); };
+    std::printf("  case %s\n", c.tag().c_str());
+    std::fflush(stdout);
     MoeCall run(c, device);
     const Inputs in = make_inputs(c, rng);
     run.upload(in);
     run.poison();
     run.launch(true);
     const Outputs out = run.outputs();
+    std::printf("    op done at %.2f s\n", since());
+    std::fflush(stdout);
     check(run, in, out);
+    std::printf("    checked at %.2f s\n", since());
+    std::fflush(stdout);
     // Without the optional outputs (routing results in the workspace), and again: the same y.
     run.poison();
     run.launch(false);
@@ -1032,9 +1069,7 @@ void run_cases(const std::vector<Case>& cases, const DeviceInfo& device) {
 }
 
 TEST_F(GpuMoeOp, EveryRoutingModeDtypeAndShapeAgainstBothReferences) {
-  const std::vector<Case> cases = selected_cases();
-  ASSERT_FALSE(cases.empty()) << "no case matches KTUNE_MOE_OP_CASE";
-  run_cases(cases, device_);
+  run_cases(all_cases(), device_);
 }
 
 // Both GEMMs on the wgmma kernel (impl1 = impl2 = 1, sm_90a): the whole layer against both

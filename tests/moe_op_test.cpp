@@ -382,7 +382,8 @@ TEST(MoeSpace, WarpSpecialisedGemmIsATunable) {
                        "impl1=2 runs one consumer warpgroup per 64 rows (plus a producer "
                        "warpgroup): warps1=8"));
   EXPECT_TRUE(contains(reason("epi2", 1), "impl2=2 ignores warps_m2, prefetch2 and epi2"));
-  EXPECT_TRUE(contains(reason("bk1", 128), "impl1=2 reads k-tiles of 64"));
+  EXPECT_TRUE(contains(reason("bk1", 128), "impl1=2 reads k-tiles of one 128-byte swizzled row"));
+  EXPECT_TRUE(contains(reason("bk1", 128), "bk1=64, not 128"));
   EXPECT_TRUE(contains(reason("bn1", 256),
                        "gemm1 warp-specialised tile: more than 128 fp32 accumulators"));
   EXPECT_TRUE(contains(reason("stages1", 6), "gemm1 warp-specialised tile: shared memory above "
@@ -922,7 +923,7 @@ TEST(MoeExpertChoice, ReferenceSelectsFirst) {
 // ---- FP8 (e4m3) weights ----
 
 // e4m3: w1 and w2 in FP8 with per-channel scales, x and y in bf16; the space keeps the mma.sync
-// GEMMs with e4m3-sized tiles and says why for the rest.
+// and warp-specialised GEMMs with e4m3-sized tiles and says why for the rest.
 TEST(MoeFp8, TensorsSpaceAndReasons) {
   const DeviceInfo h100 = device("sm_90a");
   const Problem p = problem(kMixtral, 64);
@@ -950,8 +951,26 @@ TEST(MoeFp8, TensorsSpaceAndReasons) {
     q.values[op().param_index(name)] = v;
     return op().invalid_reason(q, p, DType::e4m3, h100).value_or("");
   };
-  EXPECT_TRUE(contains(with("impl2", 1), "e4m3 (FP8) GEMMs run on the mma.sync kernel only"))
+  EXPECT_TRUE(contains(with("impl2", 1), "the cp.async wgmma kernel takes bf16 and fp16"))
       << with("impl2", 1);
+  {
+    // Many rows per expert: the default takes the warp-specialised kernel, whose k-tiles are
+    // one 128-byte row: 128 e4m3 elements.
+    const Problem big = problem(kMixtral, 4096);
+    Params ws = op().default_params(big, DType::e4m3, h100);
+    EXPECT_EQ(op().param(ws, "impl1"), 2);
+    EXPECT_EQ(op().param(ws, "impl2"), 2);
+    EXPECT_EQ(op().param(ws, "bk1"), 128);
+    EXPECT_EQ(op().invalid_reason(ws, big, DType::e4m3, h100), std::nullopt);
+    EXPECT_EQ(op().param(ws, "bn1"), 64);  // gemm1's second accumulator set (fp32 promotion)
+    Params wide = ws;
+    wide.values[op().param_index("bn1")] = 128;
+    EXPECT_TRUE(contains(op().invalid_reason(wide, big, DType::e4m3, h100).value_or(""),
+                         "bn1 at most 64, not 128"));
+    ws.values[op().param_index("bk1")] = 64;
+    EXPECT_TRUE(contains(op().invalid_reason(ws, big, DType::e4m3, h100).value_or(""),
+                         "bk1=128, not 64"));
+  }
   EXPECT_TRUE(contains(with("bk1", 32), "e4m3 tiles take BLOCK_K 64, 128 or 256"))
       << with("bk1", 32);
   EXPECT_TRUE(contains(op().invalid_reason(d, p, DType::e4m3, device("sm_80")).value_or(""),
@@ -970,16 +989,22 @@ TEST(MoeFp8, TensorsSpaceAndReasons) {
                 std::nullopt)
           << shape << " t=" << t;
     }
-  // A sample of the space (too large to list) has valid points, every GEMM on mma.sync.
-  const Space space(op(), problem(kDeepSeek, 128), DType::e4m3, h100);
-  std::size_t valid = 0;
+  // A sample of the space (too large to list) has valid points on mma.sync and on the
+  // warp-specialised kernel, none on the cp.async wgmma one.
+  const Space space(op(), problem(kDeepSeek, 1024), DType::e4m3, h100);
+  std::size_t valid = 0, ws_valid = 0;
   for (const SpacePoint& pt : space.sample(20000, 11)) {
     if (pt.invalid) continue;
     ++valid;
-    EXPECT_EQ(op().param(pt.params, "impl1") + op().param(pt.params, "impl2"), 0);
-    EXPECT_GE(op().param(pt.params, "bk1"), 64);
+    for (const char* n : {"1", "2"}) {
+      const auto impl = op().param(pt.params, std::string("impl") + n);
+      EXPECT_NE(impl, 1);
+      EXPECT_GE(op().param(pt.params, std::string("bk") + n), impl == 2 ? 128 : 64);
+      ws_valid += impl == 2;
+    }
   }
   EXPECT_GT(valid, 0u);
+  EXPECT_GT(ws_valid, 0u);
 }
 
 // The quantisation kernels run before each GEMM, which read their e4m3 rows and scales; the

@@ -1,5 +1,6 @@
 # FP8 (e4m3) MoE on the GPU machine (development runs; carry .gpu): STEP=test runs the e4m3 and
-# graph cases of gpu_moe_op_test, STEP=sweep sweeps both layers at T=16 and 128, e4m3 and bf16.
+# graph cases of gpu_moe_op_test, STEP=sweep sweeps both layers at T=16 and 128 (TOKENS), e4m3
+# and bf16, each sweep within LIMIT seconds and BUDGET candidates per bucket (0: no limit).
 set -u
 export LD_LIBRARY_PATH=$PWD/.gpu/lib KTUNE_CACHE_DIR=${KTUNE_CACHE_DIR:-$(mktemp -d)}
 nvidia-smi --query-gpu=name,clocks.sm --format=csv,noheader
@@ -14,8 +15,9 @@ DS=e=64,k=8,h=2048,i=1408,routing=sigmoid_group,n_group=8,topk_group=4
 MX=e=8,k=2,h=4096,i=14336,routing=softmax_renorm
 for dt in e4m3 bf16; do
   for l in DS MX; do
-    timeout 140 .gpu/bin/ktune sweep --op moe --dtype $dt --shape ${!l} --tokens ${TOKENS:-16,128} \
-      --db $OUT/s.db --time-limit ${LIMIT:-45} > $OUT/${l}_$dt.log 2>&1
+    timeout $(( ${LIMIT:-45} + 40 )) .gpu/bin/ktune sweep --op moe --dtype $dt --shape ${!l} \
+      --tokens ${TOKENS:-16,128} --db $OUT/s.db --time-limit ${LIMIT:-45} \
+      --budget ${BUDGET:-0} > $OUT/${l}_$dt.log 2>&1
     echo "$l $dt rc=$?"
   done
 done

@@ -45,7 +45,8 @@ class MoeOutput(NamedTuple):
 def moe(x: T, w1: T, w2: T, *, logits: Optional[T] = ..., k: Optional[int] = ...,
         routing: Optional[str] = ..., topk_ids: Optional[T] = ..., topk_weights: Optional[T] = ...,
         correction_bias: Optional[T] = ..., n_group: int = ..., topk_group: int = ...,
-        routed_scaling: float = ..., return_routing: bool = ..., out: Optional[T] = ...,
+        routed_scaling: float = ..., w1_scale: Optional[T] = ..., w2_scale: Optional[T] = ...,
+        return_routing: bool = ..., out: Optional[T] = ...,
         stream: Optional[Stream] = ...) -> Union[T, MoeOutput]: ...
 
 def configure(db: Union[str, PathLike, None] = ..., shipped: bool = ...) -> None: ...

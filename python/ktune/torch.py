@@ -24,14 +24,18 @@ current stream; shapes and dtypes are those of the eager functions (help(ktune.a
                          causal=False, scale=None, window=0, softcap=0.0,
                          alibi_slopes=None) -> o           q [total_q, hq, d], k [total_k, hkv, d]
   moe(x, w1, w2, logits, k, routing="softmax_renorm", n_group=1, topk_group=1,
-      routed_scaling=1.0, correction_bias=None) -> y       routed by fp32 logits [t, e]
-  moe_topk(x, w1, w2, topk_ids, topk_weights) -> y         the caller's top-k [t, k]
+      routed_scaling=1.0, correction_bias=None, w1_scale=None, w2_scale=None) -> y
+                                                           routed by fp32 logits [t, e]
+  moe_topk(x, w1, w2, topk_ids, topk_weights, w1_scale=None, w2_scale=None) -> y
+                                                           the caller's top-k [t, k]
 
 x, residual: [..., n]; weight, bias: [n]; bf16 or fp16 CUDA tensors, contiguous (attention:
 the head dim contiguous; block_table, seq_lens and cu_seqlens int32). flash_attention also
 takes q, k, v in torch.float8_e4m3fn with their dequantisation scales q_scale, k_scale, v_scale
-(sm_90a, d 128 or 256); o is bf16 then. The attention layouts are those of
-ktune.flash_attention (help(ktune.flash_attention)); its return_lse is eager-only.
+(sm_90a, d 128 or 256); o is bf16 then. moe and moe_topk also take w1 and w2 in
+torch.float8_e4m3fn with their fp32 per-row dequantisation scales w1_scale [e, 2i] and
+w2_scale [e, h] (x bf16; compute capability 8.9 or later); y is bf16 then. The attention layouts
+are those of ktune.flash_attention (help(ktune.flash_attention)); its return_lse is eager-only.
 The ops are registered as plain torch.library kernels rather than torch.library.custom_op
 functions: on the H100 custom_op added ~55 us per call to the eager function's, the plain
 registration ~5 us (benchmarks/results/python-overhead-h100-2026-11-24.md)."""
@@ -112,17 +116,28 @@ flash_attention_varlen = _op(
         max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k, causal=causal, scale=scale,
         window=window, softcap=softcap, alibi_slopes=alibi_slopes),
     lambda q, *_, **__: q.new_empty(q.shape))
+
+
+def _moe_fake(x, w1, *_, **__):
+    """y [t, h]: x's dtype, bf16 under e4m3 weights."""
+    return x.new_empty(x.shape, dtype=torch.bfloat16 if w1.dtype == _E4M3 else x.dtype)
+
+
+_SCALES = "Tensor? w1_scale=None, Tensor? w2_scale=None"
 moe = _op(
     "moe(Tensor x, Tensor w1, Tensor w2, Tensor logits, int k, str routing='softmax_renorm', "
     "int n_group=1, int topk_group=1, float routed_scaling=1.0, "
-    "Tensor? correction_bias=None) -> Tensor",
+    "Tensor? correction_bias=None, " + _SCALES + ") -> Tensor",
     lambda x, w1, w2, logits, k, routing="softmax_renorm", n_group=1, topk_group=1,
-    routed_scaling=1.0, correction_bias=None: _moe.moe(
+    routed_scaling=1.0, correction_bias=None, w1_scale=None, w2_scale=None: _moe.moe(
         x, w1, w2, logits=logits, k=k, routing=routing, n_group=n_group, topk_group=topk_group,
-        routed_scaling=routed_scaling, correction_bias=correction_bias),
-    lambda x, *_, **__: x.new_empty(x.shape))
+        routed_scaling=routed_scaling, correction_bias=correction_bias, w1_scale=w1_scale,
+        w2_scale=w2_scale),
+    _moe_fake)
 moe_topk = _op(
-    "moe_topk(Tensor x, Tensor w1, Tensor w2, Tensor topk_ids, Tensor topk_weights) -> Tensor",
-    lambda x, w1, w2, topk_ids, topk_weights: _moe.moe(x, w1, w2, topk_ids=topk_ids,
-                                                       topk_weights=topk_weights),
-    lambda x, *_, **__: x.new_empty(x.shape))
+    "moe_topk(Tensor x, Tensor w1, Tensor w2, Tensor topk_ids, Tensor topk_weights, "
+    + _SCALES + ") -> Tensor",
+    lambda x, w1, w2, topk_ids, topk_weights, w1_scale=None, w2_scale=None: _moe.moe(
+        x, w1, w2, topk_ids=topk_ids, topk_weights=topk_weights, w1_scale=w1_scale,
+        w2_scale=w2_scale),
+    _moe_fake)

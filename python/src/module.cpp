@@ -150,13 +150,15 @@ NB_MODULE(_ktune, m) {
         return static_cast<int>(ktune_attention(&a, stream_of(stream)));
       },
       release);
-  // One ktune_moe call: the fields of ktune_moe_args (ktune/ktune.h); 0 for a null pointer.
+  // One ktune_moe call: the fields of ktune_moe_args (ktune/ktune.h); 0 for a null pointer. The
+  // e4m3 weights' dequantisation scales last (0 for 16-bit dtypes).
   m.def(
       "moe",
       [](Ptr x, Ptr logits, Ptr correction_bias, Ptr topk_ids, Ptr topk_weights, Ptr w1, Ptr w2,
          Ptr y, Ptr expert_counts, Ptr aux_loss, std::int64_t e, std::int64_t k, std::int64_t h,
          std::int64_t i, std::int64_t t, int routing, std::int64_t n_group,
-         std::int64_t topk_group, float routed_scaling, int dtype, Ptr stream) {
+         std::int64_t topk_group, float routed_scaling, int dtype, Ptr stream, Ptr w1_scale,
+         Ptr w2_scale) {
         ktune_moe_args a;
         if (ktune_status st = ktune_moe_args_init(&a); st != KTUNE_OK) return static_cast<int>(st);
         a.x = in(x);
@@ -171,6 +173,8 @@ NB_MODULE(_ktune, m) {
         a.routing = static_cast<ktune_moe_routing>(routing);
         a.n_group = n_group, a.topk_group = topk_group, a.routed_scaling = routed_scaling;
         a.dtype = dtype_of(dtype);
+        a.w1_scale = static_cast<const float*>(in(w1_scale));
+        a.w2_scale = static_cast<const float*>(in(w2_scale));
         return static_cast<int>(ktune_moe(&a, stream_of(stream)));
       },
       release);

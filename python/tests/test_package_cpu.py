@@ -337,6 +337,129 @@ def test_moe_without_gpu_reaches_the_c_api():
         assert err.status_name == "no_device", str(err)
 
 
+# FP8 weights: w1 and w2 in e4m3 with fp32 scales per row (w1 [e, 2i], w2 [e, h]); x, y bf16.
+FP8_MOE = dict(w1=fp8((8, 256, 256), 0x7F00_1000_0000), w2=fp8((8, 256, 128), 0x7F00_2000_0000),
+               w1_scale=FakeArray((8, 256), dtype="fp32", ptr=0x7F00_8000_0000),
+               w2_scale=FakeArray((8, 256), dtype="fp32", ptr=0x7F00_9000_0000))
+
+
+def call_moe_e4m3(**change):
+    return call_moe(**dict(FP8_MOE, **change))
+
+
+def test_moe_e4m3_dtypes():
+    raises(TypeError, r"^w2: dtype bf16 differs from w1's e4m3 \(w1 and w2 have one dtype: "
+           r"bf16, fp16 or e4m3\)", call_moe_e4m3, w2=MOE_ARGS["w2"])
+    raises(TypeError, r"^w2: dtype e4m3 differs from w1's bf16", call_moe, w2=FP8_MOE["w2"])
+    # x (and y) bf16 under e4m3 weights: fp16 refused, e4m3 x refused with any weights.
+    raises(TypeError, r"^x: dtype fp16 is not supported with e4m3 weights \(allowed: bf16; y "
+           r"is bf16 too\)", call_moe_e4m3, x=FakeArray((37, 256), dtype="fp16"),
+           out=FakeArray((37, 256), dtype="fp16", ptr=0x7F00_4000_0000))
+    for weights in (FP8_MOE, {}):
+        raises(TypeError, r"^x: dtype e4m3 is not supported \(allowed: bf16, fp16; FP8 MoE takes "
+               r"e4m3 weights", call_moe, **dict(weights, x=fp8((37, 256), 0x7F00_0000_0000)))
+    for dtype in ("fp16", "e4m3"):
+        raises(TypeError, rf"^out: dtype {dtype} is not supported with e4m3 weights \(allowed: "
+               r"bf16, the output dtype of FP8 MoE\)", call_moe_e4m3,
+               out=FakeArray((37, 256), dtype=dtype, ptr=0x7F00_4000_0000))
+    raises(TypeError, r"^w1: a tensor in cpu memory", call_moe_e4m3,
+           w1=FakeArray((8, 256, 256), dtype="e4m3", ptr=0x7F00_1000_0000, device_type=CPU))
+    raises(ValueError, r"^w1: on cuda:1, x on cuda:0 \(one device per call\)", call_moe_e4m3,
+           w1=FakeArray((8, 256, 256), dtype="e4m3", ptr=0x7F00_1000_0000, device_id=1),
+           w2=FakeArray((8, 256, 128), dtype="e4m3", ptr=0x7F00_2000_0000, device_id=1))
+    raises(ValueError, r"^w2: address 0x7f0020000008 is not 16-byte aligned", call_moe_e4m3,
+           w2=fp8((8, 256, 128), 0x7F00_2000_0008))
+
+
+def test_moe_e4m3_scales():
+    for name, dims, w in (("w1_scale", r"\[e, 2i\]", "w1"), ("w2_scale", r"\[e, h\]", "w2")):
+        raises(ValueError, rf"^{name}: e4m3 weights need {name}, fp32 {dims} \(one "
+               rf"dequantisation scale per {w} row: real row = stored row \* scale\)",
+               call_moe_e4m3, **{name: None})
+        # 16-bit weights take no scales.
+        scale = FP8_MOE[name]
+        raises(ValueError, rf"^{name}: given with bf16 weights; only e4m3 \(float8_e4m3fn\) "
+               r"weights take dequantisation scales \(pass None\)", call_moe, **{name: scale})
+        raises(ValueError, rf"^{name}: given with fp16 weights", call_moe,
+               **{n: FakeArray(a.shape, dtype="fp16", ptr=a.ptr) for n, a in MOE_ARGS.items()
+                  if n in ("x", "w1", "w2", "out")}, **{name: scale})
+        raises(ValueError, rf"^{name}: shape \(8, 128\), expected \(8, 256\) \(fp32 {dims}: one "
+               rf"scale per {w} row\)", call_moe_e4m3,
+               **{name: FakeArray((8, 128), dtype="fp32", ptr=scale.ptr)})
+        raises(ValueError, rf"^{name}: shape \(2048,\), expected \(8, 256\)", call_moe_e4m3,
+               **{name: FakeArray((2048,), dtype="fp32", ptr=scale.ptr)})
+        for dtype in ("bf16", "e4m3"):
+            raises(TypeError, rf"^{name}: dtype {dtype} is not supported here \(allowed: fp32\)",
+                   call_moe_e4m3, **{name: FakeArray((8, 256), dtype=dtype, ptr=scale.ptr)})
+        raises(TypeError, rf"^{name}: a tensor in cpu memory; ktune runs on CUDA device memory",
+               call_moe_e4m3, **{name: FakeArray((8, 256), dtype="fp32", device_type=CPU)})
+        raises(ValueError, rf"^{name}: on cuda:1, x on cuda:0 \(one device per call\)",
+               call_moe_e4m3,
+               **{name: FakeArray((8, 256), dtype="fp32", ptr=scale.ptr, device_id=1)})
+        # Every other row of a [16, 256] tensor; a 4-byte offset.
+        raises(ValueError, rf"^{name}: strides \(512, 1\) for shape \(8, 256\) are not "
+               r"contiguous", call_moe_e4m3,
+               **{name: FakeArray((8, 256), dtype="fp32", ptr=scale.ptr, strides=(512, 1))})
+        raises(ValueError, rf"^{name}: address {scale.ptr + 4:#x} is not 16-byte aligned",
+               call_moe_e4m3, **{name: FakeArray((8, 256), dtype="fp32", ptr=scale.ptr + 4)})
+
+
+def test_moe_dtype_reaches_the_binding(monkeypatch):
+    """The C dtype and the scales' addresses as the extension receives them: bf16 (2) and fp16
+    (1) with null scales, e4m3 (4) with both."""
+    calls = []
+    monkeypatch.setattr(ktune._moe, "_ktune", type("Stub", (), {"moe": staticmethod(
+        lambda *args: calls.append(args) or 0)}))
+    fp16 = {n: FakeArray(a.shape, dtype="fp16", ptr=a.ptr) for n, a in MOE_ARGS.items()
+            if n in ("x", "w1", "w2", "out")}
+    precomputed = dict(logits=None, topk_ids=FakeArray((37, 2), dtype="int32",
+                                                       ptr=0x7F00_5000_0000),
+                       topk_weights=FakeArray((37, 2), dtype="fp32", ptr=0x7F00_6000_0000))
+    for change, dtype, scales in (({}, 2, (0, 0)), (fp16, 1, (0, 0)),
+                                  (FP8_MOE, 4, (0x7F00_8000_0000, 0x7F00_9000_0000)),
+                                  (dict(FP8_MOE, **precomputed), 4,
+                                   (0x7F00_8000_0000, 0x7F00_9000_0000))):
+        calls.clear()
+        assert call_moe(**change) is change.get("out", MOE_ARGS["out"])
+        (args,) = calls
+        assert args[5:8] == (0x7F00_1000_0000, 0x7F00_2000_0000, 0x7F00_4000_0000), args
+        assert args[10:15] == (8, 2, 256, 128, 37), args  # e, k, h, i, t
+        assert args[19] == dtype and args[21:] == scales, args
+
+
+def test_moe_binding_passes_the_scales_to_the_runtime():
+    """The extension's scale arguments land in ktune_moe_args: the runtime refuses e4m3 without
+    them and bf16 with them, before it needs a GPU."""
+    def call(dtype, w1_scale, w2_scale):
+        base = 0x7F00_0000_0000
+        return ktune._ktune.moe(base, base + 0x3000_0000, 0, 0, 0, base + 0x1000_0000,
+                                base + 0x2000_0000, base + 0x4000_0000, 0, 0, 8, 2, 256, 128, 37,
+                                1, 1, 1, 1.0, dtype, 0, w1_scale, w2_scale)
+
+    for dtype, scales, pattern in (
+            (4, (0, 0x7F00_9000_0000), r"^moe: w1_scale is null, but dtype e4m3 needs it"),
+            (4, (0x7F00_8000_0000, 0), r"^moe: w2_scale is null, but dtype e4m3 needs it"),
+            (2, (0x7F00_8000_0000, 0), r"^moe: w1_scale is set, but dtype bf16 does not use it"),
+            (1, (0, 0x7F00_9000_0000), r"^moe: w2_scale is set, but dtype fp16 does not use it")):
+        status = call(dtype, *scales)
+        assert status == 1, (status, ktune._ktune.last_error())  # KTUNE_ERROR_INVALID_ARGUMENT
+        assert re.search(pattern, ktune._ktune.last_error()), ktune._ktune.last_error()
+
+
+@pytest.mark.skipif(has_cuda_driver(), reason="a CUDA driver is present: fake addresses must "
+                    "not reach a GPU")
+def test_moe_e4m3_without_gpu_reaches_the_c_api():
+    # The runtime takes dtype e4m3 with both scales (it refuses either missing before it looks
+    # for a device): each routing kind, allocated outputs of the routing.
+    for change in ({}, {"routing": "sigmoid_group", "n_group": 4, "topk_group": 2,
+                        "correction_bias": FakeArray((8,), dtype="fp32", ptr=0x7F00_7000_0000)},
+                   {"logits": None, "topk_ids": FakeArray((37, 2), dtype="int32",
+                                                          ptr=0x7F00_5000_0000),
+                    "topk_weights": FakeArray((37, 2), dtype="fp32", ptr=0x7F00_6000_0000)}):
+        err = raises(RuntimeError, r"", call_moe_e4m3, **change)
+        assert err.status_name == "no_device", str(err)
+
+
 def test_query_a_recorded_database_without_gpu(tmp_path):
     # The shipped H100 rows, answered for that GPU by name from a recorded copy of them. The
     # copy drops the trials `ktune db ship` keeps, so that the nearest row serves a neighbour

@@ -201,17 +201,18 @@ def test_flash_attention_e4m3(case):
                                                        device="cuda"))
 
 
-def moe_ref(x, w1, w2, ids, wts):
-    """float32 MoE of the routing (ids, wts) [t, k]."""
+def moe_ref(x, w1, w2, ids, wts, dtype=torch.float32):
+    """The MoE of the routing (ids, wts) [t, k], computed in `dtype` (float32 or float64)."""
     inter = w2.shape[2]
-    y = torch.zeros(x.shape, dtype=torch.float32, device="cuda")
+    y = torch.zeros(x.shape, dtype=dtype, device="cuda")
     for e in range(w1.shape[0]):
         tok, slot = (ids == e).nonzero(as_tuple=True)
         if tok.numel() == 0:
             continue
-        xe = x[tok].float()
-        a = torch.nn.functional.silu(xe @ w1[e, :inter].float().T) * (xe @ w1[e, inter:].float().T)
-        y.index_add_(0, tok, (a @ w2[e].float().T) * wts[tok, slot, None].float())
+        xe = x[tok].to(dtype)
+        a = (torch.nn.functional.silu(xe @ w1[e, :inter].to(dtype).T)
+             * (xe @ w1[e, inter:].to(dtype).T))
+        y.index_add_(0, tok, (a @ w2[e].to(dtype).T) * wts[tok, slot, None].to(dtype))
     return y
 
 
@@ -238,3 +239,83 @@ def test_moe(t, dtype):
     y2 = ktune.moe(x, w1, w2, topk_ids=r.topk_ids, topk_weights=r.topk_weights)
     err2 = (y2.float() - want).abs().max() / want.abs().max()
     assert err2 < (2e-2 if dtype == torch.bfloat16 else 5e-3), float(err2)
+
+
+def e4m3_rows(w):
+    """(w_q, scale): each row of w quantised to e4m3 with scale = amax / 448, the row's largest
+    magnitude on e4m3's largest finite value; w_q.float() * scale[..., None] dequantises."""
+    top = torch.finfo(torch.float8_e4m3fn).max  # 448
+    scale = w.float().abs().amax(-1).clamp_min(1e-30) / top
+    q = (w.float() / scale[..., None]).clamp(-top, top).to(torch.float8_e4m3fn)
+    return q, scale
+
+
+@pytest.mark.parametrize("case", [(1, 8, 2, 272, 400, "softmax_renorm"),
+                                  (37, 8, 2, 272, 400, "softmax_renorm"),
+                                  (37, 64, 8, 144, 208, "sigmoid_group")])
+def test_moe_e4m3(case):
+    """FP8 weights with per-row scales against a float64 layer of the dequantised weights and the
+    bf16 x. h and i are multiples of 16 (e4m3's rule) but of no tile."""
+    if torch.cuda.get_device_capability() < (8, 9):
+        pytest.skip("e4m3 MoE needs FP8 tensor cores (compute capability 8.9 or later)")
+    import ktune.torch  # noqa: F401  (torch.ops.ktune)
+    t, e, k, h, inter, routing = case
+    torch.manual_seed(0)
+    group = dict(n_group=8, topk_group=4, routed_scaling=2.5,
+                 correction_bias=torch.randn(e, device="cuda") * 0.1) \
+        if routing == "sigmoid_group" else {}
+    scaling = group.get("routed_scaling", 1.0)
+    # As the C++ test (gpu_moe_op_test) draws them: x of unit variance, gate and up ~N(0, 1),
+    # y of unit scale (w2 divided by routed_scaling, the sum of a token's weights).
+    x = ((torch.rand(t, h, device="cuda") * 2 - 1) * 3 ** 0.5).to(torch.bfloat16)
+    w1 = (torch.randn(e, 2 * inter, h, device="cuda") / h ** 0.5).to(torch.bfloat16)
+    w2 = (torch.randn(e, h, inter, device="cuda") * 1.5 / inter ** 0.5 / scaling).to(
+        torch.bfloat16)
+    (w1q, s1), (w2q, s2) = e4m3_rows(w1), e4m3_rows(w2)
+    assert s1.shape == (e, 2 * inter) and s2.shape == (e, h)
+    logits = torch.randn(t, e, device="cuda")
+    scales = dict(w1_scale=s1, w2_scale=s2)
+    r = ktune.moe(x, w1q, w2q, logits=logits, k=k, routing=routing, return_routing=True,
+                  **group, **scales)
+    assert r.y.dtype == torch.bfloat16 and r.y.shape == (t, h)
+    assert int(r.expert_counts.sum()) == t * k
+    torch.testing.assert_close(r.topk_weights.sum(-1), torch.full((t,), scaling, device="cuda"),
+                               atol=1e-5, rtol=1e-5)
+    if routing == "softmax_renorm":
+        ids = torch.softmax(logits, -1).topk(k, -1).indices
+        assert torch.equal(r.topk_ids.sort(-1).values, ids.int().sort(-1).values)
+    # x and the gated activation are quantised to e4m3 per row inside the layer, which the
+    # reference does not do: the C++ test's bounds for that (per element 0.4 + 0.1 |y|, rms
+    # error 8 % of rms y).
+    w1d = w1q.float().double() * s1.double()[..., None]
+    w2d = w2q.float().double() * s2.double()[..., None]
+    want = moe_ref(x, w1d, w2d, r.topk_ids, r.topk_weights, torch.float64)
+
+    def check(y, what):
+        err = y.double() - want
+        excess = err.abs() - (0.4 + 0.1 * want.abs())
+        assert float(excess.max()) <= 0, (what, float(err.abs().max()))
+        rms = float(err.pow(2).mean().sqrt() / want.pow(2).mean().sqrt())
+        assert rms <= 0.08, (what, rms)
+
+    check(r.y, "routed")
+    # The caller's top-k: the same layer; its operator gives the eager function's bits.
+    y2 = ktune.moe(x, w1q, w2q, topk_ids=r.topk_ids, topk_weights=r.topk_weights, **scales)
+    check(y2, "precomputed")
+    got = torch.ops.ktune.moe_topk(x, w1q, w2q, r.topk_ids, r.topk_weights, **scales)
+    torch.testing.assert_close(got, y2, atol=0, rtol=0)
+    y1 = ktune.moe(x, w1q, w2q, logits=logits, k=k, routing=routing, **group, **scales)
+    got = torch.ops.ktune.moe(x, w1q, w2q, logits, k, routing, **group, **scales)
+    torch.testing.assert_close(got, y1, atol=0, rtol=0)
+    # The fake implementation (torch.compile's view) agrees: bf16 shaped like x (opcheck's
+    # fake-tensor test alone, as for e4m3 attention).
+    torch.library.opcheck(torch.ops.ktune.moe, (x, w1q, w2q, logits, k, routing),
+                          dict(group, **scales), test_utils="test_faketensor")
+    # Scales are e4m3's alone; out= must be bf16.
+    with pytest.raises(ValueError, match=r"^w1_scale: given with bf16 weights"):
+        ktune.moe(x, w1, w2, logits=logits, k=k, routing=routing, w1_scale=s1, **group)
+    with pytest.raises(ValueError, match=r"^w2_scale: e4m3 weights need w2_scale"):
+        ktune.moe(x, w1q, w2q, logits=logits, k=k, routing=routing, w1_scale=s1, **group)
+    with pytest.raises(TypeError, match=r"^out: dtype fp16 is not supported with e4m3 weights"):
+        ktune.moe(x, w1q, w2q, logits=logits, k=k, routing=routing,
+                  out=torch.empty(t, h, dtype=torch.float16, device="cuda"), **group, **scales)

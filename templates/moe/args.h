@@ -112,7 +112,7 @@ struct MoeGemmArgs {
 };
 
 /// Rows of 16-bit elements quantised to e4m3 with one fp32 scale per row (FP8 MoE): scale[r] =
-/// max |in[r, :]| / 448 (1 for an all-zero row), out[r, c] = e4m3(in[r, c] / scale[r]).
+/// moe_quant_scale(max |in[r, :]|), out[r, c] = e4m3(in[r, c] / scale[r]).
 /// With sorted_pairs set (gemm2's act), rows at or past *padded_rows and padding rows
 /// (sorted_pairs[r] == pairs) are skipped: gemm1 never wrote them and gemm2 never reads them.
 struct MoeQuantArgs {
@@ -128,6 +128,21 @@ struct MoeQuantArgs {
 
 /// Threads per row (one block per row) of moe_quant_rows_kernel (moe/quant.cuh).
 constexpr int kMoeQuantThreads = 128;
+
+#if defined(__CUDACC__)
+/// The e4m3 scale of a row whose largest magnitude is amax: the smallest power of two at or
+/// above amax / 448 (the row's largest value lands in e4m3's top binade, at most 448), 1 for an
+/// all-zero row. A power of two, so that dividing by it is exact and two computations of a row
+/// that differ in their last bits (another summation order, the wgmma's e4m3 accumulation)
+/// share its scale unless amax crosses a binade boundary: with amax / 448 itself, a one-ulp
+/// change of the row's largest act value re-rounded every value of the row (measured on the
+/// H100: the warp-specialised e4m3 GEMMs then missed the reference kernels at a few tokens).
+__device__ __forceinline__ float moe_quant_scale(float amax) {
+  if (!(amax > 0.0f)) return 1.0f;
+  const unsigned bits = __float_as_uint(amax * (1.0f / 448.0f));
+  return __uint_as_float((bits + 0x007fffffu) & 0xff800000u);  // exponent rounded up
+}
+#endif
 
 struct MoeCombineArgs {
   const void* pair_out;          // [T * k, H] (T), or [splits][T * k, H] fp32 partial sums

@@ -53,30 +53,44 @@ __host__ __device__ constexpr int sm90_ahead(int stages) {
 /// silu(gate) * up for GATED, else times the routing weight s_scale[row] in fp32. Accumulators
 /// {4j, 4j + 1} sit in row Acc::row(gtid, 0) and {4j + 2, 4j + 3} in Acc::row(gtid, 2), at
 /// columns Acc::col(gtid, 4j) and + 1 (n is even: a pair is in or out).
-template <typename T, int BLOCK_N, bool GATED, int NB>
-__device__ __forceinline__ void sm90_store(const float (&acc)[NB][BLOCK_N / 2], T* out, int n,
+/// QUANT (e4m3 operands, out bf16): each accumulator is first dequantised, times s_scale[row]
+/// (GATED: a's row scale; gemm2: a's row scale times the routing weight) and the scale of its
+/// weight row, w_scale[b * n + col] (w_scale: the expert's scales, gate then up for GATED).
+template <typename OutT, int BLOCK_N, bool GATED, int NB, bool QUANT = false>
+__device__ __forceinline__ void sm90_store(const float (&acc)[NB][BLOCK_N / 2], OutT* out, int n,
                                            int n0, int row0, int gtid, const int* s_dst,
-                                           const float* s_scale) {
+                                           const float* s_scale,
+                                           const float* w_scale = nullptr) {
   using A = wg::Acc<BLOCK_N>;
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const int row = row0 + A::row(gtid, 2 * r);
     const int dst = s_dst[row];
     if (dst < 0) continue;
-    const float scale = GATED ? 1.f : s_scale[row];
-    T* o = out + static_cast<long long>(dst) * n;
+    const float scale = GATED && !QUANT ? 1.f : s_scale[row];
+    OutT* o = out + static_cast<long long>(dst) * n;
 #pragma unroll
     for (int j = 0; j < BLOCK_N / 8; ++j) {
       const int col = n0 + A::col(gtid, 4 * j);
       if (col >= n) continue;
       const int i = 4 * j + 2 * r;
+      // Accumulator pair {i, i + 1} of weight tile b, dequantised (QUANT) and row-scaled.
+      const auto pair = [&](int b) {
+        float2 v = make_float2(acc[b][i] * scale, acc[b][i + 1] * scale);
+        if constexpr (QUANT) {
+          const float2 cs = __ldg(reinterpret_cast<const float2*>(w_scale + b * n + col));
+          v.x *= cs.x;
+          v.y *= cs.y;
+        }
+        return v;
+      };
       unsigned word;
       if constexpr (GATED) {
-        const float g0 = acc[0][i], g1 = acc[0][i + 1];  // up: acc[NB - 1] = acc[1]
-        word = pack2<T>(g0 * sigmoid_approx(g0) * acc[NB - 1][i],
-                        g1 * sigmoid_approx(g1) * acc[NB - 1][i + 1]);
+        const float2 g = pair(0), u = pair(NB - 1);  // up: acc[NB - 1] = acc[1]
+        word = pack2<OutT>(g.x * sigmoid_approx(g.x) * u.x, g.y * sigmoid_approx(g.y) * u.y);
       } else {
-        word = pack2<T>(acc[0][i] * scale, acc[0][i + 1] * scale);
+        const float2 v = pair(0);
+        word = pack2<OutT>(v.x, v.y);
       }
       *reinterpret_cast<unsigned*>(o + col) = word;
     }

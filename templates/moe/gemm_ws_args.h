@@ -4,8 +4,8 @@
 // and the A rows, and plain constexpr functions. Included as "moe/..." by kernels (NVRTC's
 // embedded names, nvcc -I templates) and as "templates/moe/..." by host code.
 //
-// Tensor maps (encoded on the host, runtime/core/tensor_map.hpp; every box 64 elements = 128
-// bytes wide in the 128-byte swizzle, the layout wgmma reads):
+// Tensor maps (encoded on the host, runtime/core/tensor_map.hpp; every box 128 bytes wide (64
+// 16-bit elements, 128 e4m3; "64" below) in the 128-byte swizzle, the layout wgmma reads):
 //   gemm1  a_map: x [rows, H] (2-D {H, rows}), box 64 x 1: one gathered row per copy
 //          w_map: w1 [E, 2I, H] as 4-D {H, I, 2, E} (dim 2: gate 0, up 1), box 64 x BLOCK_N,
 //                 so that a box past row I of either half reads zeros, not the other half

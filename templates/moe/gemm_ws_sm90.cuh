@@ -6,7 +6,15 @@
 // gives its registers away with setmaxnreg when there are two consumers); warpgroups 1 ..
 // BLOCK_M / 64 are consumers, each owning 64 rows and issuing one m64nBLOCK_Nk16 per k16 step
 // (two for GATED: gate and up) from a STAGES-deep ring of 128-byte-swizzled slots, each slot an
-// A tile [BLOCK_M][64] and a weight tile [NB * BLOCK_N][64].
+// A tile [BLOCK_M][64] and a weight tile [NB * BLOCK_N][64]. e4m3 operands (FP8 weights, a
+// quantised per row): the same bytes, so k-tiles of 128 and one m64nBLOCK_Nk32 per 32 bytes of k;
+// the epilogue dequantises (a's row scale, the weight row's scale) and stores bf16. The FP8
+// wgmma accumulates with less than fp32's precision (measured on the H100: gemm1's act then
+// differed from the fp32 reference in enough low bits that, re-quantised to e4m3 for gemm2, y
+// missed the reference kernels at a few hundred of 1.2M values at H = 4096), so e4m3 gemm1 sums
+// each k-tile's 128 products in a second set of accumulators and adds them to the first in fp32
+// (the promotion interval DeepSeek-V3 reports for its FP8 GEMMs); gemm2 writes y, which is not
+// re-quantised, straight from the wgmma accumulators.
 //
 // The producer fills slot s of k-tile kt once the slot's "empty" barrier says the consumers are
 // done with k-tile kt - STAGES:
@@ -63,9 +71,11 @@ struct WsRegisters {
 /// blocks of sorted_pairs, warp-specialised (file comment). Arguments: MoeGemmWsArgs, whose base
 /// is moe_gemm_kernel's MoeGemmArgs and whose tensor maps gemm_ws_args.h describes.
 ///
-/// T: bf16 or fp16. BLOCK_M: rows per CTA (64 or 128: one consumer warpgroup per 64), equal to
-/// the align kernel's block_m. BLOCK_N: output columns per CTA (64, 128, 256; GATED: of act, 2 *
-/// BLOCK_N rows of w1 are read, so at most 128). The reduction step is 64 (one swizzled row).
+/// T: bf16 or fp16 (a, w, out), or e4m3 (a and w, dequantised by args.a_scale and args.w_scale
+/// as moe_gemm_kernel's; out bf16). BLOCK_M: rows per CTA (64 or 128: one consumer warpgroup
+/// per 64), equal to the align kernel's block_m. BLOCK_N: output columns per CTA (64, 128, 256;
+/// GATED: of act, 2 * BLOCK_N rows of w1 are read, so at most 128). The reduction step is one
+/// swizzled 128-byte row (64 16-bit elements, 128 e4m3).
 /// STAGES: ring depth, 2 to 8. GROUP_M: CTA order as moe_gemm_kernel's. GATHER: gemm1's row
 /// gather (MoeWsGather; cp.async measured 3.5-4x faster than a TMA box per row on the H100);
 /// ignored by gemm2.
@@ -80,7 +90,7 @@ template <typename T, int BLOCK_M, int BLOCK_N, int STAGES, bool GATED, int GROU
           int GATHER = moe_ws_gather_cp_async>
 __global__ void __launch_bounds__(128 + BLOCK_M * 2, 1)
     moe_gemm_ws_kernel(const __grid_constant__ MoeGemmWsArgs wargs) {
-  static_assert(sizeof(T) == 2, "T must be bf16 or fp16");
+  static_assert(sizeof(T) == 2 || sizeof(T) == 1, "T must be bf16, fp16 or e4m3");
   static_assert(BLOCK_M == 64 || BLOCK_M == 128,
                 "BLOCK_M must be 64 or 128 (one consumer warpgroup per 64 rows)");
   static_assert(BLOCK_N == 64 || BLOCK_N == 128 || BLOCK_N == 256,
@@ -102,6 +112,16 @@ __global__ void __launch_bounds__(128 + BLOCK_M * 2, 1)
   constexpr int NB = GATED ? 2 : 1;    // weight tiles per slot (gate, up)
   constexpr int REGS = BLOCK_N / 2;    // accumulators per weight tile and consumer thread
   constexpr int PITCH = wg::kSw128RowBytes;
+  constexpr int EB = static_cast<int>(sizeof(T));
+  constexpr int KT = PITCH / EB;       // k per k-tile: one 128-byte swizzled row
+  constexpr int EPC = 16 / EB;         // elements per 16-byte chunk
+  constexpr bool QUANT = EB == 1;      // e4m3: dequantised in the epilogue, out bf16
+  // e4m3 gemm1: each k-tile's products are summed in fp32 registers (file comment).
+  constexpr bool PROMOTE = QUANT && GATED;
+  static_assert(!PROMOTE || moe_gemm_sm90_acc_regs(BLOCK_N, GATED) <= 64,
+                "e4m3 gemm1 keeps a second set of accumulators (each k-tile's products, added in "
+                "fp32): BLOCK_N at most 64");
+  using OutT = typename moe::GemmOut<T>::type;
   constexpr unsigned A_BYTES = BLOCK_M * PITCH;
   constexpr unsigned W_BYTES = BLOCK_N * PITCH;  // one weight tile
   constexpr unsigned STAGE = moe_gemm_ws_stage_bytes(BLOCK_M, BLOCK_N, GATED);
@@ -112,7 +132,7 @@ __global__ void __launch_bounds__(128 + BLOCK_M * 2, 1)
 
   __shared__ int s_src[BLOCK_M];    // gemm1: row of x to gather
   __shared__ int s_dst[BLOCK_M];    // row of out to write, -1: none
-  __shared__ float s_scale[BLOCK_M];
+  __shared__ float s_scale[BLOCK_M];  // gemm2: routing weight; QUANT: times a's row scale
   extern __shared__ __align__(1024) unsigned char smem[];
   const unsigned base = (wg::smem_u32(smem) + (wg::kSw128AtomBytes - 1)) &
                         ~(wg::kSw128AtomBytes - 1u);
@@ -133,16 +153,16 @@ __global__ void __launch_bounds__(128 + BLOCK_M * 2, 1)
   if (m0 >= padded_rows || expert < 0) return;
   const int n0 = col_block * BLOCK_N;
   const int kdim = args.kdim;
-  const int k_tiles = (kdim + 63) / 64;
+  const int k_tiles = (kdim + KT - 1) / KT;
 
   // The weight tiles of k-tile kt into slot s, on its full barrier.
   const auto load_w = [&](int s, int kt) {
     const unsigned sb = base + s * STAGE + A_BYTES;
     if constexpr (GATED) {
-      tma::load(sb, &wargs.w_map, full(s), kt * 64, n0, 0, expert);
-      tma::load(sb + W_BYTES, &wargs.w_map, full(s), kt * 64, n0, 1, expert);
+      tma::load(sb, &wargs.w_map, full(s), kt * KT, n0, 0, expert);
+      tma::load(sb + W_BYTES, &wargs.w_map, full(s), kt * KT, n0, 1, expert);
     } else {
-      tma::load(sb, &wargs.w_map, full(s), kt * 64, n0, expert);
+      tma::load(sb, &wargs.w_map, full(s), kt * KT, n0, expert);
     }
   };
 
@@ -169,11 +189,15 @@ __global__ void __launch_bounds__(128 + BLOCK_M * 2, 1)
   const bool real = pair >= 0 && pair < args.pairs;
   if (tid < BLOCK_M) {
     if constexpr (GATED) {
-      s_src[tid] = real ? (args.pair_token ? args.pair_token[pair] : pair / args.k) : -1;
+      const int src = real ? (args.pair_token ? args.pair_token[pair] : pair / args.k) : -1;
+      s_src[tid] = src;
       s_dst[tid] = real ? m0 + tid : -1;
+      if constexpr (QUANT) s_scale[tid] = real ? args.a_scale[src] : 0.f;
     } else {
       s_dst[tid] = real ? pair : -1;
-      s_scale[tid] = real ? args.topk_weights[pair] : 0.f;
+      float w = real ? args.topk_weights[pair] : 0.f;
+      if constexpr (QUANT) w *= real ? args.a_scale[m0 + tid] : 0.f;
+      s_scale[tid] = w;
     }
   }
   // Publishes the row table and the barriers' initialisation.
@@ -194,7 +218,7 @@ __global__ void __launch_bounds__(128 + BLOCK_M * 2, 1)
           mbar::arrive_expect_tx(full(s), NB * W_BYTES);
           load_w(s, kt);
         }
-        const int k = kt * 64 + chunk * 8;
+        const int k = kt * KT + chunk * EPC;
         const bool k_ok = k < kdim;
         const unsigned sa = base + s * STAGE;
 #pragma unroll
@@ -223,13 +247,13 @@ __global__ void __launch_bounds__(128 + BLOCK_M * 2, 1)
           }
           __syncwarp();
           for (int r = lane; r < live; r += 32)
-            tma::load(sa + r * PITCH, &wargs.a_map, full(s), kt * 64, s_src[r]);
+            tma::load(sa + r * PITCH, &wargs.a_map, full(s), kt * KT, s_src[r]);
         } else if (lane == 0) {
           if (kt >= STAGES) {
             mbar::arrive_expect_tx(full(s), STAGE);
             load_w(s, kt);
           }
-          tma::load(sa, &wargs.a_map, full(s), kt * 64, m0);
+          tma::load(sa, &wargs.a_map, full(s), kt * KT, m0);
         }
         if (++s == STAGES) s = 0, phase ^= 1u;
       }
@@ -253,31 +277,62 @@ __global__ void __launch_bounds__(128 + BLOCK_M * 2, 1)
 #pragma unroll
       for (int i = 0; i < REGS; ++i) acc[b][i] = 0.f;
 
-    if (live > c * 64) {
-      // Issues k-tile's wgmmas from slot s once it has landed, and commits them.
-      const auto issue = [&](int s, unsigned phase) {
-        mbar::wait_parity(full(s), phase);
-        if constexpr (CP_GATHER) wg::fence_proxy_async();  // the gathered rows: generic writes
-        const unsigned st = base + s * STAGE;
+    // Issues the wgmmas of the k-tile in slot s into d once it has landed, and commits them;
+    // fresh: the first one overwrites d instead of adding to it.
+    const auto issue = [&](float (&d)[NB][REGS], int s, unsigned phase, bool fresh) {
+      mbar::wait_parity(full(s), phase);
+      if constexpr (CP_GATHER) wg::fence_proxy_async();  // the gathered rows: generic writes
+      const unsigned st = base + s * STAGE;
 #pragma unroll
-        for (int b = 0; b < NB; ++b) wg::fence_acc(acc[b]);
-        wg::fence();
+      for (int b = 0; b < NB; ++b) wg::fence_acc(d[b]);
+      wg::fence();
 #pragma unroll
-        for (int kk = 0; kk < 4; ++kk) {
-          const unsigned long long da = wg::sw128_desc(st + a_off, kk * wg::kK16Bytes);
+      for (int kk = 0; kk < 4; ++kk) {
+        const unsigned long long da = wg::sw128_desc(st + a_off, kk * wg::kK16Bytes);
+#pragma unroll
+        for (int b = 0; b < NB; ++b)
+          wg::MmaSS<T, BLOCK_N>::run(d[b], da,
+                                     wg::sw128_desc(st + A_BYTES + b * W_BYTES,
+                                                    kk * wg::kK16Bytes),
+                                     fresh && kk == 0 ? 0 : 1);
+      }
+      wg::commit();
+    };
+    if constexpr (PROMOTE) {
+      // Each k-tile into part, then added to acc in fp32 once it has landed. One group in
+      // flight per warpgroup: the other consumer's wgmmas keep the tensor cores busy meanwhile.
+      float part[NB][REGS];
+#pragma unroll
+      for (int b = 0; b < NB; ++b)
+#pragma unroll
+        for (int i = 0; i < REGS; ++i) part[b][i] = 0.f;
+      int s = 0;
+      unsigned phase = 0;
+      const bool mma = live > c * 64;
+      for (int kt = 0; kt < k_tiles; ++kt) {
+        if (mma) {
+          issue(part, s, phase, true);
+          wg::wait<0>();
+#pragma unroll
+          for (int b = 0; b < NB; ++b) wg::fence_acc(part[b]);
+        } else {
+          mbar::wait_parity(full(s), phase);
+        }
+        release(s);
+        if (mma)
 #pragma unroll
           for (int b = 0; b < NB; ++b)
-            wg::MmaSS<T, BLOCK_N>::run(
-                acc[b], da, wg::sw128_desc(st + A_BYTES + b * W_BYTES, kk * wg::kK16Bytes), 1);
-        }
-        wg::commit();
-      };
-      issue(0, 0u);
+#pragma unroll
+            for (int i = 0; i < REGS; ++i) acc[b][i] += part[b][i];
+        if (++s == STAGES) s = 0, phase ^= 1u;
+      }
+    } else if (live > c * 64) {
+      issue(acc, 0, 0u, false);
       int prev = 0;
       int s = STAGES > 1 ? 1 : 0;
       unsigned phase = 0;
       for (int kt = 1; kt < k_tiles; ++kt) {
-        issue(s, phase);
+        issue(acc, s, phase, false);
         wg::wait<1>();
 #pragma unroll
         for (int b = 0; b < NB; ++b) wg::fence_acc(acc[b]);
@@ -300,8 +355,9 @@ __global__ void __launch_bounds__(128 + BLOCK_M * 2, 1)
     }
     griddep_launch_dependents();  // the epilogue is left
 
-    moe::sm90_store<T, BLOCK_N, GATED>(acc, static_cast<T*>(args.out), args.n, n0, c * 64, gtid,
-                                       s_dst, s_scale);
+    moe::sm90_store<OutT, BLOCK_N, GATED, NB, QUANT>(
+        acc, static_cast<OutT*>(args.out), args.n, n0, c * 64, gtid, s_dst, s_scale,
+        QUANT ? args.w_scale + static_cast<long long>(expert) * NB * args.n : nullptr);
   }
 #else
   __trap();  // sm_90a only: the host never plans this kernel elsewhere

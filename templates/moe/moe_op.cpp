@@ -188,12 +188,12 @@ unsigned gemm_threads(const Config& c, bool gated) {
 /// 128 boxes of 128 bytes per k-tile; benchmarks/moe/SM90.md).
 constexpr int kWsGather = moe_ws_gather_cp_async;
 
-/// A tensor map of a contiguous tensor of 16-bit elements with `dims` (innermost first), read in
-/// boxes of `box` in the 128-byte swizzle (moe/gemm_ws_args.h says which map is which).
+/// A tensor map of a contiguous tensor of t (bf16, fp16, e4m3) with `dims` (innermost first),
+/// read in boxes of `box` in the 128-byte swizzle (moe/gemm_ws_args.h says which map is which).
 tma::TensorMap ws_map(const void* ptr, DType t, std::vector<std::uint64_t> dims,
                       std::vector<std::uint32_t> box) {
   std::vector<std::uint64_t> strides;
-  std::uint64_t pitch = 2;
+  std::uint64_t pitch = dtype_size(t);
   for (std::size_t i = 0; i + 1 < dims.size(); ++i) strides.push_back(pitch *= dims[i]);
   return kernel_tensor_map(
       swizzled_map(ptr, t, std::move(dims), std::move(strides), std::move(box)));
@@ -209,12 +209,13 @@ MoeGemmWsArgs ws_args(const MoeGemmArgs& g, DType t, bool gated, const Shape& s,
   MoeGemmWsArgs w{};
   w.base = g;
   const auto bn = static_cast<std::uint32_t>(tile.bn);
+  const auto kt = static_cast<std::uint32_t>(128 / dtype_size(t));  // one 128-byte row
   if (gated) {
-    w.a_map = ws_map(g.a, t, {u(s.h), u(a_rows)}, {64, 1});
-    w.w_map = ws_map(g.w, t, {u(s.h), u(s.i), 2, u(s.e)}, {64, bn, 1, 1});
+    w.a_map = ws_map(g.a, t, {u(s.h), u(a_rows)}, {kt, 1});
+    w.w_map = ws_map(g.w, t, {u(s.h), u(s.i), 2, u(s.e)}, {kt, bn, 1, 1});
   } else {
-    w.a_map = ws_map(g.a, t, {u(s.i), u(a_rows)}, {64, static_cast<std::uint32_t>(c.block_m)});
-    w.w_map = ws_map(g.w, t, {u(s.i), u(s.h), u(s.e)}, {64, bn, 1});
+    w.a_map = ws_map(g.a, t, {u(s.i), u(a_rows)}, {kt, static_cast<std::uint32_t>(c.block_m)});
+    w.w_map = ws_map(g.w, t, {u(s.i), u(s.h), u(s.e)}, {kt, bn, 1});
   }
   return w;
 }
@@ -924,8 +925,14 @@ class MoeOp final : public Op {
     // RowQuant), so what differs is fp32 summation order and act's bf16 rounding, which now and
     // then moves an act element to the next e4m3 value (12.5 % of it); the H100 run of
     // gpu_moe_op_test measured that the quantisation itself costs y ~4-5 % rms against the
-    // unquantised layer, with outliers to ~0.27 at unit scale.
-    if (t == DType::e4m3) return {5e-2, 5e-2};
+    // unquantised layer, with outliers to ~0.27 at unit scale. The warp-specialised kernel's
+    // FP8 wgmma sums each 128-long k-tile with less than fp32's precision (gemm1 promotes the
+    // k-tile sums to fp32, moe/gemm_ws_sm90.cuh), so act's low bits differ from the
+    // reference's more often and a few more act elements round to the neighbouring e4m3 value:
+    // the H100 run of 2026-11-25 saw up to 0.062 at unit scale (against 0.05 + 0.05 |y|) at a
+    // few of ~1M values; atol 0.1 covers that tail and is still ~3x below the quantisation's
+    // own outliers, far below what a wrong row, scale or tile costs (order 1).
+    if (t == DType::e4m3) return {5e-2, 1e-1};
     return t == DType::bf16 ? Tolerance{2e-2, 2e-2} : Tolerance{4e-3, 4e-3};
   }
 
@@ -1010,6 +1017,8 @@ class MoeOp final : public Op {
     if (device.arch() == "sm_90a" && !s.expert_choice() &&
         s.pairs() >= kWgmmaMinRows * std::min<long long>(s.e, s.pairs())) {
       Params p = params(kWgmma);
+      // e4m3 gemm1 on the warp-specialised kernel keeps a second accumulator set: bn1 <= 64.
+      if (t == DType::e4m3) p.values[kBn1] = std::min<std::int64_t>(p.values[kBn1], 64);
       fit_columns(p, s);
       if (!invalid_reason(p, problem, t, device)) return p;
     }
@@ -1214,10 +1223,10 @@ class MoeOp final : public Op {
         return "h=" + str(s.h) + ", i=" + str(s.i) + ": " + why +
                " (GEMM rows are read in 16-byte chunks)";
       for (const bool gated : {true, false})
-        if ((gated ? c.g1 : c.g2).impl != 0)
-          return std::string(gated ? "impl1=" : "impl2=") + str((gated ? c.g1 : c.g2).impl) +
-                 ": e4m3 (FP8) GEMMs run on the mma.sync kernel only (impl1=0, impl2=0); the "
-                 "wgmma kernels take bf16 and fp16";
+        if ((gated ? c.g1 : c.g2).impl == 1)
+          return std::string(gated ? "impl1" : "impl2") +
+                 "=1: e4m3 (FP8) GEMMs run on the mma.sync kernel (impl 0) or the "
+                 "warp-specialised one (impl 2); the cp.async wgmma kernel takes bf16 and fp16";
     }
     // The kernel's own reasons, one line per reason (the point's values are in its key).
     for (const bool gated : {true, false}) {
@@ -1237,9 +1246,13 @@ class MoeOp final : public Op {
         if (g.warps_m != 1 || g.prefetch != 0 || g.epi != 0)
           return name + " ignores warps_m" + n + ", prefetch" + n + " and epi" + n +
                  ": only warps_m" + n + "=1, prefetch" + n + "=0, epi" + n + "=0 are searched";
-        if (g.bk != 64)
-          return name + " reads k-tiles of 64 (one 128-byte swizzled row per TMA box): bk" + n +
-                 "=64, not " + str(g.bk);
+        if (gated && c.fp8 && g.bn > 64)
+          return name + " with e4m3 weights adds each k-tile's products into fp32 accumulators "
+                 "(the FP8 wgmma's own accumulation is coarser than the reference's), which "
+                 "doubles gemm1's accumulator registers: bn1 at most 64, not " + str(g.bn);
+        if (g.bk != 128 / c.eb())
+          return name + " reads k-tiles of one 128-byte swizzled row per TMA box (64 bf16 or "
+                 "fp16, 128 e4m3): bk" + n + "=" + str(128 / c.eb()) + ", not " + str(g.bk);
         if (const char* why =
                 moe_gemm_ws_invalid_reason(c.block_m, g.bn, g.stages, gated, g.group_m, kWsGather))
           return std::string(gated ? "gemm1" : "gemm2") + " warp-specialised tile: " + why;

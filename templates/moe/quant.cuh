@@ -2,7 +2,8 @@
 // gemm1 and act [max_padded, I] between gemm1 and gemm2. One block per row: a pass of 16-byte
 // loads finds the row's largest magnitude (bf16 values, 8 per load), the block agrees on it,
 // and a second pass (the row again, from L1/L2) writes e4m3 values of in / scale in 8-byte
-// stores, scale = amax / 448 so that the largest value lands on e4m3's largest finite one.
+// stores, scale = moe_quant_scale(amax): the power of two that puts the largest value in e4m3's
+// top binade (moe/args.h says why a power of two).
 //
 // Launched programmatically like every kernel of the op after its first: it waits for its
 // predecessor before reading, and lets the next kernel be scheduled once its loads are done.
@@ -49,8 +50,8 @@ __global__ void __launch_bounds__(kMoeQuantThreads)
 #pragma unroll
   for (int w = 0; w < kMoeQuantThreads / 32; ++w) amax = fmaxf(amax, s_max[w]);
   // An all-zero row stores zeros with scale 1 (no division by zero).
-  const float scale = amax > 0.0f ? amax * (1.0f / 448.0f) : 1.0f;
-  const float inv = 1.0f / scale;
+  const float scale = moe_quant_scale(amax);
+  const float inv = 1.0f / scale;  // exact: a power of two
   if (threadIdx.x == 0) args.scale[r] = scale;
   uint2* out = reinterpret_cast<uint2*>(static_cast<e4m3*>(args.out) +
                                         static_cast<long long>(r) * args.n);

@@ -74,13 +74,14 @@ __device__ __forceinline__ float warp_sum(float v) {
 __device__ __forceinline__ float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 
 /// The layer's per-row e4m3 quantisation of its GEMM inputs (FP8 weights; moe/quant.cuh), as
-/// the kernels apply it to x and to act: scale = amax / 448, value = e4m3(v / scale) * scale.
+/// the kernels apply it to x and to act: scale = moe_quant_scale(amax), value = e4m3(v / scale) *
+/// scale.
 struct RowQuant {
   float scale = 1.0f, inv = 1.0f;
   bool on = false;
   __device__ void set(float amax) {
     on = true;
-    scale = amax > 0.0f ? amax * (1.0f / 448.0f) : 1.0f;
+    scale = moe_quant_scale(amax);
     inv = 1.0f / scale;
   }
   __device__ float operator()(float v) const {

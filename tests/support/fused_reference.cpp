@@ -137,19 +137,23 @@ float e4m3_bits_to_float(std::uint8_t bits) {
 }
 
 std::uint8_t float_to_e4m3_bits(float f) {
-  // The nearest of the 127 non-negative finite values (ties to the even code), sign apart.
+  // The nearest finite value (ties to the even code; past 448 saturates to 448), sign apart.
+  // Normal codes hold 1.m x 2^(E - 7) with 3 mantissa bits, subnormals m x 2^-9: the magnitude
+  // in units of its binade's quantum, rounded to the nearest even integer, is the code's low
+  // bits (a round-up to 16 moves to the next binade, mantissa 0). NaN maps to the NaN code.
   const std::uint8_t sign = std::signbit(f) ? 0x80 : 0;
   const float a = std::fabs(f);
-  std::uint8_t best = 0;
-  float best_err = std::numeric_limits<float>::infinity();
-  for (int code = 0; code <= 0x7e; ++code) {
-    const float err = std::fabs(e4m3_bits_to_float(static_cast<std::uint8_t>(code)) - a);
-    if (err < best_err || (err == best_err && code % 2 == 0 && best % 2 == 1)) {
-      best = static_cast<std::uint8_t>(code);
-      best_err = err;
-    }
+  if (std::isnan(f)) return static_cast<std::uint8_t>(sign | 0x7f);
+  if (a >= 448.0f) return static_cast<std::uint8_t>(sign | 0x7e);  // the largest finite value
+  if (a < 0.015625f) {  // below 2^-6: subnormal quanta of 2^-9 (8 of them reach 2^-6, code 8)
+    const int r = static_cast<int>(std::nearbyint(a * 512.0f));
+    return static_cast<std::uint8_t>(sign | r);
   }
-  return static_cast<std::uint8_t>(sign | best);
+  int e = 0;
+  std::frexp(a, &e);  // a = f x 2^e, f in [0.5, 1): a = 1.m x 2^(e - 1)
+  int r = static_cast<int>(std::nearbyint(std::ldexp(a, 4 - e)));  // in [8, 16]
+  if (r == 16) r = 8, ++e;
+  return static_cast<std::uint8_t>(sign | ((e - 1 + 7) << 3) | (r - 8));
 }
 
 double round_to(DType t, double v) {
