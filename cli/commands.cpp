@@ -347,7 +347,7 @@ int cmd_space(const Args& args) {
       ("op", po::value<std::string>()->required(), "op name (see ktune ops)")
       ("shape", po::value<std::string>()->default_value(""), "problem, e.g. m=16384,n=4096 (default: the op's)")
       ("dtype", po::value<std::string>()->default_value("bf16"),
-       "bf16, fp16, or e4m3 (flash_attention on sm_90a)")
+       "bf16, fp16, or e4m3 (flash_attention on sm_90a; moe FP8 weights, sm_89+)")
       ("arch", po::value<std::string>(), "target without a GPU: sm_90a or sm_80 (default: this GPU, else sm_90a)")
       ("compile", "compile every valid point with NVRTC and report registers, shared memory, spills")
       ("jobs", po::value<std::string>()->default_value("0"), "compile threads, 0 to 1024 (0: number of cores)")
@@ -555,7 +555,7 @@ int cmd_best(const Args& args) {
       ("op", po::value<std::string>()->required(), "op name")
       ("shape", po::value<std::string>()->default_value(""), "problem (default: the op's)")
       ("dtype", po::value<std::string>()->default_value("bf16"),
-       "bf16, fp16, or e4m3 (flash_attention on sm_90a)")
+       "bf16, fp16, or e4m3 (flash_attention on sm_90a; moe FP8 weights, sm_89+)")
       ("causal", "causal masking (ops with a causal dimension)")
       ("device", po::value<std::string>(),
        "answer for this GPU: a device name or key recorded in the databases (no GPU needed)")

@@ -334,7 +334,7 @@ int cmd_sweep(const Args& args) {
       ("tokens", po::value<std::string>(),
        "moe: token counts to tune, e.g. 1,16,128 (default: 1,2,4,...,4096 unless --shape sets t)")
       ("dtype", po::value<std::string>()->default_value("bf16"),
-       "bf16, fp16, or e4m3 (flash_attention on sm_90a)")
+       "bf16, fp16, or e4m3 (flash_attention on sm_90a; moe FP8 weights, sm_89+)")
       ("causal", "causal masking (ops with a causal dimension, e.g. flash_attention)")
       ("strategy", po::value<std::string>()->default_value(""),
        "exhaustive, random, model or staged (default: the op's; staged for moe, else exhaustive)")

@@ -354,16 +354,19 @@ TEST(HopperCompile, MoeGemmWarpSpecialised) {
     int bm, bn, stages;
     bool gated;
     int group, gather;
-    bool bf16;
+    const char* type;
   };
+  // e4m3: gemm1 (gated) sums each k-tile in a second accumulator set, so its BLOCK_N <= 64.
   const Point sample[] = {
-      {128, 128, 4, true, 0, 0, true},  {128, 128, 4, true, 8, 1, false},
-      {64, 128, 5, true, 0, 0, true},   {128, 64, 6, true, 16, 0, false},
-      {128, 256, 4, false, 8, 0, true}, {128, 128, 6, false, 0, 0, false},
-      {64, 256, 4, false, 8, 0, true},  {64, 64, 2, true, 0, 0, true},
+      {128, 128, 4, true, 0, 0, "bf16"},  {128, 128, 4, true, 8, 1, "fp16"},
+      {64, 128, 5, true, 0, 0, "bf16"},   {128, 64, 6, true, 16, 0, "fp16"},
+      {128, 256, 4, false, 8, 0, "bf16"}, {128, 128, 6, false, 0, 0, "fp16"},
+      {64, 256, 4, false, 8, 0, "bf16"},  {64, 64, 2, true, 0, 0, "bf16"},
+      {128, 64, 4, true, 0, 0, "e4m3"},   {64, 64, 6, true, 8, 1, "e4m3"},
+      {128, 256, 4, false, 8, 0, "e4m3"},
   };
   const auto name = [](const Point& p) {
-    return std::string("ktune::moe_gemm_ws_kernel<ktune::") + (p.bf16 ? "bf16" : "fp16") + ", " +
+    return std::string("ktune::moe_gemm_ws_kernel<ktune::") + p.type + ", " +
            std::to_string(p.bm) + ", " + std::to_string(p.bn) + ", " +
            std::to_string(p.stages) + ", " + (p.gated ? "true" : "false") + ", " +
            std::to_string(p.group) + ", " + std::to_string(p.gather) + ">";
@@ -383,7 +386,7 @@ TEST(HopperCompile, MoeGemmWarpSpecialised) {
   batch.push_back({{"moe/gemm_ws_sm90.cuh", name(sample[0])}, "sm_80", source});
   reasons.emplace_back();
   consumers.push_back(2);
-  const Point bad[] = {{128, 256, 3, true, 0, 0, true}, {128, 128, 5, true, 0, 0, true}};
+  const Point bad[] = {{128, 256, 3, true, 0, 0, "bf16"}, {128, 128, 5, true, 0, 0, "bf16"}};
   for (const Point& p : bad) {
     const char* why = moe_gemm_ws_invalid_reason(p.bm, p.bn, p.stages, p.gated, p.group, p.gather);
     ASSERT_NE(why, nullptr) << name(p);
@@ -391,6 +394,10 @@ TEST(HopperCompile, MoeGemmWarpSpecialised) {
     reasons.emplace_back(why);
     consumers.push_back(p.bm / 64);
   }
+  batch.push_back(
+      {{"moe/gemm_ws_sm90.cuh", name({128, 128, 4, true, 0, 0, "e4m3"})}, "sm_90a", source});
+  reasons.emplace_back("e4m3 gemm1 keeps a second set of accumulators");
+  consumers.push_back(2);
   const auto start = std::chrono::steady_clock::now();
   const std::vector<CompileOutcome> outcomes = compile_parallel(Compiler(std::nullopt), batch, 0);
   std::printf("%zu kernels in %.1f s\n", batch.size(),
