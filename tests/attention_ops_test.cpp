@@ -348,14 +348,16 @@ TEST(AttentionProblem, BadProblemsSayWhy) {
 TEST(AttentionSpace, InvalidPointsCarryTheirReason) {
   const Problem p = op().parse_problem(kMha);
   const Space h100(op(), p, DType::bf16, device("sm_90a"));
-  EXPECT_EQ(h100.points().size(), 4u * 3 * 4 * 3 * 2 * 2 * 2 * 2 * 2);
+  EXPECT_EQ(h100.points().size(), 4u * 3 * 4 * 3 * 2 * 2 * 2 * 2 * 2 * 2);
   // impl=0: (block_m, warps) in {(64,4), (128,4), (128,8), (256,8)}, every block_n, stages,
   // q_regs and pad, less the shared-memory overflows at d=128: 128x128 s3 with pad (both warp
   // counts) and 256x128 s3 (with and without pad), each with both q_regs. impl=1: block_m 64,
   // 128, 192 (1-3 consumers, warps fixed), block_n 64 and 128, stages 2 and 3, ping-pong with 2
   // or 3 consumers, less 192x128 at d=128 (it spills; s3 also needs 240 KiB); each persistent or
-  // not.
-  EXPECT_EQ(h100.valid_count(), (4u * 3 * 2 * 2 * 2 - 2 * 2 - 2 * 2) + (4 + 8 + 2 * 2) * 2);
+  // not; and without register reallocation (reg_split=0) the 2-consumer points of block_n=64
+  // (stages, ping-pong, persistent: 8), the only ones that fit at d=128.
+  EXPECT_EQ(h100.valid_count(),
+            (4u * 3 * 2 * 2 * 2 - 2 * 2 - 2 * 2) + (4 + 8 + 2 * 2) * 2 + 8);
   std::size_t counted = 0;
   for (const auto& [reason, n] : h100.invalid_reasons()) {
     EXPECT_FALSE(reason.empty());
@@ -463,7 +465,8 @@ TEST(AttentionSpace, WgmmaKernelPointsAndTheirReasons) {
   // pingpong is left out of keys at 0, so keys written before it mean what they meant.
   const Params old_key = op().parse_params(two);
   EXPECT_EQ(old_key.values.size(), op().tunables().size());
-  EXPECT_EQ(old_key.values.back(), 0);
+  EXPECT_EQ(old_key.values[op().param_index("pingpong")], 0);
+  EXPECT_EQ(old_key.values[op().param_index("reg_split")], 1);  // left out of keys at 1
   EXPECT_EQ(op().params_key(old_key), two);
   const Params pp = op().parse_params(std::string(two) + ",pingpong=1");
   EXPECT_EQ(op().params_key(pp), std::string(two) + ",pingpong=1");
@@ -489,6 +492,23 @@ TEST(AttentionSpace, WgmmaKernelPointsAndTheirReasons) {
             "ktune::flash_attention_sm90<ktune::bf16, 128, 128, 2, 2, true, true, false, false, "
             "false, true>");
   EXPECT_EQ(why((std::string(two) + ",persistent=1").c_str(), kMha), "");
+  // reg_split: impl=1 with 2-3 consumers, left out of keys at 1, after PERSISTENT when off;
+  // refused where a consumer's launch-bound registers spill.
+  const std::string split = "block_m=128,block_n=64,warps=12,stages=2,q_regs=0,smem_pad=0,impl=1";
+  const Params even = op().parse_params(split + ",reg_split=0");
+  EXPECT_EQ(op().params_key(even), split + ",reg_split=0");
+  EXPECT_EQ(op().kernels(even, p, DType::bf16)[0].name_expression,
+            "ktune::flash_attention_sm90<ktune::bf16, 128, 64, 2, 2, false, true, false, false, "
+            "false, false, false>");
+  EXPECT_EQ(why((split + ",reg_split=0").c_str(), kMha), "");
+  EXPECT_TRUE(contains(why((std::string(two) + ",reg_split=0").c_str(), kMha),
+                       "168 registers, which spill at d=128, block_n=128, 2 consumers"));
+  EXPECT_TRUE(contains(
+      why("block_m=64,block_n=64,warps=8,stages=2,q_regs=0,smem_pad=0,impl=1,reg_split=0", kMha),
+      "only reg_split=1 is searched"));
+  EXPECT_TRUE(contains(
+      why("block_m=128,block_n=64,warps=4,stages=2,q_regs=0,smem_pad=0,impl=0,reg_split=0", kMha),
+      "reg_split=0 is for impl=1"));
   // Its grid: min(work items, SMs); the items are query tiles times (batch, head) pairs.
   EXPECT_EQ(flash_attention_sm90_work(1000, 128, 3 * 8), 8 * 24);
   EXPECT_EQ(flash_attention_sm90_work(1, 192, 1), 1);
@@ -921,7 +941,7 @@ TEST(AttentionRun, VarlenIsTheLastTemplateArgumentAndOnlyWhenOn) {
   EXPECT_EQ(expr(",varlen=yes,window=100,alibi=yes"),
             head + "true, false, true, true> | " + ref + "true, false, true, true>");
   // Varlen changes neither the mma.sync space nor its defaults; the wgmma kernel's points are
-  // invalid with it (32 at d=128), and its Hopper default gives way to the mma.sync row.
+  // invalid with it (40 at d=128), and its Hopper default gives way to the mma.sync row.
   const Problem plain = op().parse_problem(kMha);
   const Problem packed = op().parse_problem(std::string(kMha) + ",varlen=yes");
   const DeviceInfo a100 = device("sm_80"), h100 = device("sm_90a");
@@ -930,7 +950,7 @@ TEST(AttentionRun, VarlenIsTheLastTemplateArgumentAndOnlyWhenOn) {
   EXPECT_EQ(op().default_params(plain, DType::f16, a100),
             op().default_params(packed, DType::f16, a100));
   EXPECT_EQ(Space(op(), plain, DType::bf16, h100).valid_count(),
-            Space(op(), packed, DType::bf16, h100).valid_count() + 32);
+            Space(op(), packed, DType::bf16, h100).valid_count() + 40);
   EXPECT_EQ(op().params_key(op().default_params(packed, DType::f16, h100)),
             "block_m=128,block_n=64,warps=4,stages=2,q_regs=0,smem_pad=0,impl=0");
 }

@@ -39,10 +39,11 @@ using test::AttentionTensor;
 const Op& op() { return flash_attention_op(); }
 
 /// Non-default configurations planted as the tuned best of every case where they are valid:
-/// between them they cover each value of every tunable. The last seven are the wgmma kernel
+/// between them they cover each value of every tunable. The last nine are the wgmma kernel
 /// (impl=1, sm_90a only: elsewhere invalid and skipped) with 1, 2 and 3 consumer warpgroups,
-/// with 2 and 3 taking turns (pingpong=1), and persistent (one CTA per SM looping over the
-/// tiles; GpuAttentionPersistent runs it with a few CTAs, each many tiles).
+/// with 2 and 3 taking turns (pingpong=1), persistent (one CTA per SM looping over the tiles;
+/// GpuAttentionPersistent runs it with a few CTAs, each many tiles), and without register
+/// reallocation (reg_split=0: d=64, or d=128 with 2 consumers).
 const char* const kPlanted[] = {
     "block_m=64,block_n=32,warps=4,stages=2,q_regs=1,smem_pad=0,impl=0",
     "block_m=128,block_n=128,warps=8,stages=2,q_regs=1,smem_pad=0,impl=0",
@@ -59,11 +60,15 @@ const char* const kPlanted[] = {
     "block_m=64,block_n=64,warps=8,stages=3,q_regs=0,smem_pad=0,impl=1,persistent=1",
     "block_m=128,block_n=128,warps=12,stages=2,q_regs=0,smem_pad=0,impl=1,pingpong=1,"
     "persistent=1",
+    "block_m=128,block_n=64,warps=12,stages=3,q_regs=0,smem_pad=0,impl=1,pingpong=1,reg_split=0",
+    "block_m=192,block_n=64,warps=16,stages=2,q_regs=0,smem_pad=0,impl=1,persistent=1,"
+    "reg_split=0",
 };
 /// The ones the mask variants run: other tile shapes, and the wgmma kernel with 1 and 3
-/// consumer warpgroups, 2 taking turns, and 2 taking turns persistently.
-const char* const kVariantPlanted[] = {kPlanted[0], kPlanted[2], kPlanted[4], kPlanted[7],
-                                       kPlanted[9], kPlanted[10], kPlanted[13]};
+/// consumer warpgroups, 2 taking turns, 2 taking turns persistently, and 2 taking turns
+/// without register reallocation.
+const char* const kVariantPlanted[] = {kPlanted[0], kPlanted[2],  kPlanted[4], kPlanted[7],
+                                       kPlanted[9], kPlanted[10], kPlanted[13], kPlanted[14]};
 
 /// A database at `db` whose one best row for (device, flash_attention, t, p) is `params`.
 void plant(const std::filesystem::path& db, const DeviceInfo& device, DType t, const Problem& p,

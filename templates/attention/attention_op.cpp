@@ -19,7 +19,7 @@ enum Dim : std::size_t {
   kB, kHq, kHkv, kNq, kNk, kD, kCausal, kWindow, kSoftcap, kAlibi, kVarlen
 };
 enum Param : std::size_t {
-  kBlockM, kBlockN, kWarps, kStages, kQRegs, kSmemPad, kImpl, kPingpong, kPersistent
+  kBlockM, kBlockN, kWarps, kStages, kQRegs, kSmemPad, kImpl, kPingpong, kPersistent, kRegSplit
 };
 
 constexpr std::int64_t kMaxGridY = 65535;                      // b * hq rows of the grid
@@ -83,12 +83,15 @@ struct Config {
   int impl;
   bool pingpong;
   bool persistent;
+  bool reg_split;
 };
 
 Config config_of(const Params& p) {
   const auto at = [&](Param i) { return static_cast<int>(p.values[i]); };
-  return {at(kBlockM), at(kBlockN), at(kWarps), at(kStages), at(kQRegs) != 0, at(kSmemPad) != 0,
-          at(kImpl), at(kPingpong) != 0, at(kPersistent) != 0};
+  return {at(kBlockM),    at(kBlockN),        at(kWarps),
+          at(kStages),    at(kQRegs) != 0,    at(kSmemPad) != 0,
+          at(kImpl),      at(kPingpong) != 0, at(kPersistent) != 0,
+          at(kRegSplit) != 0};
 }
 
 /// The wgmma kernel's consumer warpgroups: one per 64 query rows.
@@ -573,6 +576,11 @@ class FlashAttentionOp final : public Op {
              "loading the next tile's Q and K/V while it finishes P V and writes O; 0 = one CTA "
              "per query tile",
              0},
+            {"reg_split", {0, 1},
+             "impl=1 with 2 or 3 consumers: 1 = the producer warpgroup gives its registers to "
+             "the consumers (setmaxnreg: 24 + 2 x 240 or 32 + 3 x 160 per thread); 0 = every "
+             "warpgroup keeps the launch bound's (168 or 128)",
+             1},
         },
         scalars_{{"scale", 0.0, "softmax scale; <= 0: 1/sqrt(d)"},
                  {"softcap", 50.0, "tanh cap of the scaled scores with softcap=yes (> 0; Gemma 2 "
@@ -694,7 +702,8 @@ class FlashAttentionOp final : public Op {
            std::string("ktune::flash_attention_sm90<") + kernel_type(t) + ", " + str(s.d) + ", " +
                str(c.block_n) + ", " + str(consumers(c)) + ", " + str(c.stages) + ", " +
                cpp_bool(c.pingpong) + ", " + cpp_bool(s.causal) + variant_args(s) +
-               (c.persistent ? ", true" : "") + ">"}};
+               (c.persistent || !c.reg_split ? std::string(", ") + cpp_bool(c.persistent) : "") +
+               (c.reg_split ? "" : ", false") + ">"}};
       if (t == DType::e4m3)
         out.push_back({"attention/fp8_transpose.cuh",
                        "ktune::fp8_v_transpose<" + str(s.d) + ">"});
@@ -856,12 +865,12 @@ class FlashAttentionOp final : public Op {
       const int persistent = s.causal && s.d == 128 && device.sm_count > 0 &&
                              flash_attention_sm90_work(static_cast<int>(s.nq), 128, s.b * s.hq) >
                                  device.sm_count;
-      return Params{{128, 128, 12, s.d == 256 ? 2 : 4, 0, 0, 1, 1, persistent}};
+      return Params{{128, 128, 12, s.d == 256 ? 2 : 4, 0, 0, 1, 1, persistent, 1}};
     }
     const auto params = [](const AttentionDefaults& r) {
       return Params{
           {r.block_m, r.block_n, r.warps, r.stages, r.q_regs, r.smem_pad, r.impl, r.pingpong,
-           r.persistent}};
+           r.persistent, 1}};
     };
     for (const AttentionDefaults& row : kDefaults) {
       if (row.d != s.d || device.cc_major < row.cc_major) continue;
@@ -946,6 +955,9 @@ class FlashAttentionOp final : public Op {
       return std::string("pingpong=1 is for impl=1 (turns between its consumer warpgroups)");
     if (c.persistent)
       return std::string("persistent=1 is for impl=1 (impl=0 runs one CTA per query tile)");
+    if (!c.reg_split)
+      return std::string("reg_split=0 is for impl=1 (impl=0 has no producer warpgroup): only "
+                         "reg_split=1 is searched");
     if (c.warps > 8)
       return "warps=" + str(c.warps) + " is for impl=1 (4 per warpgroup); impl=0 takes 4 or 8";
     if (c.block_m % (16 * c.warps) != 0)
@@ -986,6 +998,22 @@ class FlashAttentionOp final : public Op {
              " spills (160 registers per thread); block_n=64 or block_m=128 fit";
     if (c.pingpong && consumers(c) == 1)
       return std::string("pingpong=1 needs 2 or 3 consumer warpgroups (block_m=128 or 192)");
+    if (!c.reg_split) {
+      if (consumers(c) == 1)
+        return std::string("reg_split=0 with one consumer warpgroup: its launch bound already "
+                           "gives every warpgroup 255 registers (no reallocation either way); "
+                           "only reg_split=1 is searched");
+      // Without reallocation a consumer thread has 168 (2 consumers) or 128 (3) registers:
+      // ptxas (CUDA 13.0, every variant on) spills beyond these, and serialises wgmmas.
+      const bool fits = t != DType::e4m3 && c.block_n == 64 &&
+                        (s.d == 64 || (s.d == 128 && consumers(c) == 2));
+      if (!fits)
+        return "reg_split=0 leaves each consumer thread " +
+               str(consumers(c) == 2 ? 168 : 128) + " registers, which spill at d=" + str(s.d) +
+               ", block_n=" + str(c.block_n) + ", " + str(consumers(c)) + " consumers" +
+               (t == DType::e4m3 ? " (e4m3)" : "") +
+               ": it fits 16-bit tiles of block_n=64 at d=64 (2 or 3 consumers) or d=128 (2)";
+    }
     if (c.q_regs || c.smem_pad)
       return std::string("impl=1 keeps Q in shared memory in the 128-byte swizzle: q_regs=0 and "
                          "smem_pad=0");

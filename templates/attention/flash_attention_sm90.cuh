@@ -208,7 +208,8 @@ struct OutType<e4m3> {
 /// (Q_EMPTY) once their last Q K^T has retired, so the producer loads the next item's Q and
 /// first K/V tiles while they finish P V and write O.
 template <typename T, int D, int BLOCK_N, int CONSUMERS, int STAGES, bool PINGPONG, bool CAUSAL,
-          bool WINDOW = false, bool SOFTCAP = false, bool ALIBI = false, bool PERSISTENT = false>
+          bool WINDOW = false, bool SOFTCAP = false, bool ALIBI = false, bool PERSISTENT = false,
+          bool REG_SPLIT = true>
 __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
     flash_attention_sm90(const __grid_constant__ FlashAttentionSm90Args args) {
   static_assert(D == 64 || D == 128 || D == 256, "D must be 64, 128 or 256");
@@ -283,7 +284,7 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
   if (wg_index == 0) {
     // Producer: one thread of warp 0 issues every copy. Per item: its first K/V tile (a slot
     // freed by earlier tiles), then Q once the consumers have freed it, then the other tiles.
-    if constexpr (CONSUMERS > 1) wgrp::setmaxnreg_dec<R::PRODUCER>();
+    if constexpr (CONSUMERS > 1 && REG_SPLIT) wgrp::setmaxnreg_dec<R::PRODUCER>();
     if (wgrp::warp_in_warpgroup() == 0 && wgrp::elect_one()) {
       tma::prefetch_map(&args.q_map);
       tma::prefetch_map(&args.k_map);
@@ -332,7 +333,7 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
   }
 
   // Consumers.
-  if constexpr (CONSUMERS > 1) wgrp::setmaxnreg_inc<R::CONSUMER>();
+  if constexpr (CONSUMERS > 1 && REG_SPLIT) wgrp::setmaxnreg_inc<R::CONSUMER>();
   const int c = wg_index - 1;
   const int tid = wgrp::thread_in_warpgroup();
   const int warp = tid >> 5, lane = tid & 31;
