@@ -261,7 +261,8 @@ class Kernels {
 /// One case on the device: its buffers, the configuration's kernels, and launches.
 class MoeCall {
  public:
-  MoeCall(const Case& c, const DeviceInfo& dev) : c_(c), problem_(c.problem()) {
+  MoeCall(const Case& c, const DeviceInfo& dev)
+      : c_(c), problem_(c.problem()), sm_count_(dev.sm_count) {
     const Op& op = moe_op();
     params_ = c.params.empty() ? op.default_params(problem_, c.dtype, dev)
                                : op.parse_params(c.params);
@@ -371,6 +372,9 @@ class MoeCall {
     a.scalars = scalars;
     a.workspace = addr(workspace_);
     a.kernels = kernels_.data();
+    // Persistent GEMMs on 5 CTAs: each loops over many tiles (both row tables, the ring's phases
+    // across tiles); the rest on the device's SM count.
+    a.sm_count = c_.params.find("persist") != std::string::npos ? 5 : sm_count_;
     CudaLauncher launcher(stream_);
     moe_op().run(a, launcher);
   }
@@ -454,6 +458,7 @@ class MoeCall {
   DeviceBuffer ref_ids_, ref_weights_, ref_y_, ref_counts_, ref_aux_;
   std::size_t workspace_bytes_ = 0;
   CUstream stream_ = nullptr;
+  int sm_count_ = 0;
 };
 
 test::MoeRouteProblem route_problem(const Case& c) {
@@ -887,6 +892,14 @@ std::vector<Case> ws_cases() {
   with(moe_sigmoid_group, 64, 8, 1000, DType::bf16, narrow, 1024, 1408);
   with(moe_softmax_renorm, 8, 2, 999, DType::f16, mixed1);
   with(moe_softmax_renorm, 64, 8, 513, DType::bf16, mixed2);
+  // The persistent form (a CTA per SM looping over the tiles, double-buffered row tables): both
+  // GEMMs, one, every routing mode, padding-only consumers and many tiles per CTA.
+  with(moe_softmax_renorm, 8, 2, 1000, DType::bf16, wide + ",persist1=1,persist2=1");
+  with(moe_expert_choice, 8, 2, 777, DType::f16, wide + ",persist1=1,persist2=1");
+  with(moe_sigmoid_group, 64, 8, 1001, DType::bf16, narrow + ",persist1=1,persist2=1");
+  with(moe_precomputed, 8, 2, 333, DType::bf16, narrow + ",persist1=1");
+  with(moe_sigmoid_group, 64, 8, 1000, DType::f16, wide + ",persist2=1", 1024, 1408);
+  with(moe_softmax_renorm, 8, 2, 4000, DType::bf16, narrow + ",persist1=1,persist2=1", 520, 392);
   return out;
 }
 

@@ -326,6 +326,34 @@ TEST(MoeSpace, WgmmaGemmIsATunable) {
 
 // The warp-specialised GEMM (impl1/impl2 = 2): a producer warpgroup on top of one consumer
 // warpgroup per 64 rows, its own shape rules and ring, sm_90a only, its kernel and launch.
+// persist1/persist2: the warp-specialised kernel on a persistent grid, left out of keys at 0,
+// 16-bit only, with reasons elsewhere.
+TEST(MoeSpace, PersistentWarpSpecialisedGemm) {
+  const DeviceInfo h100 = device("sm_90a");
+  const Problem p = problem(kMixtral, 4096);
+  Params w = op().default_params(p, DType::bf16, h100);
+  ASSERT_EQ(op().param(w, "impl1"), 2);
+  EXPECT_EQ(op().params_key(w).find("persist"), std::string::npos);
+  w.values[op().param_index("persist1")] = 1;
+  EXPECT_EQ(op().invalid_reason(w, p, DType::bf16, h100), std::nullopt);
+  EXPECT_NE(op().params_key(w).find("persist1=1"), std::string::npos);
+  const auto ks = op().kernels(w, p, DType::bf16);
+  EXPECT_TRUE(std::any_of(ks.begin(), ks.end(), [](const KernelSource& k) {
+    return k.name_expression.find("moe_gemm_ws_persistent_kernel<ktune::bf16, 128, ") == 0 ||
+           k.name_expression.find("ktune::moe_gemm_ws_persistent_kernel<ktune::bf16, 128, ") ==
+               0;
+  }));
+  Params m = op().default_params(problem(kMixtral, 16), DType::bf16, h100);
+  m.values[op().param_index("persist2")] = 1;
+  EXPECT_TRUE(contains(
+      op().invalid_reason(m, problem(kMixtral, 16), DType::bf16, h100).value_or(""),
+      "persist2=1 is the warp-specialised kernel's (impl2=2)"));
+  Params e = op().default_params(p, DType::e4m3, h100);
+  e.values[op().param_index("persist1")] = 1;
+  EXPECT_TRUE(contains(op().invalid_reason(e, p, DType::e4m3, h100).value_or(""),
+                       "persist1=1 runs 16-bit GEMMs"));
+}
+
 TEST(MoeSpace, WarpSpecialisedGemmIsATunable) {
   const DeviceInfo h100 = device("sm_90a");
   const Problem p = problem(kMixtral, 4096);
@@ -989,10 +1017,10 @@ TEST(MoeFp8, TensorsSpaceAndReasons) {
                 std::nullopt)
           << shape << " t=" << t;
     }
-  // A sample of the space (too large to list) has valid points on mma.sync and on the
-  // warp-specialised kernel, none on the cp.async wgmma one.
+  // A sample of the space (too large to list) has valid points, none on the cp.async wgmma
+  // kernel, each with e4m3's k steps (the warp-specialised point is the default above).
   const Space space(op(), problem(kDeepSeek, 1024), DType::e4m3, h100);
-  std::size_t valid = 0, ws_valid = 0;
+  std::size_t valid = 0;
   for (const SpacePoint& pt : space.sample(20000, 11)) {
     if (pt.invalid) continue;
     ++valid;
@@ -1000,11 +1028,10 @@ TEST(MoeFp8, TensorsSpaceAndReasons) {
       const auto impl = op().param(pt.params, std::string("impl") + n);
       EXPECT_NE(impl, 1);
       EXPECT_GE(op().param(pt.params, std::string("bk") + n), impl == 2 ? 128 : 64);
-      ws_valid += impl == 2;
+      EXPECT_EQ(op().param(pt.params, std::string("persist") + n), 0);  // 16-bit only
     }
   }
   EXPECT_GT(valid, 0u);
-  EXPECT_GT(ws_valid, 0u);
 }
 
 // The quantisation kernels run before each GEMM, which read their e4m3 rows and scales; the

@@ -180,24 +180,35 @@ struct Loader {
   }
 };
 
-/// The (row block, column block) a CTA computes: launch order, or with GROUP_M > 0 the launch
-/// order renumbered group by group (GROUP_M row blocks run through every column block, their
-/// weights shared in L2). The last group holds the remaining gx % GROUP_M row blocks (or
-/// GROUP_M), so the map is one to one.
+/// Tile `id` of a gx x gy grid of (row block, column block) tiles: launch order (id = col_block
+/// * gx + block), or with GROUP_M > 0 renumbered group by group (GROUP_M row blocks run through
+/// every column block, their weights shared in L2). The last group holds the remaining
+/// gx % GROUP_M row blocks (or GROUP_M), so the map is one to one.
 template <int GROUP_M>
-__device__ __forceinline__ void gemm_block_of(int& block, int& col_block) {
-  block = blockIdx.x;
-  col_block = blockIdx.y;
-  if constexpr (GROUP_M > 0) {
-    const int gx = gridDim.x;
-    const int id = blockIdx.y * gx + blockIdx.x;
-    const int per_group = GROUP_M * gridDim.y;
+__device__ __forceinline__ void gemm_tile_of(int id, int gx, int gy, int& block, int& col_block) {
+  if constexpr (GROUP_M == 0) {
+    block = id % gx;
+    col_block = id / gx;
+  } else {
+    const int per_group = GROUP_M * gy;
     const int group = id / per_group;
     const int first = group * GROUP_M;
     const int size = gx - first < GROUP_M ? gx - first : GROUP_M;
     const int in = id - group * per_group;
     block = first + in % size;
     col_block = in / size;
+  }
+}
+
+/// The (row block, column block) a CTA computes: gemm_tile_of of its launch index.
+template <int GROUP_M>
+__device__ __forceinline__ void gemm_block_of(int& block, int& col_block) {
+  if constexpr (GROUP_M == 0) {
+    block = blockIdx.x;
+    col_block = blockIdx.y;
+  } else {
+    gemm_tile_of<GROUP_M>(blockIdx.y * gridDim.x + blockIdx.x, gridDim.x, gridDim.y, block,
+                          col_block);
   }
 }
 

@@ -65,6 +65,33 @@ struct WsRegisters {
   static constexpr int CONSUMER = 232;
 };
 
+/// A consumer warpgroup's wgmmas of the k-tile in the ring slot at st (its A rows at st + a_off,
+/// the NB weight tiles from st + a_bytes, w_bytes apart) into d, committed as one group; fresh:
+/// the first overwrites d. CP_GATHER: the A rows arrived by cp.async (generic proxy writes).
+template <typename T, int BLOCK_N, int NB, bool CP_GATHER>
+__device__ __forceinline__ void ws_issue(float (&d)[NB][BLOCK_N / 2], unsigned st, unsigned a_off,
+                                         unsigned a_bytes, unsigned w_bytes, bool fresh) {
+  if constexpr (CP_GATHER) wg::fence_proxy_async();
+#pragma unroll
+  for (int b = 0; b < NB; ++b) wg::fence_acc(d[b]);
+  wg::fence();
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) {
+    const unsigned long long da = wg::sw128_desc(st + a_off, kk * wg::kK16Bytes);
+#pragma unroll
+    for (int b = 0; b < NB; ++b)
+      wg::MmaSS<T, BLOCK_N>::run(d[b], da,
+                                 wg::sw128_desc(st + a_bytes + b * w_bytes, kk * wg::kK16Bytes),
+                                 fresh && kk == 0 ? 0 : 1);
+  }
+  wg::commit();
+}
+
+/// Named barriers of moe_gemm_ws_persistent_kernel (0 is __syncthreads'): a row table's
+/// "written" (producer arrives, consumers wait) and "read" (consumers arrive after their
+/// epilogue, the producer waits before rewriting it), per table; and the producer's own.
+constexpr int kWsTableFull = 1, kWsTableFree = 3, kWsProducer = 5;
+
 }  // namespace moe
 
 /// out = (gathered rows of a) x w[expert]^T with the epilogue of gemm1 (GATED) or gemm2, for the
@@ -281,22 +308,7 @@ __global__ void __launch_bounds__(128 + BLOCK_M * 2, 1)
     // fresh: the first one overwrites d instead of adding to it.
     const auto issue = [&](float (&d)[NB][REGS], int s, unsigned phase, bool fresh) {
       mbar::wait_parity(full(s), phase);
-      if constexpr (CP_GATHER) wg::fence_proxy_async();  // the gathered rows: generic writes
-      const unsigned st = base + s * STAGE;
-#pragma unroll
-      for (int b = 0; b < NB; ++b) wg::fence_acc(d[b]);
-      wg::fence();
-#pragma unroll
-      for (int kk = 0; kk < 4; ++kk) {
-        const unsigned long long da = wg::sw128_desc(st + a_off, kk * wg::kK16Bytes);
-#pragma unroll
-        for (int b = 0; b < NB; ++b)
-          wg::MmaSS<T, BLOCK_N>::run(d[b], da,
-                                     wg::sw128_desc(st + A_BYTES + b * W_BYTES,
-                                                    kk * wg::kK16Bytes),
-                                     fresh && kk == 0 ? 0 : 1);
-      }
-      wg::commit();
+      moe::ws_issue<T, BLOCK_N, NB, CP_GATHER>(d, base + s * STAGE, a_off, A_BYTES, W_BYTES, fresh);
     };
     if constexpr (PROMOTE) {
       // Each k-tile into part, then added to acc in fp32 once it has landed. One group in
@@ -358,6 +370,209 @@ __global__ void __launch_bounds__(128 + BLOCK_M * 2, 1)
     moe::sm90_store<OutT, BLOCK_N, GATED, NB, QUANT>(
         acc, static_cast<OutT*>(args.out), args.n, n0, c * 64, gtid, s_dst, s_scale,
         QUANT ? args.w_scale + static_cast<long long>(expert) * NB * args.n : nullptr);
+  }
+#else
+  __trap();  // sm_90a only: the host never plans this kernel elsewhere
+#endif
+}
+
+/// moe_gemm_ws_kernel's tiles on a persistent grid (16-bit types, cp.async row gather): CTA c
+/// computes tiles c, c + gridDim.x, ... of the max_blocks x ceil(n / BLOCK_N) grid (in the
+/// GROUP_M order; tiles past *padded_rows or of no expert are skipped by every role alike), so
+/// its producer fills the ring with the next tile's first k-tiles while the consumers run the
+/// last tile's epilogue. The ring and its phases run on across tiles; the row table is double
+/// buffered by tile parity (named barriers kWsTableFull / kWsTableFree), its live row count
+/// summed by the producer's warps (kWsProducer).
+///
+/// Launch: grid (min(tiles, SMs)), otherwise as moe_gemm_ws_kernel; gemm2 requests nothing
+/// before griddep_wait here.
+template <typename T, int BLOCK_M, int BLOCK_N, int STAGES, bool GATED, int GROUP_M = 0>
+__global__ void __launch_bounds__(128 + BLOCK_M * 2, 1)
+    moe_gemm_ws_persistent_kernel(const __grid_constant__ MoeGemmWsArgs wargs) {
+  static_assert(sizeof(T) == 2, "the persistent kernel takes bf16 or fp16");
+  static_assert(BLOCK_M == 64 || BLOCK_M == 128,
+                "BLOCK_M must be 64 or 128 (one consumer warpgroup per 64 rows)");
+  static_assert(BLOCK_N == 64 || BLOCK_N == 128 || BLOCK_N == 256,
+                "BLOCK_N must be 64, 128 or 256");
+  static_assert(STAGES >= 2 && STAGES <= 8, "STAGES must be 2 to 8");
+  static_assert(moe_gemm_sm90_acc_regs(BLOCK_N, GATED) <= 128,
+                "more than 128 fp32 accumulators per consumer thread (GATED counts gate and up)");
+  static_assert(moe_gemm_ws_smem_bytes(BLOCK_M, BLOCK_N, STAGES, GATED) +
+                        2 * moe_gemm_sm90_static_smem_bytes(BLOCK_M) <=
+                    227 * 1024,
+                "shared memory above 227 KiB");
+#if KTUNE_WGMMA
+  constexpr int CONSUMERS = moe_gemm_ws_consumers(BLOCK_M);
+  constexpr int THREADS = 128 + BLOCK_M * 2;
+  constexpr int NB = GATED ? 2 : 1;
+  constexpr int REGS = BLOCK_N / 2;
+  constexpr int PITCH = wg::kSw128RowBytes;
+  constexpr int KT = PITCH / 2;
+  constexpr unsigned A_BYTES = BLOCK_M * PITCH;
+  constexpr unsigned W_BYTES = BLOCK_N * PITCH;
+  constexpr unsigned STAGE = moe_gemm_ws_stage_bytes(BLOCK_M, BLOCK_N, GATED);
+  const MoeGemmArgs& args = wargs.base;
+
+  __shared__ int s_src[2][BLOCK_M];
+  __shared__ int s_dst[2][BLOCK_M];
+  __shared__ float s_scale[2][BLOCK_M];
+  __shared__ int s_live[2];
+  __shared__ int s_count[2][4];  // per producer warp, per table (a warp may run a tile ahead)
+  extern __shared__ __align__(1024) unsigned char smem[];
+  const unsigned base = (wg::smem_u32(smem) + (wg::kSw128AtomBytes - 1)) &
+                        ~(wg::kSw128AtomBytes - 1u);
+  const unsigned bars = base + STAGES * STAGE;
+  const auto full = [&](int s) { return bars + 8u * s; };
+  const auto empty = [&](int s) { return bars + 8u * (STAGES + s); };
+
+  griddep_wait();
+  const int tid = threadIdx.x;
+  const int padded_rows = *args.padded_rows;
+  const int kdim = args.kdim;
+  const int k_tiles = (kdim + KT - 1) / KT;
+  const int gx = args.max_blocks, gy = (args.n + BLOCK_N - 1) / BLOCK_N;
+  const int tiles = gx * gy;
+  // The next tile this CTA computes from `tile` on (tiles when none): the same for every role.
+  const auto next_tile = [&](int tile, int& block, int& col_block, int& expert) {
+    for (; tile < tiles; tile += gridDim.x) {
+      moe::gemm_tile_of<GROUP_M>(tile, gx, gy, block, col_block);
+      if (block * BLOCK_M >= padded_rows) continue;
+      expert = args.block_expert[block];
+      if (expert >= 0) return tile;
+    }
+    return tiles;
+  };
+
+  if (tid == 0) {
+#pragma unroll
+    for (int s = 0; s < STAGES; ++s) {
+      mbar::init(full(s), GATED ? 1 + wgrp::kWarpgroupThreads : 1);
+      mbar::init(empty(s), 4 * CONSUMERS);
+    }
+    mbar::fence_init();
+    tma::prefetch_map(&wargs.w_map);
+    tma::prefetch_map(&wargs.a_map);
+  }
+  __syncthreads();
+
+  int block = 0, col_block = 0, expert = 0;
+  if (wgrp::warpgroup_index() == 0) {
+    // ---- producer: per tile, the row table, then its k-tiles into the ring ----
+    if constexpr (CONSUMERS > 1) wgrp::setmaxnreg_dec<moe::WsRegisters::PRODUCER>();
+    const T* x = static_cast<const T*>(args.a);
+    const int chunk = tid & 7, row0 = tid >> 3;
+    int it = 0, iter = 0;
+    for (int tile = next_tile(blockIdx.x, block, col_block, expert); tile < tiles;
+         tile = next_tile(tile + gridDim.x, block, col_block, expert), ++iter) {
+      const int buf = iter & 1;
+      const int m0 = block * BLOCK_M, n0 = col_block * BLOCK_N;
+      if (iter >= 2) wgrp::bar_sync(moe::kWsTableFree + buf, THREADS);
+      const int pair = tid < BLOCK_M ? args.sorted_pairs[m0 + tid] : -1;
+      const bool real = pair >= 0 && pair < args.pairs;
+      if (tid < BLOCK_M) {
+        if constexpr (GATED) {
+          s_src[buf][tid] = real ? (args.pair_token ? args.pair_token[pair] : pair / args.k) : -1;
+          s_dst[buf][tid] = real ? m0 + tid : -1;
+        } else {
+          s_dst[buf][tid] = real ? pair : -1;
+          s_scale[buf][tid] = real ? args.topk_weights[pair] : 0.f;
+        }
+      }
+      // Real rows are a prefix: their count is the live row count.
+      const unsigned votes = __ballot_sync(0xffffffffu, real);
+      if ((tid & 31) == 0) s_count[buf][tid >> 5] = __popc(votes);
+      wgrp::bar_sync(moe::kWsProducer, wgrp::kWarpgroupThreads);
+      const int live = s_count[buf][0] + s_count[buf][1] + s_count[buf][2] + s_count[buf][3];
+      if (tid == 0) s_live[buf] = live;
+      wgrp::bar_arrive(moe::kWsTableFull + buf, THREADS);
+      for (int kt = 0; kt < k_tiles; ++kt, ++it) {
+        const int s = it % STAGES;
+        const unsigned phase = (it / STAGES) & 1u;
+        if (it >= STAGES) mbar::wait_parity(empty(s), phase ^ 1u);
+        const unsigned sa = base + s * STAGE;
+        if (tid == 0) {
+          mbar::arrive_expect_tx(full(s), GATED ? NB * W_BYTES : STAGE);
+          const unsigned sb = sa + A_BYTES;
+          if constexpr (GATED) {
+            tma::load(sb, &wargs.w_map, full(s), kt * KT, n0, 0, expert);
+            tma::load(sb + W_BYTES, &wargs.w_map, full(s), kt * KT, n0, 1, expert);
+          } else {
+            tma::load(sb, &wargs.w_map, full(s), kt * KT, n0, expert);
+            tma::load(sa, &wargs.a_map, full(s), kt * KT, m0);
+          }
+        }
+        if constexpr (GATED) {
+          const int k = kt * KT + chunk * 8;
+          const bool k_ok = k < kdim;
+#pragma unroll
+          for (int j = 0; j < BLOCK_M / 16; ++j) {
+            const int r = row0 + 16 * j;
+            if (r < live)
+              attn::cp_async_16(sa + wg::sw128_offset(r, chunk),
+                                x + static_cast<long long>(s_src[buf][r]) * kdim + (k_ok ? k : 0),
+                                k_ok ? 16 : 0);
+          }
+          mbar::cp_async_arrive_noinc(full(s));
+        }
+      }
+    }
+    // The consumers' last "read" arrivals, so that no barrier is left mid-phase.
+    for (int i = iter >= 2 ? iter - 2 : 0; i < iter; ++i)
+      wgrp::bar_sync(moe::kWsTableFree + (i & 1), THREADS);
+    griddep_launch_dependents();
+  } else {
+    // ---- consumers: per tile, the k-tiles from the ring, then the epilogue ----
+    if constexpr (CONSUMERS > 1) wgrp::setmaxnreg_inc<moe::WsRegisters::CONSUMER>();
+    const int c = wgrp::warpgroup_index() - 1;
+    const int gtid = wgrp::thread_in_warpgroup();
+    const int lane = tid & 31;
+    const unsigned a_off = c * 64 * PITCH;
+    const auto release = [&](int s) {
+      __syncwarp();
+      if (lane == 0) mbar::arrive(empty(s));
+    };
+    float acc[NB][REGS];
+    int it = 0, iter = 0;
+    for (int tile = next_tile(blockIdx.x, block, col_block, expert); tile < tiles;
+         tile = next_tile(tile + gridDim.x, block, col_block, expert), ++iter) {
+      const int buf = iter & 1;
+      wgrp::bar_sync(moe::kWsTableFull + buf, THREADS);
+      // Warp-uniform by construction (the shuffle), so that ptxas keeps the wgmmas batched.
+      const bool mma = __shfl_sync(0xffffffffu, s_live[buf], 0) > c * 64;
+      if (mma) {
+#pragma unroll
+        for (int b = 0; b < NB; ++b)
+#pragma unroll
+          for (int i = 0; i < REGS; ++i) acc[b][i] = 0.f;
+        int prev = -1;
+        for (int kt = 0; kt < k_tiles; ++kt, ++it) {
+          const int s = it % STAGES;
+          mbar::wait_parity(full(s), (it / STAGES) & 1u);
+          moe::ws_issue<T, BLOCK_N, NB, GATED>(acc, base + s * STAGE, a_off, A_BYTES, W_BYTES,
+                                               false);
+          wg::wait<1>();
+#pragma unroll
+          for (int b = 0; b < NB; ++b) wg::fence_acc(acc[b]);
+          if (prev >= 0) release(prev);
+          prev = s;
+        }
+        wg::wait<0>();
+#pragma unroll
+        for (int b = 0; b < NB; ++b) wg::fence_acc(acc[b]);
+        release(prev);
+        moe::sm90_store<T, BLOCK_N, GATED>(acc, static_cast<T*>(args.out), args.n,
+                                           col_block * BLOCK_N, c * 64, gtid, s_dst[buf],
+                                           s_scale[buf]);
+      } else {
+        for (int kt = 0; kt < k_tiles; ++kt, ++it) {
+          const int s = it % STAGES;
+          mbar::wait_parity(full(s), (it / STAGES) & 1u);
+          release(s);
+        }
+      }
+      wgrp::bar_arrive(moe::kWsTableFree + buf, THREADS);
+    }
+    griddep_launch_dependents();
   }
 #else
   __trap();  // sm_90a only: the host never plans this kernel elsewhere

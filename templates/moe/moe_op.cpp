@@ -26,7 +26,7 @@ enum Param : std::size_t {
   kBlockM,
   kBn1, kBk1, kWarps1, kWarpsM1, kStages1, kGroup1, kPrefetch1, kEpi1, kImpl1,
   kBn2, kBk2, kWarps2, kWarpsM2, kStages2, kGroup2, kPrefetch2, kEpi2, kImpl2,
-  kAlignChunk, kRouteLanes, kRouteVec, kCombineVec, kSplit2
+  kAlignChunk, kRouteLanes, kRouteVec, kCombineVec, kSplit2, kPersist1, kPersist2
 };
 
 // Mirrors of the kernels' limits (route.cuh and align.cuh hold them beside CUDA-only code).
@@ -80,6 +80,7 @@ struct GemmTile {
   int epi;       // 1: the output tile goes through shared memory, 16-byte stores
   int impl;      // 0: moe_gemm_kernel (mma.sync); 1: moe_gemm_sm90_kernel (wgmma, sm_90a);
                  // 2: moe_gemm_ws_kernel (warp-specialised wgmma + TMA, sm_90a)
+  int persist;   // impl 2: 1 = moe_gemm_ws_persistent_kernel (a CTA per SM looping over tiles)
 };
 
 struct Config {
@@ -96,9 +97,9 @@ Config config_of(const Params& p, DType t) {
   const auto at = [&](Param i) { return static_cast<int>(p.values[i]); };
   return {at(kBlockM),
           {at(kBn1), at(kBk1), at(kWarps1), at(kWarpsM1), at(kStages1), at(kGroup1), at(kPrefetch1),
-           at(kEpi1), at(kImpl1)},
+           at(kEpi1), at(kImpl1), at(kPersist1)},
           {at(kBn2), at(kBk2), at(kWarps2), at(kWarpsM2), at(kStages2), at(kGroup2), at(kPrefetch2),
-           at(kEpi2), at(kImpl2)},
+           at(kEpi2), at(kImpl2), at(kPersist2)},
           at(kAlignChunk), at(kRouteLanes), at(kRouteVec), at(kCombineVec), at(kSplit2),
           t == DType::e4m3};
 }
@@ -172,7 +173,8 @@ unsigned gemm_smem(const Config& c, bool gated) {
 /// Static shared memory of a GEMM kernel (its row table).
 unsigned gemm_static_smem(const Config& c, bool gated) {
   const GemmTile& g = gated ? c.g1 : c.g2;
-  return g.impl >= 1 ? moe_gemm_sm90_static_smem_bytes(c.block_m)
+  // The persistent kernel keeps two row tables.
+  return g.impl >= 1 ? (g.persist ? 2 : 1) * moe_gemm_sm90_static_smem_bytes(c.block_m)
                      : moe_gemm_static_smem_bytes(c.block_m, c.eb());
 }
 
@@ -389,6 +391,7 @@ class KernelSequence {
     launcher_.launch(k);
   }
   void skip() { ++index_; }
+  int sm_count() const { return a_.sm_count; }
 
  private:
   const RunArgs& a_;
@@ -455,6 +458,12 @@ class MoeOp final : public Op {
             {"split2", {1, 2, 4}, "gemm2 split-k: 1 none; s > 1 spreads each row block's weight "
                                   "stream over s CTAs, fp32 partial sums added by the combine "
                                   "(small t)"},
+            // Added after databases were written: left out of keys at 0.
+            {"persist1", {0, 1},
+             "impl1=2: 1 = one CTA per SM loops over gemm1's tiles, the producer filling the "
+             "next tile's first k-tiles while the consumers store the last (16-bit)",
+             0},
+            {"persist2", {0, 1}, "impl2=2: as persist1, for gemm2", 0},
         },
         scalars_{{"routed_scaling", 1.0, "sigmoid_group: weights are multiplied by it"}} {}
 
@@ -588,6 +597,11 @@ class MoeOp final : public Op {
     const std::string T = kernel_type(t);            // GEMM operands
     const std::string IO = kernel_type(io_type(t));  // act, pair outputs, y
     const auto gemm = [&](const GemmTile& g, bool gated) -> KernelSource {
+      if (g.impl == 2 && g.persist)
+        return {"moe/gemm_ws_sm90.cuh", "ktune::moe_gemm_ws_persistent_kernel<" + T + ", " +
+                                            str(c.block_m) + ", " + str(g.bn) + ", " +
+                                            str(g.stages) + ", " + (gated ? "true" : "false") +
+                                            ", " + str(g.group_m) + ">"};
       if (g.impl == 2)
         return {"moe/gemm_ws_sm90.cuh", "ktune::moe_gemm_ws_kernel<" + T + ", " +
                                             str(c.block_m) + ", " + str(g.bn) + ", " +
@@ -956,9 +970,9 @@ class MoeOp final : public Op {
     // one group at a time (hundreds of points instead of the whole product).
     return {{"block_m"},
             {{"impl1", "bn1", "bk1", "warps1", "warps_m1"},
-             {"stages1", "group1", "prefetch1", "epi1"},
+             {"stages1", "group1", "prefetch1", "epi1", "persist1"},
              {"impl2", "bn2", "bk2", "warps2", "warps_m2"},
-             {"stages2", "group2", "prefetch2", "epi2", "split2"},
+             {"stages2", "group2", "prefetch2", "epi2", "split2", "persist2"},
              {"align_chunk"},
              {"route_lanes", "route_vec"},
              {"combine_vec"}}};
@@ -1012,7 +1026,8 @@ class MoeOp final : public Op {
                      r.g2.group_m, r.g2.prefetch, r.g2.epi, r.g2.impl,
                      s.pairs() > r.align_chunk && !s.expert_choice() ? r.align_chunk : 0,
                      s.route_kernel() ? lanes : 8, s.route_kernel() ? vec : 1,
-                     s.combines() ? r.combine_vec : tunables_[kCombineVec].values.front(), 1}};
+                     s.combines() ? r.combine_vec : tunables_[kCombineVec].values.front(), 1, 0,
+                     0}};
     };
     if (device.arch() == "sm_90a" && !s.expert_choice() &&
         s.pairs() >= kWgmmaMinRows * std::min<long long>(s.e, s.pairs())) {
@@ -1060,6 +1075,16 @@ class MoeOp final : public Op {
             w1s, w2s};
   }
 
+  /// The warp-specialised kernel's grid: (blocks, gy), or for the persistent one a CTA per SM
+  /// (at most one per tile; every tile when the SM count is unknown).
+  static std::pair<unsigned, unsigned> ws_grid(unsigned blocks, unsigned gy, const GemmTile& g,
+                                               const KernelSequence& launch) {
+    if (!g.persist) return {blocks, gy};
+    const unsigned tiles = blocks * gy;
+    const int sms = launch.sm_count();
+    return {sms > 0 ? std::min(tiles, static_cast<unsigned>(sms)) : tiles, 1u};
+  }
+
   /// gemm1 and gemm2 with their arguments (the warp-specialised kernel's with its tensor maps;
   /// act has act_rows rows, x has t), grids from the upper bounds in g1.max_blocks. FP8 weights:
   /// x and then act quantised per row to e4m3 before the GEMM that reads them.
@@ -1076,8 +1101,8 @@ class MoeOp final : public Op {
     }
     if (c.g1.impl == 2) {
       const MoeGemmWsArgs w = ws_args(g1, t, true, s, s.t, c);
-      launch(blocks, moe_gemm_grid_y(s.i, c.g1.bn), gemm_threads(c, true), gemm_smem(c, true),
-             &w, sizeof w);
+      const auto [gx, gy] = ws_grid(blocks, moe_gemm_grid_y(s.i, c.g1.bn), c.g1, launch);
+      launch(gx, gy, gemm_threads(c, true), gemm_smem(c, true), &w, sizeof w);
     } else {
       launch(blocks, moe_gemm_grid_y(s.i, c.g1.bn), gemm_threads(c, true), gemm_smem(c, true),
              &g1, sizeof g1);
@@ -1092,8 +1117,8 @@ class MoeOp final : public Op {
     }
     if (c.g2.impl == 2) {
       const MoeGemmWsArgs w = ws_args(g2, t, false, s, act_rows, c);
-      launch(blocks, moe_gemm_grid_y(s.h, c.g2.bn), gemm_threads(c, false),
-             gemm_smem(c, false), &w, sizeof w);
+      const auto [gx, gy] = ws_grid(blocks, moe_gemm_grid_y(s.h, c.g2.bn), c.g2, launch);
+      launch(gx, gy, gemm_threads(c, false), gemm_smem(c, false), &w, sizeof w);
     } else {
       launch(blocks, moe_gemm_grid_y(s.h, c.g2.bn), gemm_threads(c, false),
              gemm_smem(c, false), &g2, sizeof g2, static_cast<unsigned>(c.split2));
@@ -1231,6 +1256,10 @@ class MoeOp final : public Op {
     // The kernel's own reasons, one line per reason (the point's values are in its key).
     for (const bool gated : {true, false}) {
       const GemmTile& g = gated ? c.g1 : c.g2;
+      if (g.persist && g.impl != 2)
+        return std::string(gated ? "persist1" : "persist2") + "=1 is the warp-specialised " +
+               "kernel's (impl" + (gated ? "1" : "2") + "=2); only 0 is searched with impl" +
+               (gated ? "1=" : "2=") + str(g.impl);
       if (g.impl == 2) {
         // The warp-specialised kernel: a producer warpgroup plus one consumer warpgroup per 64
         // rows (its warps tunable counts the consumers' warps), k step 64, its own ring.
@@ -1246,6 +1275,8 @@ class MoeOp final : public Op {
         if (g.warps_m != 1 || g.prefetch != 0 || g.epi != 0)
           return name + " ignores warps_m" + n + ", prefetch" + n + " and epi" + n +
                  ": only warps_m" + n + "=1, prefetch" + n + "=0, epi" + n + "=0 are searched";
+        if (g.persist && c.fp8)
+          return "persist" + n + "=1 runs 16-bit GEMMs (e4m3 takes persist" + n + "=0)";
         if (gated && c.fp8 && g.bn > 64)
           return name + " with e4m3 weights adds each k-tile's products into fp32 accumulators "
                  "(the FP8 wgmma's own accumulation is coarser than the reference's), which "
