@@ -181,16 +181,6 @@ __device__ __forceinline__ void quad_transpose(unsigned (&w)[4], int t) {
   }
 }
 
-/// Element type of O: the input type, bf16 for e4m3 inputs.
-template <typename T>
-struct OutType {
-  using type = T;
-};
-template <>
-struct OutType<e4m3> {
-  using type = bf16;
-};
-
 }  // namespace attn90
 
 /// One CTA: BLOCK_M = 64 * CONSUMERS query rows of one (batch, query head); grid x = query
@@ -220,7 +210,7 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
   constexpr bool FP8 = sizeof(T) == 1;
   static_assert(!FP8 || ((D == 128 || D == 256) && BLOCK_N == 128),
                 "e4m3 takes D = 128 or 256 and BLOCK_N = 128 (128-byte rows of Q, K and Vt)");
-  using OT = typename attn90::OutType<T>::type;
+  using OT = typename OutputOf<T>::type;
 #if KTUNE_WGMMA
   using L = attn90::Layout<D, BLOCK_N, CONSUMERS, STAGES, static_cast<int>(sizeof(T))>;
   using R = attn90::Registers<CONSUMERS>;

@@ -19,6 +19,17 @@ struct alignas(1) e4m3 {
   unsigned char bits;
 };
 
+/// The element type a kernel writes for inputs of type T: T itself, bf16 for e4m3 inputs (FP8
+/// attention's O, the FP8 MoE GEMMs' outputs).
+template <typename T>
+struct OutputOf {
+  using type = T;
+};
+template <>
+struct OutputOf<e4m3> {
+  using type = bf16;
+};
+
 #if defined(__CUDACC__)
 
 __device__ __forceinline__ float to_float(float x) { return x; }

@@ -42,16 +42,6 @@
 namespace ktune {
 namespace moe {
 
-/// Element type of the GEMMs' outputs: the operand type, bf16 for e4m3 operands.
-template <typename T>
-struct GemmOut {
-  using type = T;
-};
-template <>
-struct GemmOut<e4m3> {
-  using type = bf16;
-};
-
 /// c += a * b over 32 bytes of k: mma.m16n8k16 for 16-bit T; for e4m3 (sm_89 and later)
 /// m16n8k32, whose fragments hold the same bytes (four e4m3 where the 16-bit ones hold two
 /// elements: k bytes 4t..4t+3 and 16 + 4t.. of a row or column), so the same ldmatrix addresses
@@ -421,7 +411,7 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_CTAS)
                 "EPI=1: the ring must hold the BLOCK_M x (BLOCK_N + 8) output tile");
 
   using namespace attn;
-  using OutT = typename moe::GemmOut<T>::type;
+  using OutT = typename OutputOf<T>::type;
   constexpr bool QUANT = EB == 1;  // e4m3: dequantise by a_scale and w_scale in the epilogue
   using L = moe::Tile<BLOCK_K * EB / 2>;
   constexpr int THREADS = WARPS * 32;
@@ -588,23 +578,25 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_CTAS)
     return col < n ? __ldg(reinterpret_cast<const float2*>(w_scale + b * n + col))
                    : make_float2(0.f, 0.f);
   };
-  // acc[b][i][j][2r + e] dequantised (e4m3), for row scale ra.
-  const auto deq = [&](int b, int i, int j, int r, int e, float ra) {
-    const float v = acc[b][i][j][2 * r + e];
+  // The column pair acc[b][i][j][2r], [2r + 1], dequantised (e4m3) for row scale ra.
+  const auto deq = [&](int b, int i, int j, int r, float ra) {
+    float2 v = make_float2(acc[b][i][j][2 * r], acc[b][i][j][2 * r + 1]);
     if constexpr (QUANT) {
       const float2 cs = col_scale(b, j);
-      return v * ra * (e == 0 ? cs.x : cs.y);
+      v.x = v.x * ra * cs.x;
+      v.y = v.y * ra * cs.y;
     }
     return v;
   };
   // scale: gemm2's routing weight; ra: the row's dequantisation scale (e4m3, else unused).
   const auto word = [&](int i, int r, int j, float scale, float ra) {
     if constexpr (GATED) {
-      const float g0 = deq(0, i, j, r, 0, ra), g1 = deq(0, i, j, r, 1, ra);
-      return pack2<OutT>(g0 * sigmoid_approx(g0) * deq(1, i, j, r, 0, ra),
-                         g1 * sigmoid_approx(g1) * deq(1, i, j, r, 1, ra));
+      const float2 gate = deq(0, i, j, r, ra), up = deq(1, i, j, r, ra);
+      return pack2<OutT>(gate.x * sigmoid_approx(gate.x) * up.x,
+                         gate.y * sigmoid_approx(gate.y) * up.y);
     } else {
-      return pack2<OutT>(deq(0, i, j, r, 0, ra) * scale, deq(0, i, j, r, 1, ra) * scale);
+      const float2 v = deq(0, i, j, r, ra);
+      return pack2<OutT>(v.x * scale, v.y * scale);
     }
   };
   if constexpr (EPI == 1) {
@@ -656,11 +648,12 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_CTAS)
       for (int j = 0; j < NF; ++j) {
         const int col = n0 + warp_n * WTN + j * 8 + 2 * t;
         if (col >= n) continue;
-        if constexpr (PARTIAL)
-          *reinterpret_cast<float2*>(part + o + col) = make_float2(
-              deq(0, i, j, r, 0, ra) * scale, deq(0, i, j, r, 1, ra) * scale);
-        else
+        if constexpr (PARTIAL) {
+          const float2 v = deq(0, i, j, r, ra);
+          *reinterpret_cast<float2*>(part + o + col) = make_float2(v.x * scale, v.y * scale);
+        } else {
           *reinterpret_cast<unsigned*>(out + o + col) = word(i, r, j, scale, ra);
+        }
       }
     }
 }

@@ -148,7 +148,7 @@ __global__ void __launch_bounds__(128 + BLOCK_M * 2, 1)
   static_assert(!PROMOTE || moe_gemm_sm90_acc_regs(BLOCK_N, GATED) <= 64,
                 "e4m3 gemm1 keeps a second set of accumulators (each k-tile's products, added in "
                 "fp32): BLOCK_N at most 64");
-  using OutT = typename moe::GemmOut<T>::type;
+  using OutT = typename OutputOf<T>::type;
   constexpr unsigned A_BYTES = BLOCK_M * PITCH;
   constexpr unsigned W_BYTES = BLOCK_N * PITCH;  // one weight tile
   constexpr unsigned STAGE = moe_gemm_ws_stage_bytes(BLOCK_M, BLOCK_N, GATED);

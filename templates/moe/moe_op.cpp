@@ -474,7 +474,8 @@ class MoeOp final : public Op {
   }
   std::string_view family() const override { return "moe"; }
   /// e4m3: FP8 weights with per-channel scales (w1_scale, w2_scale), x and y in bf16; x and
-  /// act are quantised to e4m3 per row inside the layer (mma.sync GEMMs, sm_89 and later).
+  /// act are quantised to e4m3 per row inside the layer (mma.sync GEMMs from sm_89, the
+  /// warp-specialised ones on sm_90a).
   std::vector<DType> dtypes() const override { return {DType::bf16, DType::f16, DType::e4m3}; }
   const std::vector<DimSpec>& dims() const override { return dims_; }
   const std::vector<Tunable>& tunables() const override { return tunables_; }

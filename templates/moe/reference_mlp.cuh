@@ -84,6 +84,18 @@ __global__ void __launch_bounds__(kMoeRefMlpThreads) moe_reference_out_kernel(co
   const int H = a.hidden, I = a.inter;
   const int lane = static_cast<int>(threadIdx.x) % 32, warp = static_cast<int>(threadIdx.x) / 32;
   const int n = a.choice_n[t];
+  // FP8 weights: act is quantised per row before gemm2, as the kernels do; each row's largest
+  // value, found once per block (max_choices <= kMoeReferenceMaxChoices: k, or E <= 256).
+  constexpr bool FP8 = sizeof(W) == 1;
+  __shared__ float s_amax[FP8 ? kMoeReferenceMaxChoices : 1];
+  if constexpr (FP8) {
+    for (int s = warp; s < n; s += kMoeRefMlpThreads / 32) {
+      const float m = moe_ref::warp_amax(
+          a.act + (static_cast<long long>(sample) * a.max_choices + s) * I, I, lane);
+      if (lane == 0) s_amax[s] = m;
+    }
+    __syncthreads();
+  }
   for (int c0 = warp; c0 < kMoeRefCols; c0 += kMoeRefMlpThreads / 32) {
     const int c = static_cast<int>(blockIdx.y) * kMoeRefCols + c0;
     if (c >= H) break;
@@ -94,9 +106,8 @@ __global__ void __launch_bounds__(kMoeRefMlpThreads) moe_reference_out_kernel(co
       const float w = a.choice_w[static_cast<long long>(t) * a.max_choices + s];
       const W* r2 = static_cast<const W*>(a.w2) + (static_cast<long long>(e) * H + c) * I;
       const float* act = a.act + (static_cast<long long>(sample) * a.max_choices + s) * I;
-      // FP8 weights: act quantised per row, as the kernels do before gemm2.
       moe_ref::RowQuant qa;
-      if (sizeof(W) == 1) qa.set(moe_ref::warp_amax(act, I, lane));
+      if constexpr (FP8) qa.set(s_amax[s]);
       float acc = 0.0f;
       for (int j = lane; j < I; j += 32) acc += qa(act[j]) * to_float(r2[j]);
       y += w * moe_ref::warp_sum(acc) *
