@@ -14,13 +14,17 @@
 // - varlen, a sample: the default configurations of d=64 and d=128 in both dtypes (causal for
 //   one, not for the other), one with window and ALiBi, and their references. The plain ones are
 //   held to the defaults' spill bound (the non-varlen d=128 defaults spill 4 bytes on sm_90a
-//   already); the window + ALiBi one is printed, not bounded, like the variants.
+//   already); the window + ALiBi one is printed, not bounded, like the variants. On sm_90a also
+//   every tenth valid wgmma point (impl=1, whose producer threads copy varlen tiles) of d=64,
+//   128 and 256, dtype and causal alternating, and three with mask variants: no spills, no
+//   serialised wgmmas, like every wgmma kernel.
 #include <gtest/gtest.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "runtime/core/compiler.hpp"
@@ -142,6 +146,26 @@ std::vector<Job> attention_jobs() {
       for (const KernelSource& k : op.reference_kernels(p, c.t))
         if (seen.insert({arch, k.name_expression}).second)
           jobs.push_back({{k, arch, {}}, op.problem_key(p) + " reference", false});
+    }
+    if (dev.cc_major == 9) {
+      int m = 0;
+      for (std::int64_t d : {64, 128, 256}) {
+        const std::vector<Params> valid =
+            Space(op, problem(d, false, ",varlen=yes"), DType::bf16, dev).valid_points();
+        for (std::size_t i = 0; i < valid.size(); ++i) {
+          if (op.params_key(valid[i]).find("impl=1") == std::string::npos || m++ % 10 != 0)
+            continue;
+          const DType t = m % 20 == 1 ? DType::bf16 : DType::f16;
+          add(problem(d, m % 3 == 1, ",varlen=yes"), t, valid[i], arch, false, true);
+        }
+      }
+      const char* two = "block_m=128,block_n=64,warps=12,stages=2,q_regs=0,smem_pad=0,impl=1";
+      const std::pair<std::int64_t, const char*> variants[] = {
+          {128, ",window=512,alibi=yes"}, {64, ",softcap=yes"}, {256, ",window=300"}};
+      for (const auto& [d, extra] : variants) {
+        const Problem p = problem(d, true, std::string(",varlen=yes") + extra);
+        add(p, DType::bf16, op.parse_params(two), arch, false, true);
+      }
     }
   }
   return jobs;

@@ -244,16 +244,16 @@ TEST(AttentionProblem, DefaultsFollowTheDevice) {
   // The A100 keeps the mma.sync rows and the short-grid rule.
   EXPECT_EQ(key("b=4,hq=32,hkv=8,nq=64,nk=8192,d=128,causal=yes", "sm_80"),
             "block_m=64,block_n=128,warps=4,stages=2,q_regs=1,smem_pad=0,impl=0");
-  // Varlen, which the wgmma kernel does not take: the mma.sync row.
+  // Varlen: the wgmma rows without their persistent grid.
   EXPECT_EQ(key("b=1,hq=12,hkv=12,nq=5000,nk=5000,d=64,causal=yes,varlen=yes", "sm_90a"),
-            "block_m=128,block_n=64,warps=4,stages=2,q_regs=1,smem_pad=0,impl=0");
+            three);
   // d=256: one consumer's tiles, the wgmma row, persistent over more tiles than SMs (2 x 16 x
-  // 64; not 1 x 2 x 40); varlen the Hopper mma.sync row below it.
+  // 64; not 1 x 2 x 40); varlen two consumers taking turns (no persistent grid there).
   EXPECT_EQ(key("b=2,hq=16,hkv=16,nq=4096,nk=4096,d=256,causal=no", "sm_90a"),
             std::string(one64) + ",persistent=1");
   EXPECT_EQ(key("b=1,hq=2,hkv=2,nq=2560,nk=4096,d=256,causal=no", "sm_90a"), one64);
   EXPECT_EQ(key("b=2,hq=16,hkv=16,nq=4096,nk=4096,d=256,causal=no,varlen=yes", "sm_90a"),
-            "block_m=128,block_n=32,warps=8,stages=3,q_regs=1,smem_pad=0,impl=0");
+            "block_m=128,block_n=64,warps=12,stages=2,q_regs=0,smem_pad=0,impl=1,pingpong=1");
   // d=32 and d=96: their Hopper rows (measured fastest); a short grid there is not halved.
   EXPECT_EQ(key("b=2,hq=24,hkv=24,nq=4096,nk=4096,d=96,causal=no", "sm_90a"),
             "block_m=128,block_n=64,warps=4,stages=2,q_regs=0,smem_pad=0,impl=0");
@@ -445,8 +445,19 @@ TEST(AttentionSpace, WgmmaKernelPointsAndTheirReasons) {
   EXPECT_EQ(why(two, kMha), "");
   EXPECT_EQ(why(two, kMha, "sm_80"), "impl=1 (wgmma, TMA) needs sm_90a; the device is 8.0");
   EXPECT_TRUE(contains(why(two, "b=2,hq=16,hkv=16,nq=4096,nk=4096,d=96"), "d = 64, 128 or 256"));
-  EXPECT_TRUE(
-      contains(why(two, "b=2,hq=16,hkv=16,nq=4096,nk=4096,d=128,varlen=yes"), "varlen"));
+  // Varlen: the producer's threads copy the tiles; one CTA per query tile, 16-bit types.
+  const char* varlen = "b=2,hq=16,hkv=16,nq=4096,nk=4096,d=128,varlen=yes";
+  EXPECT_EQ(why(two, varlen), "");
+  EXPECT_TRUE(contains(why((std::string(two) + ",persistent=1").c_str(), varlen),
+                       "varlen=yes runs one CTA per query tile (persistent=0)"));
+  EXPECT_EQ(op().invalid_reason(op().parse_params(two), op().parse_problem(varlen), DType::e4m3,
+                                device("sm_90a")),
+            "varlen=yes takes bf16 or fp16 (e4m3's V transpose is per batch)");
+  // VARLEN is the wgmma kernel's last template argument, after PERSISTENT and REG_SPLIT.
+  EXPECT_EQ(op().kernels(op().parse_params(two), op().parse_problem(varlen), DType::bf16)[0]
+                .name_expression,
+            "ktune::flash_attention_sm90<ktune::bf16, 128, 128, 2, 2, false, false, false, false, "
+            "false, false, true, true>");
   EXPECT_TRUE(contains(
       why("block_m=128,block_n=128,warps=8,stages=2,q_regs=0,smem_pad=0,impl=1", kMha),
       "warps=12, not 8"));
@@ -940,8 +951,9 @@ TEST(AttentionRun, VarlenIsTheLastTemplateArgumentAndOnlyWhenOn) {
             head + "false, false, false, true> | " + ref + "false, false, false, true>");
   EXPECT_EQ(expr(",varlen=yes,window=100,alibi=yes"),
             head + "true, false, true, true> | " + ref + "true, false, true, true>");
-  // Varlen changes neither the mma.sync space nor its defaults; the wgmma kernel's points are
-  // invalid with it (40 at d=128), and its Hopper default gives way to the mma.sync row.
+  // Varlen changes neither the mma.sync space nor its defaults; of the wgmma kernel's points
+  // the persistent ones are invalid with it (20 of 40 at d=128), and its Hopper default is the
+  // wgmma row's without the persistent grid.
   const Problem plain = op().parse_problem(kMha);
   const Problem packed = op().parse_problem(std::string(kMha) + ",varlen=yes");
   const DeviceInfo a100 = device("sm_80"), h100 = device("sm_90a");
@@ -950,9 +962,9 @@ TEST(AttentionRun, VarlenIsTheLastTemplateArgumentAndOnlyWhenOn) {
   EXPECT_EQ(op().default_params(plain, DType::f16, a100),
             op().default_params(packed, DType::f16, a100));
   EXPECT_EQ(Space(op(), plain, DType::bf16, h100).valid_count(),
-            Space(op(), packed, DType::bf16, h100).valid_count() + 40);
+            Space(op(), packed, DType::bf16, h100).valid_count() + 20);
   EXPECT_EQ(op().params_key(op().default_params(packed, DType::f16, h100)),
-            "block_m=128,block_n=64,warps=4,stages=2,q_regs=0,smem_pad=0,impl=0");
+            "block_m=128,block_n=128,warps=12,stages=3,q_regs=0,smem_pad=0,impl=1,pingpong=1");
 }
 
 // ---- the rest of the interface ----

@@ -679,6 +679,10 @@ const VarlenCase kVarlenCases[] = {
     {"hq=4,hkv=1,causal=yes", {1, 0, 200, 77, 5}, {300, 50, 200, 1, 0}},
     {"hq=4,hkv=2,causal=yes,window=50", {1, 200, 77}, {300, 200, 1}},
     {"hq=4,hkv=2,alibi=yes", {1, 200, 77}, {300, 200, 1}},
+    // Many key tiles per sequence (the K/V ring wraps), the causal diagonal shifted by extra
+    // keys; soft-capping.
+    {"hq=4,hkv=2,causal=yes", {700, 130, 999}, {700, 1030, 999}},
+    {"hq=2,hkv=1,softcap=yes", {333, 64}, {517, 129}},
 };
 
 std::vector<std::int64_t> offsets(const std::vector<std::int64_t>& lengths) {
@@ -816,7 +820,11 @@ TEST_P(GpuAttentionVarlen, KernelAndReferenceMatchEachSequenceAlone) {
   check(nullptr, {1e-4, 1e-5}, name + " fp32 reference");
   const Params def = op().default_params(p, t, device_);
   check(&def, op().tolerance(t), name + " default " + op().params_key(def));
-  for (const char* planted : {kPlanted[0], kPlanted[2], kPlanted[4]}) {
+  // mma.sync tiles, then the wgmma kernel (sm_90a; its producer threads copy the tiles, zeros
+  // past each sequence's rows) with 1 and 3 consumers, turns, and no register split (the
+  // defaults take 2 consumers at d=128 and d=256).
+  for (const char* planted :
+       {kPlanted[0], kPlanted[4], kPlanted[7], kPlanted[11], kPlanted[13]}) {
     const Params params = op().parse_params(planted);
     if (op().invalid_reason(params, p, t, device_)) continue;
     check(&params, op().tolerance(t), name + " " + planted);
@@ -833,7 +841,8 @@ std::string varlen_name(
 
 INSTANTIATE_TEST_SUITE_P(Varlen, GpuAttentionVarlen,
                          ::testing::Combine(::testing::ValuesIn(kVarlenCases),
-                                            ::testing::Values(std::int64_t{64}, std::int64_t{128}),
+                                            ::testing::Values(std::int64_t{64}, std::int64_t{128},
+                                                              std::int64_t{256}),
                                             ::testing::Values(DType::bf16, DType::f16)),
                          varlen_name);
 

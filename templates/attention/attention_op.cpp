@@ -116,10 +116,11 @@ const char* kernel_type(DType t) {
 const char* cpp_bool(bool b) { return b ? "true" : "false"; }
 
 /// The template arguments of the mask variants: ", WINDOW, SOFTCAP, ALIBI", then ", true" for
-/// VARLEN (left to its default otherwise, so that names written before it stay the same).
-std::string variant_args(const Shape& s) {
+/// VARLEN unless `varlen` is false (left to its default otherwise, so that names written before
+/// it stay the same; the wgmma kernel takes VARLEN last).
+std::string variant_args(const Shape& s, bool varlen = true) {
   return std::string(", ") + cpp_bool(s.window > 0) + ", " + cpp_bool(s.softcap) + ", " +
-         cpp_bool(s.alibi) + (s.varlen ? ", true" : "");
+         cpp_bool(s.alibi) + (varlen && s.varlen ? ", true" : "");
 }
 
 /// Built-in configuration per architecture and head dimension. Should not affect results, only
@@ -491,12 +492,14 @@ tma::TensorMap operand_map(const void* ptr, DType t, std::int64_t d, std::int64_
 /// The wgmma kernel's arguments: flash_attention_fwd's plus the tensor maps of Q, K and V.
 FlashAttentionSm90Args make_sm90_args(const FlashAttentionArgs& k, const Shape& s, DType t,
                                       int block_n, const void* vt) {
+  FlashAttentionSm90Args a{};
+  a.base = k;
+  // varlen: the producer's threads copy the tiles (flash_attention_sm90.cuh), no maps.
+  if (s.varlen) return a;
   // Every operand's strides before the driver is asked for any map.
   refuse_broadcast("q", s.hq, s.b, k.q_head_stride, k.q_batch_stride);
   refuse_broadcast("k", s.hkv, s.b, k.k_head_stride, k.k_batch_stride);
   refuse_broadcast("v", s.hkv, s.b, k.v_head_stride, k.v_batch_stride);
-  FlashAttentionSm90Args a{};
-  a.base = k;
   a.q_map = operand_map(k.q, t, s.d, s.nq, s.hq, s.b, k.q_row_stride, k.q_head_stride,
                         k.q_batch_stride, kSm90RowsPerConsumer);
   a.k_map = operand_map(k.k, t, s.d, s.nk, s.hkv, s.b, k.k_row_stride, k.k_head_stride,
@@ -701,9 +704,12 @@ class FlashAttentionOp final : public Op {
           {"attention/flash_attention_sm90.cuh",
            std::string("ktune::flash_attention_sm90<") + kernel_type(t) + ", " + str(s.d) + ", " +
                str(c.block_n) + ", " + str(consumers(c)) + ", " + str(c.stages) + ", " +
-               cpp_bool(c.pingpong) + ", " + cpp_bool(s.causal) + variant_args(s) +
-               (c.persistent || !c.reg_split ? std::string(", ") + cpp_bool(c.persistent) : "") +
-               (c.reg_split ? "" : ", false") + ">"}};
+               cpp_bool(c.pingpong) + ", " + cpp_bool(s.causal) + variant_args(s, false) +
+               (c.persistent || !c.reg_split || s.varlen
+                    ? std::string(", ") + cpp_bool(c.persistent)
+                    : "") +
+               (!c.reg_split || s.varlen ? std::string(", ") + cpp_bool(c.reg_split) : "") +
+               (s.varlen ? ", true" : "") + ">"}};
       if (t == DType::e4m3)
         out.push_back({"attention/fp8_transpose.cuh",
                        "ktune::fp8_v_transpose<" + str(s.d) + ">"});
@@ -882,7 +888,7 @@ class FlashAttentionOp final : public Op {
         continue;
       }
       const Params p = params(row);
-      // A wgmma row the problem cannot take (varlen) gives way to the mma.sync row below it;
+      // A wgmma row the problem cannot take gives way to the mma.sync row below it;
       // an mma.sync row that does not fit goes to the smallest tiles.
       if (invalid_reason(p, problem, t, device)) {
         if (row.impl == 1) continue;
@@ -916,6 +922,14 @@ class FlashAttentionOp final : public Op {
           const Params chosen = params(tiles);
           if (!invalid_reason(chosen, problem, t, device)) return persistent(chosen);
           return persistent(p);
+        }
+        // Varlen at d=256: the row's 64-row tiles are its persistent form's, which a packed
+        // batch cannot take (one CTA per query tile); two consumers of 64-key tiles taking turns
+        // were that sweep's fastest, 1.26x the 64-row tiles (b=4,hq=16,nq=nk=4096, causal;
+        // benchmarks/results/attention-varlen-h100-2026-11-25.md).
+        if (s.varlen && s.d == 256) {
+          const Params two = params({9, 256, 128, 64, 12, 2, 0, 0, 1, 1});
+          if (!invalid_reason(two, problem, t, device)) return two;
         }
         // d=64 and d=256: one consumer's 64-row tiles where the row's tiles would leave the GPU
         // or the tiles half empty.
@@ -979,7 +993,11 @@ class FlashAttentionOp final : public Op {
   /// static_reason for impl=1, the wgmma kernel.
   std::optional<std::string> sm90_reason(const Config& c, const Shape& s, const Params& params,
                                          DType t) const {
-    if (s.varlen) return std::string("impl=1 does not take varlen batches (impl=0 does)");
+    if (s.varlen && t == DType::e4m3)
+      return std::string("varlen=yes takes bf16 or fp16 (e4m3's V transpose is per batch)");
+    if (s.varlen && c.persistent)
+      return std::string("impl=1 with varlen=yes runs one CTA per query tile (persistent=0): "
+                         "its tiles past a sequence's end leave at once");
     if (s.d != 64 && s.d != 128 && s.d != 256)
       return "impl=1 takes d = 64, 128 or 256; d=" + str(s.d) + " runs with impl=0";
     if (c.block_m % kSm90RowsPerConsumer != 0 || c.block_m > 3 * kSm90RowsPerConsumer)

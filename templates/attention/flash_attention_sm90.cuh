@@ -20,7 +20,16 @@
 // left window, soft-capping, ALiBi, rows without any visible key give O = 0 and LSE = -inf.
 // Q, K and V are read through tensor maps (args_sm90.h), so rows past Nq or Nk arrive as zeros;
 // keys past Nk are masked, rows past Nq are not written. Not here (the host gives reasons):
-// varlen batches, paged K/V, D other than 64/128/256.
+// paged K/V, D other than 64/128/256.
+//
+// VARLEN (variable-length batches, args.h: packed rows, cu_seqlens): the host cannot know how
+// many rows the packed tensors hold (the offsets live on the GPU), so no tensor map could bound
+// them, and a tile that runs past the last sequence would read past the allocation. The producer
+// warpgroup's 128 threads copy the tiles instead, 16 bytes per cp.async into the same swizzled
+// layout, zeros past the sequence's own rows, and arrive on the slot's barrier when their copies
+// land (cp.async.mbarrier.arrive.noinc: the barriers count 128 arrivals); the consumers order
+// those generic-proxy writes before their wgmmas read them (fence.proxy.async). One item per CTA
+// (not PERSISTENT), 16-bit types.
 //
 // FP8 (T = e4m3, D = 128 or 256, BLOCK_N = 128): Q and K as above (a 128-byte swizzled row holds
 // 128 elements, a k32 step is 32 bytes), scores m64nNk32. wgmma reads e4m3 operands K-major
@@ -72,12 +81,33 @@ struct Layout {
 
 /// Registers per thread after reallocation, (producer, consumer), by consumer count: the totals
 /// fit the 64 Ki register file (128 x 24 + 256 x 240, 128 x 32 + 384 x 160). With one consumer
-/// the launch bound already allows 255.
-template <int CONSUMERS>
+/// the launch bound already allows 255. GATHER (VARLEN: the producer's threads copy the tiles
+/// themselves) gives two consumers' producer 40 (128 x 40 + 256 x 232).
+template <int CONSUMERS, bool GATHER = false>
 struct Registers {
-  static constexpr int PRODUCER = CONSUMERS == 3 ? 32 : 24;
-  static constexpr int CONSUMER = CONSUMERS == 3 ? 160 : 240;
+  static constexpr int PRODUCER = CONSUMERS == 3 ? 32 : GATHER ? 40 : 24;
+  static constexpr int CONSUMER = CONSUMERS == 3 ? 160 : GATHER ? 232 : 240;
 };
+
+/// VARLEN's copy of one tile (ROWS rows of D 16-bit columns) by the producer's 128 threads
+/// (ptid): rows [0, rows_left) of src (row_stride elements apart) into the swizzled column
+/// blocks at dst (file comment), zeros from row rows_left on. Not waited for here.
+template <typename T, int D, int ROWS>
+__device__ __forceinline__ void gather_tile(unsigned dst, const T* src, long long row_stride,
+                                            int rows_left, int ptid) {
+  constexpr int CPR = D * static_cast<int>(sizeof(T)) / 16;  // 16-byte chunks per row
+  constexpr int CPB = wg::kSw128RowBytes / 16;                // chunks per column block row
+  static_assert(ROWS * CPR % 128 == 0, "whole rounds of the producer's 128 threads");
+#pragma unroll 2
+  for (int j = 0; j < ROWS * CPR / 128; ++j) {
+    const int i = ptid + 128 * j;
+    const int r = i / CPR, c = i % CPR;
+    const bool ok = r < rows_left;
+    attn::cp_async_16(dst + (c / CPB) * (ROWS * wg::kSw128RowBytes) + wg::sw128_offset(r, c % CPB),
+                      src + (ok ? r * row_stride + c * (16 / static_cast<int>(sizeof(T))) : 0),
+                      ok ? 16 : 0);
+  }
+}
 
 /// What one consumer thread's online softmax needs besides the scores: its rows are row_base
 /// and row_base + 8, its columns 2 t, 2 t + 1 of every n8 slice (wg::Acc).
@@ -148,16 +178,17 @@ __device__ __forceinline__ void softmax_tile(float (&x)[BLOCK_N / 2], int key0, 
   }
 }
 
-/// The key tiles a block of query rows [row0, row0 + rows) visits: [begin, end) in BLOCK_N
-/// units (causal: up to its last row's diagonal; window: from its first row's window).
+/// The key tiles a block of query rows [row0, row0 + rows) of a sequence of nq queries and nk
+/// keys visits: [begin, end) in BLOCK_N units (causal: up to its last row's diagonal; window:
+/// from its first row's window).
 template <int BLOCK_N, bool CAUSAL, bool WINDOW>
-__device__ __forceinline__ void tile_range(const FlashAttentionArgs& a, int row0, int rows,
+__device__ __forceinline__ void tile_range(int nq, int nk, int window, int row0, int rows,
                                            int& begin, int& end) {
-  const int shift = a.seq_k - a.seq_q;
-  int keys_end = a.seq_k;
-  if (CAUSAL) keys_end = min(keys_end, min(row0 + rows, a.seq_q) - 1 + shift + 1);
+  const int shift = nk - nq;
+  int keys_end = nk;
+  if (CAUSAL) keys_end = min(keys_end, min(row0 + rows, nq) - 1 + shift + 1);
   int keys_begin = 0;
-  if (WINDOW) keys_begin = max(0, row0 + shift - a.window + 1);
+  if (WINDOW) keys_begin = max(0, row0 + shift - window + 1);
   begin = keys_begin / BLOCK_N;
   end = keys_end <= 0 ? begin : max(begin, (keys_end + BLOCK_N - 1) / BLOCK_N);
 }
@@ -197,9 +228,13 @@ __device__ __forceinline__ void quad_transpose(unsigned (&w)[4], int t) {
 /// K/V ring and the turns run on across items; Q has one buffer, which the consumers free
 /// (Q_EMPTY) once their last Q K^T has retired, so the producer loads the next item's Q and
 /// first K/V tiles while they finish P V and write O.
+///
+/// VARLEN: q, k, v, o packed and lse [Hq, total_q] as flash_attention_fwd's (args.h); grid x
+/// covers the longest sequence, and a CTA whose tile starts past its sequence's queries leaves
+/// at once. The producer's threads copy the tiles (file comment).
 template <typename T, int D, int BLOCK_N, int CONSUMERS, int STAGES, bool PINGPONG, bool CAUSAL,
           bool WINDOW = false, bool SOFTCAP = false, bool ALIBI = false, bool PERSISTENT = false,
-          bool REG_SPLIT = true>
+          bool REG_SPLIT = true, bool VARLEN = false>
 __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
     flash_attention_sm90(const __grid_constant__ FlashAttentionSm90Args args) {
   static_assert(D == 64 || D == 128 || D == 256, "D must be 64, 128 or 256");
@@ -210,10 +245,12 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
   constexpr bool FP8 = sizeof(T) == 1;
   static_assert(!FP8 || ((D == 128 || D == 256) && BLOCK_N == 128),
                 "e4m3 takes D = 128 or 256 and BLOCK_N = 128 (128-byte rows of Q, K and Vt)");
+  static_assert(!VARLEN || (!PERSISTENT && !FP8),
+                "VARLEN takes 16-bit types and one item per CTA (not PERSISTENT)");
   using OT = typename OutputOf<T>::type;
 #if KTUNE_WGMMA
   using L = attn90::Layout<D, BLOCK_N, CONSUMERS, STAGES, static_cast<int>(sizeof(T))>;
-  using R = attn90::Registers<CONSUMERS>;
+  using R = attn90::Registers<CONSUMERS, VARLEN>;
   constexpr int BLOCK_M = kSm90RowsPerConsumer * CONSUMERS;
   const FlashAttentionArgs& a = args.base;
   extern __shared__ unsigned char smem_raw[];
@@ -232,9 +269,10 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
       return pass == 0 ? 0 : -1;
     }
   };
-  // Item `w`: its batch, query head, key/value head, first row and block key tiles.
+  // Item `w`: its batch, query head, key/value head, first row and block key tiles, and its
+  // sequence's lengths and first packed rows (VARLEN; else the args' lengths and 0).
   struct Item {
-    int b, h, hk, m0, t_begin, t_end;
+    int b, h, hk, m0, t_begin, t_end, nq, nk, q_first, k_first;
   };
   const auto item = [&](long long w) {
     Item it;
@@ -253,17 +291,33 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
     it.h = bh % a.heads_q;
     it.hk = it.h / (a.heads_q / a.heads_kv);
     it.m0 = mt * BLOCK_M;
-    attn90::tile_range<BLOCK_N, CAUSAL, WINDOW>(a, it.m0, BLOCK_M, it.t_begin, it.t_end);
+    it.nq = a.seq_q, it.nk = a.seq_k, it.q_first = 0, it.k_first = 0;
+    if constexpr (VARLEN) {
+      it.q_first = a.cu_seqlens_q[it.b];
+      it.k_first = a.cu_seqlens_k[it.b];
+      it.nq = a.cu_seqlens_q[it.b + 1] - it.q_first;
+      it.nk = a.cu_seqlens_k[it.b + 1] - it.k_first;
+    }
+    attn90::tile_range<BLOCK_N, CAUSAL, WINDOW>(it.nq, it.nk, a.window, it.m0, BLOCK_M,
+                                                it.t_begin, it.t_end);
     return it;
   };
+  if constexpr (VARLEN) {
+    const Item first = item(0);
+    if (first.m0 >= first.nq) return;  // the whole CTA, before any barrier
+  }
+
+  // Barrier arrivals per fill: the elected producer thread's expect_tx, or (VARLEN) one
+  // cp.async arrival per producer thread.
+  constexpr unsigned FILL_ARRIVALS = VARLEN ? wgrp::kWarpgroupThreads : 1;
 
   if (threadIdx.x == 0) {
-    mbar::init(base + L::Q_FULL, 1);
+    mbar::init(base + L::Q_FULL, FILL_ARRIVALS);
     mbar::init(base + L::Q_EMPTY, 4 * CONSUMERS);  // one arrival per consumer warp
 #pragma unroll
     for (int s = 0; s < STAGES; ++s) {
-      mbar::init(base + L::K_FULL + 8 * s, 1);
-      mbar::init(base + L::V_FULL + 8 * s, 1);
+      mbar::init(base + L::K_FULL + 8 * s, FILL_ARRIVALS);
+      mbar::init(base + L::V_FULL + 8 * s, FILL_ARRIVALS);
       mbar::init(base + L::EMPTY + 8 * s, 4 * CONSUMERS);  // one arrival per consumer warp
     }
     mbar::fence_init();
@@ -275,7 +329,39 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
     // Producer: one thread of warp 0 issues every copy. Per item: its first K/V tile (a slot
     // freed by earlier tiles), then Q once the consumers have freed it, then the other tiles.
     if constexpr (CONSUMERS > 1 && REG_SPLIT) wgrp::setmaxnreg_dec<R::PRODUCER>();
-    if (wgrp::warp_in_warpgroup() == 0 && wgrp::elect_one()) {
+    if constexpr (VARLEN) {
+      // Every producer thread copies its share of each tile (one item: not PERSISTENT).
+      const int ptid = static_cast<int>(threadIdx.x);
+      const Item it = item(0);
+      const T* kp = static_cast<const T*>(a.k) +
+                    static_cast<long long>(it.k_first) * a.k_row_stride + it.hk * a.k_head_stride;
+      const T* vp = static_cast<const T*>(a.v) +
+                    static_cast<long long>(it.k_first) * a.v_row_stride + it.hk * a.v_head_stride;
+      const auto load_q = [&]() {
+        const T* qp = static_cast<const T*>(a.q) +
+                      static_cast<long long>(it.q_first + it.m0) * a.q_row_stride +
+                      it.h * a.q_head_stride;
+#pragma unroll
+        for (int c = 0; c < CONSUMERS; ++c)
+          attn90::gather_tile<T, D, kSm90RowsPerConsumer>(
+              base + L::Q + c * L::Q_TILE, qp + c * kSm90RowsPerConsumer * a.q_row_stride,
+              a.q_row_stride, it.nq - it.m0 - c * kSm90RowsPerConsumer, ptid);
+        mbar::cp_async_arrive_noinc(base + L::Q_FULL);
+      };
+      if (it.t_end == it.t_begin) load_q();
+      for (int tile = it.t_begin, fills = 0; tile < it.t_end; ++tile, ++fills) {
+        const int s = fills % STAGES;
+        if (fills >= STAGES) mbar::wait_parity(base + L::EMPTY + 8 * s, ((fills / STAGES) - 1) & 1);
+        const int key0 = tile * BLOCK_N;
+        attn90::gather_tile<T, D, BLOCK_N>(base + L::K + s * L::KV_TILE, kp + key0 * a.k_row_stride,
+                                           a.k_row_stride, it.nk - key0, ptid);
+        mbar::cp_async_arrive_noinc(base + L::K_FULL + 8 * s);
+        attn90::gather_tile<T, D, BLOCK_N>(base + L::V + s * L::KV_TILE, vp + key0 * a.v_row_stride,
+                                           a.v_row_stride, it.nk - key0, ptid);
+        mbar::cp_async_arrive_noinc(base + L::V_FULL + 8 * s);
+        if (tile == it.t_begin) load_q();
+      }
+    } else if (wgrp::warp_in_warpgroup() == 0 && wgrp::elect_one()) {
       tma::prefetch_map(&args.q_map);
       tma::prefetch_map(&args.k_map);
       tma::prefetch_map(&args.v_map);
@@ -328,7 +414,6 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
   const int tid = wgrp::thread_in_warpgroup();
   const int warp = tid >> 5, lane = tid & 31;
   const int g = lane >> 2, t = lane & 3;
-  const int Nq = a.seq_q, Nk = a.seq_k, shift = Nk - Nq;
   const float kNegInf = -__int_as_float(0x7f800000);
   constexpr float kLn2 = 0.6931471805599453f;
   constexpr float kLog2e = 1.4426950408889634f;
@@ -352,12 +437,16 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
     __syncwarp();
     if (lane == 0) mbar::arrive(base + L::EMPTY + 8 * slot(tile));
   };
+  // VARLEN: the producer's threads wrote the tile (generic proxy), which the wgmmas read through
+  // the async proxy.
   const auto k_ready = [&](int tile) {
     mbar::wait_parity(base + L::K_FULL + 8 * slot(tile), fill(tile));
+    if constexpr (VARLEN) wg::fence_proxy_async();
     return base + L::K + slot(tile) * L::KV_TILE;
   };
   const auto v_ready = [&](int tile) {
     mbar::wait_parity(base + L::V_FULL + 8 * slot(tile), fill(tile));
+    if constexpr (VARLEN) wg::fence_proxy_async();
     return base + L::V + slot(tile) * L::KV_TILE;
   };
   // A tile outside this warpgroup's keys: released once its fill has landed. Arriving before
@@ -451,6 +540,7 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
     const Item it = item(w);
     t_begin = it.t_begin;
     const int t_end = it.t_end;
+    const int Nq = it.nq, Nk = it.nk, shift = Nk - Nq;
     const int wg_row0 = it.m0 + c * kSm90RowsPerConsumer;
     const int row_base = wg_row0 + 16 * warp + g;  // rows row_base and row_base + 8
     float slope_log2 = 0.f;
@@ -459,8 +549,8 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
     // The key tiles this warpgroup's rows see, [w_begin, w_end) within the item's; the item's
     // other tiles are only released.
     int w_begin, w_end;
-    attn90::tile_range<BLOCK_N, CAUSAL, WINDOW>(a, wg_row0, kSm90RowsPerConsumer, w_begin,
-                                                w_end);
+    attn90::tile_range<BLOCK_N, CAUSAL, WINDOW>(Nq, Nk, a.window, wg_row0, kSm90RowsPerConsumer,
+                                                w_begin, w_end);
     w_begin = min(max(w_begin, t_begin), t_end);  // rows past Nq may start past the item's keys
     w_end = max(w_begin, min(w_end, t_end));
     // A warpgroup whose rows all lie past Nq (its share of a head's last, padded tile) computes
@@ -491,6 +581,7 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
     };
 
     mbar::wait_parity(base + L::Q_FULL, items & 1);
+    if constexpr (VARLEN) wg::fence_proxy_async();
     for (int tile = t_begin; tile < w_begin; ++tile) {
       turn_begin();
       turn_end();
@@ -556,8 +647,14 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
     // Epilogue: normalise, write O and the LSE. The quad of a row holds 4 bytes of each of its
     // 16-byte chunks; a transpose over the quad gives each thread whole chunks, so O leaves in
     // 16-byte stores (rows start 16-byte aligned: the host checks O's strides).
-    OT* out = static_cast<OT*>(a.o) + it.b * a.o_batch_stride + it.h * a.o_head_stride;
-    const long long lse_base = (static_cast<long long>(it.b) * a.heads_q + it.h) * Nq;
+    // VARLEN: o packed from the sequence's first row, lse [Hq, total_q] (args.h).
+    OT* out = static_cast<OT*>(a.o) +
+              (VARLEN ? static_cast<long long>(it.q_first) * a.o_row_stride
+                      : it.b * a.o_batch_stride) +
+              it.h * a.o_head_stride;
+    const long long lse_base =
+        VARLEN ? static_cast<long long>(it.h) * a.cu_seqlens_q[a.batch] + it.q_first
+               : (static_cast<long long>(it.b) * a.heads_q + it.h) * Nq;
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const float sum = attn::quad_sum(row_sum[r]);
