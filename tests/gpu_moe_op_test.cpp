@@ -63,6 +63,7 @@ struct Case {
   DType dtype = DType::bf16;
   bool skew = true;        // expert 0 receives every token, expert E - 1 none (where k < E)
   std::string params;      // empty: the device's default_params
+  std::string set;         // tunables set on top of params (or the defaults), e.g. fuse_route=1
   bool fp8() const { return dtype == DType::e4m3; }
   /// x and y in bf16 (also under FP8 weights), else fp16.
   bool bf16() const { return dtype != DType::f16; }
@@ -81,9 +82,27 @@ struct Case {
            (routing == moe_sigmoid_group ? " n_group=" + std::to_string(n_group) +
                                                " topk_group=" + std::to_string(topk_group)
                                          : std::string()) +
-           (params.empty() ? std::string(" default") : " " + params);
+           (params.empty() ? std::string(" default") : " " + params) +
+           (set.empty() ? std::string() : " " + set);
   }
 };
+
+/// The case's configuration on `dev`: its params or the defaults, then its `set` tunables.
+Params case_params(const Case& c, const DeviceInfo& dev) {
+  const Op& op = moe_op();
+  Params p = c.params.empty() ? op.default_params(c.problem(), c.dtype, dev)
+                              : op.parse_params(c.params);
+  std::size_t at = 0;
+  while (at < c.set.size()) {
+    std::size_t end = c.set.find(',', at);
+    if (end == std::string::npos) end = c.set.size();
+    const std::string item = c.set.substr(at, end - at);
+    const std::size_t eq = item.find('=');
+    p.values[op.param_index(item.substr(0, eq))] = std::stoll(item.substr(eq + 1));
+    at = end + 1;
+  }
+  return p;
+}
 
 /// Host inputs of one case: bits for the device, doubles for the reference.
 struct Inputs {
@@ -264,8 +283,7 @@ class MoeCall {
   MoeCall(const Case& c, const DeviceInfo& dev)
       : c_(c), problem_(c.problem()), sm_count_(dev.sm_count) {
     const Op& op = moe_op();
-    params_ = c.params.empty() ? op.default_params(problem_, c.dtype, dev)
-                               : op.parse_params(c.params);
+    params_ = case_params(c, dev);
     if (auto why = op.invalid_reason(params_, problem_, c.dtype, dev))
       throw std::runtime_error(c.tag() + ": invalid configuration: " + *why);
     const std::vector<KernelSource> ks = op.kernels(params_, problem_, c.dtype);
@@ -903,6 +921,32 @@ std::vector<Case> ws_cases() {
   return out;
 }
 
+/// fuse_route=1 (routing and alignment in one block) on the defaults: every mode with a route
+/// kernel, T in {1, 7, 128, 300}, (E, k) in {(8, 2), (64, 8)} at the default route lanes (8 and
+/// 32), 8 lanes with 4-float loads at E=64, E=256 (256 threads), k=1 in fp16, and DeepSeek-like
+/// widths.
+std::vector<Case> fused_cases() {
+  std::vector<Case> out;
+  const auto with = [&](int routing, int e, int k, int t, const std::string& set,
+                        DType dt = DType::bf16, int h = 136, int i = 200) {
+    out.push_back(make_case(routing, e, k, t, dt, "", h, i));
+    out.back().set = set;
+  };
+  const std::string fuse = "fuse_route=1";
+  for (int routing : {moe_softmax_renorm, moe_softmax, moe_sigmoid_group}) {
+    for (int t : {1, 7, 128, 300}) {
+      with(routing, 8, 2, t, fuse);
+      with(routing, 64, 8, t, fuse);
+    }
+    with(routing, 64, 8, 128, fuse + ",route_lanes=8,route_vec=4");
+  }
+  with(moe_sigmoid_group, 256, 8, 7, fuse + ",route_lanes=8,route_vec=1");
+  with(moe_softmax, 8, 1, 300, fuse, DType::f16);
+  with(moe_sigmoid_group, 64, 8, 16, fuse, DType::bf16, 1024, 1408);
+  with(moe_sigmoid_group, 64, 8, 128, fuse, DType::f16, 1024, 1408);
+  return out;
+}
+
 /// FP8 weights (dtype e4m3): every routing mode, H and I multiples of 16 but of no tile, the
 /// defaults and planted mma.sync configurations (e4m3 k steps of 64 to 256, block_m 16 to 128,
 /// the shared-memory epilogue, split-k, the multi-block align path).
@@ -968,8 +1012,7 @@ TEST(MoeOpCases, Fp8ConfigurationsAreValidFromSm89) {
     const Problem p = c.problem();
     for (const char* arch : {"sm_90a", "sm_80"}) {
       const DeviceInfo dev = *device_for_arch(arch);
-      const Params params = c.params.empty() ? moe_op().default_params(p, c.dtype, dev)
-                                             : moe_op().parse_params(c.params);
+      const Params params = case_params(c, dev);
       const std::optional<std::string> why = moe_op().invalid_reason(params, p, c.dtype, dev);
       if (std::string(arch) == "sm_90a")
         EXPECT_EQ(why, std::nullopt) << c.tag();
@@ -1001,11 +1044,12 @@ TEST(MoeOpCases, WgmmaConfigurationsAreValidOnSm90aOnly) {
 TEST(MoeOpCases, EveryConfigurationIsValid) {
   for (const char* arch : {"sm_90a", "sm_80"}) {
     const DeviceInfo dev = *device_for_arch(arch);
-    for (const Case& c : all_cases()) {
+    std::vector<Case> cases = all_cases();
+    for (const Case& c : fused_cases()) cases.push_back(c);
+    for (const Case& c : cases) {
       const Problem p = c.problem();
       EXPECT_EQ(moe_op().problem_reason(p), std::nullopt) << c.tag();
-      const Params params = c.params.empty() ? moe_op().default_params(p, c.dtype, dev)
-                                             : moe_op().parse_params(c.params);
+      const Params params = case_params(c, dev);
       EXPECT_EQ(moe_op().invalid_reason(params, p, c.dtype, dev), std::nullopt)
           << arch << " " << c.tag();
     }
@@ -1042,8 +1086,7 @@ void run_cases(const std::vector<Case>& all, const DeviceInfo& device) {
     std::vector<KernelSource> all;
     for (const Case& c : cases) {
       const Problem p = c.problem();
-      const Params params = c.params.empty() ? moe_op().default_params(p, c.dtype, device)
-                                             : moe_op().parse_params(c.params);
+      const Params params = case_params(c, device);
       for (const KernelSource& k : moe_op().kernels(params, p, c.dtype)) all.push_back(k);
       for (const KernelSource& k : moe_op().reference_kernels(p, c.dtype)) all.push_back(k);
     }
@@ -1106,6 +1149,34 @@ TEST_F(GpuMoeOp, WarpSpecialisedGemmsAgainstBothReferences) {
   run_cases(ws_cases(), device_);
 }
 
+TEST_F(GpuMoeOp, FusedRouteAlignAgainstBothReferences) { run_cases(fused_cases(), device_); }
+
+// fuse_route=1 against the same configuration at fuse_route=0 on the same inputs: every output
+// (y, ids, weights, counts, aux loss) bit for bit, with and without the optional outputs.
+TEST_F(GpuMoeOp, FusedRouteAlignEqualsSeparateKernels) {
+  const std::vector<Case> cases = selected(fused_cases());
+  if (cases.empty()) GTEST_SKIP() << "no case matches KTUNE_MOE_OP_CASE";
+  std::mt19937 rng(2027);
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.tag());
+    Case sep = c;
+    sep.set.replace(sep.set.find("fuse_route=1"), 12, "fuse_route=0");
+    MoeCall fused(c, device_), separate(sep, device_);
+    const Inputs in = make_inputs(c, rng);
+    fused.upload(in);
+    separate.upload(in);
+    for (bool all : {true, false}) {
+      fused.poison();
+      separate.poison();
+      fused.launch(all);
+      separate.launch(all);
+      const Outputs a = fused.outputs(), b = separate.outputs();
+      EXPECT_TRUE(a == b) << c.tag() << (all ? "" : " without the optional outputs")
+                          << ": differs from fuse_route=0";
+    }
+  }
+}
+
 /// The driver's graph entry points (not in ktune's Driver table: the runtime does not use them).
 struct GraphApi {
   CUresult (*begin)(CUstream, CUstreamCaptureMode) = nullptr;
@@ -1146,6 +1217,12 @@ TEST_F(GpuMoeOp, GraphCaptureReplaysBitForBitOnFreshInputs) {
     c.routing = moe_expert_choice, c.e = 64, c.k = 8, c.t = 17;
     cases.push_back(c);
     c.e = 8, c.k = 2, c.t = 1000, c.dtype = DType::f16;
+    cases.push_back(c);
+  }
+  {
+    Case c;  // routing and alignment in one block
+    c.routing = moe_sigmoid_group, c.e = 64, c.k = 8, c.t = 17, c.set = "fuse_route=1";
+    set_groups(c);
     cases.push_back(c);
   }
   {

@@ -4,7 +4,9 @@
 // (a swap is accepted only where the reference's selection scores, or its group scores, are
 // within 2e-6, a near-tie fp32 scoring cannot resolve; counted and printed), weights to 1e-5 relative; alignment must
 // equal the stable reference exactly, on routed ids and on edge cases (an expert with no pairs,
-// one with all of them, out-of-range ids, T * k = 65536 * 8). Skipped without a GPU.
+// one with all of them, out-of-range ids, T * k = 65536 * 8). The one-block route + align kernel
+// (fuse_route) against the route kernel followed by the align kernel: every output bit for bit.
+// Skipped without a GPU.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -39,7 +41,7 @@ struct RouteConfig {
 bool route_valid(int routing, RouteConfig c, int experts) {
   const int scores = (experts + c.lanes * c.vec - 1) / (c.lanes * c.vec) * c.vec;
   if (experts % c.vec != 0 || scores > 64) return false;
-  return routing != moe_sigmoid_group || (scores <= 32 && c.threads / c.lanes <= 32);
+  return routing != moe_sigmoid_group || (scores <= 32 && c.threads * scores <= kMoeRouteMaxScores);
 }
 
 std::string route_name(int routing, RouteConfig c, int experts) {
@@ -47,6 +49,25 @@ std::string route_name(int routing, RouteConfig c, int experts) {
   return "ktune::moe_route_kernel<" + std::to_string(routing) + ", " + std::to_string(c.threads) +
          ", " + std::to_string(c.lanes) + ", " + std::to_string(c.vec) + ", " +
          std::to_string(items) + ">";
+}
+
+/// The one-block route + align kernel with c's lanes and vector width, at the op's block size.
+int fused_threads(RouteConfig c, int experts) {
+  const int items = (experts + c.lanes * c.vec - 1) / (c.lanes * c.vec);
+  return moe_route_align_threads(items * c.vec);
+}
+std::string fused_name(int routing, RouteConfig c, int experts) {
+  const int items = (experts + c.lanes * c.vec - 1) / (c.lanes * c.vec);
+  return "ktune::moe_route_align_kernel<" + std::to_string(routing) + ", " +
+         std::to_string(fused_threads(c, experts)) + ", " + std::to_string(c.lanes) + ", " +
+         std::to_string(c.vec) + ", " + std::to_string(items) + ">";
+}
+
+/// The op's one-block align kernel for `pairs` (moe_op.cpp: a warp per 128 pairs, 128..1024).
+int align_threads(int pairs) {
+  int threads = 128;
+  while (threads < 1024 && threads * 4 < pairs) threads *= 2;
+  return threads;
 }
 
 /// Every kernel the tests launch, compiled once (in parallel) for this device.
@@ -106,6 +127,9 @@ struct Buf {
 };
 
 const RouteConfig kRouteConfigs[] = {{128, 32, 4}, {256, 8, 2}, {64, 4, 1}};
+// The op's route geometries (route_lanes x route_vec at 128 threads), for the fused comparison.
+const RouteConfig kOpRouteConfigs[] = {{128, 32, 1}, {128, 32, 4}, {128, 8, 1}, {128, 8, 4}};
+const int kFusedTokens[] = {1, 7, 128, 300};
 const int kTokens[] = {1, 3, 17, 1000};
 const int kExperts[] = {8, 64, 256};
 const int kKs[] = {1, 2, 8};
@@ -115,6 +139,31 @@ void group_shape(int experts, int k, MoeRouteProblem& p) {
   const int gsize = experts / p.n_group;
   p.topk_group = std::max(p.n_group / 2, (k + gsize - 1) / gsize);
   p.routed_scaling = 2.5;
+}
+
+/// Routing of T tokens over E experts, k each; sigmoid_group with group_shape's groups.
+MoeRouteProblem route_problem(int routing, int T, int E, int k) {
+  MoeRouteProblem p{T, E, k, routing};
+  if (routing == moe_sigmoid_group) group_shape(E, k, p);
+  return p;
+}
+
+/// The route kernel's arguments for p (aux_loss and aux_scratch may be null).
+MoeRouteArgs route_args(const MoeRouteProblem& p, const float* logits, const float* bias,
+                        int* ids, float* weights, float* aux, unsigned long long* scratch) {
+  return {logits, bias, ids, weights, aux, scratch, p.tokens, p.experts, p.k, p.routing,
+          p.n_group, p.topk_group, static_cast<float>(p.routed_scaling)};
+}
+
+/// n values drawn from d, none exactly 0 (`instead` takes its place).
+std::vector<float> draw(std::size_t n, std::uniform_real_distribution<float>& d,
+                        std::mt19937& rng, float instead) {
+  std::vector<float> v(n);
+  for (float& x : v) {
+    x = d(rng);
+    if (x == 0.0f) x = instead;
+  }
+  return v;
 }
 
 // A fixed grid for align: one block, or CHUNK pairs per block.
@@ -143,6 +192,15 @@ class GpuMoeRoute : public ::testing::Test {
             kernels_->add("moe/route.cuh", route_name(routing, c, e));
     for (AlignConfig c : kAlignConfigs)
       for (const char* kind : {"count", "scan", "scatter"}) kernels_->add("moe/align.cuh", align_name(kind, c));
+    for (int routing : {moe_softmax, moe_softmax_renorm, moe_sigmoid_group})
+      for (int e : kExperts)
+        for (RouteConfig c : kOpRouteConfigs)
+          if (route_valid(routing, c, e)) {
+            kernels_->add("moe/route.cuh", route_name(routing, c, e));
+            kernels_->add("moe/route_align.cuh", fused_name(routing, c, e));
+          }
+    for (int threads : {128, 256, 512, 1024})
+      kernels_->add("moe/align.cuh", align_name("", {threads, 0}));
     CUdevice dev;
     KTUNE_CU(Driver::get().cuCtxGetDevice(&dev));
     int major = 0, minor = 0;
@@ -240,21 +298,9 @@ TEST_F(GpuMoeRoute, EveryModeMatchesTheReference) {
     for (int T : kTokens)
       for (int E : kExperts)
         for (int k : kKs) {
-          MoeRouteProblem p;
-          p.tokens = T;
-          p.experts = E;
-          p.k = k;
-          p.routing = routing;
-          if (routing == moe_sigmoid_group) group_shape(E, k, p);
-          std::vector<float> logits(static_cast<std::size_t>(T) * E), bias(static_cast<std::size_t>(E));
-          for (float& v : logits) {
-            const float x = u(rng);
-            v = x != 0.0f ? x : 0.25f;
-          }
-          for (float& v : bias) {
-            const float x = ub(rng);
-            v = x != 0.0f ? x : 0.125f;
-          }
+          const MoeRouteProblem p = route_problem(routing, T, E, k);
+          const std::vector<float> logits = draw(static_cast<std::size_t>(T) * E, u, rng, 0.25f);
+          const std::vector<float> bias = draw(static_cast<std::size_t>(E), ub, rng, 0.125f);
           const test::MoeRouteResult ref = test::moe_route_ref(logits, bias, p);
           const double ref_aux = test::moe_aux_loss_ref(ref, p);
           const Buf<float> dlogits(logits), dbias(bias);
@@ -269,20 +315,8 @@ TEST_F(GpuMoeRoute, EveryModeMatchesTheReference) {
             w.poison();
             aux.poison();
             scratch.zero();
-            MoeRouteArgs a{};
-            a.logits = dlogits.ptr();
-            a.correction_bias = dbias.ptr();
-            a.topk_ids = ids.ptr();
-            a.topk_weights = w.ptr();
-            a.aux_loss = aux.ptr();
-            a.aux_scratch = scratch.ptr();
-            a.tokens = T;
-            a.experts = E;
-            a.k = k;
-            a.routing = routing;
-            a.n_group = p.n_group;
-            a.topk_group = p.topk_group;
-            a.routed_scaling = static_cast<float>(p.routed_scaling);
+            MoeRouteArgs a = route_args(p, dlogits.ptr(), dbias.ptr(), ids.ptr(), w.ptr(),
+                                        aux.ptr(), scratch.ptr());
             const int tokens_per_block = c.threads / c.lanes;
             const int grid = (T + tokens_per_block - 1) / tokens_per_block;
             kernels_->launch(route_name(routing, c, E), grid, c.threads, a);
@@ -364,6 +398,118 @@ TEST_F(GpuMoeRoute, EveryModeMatchesTheReference) {
   EXPECT_LE(near_ties, 20);
 }
 
+/// What routing and alignment wrote: route then align, or the one-block kernel.
+struct Routed {
+  std::vector<int> ids, sorted, blocks, counts;
+  std::vector<float> weights;
+  int padded = 0;
+  float aux = NAN;
+};
+
+/// Routes and aligns problem p on device logits and bias with route geometry c: the route kernel
+/// then the op's one-block align kernel, or (fused) moe_route_align_kernel. outputs: ids and the
+/// aux loss requested (the fused kernel then keeps the ids in shared memory only).
+Routed route_and_align(Kernels& kernels, const MoeRouteProblem& p, const Buf<float>& logits,
+                       const Buf<float>& bias, RouteConfig c, int block_m, bool fused,
+                       bool outputs) {
+  const int pairs = p.tokens * p.k, E = p.experts;
+  Buf<int> ids(static_cast<std::size_t>(pairs));
+  Buf<float> w(static_cast<std::size_t>(pairs)), aux(1);
+  Buf<unsigned long long> scratch(static_cast<std::size_t>(2 * E + 1));
+  Buf<int> sorted(static_cast<std::size_t>(moe_max_padded(pairs, E, block_m)));
+  Buf<int> blocks(static_cast<std::size_t>(moe_max_blocks(pairs, E, block_m)));
+  Buf<int> padded(1), counts(static_cast<std::size_t>(E));
+  for (auto* b : {&ids, &sorted, &blocks, &padded, &counts}) b->poison();
+  w.poison();
+  aux.poison();
+  scratch.zero();
+  const MoeRouteArgs r = route_args(p, logits.ptr(), bias.ptr(),
+                                    outputs || !fused ? ids.ptr() : nullptr, w.ptr(),
+                                    outputs ? aux.ptr() : nullptr,
+                                    outputs && !fused ? scratch.ptr() : nullptr);
+  const MoeAlignArgs a{fused ? nullptr : ids.ptr(), sorted.ptr(), blocks.ptr(), padded.ptr(),
+                       counts.ptr(), nullptr, pairs, E, block_m};
+  if (fused) {
+    kernels.launch(fused_name(p.routing, c, E), 1, fused_threads(c, E), MoeRouteAlignArgs{r, a});
+  } else {
+    const int per_block = c.threads / c.lanes;
+    kernels.launch(route_name(p.routing, c, E), (p.tokens + per_block - 1) / per_block,
+                   c.threads, r);
+    kernels.launch(align_name("", {align_threads(pairs), 0}), 1, align_threads(pairs), a);
+  }
+  KTUNE_CU(Driver::get().cuCtxSynchronize());
+  Routed out;
+  out.ids = ids.get();
+  out.weights = w.get();
+  out.sorted = sorted.get();
+  out.blocks = blocks.get();
+  out.counts = counts.get();
+  out.padded = padded.get()[0];
+  out.aux = aux.get()[0];
+  return out;
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// fuse_route: every output of the one-block kernel equals the route kernel's followed by the
+// align kernel's, bit for bit (ids, weights, aux loss, sorted_pairs, padded_rows, block_expert,
+// counts), for every mode (sigmoid_group with groups), T in {1, 7, 128, 300}, E in {8, 64, 256},
+// k in {1, 2, 8}, the op's route_lanes x route_vec and two block_m; and without the optional
+// outputs (ids in shared memory only) the same alignment and weights.
+TEST_F(GpuMoeRoute, FusedRouteAlignMatchesRouteThenAlign) {
+  const unsigned seed = std::random_device{}();
+  std::printf("seed %u\n", seed);
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-4.0f, 4.0f), ub(-0.5f, 0.5f);
+  int cases = 0;
+  for (int routing : {moe_softmax, moe_softmax_renorm, moe_sigmoid_group})
+    for (int T : kFusedTokens)
+      for (int E : kExperts)
+        for (int k : kKs) {
+          const MoeRouteProblem p = route_problem(routing, T, E, k);
+          std::vector<float> logits = draw(static_cast<std::size_t>(T) * E, u, rng, 0.25f);
+          const std::vector<float> bias = draw(static_cast<std::size_t>(E), ub, rng, 0.125f);
+          if (T > 1) logits[E + 1] = logits[E];  // an exact tie in token 1
+          const Buf<float> dlogits(logits), dbias(bias);
+          for (int block_m : {16, 64})
+            for (RouteConfig c : kOpRouteConfigs) {
+              if (!route_valid(routing, c, E)) continue;
+              const std::string what = fused_name(routing, c, E) + " T=" + std::to_string(T) +
+                                       " E=" + std::to_string(E) + " k=" + std::to_string(k) +
+                                       " block_m=" + std::to_string(block_m);
+              const auto run = [&](bool fused, bool outputs) {
+                return route_and_align(*kernels_, p, dlogits, dbias, c, block_m, fused, outputs);
+              };
+              const Routed want = run(false, true);
+              const Routed got = run(true, true);
+              ++cases;
+              EXPECT_EQ(got.ids, want.ids) << what;
+              EXPECT_TRUE(same_bits(got.weights, want.weights)) << what << " weights";
+              EXPECT_EQ(std::memcmp(&got.aux, &want.aux, sizeof(float)), 0)
+                  << what << " aux " << got.aux << ", separate kernels " << want.aux;
+              EXPECT_EQ(got.padded, want.padded) << what;
+              EXPECT_EQ(got.counts, want.counts) << what;
+              EXPECT_EQ(got.blocks, want.blocks) << what;
+              EXPECT_EQ(got.sorted, want.sorted) << what;
+              // The alignment is also the stable reference's on these ids.
+              const test::MoeAlignResult ref = test::moe_align_ref(want.ids, E, block_m);
+              EXPECT_EQ(got.sorted, ref.sorted_pairs) << what;
+              EXPECT_EQ(got.blocks, ref.block_expert) << what;
+              const Routed bare = run(true, false);
+              EXPECT_TRUE(same_bits(bare.weights, want.weights)) << what << " without outputs";
+              EXPECT_TRUE(std::isnan(bare.aux)) << what << " aux written without being asked";
+              EXPECT_EQ(bare.sorted, want.sorted) << what << " without outputs";
+              EXPECT_EQ(bare.blocks, want.blocks) << what << " without outputs";
+              EXPECT_EQ(bare.counts, want.counts) << what << " without outputs";
+              EXPECT_EQ(bare.padded, want.padded) << what << " without outputs";
+              if (HasFailure()) return;
+            }
+        }
+  std::printf("%d fused launches checked against route + align\n", cases);
+}
+
 TEST_F(GpuMoeRoute, AlignEdgeCases) {
   std::mt19937 rng(std::random_device{}());
   // One expert takes every pair; the others get none.
@@ -441,6 +587,40 @@ TEST_F(GpuMoeRoute, Times) {
       }
       KTUNE_CU(Driver::get().cuCtxSynchronize());
     }
+  // fuse_route: route + align (the op's one-block align) against the one-block kernel, plain
+  // back-to-back launches (no programmatic overlap between the two separate kernels here).
+  for (int T : {16, 128})
+    for (auto [routing, E, k] : {std::tuple{moe_softmax_renorm, 8, 2},
+                                 std::tuple{moe_sigmoid_group, 64, 8}})
+      for (RouteConfig c : kOpRouteConfigs) {
+        if (!route_valid(routing, c, E)) continue;
+        const MoeRouteProblem p = route_problem(routing, T, E, k);
+        const Buf<float> dl(draw(static_cast<std::size_t>(T) * E, u, rng, 0.25f));
+        const Buf<float> db(std::vector<float>(static_cast<std::size_t>(E), 0.0f));
+        const int pairs = T * k, bm = 16;
+        Buf<int> ids(static_cast<std::size_t>(pairs)), padded(1);
+        Buf<int> counts(static_cast<std::size_t>(E));
+        Buf<float> w(static_cast<std::size_t>(pairs));
+        Buf<int> sorted(static_cast<std::size_t>(moe_max_padded(pairs, E, bm)));
+        Buf<int> blocks(static_cast<std::size_t>(moe_max_blocks(pairs, E, bm)));
+        MoeRouteArgs r = route_args(p, dl.ptr(), db.ptr(), ids.ptr(), w.ptr(), nullptr, nullptr);
+        MoeAlignArgs a{ids.ptr(), sorted.ptr(), blocks.ptr(), padded.ptr(), counts.ptr(), nullptr,
+                       pairs, E, bm};
+        const int tpb = c.threads / c.lanes;
+        const double separate = time([&] {
+          kernels_->launch(route_name(routing, c, E), (T + tpb - 1) / tpb, c.threads, r);
+          kernels_->launch(align_name("", {align_threads(pairs), 0}), 1, align_threads(pairs), a);
+        });
+        r.topk_ids = nullptr;
+        a.topk_ids = nullptr;
+        const double fused = time([&] {
+          kernels_->launch(fused_name(routing, c, E), 1, fused_threads(c, E),
+                           MoeRouteAlignArgs{r, a});
+        });
+        std::printf("route+align %-48s T=%-4d E=%-3d k=%d: %7.2f us, fused %7.2f us\n",
+                    fused_name(routing, c, E).c_str(), T, E, k, separate, fused);
+      }
+  KTUNE_CU(Driver::get().cuCtxSynchronize());
   for (int pairs : {2, 1024, 8 * 4096, 8 * 65536}) {
     std::vector<int> ids(static_cast<std::size_t>(pairs));
     std::uniform_int_distribution<int> pick(0, 255);

@@ -696,6 +696,126 @@ TEST(MoeRun, SplitKLaunchesPartialSumsAndTheirCombine) {
     EXPECT_EQ(rec.launch.grid[2], 1u);
 }
 
+// fuse_route: routing and alignment as one kernel of one block for t <= 1024 and t*k <= 4096,
+// left out of keys at 0, with reasons where it does not apply; its launch carries both argument
+// structs, the ids only where the caller asked for them, and no aux scratch.
+TEST(MoeRun, FusedRouteAndAlign) {
+  const DeviceInfo h100 = device("sm_90a");
+  const auto fuse = [](Params p) {
+    p.values[op().param_index("fuse_route")] = 1;
+    return p;
+  };
+  const auto reason = [&](const Params& q, const Problem& p) {
+    return op().invalid_reason(q, p, DType::bf16, h100).value_or("");
+  };
+  // Keys: absent at 0 (databases written before it parse to 0), named at 1.
+  const Problem ds = problem(kDeepSeek, 128);
+  const Params plain = op().default_params(ds, DType::bf16, h100);
+  EXPECT_EQ(op().param(plain, "fuse_route"), 0);
+  EXPECT_FALSE(contains(op().params_key(plain), "fuse_route"));
+  const Params fused = fuse(plain);
+  EXPECT_TRUE(contains(op().params_key(fused), ",fuse_route=1"));
+  EXPECT_EQ(op().parse_params(op().params_key(fused)), fused);
+  EXPECT_EQ(op().parse_params(op().params_key(plain)), plain);
+  EXPECT_EQ(reason(fused, ds), "");
+
+  // Where it does not apply.
+  const Problem pre = problem(std::string(kMixtral) + ",routing=precomputed", 16);
+  EXPECT_TRUE(contains(reason(fuse(op().default_params(pre, DType::bf16, h100)), pre),
+                       "fuse_route=1 has no effect with routing=precomputed"));
+  const Problem ec = problem(kExpertChoice, 16);
+  EXPECT_TRUE(contains(reason(fuse(op().default_params(ec, DType::bf16, h100)), ec),
+                       "fuse_route=1 has no effect with routing=expert_choice"));
+  // DeepSeek-like: 4096 pairs at t=512; Mixtral (k=2): 1024 tokens.
+  for (const auto& [shape, t, ok] : {std::tuple{std::string(kDeepSeek), 512, true},
+                                     std::tuple{std::string(kDeepSeek), 513, false},
+                                     std::tuple{std::string(kMixtral), 1024, true},
+                                     std::tuple{std::string(kMixtral), 1025, false}}) {
+    const Problem q = problem(shape, t);
+    Params f = fuse(op().default_params(q, DType::bf16, h100));
+    f.values[op().param_index("align_chunk")] = 0;
+    EXPECT_EQ(reason(f, q).empty(), ok) << shape << " t=" << t << ": " << reason(f, q);
+    if (!ok)
+      EXPECT_TRUE(contains(reason(f, q), "at most 1024 tokens and 4096 pairs")) << reason(f, q);
+  }
+  const Problem big = problem(kDeepSeek, 512);
+  Params chunked = fuse(op().default_params(big, DType::bf16, h100));
+  chunked.values[op().param_index("align_chunk")] = 4096;
+  EXPECT_TRUE(contains(reason(chunked, big), "only align_chunk=0 is searched with it"));
+
+  // Kernels: route + align as one, before the GEMMs; no aux zeroing.
+  EXPECT_EQ(kernel_names(fused, ds),
+            (std::vector<std::string>{"moe_route_align_kernel", "moe_gemm_kernel",
+                                      "moe_gemm_kernel", "moe_combine_kernel"}));
+  const auto ks = op().kernels(fused, ds, DType::bf16);
+  EXPECT_EQ(ks[0].file, "moe/route_align.cuh");
+  // DeepSeek's default: 32 lanes per token, 2 scores each: 1024 threads.
+  EXPECT_EQ(ks[0].name_expression, "ktune::moe_route_align_kernel<2, 1024, 32, 1, 2>");
+  EXPECT_EQ(op().block_threads(fused, ds, DType::bf16, 0), 1024);
+  Params narrow = fused;
+  narrow.values[op().param_index("route_lanes")] = 8;
+  narrow.values[op().param_index("route_vec")] = 4;
+  EXPECT_EQ(reason(narrow, ds), "");
+  EXPECT_EQ(op().kernels(narrow, ds, DType::bf16)[0].name_expression,
+            "ktune::moe_route_align_kernel<2, 1024, 8, 4, 2>");
+  const Problem wide = problem("e=256,k=8,h=7168,i=2048,routing=sigmoid_group,n_group=8,"
+                               "topk_group=4", 16);
+  Params w = fuse(op().default_params(wide, DType::bf16, h100));
+  w.values[op().param_index("route_lanes")] = 8;
+  w.values[op().param_index("route_vec")] = 1;
+  EXPECT_EQ(reason(w, wide), "");
+  EXPECT_EQ(op().kernels(w, wide, DType::bf16)[0].name_expression,
+            "ktune::moe_route_align_kernel<2, 256, 8, 1, 32>");  // 32 scores per thread
+  EXPECT_EQ(op().block_threads(w, wide, DType::bf16, 0), 256);
+
+  // Launches: one block, the first kernel, both argument structs; the workspace drops the
+  // routed ids and the aux scratch.
+  const std::size_t ws = op().workspace_bytes(fused, ds, DType::bf16);
+  EXPECT_LT(ws, op().workspace_bytes(plain, ds, DType::bf16));
+  const RecordingLauncher all = run(fused, ds);
+  ASSERT_EQ(all.launches.size(), ks.size());
+  const KernelLaunch& l = all.launches[0].launch;
+  EXPECT_EQ(l.grid[0], 1u);
+  EXPECT_EQ(l.block[0], 1024u);
+  EXPECT_EQ(l.shared_bytes, 0u);
+  EXPECT_FALSE(l.programmatic);
+  EXPECT_TRUE(all.launches[1].launch.programmatic);
+  const auto ra = all.launches[0].as<MoeRouteAlignArgs>();
+  EXPECT_EQ(ra.route.logits, reinterpret_cast<const float*>(0x20000));
+  EXPECT_EQ(ra.route.correction_bias, reinterpret_cast<const float*>(0x30000));
+  EXPECT_EQ(ra.route.topk_ids, reinterpret_cast<int*>(0x40000));  // the caller's outputs
+  EXPECT_EQ(ra.route.topk_weights, reinterpret_cast<float*>(0x50000));
+  EXPECT_EQ(ra.route.aux_loss, reinterpret_cast<float*>(0xa0000));
+  EXPECT_EQ(ra.route.aux_scratch, nullptr);
+  EXPECT_EQ(ra.route.tokens, 128);
+  EXPECT_EQ(ra.route.routed_scaling, 2.5f);
+  EXPECT_EQ(ra.route.n_group, 8);
+  EXPECT_EQ(ra.align.topk_ids, reinterpret_cast<const int*>(0x40000));
+  EXPECT_EQ(ra.align.scratch, nullptr);
+  EXPECT_EQ(ra.align.pairs, 128 * 8);
+  EXPECT_EQ(ra.align.expert_counts, reinterpret_cast<int*>(0x90000));
+  const long long max_blocks = moe_max_blocks(128 * 8, 64, 16);
+  expect_inside(ra.align.sorted_pairs, 4u * static_cast<std::size_t>(max_blocks) * 16, ws,
+                "sorted");
+  const auto g1 = all.launches[1].as<MoeGemmArgs>();
+  EXPECT_EQ(g1.sorted_pairs, ra.align.sorted_pairs);
+  EXPECT_EQ(g1.block_expert, ra.align.block_expert);
+  EXPECT_EQ(g1.padded_rows, ra.align.padded_rows);
+  EXPECT_EQ(all.launches[2].as<MoeGemmArgs>().topk_weights, ra.route.topk_weights);
+  // Without the optional outputs: no ids anywhere but the kernel's shared memory, weights and
+  // counts in the workspace.
+  const RecordingLauncher bare = run(fused, ds, {3, 4, 8, 9});
+  ASSERT_EQ(bare.launches.size(), ks.size());
+  const auto rb = bare.launches[0].as<MoeRouteAlignArgs>();
+  EXPECT_EQ(rb.route.topk_ids, nullptr);
+  EXPECT_EQ(rb.align.topk_ids, nullptr);
+  EXPECT_EQ(rb.route.aux_loss, nullptr);
+  expect_inside(rb.route.topk_weights, 4u * 128 * 8, ws, "weights");
+  EXPECT_GE(reinterpret_cast<std::uintptr_t>(rb.route.topk_weights), kWorkspace);
+  expect_inside(rb.align.expert_counts, 4u * 64, ws, "counts");
+  EXPECT_EQ(bare.launches[2].as<MoeGemmArgs>().topk_weights, rb.route.topk_weights);
+}
+
 TEST(MoeRun, PrecomputedAndReference) {
   const DeviceInfo h100 = device("sm_90a");
   const Problem p = problem(std::string(kMixtral) + ",routing=precomputed", 3);
@@ -1156,6 +1276,18 @@ TEST(MoeCompile, DefaultsAndReferenceCompile) {
       for (const KernelSource& k : op().reference_kernels(problem(kMixtral, 1), DType::e4m3))
         add(k, arch);
     }
+    // fuse_route: routing and alignment in one block, at the default and the narrow route.
+    for (const std::string& shape : {std::string(kDeepSeek) + ",t=128",
+                                     std::string(kMixtral) + ",t=16"})
+      for (std::int64_t lanes : {8, 32}) {
+        const Problem p = op().parse_problem(shape);
+        Params f = op().default_params(p, DType::bf16, device(arch));
+        f.values[op().param_index("fuse_route")] = 1;
+        f.values[op().param_index("route_lanes")] = lanes;
+        f.values[op().param_index("route_vec")] = 1;
+        EXPECT_EQ(op().invalid_reason(f, p, DType::bf16, device(arch)), std::nullopt) << shape;
+        add(op().kernels(f, p, DType::bf16)[0], arch);
+      }
     // gemm2 split-k: the fp32 partial epilogue and the combine that adds the splits (k = 1).
     const Problem one = problem("e=8,k=1,h=4096,i=14336", 16);
     Params sp = op().default_params(one, DType::f16, device(arch));

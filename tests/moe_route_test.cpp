@@ -1,6 +1,7 @@
 // MoE routing and alignment without a GPU: the double references on hand-worked cases (ties,
 // groups, renormalisation, the aux loss, expert choice, padding and dropped ids, the layer), and
-// NVRTC compiles of a sample of the route, expert-choice and align kernels for sm_80 and sm_90a.
+// NVRTC compiles of a sample of the route, one-block route + align, expert-choice and align
+// kernels for sm_80 and sm_90a.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -221,6 +222,14 @@ std::string route_kernel(int routing, int threads, int lanes, int vec, int exper
          ">";
 }
 
+/// The one-block route + align kernel at the op's geometry (moe_route_align_threads).
+std::string route_align_kernel(int routing, int lanes, int vec, int experts) {
+  const int items = (experts + lanes * vec - 1) / (lanes * vec);
+  return "ktune::moe_route_align_kernel<" + std::to_string(routing) + ", " +
+         std::to_string(moe_route_align_threads(items * vec)) + ", " + std::to_string(lanes) +
+         ", " + std::to_string(vec) + ", " + std::to_string(items) + ">";
+}
+
 std::vector<KernelSource> sample_kernels() {
   std::vector<KernelSource> out;
   for (int routing : {moe_softmax, moe_softmax_renorm, moe_sigmoid_group}) {
@@ -233,6 +242,12 @@ std::vector<KernelSource> sample_kernels() {
       const int lanes = routing == moe_sigmoid_group && c[3] > 32 * c[1] ? 8 : c[1];
       out.push_back({"moe/route.cuh", route_kernel(routing, c[0], lanes, c[2], c[3])});
     }
+    // One block, routing then alignment: the op's route_lanes and route_vec, E from 8 to 256
+    // (1024 threads down to 256).
+    const int fused[][3] = {{32, 1, 64}, {8, 1, 64}, {8, 4, 64}, {8, 1, 8}, {32, 4, 256},
+                            {8, 1, 256}, {8, 4, 160}};
+    for (const auto& f : fused)
+      out.push_back({"moe/route_align.cuh", route_align_kernel(routing, f[0], f[1], f[2])});
   }
   for (int threads : {128, 256, 1024})
     out.push_back({"moe/align.cuh", "ktune::moe_align_kernel<" + std::to_string(threads) + ">"});
@@ -280,8 +295,15 @@ TEST(MoeRouteCompile, InvalidTemplateParametersAreRefused) {
       {"moe/route.cuh", "ktune::moe_route_kernel<0, 128, 2, 4, 2>", "LANES"},
       {"moe/route.cuh", "ktune::moe_route_kernel<0, 128, 32, 8, 2>", "VEC must be"},
       {"moe/route.cuh", "ktune::moe_route_kernel<0, 128, 4, 4, 32>", "ITEMS * VEC"},
-      {"moe/route.cuh", "ktune::moe_route_kernel<2, 512, 8, 4, 8>", "at most 32 tokens"},
+      {"moe/route.cuh", "ktune::moe_route_kernel<2, 512, 8, 4, 8>",
+       "THREADS * ITEMS * VEC must be at most 8192"},
       {"moe/route.cuh", "ktune::moe_route_kernel<2, 128, 4, 4, 16>", "at most 32 (E <= 32 * LANES)"},
+      {"moe/route_align.cuh", "ktune::moe_route_align_kernel<1, 64, 8, 1, 1>",
+       "THREADS must be at least 128"},
+      {"moe/route_align.cuh", "ktune::moe_route_align_kernel<0, 1024, 8, 4, 4>",
+       "registers at 1024 threads"},
+      {"moe/route_align.cuh", "ktune::moe_route_align_kernel<3, 1024, 8, 1, 1>",
+       "ROUTING must be"},
       {"moe/align.cuh", "ktune::moe_align_kernel<64>", "THREADS must be"},
       {"moe/align.cuh", "ktune::moe_align_count_kernel<256, 1000>", "CHUNK must be"},
       {"moe/expert_choice.cuh", "ktune::moe_expert_choice_select_kernel<64>",

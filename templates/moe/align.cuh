@@ -8,7 +8,9 @@
 // increasing pair index, so the output is a pure function of topk_ids.
 //
 // Two paths, the same result:
-//   moe_align_kernel<THREADS>: one block does everything (small T * k).
+//   moe_align_kernel<THREADS>: one block does everything (small T * k); its body,
+//                              moe::align_block, also aligns moe_route_align_kernel's ids
+//                              from shared memory (moe/route_align.cuh).
 //   moe_align_count_kernel<THREADS, CHUNK>  grid ceil(pairs / CHUNK): per-chunk expert counts
 //   moe_align_scan_kernel<THREADS, CHUNK>   grid 1: per-expert prefix over the chunks, padded
 //                                           starts, counts, padded_rows, block_expert, padding
@@ -61,18 +63,28 @@ __device__ __forceinline__ Stretch warp_stretch(int p0, int p1, int w, int warps
   return {b < p1 ? b : p1, b + per < p1 ? b + per : p1};
 }
 
+/// Where the pairs' ids are read from: topk_ids in global memory (read-only path), or the
+/// one-block route + align kernel's copy in shared memory (16-bit: ids < 256, -1 for none).
+struct GlobalIds {
+  const int* ids;
+  __device__ __forceinline__ int operator()(int p) const { return __ldg(ids + p); }
+};
+struct SharedIds {
+  const short* ids;
+  __device__ __forceinline__ int operator()(int p) const { return ids[p]; }
+};
+
 /// Adds the valid pairs of [begin, end) to counts[expert]. ATOMIC: other warps add to the same
 /// counts. Whole warp, warp-uniform bounds.
-template <bool ATOMIC>
-__device__ __forceinline__ void count_stretch(const int* ids, Stretch s, int experts,
-                                              int* counts) {
+template <bool ATOMIC, typename Ids>
+__device__ __forceinline__ void count_stretch(Ids ids, Stretch s, int experts, int* counts) {
   const int lane = static_cast<int>(threadIdx.x) & 31;
   for (int base = s.begin; base < s.end; base += 32 * kAlignUnroll) {
     int id[kAlignUnroll];
 #pragma unroll
     for (int u = 0; u < kAlignUnroll; ++u) {
       const int p = base + u * 32 + lane;
-      id[u] = p < s.end ? __ldg(ids + p) : -1;
+      id[u] = p < s.end ? ids(p) : -1;
     }
 #pragma unroll
     for (int u = 0; u < kAlignUnroll; ++u) {
@@ -92,8 +104,9 @@ __device__ __forceinline__ void count_stretch(const int* ids, Stretch s, int exp
 
 /// Writes each valid pair p of [begin, end) to sorted[offset[expert] + rank] in increasing p,
 /// advancing offset (this warp's own row of shared memory).
-__device__ __forceinline__ void scatter_stretch(const int* ids, Stretch s, int experts,
-                                                int* offset, int* sorted) {
+template <typename Ids>
+__device__ __forceinline__ void scatter_stretch(Ids ids, Stretch s, int experts, int* offset,
+                                                int* sorted) {
   const int lane = static_cast<int>(threadIdx.x) & 31;
   const unsigned below = (1u << lane) - 1u;
   for (int base = s.begin; base < s.end; base += 32 * kAlignUnroll) {
@@ -101,7 +114,7 @@ __device__ __forceinline__ void scatter_stretch(const int* ids, Stretch s, int e
 #pragma unroll
     for (int u = 0; u < kAlignUnroll; ++u) {
       const int p = base + u * 32 + lane;
-      id[u] = p < s.end ? __ldg(ids + p) : -1;
+      id[u] = p < s.end ? ids(p) : -1;
     }
 #pragma unroll
     for (int u = 0; u < kAlignUnroll; ++u) {
@@ -180,10 +193,45 @@ __device__ void lay_out_experts(const MoeAlignArgs& args, const int* total, int*
   __syncthreads();
 }
 
+/// The one-block alignment of args.pairs pairs, their ids read through `ids`, by the block's
+/// first `warps` warps (one stretch of pairs each; offset[w] holds warp w's counts, then its row
+/// offsets). Every thread of the block calls it.
+template <int THREADS, typename Ids>
+__device__ __forceinline__ void align_block(const MoeAlignArgs& args, Ids ids,
+                                            int (*offset)[kMoeAlignMaxExperts], int* total,
+                                            int* start, int warps) {
+  const int E = args.experts;
+  const int tid = static_cast<int>(threadIdx.x);
+  const int warp = tid / 32;
+  for (int i = tid; i < warps * kMoeAlignMaxExperts; i += THREADS) (&offset[0][0])[i] = 0;
+  __syncthreads();
+  const Stretch s = warp_stretch(0, args.pairs, warp, warps);
+  if (warp < warps) count_stretch<false>(ids, s, E, offset[warp]);
+  __syncthreads();
+  for (int e = tid; e < E; e += THREADS) {
+    int sum = 0;
+    for (int w = 0; w < warps; ++w) sum += offset[w][e];
+    total[e] = sum;
+  }
+  __syncthreads();
+  lay_out_experts<THREADS>(args, total, start);
+  for (int e = tid; e < E; e += THREADS) {
+    int run = start[e];
+    for (int w = 0; w < warps; ++w) {
+      const int c = offset[w][e];
+      offset[w][e] = run;
+      run += c;
+    }
+  }
+  __syncthreads();
+  if (warp < warps) scatter_stretch(ids, s, E, offset[warp], args.sorted_pairs);
+}
+
 }  // namespace moe
 
 template <int THREADS>
-__global__ void __launch_bounds__(THREADS) moe_align_kernel(const __grid_constant__ MoeAlignArgs args) {
+__global__ void __launch_bounds__(THREADS)
+    moe_align_kernel(const __grid_constant__ MoeAlignArgs args) {
   // Every kernel of the op after its first is launched programmatically (common/pdl.cuh):
   // nothing the previous one wrote is read before the wait; a small grid, so the next kernel
   // may be scheduled at once (a no-op for the first kernel and before sm_90).
@@ -194,32 +242,7 @@ __global__ void __launch_bounds__(THREADS) moe_align_kernel(const __grid_constan
   __shared__ int offset[WARPS][kMoeAlignMaxExperts];  // per-warp counts, then row offsets
   __shared__ int total[kMoeAlignMaxExperts];
   __shared__ int start[kMoeAlignMaxExperts + 1];
-  const int E = args.experts;
-  const int tid = static_cast<int>(threadIdx.x);
-  const int warp = tid / 32;
-
-  for (int i = tid; i < WARPS * kMoeAlignMaxExperts; i += THREADS) (&offset[0][0])[i] = 0;
-  __syncthreads();
-  const moe::Stretch s = moe::warp_stretch(0, args.pairs, warp, WARPS);
-  moe::count_stretch<false>(args.topk_ids, s, E, offset[warp]);
-  __syncthreads();
-  for (int e = tid; e < E; e += THREADS) {
-    int sum = 0;
-    for (int w = 0; w < WARPS; ++w) sum += offset[w][e];
-    total[e] = sum;
-  }
-  __syncthreads();
-  moe::lay_out_experts<THREADS>(args, total, start);
-  for (int e = tid; e < E; e += THREADS) {
-    int run = start[e];
-    for (int w = 0; w < WARPS; ++w) {
-      const int c = offset[w][e];
-      offset[w][e] = run;
-      run += c;
-    }
-  }
-  __syncthreads();
-  moe::scatter_stretch(args.topk_ids, s, E, offset[warp], args.sorted_pairs);
+  moe::align_block<THREADS>(args, moe::GlobalIds{args.topk_ids}, offset, total, start, WARPS);
 }
 
 template <int THREADS, int CHUNK>
@@ -246,8 +269,8 @@ __global__ void __launch_bounds__(THREADS)
   __syncthreads();
   const int p0 = c * CHUNK;
   const int p1 = p0 + CHUNK < args.pairs ? p0 + CHUNK : args.pairs;
-  moe::count_stretch<true>(args.topk_ids, moe::warp_stretch(p0, p1, tid / 32, THREADS / 32), E,
-                           counts);
+  moe::count_stretch<true>(moe::GlobalIds{args.topk_ids},
+                           moe::warp_stretch(p0, p1, tid / 32, THREADS / 32), E, counts);
   __syncthreads();
   for (int e = tid; e < E; e += THREADS) args.scratch[static_cast<long long>(c) * E + e] = counts[e];
 }
@@ -311,7 +334,7 @@ __global__ void __launch_bounds__(THREADS)
   const int p0 = c * CHUNK;
   const int p1 = p0 + CHUNK < args.pairs ? p0 + CHUNK : args.pairs;
   const moe::Stretch s = moe::warp_stretch(p0, p1, warp, WARPS);
-  moe::count_stretch<false>(args.topk_ids, s, E, offset[warp]);
+  moe::count_stretch<false>(moe::GlobalIds{args.topk_ids}, s, E, offset[warp]);
   __syncthreads();
   for (int e = tid; e < E; e += THREADS) {
     int run = args.scratch[static_cast<long long>(c) * E + e] +
@@ -323,7 +346,7 @@ __global__ void __launch_bounds__(THREADS)
     }
   }
   __syncthreads();
-  moe::scatter_stretch(args.topk_ids, s, E, offset[warp], args.sorted_pairs);
+  moe::scatter_stretch(moe::GlobalIds{args.topk_ids}, s, E, offset[warp], args.sorted_pairs);
 }
 
 #endif  // __CUDACC__

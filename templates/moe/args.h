@@ -18,6 +18,7 @@
 //   4. gemm2:   act rows times the expert's w2, scaled by the pair's routing weight in fp32 ->
 //               pair_out [T * k, H] at row p (scattered back through sorted_pairs)
 //   5. combine: y[t] = sum over s of pair_out[t * k + s], in slot order (deterministic)
+// With fuse_route = 1 (small T * k), 1 and 2 are one kernel of one block (moe/route_align.cuh).
 // moe_expert_choice replaces 1, 2 and 5 (moe/expert_choice.cuh): scores, select (each expert's
 // C tokens, and the static padded layout), the GEMMs with gemm1 gathering x through
 // pair_token, and a combine that sums the pairs naming each token in expert order.
@@ -82,6 +83,31 @@ struct MoeAlignArgs {
   int experts;                   // E
   int block_m;                   // the GEMMs' row tile
 };
+
+/// moe_route_align_kernel (moe/route_align.cuh): routing and alignment in one block. route as
+/// for moe_route_kernel except that topk_ids may be nullptr (the ids then live in shared memory
+/// only: nothing after alignment reads them) and aux_scratch is not used (one block sums the aux
+/// loss in shared memory); align as for moe_align_kernel with topk_ids and scratch unused.
+struct MoeRouteAlignArgs {
+  MoeRouteArgs route;
+  MoeAlignArgs align;
+};
+
+/// Most scores (threads x ITEMS * VEC per thread) a route block holds at once: the
+/// moe_sigmoid_group scratch (a float each, 32 KiB) and, in the one-block kernel, registers.
+constexpr int kMoeRouteMaxScores = 8192;
+/// The one-block kernel routes at most this many tokens and aligns at most this many pairs
+/// (T * k; their ids stay in shared memory).
+constexpr int kMoeFuseMaxTokens = 1024;
+constexpr int kMoeFuseMaxPairs = 4096;
+
+/// Threads of moe_route_align_kernel with `scores` (ITEMS * VEC) scores per thread: 1024, or
+/// fewer so that the block holds at most kMoeRouteMaxScores; at least 128.
+KTUNE_MOE_HD constexpr int moe_route_align_threads(int scores) {
+  int threads = 1024;
+  while (threads > 128 && threads * scores > kMoeRouteMaxScores) threads /= 2;
+  return threads;
+}
 
 /// One grouped GEMM over the blocks of sorted_pairs. gemm1: a = x [T, H], gathered (row of pair
 /// p is x[p / k]); w = w1 [E, 2I, H]; out = act [max_padded, I] in sorted order; n = I,

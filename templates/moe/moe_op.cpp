@@ -1,7 +1,8 @@
 // Host side of the MoE layer: the problem, the search space with a reason for every invalid
 // point, the workspace layout, per-architecture defaults, and the launches of the pipeline
-// (zero, route, align, gemm1, gemm2, combine; expert_choice: scores, select, gemm1, gemm2,
-// combine; see moe/args.h) and of its fp32 reference.
+// (zero, route, align, gemm1, gemm2, combine, route and align as one kernel with fuse_route;
+// expert_choice: scores, select, gemm1, gemm2, combine; see moe/args.h) and of its fp32
+// reference.
 #include "templates/moe/moe_op.hpp"
 
 #include <algorithm>
@@ -26,7 +27,7 @@ enum Param : std::size_t {
   kBlockM,
   kBn1, kBk1, kWarps1, kWarpsM1, kStages1, kGroup1, kPrefetch1, kEpi1, kImpl1,
   kBn2, kBk2, kWarps2, kWarpsM2, kStages2, kGroup2, kPrefetch2, kEpi2, kImpl2,
-  kAlignChunk, kRouteLanes, kRouteVec, kCombineVec, kSplit2, kPersist1, kPersist2
+  kAlignChunk, kRouteLanes, kRouteVec, kCombineVec, kSplit2, kPersist1, kPersist2, kFuseRoute
 };
 
 // Mirrors of the kernels' limits (route.cuh and align.cuh hold them beside CUDA-only code).
@@ -89,6 +90,7 @@ struct Config {
   int align_chunk;  // 0: one-block align kernel
   int route_lanes, route_vec, combine_vec;
   int split2;  // gemm2 split-k: > 1 writes fp32 partial sums that the combine adds
+  bool fuse_route;  // route and align in one block (moe_route_align_kernel)
   bool fp8;    // dtype e4m3: FP8 weights; x and act quantised per row before each GEMM
   int eb() const { return fp8 ? 1 : 2; }  // bytes of a GEMM operand element
 };
@@ -101,7 +103,7 @@ Config config_of(const Params& p, DType t) {
           {at(kBn2), at(kBk2), at(kWarps2), at(kWarpsM2), at(kStages2), at(kGroup2), at(kPrefetch2),
            at(kEpi2), at(kImpl2), at(kPersist2)},
           at(kAlignChunk), at(kRouteLanes), at(kRouteVec), at(kCombineVec), at(kSplit2),
-          t == DType::e4m3};
+          at(kFuseRoute) != 0, t == DType::e4m3};
 }
 
 std::string str(long long v) { return std::to_string(v); }
@@ -113,12 +115,16 @@ const char* kernel_type(DType t) {
 
 /// The kernels of one configuration, in launch order.
 enum class Stage {
-  zero, route, align, align_count, align_scan, align_scatter, ec_scores, ec_select, quant_x,
-  gemm1, quant_act, gemm2, combine, ec_combine
+  zero, route, align, align_count, align_scan, align_scatter, route_align, ec_scores, ec_select,
+  quant_x, gemm1, quant_act, gemm2, combine, ec_combine
 };
 
 /// A combine kernel runs after gemm2: it sums k > 1 pairs (or expert choice's) or gemm2's splits.
 bool has_combine(const Config& c, const Shape& s) { return s.combines() || c.split2 > 1; }
+
+/// Routing and alignment in one block (moe_route_align_kernel): no routed ids in the workspace
+/// (they stay in its shared memory) and no aux scratch (it sums the loss in shared memory).
+bool fused(const Config& c, const Shape& s) { return c.fuse_route && s.route_kernel(); }
 
 /// gemm1 and gemm2, each after its input's e4m3 quantisation (FP8 weights).
 void add_gemms(std::vector<Stage>& out, const Config& c) {
@@ -136,14 +142,18 @@ std::vector<Stage> stages_of(const Config& c, const Shape& s) {
     out.push_back(Stage::ec_combine);
     return out;
   }
-  if (s.routed()) {
-    out.push_back(Stage::zero);  // aux scratch; launched only when aux_loss is requested
-    out.push_back(Stage::route);
-  }
-  if (c.align_chunk == 0) {
-    out.push_back(Stage::align);
+  if (fused(c, s)) {
+    out.push_back(Stage::route_align);  // one block: no aux scratch to zero
   } else {
-    out.insert(out.end(), {Stage::align_count, Stage::align_scan, Stage::align_scatter});
+    if (s.routed()) {
+      out.push_back(Stage::zero);  // aux scratch; launched only when aux_loss is requested
+      out.push_back(Stage::route);
+    }
+    if (c.align_chunk == 0) {
+      out.push_back(Stage::align);
+    } else {
+      out.insert(out.end(), {Stage::align_count, Stage::align_scan, Stage::align_scatter});
+    }
   }
   add_gemms(out, c);
   // k = 1: pair_out [T * 1, H] is y's layout, so gemm2 writes y and there is nothing to sum,
@@ -154,6 +164,11 @@ std::vector<Stage> stages_of(const Config& c, const Shape& s) {
 
 int route_items(const Config& c, const Shape& s) {
   return (s.e + c.route_lanes * c.route_vec - 1) / (c.route_lanes * c.route_vec);
+}
+
+/// Threads of the one-block route + align kernel (moe/args.h).
+int route_align_threads(const Config& c, const Shape& s) {
+  return moe_route_align_threads(route_items(c, s) * c.route_vec);
 }
 
 /// Rows of sorted_pairs and act: the bound over any routing, or exact for expert_choice (every
@@ -225,7 +240,8 @@ MoeGemmWsArgs ws_args(const MoeGemmArgs& g, DType t, bool gated, const Shape& s,
 /// Workspace regions, in this order, each starting 256-byte aligned (sizes from the problem's
 /// upper bounds, so the layout never depends on device-side counts):
 ///   ids          int [pairs]            routed ids when the caller passes no topk_ids (routed
-///                                       modes only; pairs = T * k, or E * C for expert_choice)
+///                                       modes only, not with fuse_route; pairs = T * k, or
+///                                       E * C for expert_choice)
 ///   weights      float [pairs]          likewise for topk_weights
 ///   sorted_pairs int [padded_rows_of]   moe_max_padded, or exact for expert_choice
 ///   block_expert int [padded_rows_of / block_m]
@@ -233,7 +249,8 @@ MoeGemmWsArgs ws_args(const MoeGemmArgs& g, DType t, bool gated, const Shape& s,
 ///   counts       int [E]                expert_counts when the caller passes none
 ///   align        int [moe_align_scratch_ints(T * k, E, chunk)]  multi-block align only
 ///   aux          u64 [2E + 1]           route's aux-loss scratch, zeroed by moe_zero_kernel in
-///                                       the same stream (route-kernel modes only)
+///                                       the same stream (route-kernel modes only, not with
+///                                       fuse_route)
 ///   scores       float [E, T]           expert_choice only: softmax scores, transposed
 ///   act          T [padded_rows_of, I]  gemm1 -> gemm2
 ///   pair_out     T [pairs, H]           gemm2 -> combine (when there is a combine), or with
@@ -258,7 +275,7 @@ Layout layout_of(const Config& c, const Shape& s, DType t) {
   const auto pairs = static_cast<std::size_t>(s.pairs());
   const auto padded = static_cast<std::size_t>(padded_rows_of(c, s));
   const std::size_t es = dtype_size(io_type(t));
-  l.ids = take(s.routed() ? pairs * 4 : 0);
+  l.ids = take(s.routed() && !fused(c, s) ? pairs * 4 : 0);
   l.weights = take(s.routed() ? pairs * 4 : 0);
   l.sorted_pairs = take(padded * 4);
   l.block_expert = take(padded / static_cast<std::size_t>(c.block_m) * 4);
@@ -267,7 +284,8 @@ Layout layout_of(const Config& c, const Shape& s, DType t) {
   l.align = take(c.align_chunk > 0
                      ? static_cast<std::size_t>(moe_align_scratch_ints(s.pairs(), s.e, c.align_chunk)) * 4
                      : 0);
-  l.aux = take(s.route_kernel() ? (2 * static_cast<std::size_t>(s.e) + 1) * 8 : 0);
+  l.aux = take(s.route_kernel() && !fused(c, s) ? (2 * static_cast<std::size_t>(s.e) + 1) * 8
+                                                 : 0);
   l.scores = take(s.expert_choice() ? static_cast<std::size_t>(s.e) * s.t * 4 : 0);
   l.act = take(padded * static_cast<std::size_t>(s.i) * es);
   const std::size_t out_rows = pairs * static_cast<std::size_t>(s.h);
@@ -464,6 +482,10 @@ class MoeOp final : public Op {
              "next tile's first k-tiles while the consumers store the last (16-bit)",
              0},
             {"persist2", {0, 1}, "impl2=2: as persist1, for gemm2", 0},
+            {"fuse_route", {0, 1},
+             "1: route and align in one kernel of one block (t <= 1024, t*k <= 4096: the ids "
+             "stay in shared memory, one launch fewer); 0: the route kernel, then align",
+             0},
         },
         scalars_{{"routed_scaling", 1.0, "sigmoid_group: weights are multiplied by it"}} {}
 
@@ -632,6 +654,12 @@ class MoeOp final : public Op {
                                               ", " + str(c.route_vec) + ", " +
                                               str(route_items(c, s)) + ">"});
           break;
+        case Stage::route_align:
+          out.push_back({"moe/route_align.cuh",
+                         "ktune::moe_route_align_kernel<" + str(s.routing) + ", " +
+                             str(route_align_threads(c, s)) + ", " + str(c.route_lanes) + ", " +
+                             str(c.route_vec) + ", " + str(route_items(c, s)) + ">"});
+          break;
         case Stage::align:
           out.push_back({"moe/align.cuh",
                          "ktune::moe_align_kernel<" + str(align_one_threads(s.pairs())) + ">"});
@@ -685,6 +713,7 @@ class MoeOp final : public Op {
       case Stage::zero: return kMoeZeroThreads;
       case Stage::route: return kRouteThreads;
       case Stage::align: return align_one_threads(s.pairs());
+      case Stage::route_align: return route_align_threads(c, s);
       case Stage::align_count:
       case Stage::align_scan:
       case Stage::align_scatter: return kAlignThreads;
@@ -729,11 +758,13 @@ class MoeOp final : public Op {
     float* weights = static_cast<float*>(tensor(a, 4));
     if (!routed && (!ids || !weights))
       throw InvalidArgument("moe: routing=precomputed needs topk_ids and topk_weights");
-    if (routed && !ids) ids = static_cast<int*>(ws(l.ids));
+    // fuse_route: the ids stay in the kernel's shared memory unless the caller asks for them.
+    const bool one_block = fused(c, s);
+    if (routed && !ids && !one_block) ids = static_cast<int*>(ws(l.ids));
     if (routed && !weights) weights = static_cast<float*>(ws(l.weights));
     int* counts = tensor(a, 8) ? static_cast<int*>(tensor(a, 8)) : static_cast<int*>(ws(l.counts));
     float* aux = s.route_kernel() ? static_cast<float*>(tensor(a, 9)) : nullptr;
-    auto* aux_scratch = static_cast<unsigned long long*>(ws(l.aux));
+    auto* aux_scratch = one_block ? nullptr : static_cast<unsigned long long*>(ws(l.aux));
     int* sorted_pairs = static_cast<int*>(ws(l.sorted_pairs));
     int* block_expert = static_cast<int*>(ws(l.block_expert));
     int* padded_rows = static_cast<int*>(ws(l.padded_rows));
@@ -743,13 +774,8 @@ class MoeOp final : public Op {
     const int max_blocks = static_cast<int>(moe_max_blocks(pairs, s.e, c.block_m));
 
     KernelSequence launch(a, launcher);
+    MoeRouteArgs r{};
     if (routed) {
-      const MoeZeroArgs z{aux_scratch, 2 * s.e + 1};
-      if (aux)
-        launch(1, 1, kMoeZeroThreads, 0, &z, sizeof z);
-      else
-        launch.skip();  // nothing reads the scratch
-      MoeRouteArgs r{};
       r.logits = static_cast<const float*>(tensor(a, 1));
       r.correction_bias =
           s.routing == moe_sigmoid_group ? static_cast<const float*>(tensor(a, 2)) : nullptr;
@@ -764,9 +790,6 @@ class MoeOp final : public Op {
       r.n_group = s.n_group;
       r.topk_group = s.topk_group;
       r.routed_scaling = s.routing == moe_sigmoid_group ? static_cast<float>(a.scalars[0]) : 1.0f;
-      const int per_block = kRouteThreads / c.route_lanes;
-      launch(static_cast<unsigned>((s.t + per_block - 1) / per_block), 1, kRouteThreads, 0, &r,
-             sizeof r);
     }
     MoeAlignArgs al{};
     al.topk_ids = ids;
@@ -777,14 +800,29 @@ class MoeOp final : public Op {
     al.pairs = pairs;
     al.experts = s.e;
     al.block_m = c.block_m;
-    if (c.align_chunk == 0) {
-      launch(1, 1, static_cast<unsigned>(align_one_threads(pairs)), 0, &al, sizeof al);
+    if (one_block) {
+      const MoeRouteAlignArgs ra{r, al};
+      launch(1, 1, static_cast<unsigned>(route_align_threads(c, s)), 0, &ra, sizeof ra);
     } else {
-      al.scratch = static_cast<int*>(ws(l.align));
-      const auto chunks = static_cast<unsigned>((pairs + c.align_chunk - 1) / c.align_chunk);
-      launch(chunks, 1, kAlignThreads, 0, &al, sizeof al);
-      launch(1, 1, kAlignThreads, 0, &al, sizeof al);
-      launch(chunks, 1, kAlignThreads, 0, &al, sizeof al);
+      if (routed) {
+        const MoeZeroArgs z{aux_scratch, 2 * s.e + 1};
+        if (aux)
+          launch(1, 1, kMoeZeroThreads, 0, &z, sizeof z);
+        else
+          launch.skip();  // nothing reads the scratch
+        const int per_block = kRouteThreads / c.route_lanes;
+        launch(static_cast<unsigned>((s.t + per_block - 1) / per_block), 1, kRouteThreads, 0,
+               &r, sizeof r);
+      }
+      if (c.align_chunk == 0) {
+        launch(1, 1, static_cast<unsigned>(align_one_threads(pairs)), 0, &al, sizeof al);
+      } else {
+        al.scratch = static_cast<int*>(ws(l.align));
+        const auto chunks = static_cast<unsigned>((pairs + c.align_chunk - 1) / c.align_chunk);
+        launch(chunks, 1, kAlignThreads, 0, &al, sizeof al);
+        launch(1, 1, kAlignThreads, 0, &al, sizeof al);
+        launch(chunks, 1, kAlignThreads, 0, &al, sizeof al);
+      }
     }
     MoeGemmArgs g1{};
     g1.a = tensor(a, 0);
@@ -975,7 +1013,7 @@ class MoeOp final : public Op {
              {"impl2", "bn2", "bk2", "warps2", "warps_m2"},
              {"stages2", "group2", "prefetch2", "epi2", "split2", "persist2"},
              {"align_chunk"},
-             {"route_lanes", "route_vec"},
+             {"route_lanes", "route_vec", "fuse_route"},
              {"combine_vec"}}};
   }
   std::string_view default_strategy() const override { return "staged"; }
@@ -1028,7 +1066,7 @@ class MoeOp final : public Op {
                      s.pairs() > r.align_chunk && !s.expert_choice() ? r.align_chunk : 0,
                      s.route_kernel() ? lanes : 8, s.route_kernel() ? vec : 1,
                      s.combines() ? r.combine_vec : tunables_[kCombineVec].values.front(), 1, 0,
-                     0}};
+                     0, 0}};
     };
     if (device.arch() == "sm_90a" && !s.expert_choice() &&
         s.pairs() >= kWgmmaMinRows * std::min<long long>(s.e, s.pairs())) {
@@ -1346,9 +1384,23 @@ class MoeOp final : public Op {
                " scores per thread at e=" + str(s.e) + "; the route kernel keeps at most " +
                str(limit) + " in registers" +
                (s.routing == moe_sigmoid_group ? " (sigmoid_group keeps two per expert)" : "");
-      if (s.routing == moe_sigmoid_group && kRouteThreads / c.route_lanes > 32)
-        return "sigmoid_group keeps (256 + 64) floats of shared memory per token: at most 32 "
-               "tokens (128 / route_lanes) per route block";
+      if (s.routing == moe_sigmoid_group && kRouteThreads * per_thread > kMoeRouteMaxScores)
+        return "sigmoid_group keeps a float of shared memory per score of every token in a "
+               "route block: at most " + str(kMoeRouteMaxScores) + " (" + str(kRouteThreads) +
+               " threads x " + str(per_thread) + " scores)";
+      if (c.fuse_route && (s.t > kMoeFuseMaxTokens || s.pairs() > kMoeFuseMaxPairs))
+        return "fuse_route=1 routes every token and aligns every pair in one block: at most " +
+               str(kMoeFuseMaxTokens) + " tokens and " + str(kMoeFuseMaxPairs) +
+               " pairs (t=" + str(s.t) + ", t*k=" + str(s.pairs()) + ")";
+      if (c.fuse_route && c.align_chunk > 0)
+        return "fuse_route=1 aligns the pairs inside its one block (the one-block align "
+               "path): only align_chunk=0 is searched with it, not " + str(c.align_chunk);
+    } else if (c.fuse_route) {
+      return std::string("fuse_route=1 has no effect with routing=") +
+             (s.expert_choice() ? "expert_choice (its scores and select kernels route and lay "
+                                  "out the pairs)"
+                                : "precomputed (no route kernel)") +
+             ": only fuse_route=0 is searched";
     } else if (c.route_lanes != tunables_[kRouteLanes].values.front() ||
                c.route_vec != tunables_[kRouteVec].values.front()) {
       return std::string("route_lanes and route_vec have no effect with routing=") +
