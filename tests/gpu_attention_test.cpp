@@ -702,6 +702,9 @@ class GpuAttentionVarlen
   DeviceInfo device_;
 };
 
+/// The cap of the varlen cases with softcap=yes (low enough that tanh bends the scores).
+constexpr double kVarlenSoftcap = 4.0;
+
 /// Runs the op's kernel for `params` (or its fp32 reference when `reference`) on packed tensors;
 /// returns o (as float) and lse. Outputs start as NaN and hold 64 extra rows past total_q that
 /// no sequence owns: they must stay NaN.
@@ -737,7 +740,7 @@ void run_varlen(const Problem& p, DType t, const Params* params, const DeviceTen
   KTUNE_CU(cu.cuMemsetD32Async(lse_dev.get(), 0x7fc00000u, lse_elements, nullptr));
   const std::uint64_t tensors[8] = {q.dev.get(), k.dev.get(), v.dev.get(), o_dev.get(),
                                     lse_dev.get(), slopes, cu_q, cu_k};
-  const double scalars[2] = {0.0, 50.0};
+  const double scalars[2] = {0.0, kVarlenSoftcap};
   RunArgs a;
   a.params = params;
   a.problem = &p;
@@ -788,6 +791,7 @@ TEST_P(GpuAttentionVarlen, KernelAndReferenceMatchEachSequenceAlone) {
   std::vector<float> slopes(static_cast<std::size_t>(s.hq));
   for (std::size_t h = 0; h < slopes.size(); ++h) slopes[h] = 0.1f * static_cast<float>(h + 1);
   if (op().dim(p, "alibi") != 0) s.alibi_slopes.assign(slopes.begin(), slopes.end());
+  if (op().dim(p, "softcap") != 0) s.softcap = kVarlenSoftcap;
   DeviceBuffer slopes_dev(slopes.size() * 4);
   KTUNE_CU(cu.cuMemcpyHtoD(slopes_dev.get(), slopes.data(), slopes.size() * 4));
   std::vector<int> offsets_host;
