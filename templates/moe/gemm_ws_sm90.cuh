@@ -87,6 +87,27 @@ __device__ __forceinline__ void ws_issue(float (&d)[NB][BLOCK_N / 2], unsigned s
   wg::commit();
 }
 
+/// gemm1's A rows of the k-tile from k0 into the ring slot at sa, copied by the producer
+/// warpgroup's 128 threads (ptid): thread t copies 16-byte chunk t % 8 of rows t / 8 + 16 j below
+/// `live`, row r from x's row src[r], zeros past kdim. Completed on the slot's barrier by the
+/// caller (mbar::cp_async_arrive_noinc).
+template <typename T, int BLOCK_M>
+__device__ __forceinline__ void ws_gather_rows(unsigned sa, const T* x, const int* src, int live,
+                                               int kdim, int k0, int ptid) {
+  constexpr int EPC = 16 / static_cast<int>(sizeof(T));  // elements per 16-byte chunk
+  const int chunk = ptid & 7, row0 = ptid >> 3;
+  const int k = k0 + chunk * EPC;
+  const bool k_ok = k < kdim;
+#pragma unroll
+  for (int j = 0; j < BLOCK_M / 16; ++j) {
+    const int r = row0 + 16 * j;
+    if (r < live)
+      attn::cp_async_16(sa + wg::sw128_offset(r, chunk),
+                        x + static_cast<long long>(src[r]) * kdim + (k_ok ? k : 0),
+                        k_ok ? 16 : 0);
+  }
+}
+
 /// Named barriers of moe_gemm_ws_persistent_kernel (0 is __syncthreads'): a row table's
 /// "written" (producer arrives, consumers wait) and "read" (consumers arrive after their
 /// epilogue, the producer waits before rewriting it), per table; and the producer's own.
@@ -141,7 +162,6 @@ __global__ void __launch_bounds__(128 + BLOCK_M * 2, 1)
   constexpr int PITCH = wg::kSw128RowBytes;
   constexpr int EB = static_cast<int>(sizeof(T));
   constexpr int KT = PITCH / EB;       // k per k-tile: one 128-byte swizzled row
-  constexpr int EPC = 16 / EB;         // elements per 16-byte chunk
   constexpr bool QUANT = EB == 1;      // e4m3: dequantised in the epilogue, out bf16
   // e4m3 gemm1: each k-tile's products are summed in fp32 registers (file comment).
   constexpr bool PROMOTE = QUANT && GATED;
@@ -234,9 +254,9 @@ __global__ void __launch_bounds__(128 + BLOCK_M * 2, 1)
     // ---- producer ----
     if constexpr (CONSUMERS > 1) wgrp::setmaxnreg_dec<moe::WsRegisters::PRODUCER>();
     if constexpr (CP_GATHER) {
-      // Thread t copies chunk t % 8 of rows t / 8 + 16 j; thread 0 also issues the weights.
+      // Every thread copies its chunks of the rows (ws_gather_rows); thread 0 also issues the
+      // weights.
       const T* x = static_cast<const T*>(args.a);
-      const int chunk = tid & 7, row0 = tid >> 3;
       int s = 0;
       unsigned phase = 0;
       for (int kt = 0; kt < k_tiles; ++kt) {
@@ -245,17 +265,7 @@ __global__ void __launch_bounds__(128 + BLOCK_M * 2, 1)
           mbar::arrive_expect_tx(full(s), NB * W_BYTES);
           load_w(s, kt);
         }
-        const int k = kt * KT + chunk * EPC;
-        const bool k_ok = k < kdim;
-        const unsigned sa = base + s * STAGE;
-#pragma unroll
-        for (int j = 0; j < BLOCK_M / 16; ++j) {
-          const int r = row0 + 16 * j;
-          if (r < live)
-            attn::cp_async_16(sa + wg::sw128_offset(r, chunk),
-                              x + static_cast<long long>(s_src[r]) * kdim + (k_ok ? k : 0),
-                              k_ok ? 16 : 0);
-        }
+        moe::ws_gather_rows<T, BLOCK_M>(base + s * STAGE, x, s_src, live, kdim, kt * KT, tid);
         mbar::cp_async_arrive_noinc(full(s));
         if (++s == STAGES) s = 0, phase ^= 1u;
       }
@@ -460,7 +470,6 @@ __global__ void __launch_bounds__(128 + BLOCK_M * 2, 1)
     // ---- producer: per tile, the row table, then its k-tiles into the ring ----
     if constexpr (CONSUMERS > 1) wgrp::setmaxnreg_dec<moe::WsRegisters::PRODUCER>();
     const T* x = static_cast<const T*>(args.a);
-    const int chunk = tid & 7, row0 = tid >> 3;
     int it = 0, iter = 0;
     for (int tile = next_tile(blockIdx.x, block, col_block, expert); tile < tiles;
          tile = next_tile(tile + gridDim.x, block, col_block, expert), ++iter) {
@@ -502,16 +511,7 @@ __global__ void __launch_bounds__(128 + BLOCK_M * 2, 1)
           }
         }
         if constexpr (GATED) {
-          const int k = kt * KT + chunk * 8;
-          const bool k_ok = k < kdim;
-#pragma unroll
-          for (int j = 0; j < BLOCK_M / 16; ++j) {
-            const int r = row0 + 16 * j;
-            if (r < live)
-              attn::cp_async_16(sa + wg::sw128_offset(r, chunk),
-                                x + static_cast<long long>(s_src[buf][r]) * kdim + (k_ok ? k : 0),
-                                k_ok ? 16 : 0);
-          }
+          moe::ws_gather_rows<T, BLOCK_M>(sa, x, s_src[buf], live, kdim, kt * KT, tid);
           mbar::cp_async_arrive_noinc(full(s));
         }
       }
