@@ -68,7 +68,7 @@ RuntimeOptions options(const test::TempDir& dir) {
   return o;
 }
 
-TEST(AttentionArgs, AutomaticPicksDecodeForShortQueriesAndPagedCaches) {
+TEST(AttentionArgs, AutomaticPicksDecodeForShortQueriesPagedOrNot) {
   EXPECT_STREQ(attention_op_for(decode_args()), "flash_decode");
   AttentionArgs a = decode_args();
   a.nq = kDecodeMaxNq;
@@ -76,9 +76,16 @@ TEST(AttentionArgs, AutomaticPicksDecodeForShortQueriesAndPagedCaches) {
   a.nq = kDecodeMaxNq + 1;
   EXPECT_STREQ(attention_op_for(a), "flash_attention");
   EXPECT_STREQ(attention_op_for(prefill_args()), "flash_attention");
+  // A paged cache goes by nq as a contiguous one does: both ops read pages.
   AttentionArgs paged = paged_args();
-  paged.nq = 40;  // chunked prefill against a paged cache: only decode reads pages
   EXPECT_STREQ(attention_op_for(paged), "flash_decode");
+  paged.nq = kDecodeMaxNq + 1;  // chunked prefill against a paged cache
+  EXPECT_STREQ(attention_op_for(paged), "flash_attention");
+  // A paged variable-length batch (vLLM's prefill call), which decode refuses, goes to prefill
+  // whatever its longest query.
+  paged.nq = 1;
+  paged.cu_seqlens_q = at<const std::int32_t>(0x800000);
+  EXPECT_STREQ(attention_op_for(paged), "flash_attention");
   // A variant decode lacks goes to prefill when the cache is contiguous.
   for (const char* variant : {"window", "softcap", "alibi"}) {
     AttentionArgs v = decode_args();
@@ -116,9 +123,9 @@ TEST(AttentionArgs, AutomaticPicksDecodeForShortQueriesAndPagedCaches) {
 }
 
 TEST(AttentionArgs, AutomaticSendsShortQueriesOfADtypeDecodeLacksToPrefill) {
-  // e4m3 (prefill only): a short query goes to prefill, which serves it; forced decode, a paged
-  // cache (prefill has no pages) and a dtype neither op takes stay with decode, whose dtype
-  // check says why (bad_args).
+  // e4m3 (prefill only): a short query goes to prefill, which serves it (a paged one too, whose
+  // pages pack_attention refuses in e4m3); forced decode and a dtype neither op takes stay with
+  // decode, whose dtype check says why (bad_args).
   AttentionArgs a = decode_args();
   a.dtype = DType::e4m3;
   EXPECT_STREQ(attention_op_for(a), "flash_attention");
@@ -129,7 +136,7 @@ TEST(AttentionArgs, AutomaticSendsShortQueriesOfADtypeDecodeLacksToPrefill) {
   EXPECT_STREQ(attention_op_for(a), "flash_decode");
   AttentionArgs paged = paged_args();
   paged.dtype = DType::e4m3;
-  EXPECT_STREQ(attention_op_for(paged), "flash_decode");
+  EXPECT_STREQ(attention_op_for(paged), "flash_attention");
   AttentionArgs f32 = decode_args();
   f32.dtype = DType::f32;
   EXPECT_STREQ(attention_op_for(f32), "flash_decode");
@@ -171,7 +178,7 @@ std::vector<BadArgs> bad_args() {
        [](AttentionArgs& a) { a.dtype = DType::e4m3, a.impl = AttentionImpl::decode; },
        {"attention: dtype e4m3 (4) is not supported by flash_decode (allowed: bf16, fp16)"}},
       {"e4m3 paged", [](AttentionArgs& a) { a = paged_args(), a.dtype = DType::e4m3; },
-       {"attention: dtype e4m3 (4) is not supported by flash_decode (allowed: bf16, fp16)"}},
+       {"attention: dtype e4m3 with page_size=16: paged K/V take bf16 or fp16"}},
       {"q_scale with bf16", [](AttentionArgs& a) { a.q_scale = 0.5f; },
        {"attention: q_scale=0.5 dequantises e4m3 inputs; with dtype bf16 it must be 1"}},
       {"v_scale zero with e4m3",
@@ -196,9 +203,6 @@ std::vector<BadArgs> bad_args() {
        {"attention: seq_lens is null"}},
       {"page size not allowed", [](AttentionArgs& a) { a = paged_args(), a.page_size = 24; },
        {"page=24"}},
-      {"paged forced to prefill",
-       [](AttentionArgs& a) { a = paged_args(), a.impl = AttentionImpl::prefill; },
-       {"attention: impl=prefill (flash_attention) does not take page_size"}},
       {"cu_seqlens_q alone",
        [](AttentionArgs& a) { a.cu_seqlens_q = at<const std::int32_t>(0x800000); },
        {"attention: cu_seqlens_q is set but cu_seqlens_k is null"}},
@@ -208,9 +212,9 @@ std::vector<BadArgs> bad_args() {
          a.cu_seqlens_q = at<const std::int32_t>(0x800000);
          a.cu_seqlens_k = at<const std::int32_t>(0x810000);
        },
-       // Automatic routing sends it to decode (paged), whose problem check refuses the pair.
-       {"invalid problem", "for flash_decode: varlen=yes with page=16",
-        "variable-length batches are packed contiguous K/V (page=0)"}},
+       // Automatic routing sends it to prefill, which takes the pair with cu_seqlens_q alone.
+       {"attention: cu_seqlens_k is set with page_size=16: a paged cache's key counts are "
+        "seq_lens"}},
       {"paged and varlen forced to decode",
        [](AttentionArgs& a) {
          a = paged_args();

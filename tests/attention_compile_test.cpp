@@ -17,7 +17,10 @@
 //   already); the window + ALiBi one is printed, not bounded, like the variants. On sm_90a also
 //   every tenth valid wgmma point (impl=1, whose producer threads copy varlen tiles) of d=64,
 //   128 and 256, dtype and causal alternating, and three with mask variants: no spills, no
-//   serialised wgmmas, like every wgmma kernel.
+//   serialised wgmmas, like every wgmma kernel;
+// - paged K/V, a sample like varlen's: defaults of d=64, 128 and 256 with pages smaller than,
+//   equal to and larger than the key tiles, a paged varlen batch, one with window and ALiBi, and
+//   their references; on sm_90a every tenth valid wgmma point of a page-16 problem.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -40,8 +43,8 @@ struct Job {
   CompileJob job;
   std::string what;     // problem, dtype and parameters of the first configuration that needed it
   bool is_default = false;
-  bool varlen = false;  // a varlen default: printed, and bounded like the defaults unless
-                        // it has mask variants
+  bool gathered = false;  // a varlen or paged default: printed, and bounded like the defaults
+                          // unless it has mask variants
 };
 
 Problem problem(std::int64_t d, bool causal, const std::string& variants = "") {
@@ -54,16 +57,28 @@ const char* const kVariants[] = {",window=1024", ",softcap=yes", ",alibi=yes",
                                  ",window=4096,softcap=yes", ",window=512,alibi=yes",
                                  ",window=256,softcap=yes,alibi=yes"};
 
-/// (d, dtype, causal, extra dims) of the varlen sample.
-struct VarlenCase {
+/// (d, dtype, causal, extra dims, mask variants) of the varlen and paged samples.
+struct GatheredCase {
   std::int64_t d;
   DType t;
   bool causal;
   const char* extra;
+  const char* variants;
 };
-const VarlenCase kVarlen[] = {{64, DType::bf16, true, ""},   {64, DType::f16, false, ""},
-                              {128, DType::bf16, false, ""}, {128, DType::f16, true, ""},
-                              {128, DType::bf16, true, ",window=512,alibi=yes"}};
+const GatheredCase kGathered[] = {
+    {64, DType::bf16, true, ",varlen=yes", ""},
+    {64, DType::f16, false, ",varlen=yes", ""},
+    {128, DType::bf16, false, ",varlen=yes", ""},
+    {128, DType::f16, true, ",varlen=yes", ""},
+    {128, DType::bf16, true, ",varlen=yes", ",window=512,alibi=yes"},
+    {64, DType::bf16, true, ",page=16", ""},
+    {64, DType::f16, false, ",page=256", ""},
+    {128, DType::bf16, false, ",page=16", ""},
+    {128, DType::f16, true, ",page=64", ""},
+    {128, DType::bf16, true, ",page=128", ""},
+    {256, DType::bf16, true, ",page=32", ""},
+    {128, DType::f16, true, ",page=16,varlen=yes", ""},
+    {128, DType::bf16, true, ",page=16", ",window=512,alibi=yes"}};
 
 /// Spill stores a default kernel may have (see ValidConfigurationsCompile): 16, except the
 /// Hopper rows of d=32 (its causal kernel: 96) and d=96 (24), measured fastest with them.
@@ -80,12 +95,12 @@ std::vector<Job> attention_jobs() {
   std::set<std::pair<std::string, std::string>> seen;  // (arch, name expression)
   std::vector<Job> jobs;
   const auto add = [&](const Problem& p, DType t, const Params& params, const std::string& arch,
-                       bool is_default, bool varlen = false) {
+                       bool is_default, bool gathered = false) {
     for (const KernelSource& k : op.kernels(params, p, t))
       if (seen.insert({arch, k.name_expression}).second)
         jobs.push_back({{k, arch, {}},
                         op.problem_key(p) + " " + dtype_name(t) + " " + op.params_key(params),
-                        is_default, varlen});
+                        is_default, gathered});
   };
   for (const char* arch : kArchs) {
     const DeviceInfo dev = *device_for_arch(arch);
@@ -140,25 +155,26 @@ std::vector<Job> attention_jobs() {
             jobs.push_back({{k, arch, {}}, flash_attention_op().problem_key(p) + " reference",
                             false});
       }
-    for (const VarlenCase& c : kVarlen) {
-      const Problem p = problem(c.d, c.causal, std::string(",varlen=yes") + c.extra);
-      add(p, c.t, op.default_params(p, c.t, dev), arch, *c.extra == '\0', true);
+    for (const GatheredCase& c : kGathered) {
+      const Problem p = problem(c.d, c.causal, std::string(c.extra) + c.variants);
+      add(p, c.t, op.default_params(p, c.t, dev), arch, *c.variants == '\0', true);
       for (const KernelSource& k : op.reference_kernels(p, c.t))
         if (seen.insert({arch, k.name_expression}).second)
           jobs.push_back({{k, arch, {}}, op.problem_key(p) + " reference", false});
     }
     if (dev.cc_major == 9) {
       int m = 0;
-      for (std::int64_t d : {64, 128, 256}) {
-        const std::vector<Params> valid =
-            Space(op, problem(d, false, ",varlen=yes"), DType::bf16, dev).valid_points();
-        for (std::size_t i = 0; i < valid.size(); ++i) {
-          if (op.params_key(valid[i]).find("impl=1") == std::string::npos || m++ % 10 != 0)
-            continue;
-          const DType t = m % 20 == 1 ? DType::bf16 : DType::f16;
-          add(problem(d, m % 3 == 1, ",varlen=yes"), t, valid[i], arch, false, true);
+      for (const char* extra : {",varlen=yes", ",page=16"})
+        for (std::int64_t d : {64, 128, 256}) {
+          const std::vector<Params> valid =
+              Space(op, problem(d, false, extra), DType::bf16, dev).valid_points();
+          for (std::size_t i = 0; i < valid.size(); ++i) {
+            if (op.params_key(valid[i]).find("impl=1") == std::string::npos || m++ % 10 != 0)
+              continue;
+            const DType t = m % 20 == 1 ? DType::bf16 : DType::f16;
+            add(problem(d, m % 3 == 1, extra), t, valid[i], arch, false, true);
+          }
         }
-      }
       const char* two = "block_m=128,block_n=64,warps=12,stages=2,q_regs=0,smem_pad=0,impl=1";
       const std::pair<std::int64_t, const char*> variants[] = {
           {128, ",window=512,alibi=yes"}, {64, ",softcap=yes"}, {256, ",window=300"}};
@@ -205,7 +221,7 @@ TEST(AttentionCompile, ValidConfigurationsCompile) {
       EXPECT_EQ(o.kernel->log.find("C7513"), std::string::npos) << expr << ":\n" << o.kernel->log;
       EXPECT_EQ(o.kernel->log.find("C7512"), std::string::npos) << expr << ":\n" << o.kernel->log;
     }
-    if (jobs[i].is_default && !jobs[i].varlen) {
+    if (jobs[i].is_default && !jobs[i].gathered) {
       std::printf("default %-6s %-88s %3d registers, spills %d/%d\n", arch.c_str(), expr.c_str(),
                   r.registers, r.spill_stores, r.spill_loads);
       // The defaults keep at most a value or two on the stack outside their loops (NOTES.md):
@@ -214,8 +230,8 @@ TEST(AttentionCompile, ValidConfigurationsCompile) {
       // those.
       EXPECT_LE(r.spill_stores, default_spill_bound(arch, expr)) << arch << " " << expr;
     }
-    if (jobs[i].varlen) {
-      std::printf("varlen  %-6s %-88s %3d registers, spills %d/%d\n", arch.c_str(), expr.c_str(),
+    if (jobs[i].gathered) {
+      std::printf("gather  %-6s %-88s %3d registers, spills %d/%d\n", arch.c_str(), expr.c_str(),
                   r.registers, r.spill_stores, r.spill_loads);
       if (jobs[i].is_default) {
         EXPECT_LE(r.spill_stores, 16) << arch << " " << expr;

@@ -89,7 +89,7 @@ const char* const kMha = "b=2,hq=16,hkv=16,nq=4096,nk=4096,d=128";
 
 TEST(AttentionProblem, KeysRoundTripInDeclaredOrder) {
   const Problem p = op().parse_problem("d=64,nk=1000,nq=17,hkv=2,hq=8,b=3,causal=yes");
-  EXPECT_EQ(p.values, (std::vector<std::int64_t>{3, 8, 2, 17, 1000, 64, 1, 0, 0, 0, 0}));
+  EXPECT_EQ(p.values, (std::vector<std::int64_t>{3, 8, 2, 17, 1000, 64, 1, 0, 0, 0, 0, 0}));
   // Variants at their defaults are left out of keys (keys written before them match).
   EXPECT_EQ(op().problem_key(p), "b=3,hq=8,hkv=2,nq=17,nk=1000,d=64,causal=yes");
   EXPECT_EQ(op().parse_problem(op().problem_key(p)), p);
@@ -99,7 +99,7 @@ TEST(AttentionProblem, KeysRoundTripInDeclaredOrder) {
             "b=2,hq=16,hkv=16,nq=4096,nk=4096,d=128,causal=no");
   const Problem v = op().parse_problem("alibi=yes,window=4096,b=1,hq=4,hkv=4,nq=9,nk=9,d=32,"
                                        "softcap=yes");
-  EXPECT_EQ(v.values, (std::vector<std::int64_t>{1, 4, 4, 9, 9, 32, 0, 4096, 1, 1, 0}));
+  EXPECT_EQ(v.values, (std::vector<std::int64_t>{1, 4, 4, 9, 9, 32, 0, 4096, 1, 1, 0, 0}));
   EXPECT_EQ(op().problem_key(v),
             "b=1,hq=4,hkv=4,nq=9,nk=9,d=32,causal=no,window=4096,softcap=yes,alibi=yes");
   EXPECT_EQ(op().parse_problem(op().problem_key(v)), v);
@@ -118,11 +118,13 @@ TEST(AttentionProblem, KeysWrittenBeforeTheVariantsParseWithThemOff) {
   for (const char* old : {"b=16,hq=16,hkv=16,nq=512,nk=512,d=64,causal=no",
                           "b=1,hq=16,hkv=16,nq=16384,nk=16384,d=128,causal=yes"}) {
     const Problem p = op().parse_problem(old);
-    ASSERT_EQ(p.values.size(), 11u);
+    ASSERT_EQ(p.values.size(), 12u);
     EXPECT_EQ(std::vector<std::int64_t>(p.values.begin() + 7, p.values.end()),
-              (std::vector<std::int64_t>{0, 0, 0, 0}));
+              (std::vector<std::int64_t>{0, 0, 0, 0, 0}));
     EXPECT_EQ(op().problem_key(p), std::string(old));
-    EXPECT_EQ(op().parse_problem(std::string(old) + ",window=0,softcap=no,alibi=no,varlen=no"), p);
+    EXPECT_EQ(op().parse_problem(std::string(old) +
+                                 ",window=0,softcap=no,alibi=no,varlen=no,page=0"),
+              p);
   }
   // The default kernel of an old problem has every variant off (on the A100, the same kernel as
   // before the variants; on the H100 the wgmma kernel's default since 2026-11-24, persistent
@@ -268,10 +270,10 @@ TEST(AttentionProblem, DefaultsFollowTheDevice) {
 
 TEST(AttentionProblem, VariantDimsAndTheLookupsRules) {
   const std::vector<DimSpec>& dims = op().dims();
-  ASSERT_EQ(dims.size(), 11u);
-  const char* names[] = {"b",      "hq",     "hkv",     "nq",    "nk",    "d",
-                         "causal", "window", "softcap", "alibi", "varlen"};
-  for (std::size_t i = 0; i < 11; ++i) EXPECT_EQ(dims[i].name, names[i]);
+  ASSERT_EQ(dims.size(), 12u);
+  const char* names[] = {"b",      "hq",     "hkv",     "nq",    "nk",     "d",
+                         "causal", "window", "softcap", "alibi", "varlen", "page"};
+  for (std::size_t i = 0; i < 12; ++i) EXPECT_EQ(dims[i].name, names[i]);
   // Window: by distance, with no window (0) a regime of its own; softcap and alibi exact.
   EXPECT_FALSE(dims[7].matched_exactly());
   EXPECT_EQ(dims[7].regime(0), 0);
@@ -286,12 +288,15 @@ TEST(AttentionProblem, VariantDimsAndTheLookupsRules) {
   // by default and then left out of keys.
   EXPECT_TRUE(dims[10].matched_exactly());
   EXPECT_EQ(dims[10].def, 0);
-  for (std::size_t i = 7; i < 11; ++i) EXPECT_FALSE(dims[i].keyed_at_default) << dims[i].name;
+  // page: exact likewise (a paged cache's kernels copy through the block table).
+  EXPECT_TRUE(dims[11].matched_exactly());
+  EXPECT_EQ(dims[11].def, 0);
+  for (std::size_t i = 7; i < 12; ++i) EXPECT_FALSE(dims[i].keyed_at_default) << dims[i].name;
 }
 
 TEST(AttentionProblem, VarlenIsInTheKeyOnlyWhenOn) {
   const Problem p = op().parse_problem("varlen=yes,b=3,hq=8,hkv=2,nq=200,nk=300,d=64,causal=yes");
-  EXPECT_EQ(p.values, (std::vector<std::int64_t>{3, 8, 2, 200, 300, 64, 1, 0, 0, 0, 1}));
+  EXPECT_EQ(p.values, (std::vector<std::int64_t>{3, 8, 2, 200, 300, 64, 1, 0, 0, 0, 1, 0}));
   EXPECT_EQ(op().problem_key(p), "b=3,hq=8,hkv=2,nq=200,nk=300,d=64,causal=yes,varlen=yes");
   EXPECT_EQ(op().parse_problem(op().problem_key(p)), p);
   const Problem all = op().parse_problem(
@@ -302,6 +307,64 @@ TEST(AttentionProblem, VarlenIsInTheKeyOnlyWhenOn) {
   Problem off = p;
   off.values[10] = 0;
   EXPECT_EQ(op().problem_key(off), "b=3,hq=8,hkv=2,nq=200,nk=300,d=64,causal=yes");
+}
+
+// A paged cache: the pools, block table and lengths as tensors; every page size through both
+// kernels' names (and the reference's); the defaults: never persistent under a causal mask,
+// 16 query rows per warp on mma.sync, and what no kernel takes refused with a reason.
+TEST(AttentionProblem, PagedProblemsTensorsKernelsAndDefaults) {
+  const Problem p = op().parse_problem("b=3,hq=8,hkv=2,nq=200,nk=1000,d=128,causal=yes,page=16");
+  EXPECT_EQ(op().problem_key(p), "b=3,hq=8,hkv=2,nq=200,nk=1000,d=128,causal=yes,page=16");
+  const std::vector<TensorSpec> ts = op().tensors(p, DType::bf16);
+  std::vector<std::string> names;
+  for (const TensorSpec& t : ts) names.push_back(t.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"q", "k_cache", "v_cache", "o", "lse",
+                                             "alibi_slopes", "block_table", "seq_lens"}));
+  EXPECT_EQ(ts[1].elements, 3 * 63 * 16 * 2 * 128);  // b x ceil(1000 / 16) pages of 16 rows
+  EXPECT_EQ(ts[6].elements, 3 * 63);
+  EXPECT_EQ(ts[6].fill.kind, Fill::Kind::permutation);
+  EXPECT_EQ(ts[7].fill.kind, Fill::Kind::uniform_int);
+  EXPECT_EQ(ts[7].fill.first_int, 500);
+  EXPECT_EQ(ts[7].fill.last_int, 1000);
+  // Packed queries: cu_seqlens_q before the table, no cu_seqlens_k.
+  const Problem packed = op().parse_problem(
+      "b=3,hq=8,hkv=2,nq=200,nk=1000,d=128,causal=yes,page=16,varlen=yes");
+  names.clear();
+  for (const TensorSpec& t : op().tensors(packed, DType::bf16)) names.push_back(t.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"q", "k_cache", "v_cache", "o", "lse",
+                                             "alibi_slopes", "cu_seqlens_q", "block_table",
+                                             "seq_lens"}));
+  // A long chunk of a causal prefill: the contiguous problem's tiles, one CTA per tile.
+  const Problem big =
+      op().parse_problem("b=4,hq=32,hkv=8,nq=2048,nk=4096,d=128,causal=yes,page=16");
+  const Params wgmma = op().default_params(big, DType::bf16, device("sm_90a"));
+  EXPECT_EQ(op().params_key(wgmma),
+            "block_m=192,block_n=64,warps=16,stages=3,q_regs=0,smem_pad=0,impl=1");
+  EXPECT_EQ(op().kernels(wgmma, big, DType::bf16)[0].name_expression,
+            "ktune::flash_attention_sm90<ktune::bf16, 128, 64, 3, 3, false, true, false, false, "
+            "false, false, true, false, 16>");
+  const Problem open = op().parse_problem("b=3,hq=8,hkv=2,nq=2000,nk=2000,d=128,page=256");
+  EXPECT_NE(op().params_key(op().default_params(open, DType::bf16, device("sm_90a")))
+                .find("persistent=1"),
+            std::string::npos);
+  const Params mma = op().default_params(big, DType::bf16, device("sm_80"));
+  EXPECT_EQ(op().params_key(mma), "block_m=128,block_n=64,warps=8,stages=2,q_regs=0,smem_pad=0,"
+                                  "impl=0");
+  EXPECT_EQ(op().kernels(mma, big, DType::bf16)[0].name_expression,
+            "ktune::flash_attention_fwd<ktune::bf16, 128, 128, 64, 8, 2, true, false, 1, false, "
+            "false, false, false, false, 16>");
+  EXPECT_EQ(op().reference_kernels(packed, DType::bf16)[0].name_expression,
+            "ktune::flash_attention_reference<ktune::bf16, 128, true, false, false, false, true, "
+            "16>");
+  EXPECT_EQ(op().dynamic_shared_bytes(mma, big, DType::bf16, 0),
+            flash_attention_smem_bytes(128, 128, 64, 2) + 2 * 4 * 4);  // two slots of 4 ids
+  EXPECT_EQ(op().invalid_reason(op().parse_params("block_m=192,block_n=64,warps=16,stages=3,"
+                                                  "q_regs=0,smem_pad=0,impl=1,persistent=1"),
+                                p, DType::bf16, device("sm_90a")),
+            "impl=1 persistent with a paged cache and 3 consumer warpgroups at d=128 spills (the "
+            "producer's 32 registers); block_m=64 or 128, or persistent=0");
+  EXPECT_TRUE(contains(problem_error("b=1,hq=8,hkv=8,nq=1,nk=100,d=64,page=24"),
+                       "page=24 is not a supported page size"));
 }
 
 TEST(AttentionProblem, BadProblemsSayWhy) {

@@ -961,17 +961,17 @@ TEST(DecodePaged, PageSlotsAddressEveryKey) {
     for (int block_n : {32, 64, 128})
       for (int rpi : {2, 4, 8, 16, 32, 64}) {
         if (rpi > block_n) continue;
-        EXPECT_EQ(flash_decode_page_slots(block_n, page), std::max(1, block_n / page));
+        EXPECT_EQ(paged_kv_slots(block_n, page), std::max(1, block_n / page));
         for (long long key0 = 0; key0 < 1024; key0 += block_n)
           for (int i = 0; i < block_n / rpi; ++i)
             for (int rt = 0; rt < rpi; ++rt) {
               const long long key = key0 + rt + i * rpi;
               // The tile's pages start at page key0 / page of the sequence's table row.
-              ASSERT_EQ(key0 / page + flash_decode_copy_slot(i, rt, rpi, block_n, page), key / page)
+              ASSERT_EQ(key0 / page + paged_kv_copy_slot(i, rt, rpi, block_n, page), key / page)
                   << page << " " << block_n << " " << rpi << " " << key;
-              ASSERT_EQ(flash_decode_copy_row(key0, i, rt, rpi, block_n, page), key % page);
-              ASSERT_LT(flash_decode_copy_slot(i, rt, rpi, block_n, page),
-                        flash_decode_page_slots(block_n, page));
+              ASSERT_EQ(paged_kv_copy_row(key0, i, rt, rpi, block_n, page), key % page);
+              ASSERT_LT(paged_kv_copy_slot(i, rt, rpi, block_n, page),
+                        paged_kv_slots(block_n, page));
               ++checked;
             }
       }
@@ -1008,7 +1008,7 @@ bool split_keys_of(const PagedModel& m, int b, int split, int tiles_per_split, i
   if (row_limit_max < static_cast<long long>(n_end) * block_n)
     n_end = row_limit_max <= 0 ? 0 : static_cast<int>((row_limit_max + block_n - 1) / block_n);
   const int* table = m.table.data() + static_cast<std::size_t>(b) * m.pages_per_seq;
-  const int slots = flash_decode_page_slots(block_n, m.page);
+  const int slots = paged_kv_slots(block_n, m.page);
   std::vector<int> s_pages(2 * static_cast<std::size_t>(slots), -7);  // stale garbage
   const auto page_id = [&](int n, int slot) {
     const long long first = static_cast<long long>(n) * block_n / m.page + slot;
@@ -1025,9 +1025,9 @@ bool split_keys_of(const PagedModel& m, int b, int split, int tiles_per_split, i
       for (int rt = 0; rt < rpi; ++rt)
         if (key0 + rt + i * rpi < len)
           at[static_cast<std::size_t>(rt + i * rpi)] =
-              static_cast<long long>(pages[flash_decode_copy_slot(i, rt, rpi, block_n, m.page)]) *
+              static_cast<long long>(pages[paged_kv_copy_slot(i, rt, rpi, block_n, m.page)]) *
                   m.page +
-              flash_decode_copy_row(key0, i, rt, rpi, block_n, m.page);
+              paged_kv_copy_row(key0, i, rt, rpi, block_n, m.page);
     for (int row = 0; row < block_n && key0 + row < len; ++row) {
       keys.push_back(key0 + row);
       k_rows.push_back(m.k_pool[static_cast<std::size_t>(at[static_cast<std::size_t>(row)])]);
@@ -1071,7 +1071,7 @@ TEST(DecodePaged, GatherSplitsAndCombineMatchPlainAttention) {
             const int b_count = 3;
             PagedModel m;
             m.page = page;
-            m.pages_per_seq = static_cast<int>(flash_decode_pages(nk, page));
+            m.pages_per_seq = static_cast<int>(paged_kv_pages(nk, page));
             const int pool = b_count * m.pages_per_seq;
             // The tuner's fills: a permutation of the pool's pages, lengths with both ends.
             for (int i = 0; i < pool; ++i)

@@ -12,6 +12,7 @@
 #include <numeric>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ktune/ktune.h"
@@ -144,10 +145,12 @@ struct PagedCache {
   }
 };
 
+// One query row goes to flash_decode, 200 (chunked prefill) to flash_attention: both read pages.
 TEST_F(GpuAttentionEntry, PagedAgreesWithContiguous) {
   std::mt19937 rng(2);
-  for (int64_t page : {16, 256}) {
-    const int64_t b = 3, hq = 8, hkv = 2, nq = 1, nk = 1000, d = 64;
+  const std::pair<int64_t, int64_t> calls[] = {{1, 16}, {1, 256}, {200, 16}, {200, 256}};
+  for (const auto& [nq, page] : calls) {
+    const int64_t b = 3, hq = 8, hkv = 2, nk = 1000, d = 64;
     PagedCache c(b, hkv, nk, d, page, {1000, 37, 513}, rng);
     const Device<std::uint16_t> q(random_bits(b * hq * nq * d, rng));
     const Device<std::uint16_t> k(c.k), v(c.v), k_pool(c.k_pool), v_pool(c.v_pool);
@@ -169,7 +172,8 @@ TEST_F(GpuAttentionEntry, PagedAgreesWithContiguous) {
       ASSERT_EQ(ktune_attention(&one, nullptr), KTUNE_OK) << ktune_last_error();
     }
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    expect_close(o_paged.get(), o_contiguous.get(), "page=" + std::to_string(page));
+    expect_close(o_paged.get(), o_contiguous.get(),
+                 "nq=" + std::to_string(nq) + " page=" + std::to_string(page));
   }
 }
 

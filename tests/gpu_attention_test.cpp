@@ -3,7 +3,8 @@
 // multi-query heads, odd lengths, [B,H,S,D] and [B,S,H,D] layouts, the LSE; the default
 // configuration and non-default ones planted as the exact best of a database. The mask variants
 // (sliding window, soft-capping, ALiBi, and Gemma 2's window + softcap) through the generic entry.
-// Variable-length batches (varlen) through the op directly, against the reference per sequence.
+// Variable-length batches (varlen) and paged K/V caches (dense or packed queries; pools whose
+// unused rows are NaN) through the op directly, against the reference per sequence.
 // Also the tuner's fp32 reference kernel, and bad arguments through the C API. Skipped without a
 // GPU.
 #include <gtest/gtest.h>
@@ -691,8 +692,9 @@ std::vector<std::int64_t> offsets(const std::vector<std::int64_t>& lengths) {
   return cu;
 }
 
-class GpuAttentionVarlen
-    : public ::testing::TestWithParam<std::tuple<VarlenCase, std::int64_t, DType>> {
+/// A parameterised test of the op on GPU 0 (skipped without one).
+template <class Param>
+class GpuOpTest : public ::testing::TestWithParam<Param> {
  protected:
   void SetUp() override {
     KTUNE_REQUIRE_GPU();
@@ -702,16 +704,21 @@ class GpuAttentionVarlen
   DeviceInfo device_;
 };
 
+class GpuAttentionVarlen : public GpuOpTest<std::tuple<VarlenCase, std::int64_t, DType>> {};
+
 /// The cap of the varlen cases with softcap=yes (low enough that tanh bends the scores).
 constexpr double kVarlenSoftcap = 4.0;
 
-/// Runs the op's kernel for `params` (or its fp32 reference when `reference`) on packed tensors;
-/// returns o (as float) and lse. Outputs start as NaN and hold 64 extra rows past total_q that
-/// no sequence owns: they must stay NaN.
-void run_varlen(const Problem& p, DType t, const Params* params, const DeviceTensor& q,
-                const DeviceTensor& k, const DeviceTensor& v, std::uint64_t slopes,
-                std::uint64_t cu_q, std::uint64_t cu_k, std::int64_t total_q, std::vector<float>& o,
-                std::vector<float>& lse, std::size_t& untouched_bad) {
+/// Runs the op's kernel for `params` (or its fp32 reference when null) on q of total_q rows of
+/// [Hq, D] (packed, or [B, Nq, Hq, D] through `layout`), k and v (or the pools), the slopes and
+/// the tensors after them (`tail`: cu_seqlens, or block_table and seq_lens); returns o (as
+/// float, in q's rows) and lse. Outputs start as NaN and hold 64 extra rows past total_q that no
+/// sequence owns: they must stay NaN.
+void run_gathered(const Problem& p, DType t, const Params* params, std::uint64_t q,
+                  std::uint64_t k, std::uint64_t v, std::uint64_t slopes,
+                  const std::vector<std::uint64_t>& tail, const std::int64_t* layout,
+                  std::int64_t total_q, std::vector<float>& o, std::vector<float>& lse,
+                  std::size_t& untouched_bad) {
   const Driver& cu = Driver::get();
   const DeviceInfo dev = query_device(0);
   const Compiler compiler(cache_dir());
@@ -738,14 +745,16 @@ void run_varlen(const Problem& p, DType t, const Params* params, const DeviceTen
   else
     KTUNE_CU(cu.cuMemsetD32Async(o_dev.get(), 0x7fc00000u, o_elements, nullptr));
   KTUNE_CU(cu.cuMemsetD32Async(lse_dev.get(), 0x7fc00000u, lse_elements, nullptr));
-  const std::uint64_t tensors[8] = {q.dev.get(), k.dev.get(), v.dev.get(), o_dev.get(),
-                                    lse_dev.get(), slopes, cu_q, cu_k};
+  std::vector<std::uint64_t> tensors = {q, k, v, o_dev.get(), lse_dev.get(), slopes};
+  tensors.insert(tensors.end(), tail.begin(), tail.end());
   const double scalars[2] = {0.0, kVarlenSoftcap};
   RunArgs a;
   a.params = params;
   a.problem = &p;
   a.dtype = t;
-  a.tensors = tensors;
+  a.tensors = tensors.data();
+  a.layout = layout;
+  a.sm_count = 3;  // a persistent grid of 3 CTAs: each walks many items
   a.scalars = scalars;
   a.kernels = &kernel;
   CudaLauncher launcher(nullptr);
@@ -775,6 +784,18 @@ void run_varlen(const Problem& p, DType t, const Params* params, const DeviceTen
   lse.resize(static_cast<std::size_t>(hq * total_q));
 }
 
+/// The ALiBi slopes 0.1 (h + 1) on the device; with alibi=yes and softcap=yes `s` gets them and
+/// the cap (kVarlenSoftcap), as the kernels do.
+DeviceBuffer variant_inputs(const Problem& p, AttentionShape& s) {
+  std::vector<float> slopes(static_cast<std::size_t>(s.hq));
+  for (std::size_t h = 0; h < slopes.size(); ++h) slopes[h] = 0.1f * static_cast<float>(h + 1);
+  if (op().dim(p, "alibi") != 0) s.alibi_slopes.assign(slopes.begin(), slopes.end());
+  if (op().dim(p, "softcap") != 0) s.softcap = kVarlenSoftcap;
+  DeviceBuffer dev(slopes.size() * 4);
+  KTUNE_CU(Driver::get().cuMemcpyHtoD(dev.get(), slopes.data(), slopes.size() * 4));
+  return dev;
+}
+
 TEST_P(GpuAttentionVarlen, KernelAndReferenceMatchEachSequenceAlone) {
   const auto& [c, d, t] = GetParam();
   const std::vector<std::int64_t> cu_q = offsets(c.len_q), cu_k = offsets(c.len_k);
@@ -788,12 +809,7 @@ TEST_P(GpuAttentionVarlen, KernelAndReferenceMatchEachSequenceAlone) {
   const std::string name = op().problem_key(p) + " " + dtype_name(t);
   AttentionShape s = shape_from(p);
   const Driver& cu = Driver::get();
-  std::vector<float> slopes(static_cast<std::size_t>(s.hq));
-  for (std::size_t h = 0; h < slopes.size(); ++h) slopes[h] = 0.1f * static_cast<float>(h + 1);
-  if (op().dim(p, "alibi") != 0) s.alibi_slopes.assign(slopes.begin(), slopes.end());
-  if (op().dim(p, "softcap") != 0) s.softcap = kVarlenSoftcap;
-  DeviceBuffer slopes_dev(slopes.size() * 4);
-  KTUNE_CU(cu.cuMemcpyHtoD(slopes_dev.get(), slopes.data(), slopes.size() * 4));
+  const DeviceBuffer slopes_dev = variant_inputs(p, s);
   std::vector<int> offsets_host;
   for (std::int64_t x : cu_q) offsets_host.push_back(static_cast<int>(x));
   for (std::int64_t x : cu_k) offsets_host.push_back(static_cast<int>(x));
@@ -811,8 +827,8 @@ TEST_P(GpuAttentionVarlen, KernelAndReferenceMatchEachSequenceAlone) {
   const auto check = [&](const Params* params, const Tolerance& tol, const std::string& what) {
     std::vector<float> o, lse;
     std::size_t untouched_bad = 0;
-    run_varlen(p, t, params, q, k, v, slopes_dev.get(), cu_q_dev, cu_k_dev, cu_q.back(), o, lse,
-               untouched_bad);
+    run_gathered(p, t, params, q.dev.get(), k.dev.get(), v.dev.get(), slopes_dev.get(),
+                 {cu_q_dev, cu_k_dev}, nullptr, cu_q.back(), o, lse, untouched_bad);
     EXPECT_EQ(untouched_bad, 0u) << what << ": elements past total_q were written";
     Checker o_check{tol, what + " o"};
     Checker lse_check{tol, what + " lse"};
@@ -849,6 +865,155 @@ INSTANTIATE_TEST_SUITE_P(Varlen, GpuAttentionVarlen,
                                                               std::int64_t{256}),
                                             ::testing::Values(DType::bf16, DType::f16)),
                          varlen_name);
+
+// ---- paged K/V ----
+
+/// A paged case: dims without b, nq, nk, d, page; each sequence's query rows (all equal unless
+/// `varlen`: q and o then packed by cu_seqlens_q) and keys (seq_lens).
+struct PagedCase {
+  const char* dims;
+  std::vector<std::int64_t> len_q, len_k;
+  bool varlen;
+};
+
+const PagedCase kPagedCases[] = {
+    // Chunked prefill: each sequence's new rows at the end of its cache (bottom-right causal),
+    // lengths not multiples of any tile or page; one sequence shorter than its queries (rows
+    // that see no key).
+    {"hq=8,hkv=2,causal=yes", {200, 200, 200}, {1000, 201, 77}, false},
+    {"hq=4,hkv=4", {77, 77}, {300, 1}, false},
+    {"hq=4,hkv=1,causal=yes,window=100", {130, 130}, {700, 513}, false},
+    {"hq=4,hkv=2,causal=yes,softcap=yes,alibi=yes", {64, 64}, {129, 64}, false},
+    // vLLM's prefill call: packed queries (one sequence without any) against the pages.
+    {"hq=8,hkv=2,causal=yes", {1, 0, 300, 77}, {400, 50, 300, 1000}, true},
+};
+
+class GpuAttentionPaged
+    : public GpuOpTest<std::tuple<PagedCase, std::int64_t, DType, std::int64_t>> {};
+
+TEST_P(GpuAttentionPaged, KernelAndReferenceMatchEachSequenceAlone) {
+  const auto& [c, d, t, page] = GetParam();
+  const std::int64_t b = static_cast<std::int64_t>(c.len_q.size());
+  const std::int64_t nq = *std::max_element(c.len_q.begin(), c.len_q.end());
+  const std::int64_t nk = *std::max_element(c.len_k.begin(), c.len_k.end());
+  const Problem p = op().parse_problem(
+      std::string(c.dims) + ",b=" + std::to_string(b) + ",nq=" + std::to_string(nq) + ",nk=" +
+      std::to_string(nk) + ",d=" + std::to_string(d) + ",page=" + std::to_string(page) +
+      (c.varlen ? ",varlen=yes" : ""));
+  const std::string name = op().problem_key(p) + " " + dtype_name(t);
+  AttentionShape s = shape_from(p);
+  const Driver& cu = Driver::get();
+  const DeviceBuffer slopes_dev = variant_inputs(p, s);
+
+  // q packed [total_q, hq, d] (without varlen: [b, nq, hq, d], the same rows); the keys of each
+  // sequence packed for the reference, then scattered into pools through a shuffled table.
+  const std::vector<std::int64_t> cu_q = offsets(c.len_q), cu_k = offsets(c.len_k);
+  std::mt19937 rng(static_cast<unsigned>(std::hash<std::string>()(name)));
+  const DeviceTensor q(t, 1, s.hq, cu_q.back(), s.d, true, rng);
+  AttentionTensor k, v;
+  test::attention_strides(1, s.hkv, cu_k.back(), s.d, true, k);
+  test::attention_strides(1, s.hkv, cu_k.back(), s.d, true, v);
+  const DeviceBuffer k_packed = test::upload_random(t, k.data, rng);
+  const DeviceBuffer v_packed = test::upload_random(t, v.data, rng);
+  const AttentionResult ref = test::attention_ref_varlen(s, cu_q, cu_k, q.host, k, v);
+
+  const std::int64_t pps = (nk + page - 1) / page, pool_pages = b * pps;
+  std::vector<int> table(static_cast<std::size_t>(pool_pages));
+  for (std::size_t i = 0; i < table.size(); ++i) table[i] = static_cast<int>(i);
+  std::shuffle(table.begin(), table.end(), rng);
+  // Rows of the pools no sequence owns are NaN: a kernel that reads one fails.
+  const std::uint16_t nan = t == DType::bf16 ? 0x7fc0 : 0x7e00;
+  const std::size_t row = static_cast<std::size_t>(s.hkv * s.d);
+  std::vector<std::uint16_t> k_pool(static_cast<std::size_t>(pool_pages * page) * row, nan);
+  std::vector<std::uint16_t> v_pool(k_pool.size(), nan);
+  const auto bits = [&](double x) {
+    return t == DType::bf16 ? test::float_to_bf16_bits(static_cast<float>(x))
+                            : test::float_to_fp16_bits(static_cast<float>(x));
+  };
+  for (std::int64_t sb = 0; sb < b; ++sb)
+    for (std::int64_t j = 0; j < c.len_k[static_cast<std::size_t>(sb)]; ++j) {
+      const std::size_t at =
+          static_cast<std::size_t>(table[static_cast<std::size_t>(sb * pps + j / page)] * page +
+                                   j % page) *
+          row;
+      for (std::int64_t h = 0; h < s.hkv; ++h)
+        for (std::int64_t i = 0; i < s.d; ++i) {
+          const std::size_t e = at + static_cast<std::size_t>(h * s.d + i);
+          k_pool[e] = bits(k.at(0, h, cu_k[static_cast<std::size_t>(sb)] + j, i));
+          v_pool[e] = bits(v.at(0, h, cu_k[static_cast<std::size_t>(sb)] + j, i));
+        }
+    }
+  DeviceBuffer k_dev(k_pool.size() * 2), v_dev(v_pool.size() * 2);
+  KTUNE_CU(cu.cuMemcpyHtoD(k_dev.get(), k_pool.data(), k_pool.size() * 2));
+  KTUNE_CU(cu.cuMemcpyHtoD(v_dev.get(), v_pool.data(), v_pool.size() * 2));
+  std::vector<int> ints(table.begin(), table.end());
+  for (std::int64_t n : c.len_k) ints.push_back(static_cast<int>(n));
+  for (std::int64_t x : cu_q) ints.push_back(static_cast<int>(x));
+  DeviceBuffer ints_dev(ints.size() * 4);
+  KTUNE_CU(cu.cuMemcpyHtoD(ints_dev.get(), ints.data(), ints.size() * 4));
+  const std::uint64_t table_dev = ints_dev.get();
+  const std::uint64_t lens_dev = table_dev + table.size() * 4;
+  const std::uint64_t cu_q_dev = lens_dev + c.len_k.size() * 4;
+  std::vector<std::uint64_t> tail = {table_dev, lens_dev};
+  if (c.varlen) tail.insert(tail.begin(), cu_q_dev);
+  // Without varlen q and o are [b, nq, hq, d]: their strides (k's and v's are the pools').
+  const std::int64_t bshd[12] = {nq * s.hq * s.d, s.d, s.hq * s.d, 0, 0, 0,
+                                 0, 0, 0, nq * s.hq * s.d, s.d, s.hq * s.d};
+
+  const auto check = [&](const Params* params, const Tolerance& tol, const std::string& what) {
+    std::vector<float> o, lse;
+    std::size_t untouched_bad = 0;
+    run_gathered(p, t, params, q.dev.get(), k_dev.get(), v_dev.get(), slopes_dev.get(), tail,
+                 c.varlen ? nullptr : bshd, cu_q.back(), o, lse, untouched_bad);
+    EXPECT_EQ(untouched_bad, 0u) << what << ": elements past the last query row were written";
+    Checker o_check{tol, what + " o"};
+    Checker lse_check{tol, what + " lse"};
+    for (std::size_t i = 0; i < o.size(); ++i)
+      o_check(o[i], ref.o[i], [&] { return std::to_string(i); });
+    // lse: [hq, total_q] with varlen, else [b, hq, nq]; the reference's is [hq, total_q].
+    for (std::int64_t h = 0; h < s.hq; ++h)
+      for (std::int64_t r = 0; r < cu_q.back(); ++r) {
+        const std::size_t got = static_cast<std::size_t>(
+            c.varlen ? h * cu_q.back() + r : ((r / nq) * s.hq + h) * nq + r % nq);
+        lse_check(lse[got], ref.lse[static_cast<std::size_t>(h * cu_q.back() + r)],
+                  [&] { return "h=" + std::to_string(h) + " row=" + std::to_string(r); });
+      }
+  };
+  check(nullptr, {1e-4, 1e-5}, name + " fp32 reference");
+  const Params def = op().default_params(p, t, device_);
+  check(&def, op().tolerance(t), name + " default " + op().params_key(def));
+  // mma.sync tiles of 32, 64 and 128 keys (pages smaller than, as large as and larger than a
+  // tile), then the wgmma kernel (sm_90a; TMA per page, the last V tile copied; with varlen its
+  // producer threads copy every tile) with 1 and 3 consumers, 2 taking turns, persistent (3
+  // CTAs walking every tile) with 1 and 2, and no register split.
+  for (const char* planted :
+       {kPlanted[0], kPlanted[1], kPlanted[6], kPlanted[7], kPlanted[9], kPlanted[10],
+        kPlanted[12], kPlanted[13], kPlanted[14]}) {
+    const Params params = op().parse_params(planted);
+    if (op().invalid_reason(params, p, t, device_)) continue;
+    check(&params, op().tolerance(t), name + " " + planted);
+  }
+}
+
+std::string paged_name(
+    const ::testing::TestParamInfo<std::tuple<PagedCase, std::int64_t, DType, std::int64_t>>&
+        info) {
+  const auto& [c, d, t, page] = info.param;
+  std::string s = std::string(c.dims) + "_b" + std::to_string(c.len_q.size()) +
+                  (c.varlen ? "_varlen" : "") + "_d" + std::to_string(d) + "_" + dtype_name(t) +
+                  "_page" + std::to_string(page);
+  return test::param_name(std::move(s));
+}
+
+INSTANTIATE_TEST_SUITE_P(Paged, GpuAttentionPaged,
+                         ::testing::Combine(::testing::ValuesIn(kPagedCases),
+                                            ::testing::Values(std::int64_t{64}, std::int64_t{128},
+                                                              std::int64_t{256}),
+                                            ::testing::Values(DType::bf16, DType::f16),
+                                            ::testing::Values(std::int64_t{16},
+                                                              std::int64_t{64},
+                                                              std::int64_t{256})),
+                         paged_name);
 
 // ---- bad arguments through the C API ----
 

@@ -402,7 +402,7 @@ TEST(ProblemDistance, ExactDimsMustMatch) {
   for (const DimSpec& d : dims)
     EXPECT_EQ(d.matched_exactly(),
               d.name == "d" || d.name == "causal" || d.name == "softcap" || d.name == "alibi" ||
-                  d.name == "varlen")
+                  d.name == "varlen" || d.name == "page")
         << d.name;
 }
 

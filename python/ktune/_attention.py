@@ -1,7 +1,7 @@
 """Attention forward through ktune_attention: prefill and decode, batched with any strides,
-paged K/V (a block table per sequence) or packed variable-length batches, causal, sliding
-window, soft-capping and ALiBi, FP8 (e4m3) inputs with dequantisation scales; checked before any
-launch like every op of the package."""
+paged K/V (a block table per sequence; queries batched or packed) or packed variable-length
+batches, causal, sliding window, soft-capping and ALiBi, FP8 (e4m3) inputs with dequantisation
+scales; checked before any launch like every op of the package."""
 from . import _ktune
 from ._errors import check as _check_status
 from ._tensors import C_DTYPES, check, empty_like, need_contiguous, need_shape, stream_of, view
@@ -80,18 +80,21 @@ def flash_attention(q, k, v, *, causal=False, scale=None, window=0, softcap=0.0,
         (a transposed view of [b, s, h, d] works without a copy); out like q.
       paged (block_table given): k and v are page pools [pages, page_size, hkv, d] (contiguous),
         block_table int32 [b, pages_per_seq] (page ids), seq_lens int32 [b] (keys per
-        sequence, 1..pages_per_seq * page_size); q [b, hq, nq, d].
+        sequence, 1..pages_per_seq * page_size); q [b, hq, nq, d], or packed [total_q, hq, d]
+        with cu_seqlens_q and max_seqlen_q as varlen's (a paged varlen batch, vLLM's prefill:
+        no cu_seqlens_k, seq_lens gives the keys; max_seqlen_k optional, checked); out like q.
       varlen (cu_seqlens_q given): q [total_q, hq, d], k and v [total_k, hkv, d], cu_seqlens_q
         and cu_seqlens_k int32 [b + 1] row offsets, max_seqlen_q and max_seqlen_k the longest
         lengths (ints: no device read); out like q.
     causal: bottom-right aligned (row r sees keys <= r + len_k - len_q). scale: None for
     1/sqrt(d). window > 0: each row sees the last `window` keys up to its own. softcap > 0:
     scores become softcap * tanh(scores / softcap). alibi_slopes: fp32 [hq].
-    impl: "auto" (paged K/V or nq <= 16: split-KV decode, else prefill; e4m3: prefill),
-    "prefill", "decode". q_scale, k_scale, v_scale: e4m3's dequantisation scales (real value =
-    stored value * scale; positive, finite); 1 for bf16 and fp16.
-    Returns o, or (o, lse) with return_lse: lse fp32 [b, hq, nq] (varlen [hq, total_q]), the
-    rows' log-sum-exp."""
+    impl: "auto" (nq <= 16: split-KV decode, else prefill (a paged varlen batch always
+    prefill); e4m3: prefill), "prefill", "decode". q_scale, k_scale, v_scale: e4m3's
+    dequantisation scales (real value = stored value * scale; positive, finite); 1 for bf16 and
+    fp16.
+    Returns o, or (o, lse) with return_lse: lse fp32 [b, hq, nq] (q packed by cu_seqlens_q:
+    [hq, total_q]), the rows' log-sum-exp."""
     if (stream is None and out is None and lse_out is None and alibi_slopes is None
             and block_table is None and seq_lens is None and cu_seqlens_q is None
             and cu_seqlens_k is None and _Torch.get(q) is not None):
@@ -106,68 +109,88 @@ def flash_attention(q, k, v, *, causal=False, scale=None, window=0, softcap=0.0,
     for t in (tq, tk, tv):
         _last_dim_unit(t)
     paged = block_table is not None
-    varlen = cu_seqlens_q is not None or cu_seqlens_k is not None
-    if paged and varlen:
-        raise ValueError("block_table: paged K/V and varlen batches (cu_seqlens) do not combine")
-    if paged and seq_lens is None:
-        raise ValueError("seq_lens: paged K/V (block_table given) needs seq_lens, int32 [b]")
-    if seq_lens is not None and not paged:
+    varlen = cu_seqlens_q is not None or cu_seqlens_k is not None  # q and o packed
+    if paged:
+        if seq_lens is None:
+            raise ValueError("seq_lens: paged K/V (block_table given) needs seq_lens, int32 [b]")
+        if cu_seqlens_k is not None:
+            raise ValueError("cu_seqlens_k: paged K/V (block_table given) take no cu_seqlens_k; "
+                             "seq_lens gives each sequence's keys (a paged varlen batch passes "
+                             "cu_seqlens_q and max_seqlen_q alone)")
+    elif seq_lens is not None:
         raise ValueError("seq_lens: given without block_table (only paged K/V takes it)")
     extra = {}
     others = [tk, tv]  # on q's device, checked at the end
     if varlen:
-        for name, value in (("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k),
-                            ("max_seqlen_q", max_seqlen_q), ("max_seqlen_k", max_seqlen_k)):
-            if value is None:
-                raise ValueError(f"{name}: varlen batches need cu_seqlens_q, cu_seqlens_k, "
-                                 f"max_seqlen_q and max_seqlen_k")
-        _ndim(tq, 3, "varlen q [total_q, hq, d]")
-        _ndim(tk, 3, "varlen k [total_k, hkv, d]")
-        need_shape(tv, tk.shape, "like k")
+        if paged:  # cu_seqlens_q given (cu_seqlens_k refused above)
+            if max_seqlen_q is None:
+                raise ValueError("max_seqlen_q: a paged varlen batch (block_table with "
+                                 "cu_seqlens_q) needs max_seqlen_q, the longest query length")
+        else:
+            for name, value in (("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k),
+                                ("max_seqlen_q", max_seqlen_q), ("max_seqlen_k", max_seqlen_k)):
+                if value is None:
+                    raise ValueError(f"{name}: varlen batches need cu_seqlens_q, cu_seqlens_k, "
+                                     f"max_seqlen_q and max_seqlen_k")
+        _ndim(tq, 3, ("paged " if paged else "") + "varlen q [total_q, hq, d]")
         hq, d = tq.shape[1], tq.shape[2]
-        hkv = tk.shape[1]
-        tcq, tck = view("cu_seqlens_q", cu_seqlens_q), view("cu_seqlens_k", cu_seqlens_k)
+        tcq = view("cu_seqlens_q", cu_seqlens_q)
         if len(tcq.shape) != 1 or tcq.shape[0] < 2:
             raise ValueError(f"cu_seqlens_q: shape {tcq.shape}; expected [b + 1] with b >= 1")
         b = tcq.shape[0] - 1
         _ints(tcq, (b + 1,), "[b + 1]")
-        _ints(tck, (b + 1,), "like cu_seqlens_q")
-        others += [tcq, tck]
-        nq, nk = int(max_seqlen_q), int(max_seqlen_k)
+        others.append(tcq)
+        nq = int(max_seqlen_q)
+        extra.update(cu_seqlens_q=tcq.ptr)
         o_shape, lse_shape = tq.shape, (hq, tq.shape[0])
-        extra.update(cu_seqlens_q=tcq.ptr, cu_seqlens_k=tck.ptr)
-        strides = [0, tq.strides[1], tq.strides[0], 0, tk.strides[1], tk.strides[0],
-                   0, tv.strides[1], tv.strides[0]]
+        strides = [0, tq.strides[1], tq.strides[0]]
     else:
         _ndim(tq, 4, "q [b, hq, nq, d]")
         b, hq, nq, d = tq.shape
-        if paged:
-            _ndim(tk, 4, "a page pool [pages, page_size, hkv, d]")
-            need_shape(tv, tk.shape, "like k")
-            need_contiguous(tk)
-            need_contiguous(tv)
-            page, hkv = tk.shape[1], tk.shape[2]
-            tbt, tsl = view("block_table", block_table), view("seq_lens", seq_lens)
-            if len(tbt.shape) != 2 or tbt.shape[0] != b:
-                raise ValueError(f"block_table: shape {tbt.shape}; expected [b={b}, "
-                                 f"pages_per_seq]")
-            _ints(tbt, tbt.shape, "[b, pages_per_seq]")
-            _ints(tsl, (b,), "[b]")
-            others += [tbt, tsl]
-            nk = tbt.shape[1] * page
-            extra.update(page_size=page, block_table=tbt.ptr, seq_lens=tsl.ptr)
-            strides = list(tq.strides[:3]) + [0] * 6
-        else:
-            _ndim(tk, 4, "k [b, hkv, nk, d]")
-            need_shape(tv, tk.shape, "like k")
-            hkv, nk = tk.shape[1], tk.shape[2]
-            if tk.shape[0] != b or tk.shape[3] != d:
-                raise ValueError(f"k: shape {tk.shape}; expected [b={b}, hkv, nk, d={d}] for "
-                                 f"q {tq.shape}")
-            strides = list(tq.strides[:3]) + list(tk.strides[:3]) + list(tv.strides[:3])
-        if paged and tk.shape[3] != d:
-            raise ValueError(f"k: head dim {tk.shape[3]} differs from q's {d}")
         o_shape, lse_shape = tq.shape, (b, hq, nq)
+        strides = list(tq.strides[:3])
+    if paged:
+        _ndim(tk, 4, "a page pool [pages, page_size, hkv, d]")
+        need_shape(tv, tk.shape, "like k")
+        need_contiguous(tk)
+        need_contiguous(tv)
+        page, hkv = tk.shape[1], tk.shape[2]
+        tbt, tsl = view("block_table", block_table), view("seq_lens", seq_lens)
+        if len(tbt.shape) != 2 or tbt.shape[0] != b:
+            raise ValueError(f"block_table: shape {tbt.shape}; expected [b={b}, pages_per_seq]"
+                             + (" (b + 1 = len(cu_seqlens_q))" if varlen else ""))
+        _ints(tbt, tbt.shape, "[b, pages_per_seq]")
+        _ints(tsl, (b,), "[b]")
+        others += [tbt, tsl]
+        nk = tbt.shape[1] * page
+        # vLLM passes the longest key count too: checked against the table, not needed.
+        if max_seqlen_k is not None and not 0 < int(max_seqlen_k) <= nk:
+            raise ValueError(f"max_seqlen_k: {int(max_seqlen_k)} keys; a block table of "
+                             f"{tbt.shape[1]} pages of {page} holds 1..{nk}")
+        extra.update(page_size=page, block_table=tbt.ptr, seq_lens=tsl.ptr)
+        strides += [0] * 6  # k, v: pools (the runtime ignores their strides)
+        if tk.shape[3] != d:
+            raise ValueError(f"k: head dim {tk.shape[3]} differs from q's {d}")
+    elif varlen:
+        _ndim(tk, 3, "varlen k [total_k, hkv, d]")
+        need_shape(tv, tk.shape, "like k")
+        hkv = tk.shape[1]
+        if tk.shape[2] != d:
+            raise ValueError(f"k: head dim {tk.shape[2]} differs from q's {d}")
+        tck = view("cu_seqlens_k", cu_seqlens_k)
+        _ints(tck, (b + 1,), "like cu_seqlens_q")
+        others.append(tck)
+        nk = int(max_seqlen_k)
+        extra.update(cu_seqlens_k=tck.ptr)
+        strides += [0, tk.strides[1], tk.strides[0], 0, tv.strides[1], tv.strides[0]]
+    else:
+        _ndim(tk, 4, "k [b, hkv, nk, d]")
+        need_shape(tv, tk.shape, "like k")
+        hkv, nk = tk.shape[1], tk.shape[2]
+        if tk.shape[0] != b or tk.shape[3] != d:
+            raise ValueError(f"k: shape {tk.shape}; expected [b={b}, hkv, nk, d={d}] for "
+                             f"q {tq.shape}")
+        strides += list(tk.strides[:3]) + list(tv.strides[:3])
     if hkv == 0 or hq % hkv != 0:
         raise ValueError(f"q: {hq} query heads are not a multiple of k's {hkv} KV heads")
     fp8 = dtype == "e4m3"  # o in bf16

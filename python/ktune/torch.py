@@ -17,9 +17,10 @@ current stream; shapes and dtypes are those of the eager functions (help(ktune.a
                   alibi_slopes=None, q_scale=1.0, k_scale=1.0, v_scale=1.0) -> o
                                                            batched [b, h, s, d], any strides
   flash_attention_paged(q, k_pages, v_pages, block_table, seq_lens, causal=False, scale=None,
-                        window=0, softcap=0.0, alibi_slopes=None) -> o
-                                                           q [b, hq, nq, d]; pools
-                                                           [pages, page_size, hkv, d]
+                        window=0, softcap=0.0, alibi_slopes=None, cu_seqlens_q=None,
+                        max_seqlen_q=None) -> o            q [b, hq, nq, d] or packed
+                                                           [total_q, hq, d] (cu_seqlens_q);
+                                                           pools [pages, page_size, hkv, d]
   flash_attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                          causal=False, scale=None, window=0, softcap=0.0,
                          alibi_slopes=None) -> o           q [total_q, hq, d], k [total_k, hkv, d]
@@ -101,12 +102,15 @@ _MASKS = ("bool causal=False, float? scale=None, int window=0, float softcap=0.0
           "Tensor? alibi_slopes=None")
 flash_attention_paged = _op(
     "flash_attention_paged(Tensor q, Tensor k_pages, Tensor v_pages, Tensor block_table, "
-    "Tensor seq_lens, " + _MASKS + ") -> Tensor",
+    "Tensor seq_lens, " + _MASKS + ", Tensor? cu_seqlens_q=None, int? max_seqlen_q=None) "
+    "-> Tensor",
     lambda q, k_pages, v_pages, block_table, seq_lens, causal=False, scale=None, window=0,
-    softcap=0.0, alibi_slopes=None: _attention.flash_attention(
+    softcap=0.0, alibi_slopes=None, cu_seqlens_q=None,
+    max_seqlen_q=None: _attention.flash_attention(
         q, k_pages, v_pages, block_table=block_table, seq_lens=seq_lens, causal=causal,
-        scale=scale, window=window, softcap=softcap, alibi_slopes=alibi_slopes),
-    lambda q, *_, **__: q.new_empty(q.shape))
+        scale=scale, window=window, softcap=softcap, alibi_slopes=alibi_slopes,
+        cu_seqlens_q=cu_seqlens_q, max_seqlen_q=max_seqlen_q),
+    lambda q, *_, **__: q.new_empty(q.shape))  # q batched or packed: o like q
 flash_attention_varlen = _op(
     "flash_attention_varlen(Tensor q, Tensor k, Tensor v, Tensor cu_seqlens_q, "
     "Tensor cu_seqlens_k, int max_seqlen_q, int max_seqlen_k, " + _MASKS + ") -> Tensor",

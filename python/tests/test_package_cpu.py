@@ -216,6 +216,92 @@ def test_attention_checks():
            impl="fast")
 
 
+# A paged varlen batch (vLLM's prefill): 4 sequences of 1, 0, 300 and 77 query rows packed
+# [378, hq, d], keys in 64-row pages (16 per sequence).
+PAGED_VARLEN_ARGS = dict(
+    ATTENTION_ARGS, q=FakeArray((378, 8, 128)),
+    k=FakeArray((64, 64, 2, 128), ptr=0x7F00_1000_0000),
+    v=FakeArray((64, 64, 2, 128), ptr=0x7F00_2000_0000),
+    out=FakeArray((378, 8, 128), ptr=0x7F00_3000_0000),
+    block_table=FakeArray((4, 16), dtype="int32", ptr=0x7F00_4000_0000),
+    seq_lens=FakeArray((4,), dtype="int32", ptr=0x7F00_5000_0000),
+    cu_seqlens_q=FakeArray((5,), dtype="int32", ptr=0x7F00_6000_0000), max_seqlen_q=300)
+
+
+def call_paged_varlen(**change):
+    return call_with(ktune.flash_attention, ("q", "k", "v"), PAGED_VARLEN_ARGS, change)
+
+
+def test_attention_paged_varlen_checks():
+    cu_k = FakeArray((5,), dtype="int32", ptr=0x7F00_7000_0000)
+    raises(ValueError, r"^max_seqlen_q: a paged varlen batch \(block_table with cu_seqlens_q\) "
+           r"needs max_seqlen_q", call_paged_varlen, max_seqlen_q=None)
+    # The keys of a paged batch are seq_lens: cu_seqlens_k is refused, with or without
+    # cu_seqlens_q; max_seqlen_k (vLLM passes it) must fit the block table.
+    for change in ({"cu_seqlens_k": cu_k}, {"cu_seqlens_k": cu_k, "max_seqlen_k": 1000},
+                   {"cu_seqlens_q": None, "max_seqlen_q": None, "cu_seqlens_k": cu_k,
+                    "q": FakeArray((4, 8, 1, 128)),
+                    "out": FakeArray((4, 8, 1, 128), ptr=0x7F00_3000_0000)}):
+        raises(ValueError, r"^cu_seqlens_k: paged K/V \(block_table given\) take no "
+               r"cu_seqlens_k; seq_lens gives each sequence's keys \(a paged varlen batch "
+               r"passes cu_seqlens_q and max_seqlen_q alone\)", call_paged_varlen, **change)
+    raises(ValueError, r"^max_seqlen_k: 1025 keys; a block table of 16 pages of 64 holds "
+           r"1\.\.1024", call_paged_varlen, max_seqlen_k=1025)
+    raises(ValueError, r"^seq_lens: paged K/V \(block_table given\) needs seq_lens",
+           call_paged_varlen, seq_lens=None)
+    raises(ValueError, r"^seq_lens: given without block_table", call_paged_varlen,
+           block_table=None)
+    # Shapes: q and out packed [total_q, hq, d], b from cu_seqlens_q, lse [hq, total_q].
+    raises(ValueError, r"^q: shape \(4, 8, 300, 128\) has 4 dims; paged varlen q \[total_q, hq, "
+           r"d\] takes 3", call_paged_varlen, q=FakeArray((4, 8, 300, 128)))
+    raises(ValueError, r"^cu_seqlens_q: shape \(1,\); expected \[b \+ 1\] with b >= 1",
+           call_paged_varlen, cu_seqlens_q=FakeArray((1,), dtype="int32", ptr=0x7F00_6000_0000))
+    raises(TypeError, r"^cu_seqlens_q: dtype fp32 is not supported here \(allowed: int32\)",
+           call_paged_varlen, cu_seqlens_q=FakeArray((5,), dtype="fp32", ptr=0x7F00_6000_0000))
+    raises(ValueError, r"^block_table: shape \(3, 16\); expected \[b=4, pages_per_seq\] \(b "
+           r"\+ 1 = len\(cu_seqlens_q\)\)", call_paged_varlen,
+           block_table=FakeArray((3, 16), dtype="int32", ptr=0x7F00_4000_0000))
+    raises(ValueError, r"^seq_lens: shape \(3,\), expected \(4,\) \(\[b\]\)", call_paged_varlen,
+           seq_lens=FakeArray((3,), dtype="int32", ptr=0x7F00_5000_0000))
+    raises(ValueError, r"^k: shape \(4096, 2, 128\) has 3 dims; a page pool "
+           r"\[pages, page_size, hkv, d\] takes 4", call_paged_varlen,
+           k=FakeArray((4096, 2, 128), ptr=0x7F00_1000_0000),
+           v=FakeArray((4096, 2, 128), ptr=0x7F00_2000_0000))
+    raises(ValueError, r"^v: strides .* are not contiguous", call_paged_varlen,
+           v=FakeArray((64, 64, 2, 128), ptr=0x7F00_2000_0000,
+                       strides=(64 * 4 * 128, 4 * 128, 128, 1)))
+    raises(ValueError, r"^k: head dim 64 differs from q's 128", call_paged_varlen,
+           k=FakeArray((64, 64, 2, 64), ptr=0x7F00_1000_0000),
+           v=FakeArray((64, 64, 2, 64), ptr=0x7F00_2000_0000))
+    raises(ValueError, r"^out: shape \(4, 8, 300, 128\), expected \(378, 8, 128\) \(like q\)",
+           call_paged_varlen, out=FakeArray((4, 8, 300, 128), ptr=0x7F00_3000_0000))
+    raises(ValueError, r"^lse_out: shape \(4, 8, 300\), expected \(8, 378\)", call_paged_varlen,
+           lse_out=FakeArray((4, 8, 300), dtype="fp32", ptr=0x7F00_7000_0000))
+
+
+def test_attention_paged_varlen_reaches_the_binding(monkeypatch):
+    """What the extension receives for a paged varlen batch: q and o's strides as varlen's
+    (batch 0, head, row; q a view of a fused qkv projection), the pools' 0, nq the longest query
+    length and nk pages_per_seq * page_size, page_size, block_table, seq_lens and cu_seqlens_q
+    set, cu_seqlens_k null."""
+    calls = []
+    monkeypatch.setattr(ktune._attention, "_ktune", type("Stub", (), {"attention": staticmethod(
+        lambda *args: calls.append(args) or 0)}))
+    q = FakeArray((378, 8, 128), strides=(3 * 8 * 128, 128, 1))
+    lse = FakeArray((8, 378), dtype="fp32", ptr=0x7F00_8000_0000)
+    o, got_lse = call_paged_varlen(q=q, causal=True, return_lse=True, lse_out=lse)
+    assert o is PAGED_VARLEN_ARGS["out"] and got_lse is lse
+    (args,) = calls
+    assert args[:5] == (q.ptr, 0x7F00_1000_0000, 0x7F00_2000_0000, 0x7F00_3000_0000,
+                        0x7F00_8000_0000), args
+    assert args[5:11] == (4, 8, 2, 300, 16 * 64, 128), args  # b, hq, hkv, nq, nk, d
+    assert args[11] == [0, 128, 3 * 8 * 128] + [0] * 6 + [0, 128, 8 * 128], args
+    assert args[12] == 1, args  # causal
+    # page_size, block_table, seq_lens, cu_seqlens_q, cu_seqlens_k
+    assert args[17:22] == (64, 0x7F00_4000_0000, 0x7F00_5000_0000, 0x7F00_6000_0000, 0), args
+    assert args[23] == 0, args  # impl auto
+
+
 @pytest.mark.skipif(has_cuda_driver(), reason="a CUDA driver is present: fake addresses must "
                     "not reach a GPU")
 def test_attention_without_gpu_reaches_the_c_api():
@@ -234,6 +320,11 @@ def test_attention_without_gpu_reaches_the_c_api():
                     "max_seqlen_q": 4, "max_seqlen_k": 50, "return_lse": True,
                     "lse_out": FakeArray((8, 7), dtype="fp32", ptr=0x7F00_6000_0000)}):
         err = raises(RuntimeError, r"", call_attention, **change)
+        assert err.status_name == "no_device", (change.keys(), str(err))
+    # A paged varlen batch (prefill, automatic or asked for), causal, with the lse.
+    for change in ({}, {"impl": "prefill", "causal": True, "return_lse": True,
+                        "lse_out": FakeArray((8, 378), dtype="fp32", ptr=0x7F00_7000_0000)}):
+        err = raises(RuntimeError, r"", call_paged_varlen, **change)
         assert err.status_name == "no_device", (change.keys(), str(err))
 
 
@@ -266,13 +357,15 @@ def test_attention_scales_reach_the_runtime():
            r"bf16 it must be 1", call_attention, q_scale=0.5)
     raises(ktune.KtuneValueError, r"^attention: v_scale=0 must be a positive finite scale",
            call_attention, **FP8_ARGS, v_scale=0.0)
-    # Paged K/V: decode's, which takes no e4m3 (prefill reads no pages).
-    raises(ktune.KtuneValueError, r"^attention: dtype e4m3 \(4\) is not supported by "
-           r"flash_decode \(allowed: bf16, fp16\)", call_attention,
-           **dict(FP8_ARGS, k=fp8((20, 16, 2, 128), 0x7F00_1000_0000),
-                  v=fp8((20, 16, 2, 128), 0x7F00_2000_0000)),
+    # Paged K/V take no e4m3 (neither decode nor prefill), dense or packed queries.
+    pools = dict(k=fp8((64, 16, 2, 128), 0x7F00_1000_0000),
+                 v=fp8((64, 16, 2, 128), 0x7F00_2000_0000))
+    paged_e4m3 = r"^attention: dtype e4m3 with page_size=16: paged K/V take bf16 or fp16"
+    raises(ktune.KtuneValueError, paged_e4m3, call_attention, **dict(FP8_ARGS, **pools),
            block_table=FakeArray((2, 10), dtype="int32", ptr=0x7F00_4000_0000),
            seq_lens=FakeArray((2,), dtype="int32", ptr=0x7F00_5000_0000))
+    raises(ktune.KtuneValueError, paged_e4m3, call_paged_varlen, **pools,
+           q=fp8((378, 8, 128), 0x7F00_0000_0000))
 
 
 @pytest.mark.skipif(has_cuda_driver(), reason="a CUDA driver is present: fake addresses must "

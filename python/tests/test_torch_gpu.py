@@ -171,6 +171,79 @@ def test_flash_attention_paged_and_varlen():
                                    **tol(dtype))
 
 
+def gather_pages(pool, table_row, n):
+    """A sequence's n keys (or values) [hkv, n, d], read from a page pool [pages, page_size, hkv,
+    d] through its row of the block table."""
+    page = pool.shape[1]
+    return pool[table_row[:-(-n // page)].long()].flatten(0, 1)[:n].transpose(0, 1)
+
+
+def paged_ref(q, kp, vp, table_row, n):
+    """sdpa_ref of q [hq, nq, d] (causal) against a sequence's n keys gathered from the pools;
+    the rows that see no key (nq > n: the first nq - n) give o = 0 and lse = -inf."""
+    want, want_lse = sdpa_ref(q[None], gather_pages(kp, table_row, n)[None],
+                              gather_pages(vp, table_row, n)[None], True)
+    want[:, :, :max(0, q.shape[1] - n)] = 0  # softmax of no key: NaN in the reference
+    return want[0], want_lse[0]
+
+
+def test_flash_attention_paged_prefill():
+    """Chunked prefill on a paged cache: 200 dense query rows per sequence (prefill, as
+    nq > 16), each sequence's rows the last of its keys (bottom-right causal); the third has
+    fewer keys than rows, so its first 123 rows see no key."""
+    dtype, hq, hkv, d, page, nq = torch.bfloat16, 8, 2, 128, 16, 200
+    lens = [1000, 201, 77]
+    kp, vp, table, seq_lens = attention_cases.paged(
+        attention_cases.sequences(lens, hkv, d, dtype), page)
+    q = rand((len(lens), hq, nq, d), dtype)
+    o, lse = ktune.flash_attention(q, kp, vp, block_table=table, seq_lens=seq_lens, causal=True,
+                                   return_lse=True)
+    assert o.shape == q.shape and lse.shape == (len(lens), hq, nq)
+    for i, n in enumerate(lens):
+        want, want_lse = paged_ref(q[i], kp, vp, table[i], n)
+        torch.testing.assert_close(o[i].float(), want, **tol(dtype))
+        torch.testing.assert_close(lse[i], want_lse, atol=1e-2, rtol=1e-3)
+
+
+def test_flash_attention_paged_varlen():
+    """vLLM's prefill call (flash_attn_varlen_func with seqused_k and a block table): query rows
+    packed by cu_seqlens_q, one sequence without any, keys in 64-row pages; impl "auto" runs
+    it on prefill whatever the longest query."""
+    import ktune.torch  # noqa: F401  (torch.ops.ktune)
+    dtype, hq, hkv, d, page = torch.bfloat16, 8, 2, 128, 64
+    len_q, lens = [1, 0, 300, 77], [400, 50, 300, 1000]
+    kp, vp, table, seq_lens = attention_cases.paged(
+        attention_cases.sequences(lens, hkv, d, dtype), page)
+    cu_q = torch.tensor([0] + torch.tensor(len_q).cumsum(0).tolist(), dtype=torch.int32,
+                        device="cuda")
+    q = rand((sum(len_q), hq, d), dtype)
+    args = dict(block_table=table, seq_lens=seq_lens, cu_seqlens_q=cu_q,
+                max_seqlen_q=max(len_q), causal=True, return_lse=True)
+    o, lse = ktune.flash_attention(q, kp, vp, **args)
+    assert o.shape == q.shape and lse.shape == (hq, sum(len_q))
+    for i, (nq, n) in enumerate(zip(len_q, lens)):
+        first = int(cu_q[i])
+        want, want_lse = paged_ref(q[first:first + nq].transpose(0, 1), kp, vp, table[i], n)
+        torch.testing.assert_close(o[first:first + nq].transpose(0, 1).float(), want,
+                                   **tol(dtype))
+        torch.testing.assert_close(lse[:, first:first + nq], want_lse, atol=1e-2, rtol=1e-3)
+    # Short queries alone (max_seqlen_q <= 16) run on prefill too: decode takes no paged varlen
+    # batch. The first sequence's single row against its 400 keys.
+    one = dict(args, block_table=table[:1], seq_lens=seq_lens[:1], cu_seqlens_q=cu_q[:2],
+               max_seqlen_q=1)
+    o1, lse1 = ktune.flash_attention(q[:1], kp, vp, **one)
+    want, want_lse = paged_ref(q[:1].transpose(0, 1), kp, vp, table[0], lens[0])
+    torch.testing.assert_close(o1.transpose(0, 1).float(), want, **tol(dtype))
+    torch.testing.assert_close(lse1, want_lse, atol=1e-2, rtol=1e-3)
+    # The paged operator takes the packed queries too: the eager function's bits, and its fake
+    # implementation agrees (o like the packed q).
+    packed = dict(cu_seqlens_q=cu_q, max_seqlen_q=max(len_q))
+    got = torch.ops.ktune.flash_attention_paged(q, kp, vp, table, seq_lens, True, **packed)
+    torch.testing.assert_close(got, o, atol=0, rtol=0)
+    torch.library.opcheck(torch.ops.ktune.flash_attention_paged,
+                          (q, kp, vp, table, seq_lens, True), packed)
+
+
 @pytest.mark.parametrize("case", [(2, 8, 2, 300, 300, 128, True),
                                   (1, 4, 4, 1000, 1000, 256, False),
                                   (1, 8, 2, 5, 777, 128, True)])  # nq <= 16: prefill (auto)

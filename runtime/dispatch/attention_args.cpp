@@ -181,14 +181,16 @@ const char* attention_op_for(const AttentionArgs& a) {
         throw InvalidArgument(std::string("attention: impl=") + (decode ? "decode" : "prefill") +
                               " (" + (decode ? kDecode : kPrefill) + ") does not take " + what +
                               (std::string_view(what) == "page_size"
-                                   ? " (paged K/V: impl=decode or automatic)"
+                                   ? " (paged K/V: impl=automatic)"
                                    : std::string_view(what) == "cu_seqlens"
                                          ? " (variable-length batches: impl=prefill or automatic)"
                                          : " (impl=automatic picks an op that does)"));
       return decode ? kDecode : kPrefill;
     }
     case AttentionImpl::automatic: {
-      const bool want_decode = a.page_size != 0 || a.nq <= kDecodeMaxNq;
+      // Few query rows go to decode, contiguous or paged; a paged variable-length batch, which
+      // decode refuses, to prefill.
+      const bool want_decode = a.nq <= kDecodeMaxNq && !(a.page_size != 0 && varlen(a));
       if (want_decode && !missing_variant(tables(true), a)) {
         // A dtype decode lacks (e4m3) goes to prefill where prefill serves the call; else
         // decode, whose dtype check names the reason (paged e4m3).
@@ -197,8 +199,7 @@ const char* attention_op_for(const AttentionArgs& a) {
           return kDecode;
         return kPrefill;
       }
-      // Decode takes every variant, paged K/V and variable-length batches today (a paged
-      // varlen call reaches it and fails its problem check, which says why); this names
+      // Both take every variant, paged K/V and variable-length batches today; this names
       // whatever an op added later lacks.
       if (const char* what = missing_variant(tables(false), a)) {
         const char* also = missing_variant(tables(true), a);
@@ -206,7 +207,8 @@ const char* attention_op_for(const AttentionArgs& a) {
                               (also && std::string_view(also) != what
                                    ? std::string(" together with ") + also
                                    : std::string()) +
-                              " (" + kPrefill + " has no paged K/V)");
+                              " (neither " + std::string(kPrefill) + " nor " + kDecode +
+                              " takes it)");
       }
       return kPrefill;
     }
@@ -238,6 +240,9 @@ AttentionCall pack_attention(const AttentionArgs& a, bool pointers) {
       throw InvalidArgument("attention: " + std::string(scale_names[i]) + "=" +
                             number(scales[i]) + " must be a positive finite scale");
   }
+  if (a.dtype == DType::e4m3 && a.page_size != 0)
+    throw InvalidArgument("attention: dtype e4m3 with page_size=" + std::to_string(a.page_size) +
+                          ": paged K/V take bf16 or fp16 (e4m3 runs on contiguous K/V)");
   if (a.window < 0)
     throw InvalidArgument("attention: window=" + std::to_string(a.window) +
                           " must be >= 0 (0: no sliding window)");
@@ -271,7 +276,12 @@ AttentionCall pack_attention(const AttentionArgs& a, bool pointers) {
     throw InvalidArgument(std::string("attention: ") + (a.block_table ? "block_table" : "seq_lens") +
                           " is set but page_size=0 (contiguous K/V): set page_size for a paged "
                           "cache, or leave block_table and seq_lens null");
-  if (varlen(a) && !(a.cu_seqlens_q && a.cu_seqlens_k))
+  if (paged && a.cu_seqlens_k)
+    throw InvalidArgument("attention: cu_seqlens_k is set with page_size=" +
+                          std::to_string(a.page_size) +
+                          ": a paged cache's key counts are seq_lens (a paged variable-length "
+                          "batch passes cu_seqlens_q alone)");
+  if (!paged && varlen(a) && !(a.cu_seqlens_q && a.cu_seqlens_k))
     throw InvalidArgument(std::string("attention: ") +
                           (a.cu_seqlens_q ? "cu_seqlens_q is set but cu_seqlens_k is null"
                                           : "cu_seqlens_k is set but cu_seqlens_q is null") +

@@ -25,12 +25,11 @@ struct AttentionCall {
   CallerWorkspace workspace;  // given() false: the runtime's
 };
 
-/// The op `a` goes to: a.impl, or for automatic the decode op when K/V are paged or
-/// nq <= kDecodeMaxNq (varlen calls included: nq is the longest sequence) and it has every
+/// The op `a` goes to: a.impl, or for automatic the decode op when nq <= kDecodeMaxNq (varlen
+/// calls included: nq is the longest sequence; not a paged varlen call) and it has every
 /// variant `a` asks for and takes a.dtype (or prefill cannot serve the call either: its dtype
 /// check then says why), else the prefill op.
-/// Throws InvalidArgument when the forced op cannot serve `a` (paged K/V to prefill, a variant
-/// the op lacks).
+/// Throws InvalidArgument when the forced op cannot serve `a` (a variant the op lacks).
 const char* attention_op_for(const AttentionArgs& a);
 
 /// Checks `a` and packs it for attention_op_for(a): dtype, the problem (the op's

@@ -8,7 +8,21 @@
 // k and v [total_k, Hkv, D] (any head and row strides; batch strides are ignored), sequence i
 // owns query rows [cu_seqlens_q[i], cu_seqlens_q[i + 1]) and key rows [cu_seqlens_k[i],
 // cu_seqlens_k[i + 1]), and Nq, Nk are the longest lengths (they size the grid).
+// Paged K/V (kernels instantiated with PAGE > 0, common/paged_kv.h): k and v are pools
+// [num_pages, PAGE, Hkv, D] (k/v row strides Hkv * D, head strides D, batch strides unused),
+// sequence b's key j lives in page block_table[b * pages_per_seq + j / PAGE], and sequence b has
+// seq_lens[b] keys (clamped to [0, Nk]; Nk is the longest), every rule below aligned to that
+// length. Q and O stay [B, Hq, Nq, D], or with VARLEN packed (cu_seqlens_q; cu_seqlens_k is then
+// unused: the lengths come from seq_lens).
 #pragma once
+
+// Named from templates/ in kernels (NVRTC's embedded names), from the repository root in host
+// code.
+#if defined(__CUDACC__)
+#include "common/paged_kv.h"
+#else
+#include "templates/common/paged_kv.h"
+#endif
 
 #if defined(__CUDACC__)
 #define KTUNE_ATTN_HD __host__ __device__
@@ -55,14 +69,22 @@ struct FlashAttentionArgs {
   // e4m3 inputs only (flash_attention_sm90 with T = e4m3, its reference): O is multiplied by it,
   // V's dequantisation scale (Q's and K's are folded into scale by the host).
   float o_scale;
+  // Read only by PAGE > 0 kernels (file comment).
+  const int* block_table;        // [B, pages_per_seq] int32 page ids into the pools
+  const int* seq_lens;           // [B] int32 keys per sequence
+  int page;                      // keys per page (the kernel's PAGE)
+  int pages_per_seq;             // a block table row: ceil(Nk / page)
 };
 
 /// Dynamic shared memory of flash_attention_fwd: the Q tile plus STAGES K and V tiles, 16-bit
-/// elements, rows padded by 16 bytes with SMEM_PAD. Above 48 KiB the launcher must raise the
-/// kernel's CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES first.
+/// elements, rows padded by 16 bytes with SMEM_PAD; paged (page > 0), two slots of the page ids
+/// of the next tile to load after them. Above 48 KiB the launcher must raise the kernel's
+/// CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES first.
 KTUNE_ATTN_HD constexpr unsigned flash_attention_smem_bytes(int d, int block_m, int block_n,
-                                                            int stages, bool pad = false) {
-  return static_cast<unsigned>((2 * d + (pad ? 16 : 0)) * (block_m + 2 * block_n * stages));
+                                                            int stages, bool pad = false,
+                                                            int page = 0) {
+  return static_cast<unsigned>((2 * d + (pad ? 16 : 0)) * (block_m + 2 * block_n * stages)) +
+         static_cast<unsigned>(page > 0 ? 2 * 4 * paged_kv_slots(block_n, page) : 0);
 }
 
 /// Grid of flash_attention_fwd: x = query blocks, y = batch * query heads (at most 65535).

@@ -16,7 +16,7 @@ namespace {
 
 // Problem dimensions and tunables, in declared order.
 enum Dim : std::size_t {
-  kB, kHq, kHkv, kNq, kNk, kD, kCausal, kWindow, kSoftcap, kAlibi, kVarlen
+  kB, kHq, kHkv, kNq, kNk, kD, kCausal, kWindow, kSoftcap, kAlibi, kVarlen, kPage
 };
 enum Param : std::size_t {
   kBlockM, kBlockN, kWarps, kStages, kQRegs, kSmemPad, kImpl, kPingpong, kPersistent, kRegSplit
@@ -29,6 +29,8 @@ constexpr std::int64_t kRowAlign = 8;                          // elements: 16-b
 constexpr std::int64_t kMaxRows = 2147483647;                  // varlen: int32 row offsets
 constexpr unsigned kReferenceThreads = 256;                    // 8 query rows per block
 constexpr std::int64_t kHeadDims[] = {32, 64, 96, 128, 256};
+constexpr std::int64_t kPages[] = {0, 16, 32, 64, 128, 256};   // 0: contiguous K/V
+constexpr std::int64_t kMaxPageIds = 2147483647;              // int32 block table entries
 
 struct Shape {
   std::int64_t b, hq, hkv, nq, nk, d;
@@ -36,15 +38,23 @@ struct Shape {
   std::int64_t window;  // 0: none
   bool softcap, alibi;
   bool varlen;          // packed sequences of at most nq queries and nk keys, cu_seqlens
+  std::int64_t page;    // 0: contiguous K/V; else keys per page of paged pools (args.h)
+  bool paged() const { return page > 0; }
+  /// The producer's threads of the wgmma kernel copy the tiles (no tensor map can follow).
+  bool gathered() const { return varlen || paged(); }
+  std::int64_t pages_per_seq() const {
+    return paged() ? paged_kv_pages(nk, static_cast<int>(page)) : 0;
+  }
+  std::int64_t pool_pages() const { return b * pages_per_seq(); }  // each sequence's own pages
 };
 
 /// A problem of 7 values (flash_decode's, which shares the first 7 dims and delegates its
-/// tensors and reference here) has every mask variant and varlen off.
+/// tensors and reference here) has every mask variant, varlen and paging off.
 Shape shape_of(const Problem& p) {
   const std::vector<std::int64_t>& v = p.values;
   const auto at = [&](Dim i) { return i < v.size() ? v[i] : 0; };
   return {v[kB], v[kHq], v[kHkv], v[kNq], v[kNk], v[kD], v[kCausal] != 0,
-          at(kWindow), at(kSoftcap) != 0, at(kAlibi) != 0, at(kVarlen) != 0};
+          at(kWindow), at(kSoftcap) != 0, at(kAlibi) != 0, at(kVarlen) != 0, at(kPage)};
 }
 
 /// The cu_seqlens the tuner fills for a varlen problem: lengths in [1, nq] and [1, nk] (the
@@ -100,12 +110,13 @@ int consumers(const Config& c) { return c.block_m / kSm90RowsPerConsumer; }
 /// Bytes of one element of q, k and v: e4m3 1, the 16-bit types 2.
 int elem_bytes(DType t) { return static_cast<int>(dtype_size(t)); }
 
-unsigned smem_bytes(const Config& c, std::int64_t d, DType t) {
+/// `page`: the paged kernels' page size (impl=0 keeps two slots of page ids after its ring).
+unsigned smem_bytes(const Config& c, std::int64_t d, DType t, std::int64_t page = 0) {
   if (c.impl == 1)
     return flash_attention_sm90_smem_bytes(static_cast<int>(d), c.block_n, consumers(c),
                                            c.stages, elem_bytes(t));
   return flash_attention_smem_bytes(static_cast<int>(d), c.block_m, c.block_n, c.stages,
-                                    c.smem_pad);
+                                    c.smem_pad, static_cast<int>(page));
 }
 
 std::string str(std::int64_t v) { return std::to_string(v); }
@@ -115,12 +126,17 @@ const char* kernel_type(DType t) {
 }
 const char* cpp_bool(bool b) { return b ? "true" : "false"; }
 
-/// The template arguments of the mask variants: ", WINDOW, SOFTCAP, ALIBI", then ", true" for
-/// VARLEN unless `varlen` is false (left to its default otherwise, so that names written before
-/// it stay the same; the wgmma kernel takes VARLEN last).
+/// The template arguments of the mask variants: ", WINDOW, SOFTCAP, ALIBI", then unless
+/// `varlen` is false ", VARLEN" where varlen is on or the problem is paged and ", PAGE" where it
+/// is paged (left to their defaults otherwise, so that names written before them stay the same;
+/// the wgmma kernel takes VARLEN and PAGE last: gathered_args()).
+std::string gathered_args(const Shape& s) {
+  return std::string(s.gathered() ? std::string(", ") + cpp_bool(s.varlen) : "") +
+         (s.paged() ? ", " + std::to_string(s.page) : "");
+}
 std::string variant_args(const Shape& s, bool varlen = true) {
   return std::string(", ") + cpp_bool(s.window > 0) + ", " + cpp_bool(s.softcap) + ", " +
-         cpp_bool(s.alibi) + (varlen && s.varlen ? ", true" : "");
+         cpp_bool(s.alibi) + (varlen ? gathered_args(s) : "");
 }
 
 /// Built-in configuration per architecture and head dimension. Should not affect results, only
@@ -383,6 +399,7 @@ FlashAttentionArgs make_args(const RunArgs& a, const Shape& s) {
                                           "o head",  "o seq"};
     for (int i = 0; i < 12; ++i) {
       st[i] = a.layout[i];
+      if (s.paged() && i >= 3 && i < 9) continue;  // the pools' own strides (below)
       const bool row = i % 3 == 2;
       // 16-byte rows: 8 elements of 16 bits, 16 of e4m3 (o is bf16 then).
       const std::int64_t align = a.dtype == DType::e4m3 && i < 9 ? 2 * kRowAlign : kRowAlign;
@@ -408,6 +425,11 @@ FlashAttentionArgs make_args(const RunArgs& a, const Shape& s) {
   k.k_batch_stride = st[3], k.k_head_stride = st[4], k.k_row_stride = st[5];
   k.v_batch_stride = st[6], k.v_head_stride = st[7], k.v_row_stride = st[8];
   k.o_batch_stride = st[9], k.o_head_stride = st[10], k.o_row_stride = st[11];
+  if (s.paged()) {  // the pools [pages, page, hkv, d]: row hkv * d, head d, no batch
+    k.k_batch_stride = k.v_batch_stride = 0;
+    k.k_head_stride = k.v_head_stride = s.d;
+    k.k_row_stride = k.v_row_stride = s.hkv * s.d;
+  }
   k.batch = static_cast<int>(s.b);
   k.heads_q = static_cast<int>(s.hq);
   k.heads_kv = static_cast<int>(s.hkv);
@@ -445,13 +467,29 @@ FlashAttentionArgs make_args(const RunArgs& a, const Shape& s) {
     if (!k.alibi_slopes)
       throw InvalidArgument("flash_attention: alibi=yes needs the alibi_slopes tensor ([hq] fp32)");
   }
+  // After the slopes: cu_seqlens_q and (contiguous) cu_seqlens_k with varlen, then block_table
+  // and seq_lens when paged (tensors()).
   if (s.varlen) {
     k.cu_seqlens_q = static_cast<const int*>(tensor(a, 6));
-    k.cu_seqlens_k = static_cast<const int*>(tensor(a, 7));
-    if (!k.cu_seqlens_q || !k.cu_seqlens_k)
-      throw InvalidArgument(std::string("flash_attention: varlen=yes needs ") +
-                            (k.cu_seqlens_q ? "cu_seqlens_k" : "cu_seqlens_q") +
-                            " ([b + 1] int32 row offsets)");
+    if (!k.cu_seqlens_q)
+      throw InvalidArgument("flash_attention: varlen=yes needs cu_seqlens_q ([b + 1] int32 row "
+                            "offsets)");
+    if (!s.paged()) {
+      k.cu_seqlens_k = static_cast<const int*>(tensor(a, 7));
+      if (!k.cu_seqlens_k)
+        throw InvalidArgument("flash_attention: varlen=yes needs cu_seqlens_k ([b + 1] int32 row "
+                              "offsets; a paged cache gives its lengths through seq_lens)");
+    }
+  }
+  if (s.paged()) {
+    const std::size_t at = s.varlen ? 7 : 6;
+    k.block_table = static_cast<const int*>(tensor(a, at));
+    k.seq_lens = static_cast<const int*>(tensor(a, at + 1));
+    if (!k.block_table || !k.seq_lens)
+      throw InvalidArgument("flash_attention: page=" + str(s.page) +
+                            " needs the block_table and seq_lens tensors");
+    k.page = static_cast<int>(s.page);
+    k.pages_per_seq = static_cast<int>(s.pages_per_seq());
   }
   return k;
 }
@@ -494,10 +532,30 @@ FlashAttentionSm90Args make_sm90_args(const FlashAttentionArgs& k, const Shape& 
                                       int block_n, const void* vt) {
   FlashAttentionSm90Args a{};
   a.base = k;
-  // varlen: the producer's threads copy the tiles (flash_attention_sm90.cuh), no maps.
+  // varlen (paged or not): the producer's threads copy the tiles (flash_attention_sm90.cuh), no
+  // maps.
   if (s.varlen) return a;
   // Every operand's strides before the driver is asked for any map.
   refuse_broadcast("q", s.hq, s.b, k.q_head_stride, k.q_batch_stride);
+  if (s.paged()) {
+    // The pools [pages, page, hkv, d] as 4-D maps (d, head, row in the page, page), a box of
+    // min(page, block_n) rows of one head of one page; the pages dim covers every int32 page id
+    // (the op never sees the pool's size; the block table names the pages).
+    a.q_map = operand_map(k.q, t, s.d, s.nq, s.hq, s.b, k.q_row_stride, k.q_head_stride,
+                          k.q_batch_stride, kSm90RowsPerConsumer);
+    const std::uint64_t eb = dtype_size(t), d = static_cast<std::uint64_t>(s.d);
+    const std::uint64_t hkv = static_cast<std::uint64_t>(s.hkv);
+    const std::uint64_t page = static_cast<std::uint64_t>(s.page);
+    const std::uint32_t box = static_cast<std::uint32_t>(std::min<std::int64_t>(s.page, block_n));
+    const auto pool = [&](const void* ptr) {
+      return kernel_tensor_map(swizzled_map(ptr, t, {d, hkv, page, std::uint64_t{kMaxPageIds}},
+                                            {d * eb, hkv * d * eb, page * hkv * d * eb},
+                                            {static_cast<std::uint32_t>(128 / eb), 1, box, 1}));
+    };
+    a.k_map = pool(k.k);
+    a.v_map = pool(k.v);
+    return a;
+  }
   refuse_broadcast("k", s.hkv, s.b, k.k_head_stride, k.k_batch_stride);
   refuse_broadcast("v", s.hkv, s.b, k.v_head_stride, k.v_batch_stride);
   a.q_map = operand_map(k.q, t, s.d, s.nq, s.hq, s.b, k.q_row_stride, k.q_head_stride,
@@ -551,7 +609,16 @@ class FlashAttentionOp final : public Op {
                "variable-length batch: q, k, v, o packed [total, h, d] with int32 cu_seqlens_q "
                "and cu_seqlens_k [b + 1]; nq and nk are the longest lengths, every rule above "
                "uses each sequence's own; lse [hq, total_q]",
-               false, {}, /*keyed_at_default=*/false}},
+               false, {}, /*keyed_at_default=*/false},
+              // Added after varlen, left out of keys when off likewise; never crossed by a
+              // fallback.
+              {"page", 0, 256, {}, 0,
+               "0: contiguous K/V; else keys per page (16, 32, 64, 128, 256) of paged K/V pools "
+               "k_cache, v_cache [pages, page, hkv, d] read through an int32 block_table [b, "
+               "ceil(nk / page)], with int32 seq_lens [b] keys per sequence (nk the longest; "
+               "every rule above aligned to each sequence's own); with varlen=yes q and o are "
+               "packed by cu_seqlens_q alone",
+               /*exact=*/true, {}, /*keyed_at_default=*/false}},
         tunables_{
             {"block_m", {64, 128, 192, 256},
              "query rows per CTA (impl=1: 64 per consumer warpgroup, at most 192)"},
@@ -597,7 +664,7 @@ class FlashAttentionOp final : public Op {
   std::string_view name() const override { return "flash_attention"; }
   std::string_view summary() const override {
     return "o = softmax(scale * q k^T [softcap, alibi, causal/window mask]) v with the row "
-           "log-sum-exp; GQA/MQA, strided";
+           "log-sum-exp; GQA/MQA, strided, variable-length batches, paged K/V";
   }
   std::string_view family() const override { return "attention"; }
   /// e4m3: q, k and v in FP8 with dequantisation scales, o in bf16 (impl=1, sm_90a).
@@ -608,7 +675,7 @@ class FlashAttentionOp final : public Op {
   std::size_t layout_size() const override { return 12; }
 
   Problem default_problem() const override {
-    return {{2, 16, 16, 4096, 4096, 128, 0, 0, 0, 0, 0}};
+    return {{2, 16, 16, 4096, 4096, 128, 0, 0, 0, 0, 0, 0}};
   }
 
   std::optional<std::string> problem_reason(const Problem& p) const override {
@@ -623,6 +690,15 @@ class FlashAttentionOp final : public Op {
     if (s.b * s.hq > kMaxGridY)
       return "b=" + str(s.b) + " x hq=" + str(s.hq) + " = " + str(s.b * s.hq) +
              " (batch, head) pairs; the grid allows at most " + str(kMaxGridY);
+    if (std::find(std::begin(kPages), std::end(kPages), s.page) == std::end(kPages))
+      return "page=" + str(s.page) + " is not a supported page size (0: contiguous; 16, 32, 64, "
+             "128, 256)";
+    if (s.paged() && s.pool_pages() > kMaxRows)
+      return "b=" + str(s.b) + " x " + str(s.pages_per_seq()) + " pages of page=" + str(s.page) +
+             ": more than 2^31 - 1 pages (int32 page ids)";
+    if (s.paged() && s.hkv * s.d >= kMaxRowStride)
+      return "page=" + str(s.page) + " pools rows of hkv=" + str(s.hkv) + " x d=" + str(s.d) +
+             " = " + str(s.hkv * s.d) + " elements; row strides must stay below 2^23";
     if (s.varlen) {
       // The offsets are int32; the packed rows of the built-in layout are [h, d].
       if (s.b * std::max(s.nq, s.nk) > kMaxRows)
@@ -637,6 +713,11 @@ class FlashAttentionOp final : public Op {
     return std::nullopt;
   }
 
+  /// q, k, v, o, lse, alibi_slopes; with varlen cu_seqlens_q and (contiguous) cu_seqlens_k;
+  /// paged, k and v are the pools k_cache and v_cache ([b * ceil(nk / page), page, hkv, d]: every
+  /// sequence's pages sized for nk keys), then block_table int32 [b, ceil(nk / page)] and
+  /// seq_lens int32 [b]. The tuner fills the table with a permutation of the pool's pages and
+  /// the lengths in [max(1, nk / 2), nk], both ends present.
   std::vector<TensorSpec> tensors(const Problem& p, DType t) const override {
     const Shape s = shape_of(p);
     // Rows of q and o, of k and v: b * nq and b * nk, or with varlen the totals of the tuner's
@@ -646,12 +727,13 @@ class FlashAttentionOp final : public Op {
       rows_q = offsets_of(query_offsets(s), s.b + 1).back();
       rows_k = offsets_of(key_offsets(s), s.b + 1).back();
     }
+    if (s.paged()) rows_k = s.pool_pages() * s.page;
     const std::int64_t q = rows_q * s.hq * s.d, kv = rows_k * s.hkv * s.d;
     const DType o_type = t == DType::e4m3 ? DType::bf16 : t;  // e4m3 inputs write bf16
     std::vector<TensorSpec> out = {
         {"q", TensorRole::input, t, q},
-        {"k", TensorRole::input, t, kv},
-        {"v", TensorRole::input, t, kv},
+        {s.paged() ? "k_cache" : "k", TensorRole::input, t, kv},
+        {s.paged() ? "v_cache" : "v", TensorRole::input, t, kv},
         {"o", TensorRole::output, o_type, q},
         {"lse", TensorRole::output, DType::f32, s.hq * rows_q, true},
         // Required with alibi=yes; ALiBi's slopes are 2^(-8k/hq), in (0, 1].
@@ -660,8 +742,15 @@ class FlashAttentionOp final : public Op {
     if (s.varlen) {
       out.push_back({"cu_seqlens_q", TensorRole::input, DType::i32, s.b + 1, false,
                      query_offsets(s)});
-      out.push_back({"cu_seqlens_k", TensorRole::input, DType::i32, s.b + 1, false,
-                     key_offsets(s)});
+      if (!s.paged())
+        out.push_back({"cu_seqlens_k", TensorRole::input, DType::i32, s.b + 1, false,
+                       key_offsets(s)});
+    }
+    if (s.paged()) {
+      out.push_back({"block_table", TensorRole::input, DType::i32, s.pool_pages(), false,
+                     Fill::permutation(s.pool_pages())});
+      out.push_back({"seq_lens", TensorRole::input, DType::i32, s.b, false,
+                     Fill::uniform_int(std::max<std::int64_t>(1, s.nk / 2), s.nk)});
     }
     out = word_aligned_side_tensors(std::move(out), t);
     out[3].alignment = 0;  // o: 16 bytes, also in bf16 under e4m3 inputs
@@ -686,9 +775,9 @@ class FlashAttentionOp final : public Op {
     if (c.impl == 1 && device.cc_major > 0 && device.cc_major != 9)
       return "impl=1 (wgmma, TMA) needs sm_90a; the device is " + str(device.cc_major) + "." +
              str(device.cc_minor);
-    const unsigned smem = smem_bytes(c, s.d, t);
+    const unsigned smem = smem_bytes(c, s.d, t, s.page);
     if (device.smem_optin_per_block > 0 && smem > static_cast<unsigned>(device.smem_optin_per_block))
-      return smem_text(c, s.d, t) + ", more than the device's " +
+      return smem_text(c, s, t) + ", more than the device's " +
              str(device.smem_optin_per_block) + " per block";
     return std::nullopt;
   }
@@ -705,11 +794,11 @@ class FlashAttentionOp final : public Op {
            std::string("ktune::flash_attention_sm90<") + kernel_type(t) + ", " + str(s.d) + ", " +
                str(c.block_n) + ", " + str(consumers(c)) + ", " + str(c.stages) + ", " +
                cpp_bool(c.pingpong) + ", " + cpp_bool(s.causal) + variant_args(s, false) +
-               (c.persistent || !c.reg_split || s.varlen
+               (c.persistent || !c.reg_split || s.gathered()
                     ? std::string(", ") + cpp_bool(c.persistent)
                     : "") +
-               (!c.reg_split || s.varlen ? std::string(", ") + cpp_bool(c.reg_split) : "") +
-               (s.varlen ? ", true" : "") + ">"}};
+               (!c.reg_split || s.gathered() ? std::string(", ") + cpp_bool(c.reg_split) : "") +
+               gathered_args(s) + ">"}};
       if (t == DType::e4m3)
         out.push_back({"attention/fp8_transpose.cuh",
                        "ktune::fp8_v_transpose<" + str(s.d) + ">"});
@@ -729,7 +818,8 @@ class FlashAttentionOp final : public Op {
 
   unsigned dynamic_shared_bytes(const Params& params, const Problem& problem, DType t,
                                 std::size_t kernel_index) const override {
-    return kernel_index == 1 ? 0u : smem_bytes(config_of(params), shape_of(problem).d, t);
+    const Shape s = shape_of(problem);
+    return kernel_index == 1 ? 0u : smem_bytes(config_of(params), s.d, t, s.page);
   }
 
   void run(const RunArgs& a, Launcher& launcher) const override {
@@ -741,7 +831,7 @@ class FlashAttentionOp final : public Op {
     l.grid[0] = flash_attention_grid_x(k.seq_q, c.block_m);
     l.grid[1] = static_cast<unsigned>(s.b * s.hq);
     l.block[0] = static_cast<unsigned>(c.warps * 32);
-    l.shared_bytes = smem_bytes(c, s.d, a.dtype);
+    l.shared_bytes = smem_bytes(c, s.d, a.dtype, s.page);
     const void* vt = nullptr;
     if (a.dtype == DType::e4m3) {
       // V -> Vt in the workspace first (same stream), then the kernel reads Vt.
@@ -820,22 +910,28 @@ class FlashAttentionOp final : public Op {
     return t == DType::bf16 ? Tolerance{2e-2, 2e-2} : Tolerance{5e-3, 5e-3};
   }
 
+  /// The tensors' bytes (the slopes only with alibi=yes); paged, the K/V rows of b sequences of
+  /// nk keys (the op cannot see seq_lens: an upper bound), not the pools' padding to pages.
   double min_bytes(const Problem& p, DType t) const override {
-    // The slopes are read only with alibi=yes.
     const Shape s = shape_of(p);
-    return Op::min_bytes(p, t) - (s.alibi ? 0.0 : 4.0 * static_cast<double>(s.hq));
+    const double all = Op::min_bytes(p, t) - (s.alibi ? 0.0 : 4.0 * static_cast<double>(s.hq));
+    if (!s.paged()) return all;
+    const double e = static_cast<double>(dtype_size(t));
+    const std::int64_t padding = s.pool_pages() * s.page - s.b * s.nk;  // rows past nk
+    return all - e * 2.0 * static_cast<double>(padding * s.hkv * s.d);
   }
 
   double flops(const Problem& p, DType) const override {
     const Shape s = shape_of(p);
     // Score-value pairs computed: the keys each row sees; with varlen, summed over the
-    // sequences of the tuner's cu_seqlens.
+    // sequences of the tuner's cu_seqlens. Paged, at nk keys per sequence (the op cannot see
+    // seq_lens: an upper bound).
     if (!s.varlen) return 4.0 * static_cast<double>(s.b * s.hq * s.d) * pairs(s, s.nq, s.nk);
     const std::vector<std::int64_t> cq = offsets_of(query_offsets(s), s.b + 1);
     const std::vector<std::int64_t> ck = offsets_of(key_offsets(s), s.b + 1);
     double n = 0.0;
     for (std::size_t i = 0; i + 1 < cq.size(); ++i)
-      n += pairs(s, cq[i + 1] - cq[i], ck[i + 1] - ck[i]);
+      n += pairs(s, cq[i + 1] - cq[i], s.paged() ? s.nk : ck[i + 1] - ck[i]);
     return 4.0 * static_cast<double>(s.hq * s.d) * n;
   }
 
@@ -887,7 +983,13 @@ class FlashAttentionOp final : public Op {
         if (tiles && !invalid_reason(params(*tiles), problem, t, device)) return params(*tiles);
         continue;
       }
-      const Params p = params(row);
+      // Paged on mma.sync: 16 query rows per warp. The page ids and the sequence's own key
+      // count cost registers, and with the rows' 32 rows per warp the kernel spilled 28 (d=64)
+      // and 96-176 (d=128) bytes at 255 registers on sm_80 (NVRTC, CUDA 13.0), none with 16.
+      // Not timed: no sm_80 GPU here, and sm_90a takes the wgmma rows.
+      AttentionDefaults r = row;
+      if (s.paged() && r.impl == 0 && r.block_m == 32 * r.warps) r.warps *= 2;
+      const Params p = params(r);
       // A wgmma row the problem cannot take gives way to the mma.sync row below it;
       // an mma.sync row that does not fit goes to the smallest tiles.
       if (invalid_reason(p, problem, t, device)) {
@@ -897,9 +999,14 @@ class FlashAttentionOp final : public Op {
       if (row.impl == 1) {
         // Persistent where wgmma_persistent() says and the tiles outnumber the SMs (with fewer,
         // each CTA would run one tile, as without).
+        // Not for a paged cache under a causal mask: the persistent grid takes tiles longest
+        // first by their index, which sequences of their own lengths make wrong. Exhaustive
+        // sweeps on the H100 (page 16, lengths of the tuner's fill; 2026-11-25): one CTA per tile
+        // 1.11x (b=2,hq=32,hkv=8,nq=nk=4096,d=128) and 1.17x (b=8, nq=512, nk=4096) faster;
+        // without the mask persistent stayed level (1.01x, page 64, d=128, nq=nk=4096).
         const auto persistent = [&](Params q) {
           const int rows = static_cast<int>(q.values[kBlockM]);
-          if (!wgmma_persistent(s, rows) || device.sm_count <= 0 ||
+          if (!wgmma_persistent(s, rows) || device.sm_count <= 0 || (s.paged() && s.causal) ||
               flash_attention_sm90_work(static_cast<int>(s.nq), rows, s.b * s.hq) <=
                   device.sm_count)
             return q;
@@ -980,8 +1087,8 @@ class FlashAttentionOp final : public Op {
     if (c.block_m / c.warps > 32)
       return "block_m=" + str(c.block_m) + " / warps=" + str(c.warps) + " = " +
              str(c.block_m / c.warps) + " query rows per warp (at most 32: two 16-row fragments)";
-    if (smem_bytes(c, s.d, t) > 227u * 1024u)
-      return smem_text(c, s.d, t) + ", more than the 227 KiB any GPU gives a block";
+    if (smem_bytes(c, s.d, t, s.page) > 227u * 1024u)
+      return smem_text(c, s, t) + ", more than the 227 KiB any GPU gives a block";
     // Anything else the kernel's static_asserts would reject (nothing, with the lists above).
     if (const char* why = flash_attention_invalid_reason(static_cast<int>(s.d), c.block_m,
                                                          c.block_n, c.warps, c.stages, 1,
@@ -993,8 +1100,18 @@ class FlashAttentionOp final : public Op {
   /// static_reason for impl=1, the wgmma kernel.
   std::optional<std::string> sm90_reason(const Config& c, const Shape& s, const Params& params,
                                          DType t) const {
+    if (s.paged() && t == DType::e4m3)
+      return std::string("page > 0 takes bf16 or fp16 (e4m3's V transpose is per batch)");
     if (s.varlen && t == DType::e4m3)
       return std::string("varlen=yes takes bf16 or fp16 (e4m3's V transpose is per batch)");
+    // The paged producer walks every item: persistent, it spilled 12-76 bytes with 32 registers
+    // (3 consumers) and 16-36 with 40 (2 consumers at d=256, whose consumers keep 232; NVRTC,
+    // CUDA 13.0).
+    if (s.paged() && c.persistent && (consumers(c) == 3 || (s.d == 256 && consumers(c) == 2)))
+      return "impl=1 persistent with a paged cache and " + str(consumers(c)) +
+             " consumer warpgroups at d=" + str(s.d) + " spills (the producer's " +
+             (consumers(c) == 3 ? "32" : "40") + " registers); " +
+             (consumers(c) == 3 ? "block_m=64 or 128" : "block_m=64") + ", or persistent=0";
     if (s.varlen && c.persistent)
       return std::string("impl=1 with varlen=yes runs one CTA per query tile (persistent=0): "
                          "its tiles past a sequence's end leave at once");
@@ -1035,8 +1152,8 @@ class FlashAttentionOp final : public Op {
     if (c.q_regs || c.smem_pad)
       return std::string("impl=1 keeps Q in shared memory in the 128-byte swizzle: q_regs=0 and "
                          "smem_pad=0");
-    if (smem_bytes(c, s.d, t) > 227u * 1024u)
-      return smem_text(c, s.d, t) + ", more than the 227 KiB any GPU gives a block";
+    if (smem_bytes(c, s.d, t, s.page) > 227u * 1024u)
+      return smem_text(c, s, t) + ", more than the 227 KiB any GPU gives a block";
     if (const char* why = flash_attention_sm90_invalid_reason(static_cast<int>(s.d), c.block_n,
                                                               consumers(c), c.stages,
                                                               elem_bytes(t)))
@@ -1044,10 +1161,11 @@ class FlashAttentionOp final : public Op {
     return std::nullopt;
   }
 
-  static std::string smem_text(const Config& c, std::int64_t d, DType t) {
+  static std::string smem_text(const Config& c, const Shape& s, DType t) {
+    const std::int64_t d = s.d;
     return "block_m=" + str(c.block_m) + ", block_n=" + str(c.block_n) + ", stages=" +
            str(c.stages) + (c.smem_pad ? ", smem_pad=1" : "") + " at d=" + str(d) +
-           (t == DType::e4m3 ? " (e4m3)" : "") + " need " + str(smem_bytes(c, d, t)) +
+           (t == DType::e4m3 ? " (e4m3)" : "") + " need " + str(smem_bytes(c, d, t, s.page)) +
            " bytes of shared memory (Q tile + " + str(c.stages) + " K and V tiles)";
   }
 

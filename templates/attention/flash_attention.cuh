@@ -89,6 +89,34 @@ __device__ __forceinline__ void load_tile(unsigned dst, const T* src, long long 
   }
 }
 
+/// load_tile for a paged K/V cache (args.h): rows [0, ROWS) of the tile whose first key is key0
+/// from the pool at `src` (the KV head's first element; rows `row_stride` elements apart inside a
+/// page), `pages` the tile's page ids (common/paged_kv.h: one, or ROWS / PAGE); rows >=
+/// `rows_valid` are zero-filled without reading the ids or the pool. Each page's rows are a
+/// contiguous load_tile from the page's first row (a tile inside one page: from key0's row), so
+/// the copy costs the registers of a contiguous one.
+template <typename T, int D, bool PAD, int ROWS, int THREADS, int PAGE>
+__device__ __forceinline__ void load_tile_paged(unsigned dst, const T* src, long long row_stride,
+                                                const int* pages, long long key0, int rows_valid,
+                                                int tid) {
+  if constexpr (PAGE >= ROWS) {
+    const long long row = rows_valid > 0 ? static_cast<long long>(pages[0]) * PAGE + key0 % PAGE
+                                         : 0;
+    load_tile<T, D, PAD, ROWS, THREADS>(dst, src + row * row_stride, row_stride, rows_valid, tid);
+  } else {
+    // PAGE rows per page, a multiple of 8: the row swizzle repeats every page. Not unrolled:
+    // one page's addresses live at a time (unrolled, the 16-key pages of d=128 spilled at 255
+    // registers on sm_80).
+#pragma unroll 1
+    for (int s = 0; s < ROWS / PAGE; ++s) {
+      const int left = rows_valid - s * PAGE;
+      const long long row = left > 0 ? static_cast<long long>(pages[s]) * PAGE : 0;
+      load_tile<T, D, PAD, PAGE, THREADS>(dst + s * PAGE * Tile<D, PAD>::PITCH,
+                                          src + row * row_stride, row_stride, left, tid);
+    }
+  }
+}
+
 /// Pairwise reduction of t[0, 2W) into t[0] (max or sum): depth log2(2W) instead of 2W.
 template <int W, int N>
 __device__ __forceinline__ float tree_max(float (&t)[N]) {
@@ -142,14 +170,18 @@ __device__ __forceinline__ float quad_sum(float x) {
 /// kernel is the same code as without them. VARLEN: a variable-length batch (args.h): each CTA
 /// reads its sequence's offsets, leaves at once when its row tile starts past the sequence's
 /// queries, and applies every rule above with the sequence's own Nq and Nk; lse is [Hq, total_q].
+/// PAGE: 0, or the page size of a paged K/V cache (args.h): K/V rows are copied through the
+/// block table, each sequence has its own key count (seq_lens) to which every rule is aligned,
+/// and the page ids of the tile loaded next are read one tile ahead into a shared slot (as
+/// flash_decode's split kernel does), so that no copy waits on the table.
 ///
 /// Launch: grid (flash_attention_grid_x(Nq, BLOCK_M), B * Hq), WARPS * 32 threads,
-/// flash_attention_smem_bytes(D, BLOCK_M, BLOCK_N, STAGES, SMEM_PAD) bytes of dynamic shared
+/// flash_attention_smem_bytes(D, BLOCK_M, BLOCK_N, STAGES, SMEM_PAD, PAGE) bytes of dynamic shared
 /// memory (raise the kernel's dynamic limit first above 48 KiB). Measured best on H100: D=128
 /// <128, 64, 4, 2, Q_IN_REGS=false>, D=64 <128, 64, 4, 2, true> (benchmarks/attention/NOTES.md).
 template <typename T, int D, int BLOCK_M, int BLOCK_N, int WARPS, int STAGES, bool CAUSAL,
           bool Q_IN_REGS = true, int MIN_CTAS = 1, bool SMEM_PAD = false, bool WINDOW = false,
-          bool SOFTCAP = false, bool ALIBI = false, bool VARLEN = false>
+          bool SOFTCAP = false, bool ALIBI = false, bool VARLEN = false, int PAGE = 0>
 __global__ void __launch_bounds__(WARPS * 32, MIN_CTAS)
     flash_attention_fwd(const __grid_constant__ FlashAttentionArgs args) {
   static_assert(sizeof(T) == 2, "T must be bf16 or fp16");
@@ -161,8 +193,12 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_CTAS)
   static_assert(BLOCK_M / (16 * WARPS) <= 2, "at most two 16-row fragments per warp");
   static_assert(STAGES >= 2 && STAGES <= 4, "STAGES must be 2, 3 or 4");
   static_assert(MIN_CTAS >= 1 && MIN_CTAS * WARPS <= 64, "MIN_CTAS out of range");
-  static_assert(flash_attention_smem_bytes(D, BLOCK_M, BLOCK_N, STAGES, SMEM_PAD) <= 227 * 1024,
+  static_assert(flash_attention_smem_bytes(D, BLOCK_M, BLOCK_N, STAGES, SMEM_PAD, PAGE) <=
+                    227 * 1024,
                 "shared memory above 227 KiB");
+  static_assert(PAGE == 0 || PAGE == 16 || PAGE == 32 || PAGE == 64 || PAGE == 128 ||
+                    PAGE == 256,
+                "PAGE: 0 (contiguous), 16, 32, 64, 128 or 256");
 
   using namespace attn;
   constexpr int THREADS = WARPS * 32;
@@ -180,6 +216,9 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_CTAS)
   const unsigned sQ = smem_addr(smem);
   const unsigned sK = sQ + Q_BYTES;
   const unsigned sV = sK + STAGES * KV_BYTES;
+  // Paged: two slots of SLOTS page ids, those of the next tile to load, after the ring.
+  constexpr int SLOTS = PAGE > 0 ? paged_kv_slots(BLOCK_N, PAGE) : 1;
+  int* const s_pages = reinterpret_cast<int*>(smem + Q_BYTES + 2 * STAGES * KV_BYTES);
 
   const int tid = threadIdx.x;
   const int lane = tid & 31;
@@ -207,24 +246,55 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_CTAS)
   // VARLEN: sequence b's first rows in the packed arrays and its lengths. The grid is sized for
   // the longest sequence, so a tile starting past this one's queries has nothing to do (nothing
   // below has synchronised yet, and the whole CTA leaves).
+  // Paged: the keys are the sequence's own count, read from seq_lens.
   int q_first = 0, k_first = 0;
   if constexpr (VARLEN) {
     q_first = args.cu_seqlens_q[b];
-    k_first = args.cu_seqlens_k[b];
     Nq = args.cu_seqlens_q[b + 1] - q_first;
-    Nk = args.cu_seqlens_k[b + 1] - k_first;
-    if (m0 >= Nq) return;
+    if constexpr (PAGE == 0) {
+      k_first = args.cu_seqlens_k[b];
+      Nk = args.cu_seqlens_k[b + 1] - k_first;
+    }
   }
+  if constexpr (PAGE > 0) Nk = paged_kv_seq_len(args.seq_lens[b], args.seq_k);
+  if constexpr (VARLEN)
+    if (m0 >= Nq) return;
 
   const T* q = static_cast<const T*>(args.q) +
                (VARLEN ? q_first * args.q_row_stride : b * args.q_batch_stride) +
                h * args.q_head_stride + m0 * args.q_row_stride;
+  // Paged: the pools' first row of this KV head (pages are addressed from there).
   const T* k = static_cast<const T*>(args.k) +
-               (VARLEN ? k_first * args.k_row_stride : b * args.k_batch_stride) +
+               (PAGE > 0 ? 0 : VARLEN ? k_first * args.k_row_stride : b * args.k_batch_stride) +
                hk * args.k_head_stride;
   const T* v = static_cast<const T*>(args.v) +
-               (VARLEN ? k_first * args.v_row_stride : b * args.v_batch_stride) +
+               (PAGE > 0 ? 0 : VARLEN ? k_first * args.v_row_stride : b * args.v_batch_stride) +
                hk * args.v_head_stride;
+  // Paged: tile n's block table entries (its first page id), and page id `slot` of tile n, or 0
+  // past the sequence (never used: those rows are zeroed).
+  const int* table = PAGE > 0 ? args.block_table + static_cast<long long>(b) * args.pages_per_seq
+                              : nullptr;
+  constexpr int PG = PAGE > 0 ? PAGE : 1;
+  const auto table_at = [&](int n) { return table + static_cast<long long>(n) * BLOCK_N / PG; };
+  const auto page_id = [&](int n, int slot) {
+    const long long first = static_cast<long long>(n) * BLOCK_N / PG + slot;
+    return first * PG < Nk ? table[first] : 0;
+  };
+  // K and V tile n into ring stage st; paged, `pages` holds its page ids.
+  const auto load_kv = [&](int n, int st, const int* pages) {
+    const long long r = static_cast<long long>(n) * BLOCK_N;
+    if constexpr (PAGE > 0) {
+      load_tile_paged<T, D, SMEM_PAD, BLOCK_N, THREADS, PAGE>(
+          sK + st * KV_BYTES, k, args.k_row_stride, pages, r, Nk - n * BLOCK_N, tid);
+      load_tile_paged<T, D, SMEM_PAD, BLOCK_N, THREADS, PAGE>(
+          sV + st * KV_BYTES, v, args.v_row_stride, pages, r, Nk - n * BLOCK_N, tid);
+    } else {
+      load_tile<T, D, SMEM_PAD, BLOCK_N, THREADS>(sK + st * KV_BYTES, k + r * args.k_row_stride,
+                                                  args.k_row_stride, Nk - n * BLOCK_N, tid);
+      load_tile<T, D, SMEM_PAD, BLOCK_N, THREADS>(sV + st * KV_BYTES, v + r * args.v_row_stride,
+                                                  args.v_row_stride, Nk - n * BLOCK_N, tid);
+    }
+  };
 
   // Tiles [0, n_full) need no mask; [n_full, n_end) are partial or cut by the diagonal; tiles
   // past n_end are fully masked for every row of this CTA and skipped.
@@ -251,16 +321,16 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_CTAS)
   // Prologue: Q as its own group, then the first STAGES - 1 K/V tiles.
   load_tile<T, D, SMEM_PAD, BLOCK_M, THREADS>(sQ, q, args.q_row_stride, Nq - m0, tid);
   cp_async_commit();
+  // Paged: the prologue's tiles read their ids from the block table; the first tile step's from
+  // its slot, written here (the step's barrier orders it).
 #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) {
-    if (n_begin + s < n_end) {
-      const long long r = static_cast<long long>(n_begin + s) * BLOCK_N;
-      load_tile<T, D, SMEM_PAD, BLOCK_N, THREADS>(sK + s * KV_BYTES, k + r * args.k_row_stride,
-                                        args.k_row_stride, Nk - (n_begin + s) * BLOCK_N, tid);
-      load_tile<T, D, SMEM_PAD, BLOCK_N, THREADS>(sV + s * KV_BYTES, v + r * args.v_row_stride,
-                                        args.v_row_stride, Nk - (n_begin + s) * BLOCK_N, tid);
-    }
+    if (n_begin + s < n_end) load_kv(n_begin + s, s, table_at(n_begin + s));
     cp_async_commit();
+  }
+  if constexpr (PAGE > 0) {
+    const int m = n_begin + STAGES - 1;
+    if (tid < SLOTS && m < n_end) s_pages[(m & 1) * SLOTS + tid] = page_id(m, tid);
   }
 
   // Lane constants of the ldmatrix addresses (see the fragment layouts in mma.cuh).
@@ -333,18 +403,16 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_CTAS)
     // issued just below overwrites.
     cp_async_wait<STAGES - 2>();
     __syncthreads();
-    {
-      const int nl = n + STAGES - 1;
-      if (nl < n_end) {
-        const int st = stage == 0 ? STAGES - 1 : stage - 1;
-        const long long r = static_cast<long long>(nl) * BLOCK_N;
-        load_tile<T, D, SMEM_PAD, BLOCK_N, THREADS>(sK + st * KV_BYTES, k + r * args.k_row_stride,
-                                          args.k_row_stride, Nk - nl * BLOCK_N, tid);
-        load_tile<T, D, SMEM_PAD, BLOCK_N, THREADS>(sV + st * KV_BYTES, v + r * args.v_row_stride,
-                                          args.v_row_stride, Nk - nl * BLOCK_N, tid);
-      }
-      cp_async_commit();
-    }
+    // Paged: tile nl's ids are in slot nl & 1 (stored before the barrier above); the ids of
+    // tile nl + 1 are read now and stored to the other slot at the end of this step, which no
+    // thread reads before the next step's barrier (its last reader, tile nl - 1's copy, is
+    // behind this step's).
+    const int nl = n + STAGES - 1;
+    if (nl < n_end) load_kv(nl, stage == 0 ? STAGES - 1 : stage - 1, s_pages + (nl & 1) * SLOTS);
+    cp_async_commit();
+    [[maybe_unused]] int next_page = 0;
+    if constexpr (PAGE > 0)
+      if (tid < SLOTS && nl + 1 < n_end) next_page = page_id(nl + 1, tid);
     const unsigned k_stage = sK + stage * KV_BYTES + k_lane;
     const unsigned v_stage = sV + stage * KV_BYTES + v_lane;
 
@@ -499,6 +567,8 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_CTAS)
         }
       }
     }
+    if constexpr (PAGE > 0)
+      if (tid < SLOTS && nl + 1 < n_end) s_pages[((nl + 1) & 1) * SLOTS + tid] = next_page;
     stage = stage + 1 == STAGES ? 0 : stage + 1;
   };
   int n = 0;

@@ -20,7 +20,7 @@
 // left window, soft-capping, ALiBi, rows without any visible key give O = 0 and LSE = -inf.
 // Q, K and V are read through tensor maps (args_sm90.h), so rows past Nq or Nk arrive as zeros;
 // keys past Nk are masked, rows past Nq are not written. Not here (the host gives reasons):
-// paged K/V, D other than 64/128/256.
+// D other than 64/128/256.
 //
 // VARLEN (variable-length batches, args.h: packed rows, cu_seqlens): the host cannot know how
 // many rows the packed tensors hold (the offsets live on the GPU), so no tensor map could bound
@@ -30,6 +30,18 @@
 // land (cp.async.mbarrier.arrive.noinc: the barriers count 128 arrivals); the consumers order
 // those generic-proxy writes before their wgmmas read them (fence.proxy.async). One item per CTA
 // (not PERSISTENT), 16-bit types.
+//
+// PAGE > 0 (a paged K/V cache, args.h: pools of pages through a block table, each sequence's
+// own key count in seq_lens): the K and V maps are 4-D over the pools (d, head, row in the page,
+// page), and the producer reads a tile's page ids from the block table and loads the tile one
+// page (or, pages of 64 keys or more, one box of BLOCK_N rows) at a time; Q by its own map. The
+// rows of a sequence's last tile past its keys hold whatever the pool does there (another
+// sequence's keys, or NaN in never-written memory): K's are masked, but P V would multiply
+// them by zero, so that tile's V is copied by the producer's 128 threads with zeros past the
+// keys (as VARLEN copies). The K and V barriers then count 128 arrivals (the leader's
+// expect_tx and 127 plain ones, or 128 cp.async arrivals). With VARLEN (a paged varlen batch:
+// Q and O packed by cu_seqlens_q, key counts from seq_lens) the producer's threads copy every
+// tile, each row from its page.
 //
 // FP8 (T = e4m3, D = 128 or 256, BLOCK_N = 128): Q and K as above (a 128-byte swizzled row holds
 // 128 elements, a k32 step is 32 bytes), scores m64nNk32. wgmma reads e4m3 operands K-major
@@ -82,17 +94,22 @@ struct Layout {
 /// Registers per thread after reallocation, (producer, consumer), by consumer count: the totals
 /// fit the 64 Ki register file (128 x 24 + 256 x 240, 128 x 32 + 384 x 160). With one consumer
 /// the launch bound already allows 255. GATHER (VARLEN: the producer's threads copy the tiles
-/// themselves) gives two consumers' producer 40 (128 x 40 + 256 x 232).
-template <int CONSUMERS, bool GATHER = false>
+/// themselves) gives two consumers' producer 40 (128 x 40 + 256 x 232); PAGED (all producer
+/// threads walk the items, read page ids and copy a last V tile) 56 (128 x 56 + 256 x 224: at
+/// 40 its persistent form spilled 8-36 bytes at d=128, at 56 none), except at d=256, whose
+/// consumers need 232 (GATHER's split; the host refuses its persistent form).
+template <int CONSUMERS, bool GATHER = false, bool PAGED = false>
 struct Registers {
-  static constexpr int PRODUCER = CONSUMERS == 3 ? 32 : GATHER ? 40 : 24;
-  static constexpr int CONSUMER = CONSUMERS == 3 ? 160 : GATHER ? 232 : 240;
+  static constexpr int PRODUCER = CONSUMERS == 3 ? 32 : PAGED ? 56 : GATHER ? 40 : 24;
+  static constexpr int CONSUMER = CONSUMERS == 3 ? 160 : PAGED ? 224 : GATHER ? 232 : 240;
 };
 
 /// VARLEN's copy of one tile (ROWS rows of D 16-bit columns) by the producer's 128 threads
 /// (ptid): rows [0, rows_left) of src (row_stride elements apart) into the swizzled column
-/// blocks at dst (file comment), zeros from row rows_left on. Not waited for here.
-template <typename T, int D, int ROWS>
+/// blocks at dst (file comment), zeros from row rows_left on. Not waited for here. BLOCK_ROWS:
+/// the rows of the whole tile when this copies a slice of it (a page of a paged tile; dst is then
+/// the slice's first row, a multiple of 8), whose column blocks are BLOCK_ROWS rows apart.
+template <typename T, int D, int ROWS, int BLOCK_ROWS = ROWS>
 __device__ __forceinline__ void gather_tile(unsigned dst, const T* src, long long row_stride,
                                             int rows_left, int ptid) {
   constexpr int CPR = D * static_cast<int>(sizeof(T)) / 16;  // 16-byte chunks per row
@@ -103,10 +120,48 @@ __device__ __forceinline__ void gather_tile(unsigned dst, const T* src, long lon
     const int i = ptid + 128 * j;
     const int r = i / CPR, c = i % CPR;
     const bool ok = r < rows_left;
-    attn::cp_async_16(dst + (c / CPB) * (ROWS * wg::kSw128RowBytes) + wg::sw128_offset(r, c % CPB),
-                      src + (ok ? r * row_stride + c * (16 / static_cast<int>(sizeof(T))) : 0),
-                      ok ? 16 : 0);
+    attn::cp_async_16(
+        dst + (c / CPB) * (BLOCK_ROWS * wg::kSw128RowBytes) + wg::sw128_offset(r, c % CPB),
+        src + (ok ? r * row_stride + c * (16 / static_cast<int>(sizeof(T))) : 0), ok ? 16 : 0);
   }
+}
+
+/// gather_tile from a paged pool (args.h): rows [0, ROWS) of the tile whose first key is key0,
+/// `src` the KV head's first element of the pools, `pages` the block table entries from the
+/// tile's first page (one page holds the tile, or ROWS / PAGE do, each copied as a contiguous
+/// slice). Rows >= rows_left are zeros, read from neither the table nor the pool.
+template <typename T, int D, int ROWS, int PAGE>
+__device__ __forceinline__ void gather_tile_paged(unsigned dst, const T* src, long long row_stride,
+                                                  const int* pages, long long key0,
+                                                  int rows_left, int ptid) {
+  if constexpr (PAGE >= ROWS) {
+    const long long row =
+        rows_left > 0 ? static_cast<long long>(__ldg(pages)) * PAGE + key0 % PAGE : 0;
+    gather_tile<T, D, ROWS>(dst, src + row * row_stride, row_stride, rows_left, ptid);
+  } else {
+#pragma unroll 1
+    for (int s = 0; s < ROWS / PAGE; ++s) {
+      const int left = rows_left - s * PAGE;
+      const long long row = left > 0 ? static_cast<long long>(__ldg(pages + s)) * PAGE : 0;
+      gather_tile<T, D, PAGE, ROWS>(dst + s * PAGE * wg::kSw128RowBytes, src + row * row_stride,
+                                    row_stride, left, ptid);
+    }
+  }
+}
+
+/// The TMA copy of an item's Q tiles (CONSUMERS x 64 rows from row m0 of head h, batch b) by the
+/// producer's leader, once the consumers have freed Q from the item before (`items` so far).
+template <class L, int CONSUMERS>
+__device__ __forceinline__ void load_q(unsigned base, const tma::TensorMap* q_map, int items,
+                                       int m0, int h, int b) {
+  if (items > 0) mbar::wait_parity(base + L::Q_EMPTY, (items - 1) & 1);
+  mbar::arrive_expect_tx(base + L::Q_FULL, CONSUMERS * L::Q_TILE);
+#pragma unroll
+  for (int c = 0; c < CONSUMERS; ++c)
+#pragma unroll
+    for (int blk = 0; blk < L::BLOCKS; ++blk)
+      tma::load(base + L::Q + c * L::Q_TILE + blk * L::Q_BLOCK, q_map, base + L::Q_FULL,
+                blk * L::COLS, m0 + c * kSm90RowsPerConsumer, h, b);
 }
 
 /// What one consumer thread's online softmax needs besides the scores: its rows are row_base
@@ -234,7 +289,7 @@ __device__ __forceinline__ void quad_transpose(unsigned (&w)[4], int t) {
 /// at once. The producer's threads copy the tiles (file comment).
 template <typename T, int D, int BLOCK_N, int CONSUMERS, int STAGES, bool PINGPONG, bool CAUSAL,
           bool WINDOW = false, bool SOFTCAP = false, bool ALIBI = false, bool PERSISTENT = false,
-          bool REG_SPLIT = true, bool VARLEN = false>
+          bool REG_SPLIT = true, bool VARLEN = false, int PAGE = 0>
 __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
     flash_attention_sm90(const __grid_constant__ FlashAttentionSm90Args args) {
   static_assert(D == 64 || D == 128 || D == 256, "D must be 64, 128 or 256");
@@ -245,12 +300,21 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
   constexpr bool FP8 = sizeof(T) == 1;
   static_assert(!FP8 || ((D == 128 || D == 256) && BLOCK_N == 128),
                 "e4m3 takes D = 128 or 256 and BLOCK_N = 128 (128-byte rows of Q, K and Vt)");
-  static_assert(!VARLEN || (!PERSISTENT && !FP8),
+  // The producer's threads copy the tiles (VARLEN), or copy the last V tile of each item beside
+  // the leader's page-wise TMA (PAGED_TMA; file comment).
+  constexpr bool GATHER = VARLEN;
+  constexpr bool PAGED_TMA = PAGE > 0 && !VARLEN;
+  static_assert(!GATHER || (!PERSISTENT && !FP8),
                 "VARLEN takes 16-bit types and one item per CTA (not PERSISTENT)");
+  static_assert(PAGE == 0 || !FP8, "PAGE takes 16-bit types");
+  static_assert(PAGE == 0 || PAGE == 16 || PAGE == 32 || PAGE == 64 || PAGE == 128 ||
+                    PAGE == 256,
+                "PAGE: 0 (contiguous), 16, 32, 64, 128 or 256");
   using OT = typename OutputOf<T>::type;
 #if KTUNE_WGMMA
   using L = attn90::Layout<D, BLOCK_N, CONSUMERS, STAGES, static_cast<int>(sizeof(T))>;
-  using R = attn90::Registers<CONSUMERS, VARLEN>;
+  using R = attn90::Registers<CONSUMERS, GATHER || (PAGED_TMA && D == 256),
+                              PAGED_TMA && D != 256>;
   constexpr int BLOCK_M = kSm90RowsPerConsumer * CONSUMERS;
   const FlashAttentionArgs& a = args.base;
   extern __shared__ unsigned char smem_raw[];
@@ -294,10 +358,13 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
     it.nq = a.seq_q, it.nk = a.seq_k, it.q_first = 0, it.k_first = 0;
     if constexpr (VARLEN) {
       it.q_first = a.cu_seqlens_q[it.b];
-      it.k_first = a.cu_seqlens_k[it.b];
       it.nq = a.cu_seqlens_q[it.b + 1] - it.q_first;
-      it.nk = a.cu_seqlens_k[it.b + 1] - it.k_first;
+      if constexpr (PAGE == 0) {
+        it.k_first = a.cu_seqlens_k[it.b];
+        it.nk = a.cu_seqlens_k[it.b + 1] - it.k_first;
+      }
     }
+    if constexpr (PAGE > 0) it.nk = paged_kv_seq_len(a.seq_lens[it.b], a.seq_k);
     attn90::tile_range<BLOCK_N, CAUSAL, WINDOW>(it.nq, it.nk, a.window, it.m0, BLOCK_M,
                                                 it.t_begin, it.t_end);
     return it;
@@ -308,11 +375,11 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
   }
 
   // Barrier arrivals per fill: the elected producer thread's expect_tx, or (VARLEN) one
-  // cp.async arrival per producer thread.
-  constexpr unsigned FILL_ARRIVALS = VARLEN ? wgrp::kWarpgroupThreads : 1;
+  // cp.async arrival per producer thread, or (PAGED_TMA, K and V) 128 either way.
+  constexpr unsigned FILL_ARRIVALS = GATHER || PAGED_TMA ? wgrp::kWarpgroupThreads : 1;
 
   if (threadIdx.x == 0) {
-    mbar::init(base + L::Q_FULL, FILL_ARRIVALS);
+    mbar::init(base + L::Q_FULL, GATHER ? wgrp::kWarpgroupThreads : 1);
     mbar::init(base + L::Q_EMPTY, 4 * CONSUMERS);  // one arrival per consumer warp
 #pragma unroll
     for (int s = 0; s < STAGES; ++s) {
@@ -329,14 +396,17 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
     // Producer: one thread of warp 0 issues every copy. Per item: its first K/V tile (a slot
     // freed by earlier tiles), then Q once the consumers have freed it, then the other tiles.
     if constexpr (CONSUMERS > 1 && REG_SPLIT) wgrp::setmaxnreg_dec<R::PRODUCER>();
-    if constexpr (VARLEN) {
-      // Every producer thread copies its share of each tile (one item: not PERSISTENT).
+    if constexpr (GATHER) {
+      // Every producer thread copies its share of each tile (one item: not PERSISTENT). Paged,
+      // kp and vp are the pools' first row of the KV head.
       const int ptid = static_cast<int>(threadIdx.x);
       const Item it = item(0);
-      const T* kp = static_cast<const T*>(a.k) +
-                    static_cast<long long>(it.k_first) * a.k_row_stride + it.hk * a.k_head_stride;
-      const T* vp = static_cast<const T*>(a.v) +
-                    static_cast<long long>(it.k_first) * a.v_row_stride + it.hk * a.v_head_stride;
+      const long long k_at = PAGE > 0 ? 0 : static_cast<long long>(it.k_first) * a.k_row_stride;
+      const long long v_at = PAGE > 0 ? 0 : static_cast<long long>(it.k_first) * a.v_row_stride;
+      const T* kp = static_cast<const T*>(a.k) + k_at + it.hk * a.k_head_stride;
+      const T* vp = static_cast<const T*>(a.v) + v_at + it.hk * a.v_head_stride;
+      const int* table =
+          PAGE > 0 ? a.block_table + static_cast<long long>(it.b) * a.pages_per_seq : nullptr;
       const auto load_q = [&]() {
         const T* qp = static_cast<const T*>(a.q) +
                       static_cast<long long>(it.q_first + it.m0) * a.q_row_stride +
@@ -353,13 +423,93 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
         const int s = fills % STAGES;
         if (fills >= STAGES) mbar::wait_parity(base + L::EMPTY + 8 * s, ((fills / STAGES) - 1) & 1);
         const int key0 = tile * BLOCK_N;
-        attn90::gather_tile<T, D, BLOCK_N>(base + L::K + s * L::KV_TILE, kp + key0 * a.k_row_stride,
-                                           a.k_row_stride, it.nk - key0, ptid);
-        mbar::cp_async_arrive_noinc(base + L::K_FULL + 8 * s);
-        attn90::gather_tile<T, D, BLOCK_N>(base + L::V + s * L::KV_TILE, vp + key0 * a.v_row_stride,
-                                           a.v_row_stride, it.nk - key0, ptid);
-        mbar::cp_async_arrive_noinc(base + L::V_FULL + 8 * s);
+        if constexpr (PAGE > 0) {
+          const int* pages = table + key0 / PAGE;
+          attn90::gather_tile_paged<T, D, BLOCK_N, PAGE>(base + L::K + s * L::KV_TILE, kp,
+                                                         a.k_row_stride, pages, key0,
+                                                         it.nk - key0, ptid);
+          mbar::cp_async_arrive_noinc(base + L::K_FULL + 8 * s);
+          attn90::gather_tile_paged<T, D, BLOCK_N, PAGE>(base + L::V + s * L::KV_TILE, vp,
+                                                         a.v_row_stride, pages, key0,
+                                                         it.nk - key0, ptid);
+          mbar::cp_async_arrive_noinc(base + L::V_FULL + 8 * s);
+        } else {
+          attn90::gather_tile<T, D, BLOCK_N>(base + L::K + s * L::KV_TILE,
+                                             kp + key0 * a.k_row_stride, a.k_row_stride,
+                                             it.nk - key0, ptid);
+          mbar::cp_async_arrive_noinc(base + L::K_FULL + 8 * s);
+          attn90::gather_tile<T, D, BLOCK_N>(base + L::V + s * L::KV_TILE,
+                                             vp + key0 * a.v_row_stride, a.v_row_stride,
+                                             it.nk - key0, ptid);
+          mbar::cp_async_arrive_noinc(base + L::V_FULL + 8 * s);
+        }
         if (tile == it.t_begin) load_q();
+      }
+    } else if constexpr (PAGED_TMA) {
+      // Every producer thread walks the items and tiles (they all arrive on each fill); the
+      // leader issues the copies, except for an item's last V tile when it runs past the
+      // sequence's keys, which all 128 copy with zeros past them (file comment).
+      const bool leader = wgrp::warp_in_warpgroup() == 0 && wgrp::elect_one();
+      const int ptid = static_cast<int>(threadIdx.x);
+      constexpr int BOX = PAGE < BLOCK_N ? PAGE : BLOCK_N;  // rows per TMA box
+      if (leader) {
+        tma::prefetch_map(&args.q_map);
+        tma::prefetch_map(&args.k_map);
+        tma::prefetch_map(&args.v_map);
+      }
+      int fills = 0;  // K/V tiles issued so far, over every item
+      int items = 0;
+      for (long long w = work(0); w >= 0; w = work(++items)) {
+        const Item it = item(w);
+        const int* table = a.block_table + static_cast<long long>(it.b) * a.pages_per_seq;
+        const auto load_q = [&]() {
+          if (leader) attn90::load_q<L, CONSUMERS>(base, &args.q_map, items, it.m0, it.h, it.b);
+        };
+        // One tile of the K or V pool by the leader, BOX rows of page ids[sl] per box.
+        const auto load_pages = [&](unsigned dst, const tma::TensorMap* map, unsigned bar,
+                                    const int (&ids)[BLOCK_N / BOX], int key0) {
+#pragma unroll
+          for (int sl = 0; sl < BLOCK_N / BOX; ++sl)
+#pragma unroll
+            for (int blk = 0; blk < L::BLOCKS; ++blk)
+              tma::load(dst + blk * L::KV_BLOCK + sl * BOX * wg::kSw128RowBytes, map, bar,
+                        blk * L::COLS, it.hk, PAGE < BLOCK_N ? 0 : key0 % PAGE, ids[sl]);
+        };
+        if (it.t_end == it.t_begin) load_q();
+        for (int tile = it.t_begin; tile < it.t_end; ++tile, ++fills) {
+          const int s = fills % STAGES;
+          const int key0 = tile * BLOCK_N;
+          // The tile's page ids, requested before the wait for its slot (which hides their
+          // latency); boxes past the keys read page 0 (any page: K's rows there are masked, and
+          // a V tile reaching them is copied instead).
+          int ids[BLOCK_N / BOX];
+#pragma unroll
+          for (int sl = 0; sl < BLOCK_N / BOX; ++sl) {
+            const int first = key0 / PAGE + sl;
+            ids[sl] = leader && first * PAGE < it.nk ? __ldg(table + first) : 0;
+          }
+          if (fills >= STAGES) mbar::wait_parity(base + L::EMPTY + 8 * s, ((fills / STAGES) - 1) & 1);
+          const unsigned k_bar = base + L::K_FULL + 8 * s, v_bar = base + L::V_FULL + 8 * s;
+          if (leader) {
+            mbar::arrive_expect_tx(k_bar, L::KV_TILE);
+            load_pages(base + L::K + s * L::KV_TILE, &args.k_map, k_bar, ids, key0);
+          } else {
+            mbar::arrive(k_bar);
+          }
+          if (key0 + BLOCK_N > it.nk) {
+            const T* vp = static_cast<const T*>(a.v) + it.hk * a.v_head_stride;
+            attn90::gather_tile_paged<T, D, BLOCK_N, PAGE>(base + L::V + s * L::KV_TILE, vp,
+                                                           a.v_row_stride, table + key0 / PAGE,
+                                                           key0, it.nk - key0, ptid);
+            mbar::cp_async_arrive_noinc(v_bar);
+          } else if (leader) {
+            mbar::arrive_expect_tx(v_bar, L::KV_TILE);
+            load_pages(base + L::V + s * L::KV_TILE, &args.v_map, v_bar, ids, key0);
+          } else {
+            mbar::arrive(v_bar);
+          }
+          if (tile == it.t_begin) load_q();
+        }
       }
     } else if (wgrp::warp_in_warpgroup() == 0 && wgrp::elect_one()) {
       tma::prefetch_map(&args.q_map);
@@ -370,15 +520,7 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
       for (long long w = work(0); w >= 0; w = work(++items)) {
         const Item it = item(w);
         const auto load_q = [&]() {
-          if (items > 0) mbar::wait_parity(base + L::Q_EMPTY, (items - 1) & 1);
-          mbar::arrive_expect_tx(base + L::Q_FULL, CONSUMERS * L::Q_TILE);
-#pragma unroll
-          for (int c = 0; c < CONSUMERS; ++c)
-#pragma unroll
-            for (int blk = 0; blk < L::BLOCKS; ++blk)
-              tma::load(base + L::Q + c * L::Q_TILE + blk * L::Q_BLOCK, &args.q_map,
-                        base + L::Q_FULL, blk * L::COLS, it.m0 + c * kSm90RowsPerConsumer, it.h,
-                        it.b);
+          attn90::load_q<L, CONSUMERS>(base, &args.q_map, items, it.m0, it.h, it.b);
         };
         if (it.t_end == it.t_begin) load_q();
         for (int tile = it.t_begin; tile < it.t_end; ++tile, ++fills) {
@@ -437,16 +579,21 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
     __syncwarp();
     if (lane == 0) mbar::arrive(base + L::EMPTY + 8 * slot(tile));
   };
-  // VARLEN: the producer's threads wrote the tile (generic proxy), which the wgmmas read through
-  // the async proxy.
+  // VARLEN, PAGE: the producer's threads wrote the tile (generic proxy), which the wgmmas read
+  // through the async proxy.
   const auto k_ready = [&](int tile) {
     mbar::wait_parity(base + L::K_FULL + 8 * slot(tile), fill(tile));
-    if constexpr (VARLEN) wg::fence_proxy_async();
+    if constexpr (GATHER) wg::fence_proxy_async();
     return base + L::K + slot(tile) * L::KV_TILE;
   };
+  // PAGED_TMA: an item's last V tile, when it runs past the keys, was copied by the producer's
+  // threads too.
+  int item_nk = 0;
   const auto v_ready = [&](int tile) {
     mbar::wait_parity(base + L::V_FULL + 8 * slot(tile), fill(tile));
-    if constexpr (VARLEN) wg::fence_proxy_async();
+    if constexpr (GATHER) wg::fence_proxy_async();
+    if constexpr (PAGED_TMA)
+      if ((tile + 1) * BLOCK_N > item_nk) wg::fence_proxy_async();
     return base + L::V + slot(tile) * L::KV_TILE;
   };
   // A tile outside this warpgroup's keys: released once its fill has landed. Arriving before
@@ -541,6 +688,7 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
     t_begin = it.t_begin;
     const int t_end = it.t_end;
     const int Nq = it.nq, Nk = it.nk, shift = Nk - Nq;
+    item_nk = Nk;
     const int wg_row0 = it.m0 + c * kSm90RowsPerConsumer;
     const int row_base = wg_row0 + 16 * warp + g;  // rows row_base and row_base + 8
     float slope_log2 = 0.f;
@@ -581,7 +729,7 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
     };
 
     mbar::wait_parity(base + L::Q_FULL, items & 1);
-    if constexpr (VARLEN) wg::fence_proxy_async();
+    if constexpr (GATHER) wg::fence_proxy_async();
     for (int tile = t_begin; tile < w_begin; ++tile) {
       turn_begin();
       turn_end();

@@ -11,11 +11,12 @@ namespace ktune {
 /// One warp per query row; lane l holds elements l, l + 32, ... of the row. Keys are streamed in
 /// order with an online softmax (expf, running max and sum), so any Nk runs in O(D) registers.
 /// Same arguments, masks and score variants as flash_attention_fwd (WINDOW, SOFTCAP, ALIBI,
-/// VARLEN), computed directly with tanhf and expf, except that `args.o` is float (with the o
+/// VARLEN, PAGE: key j of a paged sequence read at its page's row, looked up per key), computed
+/// directly with tanhf and expf, except that `args.o` is float (with the o
 /// strides in float elements). Launch: grid (ceil(Nq / warps per block), B * Hq), any multiple of
 /// 32 threads, no shared memory.
 template <typename T, int D, bool CAUSAL, bool WINDOW = false, bool SOFTCAP = false,
-          bool ALIBI = false, bool VARLEN = false>
+          bool ALIBI = false, bool VARLEN = false, int PAGE = 0>
 __global__ void flash_attention_reference(const __grid_constant__ FlashAttentionArgs args) {
   static_assert(D % 32 == 0, "D must be a multiple of 32");
   constexpr int PER_LANE = D / 32;
@@ -28,21 +29,32 @@ __global__ void flash_attention_reference(const __grid_constant__ FlashAttention
   long long seq_q = args.seq_q, seq_k = args.seq_k, q_first = 0, k_first = 0;
   if (VARLEN) {
     q_first = args.cu_seqlens_q[b];
-    k_first = args.cu_seqlens_k[b];
     seq_q = args.cu_seqlens_q[b + 1] - q_first;
-    seq_k = args.cu_seqlens_k[b + 1] - k_first;
+    if (PAGE == 0) {
+      k_first = args.cu_seqlens_k[b];
+      seq_k = args.cu_seqlens_k[b + 1] - k_first;
+    }
   }
+  if (PAGE > 0) seq_k = paged_kv_seq_len(args.seq_lens[b], args.seq_k);
   if (row >= seq_q) return;  // whole warps leave; nothing below synchronises the block
 
   const T* q = static_cast<const T*>(args.q) +
                (VARLEN ? q_first * args.q_row_stride : b * args.q_batch_stride) +
                h * args.q_head_stride + row * args.q_row_stride;
   const T* k = static_cast<const T*>(args.k) +
-               (VARLEN ? k_first * args.k_row_stride : b * args.k_batch_stride) +
+               (PAGE > 0 ? 0 : VARLEN ? k_first * args.k_row_stride : b * args.k_batch_stride) +
                hk * args.k_head_stride;
   const T* v = static_cast<const T*>(args.v) +
-               (VARLEN ? k_first * args.v_row_stride : b * args.v_batch_stride) +
+               (PAGE > 0 ? 0 : VARLEN ? k_first * args.v_row_stride : b * args.v_batch_stride) +
                hk * args.v_head_stride;
+  // Key j's row: j, or paged its page's row in the pools.
+  const int* table = PAGE > 0 ? args.block_table + static_cast<long long>(b) * args.pages_per_seq
+                              : nullptr;
+  const auto key_row = [&](long long j) {
+    return PAGE > 0 ? static_cast<long long>(table[j / (PAGE > 0 ? PAGE : 1)]) * PAGE +
+                          j % (PAGE > 0 ? PAGE : 1)
+                    : j;
+  };
   float qv[PER_LANE], acc[PER_LANE];
 #pragma unroll
   for (int i = 0; i < PER_LANE; ++i) {
@@ -60,7 +72,7 @@ __global__ void flash_attention_reference(const __grid_constant__ FlashAttention
   const float neg_inf = -__int_as_float(0x7f800000);
   float max = neg_inf, sum = 0.f;
   for (long long j = first; j < keys; ++j) {
-    const T* kr = k + j * args.k_row_stride;
+    const T* kr = k + key_row(j) * args.k_row_stride;
     float s = 0.f;
 #pragma unroll
     for (int i = 0; i < PER_LANE; ++i) s += qv[i] * to_float(kr[lane + 32 * i]);
@@ -79,7 +91,7 @@ __global__ void flash_attention_reference(const __grid_constant__ FlashAttention
     }
     const float p = expf(s - max);
     sum += p;
-    const T* vr = v + j * args.v_row_stride;
+    const T* vr = v + key_row(j) * args.v_row_stride;
 #pragma unroll
     for (int i = 0; i < PER_LANE; ++i) acc[i] += p * to_float(vr[lane + 32 * i]);
   }

@@ -22,6 +22,14 @@
 // Not combined with PAGE (the op refuses the problem).
 #pragma once
 
+// Named from templates/ in kernels (NVRTC's embedded names), from the repository root in host
+// code.
+#if defined(__CUDACC__)
+#include "common/paged_kv.h"
+#else
+#include "templates/common/paged_kv.h"
+#endif
+
 #if defined(__CUDACC__)
 #define KTUNE_DECODE_HD __host__ __device__
 #else
@@ -77,34 +85,6 @@ struct FlashDecodeArgs {
   const int* cu_seqlens_q;       // [B + 1] int32 row offsets of q and o; else null
   const int* cu_seqlens_k;       // [B + 1] int32 row offsets of k and v; else null
 };
-
-/// Pages a sequence of seq_k keys spans: one block table row.
-KTUNE_DECODE_HD constexpr long long flash_decode_pages(long long seq_k, int page) {
-  return (seq_k + page - 1) / page;
-}
-
-/// Page ids one K/V tile of BLOCK_N keys needs (tiles start at multiples of BLOCK_N and both are
-/// powers of 2, so a tile lies in one page or covers whole pages).
-KTUNE_DECODE_HD constexpr int flash_decode_page_slots(int block_n, int page) {
-  return page >= block_n ? 1 : block_n / page;
-}
-
-/// The paged K/V copy: thread t copies 16-byte chunk t % (D / 8) of rows rt + i * rpi of a tile
-/// (rt = t / (D / 8), rpi = threads / (D / 8) rows per pass, both powers of 2, rt < rpi). Which of
-/// the tile's page ids row rt + i * rpi uses: written so that it is a compile-time constant plus
-/// at most a per-thread one (no division per copy).
-KTUNE_DECODE_HD constexpr int flash_decode_copy_slot(int i, int rt, int rpi, int block_n,
-                                                     int page) {
-  return page >= block_n ? 0 : (rpi <= page ? i * rpi / page : i * rpi / page + rt / page);
-}
-
-/// Row inside its page of key key0 + rt + i * rpi (key0: the tile's first key, a multiple of
-/// block_n).
-KTUNE_DECODE_HD constexpr int flash_decode_copy_row(long long key0, int i, int rt, int rpi,
-                                                    int block_n, int page) {
-  return page >= block_n ? static_cast<int>(key0 % page) + rt + i * rpi
-                         : (rpi <= page ? i * rpi % page + rt : rt % page);
-}
 
 /// A sequence's key count as the kernels use it: seq_lens[b] (or VARLEN a difference of
 /// offsets) clamped to [0, Nk]; VARLEN query counts likewise to [0, Nq].
@@ -209,7 +189,7 @@ KTUNE_DECODE_HD constexpr unsigned flash_decode_merge_bytes(int d, int block_m, 
 KTUNE_DECODE_HD constexpr unsigned flash_decode_smem_bytes(int d, int block_m, int block_n,
                                                            int warps, int stages, int page = 0,
                                                            bool varlen = false) {
-  return static_cast<unsigned>(page > 0 ? 2 * 4 * flash_decode_page_slots(block_n, page) : 0) +
+  return static_cast<unsigned>(page > 0 ? 2 * 4 * paged_kv_slots(block_n, page) : 0) +
          static_cast<unsigned>(flash_decode_pitch(d) * block_m) +
          (static_cast<unsigned>(flash_decode_kv_pitch(d, varlen) * 2 * block_n * stages) >
                   flash_decode_merge_bytes(d, block_m, warps)

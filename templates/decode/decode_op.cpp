@@ -57,7 +57,7 @@ struct Shape {
   std::int64_t rows() const { return flash_decode_rows(group(), nq); }  // per KV head
   bool paged() const { return page > 0; }
   std::int64_t pages_per_seq() const {
-    return paged() ? flash_decode_pages(nk, static_cast<int>(page)) : 0;
+    return paged() ? paged_kv_pages(nk, static_cast<int>(page)) : 0;
   }
   std::int64_t pool_pages() const { return b * pages_per_seq(); }  // each sequence's own pages
 };

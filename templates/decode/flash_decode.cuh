@@ -101,7 +101,7 @@ __device__ __forceinline__ void load_kv_tile(unsigned dst, const unsigned short*
 
 /// Paged: copies keys [key0, key0 + ROWS) of one KV head from the pools (rows `row_stride`
 /// elements apart, Hkv * D) into shared K and V tiles (kv_offset). `pages` holds the tile's page
-/// ids (flash_decode_copy_slot), from the block table or a shared slot; rows at or past
+/// ids (paged_kv_copy_slot), from the block table or a shared slot; rows at or past
 /// `rows_valid` are zero-filled, reading neither the table nor the pools.
 template <int D, int ROWS, int THREADS, int PAGE, bool SWZ>
 __device__ __forceinline__ void load_kv_tiles_paged(unsigned dst_k, unsigned dst_v,
@@ -119,9 +119,9 @@ __device__ __forceinline__ void load_kv_tiles_paged(unsigned dst_k, unsigned dst
     const int row = rt + i * RPI;
     const unsigned off = kv_offset<D, SWZ>(row, chunk);
     if (row < rows_valid) {
-      const long long page = pages[flash_decode_copy_slot(i, rt, RPI, ROWS, PAGE)];
+      const long long page = pages[paged_kv_copy_slot(i, rt, RPI, ROWS, PAGE)];
       const long long at =
-          (page * PAGE + flash_decode_copy_row(key0, i, rt, RPI, ROWS, PAGE)) * row_stride +
+          (page * PAGE + paged_kv_copy_row(key0, i, rt, RPI, ROWS, PAGE)) * row_stride +
           chunk * 8;
       attn::cp_async_16(dst_k + off, k + at);
       attn::cp_async_16(dst_v + off, v + at);
@@ -194,7 +194,7 @@ __global__ void __launch_bounds__(WARPS * 32,
   constexpr unsigned RING = 2 * STAGES * KV_BYTES > flash_decode_merge_bytes(D, BLOCK_M, WARPS)
                                 ? 2 * STAGES * KV_BYTES
                                 : flash_decode_merge_bytes(D, BLOCK_M, WARPS);
-  constexpr int SLOTS = PAGE > 0 ? flash_decode_page_slots(BLOCK_N, PAGE) : 1;
+  constexpr int SLOTS = PAGE > 0 ? paged_kv_slots(BLOCK_N, PAGE) : 1;
   const float NEG_INF = -__int_as_float(0x7f800000);
 
   extern __shared__ __align__(128) unsigned char smem[];

@@ -88,8 +88,9 @@ ktune_status ktune_flash_attention(const void* q, const void* k, const void* v, 
 
 /* Which kernel family serves ktune_attention (ktune_attention_args.impl). */
 typedef enum ktune_attention_impl {
-  KTUNE_ATTENTION_AUTO = 0,    /* paged K/V or nq <= 16: split-KV decode; else prefill */
-  KTUNE_ATTENTION_PREFILL = 1, /* flash_attention: contiguous K/V */
+  KTUNE_ATTENTION_AUTO = 0,    /* nq <= 16: split-KV decode (not paged varlen); else prefill */
+  KTUNE_ATTENTION_PREFILL = 1, /* flash_attention: contiguous, varlen or paged K/V (paged
+                                  varlen: packed q and o, seq_lens for the keys) */
   KTUNE_ATTENTION_DECODE = 2   /* flash_decode: split-KV, GQA packing, contiguous, varlen or
                                   paged K/V (varlen and paged not together) */
 } ktune_attention_impl;
@@ -124,7 +125,8 @@ typedef struct ktune_attention_args {
   size_t workspace_bytes;      /* its size: at least ktune_attention_workspace_size() */
   const int32_t* cu_seqlens_q; /* varlen: [b + 1] row offsets; q and o packed [total_q, hq, d]
                                   (strides: the batch entries unused), lse [hq, total_q] */
-  const int32_t* cu_seqlens_k; /* varlen: [b + 1] row offsets; k and v packed [total_k, hkv, d];
+  const int32_t* cu_seqlens_k; /* varlen: [b + 1] row offsets; k and v packed [total_k, hkv, d]
+                                  (paged: NULL, seq_lens gives the key counts);
                                   nq and nk are then the longest lengths */
   float q_scale, k_scale, v_scale; /* dtype KTUNE_E4M3: dequantisation scales of q, k, v (real
                                   value = stored e4m3 x scale; default 1); o is bf16 then.

@@ -143,8 +143,8 @@ struct MoeArgs {
 
 /// Which kernel family serves an attention call (AttentionArgs::impl).
 enum class AttentionImpl : int {
-  automatic = 0,  // paged KV or nq <= kDecodeMaxNq: split-KV decode; else the prefill kernel
-  prefill = 1,    // flash_attention (contiguous K/V only)
+  automatic = 0,  // nq <= kDecodeMaxNq: split-KV decode (not a paged varlen batch); else prefill
+  prefill = 1,    // flash_attention: contiguous, varlen or paged K/V (paged varlen too)
   decode = 2,     // flash_decode: split-KV with GQA packing, contiguous, varlen or paged K/V
 };
 
@@ -173,6 +173,7 @@ struct AttentionArgs {
   const std::int32_t* seq_lens = nullptr;     // paged: [b] keys of each sequence, 1..nk
   const std::int32_t* cu_seqlens_q = nullptr;  // varlen: [b + 1] row offsets of packed q and o
   const std::int32_t* cu_seqlens_k = nullptr;  // varlen: [b + 1] row offsets of packed k and v
+                                               // (paged: null, seq_lens gives the lengths)
   const AttentionLayout* layout = nullptr;    // null: contiguous [b, h, s, d], or varlen packed
                                               // [total, h, d] (batch strides unused; paged: q, o)
   DType dtype = DType::bf16;  // bf16, f16, or e4m3 (q, k, v in FP8, o in bf16; sm_90a prefill)
@@ -219,10 +220,11 @@ class Runtime {
 
   /// Attention forward through one entry for prefill, decode (split-KV, GQA packing), paged KV
   /// caches and variable-length batches, with sliding window, soft-capping and ALiBi: args.impl
-  /// picks the kernel family (automatic: decode for paged K/V or nq <= kDecodeMaxNq, unless a
-  /// variant it lacks is asked for; then prefill). Every argument is checked on the host before any CUDA call. The decode
-  /// kernel's split partials need a workspace: args.workspace (attention_workspace_size bytes)
-  /// for graph capture without allocation, else the runtime's per (problem, stream), as moe().
+  /// picks the kernel family (automatic: decode for nq <= kDecodeMaxNq, unless a variant or
+  /// combination it lacks is asked for; then prefill). Every argument is checked on the host
+  /// before any CUDA call. The decode kernel's split partials need a workspace: args.workspace
+  /// (attention_workspace_size bytes) for graph capture without allocation, else the runtime's
+  /// per (problem, stream), as moe().
   void attention(const AttentionArgs& args, Stream stream);
   /// Workspace bytes attention(args) needs with the configuration the lookup picks (0 when the
   /// chosen kernel needs none). Plans the problem.
