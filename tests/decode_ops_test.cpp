@@ -926,8 +926,10 @@ TEST(DecodePaged, ReferenceGathersThroughTheTable) {
   const Problem p = op().parse_problem("b=2,hq=8,hkv=2,nq=17,nk=300,d=96,causal=yes,page=64");
   const auto ref = op().reference_kernels(p, DType::bf16);
   ASSERT_EQ(ref.size(), 1u);
-  EXPECT_EQ(ref[0].file, "decode/reference.cuh");
-  EXPECT_EQ(ref[0].name_expression, "ktune::flash_decode_paged_reference<ktune::bf16, 96, true>");
+  // flash_attention's reference with its PAGE flag (tensors reordered to its order).
+  EXPECT_EQ(ref[0].file, "attention/reference.cuh");
+  EXPECT_EQ(ref[0].name_expression, "ktune::flash_attention_reference<ktune::bf16, 96, true, "
+                                    "false, false, false, false, 64>");
   const std::uint64_t tensors[8] = {0x10000, 0x20000, 0x30000, 0x40000,
                                     0x50000, 0x60000, 0x70000, 0x80000};
   const KernelHandle kernel = reinterpret_cast<KernelHandle>(0x100);
@@ -937,7 +939,7 @@ TEST(DecodePaged, ReferenceGathersThroughTheTable) {
   a.tensors = tensors;
   a.scalars = scalars;
   a.kernels = &kernel;
-  RecordingLauncher<FlashDecodeArgs> l;
+  RecordingLauncher<FlashAttentionArgs> l;
   op().run_reference(a, l);
   ASSERT_EQ(l.launches.size(), 1u);
   const unsigned warps = l.launches[0].block[0] / 32;
@@ -1339,10 +1341,11 @@ TEST(DecodeVariants, KernelsWithoutVariantsKeepTheirNameExpressions) {
   const std::string split = "ktune::flash_decode_split<ktune::fp16, 64, 32, 64, 2, 4, true";
   const std::string combine = "> | ktune::flash_decode_combine<ktune::fp16, 64> | ";
   const std::string fa_ref = "ktune::flash_attention_reference<ktune::fp16, 64, true, ";
-  const std::string paged_ref = "ktune::flash_decode_paged_reference<ktune::fp16, 64, true";
-  // Off: the name expressions of before the variants (PAGE only when paged).
+  // Off: the name expressions of before the variants (PAGE only when paged); the reference is
+  // flash_attention's, paged with its PAGE flag.
   EXPECT_EQ(exprs(base), split + combine + fa_ref + "false, false, false>");
-  EXPECT_EQ(exprs(base + ",page=16"), split + ", 16" + combine + paged_ref + ">");
+  EXPECT_EQ(exprs(base + ",page=16"),
+            split + ", 16" + combine + fa_ref + "false, false, false, false, 16>");
   // On: PAGE (0 when contiguous) and the three flags; the combine never changes. The contiguous
   // reference is flash_attention's with the same flags.
   EXPECT_EQ(exprs(base + ",window=4096"),
@@ -1354,9 +1357,10 @@ TEST(DecodeVariants, KernelsWithoutVariantsKeepTheirNameExpressions) {
   EXPECT_EQ(exprs(base + ",window=600,softcap=yes,alibi=yes"),
             split + ", 0, true, true, true" + combine + fa_ref + "true, true, true>");
   EXPECT_EQ(exprs(base + ",page=16,window=7,alibi=yes"),
-            split + ", 16, true, false, true" + combine + paged_ref + ", true, false, true>");
+            split + ", 16, true, false, true" + combine + fa_ref + "true, false, true, false, 16>");
   EXPECT_EQ(exprs(base + ",page=256,softcap=yes"),
-            split + ", 256, false, true, false" + combine + paged_ref + ", false, true, false>");
+            split + ", 256, false, true, false" + combine + fa_ref +
+                "false, true, false, false, 256>");
   // The contiguous reference is exactly flash_attention's for the same problem.
   const Op& fa = get_op("flash_attention");
   const std::string shape = base + ",window=4096,softcap=yes,alibi=yes";
@@ -1522,7 +1526,7 @@ TEST(DecodeVariants, ArgumentsReachTheKernelsAndTheReferences) {
     a.tensors = tensors;
     a.scalars = scalars;
     a.kernels = &kernel;
-    RecordingLauncher<FlashDecodeArgs> r;
+    RecordingLauncher<FlashAttentionArgs> r;  // flash_attention's reference, paged
     op().run_reference(a, r);
     ASSERT_EQ(r.args.size(), 1u);
     EXPECT_EQ(r.args[0].window, 77);

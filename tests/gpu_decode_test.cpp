@@ -461,8 +461,8 @@ TEST_P(GpuDecodePaged, MixedLengthsMatchTheReference) {
       }
 }
 
-// The tuner's path: the paged reference kernel (decode/reference.cuh) on the GPU agrees with the
-// double reference, so a sweep's verification of a paged problem checks the right thing.
+// The tuner's path: the paged reference kernel (flash_attention's, PAGE set) on the GPU agrees
+// with the double reference, so a sweep's verification of a paged problem checks the right thing.
 TEST_P(GpuDecodePaged, ReferenceKernelMatchesTheDoubleReference) {
   const auto& [page, t] = GetParam();
   const Problem p = op().parse_problem("b=4,hq=16,hkv=4,nq=3,nk=777,d=128,causal=yes,page=" +
@@ -655,9 +655,9 @@ TEST_P(GpuDecodeVariants, MatchTheReference) {
   }
 }
 
-// The tuner's path: the fp32 reference each problem names (flash_attention's for contiguous
-// problems, decode/reference.cuh for paged ones), given the variants' tensor and scalar at the
-// op's indices, agrees with the double reference.
+// The tuner's path: the fp32 reference each problem names (flash_attention's, with PAGE for
+// paged ones), given the variants' tensor and scalar at the op's indices, agrees with the double
+// reference.
 TEST_P(GpuDecodeVariants, ReferenceKernelMatchesTheDoubleReference) {
   const auto& [c, d, t] = GetParam();
   if (d != 128) GTEST_SKIP() << "one head dim is enough for the fp32 reference";

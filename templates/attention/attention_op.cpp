@@ -40,8 +40,8 @@ struct Shape {
   bool varlen;          // packed sequences of at most nq queries and nk keys, cu_seqlens
   std::int64_t page;    // 0: contiguous K/V; else keys per page of paged pools (args.h)
   bool paged() const { return page > 0; }
-  /// The producer's threads of the wgmma kernel copy the tiles (no tensor map can follow).
-  bool gathered() const { return varlen || paged(); }
+  /// The kernels' names spell out their trailing VARLEN and PAGE arguments.
+  bool varlen_or_paged() const { return varlen || paged(); }
   std::int64_t pages_per_seq() const {
     return paged() ? paged_kv_pages(nk, static_cast<int>(page)) : 0;
   }
@@ -129,14 +129,14 @@ const char* cpp_bool(bool b) { return b ? "true" : "false"; }
 /// The template arguments of the mask variants: ", WINDOW, SOFTCAP, ALIBI", then unless
 /// `varlen` is false ", VARLEN" where varlen is on or the problem is paged and ", PAGE" where it
 /// is paged (left to their defaults otherwise, so that names written before them stay the same;
-/// the wgmma kernel takes VARLEN and PAGE last: gathered_args()).
-std::string gathered_args(const Shape& s) {
-  return std::string(s.gathered() ? std::string(", ") + cpp_bool(s.varlen) : "") +
+/// the wgmma kernel takes VARLEN and PAGE last: varlen_page_args()).
+std::string varlen_page_args(const Shape& s) {
+  return std::string(s.varlen_or_paged() ? std::string(", ") + cpp_bool(s.varlen) : "") +
          (s.paged() ? ", " + std::to_string(s.page) : "");
 }
 std::string variant_args(const Shape& s, bool varlen = true) {
   return std::string(", ") + cpp_bool(s.window > 0) + ", " + cpp_bool(s.softcap) + ", " +
-         cpp_bool(s.alibi) + (varlen ? gathered_args(s) : "");
+         cpp_bool(s.alibi) + (varlen ? varlen_page_args(s) : "");
 }
 
 /// Built-in configuration per architecture and head dimension. Should not affect results, only
@@ -794,11 +794,12 @@ class FlashAttentionOp final : public Op {
            std::string("ktune::flash_attention_sm90<") + kernel_type(t) + ", " + str(s.d) + ", " +
                str(c.block_n) + ", " + str(consumers(c)) + ", " + str(c.stages) + ", " +
                cpp_bool(c.pingpong) + ", " + cpp_bool(s.causal) + variant_args(s, false) +
-               (c.persistent || !c.reg_split || s.gathered()
+               (c.persistent || !c.reg_split || s.varlen_or_paged()
                     ? std::string(", ") + cpp_bool(c.persistent)
                     : "") +
-               (!c.reg_split || s.gathered() ? std::string(", ") + cpp_bool(c.reg_split) : "") +
-               gathered_args(s) + ">"}};
+               (!c.reg_split || s.varlen_or_paged() ? std::string(", ") + cpp_bool(c.reg_split)
+                                                    : "") +
+               varlen_page_args(s) + ">"}};
       if (t == DType::e4m3)
         out.push_back({"attention/fp8_transpose.cuh",
                        "ktune::fp8_v_transpose<" + str(s.d) + ">"});

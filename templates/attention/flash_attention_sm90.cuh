@@ -34,7 +34,7 @@
 // PAGE > 0 (a paged K/V cache, args.h: pools of pages through a block table, each sequence's
 // own key count in seq_lens): the K and V maps are 4-D over the pools (d, head, row in the page,
 // page), and the producer reads a tile's page ids from the block table and loads the tile one
-// page (or, pages of 64 keys or more, one box of BLOCK_N rows) at a time; Q by its own map. The
+// page at a time (a page of BLOCK_N keys or more: one box of BLOCK_N rows); Q by its own map. The
 // rows of a sequence's last tile past its keys hold whatever the pool does there (another
 // sequence's keys, or NaN in never-written memory): K's are masked, but P V would multiply
 // them by zero, so that tile's V is copied by the producer's 128 threads with zeros past the
@@ -579,8 +579,8 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
     __syncwarp();
     if (lane == 0) mbar::arrive(base + L::EMPTY + 8 * slot(tile));
   };
-  // VARLEN, PAGE: the producer's threads wrote the tile (generic proxy), which the wgmmas read
-  // through the async proxy.
+  // VARLEN: the producer's threads wrote the tile (generic proxy), which the wgmmas read through
+  // the async proxy.
   const auto k_ready = [&](int tile) {
     mbar::wait_parity(base + L::K_FULL + 8 * slot(tile), fill(tile));
     if constexpr (GATHER) wg::fence_proxy_async();

@@ -30,7 +30,6 @@ constexpr std::int64_t kMaxGrid = 65535;                 // b * hq (and grid y, 
 constexpr std::int64_t kMaxNq = 256;                     // decode, speculative, short chunks
 constexpr std::int64_t kMaxSeq = std::int64_t{1} << 30;  // int key positions
 constexpr std::int64_t kRowAlign = 8;                    // elements: 16-byte rows
-constexpr unsigned kReferenceThreads = 256;              // 8 query rows per block
 constexpr std::int64_t kHeadDims[] = {32, 64, 96, 128, 256};
 constexpr std::int64_t kBlockMs[] = {16, 32, 64};
 constexpr std::int64_t kPages[] = {0, 16, 32, 64, 128, 256};
@@ -79,15 +78,14 @@ Shape shape_of(const Problem& p) {
 Fill query_offsets(const Shape& s) { return Fill::seq_offsets(1, s.nq); }
 Fill key_offsets(const Shape& s) { return Fill::seq_offsets(0, s.nk); }
 
-/// The problem flash_attention reads for a contiguous one: the 7 dims both ops share (b .. causal)
-/// and its mask variants (window, softcap, alibi) and varlen, which decode has under the same
-/// names. The page dim must not reach it.
+/// The same problem as flash_attention's: the 7 dims both ops share (b .. causal), then its mask
+/// variants (window, softcap, alibi), varlen and page, which decode has under the same names.
 Problem attention_problem(const Problem& p) {
   const Shape s = shape_of(p);
   Problem a;
   a.values.assign(p.values.begin(), p.values.begin() + kPage);
   a.values.insert(a.values.end(),
-                  {s.window, s.softcap ? 1 : 0, s.alibi ? 1 : 0, s.varlen ? 1 : 0});
+                  {s.window, s.softcap ? 1 : 0, s.alibi ? 1 : 0, s.varlen ? 1 : 0, s.page});
   return a;
 }
 
@@ -563,42 +561,30 @@ class FlashDecodeOp final : public Op {
     launcher.launch(combine);
   }
 
-  // Contiguous problems have flash_attention's layout (dims, tensors, scalars, strides) and
-  // math, mask variants included: its fp32 reference (one warp per query row) serves unchanged.
-  // Paged ones have their own, which gathers each key through the block table
-  // (decode/reference.cuh). The tolerance and the flop count are flash_attention's (flops at nk
-  // keys per sequence: an upper bound when paged). Varlen goes through flash_attention's
-  // reference with its VARLEN flag (the tensors are in its order); flops are summed over the
-  // tuner's lengths.
+  // Every problem is flash_attention's too (dims, scalars, strides, math, mask variants, varlen
+  // and paged K/V): its fp32 reference (one warp per query row, each key found directly, through
+  // the block table when paged) serves unchanged. The tolerance and the flop count are
+  // flash_attention's (flops at nk keys per sequence: an upper bound when paged); varlen flops are
+  // summed over the tuner's lengths.
   std::vector<KernelSource> reference_kernels(const Problem& p, DType t) const override {
-    const Shape s = shape_of(p);
-    if (!s.paged()) return flash_attention_op().reference_kernels(attention_problem(p), t);
-    return {{"decode/reference.cuh", std::string("ktune::flash_decode_paged_reference<") +
-                                         kernel_type(t) + ", " + str(s.d) + ", " +
-                                         cpp_bool(s.causal) +
-                                         (s.variants() ? variant_args(s) : std::string()) + ">"}};
+    return flash_attention_op().reference_kernels(attention_problem(p), t);
   }
 
   void run_reference(const RunArgs& a, Launcher& launcher) const override {
     const Shape s = shape_of(*a.problem);
-    if (!s.paged()) {
-      const Problem fa = attention_problem(*a.problem);
-      RunArgs b = a;
-      b.problem = &fa;
-      flash_attention_op().run_reference(b, launcher);
-      return;
+    const Problem fa = attention_problem(*a.problem);
+    RunArgs b = a;
+    b.problem = &fa;
+    // Paged tensors in flash_attention's order: the slopes before the table and the lengths.
+    std::uint64_t paged[8];
+    if (s.paged()) {
+      std::copy(a.tensors, a.tensors + kBlockTable, paged);
+      paged[kBlockTable] = a.tensors[slopes_index(s)];
+      paged[kBlockTable + 1] = a.tensors[kBlockTable];
+      paged[kBlockTable + 2] = a.tensors[kSeqLens];
+      b.tensors = paged;
     }
-    Config one{1, 16, 32, 2, 2};  // make_args needs no workspace with one split
-    const FlashDecodeArgs k = make_args(a, s, one);
-    constexpr unsigned rows = kReferenceThreads / 32;
-    KernelLaunch l;
-    l.kernel = a.kernels[0];
-    l.grid[0] = static_cast<unsigned>((s.nq + rows - 1) / rows);
-    l.grid[1] = static_cast<unsigned>(s.b * s.hq);
-    l.block[0] = kReferenceThreads;
-    l.args = &k;
-    l.args_size = sizeof k;
-    launcher.launch(l);
+    flash_attention_op().run_reference(b, launcher);
   }
 
   Tolerance tolerance(DType t) const override { return flash_attention_op().tolerance(t); }
