@@ -411,14 +411,14 @@ TEST(AttentionProblem, BadProblemsSayWhy) {
 TEST(AttentionSpace, InvalidPointsCarryTheirReason) {
   const Problem p = op().parse_problem(kMha);
   const Space h100(op(), p, DType::bf16, device("sm_90a"));
-  EXPECT_EQ(h100.points().size(), 4u * 3 * 4 * 3 * 2 * 2 * 2 * 2 * 2 * 2);
+  EXPECT_EQ(h100.points().size(), 4u * 4 * 4 * 3 * 2 * 2 * 2 * 2 * 2 * 2);
   // impl=0: (block_m, warps) in {(64,4), (128,4), (128,8), (256,8)}, every block_n, stages,
   // q_regs and pad, less the shared-memory overflows at d=128: 128x128 s3 with pad (both warp
   // counts) and 256x128 s3 (with and without pad), each with both q_regs. impl=1: block_m 64,
   // 128, 192 (1-3 consumers, warps fixed), block_n 64 and 128, stages 2 and 3, ping-pong with 2
   // or 3 consumers, less 192x128 at d=128 (it spills; s3 also needs 240 KiB); each persistent or
   // not; and without register reallocation (reg_split=0) the 2-consumer points of block_n=64
-  // (stages, ping-pong, persistent: 8), the only ones that fit at d=128.
+  // (stages, ping-pong, persistent: 8), the only ones that fit at d=128. block_n=80 is d=256's.
   EXPECT_EQ(h100.valid_count(),
             (4u * 3 * 2 * 2 * 2 - 2 * 2 - 2 * 2) + (4 + 8 + 2 * 2) * 2 + 8);
   std::size_t counted = 0;
@@ -536,6 +536,35 @@ TEST(AttentionSpace, WgmmaKernelPointsAndTheirReasons) {
   EXPECT_TRUE(contains(why("block_m=192,block_n=64,warps=16,stages=2,q_regs=0,smem_pad=0,impl=1",
                            "b=2,hq=16,hkv=16,nq=4096,nk=4096,d=256"),
                        "160 registers"));
+  // 80-key tiles: the wgmma kernel at d=256 (16-bit; a paged cache of 16-key pages), where
+  // two consumers fit two stages of them (224 KiB), not of 128 keys.
+  const char* d256 = "b=2,hq=16,hkv=16,nq=4096,nk=4096,d=256";
+  const char* eighty = "block_m=128,block_n=80,warps=12,stages=2,q_regs=0,smem_pad=0,impl=1";
+  EXPECT_EQ(why(eighty, d256), "");
+  EXPECT_EQ(why("block_m=128,block_n=128,warps=12,stages=2,q_regs=0,smem_pad=0,impl=1", d256),
+            "block_m=128, block_n=128, stages=2 at d=256 need 328768 bytes of shared memory (Q "
+            "tile + 2 K and V tiles), more than the 227 KiB any GPU gives a block");
+  EXPECT_EQ(why(eighty, kMha), "block_n=80 is searched at d=256 with bf16 or fp16 only (d=128): "
+                               "block_n=64 or 128");
+  EXPECT_EQ(op().invalid_reason(op().parse_params(eighty), op().parse_problem(d256),
+                                DType::e4m3, device("sm_90a")),
+            "block_n=80 is searched at d=256 with bf16 or fp16 only (d=256, e4m3): block_n=64 or "
+            "128");
+  EXPECT_EQ(why("block_m=128,block_n=80,warps=8,stages=2,q_regs=0,smem_pad=0,impl=0", d256),
+            "block_n=80 is for impl=1 (d=256); impl=0 takes 32, 64 or 128");
+  EXPECT_EQ(why(eighty, "b=2,hq=16,hkv=16,nq=1,nk=4096,d=256,page=16"), "");
+  EXPECT_EQ(why(eighty, "b=2,hq=16,hkv=16,nq=1,nk=4096,d=256,page=64"),
+            "block_n=80 with a paged cache takes page=16 (a key tile covers whole pages or lies "
+            "in one), not page=64");
+  EXPECT_EQ(op().kernels(op().parse_params(eighty), op().parse_problem(d256), DType::bf16)[0]
+                .name_expression,
+            "ktune::flash_attention_sm90<ktune::bf16, 256, 80, 2, 2, false, false, false, false, "
+            "false>");
+  EXPECT_EQ(op().dynamic_shared_bytes(op().parse_params(eighty), op().parse_problem(d256),
+                                      DType::bf16, 0),
+            flash_attention_sm90_smem_bytes(256, 80, 2, 2));
+  EXPECT_LE(flash_attention_sm90_smem_bytes(256, 80, 2, 2), 227u * 1024u);
+
   // pingpong is left out of keys at 0, so keys written before it mean what they meant.
   const Params old_key = op().parse_params(two);
   EXPECT_EQ(old_key.values.size(), op().tunables().size());

@@ -40,7 +40,7 @@ using test::AttentionTensor;
 const Op& op() { return flash_attention_op(); }
 
 /// Non-default configurations planted as the tuned best of every case where they are valid:
-/// between them they cover each value of every tunable. The last nine are the wgmma kernel
+/// between them they cover each value of every tunable. The last eleven are the wgmma kernel
 /// (impl=1, sm_90a only: elsewhere invalid and skipped) with 1, 2 and 3 consumer warpgroups,
 /// with 2 and 3 taking turns (pingpong=1), persistent (one CTA per SM looping over the tiles;
 /// GpuAttentionPersistent runs it with a few CTAs, each many tiles), and without register
@@ -64,12 +64,16 @@ const char* const kPlanted[] = {
     "block_m=128,block_n=64,warps=12,stages=3,q_regs=0,smem_pad=0,impl=1,pingpong=1,reg_split=0",
     "block_m=192,block_n=64,warps=16,stages=2,q_regs=0,smem_pad=0,impl=1,persistent=1,"
     "reg_split=0",
+    // 80-key tiles (d=256 only, two consumers), with turns, and persistent.
+    "block_m=128,block_n=80,warps=12,stages=2,q_regs=0,smem_pad=0,impl=1,pingpong=1",
+    "block_m=128,block_n=80,warps=12,stages=2,q_regs=0,smem_pad=0,impl=1,persistent=1",
 };
 /// The ones the mask variants run: other tile shapes, and the wgmma kernel with 1 and 3
 /// consumer warpgroups, 2 taking turns, 2 taking turns persistently, and 2 taking turns
-/// without register reallocation.
-const char* const kVariantPlanted[] = {kPlanted[0], kPlanted[2],  kPlanted[4], kPlanted[7],
-                                       kPlanted[9], kPlanted[10], kPlanted[13], kPlanted[14]};
+/// without register reallocation; and 80-key tiles (d=256).
+const char* const kVariantPlanted[] = {kPlanted[0],  kPlanted[2],  kPlanted[4],
+                                       kPlanted[7],  kPlanted[9],  kPlanted[10],
+                                       kPlanted[13], kPlanted[14], kPlanted[16]};
 
 /// A database at `db` whose one best row for (device, flash_attention, t, p) is `params`.
 void plant(const std::filesystem::path& db, const DeviceInfo& device, DType t, const Problem& p,
@@ -95,8 +99,9 @@ const std::filesystem::path& cache_dir() {
 
 Problem problem_of(const AttentionShape& s) {
   Problem p;
+  // varlen and page off: the cases with those build their problems themselves.
   p.values = {s.b, s.hq, s.hkv, s.nq, s.nk, s.d, s.causal ? 1 : 0, s.window,
-              s.softcap > 0 ? 1 : 0, s.alibi_slopes.empty() ? 0 : 1, 0};
+              s.softcap > 0 ? 1 : 0, s.alibi_slopes.empty() ? 0 : 1, 0, 0};
   return p;
 }
 
@@ -195,12 +200,27 @@ class GpuAttention
  protected:
   void SetUp() override {
     KTUNE_REQUIRE_GPU();
+    // An exception in SetUpTestSuite would otherwise skip every case without a word.
+    ASSERT_EQ(suite_error(), "") << "compiling the suite's kernels failed";
     ensure_context(0);
     device_ = query_device(0);
   }
 
+  static std::string& suite_error() {
+    static std::string error;
+    return error;
+  }
+
   /// Compiles every kernel the cases will dispatch, in parallel, into the shared cache.
   static void SetUpTestSuite() {
+    try {
+      compile_suite();
+    } catch (const std::exception& e) {
+      suite_error() = e.what();
+    }
+  }
+
+  static void compile_suite() {
     if (!test::gpu_missing_reason().empty()) return;
     ensure_context(0);
     const DeviceInfo dev = query_device(0);
@@ -542,6 +562,11 @@ TEST_F(GpuAttentionPersistent, FewCtasLoopingOverEveryTileMatchTheReference) {
        "block_m=128,block_n=64,warps=12,stages=3,q_regs=0,smem_pad=0,impl=1,persistent=1", 5.0},
       {"b=2,hq=2,hkv=1,nq=300,nk=300,d=256,causal=yes",
        "block_m=64,block_n=64,warps=8,stages=3,q_regs=0,smem_pad=0,impl=1,persistent=1", 0},
+      {"b=2,hq=4,hkv=2,nq=333,nk=1001,d=256,causal=yes",  // 80-key tiles, turns
+       "block_m=128,block_n=80,warps=12,stages=2,q_regs=0,smem_pad=0,impl=1,pingpong=1,"
+       "persistent=1", 0},
+      {"b=1,hq=3,hkv=1,nq=555,nk=555,d=256,window=200",
+       "block_m=128,block_n=80,warps=12,stages=2,q_regs=0,smem_pad=0,impl=1,persistent=1", 0},
   };
   const Driver& cu = Driver::get();
   const Compiler compiler(cache_dir());
@@ -844,7 +869,7 @@ TEST_P(GpuAttentionVarlen, KernelAndReferenceMatchEachSequenceAlone) {
   // past each sequence's rows) with 1 and 3 consumers, turns, and no register split (the
   // defaults take 2 consumers at d=128 and d=256).
   for (const char* planted :
-       {kPlanted[0], kPlanted[4], kPlanted[7], kPlanted[11], kPlanted[13]}) {
+       {kPlanted[0], kPlanted[4], kPlanted[7], kPlanted[11], kPlanted[13], kPlanted[16]}) {
     const Params params = op().parse_params(planted);
     if (op().invalid_reason(params, p, t, device_)) continue;
     check(&params, op().tolerance(t), name + " " + planted);
@@ -988,7 +1013,7 @@ TEST_P(GpuAttentionPaged, KernelAndReferenceMatchEachSequenceAlone) {
   // CTAs walking every tile) with 1 and 2, and no register split.
   for (const char* planted :
        {kPlanted[0], kPlanted[1], kPlanted[6], kPlanted[7], kPlanted[9], kPlanted[10],
-        kPlanted[12], kPlanted[13], kPlanted[14]}) {
+        kPlanted[12], kPlanted[13], kPlanted[14], kPlanted[16]}) {
     const Params params = op().parse_params(planted);
     if (op().invalid_reason(params, p, t, device_)) continue;
     check(&params, op().tolerance(t), name + " " + planted);

@@ -2,7 +2,7 @@
 // or without a GPU), compiled with NVRTC for sm_90a and launched through the driver:
 // - a ring of bulk copies completing on mbarriers (common/mbarrier.cuh), copied bit for bit;
 // - the wgmma tile kernel (tests/support/hopper_source.hpp): m64nNk16 x 4 from 128-byte-swizzled
-//   shared memory for N = 64, 128, 256 in both dtypes against a double product, exactly (small
+//   shared memory for N = 64, 80, 128, 256 in both dtypes against a double product, exactly (small
 //   integers: every product and sum is exact in fp32). A wrong descriptor, swizzle, k advance or
 //   fragment layout moves values and fails here first;
 // - moe_gemm_sm90_kernel against the double references of gpu_moe_gemm_test
@@ -451,7 +451,7 @@ TEST_F(GpuHopper, BulkCopyRingIsExact) {
 TEST_F(GpuHopper, WgmmaTileIsExact) {
   std::mt19937 rng(3);
   for (bool bf16 : {true, false})
-    for (int n : {64, 128, 256}) run_tile(bf16, n, rng);
+    for (int n : {64, 80, 128, 256}) run_tile(bf16, n, rng);
 }
 
 TEST_F(GpuHopper, MoeGemmSm90MatchesTheDoubleReference) {

@@ -120,7 +120,7 @@ std::vector<Job> jobs() {
   const std::string tile = test::wgmma_tile_source();
   const std::string gemm = test::hopper_source("moe/gemm_sm90.cuh");
   for (bool bf16 : {true, false})
-    for (int n : {64, 128, 256})
+    for (int n : {64, 80, 128, 256})
       out.push_back({{{"wgmma_tile", test::wgmma_tile_name(bf16, n)}, "sm_90a", tile}, ""});
   out.push_back({{{"wgmma_tile", test::wgmma_tile_name(true, 128)}, "sm_80", tile}, ""});
   // Gemm1 and gemm2 shapes an op would try at t = 1024..4096, both warpgroup counts, every

@@ -87,7 +87,8 @@ KTUNE_ATTN90_HD constexpr const char* flash_attention_sm90_invalid_reason(int d,
     return "e4m3 takes D = 128 or 256 (a 64-byte row has no 128-byte swizzle)";
   if (elem_bytes == 1 && block_n != 128)
     return "e4m3 takes BLOCK_N = 128 (a Vt tile row is BLOCK_N bytes, the 128-byte swizzle's)";
-  if (block_n != 64 && block_n != 128) return "the wgmma kernel takes BLOCK_N = 64 or 128";
+  if (block_n != 64 && block_n != 80 && block_n != 128)
+    return "the wgmma kernel takes BLOCK_N = 64, 80 or 128";
   if (consumers < 1 || consumers > 3) return "1 to 3 consumer warpgroups";
   if (stages < 2 || stages > 6) return "STAGES must be 2 to 6";
   if (d == 256 && consumers == 3)

@@ -622,7 +622,9 @@ class FlashAttentionOp final : public Op {
         tunables_{
             {"block_m", {64, 128, 192, 256},
              "query rows per CTA (impl=1: 64 per consumer warpgroup, at most 192)"},
-            {"block_n", {32, 64, 128}, "keys per K/V tile"},
+            {"block_n", {32, 64, 80, 128},
+             "keys per K/V tile (80: impl=1 at d=256 only, where 2 stages of 128 keys do not "
+             "fit)"},
             {"warps", {4, 8, 12, 16},
              "warps per CTA; impl=0: 4 or 8, each owning block_m / warps (16 or 32) query rows; "
              "impl=1: 4 per consumer warpgroup plus the producer's 4"},
@@ -1073,6 +1075,8 @@ class FlashAttentionOp final : public Op {
       return std::string("stages=4 is for e4m3 tiles (half the bytes); 16-bit tiles take 2 or "
                          "3");
     if (c.impl == 1) return sm90_reason(c, s, params, t);
+    if (c.block_n == 80)
+      return std::string("block_n=80 is for impl=1 (d=256); impl=0 takes 32, 64 or 128");
     if (c.pingpong)
       return std::string("pingpong=1 is for impl=1 (turns between its consumer warpgroups)");
     if (c.persistent)
@@ -1118,6 +1122,14 @@ class FlashAttentionOp final : public Op {
                          "its tiles past a sequence's end leave at once");
     if (s.d != 64 && s.d != 128 && s.d != 256)
       return "impl=1 takes d = 64, 128 or 256; d=" + str(s.d) + " runs with impl=0";
+    // 80-key tiles are FlashAttention-3's at d=256, where two stages of 128 keys do not fit
+    // beside two consumers' Q; elsewhere 64 and 128 cover the space.
+    if (c.block_n == 80 && (s.d != 256 || t == DType::e4m3))
+      return "block_n=80 is searched at d=256 with bf16 or fp16 only (d=" + str(s.d) +
+             (t == DType::e4m3 ? ", e4m3" : "") + "): block_n=64 or 128";
+    if (c.block_n == 80 && s.paged() && s.page != 16)
+      return "block_n=80 with a paged cache takes page=16 (a key tile covers whole pages or "
+             "lies in one), not page=" + str(s.page);
     if (c.block_m % kSm90RowsPerConsumer != 0 || c.block_m > 3 * kSm90RowsPerConsumer)
       return "impl=1 takes block_m = 64, 128 or 192 (64 query rows per consumer warpgroup), "
              "not " + str(c.block_m);

@@ -164,6 +164,10 @@ __device__ __forceinline__ void load_q(unsigned base, const tma::TensorMap* q_ma
                 blk * L::COLS, m0 + c * kSm90RowsPerConsumer, h, b);
 }
 
+/// How far (log2 units) a score may pass its row's reference maximum before O is rescaled:
+/// P <= 2^8 = 256 fits every type P is rounded to (e4m3's largest is 448).
+constexpr float kRescaleSlack = 8.f;
+
 /// What one consumer thread's online softmax needs besides the scores: its rows are row_base
 /// and row_base + 8, its columns 2 t, 2 t + 1 of every n8 slice (wg::Acc).
 struct SoftmaxRows {
@@ -179,7 +183,7 @@ struct SoftmaxRows {
 /// body has the per-score mask tests, run where `mask` says the tile reaches past the keys, the
 /// causal diagonal or the window's left edge; without it tiles skip the compare and select per
 /// score, which a runtime flag alone leaves in every tile's code.
-template <int BLOCK_N, bool MASK, bool CAUSAL, bool WINDOW, bool SOFTCAP, bool ALIBI>
+template <int BLOCK_N, bool MASK, bool CAUSAL, bool WINDOW, bool SOFTCAP, bool ALIBI, bool LAZY>
 __device__ __forceinline__ void softmax_tile(float (&x)[BLOCK_N / 2], int key0, bool mask,
                                              const SoftmaxRows& s, float (&row_max)[2],
                                              float (&row_sum)[2], float (&alpha)[2]) {
@@ -214,11 +218,25 @@ __device__ __forceinline__ void softmax_tile(float (&x)[BLOCK_N / 2], int key0, 
     // The 4 threads of a quad share a row.
     mx = attn::quad_max(mx);
     if constexpr (FUSED) mx *= s.scale_log2;  // -inf stays -inf
-    mx = fmaxf(row_max[r], mx);
-    // A row with every key masked so far keeps max -inf; offset 0 keeps exp2 at 0.
-    const float offset = mx == kNegInf ? 0.f : mx;
-    alpha[r] = attn::exp2_approx(row_max[r] - offset);  // 0 while row_max is -inf
-    row_max[r] = mx;
+    float offset;
+    if constexpr (LAZY) {
+      // Lazy rescaling: the row keeps its reference maximum until a score passes it by more
+      // than kRescaleSlack (log2 units), so most tiles leave O as it is (alpha = 1, and the
+      // caller skips the rescale where a whole warp has it); P stays below 2^kRescaleSlack.
+      // Exact: P, the sum and the LSE all use the same reference. From -inf the first finite
+      // maximum is taken (alpha 0); a row with every key masked so far keeps -inf, and offset 0
+      // keeps exp2 at 0.
+      const bool up = mx > row_max[r] + kRescaleSlack;
+      alpha[r] = up ? attn::exp2_approx(row_max[r] - mx) : 1.f;
+      if (up) row_max[r] = mx;
+      offset = row_max[r] == kNegInf ? 0.f : row_max[r];
+    } else {
+      mx = fmaxf(row_max[r], mx);
+      // A row with every key masked so far keeps max -inf; offset 0 keeps exp2 at 0.
+      offset = mx == kNegInf ? 0.f : mx;
+      alpha[r] = attn::exp2_approx(row_max[r] - offset);  // 0 while row_max is -inf
+      row_max[r] = mx;
+    }
     float sum = 0.f;
 #pragma unroll
     for (int j = 0; j < BLOCK_N / 8; ++j)
@@ -293,7 +311,7 @@ template <typename T, int D, int BLOCK_N, int CONSUMERS, int STAGES, bool PINGPO
 __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
     flash_attention_sm90(const __grid_constant__ FlashAttentionSm90Args args) {
   static_assert(D == 64 || D == 128 || D == 256, "D must be 64, 128 or 256");
-  static_assert(BLOCK_N == 64 || BLOCK_N == 128, "BLOCK_N must be 64 or 128");
+  static_assert(BLOCK_N == 64 || BLOCK_N == 80 || BLOCK_N == 128, "BLOCK_N must be 64, 80 or 128");
   static_assert(CONSUMERS >= 1 && CONSUMERS <= 3, "1 to 3 consumer warpgroups");
   static_assert(STAGES >= 2 && STAGES <= 6, "STAGES must be 2 to 6");
   static_assert(!PINGPONG || CONSUMERS > 1, "ping-pong needs two or more consumers");
@@ -310,6 +328,8 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
   static_assert(PAGE == 0 || PAGE == 16 || PAGE == 32 || PAGE == 64 || PAGE == 128 ||
                     PAGE == 256,
                 "PAGE: 0 (contiguous), 16, 32, 64, 128 or 256");
+  static_assert(PAGE == 0 || BLOCK_N % PAGE == 0 || PAGE % BLOCK_N == 0,
+                "a key tile covers whole pages or lies in one");
   using OT = typename OutputOf<T>::type;
 #if KTUNE_WGMMA
   using L = attn90::Layout<D, BLOCK_N, CONSUMERS, STAGES, static_cast<int>(sizeof(T))>;
@@ -710,6 +730,9 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
     for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
     float row_max[2] = {kNegInf, kNegInf}, row_sum[2] = {0.f, 0.f};
 
+    // Lazy rescaling of O (softmax_tile) at d=256, where a rescale is 128 multiplies a thread.
+    // Not at d=64 and 128, whose tuned rows (db/shipped) were measured without it.
+    constexpr bool LAZY = D == 256;
     const attn90::SoftmaxRows rows{row_base, t, Nk, shift, WINDOW ? a.window : 0, scale_log2,
                                    cap_in, cap_out, slope_log2};
     const auto softmax = [&](float (&x)[BLOCK_N / 2], int tile, float (&alpha)[2]) {
@@ -719,12 +742,12 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
           (WINDOW && key0 < wg_row0 + kSm90RowsPerConsumer - 1 + shift - a.window + 1);
       // Softcap and ALiBi transform every score anyway: their variants keep one body, as d=256
       // with two consumers does (a second body made those spill, 160 and 240 registers).
-      constexpr bool ONE_BODY = SOFTCAP || ALIBI || (D == 256 && CONSUMERS > 1);
+      constexpr bool ONE_BODY = SOFTCAP || ALIBI || (D == 256 && CONSUMERS > 1 && BLOCK_N != 80);
       if (ONE_BODY || mask)
-        attn90::softmax_tile<BLOCK_N, true, CAUSAL, WINDOW, SOFTCAP, ALIBI>(x, key0, mask, rows,
-                                                                          row_max, row_sum, alpha);
+        attn90::softmax_tile<BLOCK_N, true, CAUSAL, WINDOW, SOFTCAP, ALIBI, LAZY>(
+            x, key0, mask, rows, row_max, row_sum, alpha);
       else
-        attn90::softmax_tile<BLOCK_N, false, CAUSAL, WINDOW, SOFTCAP, ALIBI>(
+        attn90::softmax_tile<BLOCK_N, false, CAUSAL, WINDOW, SOFTCAP, ALIBI, LAZY>(
             x, key0, false, rows, row_max, row_sum, alpha);
     };
 
@@ -766,7 +789,9 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
         wg::wait<0>();
         wg::fence_acc(o);
         release(tile - 1);
-        rescale(alpha);
+        // LAZY: most tiles keep every row's reference maximum (softmax_tile); the test is
+        // warp-uniform.
+        if (!LAZY || __any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) rescale(alpha);
         pack(x, p);
       }
       q_done();  // every S has landed

@@ -1,6 +1,6 @@
 // Hopper warpgroup MMA (wgmma.mma_async, sm_90a): shared-memory matrix descriptors for K-major
 // 16-bit tiles in the 128-byte swizzle, the fence / commit / wait protocol, m64nNk16 products with
-// A and B from shared memory (N = 64, 128, 256; bf16 and fp16 in, fp32 accumulators), and where
+// A and B from shared memory (N = 64, 80, 128, 256; bf16 and fp16 in, fp32 accumulators), and where
 // each of a thread's accumulators sits in the m64 x N tile.
 //
 // NVRTC alone: no headers. Host code (g++) may include this file too: the descriptor, swizzle
@@ -206,6 +206,9 @@ struct MmaRS;
   "%" #t "0, %" #t "1, %" #t "2, %" #t "3, %" #t "4, %" #t "5, %" #t "6, %" #t "7, %" #t "8, %" \
   #t "9, "
 #define KTUNE_WG_REGS_32 KTUNE_WG_R0_9 KTUNE_WG_R10(1) KTUNE_WG_R10(2) "%30, %31"
+// N = 80 (flash attention's key tiles at d = 256): 40 accumulators.
+#define KTUNE_WG_REGS_40 \
+  KTUNE_WG_R0_9 KTUNE_WG_R10(1) KTUNE_WG_R10(2) "%30, %31, %32, %33, %34, %35, %36, %37, %38, %39"
 #define KTUNE_WG_REGS_64                                                                    \
   KTUNE_WG_R0_9 KTUNE_WG_R10(1) KTUNE_WG_R10(2) KTUNE_WG_R10(3) KTUNE_WG_R10(4) KTUNE_WG_R10(5) \
   "%60, %61, %62, %63"
@@ -219,6 +222,7 @@ struct MmaRS;
       "+f"(d[(b) + 5]), "+f"(d[(b) + 6]), "+f"(d[(b) + 7])
 #define KTUNE_WG_F32(b) \
   KTUNE_WG_F8(b), KTUNE_WG_F8((b) + 8), KTUNE_WG_F8((b) + 16), KTUNE_WG_F8((b) + 24)
+#define KTUNE_WG_F40(b) KTUNE_WG_F32(b), KTUNE_WG_F8((b) + 32)
 #define KTUNE_WG_F64(b) KTUNE_WG_F32(b), KTUNE_WG_F32((b) + 32)
 #define KTUNE_WG_F128 KTUNE_WG_F64(0), KTUNE_WG_F64(64)
 #define KTUNE_WG_W8(b)                                                                   \
@@ -226,6 +230,7 @@ struct MmaRS;
       "=f"(d[(b) + 5]), "=f"(d[(b) + 6]), "=f"(d[(b) + 7])
 #define KTUNE_WG_W32(b) \
   KTUNE_WG_W8(b), KTUNE_WG_W8((b) + 8), KTUNE_WG_W8((b) + 16), KTUNE_WG_W8((b) + 24)
+#define KTUNE_WG_W40(b) KTUNE_WG_W32(b), KTUNE_WG_W8((b) + 32)
 #define KTUNE_WG_W64(b) KTUNE_WG_W32(b), KTUNE_WG_W32((b) + 32)
 #define KTUNE_WG_W128 KTUNE_WG_W64(0), KTUNE_WG_W64(64)
 
@@ -256,11 +261,13 @@ struct MmaRS;
 #endif
 
 KTUNE_WG_MMA_SSK(bf16, "bf16", k16, "1, 1, 0, 0", 64, KTUNE_WG_REGS_32, KTUNE_WG_F32(0), 32, 33, 34)
+KTUNE_WG_MMA_SSK(bf16, "bf16", k16, "1, 1, 0, 0", 80, KTUNE_WG_REGS_40, KTUNE_WG_F40(0), 40, 41, 42)
 KTUNE_WG_MMA_SSK(bf16, "bf16", k16, "1, 1, 0, 0", 128, KTUNE_WG_REGS_64, KTUNE_WG_F64(0), 64, 65,
                  66)
 KTUNE_WG_MMA_SSK(bf16, "bf16", k16, "1, 1, 0, 0", 256, KTUNE_WG_REGS_128, KTUNE_WG_F128, 128, 129,
                  130)
 KTUNE_WG_MMA_SSK(fp16, "f16", k16, "1, 1, 0, 0", 64, KTUNE_WG_REGS_32, KTUNE_WG_F32(0), 32, 33, 34)
+KTUNE_WG_MMA_SSK(fp16, "f16", k16, "1, 1, 0, 0", 80, KTUNE_WG_REGS_40, KTUNE_WG_F40(0), 40, 41, 42)
 KTUNE_WG_MMA_SSK(fp16, "f16", k16, "1, 1, 0, 0", 128, KTUNE_WG_REGS_64, KTUNE_WG_F64(0), 64, 65, 66)
 KTUNE_WG_MMA_SSK(fp16, "f16", k16, "1, 1, 0, 0", 256, KTUNE_WG_REGS_128, KTUNE_WG_F128, 128, 129,
                  130)
@@ -320,9 +327,11 @@ KTUNE_WG_MMA_SSK(e4m3, "e4m3", k32, "1, 1", 256, KTUNE_WG_REGS_128, KTUNE_WG_F12
 #endif
 
 KTUNE_WG_MMA_SS0K(bf16, "bf16", k16, "1, 1, 0, 0", 64, KTUNE_WG_REGS_32, KTUNE_WG_W32(0), 32, 33)
+KTUNE_WG_MMA_SS0K(bf16, "bf16", k16, "1, 1, 0, 0", 80, KTUNE_WG_REGS_40, KTUNE_WG_W40(0), 40, 41)
 KTUNE_WG_MMA_SS0K(bf16, "bf16", k16, "1, 1, 0, 0", 128, KTUNE_WG_REGS_64, KTUNE_WG_W64(0), 64, 65)
 KTUNE_WG_MMA_SS0K(bf16, "bf16", k16, "1, 1, 0, 0", 256, KTUNE_WG_REGS_128, KTUNE_WG_W128, 128, 129)
 KTUNE_WG_MMA_SS0K(fp16, "f16", k16, "1, 1, 0, 0", 64, KTUNE_WG_REGS_32, KTUNE_WG_W32(0), 32, 33)
+KTUNE_WG_MMA_SS0K(fp16, "f16", k16, "1, 1, 0, 0", 80, KTUNE_WG_REGS_40, KTUNE_WG_W40(0), 40, 41)
 KTUNE_WG_MMA_SS0K(fp16, "f16", k16, "1, 1, 0, 0", 128, KTUNE_WG_REGS_64, KTUNE_WG_W64(0), 64, 65)
 KTUNE_WG_MMA_SS0K(fp16, "f16", k16, "1, 1, 0, 0", 256, KTUNE_WG_REGS_128, KTUNE_WG_W128, 128, 129)
 KTUNE_WG_MMA_SS0K(e4m3, "e4m3", k32, "1, 1", 64, KTUNE_WG_REGS_32, KTUNE_WG_W32(0), 32, 33)
@@ -352,15 +361,18 @@ KTUNE_WG_MMA_RSK(MmaRS, e4m3, "e4m3", k32, "1, 1", 256, KTUNE_WG_REGS_128, KTUNE
 #undef KTUNE_WG_MMA_SS0K
 #undef KTUNE_WG_W128
 #undef KTUNE_WG_W64
+#undef KTUNE_WG_W40
 #undef KTUNE_WG_W32
 #undef KTUNE_WG_W8
 #undef KTUNE_WG_MMA_SSK
 #undef KTUNE_WG_F128
 #undef KTUNE_WG_F64
+#undef KTUNE_WG_F40
 #undef KTUNE_WG_F32
 #undef KTUNE_WG_F8
 #undef KTUNE_WG_REGS_128
 #undef KTUNE_WG_REGS_64
+#undef KTUNE_WG_REGS_40
 #undef KTUNE_WG_REGS_32
 #undef KTUNE_WG_R10
 #undef KTUNE_WG_R0_9
