@@ -190,16 +190,42 @@ bool in_grid(std::int64_t b, std::int64_t hq, std::int64_t nq, std::int64_t nk) 
   return b * hq * nq * nk <= (std::int64_t{1} << 21);
 }
 
+AttentionShape grid_shape(std::int64_t b, const Heads& heads, std::int64_t nq, std::int64_t nk,
+                          bool causal, std::int64_t d) {
+  AttentionShape s;
+  s.b = b, s.hq = heads.hq, s.hkv = heads.hkv, s.nq = nq, s.nk = nk, s.d = d;
+  s.causal = causal;
+  return s;
+}
+
+/// Every shape of the grid at head dim d (batch, heads, nq, nk, causal), as the suite's setup
+/// compiles them.
+std::vector<AttentionShape> grid_shapes(std::int64_t d) {
+  std::vector<AttentionShape> out;
+  for (std::int64_t b : {1, 3})
+    for (const Heads& heads : kHeads)
+      for (std::int64_t nq : kNq)
+        for (std::int64_t nk : kNk)
+          for (bool causal : {false, true}) {
+            if (in_grid(b, heads.hq, nq, nk))
+              out.push_back(grid_shape(b, heads, nq, nk, causal, d));
+          }
+  return out;
+}
+
 class GpuDecode : public ::testing::TestWithParam<std::tuple<std::int64_t, DType>> {
  protected:
   void SetUp() override {
     KTUNE_REQUIRE_GPU();
+    KTUNE_REQUIRE_SUITE(setup_error_);
     ensure_context(0);
     device_ = query_device(0);
   }
 
+  static void SetUpTestSuite() { setup_error_ = test::suite_setup(compile_suite); }
+
   /// Compiles every kernel the defaults of the grid dispatch, in parallel, into the cache.
-  static void SetUpTestSuite() {
+  static void compile_suite() {
     if (!test::gpu_missing_reason().empty()) return;
     ensure_context(0);
     const DeviceInfo dev = query_device(0);
@@ -207,22 +233,15 @@ class GpuDecode : public ::testing::TestWithParam<std::tuple<std::int64_t, DType
     std::vector<CompileJob> jobs;
     for (std::int64_t d : {64, 128, 256})
       for (DType t : {DType::bf16, DType::f16})
-        for (std::int64_t b : {1, 3})
-          for (const Heads& heads : kHeads)
-            for (std::int64_t nq : kNq)
-              for (std::int64_t nk : kNk)
-                for (bool causal : {false, true}) {
-                  if (!in_grid(b, heads.hq, nq, nk)) continue;
-                  AttentionShape s;
-                  s.b = b, s.hq = heads.hq, s.hkv = heads.hkv, s.nq = nq, s.nk = nk, s.d = d;
-                  s.causal = causal;
-                  const Problem p = problem_of(s);
-                  for (const KernelSource& k : op().kernels(op().default_params(p, t, dev), p, t))
-                    if (seen.insert(k.name_expression).second) jobs.push_back({k, dev.arch(), {}});
-                }
+        for (const AttentionShape& s : grid_shapes(d)) {
+          const Problem p = problem_of(s);
+          for (const KernelSource& k : op().kernels(op().default_params(p, t, dev), p, t))
+            if (seen.insert(k.name_expression).second) jobs.push_back({k, dev.arch(), {}});
+        }
     compile_parallel(Compiler(test::kernel_cache_dir()), jobs, 0);
   }
 
+  static inline std::string setup_error_;
   DeviceInfo device_;
 };
 
@@ -243,9 +262,7 @@ TEST_P(GpuDecode, DefaultsMatchTheReference) {
         for (std::int64_t nq : kNq)
           for (bool causal : {false, true}) {
             if (!in_grid(b, heads.hq, nq, nk)) continue;
-            AttentionShape s;
-            s.b = b, s.hq = heads.hq, s.hkv = heads.hkv, s.nq = nq, s.nk = nk, s.d = d;
-            s.causal = causal;
+            AttentionShape s = grid_shape(b, heads, nq, nk, causal, d);
             if (nq == 5) s.scale = 0.3;  // an explicit scale somewhere
             const Problem p = problem_of(s);
             const std::string name = op().problem_key(p) + " " + dtype_name(t);
@@ -591,11 +608,13 @@ class GpuDecodeVariants
  protected:
   void SetUp() override {
     KTUNE_REQUIRE_GPU();
+    KTUNE_REQUIRE_SUITE(setup_error_);
     ensure_context(0);
     device_ = query_device(0);
   }
+  static void SetUpTestSuite() { setup_error_ = test::suite_setup(compile_suite); }
   /// Compiles every kernel the cases run, in parallel, into the shared cache.
-  static void SetUpTestSuite() {
+  static void compile_suite() {
     if (!test::gpu_missing_reason().empty()) return;
     ensure_context(0);
     const DeviceInfo dev = query_device(0);
@@ -611,6 +630,7 @@ class GpuDecodeVariants
         }
     compile_parallel(Compiler(test::kernel_cache_dir()), jobs, 0);
   }
+  static inline std::string setup_error_;
   DeviceInfo device_;
 };
 
@@ -724,6 +744,17 @@ INSTANTIATE_TEST_SUITE_P(Variants, GpuDecodeVariants,
                                                               std::int64_t{256}),
                                             ::testing::Values(DType::bf16, DType::f16)),
                          variant_name);
+
+// Without a GPU too (CI): the problems the suites' setups build host-side are problems of the
+// op; one that is not makes SetUpTestSuite throw before any case runs.
+TEST(GpuDecodeProblems, EveryCaseBuildsAValidProblem) {
+  for (std::int64_t d : {64, 128, 256}) {
+    for (const AttentionShape& s : grid_shapes(d))
+      EXPECT_NO_THROW(op().check_problem(problem_of(s)));
+    for (const VariantCase& c : kVariantCases)
+      EXPECT_NO_THROW(op().check_problem(variant_problem(c, d)));
+  }
+}
 
 }  // namespace
 }  // namespace ktune

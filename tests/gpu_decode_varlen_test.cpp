@@ -247,9 +247,12 @@ class GpuDecodeVarlen
  protected:
   void SetUp() override {
     KTUNE_REQUIRE_GPU();
+    KTUNE_REQUIRE_SUITE(setup_error_);
     ensure_context(0);
     device_ = query_device(0);
   }
+
+  static void SetUpTestSuite() { setup_error_ = test::suite_setup(compile_suite); }
 
   /// The points each case runs: the default, the valid point with the most splits, and one with
   /// 32-key tiles and several splits (more split boundaries inside the sequences).
@@ -268,7 +271,7 @@ class GpuDecodeVarlen
   }
 
   /// Compiles every kernel the suite runs, in parallel, into the cache.
-  static void SetUpTestSuite() {
+  static void compile_suite() {
     if (!test::gpu_missing_reason().empty()) return;
     ensure_context(0);
     const DeviceInfo dev = query_device(0);
@@ -285,6 +288,7 @@ class GpuDecodeVarlen
     compile_parallel(Compiler(test::kernel_cache_dir()), jobs, 0);
   }
 
+  static inline std::string setup_error_;
   DeviceInfo device_;
 };
 
@@ -359,6 +363,13 @@ INSTANTIATE_TEST_SUITE_P(Varlen, GpuDecodeVarlen,
                                             ::testing::Values(std::int64_t{64}, std::int64_t{128}),
                                             ::testing::Values(DType::bf16, DType::f16)),
                          case_name);
+
+// Without a GPU too (CI): the problems the suite's setup builds host-side are problems of the
+// op; one that is not makes SetUpTestSuite throw before any case runs.
+TEST(GpuDecodeVarlenProblems, EveryCaseBuildsAValidProblem) {
+  for (const VarlenCase& c : kCases)
+    for (std::int64_t d : {64, 128}) EXPECT_NO_THROW(op().check_problem(problem_of(c, d)));
+}
 
 // The default with the most splits this device picks, captured in a CUDA graph: no host sync or
 // allocation in run(), and replays give a direct run's bits.

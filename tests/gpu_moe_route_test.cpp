@@ -181,7 +181,8 @@ std::string align_name(const char* kind, AlignConfig c) {
 
 class GpuMoeRoute : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
+  static void SetUpTestSuite() { setup_error_ = test::suite_setup(compile_suite); }
+  static void compile_suite() {
     if (!test::gpu_missing_reason().empty()) return;
     ensure_context(0);
     kernels_ = new Kernels;
@@ -213,7 +214,11 @@ class GpuMoeRoute : public ::testing::Test {
     delete kernels_;
     kernels_ = nullptr;
   }
-  void SetUp() override { KTUNE_REQUIRE_GPU(); }
+  void SetUp() override {
+    KTUNE_REQUIRE_GPU();
+    KTUNE_REQUIRE_SUITE(setup_error_);
+  }
+  static inline std::string setup_error_;
 
   /// Runs align with config c on device ids; returns what it wrote.
   static test::MoeAlignResult run_align(const Buf<int>& ids, int pairs, int experts, int block_m,

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <exception>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -35,7 +36,24 @@ class TempDir {
   std::filesystem::path path_;
 };
 
+/// Runs a test suite's one-time setup and returns what it threw ("" when nothing). gtest skips
+/// every case of a suite whose SetUpTestSuite throws, with no reason on the cases: keep this text
+/// and check it with KTUNE_REQUIRE_SUITE in SetUp, so that each case fails with it.
+template <typename F>
+std::string suite_setup(F&& setup) {
+  try {
+    setup();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return {};
+}
+
 }  // namespace ktune::test
+
+/// Fails the current test when its suite's one-time setup failed (suite_setup's text).
+#define KTUNE_REQUIRE_SUITE(error) \
+  ASSERT_EQ(error, std::string()) << "the suite's one-time setup (SetUpTestSuite) failed"
 
 /// Skips the current test, with the reason, when no GPU is usable.
 #define KTUNE_REQUIRE_GPU()                                               \
