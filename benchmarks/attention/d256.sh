@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # On the GPU machine (bundle in $G, default .gpu): the d=256 tile study (80-key tiles, lazy
 # rescaling of O at d=256), first run on the H200 on 2026-12-01.
-#   STEP=test   gpu_attention_test on every d=256 case and the persistent ones
+#   STEP=test   every gpu_attention_test case, in SHARDS processes
 #   STEP=sweep  exhaustive sweeps of d=256 problems (the rows and held-out ones)
 #   STEP=bench  attention_bench.py on the d=256 rows against cuDNN, from the sweeps
 #   STEP=before the same rows with an earlier libktune (BEFORE_LIB; its built-in defaults)
 #               against cuDNN in the same call
-# Logs, the database and the tables go to $OUT.
+# The tables go to $OUT, the logs and the database packed in $OUT/logs.tgz (the device tool
+# brings back at most 8 files).
 set -uo pipefail
 OUT=${OUT:-/tmp/ktune-d256}
 mkdir -p "$OUT"
@@ -73,3 +74,7 @@ if [[ $steps == *" before "* ]]; then
   echo "before rc=$?"
   grep -E '^\| [0-9]' "$OUT/before.md" | cut -d'|' -f2-14
 fi
+# Everything but the tables in one archive.
+tgz=$(mktemp --suffix=.tgz)
+(cd "$OUT" && tar czf "$tgz" --exclude=logs.tgz --exclude='*.md' --exclude='*.json' . &&
+  find . -maxdepth 1 -type f ! -name '*.md' ! -name '*.json' -delete && mv "$tgz" logs.tgz)
