@@ -1127,9 +1127,15 @@ class FlashAttentionOp final : public Op {
     if (c.block_n == 80 && (s.d != 256 || t == DType::e4m3))
       return "block_n=80 is searched at d=256 with bf16 or fp16 only (d=" + str(s.d) +
              (t == DType::e4m3 ? ", e4m3" : "") + "): block_n=64 or 128";
-    if (c.block_n == 80 && s.paged() && s.page != 16)
-      return "block_n=80 with a paged cache takes page=16 (a key tile covers whole pages or "
-             "lies in one), not page=" + str(s.page);
+    if (s.paged() && c.block_n % s.page != 0 && s.page % c.block_n != 0) {
+      // Every power-of-two tile meets it; 80-key tiles only with 16-key pages.
+      std::string pages;
+      for (std::int64_t page : kPages)
+        if (page > 0 && (c.block_n % page == 0 || page % c.block_n == 0))
+          pages += (pages.empty() ? "" : " or ") + str(page);
+      return "block_n=" + str(c.block_n) + " with a paged cache takes page=" + pages +
+             " (a key tile covers whole pages or lies in one), not page=" + str(s.page);
+    }
     if (c.block_m % kSm90RowsPerConsumer != 0 || c.block_m > 3 * kSm90RowsPerConsumer)
       return "impl=1 takes block_m = 64, 128 or 192 (64 query rows per consumer warpgroup), "
              "not " + str(c.block_m);
