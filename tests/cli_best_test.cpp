@@ -1,4 +1,8 @@
-// `ktune best` without a GPU (--device, --arch), and never silent about a database it cannot use.
+// `ktune best` without a GPU (--device, --arch), and never silent about a database it cannot use;
+// `ktune best --plan` over a plan's problems, and the shipped databases' coverage of the shipped
+// plans (every problem of plans/*.txt dispatches `exact` on the GPU each database was built on).
+#include <fstream>
+
 #include "db/sqlite.hpp"
 #include "templates/op.hpp"
 #include "tests/cli_test.hpp"
@@ -131,6 +135,66 @@ TEST_F(Best, SkippedRowsAreWarnings) {
   EXPECT_EQ(list.code, 0) << list.err;
   EXPECT_TRUE(contains(list.err, "warning: 1 rows of \"tuned.db\" skipped")) << list.err;
   EXPECT_TRUE(contains(list.out, kParams)) << list.out;
+}
+
+TEST_F(Best, PlanAnswersForEveryProblemAndCountsTheMatches) {
+  tuned_db();
+  std::ofstream(dir.path() / "p.txt") << "# three problems, one tuned\n"
+                                         "add_rmsnorm bf16 m=64,n=4096\n"
+                                         "add_rmsnorm bf16 m=64,n=8192  # a neighbour\n"
+                                         "add_rmsnorm fp16 m=64,n=4096  # another dtype\n";
+  const std::string common =
+      "best --plan p.txt --no-shipped --db tuned.db --device '" + h100.name + "'";
+  CliRun r = ktune(common);
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "exact          add_rmsnorm      bf16   m=64,n=4096\n")) << r.out;
+  EXPECT_TRUE(contains(r.out, "nearest_shape  add_rmsnorm      bf16   m=64,n=8192\n")) << r.out;
+  EXPECT_TRUE(contains(r.out, "default        add_rmsnorm      fp16   m=64,n=4096\n")) << r.out;
+  EXPECT_TRUE(contains(r.out, "for NVIDIA H100 80GB HBM3 (sm_90a): 3 problems: 1 exact, 1 "
+                              "nearest_shape, 0 other_device, 1 default")) << r.out;
+  CliRun strict = ktune(common + " --require-exact");
+  EXPECT_EQ(strict.code, 1);
+  EXPECT_TRUE(contains(strict.err, "2 of 3 problems of p.txt are not tuned for NVIDIA H100"))
+      << strict.err;
+  CliRun json = ktune(common + " --json");
+  EXPECT_EQ(json.code, 0) << json.err;
+  EXPECT_TRUE(contains(json.out, "\"counts\":{\"exact\":1,\"nearest_shape\":1,\"other_device\":0,"
+                                 "\"default\":1}")) << json.out;
+  std::ofstream(dir.path() / "one.txt") << "add_rmsnorm bf16 m=64,n=4096\n";
+  EXPECT_EQ(ktune("best --plan one.txt --no-shipped --db tuned.db --require-exact --device '" +
+                  h100.name + "'").code, 0);
+}
+
+TEST_F(Best, PlanOptionsThatCannotGoTogetherAreRefused) {
+  std::ofstream(dir.path() / "p.txt") << "add_rmsnorm bf16 m=64,n=4096\n";
+  for (const char* args :
+       {"best --plan p.txt --op add_rmsnorm", "best --plan p.txt --shape m=1,n=2",
+        "best --plan p.txt --dtype fp16", "best --op add_rmsnorm --require-exact", "best"}) {
+    CliRun r = ktune(args);
+    EXPECT_EQ(r.code, 2) << args << ": " << r.out;
+    EXPECT_EQ(lines(r.err), 1u) << args << ": " << r.err;
+  }
+  std::ofstream(dir.path() / "bad.txt") << "add_rmsnorm bf16 m=64,n=4096\nno_such_op bf16 m=1\n";
+  CliRun bad = ktune("best --plan bad.txt --arch sm_90a --no-shipped");
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_TRUE(contains(bad.err, "bad.txt")) << bad.err;
+  EXPECT_TRUE(contains(bad.err, "no_such_op")) << bad.err;
+}
+
+// A fresh install of a GPU a shipped database was built for dispatches every problem of the
+// shipped plans from that database alone: `exact`, never a neighbour or a default.
+TEST_F(Best, ShippedDatabasesCoverEveryShippedPlanOnTheirGpu) {
+  const fs::path source = KTUNE_SOURCE_DIR;
+  // The GPUs whose shipped database is built from the plans (scripts/build_shipped_db.sh);
+  // h100.db holds the ANCHORS attention rows only (db/shipped/README.md).
+  for (const std::string device : {"NVIDIA H200"}) {
+    for (const auto& plan : fs::directory_iterator(source / "plans")) {
+      CliRun r = ktune("best --plan '" + plan.path().string() + "' --require-exact --db none.db "
+                       "--device '" + device + "'");
+      EXPECT_EQ(r.code, 0) << plan.path() << " on " << device << ":\n" << r.out << r.err;
+      EXPECT_TRUE(contains(r.out, " problems: ")) << r.out;
+    }
+  }
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // Sweeps over several GPUs without a GPU: the --devices list and its messages, the compile
 // threads' split, the scheduler (tuner/multi_sweep.hpp) driven by fake "sweep this job on GPU d"
-// functions, and the compile cache shared by two compilers at once.
+// functions, and the compile cache shared by two compilers at once. Also the leaders'
+// re-timing order and the median of its rounds (tuner/measure.hpp).
 #include "tuner/multi_sweep.hpp"
 
 #include <gtest/gtest.h>
@@ -18,6 +19,7 @@
 #include <thread>
 
 #include "ktune/error.hpp"
+#include "tuner/measure.hpp"
 #include "runtime/core/compiler.hpp"
 #include "tuner/devices.hpp"
 
@@ -395,6 +397,24 @@ TEST(SharedCompileCache, TwoCompilersOnOneDirectoryBuildEachKernelOnce) {
   for (const auto& e : fs::directory_iterator(dir))
     EXPECT_EQ(e.path().filename().string().find(".tmp."), std::string::npos) << e.path();
   fs::remove_all(dir);
+}
+
+TEST(Retime, RoundsAlternateDirectionSoNoLeaderIsAlwaysTimedFirst) {
+  using V = std::vector<std::size_t>;
+  EXPECT_EQ(retime_order(3, 0), (V{0, 1, 2}));
+  EXPECT_EQ(retime_order(3, 1), (V{2, 1, 0}));
+  EXPECT_EQ(retime_order(3, 2), (V{0, 1, 2}));
+  EXPECT_EQ(retime_order(1, 1), (V{0}));
+  EXPECT_TRUE(retime_order(0, 0).empty());
+}
+
+TEST(Retime, MedianOfRoundsIgnoresOneOutlyingRound) {
+  // One round slowed by a clock dip (or sped up by a lucky spell) does not move the result.
+  EXPECT_DOUBLE_EQ(median_of_rounds({513.0, 539.0, 512.0}), 513.0);
+  EXPECT_DOUBLE_EQ(median_of_rounds({400.0, 512.0, 515.0}), 512.0);
+  EXPECT_DOUBLE_EQ(median_of_rounds({10.0, 12.0}), 11.0);  // a leader that failed one round
+  EXPECT_DOUBLE_EQ(median_of_rounds({7.5}), 7.5);
+  EXPECT_DOUBLE_EQ(median_of_rounds({}), 0.0);
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 #include "tuner/measure.hpp"
 
+#include <algorithm>
+
 #include "ktune/error.hpp"
 
 namespace ktune {
@@ -9,6 +11,9 @@ namespace {
 constexpr double kNoisySpreadPct = 50.0;
 /// ...at most this many more times.
 constexpr int kNoisyRetries = 2;
+/// The leaders are re-timed in this many interleaved rounds of this many seconds each.
+constexpr int kRetimeRounds = 3;
+constexpr double kRetimeRoundSeconds = 0.1;
 
 WireKernel wire(const CompiledKernel& k, unsigned dynamic_shared) {
   return WireKernel{k.cubin, k.lowered_name, dynamic_shared};
@@ -178,11 +183,27 @@ TrialOutcome ProblemBench::measure(const Params& params, double& compile_seconds
   return t;
 }
 
+std::vector<std::size_t> retime_order(std::size_t leaders, int round) {
+  std::vector<std::size_t> order(leaders);
+  for (std::size_t i = 0; i < leaders; ++i) order[i] = round % 2 ? leaders - 1 - i : i;
+  return order;
+}
+
+double median_of_rounds(std::vector<double> medians) {
+  if (medians.empty()) return 0.0;
+  std::sort(medians.begin(), medians.end());
+  const std::size_t n = medians.size();
+  return n % 2 ? medians[n / 2] : 0.5 * (medians[n / 2 - 1] + medians[n / 2]);
+}
+
 void ProblemBench::retime(const std::vector<TrialOutcome*>& leaders) {
-  TimingSettings longer = timing_;
-  longer.min_seconds = 0.25;
-  longer.min_reps = 50;
+  TimingSettings round_timing = timing_;
+  round_timing.min_seconds = kRetimeRoundSeconds;
+  round_timing.min_reps = 30;
   const std::string arch = device_.arch();
+  // Each leader's request (a leader that cannot be compiled again keeps its recorded time).
+  std::vector<TrialOutcome*> timed;
+  std::vector<EvaluateRequest> reqs;
   for (TrialOutcome* t : leaders) {
     EvaluateRequest req;
     auto it = requests_.find(t->params_key);
@@ -199,14 +220,30 @@ void ProblemBench::retime(const std::vector<TrialOutcome*>& leaders) {
         continue;  // (a timeout included) it keeps the time recorded when it was measured
       }
     }
-    req.timing = longer;
-    const WorkerClient::Outcome w = worker_.evaluate(req, o_.candidate_timeout_s);
-    if (w.end == WorkerEnd::replied && w.evaluation.status == EvalStatus::ok) {
-      t->median_us = w.evaluation.median_us;
-      t->repetitions = w.evaluation.repetitions;
-      t->spread_pct = w.evaluation.median_us > 0 ? (w.evaluation.p90_us - w.evaluation.p10_us) /
-                                                       w.evaluation.median_us * 100.0
-                                                 : 0.0;
+    req.timing = round_timing;
+    timed.push_back(t);
+    reqs.push_back(std::move(req));
+  }
+  // Interleaved rounds (A B C, C B A, A B C): a drift of the clocks or of the power state over
+  // the re-timing shifts every leader alike instead of favouring the one timed in a quiet spell.
+  std::vector<std::vector<double>> medians(timed.size()), spreads(timed.size());
+  std::vector<int> reps(timed.size(), 0);
+  for (int round = 0; round < kRetimeRounds; ++round) {
+    for (std::size_t i : retime_order(timed.size(), round)) {
+      const WorkerClient::Outcome w = worker_.evaluate(reqs[i], o_.candidate_timeout_s);
+      if (w.end != WorkerEnd::replied || w.evaluation.status != EvalStatus::ok) continue;
+      const Evaluation& e = w.evaluation;
+      medians[i].push_back(e.median_us);
+      spreads[i].push_back(e.median_us > 0 ? (e.p90_us - e.p10_us) / e.median_us * 100.0 : 0.0);
+      reps[i] += e.repetitions;
+    }
+  }
+  for (std::size_t i = 0; i < timed.size(); ++i) {
+    TrialOutcome* t = timed[i];
+    if (!medians[i].empty()) {
+      t->median_us = median_of_rounds(medians[i]);
+      t->repetitions = reps[i];
+      t->spread_pct = median_of_rounds(spreads[i]);
     }
     if (o_.progress) {
       SweepProgress pg;

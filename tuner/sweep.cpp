@@ -270,7 +270,8 @@ std::vector<WarmStartPoint> warm_start_of(Session& s, const Space& space,
   return out;
 }
 
-/// Re-times the leaders back to back, so noise cannot pick the winner, and stores the best.
+/// Re-times the leaders in interleaved rounds, so noise cannot pick the winner, and stores the
+/// best.
 void choose_best(Session& s, ProblemBench& bench, const TrialRecord& base,
                  const std::string& default_key, SweepResult& res) {
   std::vector<TrialOutcome*> ok;
