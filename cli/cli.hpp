@@ -25,6 +25,7 @@ int cmd_db(const Args& args);
 int cmd_db_merge(const Args& args);  // ktune db merge (cli/db_merge_command.cpp)
 int cmd_db_ship(const Args& args);   // ktune db ship (cli/db_ship_command.cpp)
 int cmd_db_diff(const Args& args);   // ktune db diff
+int cmd_db_kernels(const Args& args);  // ktune db kernels (cli/db_kernels_command.cpp)
 int cmd_replay(const Args& args);
 
 /// Thrown for bad command-line input; main prints it and exits with status 2.

@@ -234,15 +234,17 @@ int cmd_db(const Args& args) {
       {"merge", "combine databases into one: one best per key, every sweep and trial", cmd_db_merge},
       {"diff", "best configurations added, removed and changed between two databases", cmd_db_diff},
       {"ship", "a database to ship: devices, best rows, their trials and the defaults' trials", cmd_db_ship},
+      {"kernels", "the kernels each configuration compiles to (scripts/same_machine_code.py)",
+       cmd_db_kernels},
   };
   if (args.empty() || args[0] == "--help" || args[0] == "-h") {
-    std::printf("usage: ktune db <list|show|export|check|merge|diff|ship> [options]   (ktune db <command> --help)\n");
-    for (const Command& c : sub) std::printf("  %-7s %s\n", c.name, c.summary);
+    std::printf("usage: ktune db <list|show|export|check|merge|diff|ship|kernels> [options]   (ktune db <command> --help)\n");
+    for (const Command& c : sub) std::printf("  %-8s %s\n", c.name, c.summary);
     return args.empty() ? 2 : 0;
   }
   for (const Command& c : sub)
     if (args[0] == c.name) return c.run(Args(args.begin() + 1, args.end()));
-  throw UsageError{"unknown db command " + ktune::quoted(args[0]) + " (allowed: list, show, export, check, merge, diff, ship)"};
+  throw UsageError{"unknown db command " + ktune::quoted(args[0]) + " (allowed: list, show, export, check, merge, diff, ship, kernels)"};
 }
 
 }  // namespace ktune::cli

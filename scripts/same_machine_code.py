@@ -1,24 +1,32 @@
 #!/usr/bin/env python3
-"""Whether the shipped flash attention configurations compile to the same machine code from two
-source trees (before and after a kernel change), so that their database rows may be re-hashed
-instead of re-tuned (db/shipped/README.md).
+"""Whether the configurations of a tuning database compile to the same machine code from two
+source trees (before and after a kernel change), so that their rows may be re-hashed instead of
+re-tuned (db/shipped/README.md).
 
-For every row of the database's `best` and `trials` tables of op flash_attention, the kernel's
-NVRTC name expression (as FlashAttentionOp::kernels() writes it, variants and VARLEN off;
-flash_attention_fwd for impl=0 rows, flash_attention_sm90 for impl=1) is compiled for each
---arch from each tree's templates/ folder, with the options of runtime/core/compiler.cpp,
-and the `.text` sections of the two cubins are compared byte for byte. Exit 0 when every pair is
-identical, 1 otherwise. No GPU needed, only libnvrtc.
+`ktune db kernels --json` (of the build that has the new sources) lists each configuration of
+the database's best rows and ok trials with the kernels it compiles to: the header and the NVRTC
+name expression, as the op's kernels() writes them. Each kernel is compiled from each tree's
+templates/ folder for the row's target (and each --arch), with the options of
+runtime/core/compiler.cpp, and the `.text` sections of the two cubins are compared byte for
+byte. Exit 0 when every pair is identical, 1 otherwise. No GPU needed, only libnvrtc.
 
-    git show HEAD:templates/attention/flash_attention.cuh > /tmp/before/templates/attention/...
-    scripts/same_machine_code.py --before /tmp/before/templates --after templates
+With --rehash, the rows (best and trials) of each op whose every configuration compiled to the
+same code get the op's current template hash in the database; an op with any difference, or any
+configuration that could not be compared, keeps its hash (its rows stay stale: re-tune them).
+
+    mkdir -p /tmp/before && git archive HEAD templates | tar -x -C /tmp/before
+    scripts/same_machine_code.py --before /tmp/before/templates --after templates \\
+        --db db/shipped/h200.db [--op moe] [--rehash]
 """
 import argparse
+import collections
 import ctypes
 import ctypes.util
+import json
 import os
 import sqlite3
 import struct
+import subprocess
 import sys
 
 NVRTC_CANDIDATES = ["libnvrtc.so", "/usr/local/cuda/lib64/libnvrtc.so"]
@@ -35,36 +43,38 @@ def load_nvrtc():
     sys.exit("libnvrtc not found (tried " + ", ".join(NVRTC_CANDIDATES) + ")")
 
 
-def compile_cubin(nvrtc, include_dir, expression, arch):
-    """(cubin bytes, lowered name) of `expression` from attention/flash_attention.cuh or
-    attention/flash_attention_sm90.cuh."""
+class CompileFailure(Exception):
+    pass
+
+
+def compile_cubin(nvrtc, include_dir, header, expression, arch):
+    """(cubin bytes, lowered name) of `expression` from `header` under include_dir."""
     prog = ctypes.c_void_p()
-    src = (b'#include "attention/flash_attention.cuh"\n'
-           b'#include "attention/flash_attention_sm90.cuh"\n')
+    src = f'#include "{header}"\n'.encode()
     check(nvrtc, nvrtc.nvrtcCreateProgram(ctypes.byref(prog), src, b"same_machine_code.cu", 0,
                                           None, None), "create")
-    check(nvrtc, nvrtc.nvrtcAddNameExpression(prog, expression.encode()), "name expression")
-    options = ["--gpu-architecture=" + arch, "-std=c++17", "-DKTUNE_NVRTC=1",
-               "-I" + include_dir]
-    opts = (ctypes.c_char_p * len(options))(*[o.encode() for o in options])
-    result = nvrtc.nvrtcCompileProgram(prog, len(options), opts)
-    if result != 0:
+    try:
+        check(nvrtc, nvrtc.nvrtcAddNameExpression(prog, expression.encode()), "name expression")
+        options = ["--gpu-architecture=" + arch, "-std=c++17", "-DKTUNE_NVRTC=1",
+                   "-I" + include_dir]
+        opts = (ctypes.c_char_p * len(options))(*[o.encode() for o in options])
+        if nvrtc.nvrtcCompileProgram(prog, len(options), opts) != 0:
+            size = ctypes.c_size_t()
+            nvrtc.nvrtcGetProgramLogSize(prog, ctypes.byref(size))
+            log = ctypes.create_string_buffer(size.value)
+            nvrtc.nvrtcGetProgramLog(prog, log)
+            raise CompileFailure(f"{expression} for {arch} from {include_dir} does not compile:"
+                                 "\n" + log.value.decode(errors="replace")[-2000:])
         size = ctypes.c_size_t()
-        nvrtc.nvrtcGetProgramLogSize(prog, ctypes.byref(size))
-        log = ctypes.create_string_buffer(size.value)
-        nvrtc.nvrtcGetProgramLog(prog, log)
-        sys.exit(f"{expression} for {arch} from {include_dir} does not compile:\n"
-                 + log.value.decode(errors="replace"))
-    size = ctypes.c_size_t()
-    check(nvrtc, nvrtc.nvrtcGetCUBINSize(prog, ctypes.byref(size)), "cubin size")
-    cubin = ctypes.create_string_buffer(size.value)
-    check(nvrtc, nvrtc.nvrtcGetCUBIN(prog, cubin), "cubin")
-    lowered = ctypes.c_char_p()
-    check(nvrtc, nvrtc.nvrtcGetLoweredName(prog, expression.encode(), ctypes.byref(lowered)),
-          "lowered name")
-    name = lowered.value.decode()
-    nvrtc.nvrtcDestroyProgram(ctypes.byref(prog))
-    return cubin.raw, name
+        check(nvrtc, nvrtc.nvrtcGetCUBINSize(prog, ctypes.byref(size)), "cubin size")
+        cubin = ctypes.create_string_buffer(size.value)
+        check(nvrtc, nvrtc.nvrtcGetCUBIN(prog, cubin), "cubin")
+        lowered = ctypes.c_char_p()
+        check(nvrtc, nvrtc.nvrtcGetLoweredName(prog, expression.encode(), ctypes.byref(lowered)),
+              "lowered name")
+        return cubin.raw, lowered.value.decode()
+    finally:
+        nvrtc.nvrtcDestroyProgram(ctypes.byref(prog))
 
 
 def check(nvrtc, result, what):
@@ -93,67 +103,106 @@ def text_sections(elf):
     return out
 
 
-def expression(row):
-    """FlashAttentionOp::kernels()'s name expression for one `best` row (variants off)."""
-    dtype, problem_key, params_key = row
-    problem = dict(item.split("=") for item in problem_key.split(","))
-    params = dict(item.split("=") for item in params_key.split(","))
-    for dim in ("window", "softcap", "alibi", "varlen"):
-        if problem.get(dim, "0") not in ("0", "no"):
-            sys.exit(f"row {problem_key} has {dim} on: this script compares the plain kernel")
-    boolean = lambda v: "true" if v in ("1", "yes") else "false"
-    t = "ktune::bf16" if dtype == "bf16" else "ktune::fp16"
-    if params.get("impl", "0") == "1":
-        # The wgmma kernel: block_m / 64 consumers; pingpong and persistent left out of keys at 0.
-        consumers = int(params["block_m"]) // 64
-        return (f"ktune::flash_attention_sm90<{t}, {problem['d']}, {params['block_n']}, "
-                f"{consumers}, {params['stages']}, {boolean(params.get('pingpong', '0'))}, "
-                f"{boolean(problem['causal'])}, false, false, false"
-                f"{', true' if params.get('persistent', '0') == '1' else ''}>")
-    return (f"ktune::flash_attention_fwd<{t}, {problem['d']}, {params['block_m']}, "
-            f"{params['block_n']}, {params['warps']}, {params['stages']}, "
-            f"{boolean(problem['causal'])}, {boolean(params['q_regs'])}, 1, "
-            f"{boolean(params['smem_pad'])}, false, false, false>")
+def code_of(cubin):
+    """The .text sections in order of their names: section names carry the mangled kernel name,
+    which may change (a new defaulted template parameter) while the code does not."""
+    sections = text_sections(cubin)
+    return [sections[k] for k in sorted(sections)]
+
+
+def default_ktune():
+    for candidate in ("build/ktune", ".gpu/bin/ktune"):
+        if os.access(candidate, os.X_OK):
+            return candidate
+    return "ktune"
+
+
+def configurations(ktune, db, op):
+    cmd = [ktune, "db", "kernels", "--db", db, "--json"] + (["--op", op] if op else [])
+    run = subprocess.run(cmd, capture_output=True, text=True)
+    sys.stderr.write(run.stderr)
+    if run.returncode != 0:
+        sys.exit(f"{' '.join(cmd)} failed ({run.returncode})")
+    skipped = sum(1 for line in run.stderr.splitlines() if " skipped: " in line)
+    return json.loads(run.stdout), skipped
+
+
+def rehash(db, op, old_hashes, current):
+    """Sets the template hash of `op`'s rows holding one of `old_hashes` to `current`."""
+    con = sqlite3.connect(db)
+    with con:
+        changed = 0
+        for table in ("best", "trials"):
+            for old in old_hashes:
+                changed += con.execute(f"UPDATE {table} SET template_hash = ? "
+                                       "WHERE op = ? AND template_hash = ?",
+                                       (current, op, old)).rowcount
+    con.close()
+    return changed
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--before", required=True, help="templates/ folder of the old sources")
     ap.add_argument("--after", required=True, help="templates/ folder of the new sources")
-    ap.add_argument("--db", default="db/shipped/h100.db")
-    ap.add_argument("--arch", action="append", help="default: sm_90a and sm_80")
+    ap.add_argument("--db", default="db/shipped/h200.db")
+    ap.add_argument("--op", help="only this op's rows (default: every op of the database)")
+    ap.add_argument("--ktune", default=default_ktune(),
+                    help="a ktune built from the new sources (default: build/ktune)")
+    ap.add_argument("--arch", action="append", default=[],
+                    help="also compile for this target (each row's own is always compiled)")
+    ap.add_argument("--rehash", action="store_true",
+                    help="give the rows of each op whose code is unchanged the current hash")
     args = ap.parse_args()
-    archs = args.arch or ["sm_90a", "sm_80"]
     for d in (args.before, args.after):
-        if not os.path.isfile(os.path.join(d, "attention", "flash_attention.cuh")):
-            sys.exit(f"{d} holds no attention/flash_attention.cuh")
-    db = sqlite3.connect(f"file:{args.db}?mode=ro", uri=True)
-    # The best rows and the trials the file ships with them (the defaults' trials too).
-    rows = db.execute("SELECT dtype, problem_key, params_key FROM best "
-                      "WHERE op = 'flash_attention' UNION SELECT dtype, problem_key, params_key "
-                      "FROM trials WHERE op = 'flash_attention' ORDER BY 2, 3").fetchall()
-    if not rows:
-        sys.exit(f"{args.db} has no flash_attention rows")
+        if not os.path.isdir(os.path.join(d, "common")):
+            sys.exit(f"{d} is not a templates/ folder (it holds no common/)")
+    configs, skipped = configurations(args.ktune, args.db, args.op)
+    if not configs:
+        sys.exit(f"{args.db} has no configurations" + (f" of {args.op}" if args.op else ""))
     nvrtc = load_nvrtc()
-    same = total = renamed = 0
-    for row in rows:
-        expr = expression(row)
-        for arch in archs:
-            before, name_before = compile_cubin(nvrtc, args.before, expr, arch)
-            after, name_after = compile_cubin(nvrtc, args.after, expr, arch)
-            tb, ta = text_sections(before), text_sections(after)
-            # Section names carry the mangled kernel name, which may change (a new defaulted
-            # template parameter): compare the code in order.
-            code_b = [tb[k] for k in sorted(tb)]
-            code_a = [ta[k] for k in sorted(ta)]
-            equal = len(code_b) == len(code_a) and all(x == y for x, y in zip(code_b, code_a))
-            total += 1
-            same += equal
-            renamed += name_before != name_after
-            print(f"{'same' if equal else 'DIFFERENT'} {arch:6} {row[1]} {row[2]}: "
-                  f".text {sum(map(len, code_b))} / {sum(map(len, code_a))} bytes")
-    print(f"{same} of {total} .text identical ({renamed} with another mangled name)")
-    return 0 if same == total else 1
+    cache = {}
+    per_op = collections.defaultdict(lambda: {"same": 0, "total": 0, "old": set(), "current": ""})
+    for c in configs:
+        state = per_op[c["op"]]
+        state["old"].add(c["template_hash"])
+        state["current"] = c["current_hash"]
+        for arch in dict.fromkeys([c["arch"]] + args.arch):
+            for k in c["kernels"]:
+                key = (k["file"], k["name"], arch)
+                if key not in cache:
+                    try:
+                        before, _ = compile_cubin(nvrtc, args.before, k["file"], k["name"], arch)
+                        after, _ = compile_cubin(nvrtc, args.after, k["file"], k["name"], arch)
+                        code_b, code_a = code_of(before), code_of(after)
+                        cache[key] = (code_b == code_a, sum(map(len, code_b)),
+                                      sum(map(len, code_a)), "")
+                    except CompileFailure as e:
+                        cache[key] = (False, 0, 0, str(e))
+                equal, size_b, size_a, error = cache[key]
+                state["total"] += 1
+                state["same"] += equal
+                what = error.splitlines()[0] if error else f".text {size_b} / {size_a} bytes"
+                print(f"{'same' if equal else 'DIFFERENT'} {arch:6} {c['op']} {c['dtype']} "
+                      f"{c['problem']} {c['params']}: {what}")
+    same = sum(s["same"] for s in per_op.values())
+    total = sum(s["total"] for s in per_op.values())
+    for op, s in sorted(per_op.items()):
+        print(f"{op}: {s['same']} of {s['total']} kernels' .text identical")
+    print(f"{same} of {total} .text identical"
+          + (f"; {skipped} configurations could not be listed" if skipped else ""))
+    if args.rehash:
+        for op, s in sorted(per_op.items()):
+            stale = s["old"] - {s["current"]}
+            if s["same"] != s["total"] or skipped:
+                print(f"{op}: not re-hashed (machine code changed or not compared: re-tune)")
+            elif not stale:
+                print(f"{op}: rows already hold the current hash {s['current'][:8]}")
+            else:
+                n = rehash(args.db, op, stale, s["current"])
+                print(f"{op}: {n} rows re-hashed to {s['current'][:8]}... "
+                      f"(from {', '.join(h[:8] for h in sorted(stale))})")
+    return 0 if same == total and not skipped else 1
 
 
 if __name__ == "__main__":

@@ -263,6 +263,27 @@ TEST_F(Tuner, EveryFusedOpTunesOnOddAndEvenShapes) {
   }
 }
 
+// A model sweep stores the points it measured, not the space's invalid points it never proposed
+// (they were ~97 % of a plan's database); an exhaustive one still records each with its reason.
+TEST_F(Tuner, ModelSweepRecordsOnlyWhatItProposed) {
+  SweepOptions o = options("add_rmsnorm", "m=96,n=2048");
+  o.strategy = "model";
+  o.budget = 8;
+  SweepResult model = run_sweep(o);
+  ASSERT_TRUE(model.best.has_value());
+  EXPECT_EQ(model.counts[TrialStatus::invalid], 0u);
+  EXPECT_LE(model.trials.size(), 8u + 1u) << "the budget and the default";
+  Store store = Store::open(o.db_path, Store::Mode::read_only);
+  const Rows<TrialRecord> stored = store.all_trials("add_rmsnorm");
+  EXPECT_EQ(stored.rows.size(), model.trials.size());
+  o.strategy = "exhaustive";
+  o.budget = 0;
+  o.db_path = dir.path() / "exhaustive.db";
+  SweepResult all = run_sweep(o);
+  EXPECT_GT(all.space_size, all.valid_count);
+  EXPECT_GE(all.counts[TrialStatus::invalid], all.space_size - all.valid_count);
+}
+
 // MoE through the tuner: every routing mode's inputs are filled as the op declares (scaled
 // weights, int32 ids distinct per token for precomputed routing), int outputs (ids, counts)
 // compared exactly, and the staged strategy walks each token bucket into its own best row.
