@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <boost/program_options.hpp>
@@ -174,39 +175,37 @@ int best_one(const po::variables_map& vm, const Asked& asked, Answers& answers) 
 // the exit status is 1 unless all are exact: a check that a database covers a model's shapes.
 int best_plan(const po::variables_map& vm, const Plan& plan, Answers& answers) {
   const std::string path = vm["plan"].as<std::string>();
-  const bool json = vm.count("json") > 0;
-  std::map<Match, std::size_t> counts;
-  std::size_t problems = 0;
-  Json j;
-  if (json) j.begin_object().field("plan", path).key("problems").begin_array();
-  if (!json) std::printf("%-14s %-16s %-6s %s\n", "match", "op", "dtype", "problem");
+  // Every answer first: a lookup that fails (no GPU here) prints nothing half-way.
+  std::vector<std::pair<DType, MatchInfo>> found;
   for (const PlanLine& line : plan.lines) {
     const Op& op = op_option(line.op);
-    for (const std::string& key : line.problem_keys) {
-      const MatchInfo m = answers.find(op, line.dtype, op.parse_problem(key));
-      ++counts[m.kind];
-      ++problems;
-      if (json) {
-        j.begin_object().field("op", m.op).field("dtype", dtype_name(line.dtype));
-        j.field("problem", m.problem).field("match", match_kind_name(m.kind));
-        j.field("params", m.params).field("tuned_us", m.tuned_us).end_object();
-      } else {
-        std::printf("%-14s %-16s %-6s %s\n", match_kind_name(m.kind), m.op.c_str(),
-                    dtype_name(line.dtype), shown(m.problem).c_str());
-      }
-    }
+    for (const std::string& key : line.problem_keys)
+      found.emplace_back(line.dtype, answers.find(op, line.dtype, op.parse_problem(key)));
   }
   answers.report_after();
+  std::map<Match, std::size_t> counts;
+  for (const auto& [dtype, m] : found) ++counts[m.kind];
+  const std::size_t problems = found.size(), exact = counts[Match::exact];
   const std::optional<DeviceInfo>& device = answers.device();
   const std::string target = device ? device->name + " (" + device->arch() + ")" : "this GPU";
-  const std::size_t exact = counts[Match::exact];
-  if (json) {
+  if (vm.count("json")) {
+    Json j;
+    j.begin_object().field("plan", path).key("problems").begin_array();
+    for (const auto& [dtype, m] : found) {
+      j.begin_object().field("op", m.op).field("dtype", dtype_name(dtype));
+      j.field("problem", m.problem).field("match", match_kind_name(m.kind));
+      j.field("params", m.params).field("tuned_us", m.tuned_us).end_object();
+    }
     j.end_array().field("target", target).key("counts").begin_object();
     for (Match k : {Match::exact, Match::nearest_shape, Match::other_device, Match::default_config})
       j.field(match_kind_name(k), static_cast<long long>(counts[k]));
     j.end_object().end_object();
     std::printf("%s\n", j.str().c_str());
   } else {
+    std::printf("%-14s %-16s %-6s %s\n", "match", "op", "dtype", "problem");
+    for (const auto& [dtype, m] : found)
+      std::printf("%-14s %-16s %-6s %s\n", match_kind_name(m.kind), m.op.c_str(),
+                  dtype_name(dtype), shown(m.problem).c_str());
     std::printf("plan %s for %s: %zu problems: %zu exact, %zu nearest_shape, %zu other_device, "
                 "%zu default\n",
                 shown(path).c_str(), shown(target).c_str(), problems, exact,
