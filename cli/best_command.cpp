@@ -87,18 +87,7 @@ class Answers {
 
   MatchInfo find(const Op& op, DType dtype, const Problem& problem) {
     if (runtime_) return runtime_->query(op.name(), op.problem_key(problem), dtype);
-    const LookupResult r = dbs_->find(op, dtype, problem, *device_);
-    MatchInfo m;
-    m.kind = r.kind;
-    m.op = std::string(op.name());
-    m.problem = op.problem_key(problem);
-    m.params = op.params_key(r.params);
-    m.tuned_problem = r.tuned_problem;
-    m.tuned_device = r.tuned_device;
-    m.database = r.database;
-    m.tuned_us = r.tuned_us;
-    m.note = r.note;
-    return m;
+    return match_info(op, problem, dbs_->find(op, dtype, problem, *device_));
   }
 
   /// Warns of the rows the lookups skipped.

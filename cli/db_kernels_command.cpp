@@ -70,7 +70,7 @@ int cmd_db_kernels(const Args& args) {
 
   const bool json = vm.count("json") > 0;
   Json j;
-  if (json) j.begin_array();
+  if (json) j.begin_object().key("configurations").begin_array();
   for (const Config& c : configs) {
     const Op* op = find_op(c.op);
     std::vector<KernelSource> kernels;
@@ -108,7 +108,11 @@ int cmd_db_kernels(const Args& args) {
                     k.name_expression.c_str());
     }
   }
-  if (json) std::printf("%s\n", j.end_array().str().c_str());
+  if (json) {
+    // Rows not listed: a re-hash must not treat their op as compared.
+    j.end_array().field("skipped", static_cast<long long>(skipped)).end_object();
+    std::printf("%s\n", j.str().c_str());
+  }
   if (skipped)
     std::fprintf(stderr, "ktune db kernels: warning: %zu rows skipped (ktune db check lists the "
                          "unreadable ones)\n", skipped);

@@ -123,8 +123,8 @@ def configurations(ktune, db, op):
     sys.stderr.write(run.stderr)
     if run.returncode != 0:
         sys.exit(f"{' '.join(cmd)} failed ({run.returncode})")
-    skipped = sum(1 for line in run.stderr.splitlines() if " skipped: " in line)
-    return json.loads(run.stdout), skipped
+    listed = json.loads(run.stdout)
+    return listed["configurations"], listed["skipped"]
 
 
 def rehash(db, op, old_hashes, current):

@@ -326,6 +326,20 @@ LookupResult TuningDatabases::find(const Op& op, DType dtype, const Problem& pro
   return r;
 }
 
+MatchInfo match_info(const Op& op, const Problem& problem, const LookupResult& found) {
+  MatchInfo m;
+  m.kind = found.kind;
+  m.op = std::string(op.name());
+  m.problem = op.problem_key(problem);
+  m.params = op.params_key(found.params);
+  m.tuned_problem = found.tuned_problem;
+  m.tuned_device = found.tuned_device;
+  m.database = found.database;
+  m.tuned_us = found.tuned_us;
+  m.note = found.note;
+  return m;
+}
+
 std::optional<double> TuningDatabases::neighbour_gain(Entry& e, const Op& op, DType dtype,
                                                       const BestRecord& row,
                                                       const DeviceInfo& device) const {

@@ -34,6 +34,9 @@ struct LookupResult {
   std::string note;
 };
 
+/// What the runtime reports of a lookup of `op` for `problem` (Runtime::query, `ktune best`).
+MatchInfo match_info(const Op& op, const Problem& problem, const LookupResult& found);
+
 /// How much faster than the default a neighbour's configuration must have been on its own
 /// problem (both timed in its sweep) to serve another problem in the default's place. Where the
 /// tuned point beat the default by less, the choice between the two is within what moves from

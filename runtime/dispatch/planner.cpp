@@ -192,15 +192,7 @@ std::unique_ptr<Plan> Runtime::Impl::make_plan(const PlanKey& key) {
 
   LookupResult found = databases_->find(op, plan->dtype, plan->problem, device);
   plan->params = found.params;
-  plan->info.kind = found.kind;
-  plan->info.op = std::string(op.name());
-  plan->info.problem = op.problem_key(plan->problem);
-  plan->info.params = op.params_key(found.params);
-  plan->info.tuned_problem = found.tuned_problem;
-  plan->info.tuned_device = found.tuned_device;
-  plan->info.database = found.database;
-  plan->info.tuned_us = found.tuned_us;
-  plan->info.note = found.note;
+  plan->info = match_info(op, plan->problem, found);
 
   std::vector<KernelSource> sources = op.kernels(plan->params, plan->problem, plan->dtype);
   for (std::size_t i = 0; i < sources.size(); ++i) {
