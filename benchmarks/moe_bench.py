@@ -110,6 +110,8 @@ class KtuneMoe:
             ("dtype", ctypes.c_int),               # ktune_dtype
             ("workspace", ctypes.c_void_p),        # the caller's scratch, or NULL: the runtime's
             ("workspace_bytes", ctypes.c_size_t),
+            ("w1_scale", ctypes.c_void_p),         # [e, 2i] fp32, FP8 weights only (NULL here)
+            ("w2_scale", ctypes.c_void_p),         # [e, h] fp32, FP8 weights only (NULL here)
         ]
 
     ROUTING = {"softmax": 0, "softmax_renorm": 1, "sigmoid_group": 2, "precomputed": 3}

@@ -910,14 +910,21 @@ std::vector<Case> ws_cases() {
   with(moe_sigmoid_group, 64, 8, 1000, DType::bf16, narrow, 1024, 1408);
   with(moe_softmax_renorm, 8, 2, 999, DType::f16, mixed1);
   with(moe_softmax_renorm, 64, 8, 513, DType::bf16, mixed2);
-  // The persistent form (a CTA per SM looping over the tiles, double-buffered row tables): both
-  // GEMMs, one, every routing mode, padding-only consumers and many tiles per CTA.
+  // The persistent forms (a CTA per SM looping over the tiles, double-buffered row tables;
+  // persist=1 in a fixed stride, 2 from a counter): both GEMMs, one, every routing mode,
+  // padding-only consumers and many tiles per CTA.
   with(moe_softmax_renorm, 8, 2, 1000, DType::bf16, wide + ",persist1=1,persist2=1");
-  with(moe_expert_choice, 8, 2, 777, DType::f16, wide + ",persist1=1,persist2=1");
-  with(moe_sigmoid_group, 64, 8, 1001, DType::bf16, narrow + ",persist1=1,persist2=1");
+  with(moe_expert_choice, 8, 2, 777, DType::f16, wide + ",persist1=2,persist2=2");
+  with(moe_sigmoid_group, 64, 8, 1001, DType::bf16, narrow + ",persist1=2,persist2=2");
   with(moe_precomputed, 8, 2, 333, DType::bf16, narrow + ",persist1=1");
-  with(moe_sigmoid_group, 64, 8, 1000, DType::f16, wide + ",persist2=1", 1024, 1408);
-  with(moe_softmax_renorm, 8, 2, 4000, DType::bf16, narrow + ",persist1=1,persist2=1", 520, 392);
+  with(moe_sigmoid_group, 64, 8, 1000, DType::f16, wide + ",persist2=2", 1024, 1408);
+  with(moe_softmax_renorm, 8, 2, 4000, DType::bf16, narrow + ",persist1=2,persist2=1", 520, 392);
+  // The counters' zero kernel before routing and alignment in one block, and before the
+  // multi-block align path; one counted GEMM beside a fixed-stride one.
+  with(moe_softmax_renorm, 8, 2, 300, DType::bf16, wide + ",persist1=2,persist2=2,fuse_route=1");
+  std::string chunked = narrow + ",persist1=1,persist2=2";
+  chunked.replace(chunked.find("align_chunk=0"), 13, "align_chunk=4096");
+  with(moe_softmax_renorm, 64, 8, 700, DType::bf16, chunked);
   return out;
 }
 
@@ -1238,6 +1245,10 @@ TEST_F(GpuMoeOp, GraphCaptureReplaysBitForBitOnFreshInputs) {
     const std::vector<Case> ws = ws_cases();
     cases.push_back(ws[0]);
     cases.push_back(ws[2]);
+    // Persistent GEMMs, in a fixed stride and from counters (zeroed by the call's first kernel,
+    // inside the graph, so that every replay takes every tile again).
+    cases.push_back(ws[8]);
+    cases.push_back(ws[9]);
     // FP8 weights: the quantisation kernels between the GEMMs replay too.
     const std::vector<Case> fp8 = fp8_cases();
     cases.push_back(fp8[3]);

@@ -394,11 +394,15 @@ TEST(HopperCompile, MoeGemmWarpSpecialised) {
     reasons.emplace_back(why);
     consumers.push_back(p.bm / 64);
   }
-  // The persistent form (16-bit): compiled like the others, checked below the same way.
+  // The persistent forms (16-bit; a fixed stride, tiles from a counter): compiled like the
+  // others, checked below the same way.
   const std::pair<const char*, int> persistent[] = {
       {"ktune::moe_gemm_ws_persistent_kernel<ktune::bf16, 128, 128, 4, true, 0>", 2},
       {"ktune::moe_gemm_ws_persistent_kernel<ktune::fp16, 128, 256, 4, false, 8>", 2},
-      {"ktune::moe_gemm_ws_persistent_kernel<ktune::bf16, 64, 128, 5, true, 8>", 1}};
+      {"ktune::moe_gemm_ws_persistent_kernel<ktune::bf16, 64, 128, 5, true, 8>", 1},
+      {"ktune::moe_gemm_ws_dynamic_kernel<ktune::bf16, 128, 128, 4, true, 8>", 2},
+      {"ktune::moe_gemm_ws_dynamic_kernel<ktune::fp16, 128, 256, 4, false, 0>", 2},
+      {"ktune::moe_gemm_ws_dynamic_kernel<ktune::bf16, 64, 128, 5, true, 0>", 1}};
   for (const auto& [expr, n] : persistent) {
     batch.push_back({{"moe/gemm_ws_sm90.cuh", expr}, "sm_90a", source});
     reasons.emplace_back();

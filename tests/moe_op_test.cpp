@@ -143,7 +143,7 @@ TEST(MoeSpace, SizeValidCountAndReasons) {
       EXPECT_EQ(s.size(), product);
       EXPECT_FALSE(s.enumerated());
       EXPECT_TRUE(s.points().empty());
-      const std::vector<SpacePoint> sample = s.sample(20000, 7);
+      const std::vector<SpacePoint> sample = s.sample(100000, 7);
       const double ms = std::chrono::duration<double, std::milli>(
                             std::chrono::steady_clock::now() - start).count();
       std::size_t valid = 0;
@@ -699,6 +699,48 @@ TEST(MoeRun, SplitKLaunchesPartialSumsAndTheirCombine) {
 // fuse_route: routing and alignment as one kernel of one block for t <= 1024 and t*k <= 4096,
 // left out of keys at 0, with reasons where it does not apply; its launch carries both argument
 // structs, the ids only where the caller asked for them, and no aux scratch.
+TEST(MoeRun, CountedPersistentGemmsZeroTheirCountersFirst) {
+  // persist=2: a zero kernel first in the call clears both GEMMs' tile counters (a workspace
+  // region of their own), for routed layers and expert choice alike; every other kernel as at
+  // persist=0 but the GEMMs; persist=1 (a fixed stride) takes no counter. (The launches
+  // themselves need the driver for the tensor maps: gpu_moe_op_test runs them.)
+  const DeviceInfo h100 = device("sm_90a");
+  for (const char* shape : {kMixtral, kExpertChoice}) {
+    const Problem p = problem(shape, 4096);
+    const Params plain = op().parse_params(
+        "block_m=128,bn1=128,bk1=64,warps1=8,warps_m1=1,stages1=4,group1=0,prefetch1=0,epi1=0,"
+        "impl1=2,bn2=256,bk2=64,warps2=8,warps_m2=1,stages2=4,group2=8,prefetch2=0,epi2=0,"
+        "impl2=2,align_chunk=0,route_lanes=8,route_vec=1,combine_vec=4,split2=1");
+    Params w = plain;
+    w.values[op().param_index("persist1")] = 2;
+    w.values[op().param_index("persist2")] = 2;
+    ASSERT_EQ(op().invalid_reason(w, p, DType::bf16, h100), std::nullopt) << shape;
+    const std::vector<std::string> names = kernel_names(w, p);
+    const std::vector<std::string> plain_names = kernel_names(plain, p);
+    ASSERT_EQ(names.size(), plain_names.size() + 1) << shape;
+    EXPECT_EQ(names[0], "moe_zero_kernel") << shape;
+    EXPECT_EQ(op().block_threads(w, p, DType::bf16, 0), kMoeZeroThreads);
+    EXPECT_EQ(op().dynamic_shared_bytes(w, p, DType::bf16, 0), 0u);
+    for (std::size_t i = 1; i < names.size(); ++i) {
+      const bool gemm = plain_names[i - 1] == "moe_gemm_ws_kernel";
+      EXPECT_EQ(names[i], gemm ? "moe_gemm_ws_dynamic_kernel" : plain_names[i - 1]) << shape;
+      EXPECT_EQ(op().block_threads(w, p, DType::bf16, i),
+                op().block_threads(plain, p, DType::bf16, i - 1)) << shape << " " << i;
+      EXPECT_EQ(op().dynamic_shared_bytes(w, p, DType::bf16, i),
+                op().dynamic_shared_bytes(plain, p, DType::bf16, i - 1)) << shape << " " << i;
+    }
+    EXPECT_EQ(std::count(names.begin(), names.end(), "moe_gemm_ws_dynamic_kernel"), 2) << shape;
+    EXPECT_GE(op().workspace_bytes(w, p, DType::bf16),
+              op().workspace_bytes(plain, p, DType::bf16) + 8) << shape;
+    Params fixed = plain;
+    fixed.values[op().param_index("persist1")] = 1;
+    fixed.values[op().param_index("persist2")] = 1;
+    EXPECT_EQ(kernel_names(fixed, p).size(), plain_names.size()) << shape;
+    EXPECT_EQ(op().workspace_bytes(fixed, p, DType::bf16),
+              op().workspace_bytes(plain, p, DType::bf16)) << shape;
+  }
+}
+
 TEST(MoeRun, FusedRouteAndAlign) {
   const DeviceInfo h100 = device("sm_90a");
   const auto fuse = [](Params p) {
@@ -949,7 +991,7 @@ TEST(MoeExpertChoice, TunablesWithoutEffectSayWhy) {
                        "a larger block only adds padding rows"));
   const Space space(op(), p, DType::bf16, h100);
   std::size_t valid = 0;
-  for (const SpacePoint& pt : space.sample(20000, 3)) valid += pt.invalid ? 0 : 1;
+  for (const SpacePoint& pt : space.sample(100000, 3)) valid += pt.invalid ? 0 : 1;
   EXPECT_GT(valid, 0u);
 }
 

@@ -1,26 +1,50 @@
-# The persistent warp-specialised MoE GEMMs on the GPU machine (carry .gpu): gpu_moe_op_test's
-# warp-specialised cases (persistent ones on 5 CTAs among them), then a staged sweep of one
-# Mixtral bucket whose trials pair each persist1/persist2=1 point with the same point at 0.
+# The persistent warp-specialised MoE GEMMs on the GPU machine (carry the bundle, G=.gpu by
+# default): gpu_moe_op_test's warp-specialised and graph cases (persistent ones on 5 CTAs among
+# them), then a staged sweep per token bucket whose trials pair each persist1/persist2=1 point
+# with the same point at 0, then the layer bench from that database against the default.
+# STEP: any of "test sweep bench" (default all).
 set -u
-export LD_LIBRARY_PATH=$PWD/.gpu/lib KTUNE_CACHE_DIR=${KTUNE_CACHE_DIR:-$(mktemp -d)}
+G=${G:-.gpu}
+export LD_LIBRARY_PATH=$PWD/$G/lib KTUNE_CACHE_DIR=${KTUNE_CACHE_DIR:-$(mktemp -d)}
+STEP=${STEP:-test sweep bench}
 nvidia-smi --query-gpu=name,clocks.sm --format=csv,noheader
 date -u
-timeout ${TEST_LIMIT:-150} stdbuf -oL .gpu/tests/gpu_moe_op_test \
-  --gtest_filter='*WarpSpecialised*' > $OUT/moe_test.log 2>&1
-echo "gpu_moe_op_test rc=$?"; grep -E "Failure|of .*; y" $OUT/moe_test.log | head -5; tail -2 $OUT/moe_test.log
-timeout $(( ${LIMIT:-110} + 30 )) .gpu/bin/ktune sweep --op moe --dtype bf16 \
-  --shape ${SHAPE:-e=8,k=2,h=4096,i=14336,routing=softmax_renorm} --tokens ${TOKENS:-1024} \
-  --db $OUT/p.db --time-limit ${LIMIT:-110} > $OUT/sweep.log 2>&1
-echo "sweep rc=$?"; grep -A3 "^t  " $OUT/sweep.log | cut -c1-250
-.gpu/bin/ktune db export --db $OUT/p.db --format csv > $OUT/trials.csv 2>/dev/null
-python3 - "$OUT/trials.csv" <<'PY'
-import csv, re, sys
+if [[ $STEP == *test* ]]; then
+  timeout ${TEST_LIMIT:-150} stdbuf -oL $G/tests/gpu_moe_op_test \
+    --gtest_filter='*WarpSpecialised*:*Graph*' > $OUT/moe_test.log 2>&1
+  echo "gpu_moe_op_test rc=$?"; grep -E "Failure|of .*; y" $OUT/moe_test.log | head -5
+  grep -E "^\[  (PASSED|FAILED) " $OUT/moe_test.log
+fi
+if [[ $STEP == *sweep* ]]; then
+  for t in ${TOKENS:-1024}; do
+    timeout $(( ${LIMIT:-110} + 30 )) $G/bin/ktune sweep --op moe --dtype bf16 \
+      --shape ${SHAPE:-e=8,k=2,h=4096,i=14336,routing=softmax_renorm} --tokens $t \
+      --db $OUT/p.db --time-limit ${LIMIT:-110} > $OUT/sweep-$t.log 2>&1
+    echo "sweep t=$t rc=$?"; grep -A3 "^op  " $OUT/sweep-$t.log | cut -c1-200
+  done
+  $G/bin/ktune db export --db $OUT/p.db --format csv > $OUT/trials.csv 2>/dev/null
+  python3 - "$OUT/trials.csv" <<'PY'
+import csv, re, statistics, sys
 rows = [r for r in csv.DictReader(open(sys.argv[1])) if r["status"] == "ok" and r["median_us"]]
 t = {(r["problem_key"], r["params_key"]): float(r["median_us"]) for r in rows}
-print(len(rows), "ok trials")
-for (p, k), v in sorted(t.items()):
-    if "persist" in k:
-        base = re.sub(r",persist[12]=1", "", k)
-        b = t.get((p, base))
-        print(f"{'%.1f' % b if b else '-':>9} -> {v:9.1f} us  {k[-90:]}")
+print(len(rows), "ok trials; each persistent point against the same point at persist=0:")
+for prob in sorted({p for p, _ in t}):
+    best = min((v, k) for (p, k), v in t.items() if p == prob)
+    print(prob.split(",routing")[0], "best %.1f us" % best[0],
+          ",".join(re.findall(r"persist\d=\d", best[1])) or "persist=0")
+    for which in ("persist1", "persist2"):
+        for val in ("1", "2"):
+            r = [v / t[(p, k.replace(f",{which}={val}", ""))] for (p, k), v in t.items()
+                 if p == prob and f"{which}={val}" in k
+                 and (p, k.replace(f",{which}={val}", "")) in t]
+            if r:
+                print(f"  {which}={val}: {len(r):3d} pairs, time ratio median "
+                      f"{statistics.median(r):.3f} min {min(r):.3f} max {max(r):.3f}")
 PY
+fi
+if [[ $STEP == *bench* ]]; then
+  python3 benchmarks/moe_bench.py --lib $G/lib/libktune.so --db $OUT/p.db --out $OUT \
+    --layers ${LAYERS:-mixtral} --tokens $(echo ${TOKENS:-1024} | tr ' ' ,) --rounds 2 \
+    --command "STEP=bench benchmarks/moe/persist.sh" > $OUT/bench.log 2>&1
+  echo "bench rc=$?"; tail -${BENCH_TAIL:-25} $OUT/bench.log
+fi

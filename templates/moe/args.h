@@ -135,6 +135,8 @@ struct MoeGemmArgs {
                                  // act's rows [max_padded])
   const float* w_scale;          // e4m3: per weight row (output channel): gemm1 [E, 2I],
                                  // gemm2 [E, H]
+  int* tile_counter;             // moe_gemm_ws_persistent_kernel only: tiles taken so far, zero
+                                 // at launch (the op zeroes it with moe_zero_kernel)
 };
 
 /// Rows of 16-bit elements quantised to e4m3 with one fp32 scale per row (FP8 MoE): scale[r] =

@@ -579,4 +579,215 @@ __global__ void __launch_bounds__(128 + BLOCK_M * 2, 1)
 #endif
 }
 
+/// moe_gemm_ws_persistent_kernel with tiles taken from a counter (persist=2): a CTA per SM
+/// computes tile blockIdx.x first, then takes the next one from args.tile_counter (zeroed by the
+/// op's moe_zero_kernel earlier in the same call), so that an SM that finishes early takes more
+/// tiles (the fixed stride c, c + gridDim.x, ... ran 1.08-1.18x slower than one CTA per tile at
+/// the median on the H100, 2026-11-25: tiles differ in cost). Tiles are numbered over the blocks
+/// in use (*padded_rows / BLOCK_M) in the GROUP_M order, so every tile taken is real. The
+/// producer's thread 0 requests the next tile when it starts a tile and reads the answer after
+/// that tile's k-tiles, so the atomic's latency hides behind the copies; meanwhile the ring fills
+/// with the next tile's first k-tiles while the consumers run the last tile's epilogue. The ring
+/// and its phases run on across tiles; the tile's table (rows, live count, column block; live -1:
+/// no more tiles) is double buffered by tile parity (named barriers kWsTableFull /
+/// kWsTableFree), its live row count summed by the producer's warps (kWsProducer).
+///
+/// Its body repeats much of moe_gemm_ws_persistent_kernel's, which is kept unchanged: rows of
+/// db/shipped/h200.db chose that kernel, and shipped rows keep their template hash only while
+/// the machine code of their kernels stays the same (scripts/same_machine_code.py; folding both
+/// into shared device functions changed its .text). Merge the two when those rows are re-tuned.
+///
+/// Launch: grid (min(tiles, SMs)), otherwise as moe_gemm_ws_kernel; gemm2 requests nothing
+/// before griddep_wait here. args.tile_counter: an int that is zero at launch (left at the
+/// number of tiles taken).
+template <typename T, int BLOCK_M, int BLOCK_N, int STAGES, bool GATED, int GROUP_M = 0>
+__global__ void __launch_bounds__(128 + BLOCK_M * 2, 1)
+    moe_gemm_ws_dynamic_kernel(const __grid_constant__ MoeGemmWsArgs wargs) {
+  static_assert(sizeof(T) == 2, "the persistent kernel takes bf16 or fp16");
+  static_assert(BLOCK_M == 64 || BLOCK_M == 128,
+                "BLOCK_M must be 64 or 128 (one consumer warpgroup per 64 rows)");
+  static_assert(BLOCK_N == 64 || BLOCK_N == 128 || BLOCK_N == 256,
+                "BLOCK_N must be 64, 128 or 256");
+  static_assert(STAGES >= 2 && STAGES <= 8, "STAGES must be 2 to 8");
+  static_assert(moe_gemm_sm90_acc_regs(BLOCK_N, GATED) <= 128,
+                "more than 128 fp32 accumulators per consumer thread (GATED counts gate and up)");
+  static_assert(moe_gemm_ws_smem_bytes(BLOCK_M, BLOCK_N, STAGES, GATED) +
+                        2 * moe_gemm_sm90_static_smem_bytes(BLOCK_M) <=
+                    227 * 1024,
+                "shared memory above 227 KiB");
+#if KTUNE_WGMMA
+  constexpr int CONSUMERS = moe_gemm_ws_consumers(BLOCK_M);
+  constexpr int THREADS = 128 + BLOCK_M * 2;
+  constexpr int NB = GATED ? 2 : 1;
+  constexpr int REGS = BLOCK_N / 2;
+  constexpr int PITCH = wg::kSw128RowBytes;
+  constexpr int KT = PITCH / 2;
+  constexpr unsigned A_BYTES = BLOCK_M * PITCH;
+  constexpr unsigned W_BYTES = BLOCK_N * PITCH;
+  constexpr unsigned STAGE = moe_gemm_ws_stage_bytes(BLOCK_M, BLOCK_N, GATED);
+  const MoeGemmArgs& args = wargs.base;
+
+  __shared__ int s_src[2][BLOCK_M];
+  __shared__ int s_dst[2][BLOCK_M];
+  __shared__ float s_scale[2][BLOCK_M];
+  __shared__ int s_live[2];      // live rows of the tile in the table; -1: no more tiles
+  __shared__ int s_col[2];       // its column block
+  __shared__ int s_count[2][4];  // per producer warp, per table
+  __shared__ int s_next;         // the tile after the producer's current one
+  extern __shared__ __align__(1024) unsigned char smem[];
+  const unsigned base = (wg::smem_u32(smem) + (wg::kSw128AtomBytes - 1)) &
+                        ~(wg::kSw128AtomBytes - 1u);
+  const unsigned bars = base + STAGES * STAGE;
+  const auto full = [&](int s) { return bars + 8u * s; };
+  const auto empty = [&](int s) { return bars + 8u * (STAGES + s); };
+
+  griddep_wait();
+  const int tid = threadIdx.x;
+  const int kdim = args.kdim;
+  const int k_tiles = (kdim + KT - 1) / KT;
+  // Tiles over the blocks in use only: each one has rows and an expert.
+  const int gx = *args.padded_rows / BLOCK_M, gy = (args.n + BLOCK_N - 1) / BLOCK_N;
+  const int tiles = gx * gy;
+
+  if (tid == 0) {
+#pragma unroll
+    for (int s = 0; s < STAGES; ++s) {
+      mbar::init(full(s), GATED ? 1 + wgrp::kWarpgroupThreads : 1);
+      mbar::init(empty(s), 4 * CONSUMERS);
+    }
+    mbar::fence_init();
+    tma::prefetch_map(&wargs.w_map);
+    tma::prefetch_map(&wargs.a_map);
+  }
+  __syncthreads();
+
+  if (wgrp::warpgroup_index() == 0) {
+    // ---- producer: per tile, the row table, then its k-tiles into the ring ----
+    if constexpr (CONSUMERS > 1) wgrp::setmaxnreg_dec<moe::WsRegisters::PRODUCER>();
+    const T* x = static_cast<const T*>(args.a);
+    int it = 0, iter = 0;
+    for (int tile = blockIdx.x;; ++iter) {
+      const int buf = iter & 1;
+      if (iter >= 2) wgrp::bar_sync(moe::kWsTableFree + buf, THREADS);
+      if (tile >= tiles) {
+        // The consumers' end, then their last "read" arrival, so that no barrier is left
+        // mid-phase.
+        if (tid == 0) s_live[buf] = -1;
+        wgrp::bar_arrive(moe::kWsTableFull + buf, THREADS);
+        if (iter >= 1) wgrp::bar_sync(moe::kWsTableFree + (buf ^ 1), THREADS);
+        break;
+      }
+      // The tile after this one, read after this one's k-tiles.
+      int next = 0;
+      if (tid == 0) next = static_cast<int>(gridDim.x) + atomicAdd(args.tile_counter, 1);
+      int block, col_block;
+      moe::gemm_tile_of<GROUP_M>(tile, gx, gy, block, col_block);
+      const int expert = args.block_expert[block];
+      const int m0 = block * BLOCK_M, n0 = col_block * BLOCK_N;
+      const int pair = tid < BLOCK_M ? args.sorted_pairs[m0 + tid] : -1;
+      const bool real = pair >= 0 && pair < args.pairs;
+      if (tid < BLOCK_M) {
+        if constexpr (GATED) {
+          s_src[buf][tid] = real ? (args.pair_token ? args.pair_token[pair] : pair / args.k) : -1;
+          s_dst[buf][tid] = real ? m0 + tid : -1;
+        } else {
+          s_dst[buf][tid] = real ? pair : -1;
+          s_scale[buf][tid] = real ? args.topk_weights[pair] : 0.f;
+        }
+      }
+      // Real rows are a prefix: their count is the live row count.
+      const unsigned votes = __ballot_sync(0xffffffffu, real);
+      if ((tid & 31) == 0) s_count[buf][tid >> 5] = __popc(votes);
+      wgrp::bar_sync(moe::kWsProducer, wgrp::kWarpgroupThreads);
+      const int live = s_count[buf][0] + s_count[buf][1] + s_count[buf][2] + s_count[buf][3];
+      if (tid == 0) {
+        s_live[buf] = live;
+        s_col[buf] = col_block;
+      }
+      wgrp::bar_arrive(moe::kWsTableFull + buf, THREADS);
+      for (int kt = 0; kt < k_tiles; ++kt, ++it) {
+        const int s = it % STAGES;
+        const unsigned phase = (it / STAGES) & 1u;
+        if (it >= STAGES) mbar::wait_parity(empty(s), phase ^ 1u);
+        const unsigned sa = base + s * STAGE;
+        if (tid == 0) {
+          mbar::arrive_expect_tx(full(s), GATED ? NB * W_BYTES : STAGE);
+          const unsigned sb = sa + A_BYTES;
+          if constexpr (GATED) {
+            tma::load(sb, &wargs.w_map, full(s), kt * KT, n0, 0, expert);
+            tma::load(sb + W_BYTES, &wargs.w_map, full(s), kt * KT, n0, 1, expert);
+          } else {
+            tma::load(sb, &wargs.w_map, full(s), kt * KT, n0, expert);
+            tma::load(sa, &wargs.a_map, full(s), kt * KT, m0);
+          }
+        }
+        if constexpr (GATED) {
+          moe::ws_gather_rows<T, BLOCK_M>(sa, x, s_src[buf], live, kdim, kt * KT, tid);
+          mbar::cp_async_arrive_noinc(full(s));
+        }
+      }
+      if (tid == 0) s_next = next;
+      wgrp::bar_sync(moe::kWsProducer, wgrp::kWarpgroupThreads);
+      tile = s_next;
+    }
+    griddep_launch_dependents();
+  } else {
+    // ---- consumers: per tile, the k-tiles from the ring, then the epilogue ----
+    if constexpr (CONSUMERS > 1) wgrp::setmaxnreg_inc<moe::WsRegisters::CONSUMER>();
+    const int c = wgrp::warpgroup_index() - 1;
+    const int gtid = wgrp::thread_in_warpgroup();
+    const int lane = tid & 31;
+    const unsigned a_off = c * 64 * PITCH;
+    const auto release = [&](int s) {
+      __syncwarp();
+      if (lane == 0) mbar::arrive(empty(s));
+    };
+    float acc[NB][REGS];
+    int it = 0;
+    for (int iter = 0;; ++iter) {
+      const int buf = iter & 1;
+      wgrp::bar_sync(moe::kWsTableFull + buf, THREADS);
+      // Warp-uniform by construction (the shuffle), so that ptxas keeps the wgmmas batched.
+      const int live = __shfl_sync(0xffffffffu, s_live[buf], 0);
+      if (live < 0) break;
+      if (live > c * 64) {
+#pragma unroll
+        for (int b = 0; b < NB; ++b)
+#pragma unroll
+          for (int i = 0; i < REGS; ++i) acc[b][i] = 0.f;
+        int prev = -1;
+        for (int kt = 0; kt < k_tiles; ++kt, ++it) {
+          const int s = it % STAGES;
+          mbar::wait_parity(full(s), (it / STAGES) & 1u);
+          moe::ws_issue<T, BLOCK_N, NB, GATED>(acc, base + s * STAGE, a_off, A_BYTES, W_BYTES,
+                                               false);
+          wg::wait<1>();
+#pragma unroll
+          for (int b = 0; b < NB; ++b) wg::fence_acc(acc[b]);
+          if (prev >= 0) release(prev);
+          prev = s;
+        }
+        wg::wait<0>();
+#pragma unroll
+        for (int b = 0; b < NB; ++b) wg::fence_acc(acc[b]);
+        release(prev);
+        moe::sm90_store<T, BLOCK_N, GATED>(acc, static_cast<T*>(args.out), args.n,
+                                           s_col[buf] * BLOCK_N, c * 64, gtid, s_dst[buf],
+                                           s_scale[buf]);
+      } else {
+        for (int kt = 0; kt < k_tiles; ++kt, ++it) {
+          const int s = it % STAGES;
+          mbar::wait_parity(full(s), (it / STAGES) & 1u);
+          release(s);
+        }
+      }
+      wgrp::bar_arrive(moe::kWsTableFree + buf, THREADS);
+    }
+    griddep_launch_dependents();
+  }
+#else
+  __trap();  // sm_90a only: the host never plans this kernel elsewhere
+#endif
+}
+
 }  // namespace ktune

@@ -81,7 +81,8 @@ struct GemmTile {
   int epi;       // 1: the output tile goes through shared memory, 16-byte stores
   int impl;      // 0: moe_gemm_kernel (mma.sync); 1: moe_gemm_sm90_kernel (wgmma, sm_90a);
                  // 2: moe_gemm_ws_kernel (warp-specialised wgmma + TMA, sm_90a)
-  int persist;   // impl 2: 1 = moe_gemm_ws_persistent_kernel (a CTA per SM looping over tiles)
+  int persist;   // impl 2: a CTA per SM looping over tiles: 1 = moe_gemm_ws_persistent_kernel
+                 // (a fixed stride), 2 = moe_gemm_ws_dynamic_kernel (tiles from a counter)
 };
 
 struct Config {
@@ -115,7 +116,8 @@ const char* kernel_type(DType t) {
 
 /// The kernels of one configuration, in launch order.
 enum class Stage {
-  zero, route, align, align_count, align_scan, align_scatter, route_align, ec_scores, ec_select,
+  zero_tiles, zero, route, align, align_count, align_scan, align_scatter, route_align, ec_scores,
+  ec_select,
   quant_x, gemm1, quant_act, gemm2, combine, ec_combine
 };
 
@@ -125,6 +127,9 @@ bool has_combine(const Config& c, const Shape& s) { return s.combines() || c.spl
 /// Routing and alignment in one block (moe_route_align_kernel): no routed ids in the workspace
 /// (they stay in its shared memory) and no aux scratch (it sums the loss in shared memory).
 bool fused(const Config& c, const Shape& s) { return c.fuse_route && s.route_kernel(); }
+
+/// persist=2: a GEMM that takes its tiles from a counter in the workspace (Layout::tiles).
+bool counted(const Config& c) { return c.g1.persist == 2 || c.g2.persist == 2; }
 
 /// gemm1 and gemm2, each after its input's e4m3 quantisation (FP8 weights).
 void add_gemms(std::vector<Stage>& out, const Config& c) {
@@ -136,8 +141,9 @@ void add_gemms(std::vector<Stage>& out, const Config& c) {
 
 std::vector<Stage> stages_of(const Config& c, const Shape& s) {
   std::vector<Stage> out;
+  if (counted(c)) out.push_back(Stage::zero_tiles);  // the GEMMs' tile counters
   if (s.expert_choice()) {
-    out = {Stage::ec_scores, Stage::ec_select};
+    out.insert(out.end(), {Stage::ec_scores, Stage::ec_select});
     add_gemms(out, c);
     out.push_back(Stage::ec_combine);
     return out;
@@ -246,6 +252,8 @@ MoeGemmWsArgs ws_args(const MoeGemmArgs& g, DType t, bool gated, const Shape& s,
 ///   sorted_pairs int [padded_rows_of]   moe_max_padded, or exact for expert_choice
 ///   block_expert int [padded_rows_of / block_m]
 ///   padded_rows  int [1]
+///   tiles        int [2]                tile counters of gemm1 and gemm2 (persist=2 only),
+///                                       zeroed by moe_zero_kernel first in the call
 ///   counts       int [E]                expert_counts when the caller passes none
 ///   align        int [moe_align_scratch_ints(T * k, E, chunk)]  multi-block align only
 ///   aux          u64 [2E + 1]           route's aux-loss scratch, zeroed by moe_zero_kernel in
@@ -260,7 +268,8 @@ MoeGemmWsArgs ws_args(const MoeGemmArgs& g, DType t, bool gated, const Shape& s,
 ///   actq, acts   e4m3 [padded_rows_of, I], float [padded_rows_of]  act per row
 struct Layout {
   std::size_t ids = 0, weights = 0, sorted_pairs = 0, block_expert = 0, padded_rows = 0,
-              counts = 0, align = 0, aux = 0, scores = 0, act = 0, pair_out = 0, xq = 0, xs = 0,
+              tiles = 0, counts = 0, align = 0, aux = 0, scores = 0, act = 0, pair_out = 0,
+              xq = 0, xs = 0,
               actq = 0, acts = 0, total = 0;
 };
 
@@ -280,6 +289,7 @@ Layout layout_of(const Config& c, const Shape& s, DType t) {
   l.sorted_pairs = take(padded * 4);
   l.block_expert = take(padded / static_cast<std::size_t>(c.block_m) * 4);
   l.padded_rows = take(4);
+  l.tiles = take(counted(c) ? 8 : 0);
   l.counts = take(static_cast<std::size_t>(s.e) * 4);
   l.align = take(c.align_chunk > 0
                      ? static_cast<std::size_t>(moe_align_scratch_ints(s.pairs(), s.e, c.align_chunk)) * 4
@@ -477,11 +487,12 @@ class MoeOp final : public Op {
                                   "stream over s CTAs, fp32 partial sums added by the combine "
                                   "(small t)"},
             // Added after databases were written: left out of keys at 0.
-            {"persist1", {0, 1},
-             "impl1=2: 1 = one CTA per SM loops over gemm1's tiles, the producer filling the "
-             "next tile's first k-tiles while the consumers store the last (16-bit)",
+            {"persist1", {0, 1, 2},
+             "impl1=2: one CTA per SM loops over gemm1's tiles, the producer filling the next "
+             "tile's first k-tiles while the consumers store the last (16-bit); 1: tiles in a "
+             "fixed stride, 2: each next tile taken from a counter",
              0},
-            {"persist2", {0, 1}, "impl2=2: as persist1, for gemm2", 0},
+            {"persist2", {0, 1, 2}, "impl2=2: as persist1, for gemm2", 0},
             {"fuse_route", {0, 1},
              "1: route and align in one kernel of one block (t <= 1024, t*k <= 4096: the ids "
              "stay in shared memory, one launch fewer); 0: the route kernel, then align",
@@ -621,7 +632,9 @@ class MoeOp final : public Op {
     const std::string IO = kernel_type(io_type(t));  // act, pair outputs, y
     const auto gemm = [&](const GemmTile& g, bool gated) -> KernelSource {
       if (g.impl == 2 && g.persist)
-        return {"moe/gemm_ws_sm90.cuh", "ktune::moe_gemm_ws_persistent_kernel<" + T + ", " +
+        return {"moe/gemm_ws_sm90.cuh", std::string("ktune::moe_gemm_ws_") +
+                                            (g.persist == 2 ? "dynamic" : "persistent") +
+                                            "_kernel<" + T + ", " +
                                             str(c.block_m) + ", " + str(g.bn) + ", " +
                                             str(g.stages) + ", " + (gated ? "true" : "false") +
                                             ", " + str(g.group_m) + ">"};
@@ -647,6 +660,7 @@ class MoeOp final : public Op {
     std::vector<KernelSource> out;
     for (const Stage st : stages_of(c, s)) {
       switch (st) {
+        case Stage::zero_tiles:
         case Stage::zero: out.push_back({"moe/zero.cuh", "ktune::moe_zero_kernel"}); break;
         case Stage::route:
           out.push_back({"moe/route.cuh", "ktune::moe_route_kernel<" + str(s.routing) + ", " +
@@ -710,6 +724,7 @@ class MoeOp final : public Op {
     const Config c = config_of(params, t);
     const Shape s = shape_of(problem);
     switch (stage(c, s, index)) {
+      case Stage::zero_tiles:
       case Stage::zero: return kMoeZeroThreads;
       case Stage::route: return kRouteThreads;
       case Stage::align: return align_one_threads(s.pairs());
@@ -774,6 +789,7 @@ class MoeOp final : public Op {
     const int max_blocks = static_cast<int>(moe_max_blocks(pairs, s.e, c.block_m));
 
     KernelSequence launch(a, launcher);
+    zero_tiles(launch, c, l, a.workspace);
     MoeRouteArgs r{};
     if (routed) {
       r.logits = static_cast<const float*>(tensor(a, 1));
@@ -836,7 +852,9 @@ class MoeOp final : public Op {
     g1.n = s.i;
     g1.kdim = s.h;
     g1.max_blocks = max_blocks;
+    g1.tile_counter = counted(c) ? static_cast<int*>(ws(l.tiles)) : nullptr;
     MoeGemmArgs g2 = g1;
+    if (g2.tile_counter) ++g2.tile_counter;
     g2.a = act;
     g2.w = tensor(a, 6);
     g2.out = pair_out;
@@ -1099,6 +1117,14 @@ class MoeOp final : public Op {
     const float* w2_scale;
   };
 
+  /// persist=2: the tile counters zeroed, first in the call (Stage::zero_tiles).
+  static void zero_tiles(KernelSequence& launch, const Config& c, const Layout& l,
+                         std::uintptr_t workspace) {
+    if (!counted(c)) return;
+    const MoeZeroArgs z{reinterpret_cast<unsigned long long*>(workspace + l.tiles), 1};
+    launch(1, 1, kMoeZeroThreads, 0, &z, sizeof z);
+  }
+
   static Fp8Buffers fp8_buffers(const RunArgs& a, const Layout& l) {
     if (a.dtype != DType::e4m3) return {};
     const auto ws = [&](std::size_t off) {
@@ -1177,6 +1203,7 @@ class MoeOp final : public Op {
     void* pair_out = ws(l.pair_out);
     const int blocks = static_cast<int>(padded_rows_of(c, s) / c.block_m);
     KernelSequence launch(a, launcher);
+    zero_tiles(launch, c, l, a.workspace);
     MoeExpertChoiceArgs ec{};
     ec.logits = static_cast<const float*>(tensor(a, 1));
     ec.scores = static_cast<float*>(ws(l.scores));
@@ -1206,7 +1233,9 @@ class MoeOp final : public Op {
     g1.kdim = s.h;
     g1.max_blocks = blocks;
     g1.pair_token = tokens;
+    g1.tile_counter = counted(c) ? static_cast<int*>(ws(l.tiles)) : nullptr;
     MoeGemmArgs g2 = g1;
+    if (g2.tile_counter) ++g2.tile_counter;
     g2.a = g1.out;
     g2.w = tensor(a, 6);
     g2.out = pair_out;
@@ -1296,7 +1325,8 @@ class MoeOp final : public Op {
     for (const bool gated : {true, false}) {
       const GemmTile& g = gated ? c.g1 : c.g2;
       if (g.persist && g.impl != 2)
-        return std::string(gated ? "persist1" : "persist2") + "=1 is the warp-specialised " +
+        return std::string(gated ? "persist1=" : "persist2=") + str(g.persist) +
+               " is the warp-specialised " +
                "kernel's (impl" + (gated ? "1" : "2") + "=2); only 0 is searched with impl" +
                (gated ? "1=" : "2=") + str(g.impl);
       if (g.impl == 2) {
@@ -1315,7 +1345,8 @@ class MoeOp final : public Op {
           return name + " ignores warps_m" + n + ", prefetch" + n + " and epi" + n +
                  ": only warps_m" + n + "=1, prefetch" + n + "=0, epi" + n + "=0 are searched";
         if (g.persist && c.fp8)
-          return "persist" + n + "=1 runs 16-bit GEMMs (e4m3 takes persist" + n + "=0)";
+          return "persist" + n + "=" + str(g.persist) + " runs 16-bit GEMMs (e4m3 takes persist" +
+                 n + "=0)";
         if (gated && c.fp8 && g.bn > 64)
           return name + " with e4m3 weights adds each k-tile's products into fp32 accumulators "
                  "(the FP8 wgmma's own accumulation is coarser than the reference's), which "
