@@ -117,8 +117,7 @@ const char* kernel_type(DType t) {
 /// The kernels of one configuration, in launch order.
 enum class Stage {
   zero_tiles, zero, route, align, align_count, align_scan, align_scatter, route_align, ec_scores,
-  ec_select,
-  quant_x, gemm1, quant_act, gemm2, combine, ec_combine
+  ec_select, quant_x, gemm1, quant_act, gemm2, combine, ec_combine
 };
 
 /// A combine kernel runs after gemm2: it sums k > 1 pairs (or expert choice's) or gemm2's splits.
@@ -269,8 +268,7 @@ MoeGemmWsArgs ws_args(const MoeGemmArgs& g, DType t, bool gated, const Shape& s,
 struct Layout {
   std::size_t ids = 0, weights = 0, sorted_pairs = 0, block_expert = 0, padded_rows = 0,
               tiles = 0, counts = 0, align = 0, aux = 0, scores = 0, act = 0, pair_out = 0,
-              xq = 0, xs = 0,
-              actq = 0, acts = 0, total = 0;
+              xq = 0, xs = 0, actq = 0, acts = 0, total = 0;
 };
 
 Layout layout_of(const Config& c, const Shape& s, DType t) {
