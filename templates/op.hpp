@@ -172,6 +172,9 @@ struct KernelLaunch {
   // (common/pdl.cuh) before it reads anything that kernel writes. Hides the launch gap of a
   // short second kernel (a combine); ignored where the device or the driver lacks it.
   bool programmatic = false;
+  // CTAs per thread block cluster along x (compute capability 9.0 and later): 1 for none; grid[0]
+  // must be a multiple of it. A kernel that names a cluster needs it (it is not ignored).
+  unsigned cluster = 1;
 };
 
 /// Issues kernel launches on a stream. The runtime's implementation calls cuLaunchKernel;

@@ -160,6 +160,19 @@ TEST(Launcher, RefusesBadLaunchesBeforeTheDriver) {
   l.kernel = &dummy;
   l.args_size = 16;  // size without a struct
   EXPECT_THROW(launcher.launch(l), InvalidArgument);
+  l.args_size = 0;
+  l.grid[0] = 3;
+  l.cluster = 2;  // a grid of 3 CTAs cannot be cut into clusters of 2
+  try {
+    launcher.launch(l);
+    ADD_FAILURE() << "a grid x of 3 launched in clusters of 2";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("grid x 3 is not a multiple of the cluster size 2"),
+              std::string::npos)
+        << e.what();
+  }
+  l.cluster = 0;
+  EXPECT_THROW(launcher.launch(l), InvalidArgument);
 }
 
 TEST(Launcher, WithoutDriverThrowsNoDevice) {

@@ -278,6 +278,15 @@ unsigned tile_offset(bool sw128, int r, int c) {
                : static_cast<unsigned>(r * kBox + c) * 2;
 }
 
+/// The TMA tests' matrix on the host: tma_test_value(r, c) at each element, kGap in the gaps.
+std::vector<std::uint16_t> tma_test_matrix() {
+  std::vector<std::uint16_t> host(static_cast<std::size_t>(kMatRows) * kMatPitch, kGap);
+  for (int r = 0; r < kMatRows; ++r)
+    for (int c = 0; c < kMatCols; ++c)
+      host[static_cast<std::size_t>(r) * kMatPitch + c] = test::tma_test_value(r, c);
+  return host;
+}
+
 // ktune_test::TmaTileArgs
 struct TmaTileArgs {
   tma::TensorMap map;
@@ -290,11 +299,7 @@ struct TmaTileArgs {
 // matrix element at its global position, or 0 past an edge (before row or column 0 too); the
 // gap columns never appear.
 TEST_F(GpuHopper, TmaLoadTilesWithZerosPastTheEdges) {
-  std::vector<std::uint16_t> host(static_cast<std::size_t>(kMatRows) * kMatPitch, kGap);
-  for (int r = 0; r < kMatRows; ++r)
-    for (int c = 0; c < kMatCols; ++c)
-      host[static_cast<std::size_t>(r) * kMatPitch + c] = test::tma_test_value(r, c);
-  const DeviceBuffer src = upload(host);
+  const DeviceBuffer src = upload(tma_test_matrix());
   const std::size_t tile_elems = kBox * kBox, tiles = kTilesX * kTilesY;
   const unsigned smem = static_cast<unsigned>(tile_elems * 2 + 1024);
   for (bool sw128 : {false, true}) {
@@ -327,6 +332,59 @@ TEST_F(GpuHopper, TmaLoadTilesWithZerosPastTheEdges) {
     EXPECT_EQ(wrong, 0) << (sw128 ? "SWIZZLE_128B" : "SWIZZLE_NONE") << ": " << wrong
                         << " wrong of " << tiles * tile_elems << ", first " << first;
   }
+}
+
+// ktune_test::TmaMulticastArgs
+struct TmaMulticastArgs {
+  tma::TensorMap map;
+  void* out;
+  void* flags;
+  int first_col;
+  int first_row;
+};
+
+// A cluster of two CTAs per tile (common/cluster.cuh): each loads half of the tile's rows
+// multicast into both; both hold the whole tile (the matrix elements at their positions, 0 past
+// the edges), and each saw the other's remote arrival on its barrier. Launched through
+// CudaLauncher with KernelLaunch::cluster = 2.
+TEST_F(GpuHopper, TmaMulticastFillsBothCtasOfACluster) {
+  const DeviceBuffer src = upload(tma_test_matrix());
+  const std::size_t tile_elems = kBox * kBox;
+  const unsigned ctas = 2 * kTilesX;
+  const DeviceBuffer out = poisoned(ctas * tile_elems * 2);
+  const DeviceBuffer flags = poisoned(ctas * 4);
+  const TmaMulticastArgs args{
+      encode(matrix_tensor_map(CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, src.get(), kMatRows, kMatCols,
+                               kMatPitch * 2, kBox / 2, kBox, CU_TENSOR_MAP_SWIZZLE_NONE)),
+      ptr(out), ptr(flags), kFirstCol, kFirstRow};
+  const unsigned smem = static_cast<unsigned>(tile_elems * 2 + 1024);
+  KernelLaunch l;
+  l.kernel = kernel(test::tma_multicast_source(), test::tma_multicast_name(kBox), smem);
+  l.grid[0] = ctas;
+  l.block[0] = 128;
+  l.shared_bytes = smem;
+  l.args = &args;
+  l.args_size = sizeof args;
+  l.cluster = 2;
+  CudaLauncher(nullptr).launch(l);
+  KTUNE_CU(Driver::get().cuCtxSynchronize());
+  const std::vector<std::uint16_t> got = download<std::uint16_t>(out, ctas * tile_elems);
+  const std::vector<int> seen = download<int>(flags, ctas);
+  int wrong = 0;
+  std::string first;
+  for (unsigned cta = 0; cta < ctas; ++cta) {
+    EXPECT_EQ(seen[cta], 1) << "CTA " << cta << " never saw its peer's arrival";
+    for (int r = 0; r < kBox; ++r)
+      for (int c = 0; c < kBox; ++c) {
+        const int gr = kFirstRow + r, gc = kFirstCol + static_cast<int>(cta / 2) * kBox + c;
+        const bool inside = gr >= 0 && gr < kMatRows && gc >= 0 && gc < kMatCols;
+        const std::uint16_t want = inside ? test::tma_test_value(gr, gc) : 0;
+        if (got[cta * tile_elems + static_cast<std::size_t>(r) * kBox + c] != want && wrong++ == 0)
+          first = "CTA " + std::to_string(cta) + " element (" + std::to_string(r) + ", " +
+                  std::to_string(c) + ")";
+      }
+  }
+  EXPECT_EQ(wrong, 0) << wrong << " wrong of " << ctas * tile_elems << ", first " << first;
 }
 
 // Stores of every tile from a shared tile, plain and 128-byte swizzled: each matrix element

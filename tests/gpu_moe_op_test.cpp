@@ -925,6 +925,12 @@ std::vector<Case> ws_cases() {
   std::string chunked = narrow + ",persist1=1,persist2=2";
   chunked.replace(chunked.find("align_chunk=0"), 13, "align_chunk=4096");
   with(moe_softmax_renorm, 64, 8, 700, DType::bf16, chunked);
+  // Clusters of two sharing the weight tile (cluster=2): pairs of one expert's blocks share,
+  // pairs across two experts, a column-block boundary (GROUP_M 8) or the padded grid's last
+  // block load unshared; both GEMMs, one, expert choice, the layer's real widths.
+  with(moe_softmax_renorm, 8, 2, 1000, DType::bf16, wide + ",cluster1=2,cluster2=2");
+  with(moe_expert_choice, 8, 2, 777, DType::f16, narrow + ",cluster1=2,cluster2=2");
+  with(moe_sigmoid_group, 64, 8, 1000, DType::bf16, wide + ",cluster2=2", 1024, 1408);
   return out;
 }
 
@@ -1249,6 +1255,7 @@ TEST_F(GpuMoeOp, GraphCaptureReplaysBitForBitOnFreshInputs) {
     // inside the graph, so that every replay takes every tile again).
     cases.push_back(ws[8]);
     cases.push_back(ws[9]);
+    cases.push_back(ws[16]);  // clusters of two (cluster launches captured)
     // FP8 weights: the quantisation kernels between the GEMMs replay too.
     const std::vector<Case> fp8 = fp8_cases();
     cases.push_back(fp8[3]);

@@ -237,8 +237,9 @@ TEST(HopperCompile, BulkCopyRing) {
   }
 }
 
-// The TMA tile kernels and the warp-specialised TMA pipeline of gpu_hopper_test (common/tma.cuh,
-// mbarrier.cuh, warpgroup.cuh) compile for sm_90a without spills and with setmaxnreg honoured
+// The TMA tile kernels, the two-CTA multicast kernel (common/cluster.cuh) and the
+// warp-specialised TMA pipeline of gpu_hopper_test (common/tma.cuh, mbarrier.cuh, warpgroup.cuh)
+// compile for sm_90a without spills and with setmaxnreg honoured
 // (no C7508 advisory), and for sm_80, where the copies trap and setmaxnreg is left out. With
 // nvdisasm: the sm_90a SASS holds the TMA loads (UTMALDG), stores (UTMASTG) and register
 // reallocation (USETMAXREG) where the kernel uses them; the sm_80 SASS none of them.
@@ -251,6 +252,7 @@ TEST(HopperCompile, TmaAndWarpSpecialisation) {
   const std::string tile = test::tma_tile_source(), pipe = test::tma_pipeline_source();
   const Kernel kernels[] = {
       {test::tma_load_tile_name(64, 64), tile, {"UTMALDG.2D"}},
+      {test::tma_multicast_name(64), test::tma_multicast_source(), {"UTMALDG.2D"}},
       {test::tma_store_tile_name(64, 64, false), tile, {"UTMASTG.2D"}},
       {test::tma_store_tile_name(64, 64, true), tile, {"UTMASTG.2D"}},
       {test::tma_pipeline_name(3), pipe, {"UTMALDG.2D", "USETMAXREG"}},
@@ -403,7 +405,14 @@ TEST(HopperCompile, MoeGemmWarpSpecialised) {
       {"ktune::moe_gemm_ws_dynamic_kernel<ktune::bf16, 128, 128, 4, true, 8>", 2},
       {"ktune::moe_gemm_ws_dynamic_kernel<ktune::fp16, 128, 256, 4, false, 0>", 2},
       {"ktune::moe_gemm_ws_dynamic_kernel<ktune::bf16, 64, 128, 5, true, 0>", 1}};
-  for (const auto& [expr, n] : persistent) {
+  // Clusters of two sharing the weight tile by multicast (CLUSTER = 2): both GEMMs, e4m3.
+  const std::pair<const char*, int> clustered[] = {
+      {"ktune::moe_gemm_ws_kernel<ktune::bf16, 128, 128, 4, true, 8, 0, 2>", 2},
+      {"ktune::moe_gemm_ws_kernel<ktune::fp16, 128, 256, 4, false, 0, 0, 2>", 2},
+      {"ktune::moe_gemm_ws_kernel<ktune::e4m3, 64, 64, 6, true, 8, 1, 2>", 1}};
+  std::vector<std::pair<const char*, int>> extra(std::begin(persistent), std::end(persistent));
+  extra.insert(extra.end(), std::begin(clustered), std::end(clustered));
+  for (const auto& [expr, n] : extra) {
     batch.push_back({{"moe/gemm_ws_sm90.cuh", expr}, "sm_90a", source});
     reasons.emplace_back();
     consumers.push_back(n);

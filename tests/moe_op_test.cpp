@@ -143,7 +143,7 @@ TEST(MoeSpace, SizeValidCountAndReasons) {
       EXPECT_EQ(s.size(), product);
       EXPECT_FALSE(s.enumerated());
       EXPECT_TRUE(s.points().empty());
-      const std::vector<SpacePoint> sample = s.sample(100000, 7);
+      const std::vector<SpacePoint> sample = s.sample(300000, 7);
       const double ms = std::chrono::duration<double, std::milli>(
                             std::chrono::steady_clock::now() - start).count();
       std::size_t valid = 0;
@@ -352,6 +352,37 @@ TEST(MoeSpace, PersistentWarpSpecialisedGemm) {
   e.values[op().param_index("persist1")] = 1;
   EXPECT_TRUE(contains(op().invalid_reason(e, p, DType::e4m3, h100).value_or(""),
                        "persist1=1 runs 16-bit GEMMs"));
+}
+
+TEST(MoeSpace, ClusteredWarpSpecialisedGemm) {
+  const DeviceInfo h100 = device("sm_90a");
+  const Problem p = problem(kMixtral, 4096);
+  Params w = op().default_params(p, DType::bf16, h100);
+  ASSERT_EQ(op().param(w, "impl1"), 2);
+  EXPECT_EQ(op().params_key(w).find("cluster"), std::string::npos);  // 1: left out of keys
+  const std::size_t ws = op().workspace_bytes(w, p, DType::bf16);
+  w.values[op().param_index("cluster1")] = 2;
+  w.values[op().param_index("cluster2")] = 2;
+  EXPECT_EQ(op().invalid_reason(w, p, DType::bf16, h100), std::nullopt);
+  EXPECT_NE(op().params_key(w).find("cluster1=2"), std::string::npos);
+  EXPECT_EQ(op().workspace_bytes(w, p, DType::bf16), ws);
+  std::size_t clustered = 0;
+  for (const KernelSource& k : op().kernels(w, p, DType::bf16))
+    if (k.name_expression.find("moe_gemm_ws_kernel<") != std::string::npos) {
+      EXPECT_NE(k.name_expression.find(", 2>"), std::string::npos) << k.name_expression;
+      ++clustered;
+    }
+  EXPECT_EQ(clustered, 2u);
+  // Only the one-tile-per-CTA warp-specialised kernel pairs its CTAs.
+  Params q = w;
+  q.values[op().param_index("persist2")] = 1;
+  EXPECT_TRUE(contains(op().invalid_reason(q, p, DType::bf16, h100).value_or(""),
+                       "cluster2=2 pairs the CTAs of the one-tile-per-CTA grid"));
+  Params m = op().default_params(problem(kMixtral, 16), DType::bf16, h100);
+  m.values[op().param_index("cluster1")] = 2;
+  EXPECT_TRUE(contains(
+      op().invalid_reason(m, problem(kMixtral, 16), DType::bf16, h100).value_or(""),
+      "cluster1=2 is the warp-specialised kernel's (impl1=2)"));
 }
 
 TEST(MoeSpace, WarpSpecialisedGemmIsATunable) {
@@ -991,7 +1022,7 @@ TEST(MoeExpertChoice, TunablesWithoutEffectSayWhy) {
                        "a larger block only adds padding rows"));
   const Space space(op(), p, DType::bf16, h100);
   std::size_t valid = 0;
-  for (const SpacePoint& pt : space.sample(100000, 3)) valid += pt.invalid ? 0 : 1;
+  for (const SpacePoint& pt : space.sample(400000, 3)) valid += pt.invalid ? 0 : 1;
   EXPECT_GT(valid, 0u);
 }
 

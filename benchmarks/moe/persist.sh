@@ -1,8 +1,9 @@
-# The persistent warp-specialised MoE GEMMs on the GPU machine (carry the bundle, G=.gpu by
-# default): gpu_moe_op_test's warp-specialised and graph cases (persistent ones on 5 CTAs among
-# them), then a staged sweep per token bucket whose trials pair each persist1/persist2=1 point
-# with the same point at 0, then the layer bench from that database against the default.
-# STEP: any of "test sweep bench" (default all).
+# The warp-specialised MoE GEMMs' variants on the GPU machine (carry the bundle, G=.gpu by
+# default): gpu_hopper_test's multicast case (when the bundle has it) and gpu_moe_op_test's
+# warp-specialised and graph cases (persistent ones on 5 CTAs, clusters of two among them), then
+# a staged sweep per token bucket whose trials pair each persist1/persist2 = 1 or 2 and
+# cluster1/cluster2 = 2 point with the same point at the default, then the layer bench from that
+# database against the default. STEP: any of "test sweep bench" (default all).
 set -u
 G=${G:-.gpu}
 export LD_LIBRARY_PATH=$PWD/$G/lib KTUNE_CACHE_DIR=${KTUNE_CACHE_DIR:-$(mktemp -d)}
@@ -10,6 +11,11 @@ STEP=${STEP:-test sweep bench}
 nvidia-smi --query-gpu=name,clocks.sm --format=csv,noheader
 date -u
 if [[ $STEP == *test* ]]; then
+  if [ -x $G/tests/gpu_hopper_test ]; then
+    timeout 60 $G/tests/gpu_hopper_test --gtest_filter='*Multicast*' > $OUT/hopper_test.log 2>&1
+    echo "gpu_hopper_test *Multicast* rc=$?"; grep -E "Failure|^\[  (PASSED|FAILED)" \
+      $OUT/hopper_test.log | head -5
+  fi
   timeout ${TEST_LIMIT:-150} stdbuf -oL $G/tests/gpu_moe_op_test \
     --gtest_filter='*WarpSpecialised*:*Graph*' > $OUT/moe_test.log 2>&1
   echo "gpu_moe_op_test rc=$?"; grep -E "Failure|of .*; y" $OUT/moe_test.log | head -5
@@ -27,19 +33,19 @@ if [[ $STEP == *sweep* ]]; then
 import csv, re, statistics, sys
 rows = [r for r in csv.DictReader(open(sys.argv[1])) if r["status"] == "ok" and r["median_us"]]
 t = {(r["problem_key"], r["params_key"]): float(r["median_us"]) for r in rows}
-print(len(rows), "ok trials; each persistent point against the same point at persist=0:")
+print(len(rows), "ok trials; each variant point against the same point at the default:")
 for prob in sorted({p for p, _ in t}):
     best = min((v, k) for (p, k), v in t.items() if p == prob)
     print(prob.split(",routing")[0], "best %.1f us" % best[0],
-          ",".join(re.findall(r"persist\d=\d", best[1])) or "persist=0")
-    for which in ("persist1", "persist2"):
-        for val in ("1", "2"):
-            r = [v / t[(p, k.replace(f",{which}={val}", ""))] for (p, k), v in t.items()
-                 if p == prob and f"{which}={val}" in k
-                 and (p, k.replace(f",{which}={val}", "")) in t]
-            if r:
-                print(f"  {which}={val}: {len(r):3d} pairs, time ratio median "
-                      f"{statistics.median(r):.3f} min {min(r):.3f} max {max(r):.3f}")
+          ",".join(re.findall(r"(?:persist|cluster)\d=\d", best[1])) or "no variant")
+    variants = ["persist1=1", "persist1=2", "persist2=1", "persist2=2", "cluster1=2",
+                "cluster2=2"]
+    for variant in variants:
+        r = [v / t[(p, k.replace("," + variant, ""))] for (p, k), v in t.items()
+             if p == prob and variant in k and (p, k.replace("," + variant, "")) in t]
+        if r:
+            print(f"  {variant}: {len(r):3d} pairs, time ratio median "
+                  f"{statistics.median(r):.3f} min {min(r):.3f} max {max(r):.3f}")
 PY
 fi
 if [[ $STEP == *bench* ]]; then

@@ -32,13 +32,33 @@ void CudaLauncher::launch(const KernelLaunch& launch) {
     throw InvalidArgument("CudaLauncher::launch: null argument struct of " +
                           std::to_string(launch.args_size) + " bytes");
   }
+  const bool clustered = launch.cluster > 1;
+  if (launch.cluster == 0 || (clustered && launch.grid[0] % launch.cluster != 0)) {
+    throw InvalidArgument("CudaLauncher::launch: grid x " + std::to_string(launch.grid[0]) +
+                          " is not a multiple of the cluster size " +
+                          std::to_string(launch.cluster) + " (a cluster size is 1 or more)");
+  }
   const Driver& d = Driver::get();
+  if (clustered && d.cuLaunchKernelEx == nullptr)
+    throw InvalidArgument("CudaLauncher::launch: a cluster launch needs cuLaunchKernelEx (a "
+                          "CUDA 12.0 or later driver)");
   // Every kernel takes one by-value argument struct, so kernelParams has a single entry.
   void* params[] = {const_cast<void*>(launch.args)};
-  if (launch.programmatic && d.cuLaunchKernelEx != nullptr && programmatic_launch_supported()) {
-    CUlaunchAttribute attr{};
-    attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-    attr.value.programmaticStreamSerializationAllowed = 1;
+  const bool programmatic =
+      launch.programmatic && d.cuLaunchKernelEx != nullptr && programmatic_launch_supported();
+  if (programmatic || clustered) {
+    CUlaunchAttribute attrs[2] = {};
+    unsigned n = 0;
+    if (programmatic) {
+      attrs[n].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+      attrs[n++].value.programmaticStreamSerializationAllowed = 1;
+    }
+    if (clustered) {
+      attrs[n].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+      attrs[n].value.clusterDim.x = launch.cluster;
+      attrs[n].value.clusterDim.y = 1;
+      attrs[n++].value.clusterDim.z = 1;
+    }
     CUlaunchConfig config{};
     config.gridDimX = launch.grid[0], config.gridDimY = launch.grid[1];
     config.gridDimZ = launch.grid[2];
@@ -46,8 +66,8 @@ void CudaLauncher::launch(const KernelLaunch& launch) {
     config.blockDimZ = launch.block[2];
     config.sharedMemBytes = launch.shared_bytes;
     config.hStream = stream_;
-    config.attrs = &attr;
-    config.numAttrs = 1;
+    config.attrs = attrs;
+    config.numAttrs = n;
     KTUNE_CU(d.cuLaunchKernelEx(&config, static_cast<CUfunction>(launch.kernel),
                                 launch.args != nullptr ? params : nullptr, nullptr));
     return;

@@ -46,6 +46,7 @@
 #include "common/math.cuh"
 #include "common/mbarrier.cuh"
 #include "common/pdl.cuh"
+#include "common/cluster.cuh"
 #include "common/tma.cuh"
 #include "common/types.cuh"
 #include "common/warpgroup.cuh"
@@ -127,6 +128,14 @@ constexpr int kWsTableFull = 1, kWsTableFree = 3, kWsProducer = 5;
 /// STAGES: ring depth, 2 to 8. GROUP_M: CTA order as moe_gemm_kernel's. GATHER: gemm1's row
 /// gather (MoeWsGather; cp.async measured 3.5-4x faster than a TMA box per row on the H100);
 /// ignored by gemm2.
+/// CLUSTER: 1, or 2 for clusters of two CTAs along x (common/cluster.cuh) that share the weight
+/// tile when both compute the same column block of the same expert: each CTA loads the half of
+/// every weight tile of its rank (the tensor map's box is BLOCK_N / 2 rows) multicast into both,
+/// so the pair reads it from L2 once; each slot's "empty" barrier then counts both CTAs'
+/// consumer warps (a consumer arrives on its partner's barrier too), and the pair syncs the
+/// cluster after initialising its barriers and before exiting. A pair whose blocks differ
+/// (another expert or column block, or a block past *padded_rows) loads unshared. Written
+/// 2026-12-02 without a GPU: not yet run.
 ///
 /// Requirements: those of moe_gemm_kernel; every block's real rows come first (the padding of
 /// an expert's run is at its end, as both align paths and expert choice's select write it).
@@ -134,8 +143,9 @@ constexpr int kWsTableFull = 1, kWsTableFree = 3, kWsProducer = 5;
 /// Launch: grid (args.max_blocks, moe_gemm_grid_y(n, BLOCK_N)), moe_gemm_ws_threads(BLOCK_M)
 /// threads, moe_gemm_ws_smem_bytes(BLOCK_M, BLOCK_N, STAGES, GATED) bytes of dynamic shared
 /// memory (raise the kernel's dynamic limit first). Blocks past *padded_rows exit at once.
+/// CLUSTER 2: the grid's x rounded up to even, a cluster of 2 along x (KernelLaunch::cluster).
 template <typename T, int BLOCK_M, int BLOCK_N, int STAGES, bool GATED, int GROUP_M = 0,
-          int GATHER = moe_ws_gather_cp_async>
+          int GATHER = moe_ws_gather_cp_async, int CLUSTER = 1>
 __global__ void __launch_bounds__(128 + BLOCK_M * 2, 1)
     moe_gemm_ws_kernel(const __grid_constant__ MoeGemmWsArgs wargs) {
   static_assert(sizeof(T) == 2 || sizeof(T) == 1, "T must be bf16, fp16 or e4m3");
@@ -155,6 +165,7 @@ __global__ void __launch_bounds__(128 + BLOCK_M * 2, 1)
                 "GROUP_M must be 0, 2, 4, 8, 16 or 32");
   static_assert(GATHER == moe_ws_gather_cp_async || GATHER == moe_ws_gather_tma,
                 "GATHER must be 0 (cp.async) or 1 (a TMA box per row)");
+  static_assert(CLUSTER == 1 || CLUSTER == 2, "CLUSTER must be 1 or 2");
 #if KTUNE_WGMMA
   constexpr int CONSUMERS = moe_gemm_ws_consumers(BLOCK_M);
   constexpr int NB = GATED ? 2 : 1;    // weight tiles per slot (gate, up)
@@ -195,21 +206,71 @@ __global__ void __launch_bounds__(128 + BLOCK_M * 2, 1)
   const int m0 = block * BLOCK_M;
   const int tid = threadIdx.x;
   const int padded_rows = *args.padded_rows;
-  const int expert = args.block_expert[block];
-  const int pair = tid < BLOCK_M ? args.sorted_pairs[m0 + tid] : -1;
-  if (m0 >= padded_rows || expert < 0) return;
+  // CLUSTER 2: the grid is padded to whole pairs, so a block may lie past the tables.
+  const bool inside = CLUSTER == 1 || m0 < padded_rows;
+  const int expert = inside ? args.block_expert[block] : -1;
+  const int pair = tid < BLOCK_M && inside ? args.sorted_pairs[m0 + tid] : -1;
+  if constexpr (CLUSTER == 1) {
+    if (m0 >= padded_rows || expert < 0) return;
+  }
+  const bool dead = m0 >= padded_rows || expert < 0;
+  // CLUSTER 2: the pair's other CTA (rank ^ 1) and whether both compute the same expert's column
+  // block, so that each loads half of the weight tile multicast into both (file comment).
+  unsigned rank = 0;
+  bool share = false;
+  if constexpr (CLUSTER > 1) {
+    rank = cluster::ctarank();
+    int peer_block, peer_col;
+    const unsigned peer_x = blockIdx.x ^ 1u;
+    if constexpr (GROUP_M == 0) {
+      peer_block = static_cast<int>(peer_x), peer_col = static_cast<int>(blockIdx.y);
+    } else {
+      moe::gemm_tile_of<GROUP_M>(static_cast<int>(blockIdx.y * gridDim.x + peer_x),
+                                 static_cast<int>(gridDim.x), static_cast<int>(gridDim.y),
+                                 peer_block, peer_col);
+    }
+    const int peer_expert = peer_block * BLOCK_M < padded_rows ? args.block_expert[peer_block] : -1;
+    share = !dead && peer_expert == expert && peer_col == col_block;
+  }
   const int n0 = col_block * BLOCK_N;
   const int kdim = args.kdim;
   const int k_tiles = (kdim + KT - 1) / KT;
 
-  // The weight tiles of k-tile kt into slot s, on its full barrier.
+  // The weight tiles of k-tile kt into slot s, on its full barrier. CLUSTER 2: the map's box
+  // is half a tile (BLOCK_N / 2 rows); a sharing pair's CTAs each load their half multicast into
+  // both, else a CTA loads both halves itself.
   const auto load_w = [&](int s, int kt) {
     const unsigned sb = base + s * STAGE + A_BYTES;
-    if constexpr (GATED) {
-      tma::load(sb, &wargs.w_map, full(s), kt * KT, n0, 0, expert);
-      tma::load(sb + W_BYTES, &wargs.w_map, full(s), kt * KT, n0, 1, expert);
+    if constexpr (CLUSTER == 1) {
+      if constexpr (GATED) {
+        tma::load(sb, &wargs.w_map, full(s), kt * KT, n0, 0, expert);
+        tma::load(sb + W_BYTES, &wargs.w_map, full(s), kt * KT, n0, 1, expert);
+      } else {
+        tma::load(sb, &wargs.w_map, full(s), kt * KT, n0, expert);
+      }
     } else {
-      tma::load(sb, &wargs.w_map, full(s), kt * KT, n0, expert);
+      constexpr int HALF = BLOCK_N / 2;
+      const int h0 = share ? static_cast<int>(rank) : 0, h1 = share ? h0 + 1 : 2;
+#pragma unroll
+      for (int b = 0; b < NB; ++b) {
+        const unsigned tile = sb + b * W_BYTES;
+        for (int h = h0; h < h1; ++h) {
+          const unsigned dst = tile + h * HALF * PITCH;
+          if (share) {
+            if constexpr (GATED)
+              cluster::load_multicast(dst, &wargs.w_map, full(s), 0x3, kt * KT, n0 + h * HALF,
+                                      b, expert);
+            else
+              cluster::load_multicast(dst, &wargs.w_map, full(s), 0x3, kt * KT, n0 + h * HALF,
+                                      expert);
+          } else {
+            if constexpr (GATED)
+              tma::load(dst, &wargs.w_map, full(s), kt * KT, n0 + h * HALF, b, expert);
+            else
+              tma::load(dst, &wargs.w_map, full(s), kt * KT, n0 + h * HALF, expert);
+          }
+        }
+      }
     }
   };
 
@@ -217,18 +278,26 @@ __global__ void __launch_bounds__(128 + BLOCK_M * 2, 1)
 #pragma unroll
     for (int s = 0; s < STAGES; ++s) {
       mbar::init(full(s), CP_GATHER ? 1 + wgrp::kWarpgroupThreads : 1);
-      mbar::init(empty(s), 4 * CONSUMERS);  // one arrival per consumer warp
+      // One arrival per consumer warp; a sharing pair's from both CTAs (the slot is written
+      // into both).
+      mbar::init(empty(s), 4 * CONSUMERS * (share ? 2 : 1));
     }
     mbar::fence_init();
     tma::prefetch_map(&wargs.w_map);
     tma::prefetch_map(&wargs.a_map);
-    if constexpr (!GATED) {
+    if constexpr (!GATED && CLUSTER == 1) {
       // The first slots' weights, their act rows announced with them (requested after the wait).
       for (int s = 0; s < STAGES && s < k_tiles; ++s) {
         mbar::arrive_expect_tx(full(s), STAGE);
         load_w(s, s);
       }
     }
+  }
+  if constexpr (CLUSTER > 1) {
+    // Both CTAs' barriers exist before either copies into or arrives on the other; a CTA with
+    // no rows leaves after it (its partner does not share with it).
+    cluster::sync();
+    if (dead) return;
   }
   if constexpr (!GATED) griddep_wait();
 
@@ -286,7 +355,7 @@ __global__ void __launch_bounds__(128 + BLOCK_M * 2, 1)
           for (int r = lane; r < live; r += 32)
             tma::load(sa + r * PITCH, &wargs.a_map, full(s), kt * KT, s_src[r]);
         } else if (lane == 0) {
-          if (kt >= STAGES) {
+          if (CLUSTER > 1 || kt >= STAGES) {
             mbar::arrive_expect_tx(full(s), STAGE);
             load_w(s, kt);
           }
@@ -306,6 +375,9 @@ __global__ void __launch_bounds__(128 + BLOCK_M * 2, 1)
     const auto release = [&](int s) {
       __syncwarp();
       if (lane == 0) mbar::arrive(empty(s));
+      if constexpr (CLUSTER > 1) {
+        if (lane == 0 && share) cluster::arrive_remote(empty(s), rank ^ 1u);
+      }
     };
 
     float acc[NB][REGS];
@@ -380,6 +452,11 @@ __global__ void __launch_bounds__(128 + BLOCK_M * 2, 1)
     moe::sm90_store<OutT, BLOCK_N, GATED, NB, QUANT>(
         acc, static_cast<OutT*>(args.out), args.n, n0, c * 64, gtid, s_dst, s_scale,
         QUANT ? args.w_scale + static_cast<long long>(expert) * NB * args.n : nullptr);
+  }
+  if constexpr (CLUSTER > 1) {
+    // Neither CTA of a sharing pair exits while the other may still copy into it or arrive on
+    // its barriers.
+    if (share) cluster::sync();
   }
 #else
   __trap();  // sm_90a only: the host never plans this kernel elsewhere

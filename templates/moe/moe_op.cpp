@@ -27,7 +27,8 @@ enum Param : std::size_t {
   kBlockM,
   kBn1, kBk1, kWarps1, kWarpsM1, kStages1, kGroup1, kPrefetch1, kEpi1, kImpl1,
   kBn2, kBk2, kWarps2, kWarpsM2, kStages2, kGroup2, kPrefetch2, kEpi2, kImpl2,
-  kAlignChunk, kRouteLanes, kRouteVec, kCombineVec, kSplit2, kPersist1, kPersist2, kFuseRoute
+  kAlignChunk, kRouteLanes, kRouteVec, kCombineVec, kSplit2, kPersist1, kPersist2, kFuseRoute,
+  kCluster1, kCluster2
 };
 
 // Mirrors of the kernels' limits (route.cuh and align.cuh hold them beside CUDA-only code).
@@ -83,6 +84,7 @@ struct GemmTile {
                  // 2: moe_gemm_ws_kernel (warp-specialised wgmma + TMA, sm_90a)
   int persist;   // impl 2: a CTA per SM looping over tiles: 1 = moe_gemm_ws_persistent_kernel
                  // (a fixed stride), 2 = moe_gemm_ws_dynamic_kernel (tiles from a counter)
+  int cluster = 1;  // impl 2, persist 0: CTAs per cluster (2: pairs share the weight tile)
 };
 
 struct Config {
@@ -100,9 +102,9 @@ Config config_of(const Params& p, DType t) {
   const auto at = [&](Param i) { return static_cast<int>(p.values[i]); };
   return {at(kBlockM),
           {at(kBn1), at(kBk1), at(kWarps1), at(kWarpsM1), at(kStages1), at(kGroup1), at(kPrefetch1),
-           at(kEpi1), at(kImpl1), at(kPersist1)},
+           at(kEpi1), at(kImpl1), at(kPersist1), at(kCluster1)},
           {at(kBn2), at(kBk2), at(kWarps2), at(kWarpsM2), at(kStages2), at(kGroup2), at(kPrefetch2),
-           at(kEpi2), at(kImpl2), at(kPersist2)},
+           at(kEpi2), at(kImpl2), at(kPersist2), at(kCluster2)},
           at(kAlignChunk), at(kRouteLanes), at(kRouteVec), at(kCombineVec), at(kSplit2),
           at(kFuseRoute) != 0, t == DType::e4m3};
 }
@@ -230,7 +232,8 @@ MoeGemmWsArgs ws_args(const MoeGemmArgs& g, DType t, bool gated, const Shape& s,
   const GemmTile& tile = gated ? c.g1 : c.g2;
   MoeGemmWsArgs w{};
   w.base = g;
-  const auto bn = static_cast<std::uint32_t>(tile.bn);
+  // cluster=2: a box of half the weight tile's rows (each CTA of a pair loads its half).
+  const auto bn = static_cast<std::uint32_t>(tile.bn / tile.cluster);
   const auto kt = static_cast<std::uint32_t>(128 / dtype_size(t));  // one 128-byte row
   if (gated) {
     w.a_map = ws_map(g.a, t, {u(s.h), u(a_rows)}, {kt, 1});
@@ -394,12 +397,13 @@ constexpr long long kSplitMaxRows = 128;
 constexpr MoeDefaults kSafe = {8, 0, 16, {64, 32, 4, 1, 2, 0, 0, 0, 0},
                                {64, 32, 4, 1, 2, 0, 0, 0, 0}, 0, 8, 8};
 
-/// Launches a.kernels[0], [1], ... in turn, each with a 1-D block and an (x, y, z) grid.
+/// Launches a.kernels[0], [1], ... in turn, each with a 1-D block, an (x, y, z) grid and
+/// clusters of `cluster` CTAs along x.
 class KernelSequence {
  public:
   KernelSequence(const RunArgs& a, Launcher& launcher) : a_(a), launcher_(launcher) {}
   void operator()(unsigned gx, unsigned gy, unsigned threads, unsigned smem, const void* args,
-                  std::size_t size, unsigned gz = 1) {
+                  std::size_t size, unsigned gz = 1, unsigned cluster = 1) {
     KernelLaunch k;
     k.kernel = a_.kernels[index_++];
     k.grid[0] = gx;
@@ -409,6 +413,7 @@ class KernelSequence {
     k.shared_bytes = smem;
     k.args = args;
     k.args_size = size;
+    k.cluster = cluster;
     // Every kernel after the first may be scheduled during its predecessor's tail: each waits
     // (griddep_wait) before reading what the one before it wrote (templates/common/pdl.cuh).
     // The first waits for the caller's previous work on the stream, as any launch.
@@ -495,6 +500,12 @@ class MoeOp final : public Op {
              "1: route and align in one kernel of one block (t <= 1024, t*k <= 4096: the ids "
              "stay in shared memory, one launch fewer); 0: the route kernel, then align",
              0},
+            {"cluster1", {1, 2},
+             "impl1=2, persist1=0: 2 = clusters of two CTAs along the rows; a pair computing the "
+             "same expert's columns loads each weight tile once, half by each CTA, multicast "
+             "into both (less L2 traffic)",
+             1},
+            {"cluster2", {1, 2}, "impl2=2, persist2=0: as cluster1, for gemm2", 1},
         },
         scalars_{{"routed_scaling", 1.0, "sigmoid_group: weights are multiplied by it"}} {}
 
@@ -640,7 +651,8 @@ class MoeOp final : public Op {
         return {"moe/gemm_ws_sm90.cuh", "ktune::moe_gemm_ws_kernel<" + T + ", " +
                                             str(c.block_m) + ", " + str(g.bn) + ", " +
                                             str(g.stages) + ", " + (gated ? "true" : "false") +
-                                            ", " + str(g.group_m) + ", " + str(kWsGather) + ">"};
+                                            ", " + str(g.group_m) + ", " + str(kWsGather) +
+                                            (g.cluster > 1 ? ", " + str(g.cluster) : "") + ">"};
       if (g.impl == 1)
         return {"moe/gemm_sm90.cuh", "ktune::moe_gemm_sm90_kernel<" + T + ", " + str(c.block_m) +
                                          ", " + str(g.bn) + ", " + str(g.bk) + ", " +
@@ -1025,9 +1037,9 @@ class MoeOp final : public Op {
     // one group at a time (hundreds of points instead of the whole product).
     return {{"block_m"},
             {{"impl1", "bn1", "bk1", "warps1", "warps_m1"},
-             {"stages1", "group1", "prefetch1", "epi1", "persist1"},
+             {"stages1", "group1", "prefetch1", "epi1", "persist1", "cluster1"},
              {"impl2", "bn2", "bk2", "warps2", "warps_m2"},
-             {"stages2", "group2", "prefetch2", "epi2", "split2", "persist2"},
+             {"stages2", "group2", "prefetch2", "epi2", "split2", "persist2", "cluster2"},
              {"align_chunk"},
              {"route_lanes", "route_vec", "fuse_route"},
              {"combine_vec"}}};
@@ -1082,7 +1094,7 @@ class MoeOp final : public Op {
                      s.pairs() > r.align_chunk && !s.expert_choice() ? r.align_chunk : 0,
                      s.route_kernel() ? lanes : 8, s.route_kernel() ? vec : 1,
                      s.combines() ? r.combine_vec : tunables_[kCombineVec].values.front(), 1, 0,
-                     0, 0}};
+                     0, 0, 1, 1}};
     };
     if (device.arch() == "sm_90a" && !s.expert_choice() &&
         s.pairs() >= kWgmmaMinRows * std::min<long long>(s.e, s.pairs())) {
@@ -1138,11 +1150,13 @@ class MoeOp final : public Op {
             w1s, w2s};
   }
 
-  /// The warp-specialised kernel's grid: (blocks, gy), or for the persistent one a CTA per SM
-  /// (at most one per tile; every tile when the SM count is unknown).
+  /// The warp-specialised kernel's grid: (blocks, gy), blocks rounded up to whole clusters, or
+  /// for the persistent one a CTA per SM (at most one per tile; every tile when the SM count is
+  /// unknown).
   static std::pair<unsigned, unsigned> ws_grid(unsigned blocks, unsigned gy, const GemmTile& g,
                                                const KernelSequence& launch) {
-    if (!g.persist) return {blocks, gy};
+    const auto cluster = static_cast<unsigned>(g.cluster);
+    if (!g.persist) return {(blocks + cluster - 1) / cluster * cluster, gy};
     const unsigned tiles = blocks * gy;
     const int sms = launch.sm_count();
     return {sms > 0 ? std::min(tiles, static_cast<unsigned>(sms)) : tiles, 1u};
@@ -1165,7 +1179,8 @@ class MoeOp final : public Op {
     if (c.g1.impl == 2) {
       const MoeGemmWsArgs w = ws_args(g1, t, true, s, s.t, c);
       const auto [gx, gy] = ws_grid(blocks, moe_gemm_grid_y(s.i, c.g1.bn), c.g1, launch);
-      launch(gx, gy, gemm_threads(c, true), gemm_smem(c, true), &w, sizeof w);
+      launch(gx, gy, gemm_threads(c, true), gemm_smem(c, true), &w, sizeof w, 1,
+             static_cast<unsigned>(c.g1.cluster));
     } else {
       launch(blocks, moe_gemm_grid_y(s.i, c.g1.bn), gemm_threads(c, true), gemm_smem(c, true),
              &g1, sizeof g1);
@@ -1181,7 +1196,8 @@ class MoeOp final : public Op {
     if (c.g2.impl == 2) {
       const MoeGemmWsArgs w = ws_args(g2, t, false, s, act_rows, c);
       const auto [gx, gy] = ws_grid(blocks, moe_gemm_grid_y(s.h, c.g2.bn), c.g2, launch);
-      launch(gx, gy, gemm_threads(c, false), gemm_smem(c, false), &w, sizeof w);
+      launch(gx, gy, gemm_threads(c, false), gemm_smem(c, false), &w, sizeof w, 1,
+             static_cast<unsigned>(c.g2.cluster));
     } else {
       launch(blocks, moe_gemm_grid_y(s.h, c.g2.bn), gemm_threads(c, false),
              gemm_smem(c, false), &g2, sizeof g2, static_cast<unsigned>(c.split2));
@@ -1327,6 +1343,10 @@ class MoeOp final : public Op {
                " is the warp-specialised " +
                "kernel's (impl" + (gated ? "1" : "2") + "=2); only 0 is searched with impl" +
                (gated ? "1=" : "2=") + str(g.impl);
+      if (g.cluster > 1 && g.impl != 2)
+        return std::string(gated ? "cluster1=" : "cluster2=") + str(g.cluster) +
+               " is the warp-specialised kernel's (impl" + (gated ? "1" : "2") +
+               "=2); only 1 is searched with impl" + (gated ? "1=" : "2=") + str(g.impl);
       if (g.impl == 2) {
         // The warp-specialised kernel: a producer warpgroup plus one consumer warpgroup per 64
         // rows (its warps tunable counts the consumers' warps), k step 64, its own ring.
@@ -1345,6 +1365,9 @@ class MoeOp final : public Op {
         if (g.persist && c.fp8)
           return "persist" + n + "=" + str(g.persist) + " runs 16-bit GEMMs (e4m3 takes persist" +
                  n + "=0)";
+        if (g.cluster > 1 && g.persist)
+          return "cluster" + n + "=" + str(g.cluster) + " pairs the CTAs of the one-tile-per-CTA "
+                 "grid (persist" + n + "=0), not persist" + n + "=" + str(g.persist);
         if (gated && c.fp8 && g.bn > 64)
           return name + " with e4m3 weights adds each k-tile's products into fp32 accumulators "
                  "(the FP8 wgmma's own accumulation is coarser than the reference's), which "

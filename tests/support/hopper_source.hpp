@@ -236,6 +236,69 @@ __global__ void __launch_bounds__(128, 1)
 )";
 }
 
+/// A cluster of two CTAs (common/cluster.cuh) sharing one BOX_ROWS x 64 tile of the TMA tests'
+/// bf16 matrix, as a warp-specialised GEMM pair would share a weight tile: after the barriers'
+/// initialisation and a cluster sync, each CTA's elected thread announces the whole tile on its
+/// own barrier and loads half of its rows (a box of BOX_ROWS / 2 rows, CTA rank r the r-th half)
+/// multicast into both CTAs; each CTA waits for the whole tile and copies it as it lies (plain
+/// rows) to out[cluster * 2 + rank]. Then each arrives on the other CTA's second barrier
+/// (arrive_remote), waits on its own, writes flags[cluster * 2 + rank] = 1, and syncs the
+/// cluster before exiting. Cluster c's tile starts at column first_col + c * 64, row first_row.
+/// 128 threads a CTA, clusters of 2 along x; BOX_ROWS * 128 + 1024 bytes of dynamic shared
+/// memory; one argument, {map, out, flags, first_col, first_row} by value.
+inline std::string tma_multicast_source() {
+  return tma_test_prelude() + hopper_source("common/cluster.cuh") + R"(
+namespace ktune_test {
+struct TmaMulticastArgs {
+  ktune::tma::TensorMap map;  // box: 64 columns, BOX_ROWS / 2 rows, no swizzle
+  unsigned short* out;
+  int* flags;
+  int first_col;
+  int first_row;
+};
+
+template <int BOX_ROWS>
+__global__ void __launch_bounds__(128, 1)
+    tma_multicast_kernel(const __grid_constant__ TmaMulticastArgs args) {
+  using namespace ktune;
+  constexpr int kBytes = BOX_ROWS * 64 * 2;
+  extern __shared__ __align__(1024) unsigned char smem[];
+  __shared__ __align__(8) unsigned long long bar_words[2];
+  unsigned dst = 0;
+  const unsigned char* tile = aligned_tile(smem, &dst);
+  const unsigned full = wg::smem_u32(&bar_words[0]), peer = wg::smem_u32(&bar_words[1]);
+  const unsigned rank = cluster::ctarank();
+  const int index = static_cast<int>(blockIdx.x);  // cluster * 2 + rank
+  if (threadIdx.x == 0) {
+    tma::prefetch_map(&args.map);
+    mbar::init(full, 1);
+    mbar::init(peer, 1);
+    mbar::fence_init();
+  }
+  cluster::sync();  // both CTAs' barriers exist before either copies into or arrives on the other
+  if (wgrp::warp_index() == 0 && wgrp::elect_one()) {
+    mbar::arrive_expect_tx(full, kBytes);  // both halves land on this barrier
+    cluster::load_multicast(dst + rank * (kBytes / 2), &args.map, full, 0x3,
+                            args.first_col + (index / 2) * 64,
+                            args.first_row + static_cast<int>(rank) * (BOX_ROWS / 2));
+  }
+  mbar::wait_parity(full, 0);
+  uint4* out = reinterpret_cast<uint4*>(args.out) + static_cast<long long>(index) * (kBytes / 16);
+  for (int i = threadIdx.x; i < kBytes / 16; i += 128)
+    out[i] = reinterpret_cast<const uint4*>(tile)[i];
+  if (threadIdx.x == 0) cluster::arrive_remote(peer, rank ^ 1u);
+  mbar::wait_parity(peer, 0);
+  if (threadIdx.x == 0) args.flags[index] = 1;
+  cluster::sync();  // neither CTA exits while the other may still arrive on its barriers
+}
+}  // namespace ktune_test
+)";
+}
+
+inline std::string tma_multicast_name(int box_rows) {
+  return "ktune_test::tma_multicast_kernel<" + std::to_string(box_rows) + ">";
+}
+
 inline std::string tma_load_tile_name(int box_rows, int box_cols) {
   return "ktune_test::tma_load_tile_kernel<" + std::to_string(box_rows) + ", " +
          std::to_string(box_cols) + ">";
