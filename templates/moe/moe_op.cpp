@@ -799,7 +799,7 @@ class MoeOp final : public Op {
     const int max_blocks = static_cast<int>(moe_max_blocks(pairs, s.e, c.block_m));
 
     KernelSequence launch(a, launcher);
-    zero_tiles(launch, c, l, a.workspace);
+    int* const tiles = zero_tiles(launch, c, l, a.workspace);
     MoeRouteArgs r{};
     if (routed) {
       r.logits = static_cast<const float*>(tensor(a, 1));
@@ -862,9 +862,8 @@ class MoeOp final : public Op {
     g1.n = s.i;
     g1.kdim = s.h;
     g1.max_blocks = max_blocks;
-    g1.tile_counter = counted(c) ? static_cast<int*>(ws(l.tiles)) : nullptr;
+    g1.tile_counter = tiles;
     MoeGemmArgs g2 = g1;
-    if (g2.tile_counter) ++g2.tile_counter;
     g2.a = act;
     g2.w = tensor(a, 6);
     g2.out = pair_out;
@@ -1127,12 +1126,14 @@ class MoeOp final : public Op {
     const float* w2_scale;
   };
 
-  /// persist=2: the tile counters zeroed, first in the call (Stage::zero_tiles).
-  static void zero_tiles(KernelSequence& launch, const Config& c, const Layout& l,
+  /// persist=2: the tile counters (gemm1's, then gemm2's) zeroed, first in the call
+  /// (Stage::zero_tiles); nullptr without them.
+  static int* zero_tiles(KernelSequence& launch, const Config& c, const Layout& l,
                          std::uintptr_t workspace) {
-    if (!counted(c)) return;
+    if (!counted(c)) return nullptr;
     const MoeZeroArgs z{reinterpret_cast<unsigned long long*>(workspace + l.tiles), 1};
     launch(1, 1, kMoeZeroThreads, 0, &z, sizeof z);
+    return reinterpret_cast<int*>(z.data);
   }
 
   static Fp8Buffers fp8_buffers(const RunArgs& a, const Layout& l) {
@@ -1169,6 +1170,8 @@ class MoeOp final : public Op {
                            MoeGemmArgs g1, MoeGemmArgs g2, long long act_rows,
                            const Fp8Buffers& q) {
     const auto blocks = static_cast<unsigned>(g1.max_blocks);
+    // persist=2: gemm2's tile counter follows gemm1's (zero_tiles).
+    g2.tile_counter = g1.tile_counter ? g1.tile_counter + 1 : nullptr;
     if (c.fp8) {
       const MoeQuantArgs qx{g1.a, q.xq, q.xs, s.t, s.h, nullptr, nullptr, 0};
       launch(static_cast<unsigned>(s.t), 1, kMoeQuantThreads, 0, &qx, sizeof qx);
@@ -1217,7 +1220,7 @@ class MoeOp final : public Op {
     void* pair_out = ws(l.pair_out);
     const int blocks = static_cast<int>(padded_rows_of(c, s) / c.block_m);
     KernelSequence launch(a, launcher);
-    zero_tiles(launch, c, l, a.workspace);
+    int* const tiles = zero_tiles(launch, c, l, a.workspace);
     MoeExpertChoiceArgs ec{};
     ec.logits = static_cast<const float*>(tensor(a, 1));
     ec.scores = static_cast<float*>(ws(l.scores));
@@ -1247,9 +1250,8 @@ class MoeOp final : public Op {
     g1.kdim = s.h;
     g1.max_blocks = blocks;
     g1.pair_token = tokens;
-    g1.tile_counter = counted(c) ? static_cast<int*>(ws(l.tiles)) : nullptr;
+    g1.tile_counter = tiles;
     MoeGemmArgs g2 = g1;
-    if (g2.tile_counter) ++g2.tile_counter;
     g2.a = g1.out;
     g2.w = tensor(a, 6);
     g2.out = pair_out;
