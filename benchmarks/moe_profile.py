@@ -40,7 +40,7 @@ def make_call(lib, db, layer_name, tokens, log=sys.stderr):
     a.keep = (layer, x, logits, y, ws)  # what the pointers in `a` refer to
     params, match = kt.query(mb.shape_key(c, tokens))
     print(f"{layer_name} T={tokens}: {match} {params}", file=log)
-    return kt, a
+    return kt, a, match
 
 
 def main():
@@ -50,8 +50,18 @@ def main():
     ap.add_argument("--layer", default="deepseek", choices=sorted(mb.LAYERS))
     ap.add_argument("--tokens", type=int, default=16)
     ap.add_argument("--calls", type=int, default=4)
+    ap.add_argument("--allow-fallback", action="store_true",
+                    help="with --db, run whatever the lookup gives when the database has no "
+                    "current row for the problem (default: refuse)")
     args = ap.parse_args()
-    kt, a = make_call(args.lib, args.db, args.layer, args.tokens)
+    kt, a, match = make_call(args.lib, args.db, args.layer, args.tokens)
+    if args.db and match != "exact" and not args.allow_fallback:
+        # A row the library does not dispatch (another problem, or a template hash this build
+        # does not have: a rebuilt kernel makes rows stale) would profile some other
+        # configuration under the database's name.
+        sys.exit(f"moe_profile.py: {args.db} has no current row for {args.layer} "
+                 f"T={args.tokens} for this library (lookup: {match}); re-hash or re-tune it, "
+                 "or pass --allow-fallback")
     stream = torch.cuda.current_stream().cuda_stream
     for _ in range(args.calls):
         kt(a, stream)

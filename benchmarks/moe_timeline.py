@@ -38,7 +38,7 @@ def main():
     ap.add_argument("--calls", type=int, default=20)
     ap.add_argument("--show", type=int, default=5, help="calls printed (the last ones)")
     args = ap.parse_args()
-    kt, a = mp.make_call(args.lib, args.db, args.layer, args.tokens, log=sys.stdout)
+    kt, a, _ = mp.make_call(args.lib, args.db, args.layer, args.tokens, log=sys.stdout)
     stream = torch.cuda.current_stream().cuda_stream
     for _ in range(5):
         kt(a, stream)

@@ -134,8 +134,9 @@ constexpr int kWsTableFull = 1, kWsTableFree = 3, kWsProducer = 5;
 /// so the pair reads it from L2 once; each slot's "empty" barrier then counts both CTAs'
 /// consumer warps (a consumer arrives on its partner's barrier too), and the pair syncs the
 /// cluster after initialising its barriers and before exiting. A pair whose blocks differ
-/// (another expert or column block, or a block past *padded_rows) loads unshared. Written
-/// 2026-12-02 without a GPU: not yet run.
+/// (another expert or column block, or a block past *padded_rows) loads unshared. Measured
+/// (H200, Mixtral T=1024): gemm2 0.94x the time of CLUSTER 1, gemm1 1.15x (its pairs' lock
+/// step; benchmarks/moe/NOTES.md): a tunable, chosen by measurement.
 ///
 /// Requirements: those of moe_gemm_kernel; every block's real rows come first (the padding of
 /// an expert's run is at its end, as both align paths and expert choice's select write it).
