@@ -5,6 +5,9 @@
 #include <atomic>
 #include <cstdlib>
 #include <random>
+#include <set>
+#include <stdexcept>
+#include <utility>
 
 #include "runtime/core/device.hpp"
 #include "runtime/core/driver.hpp"
@@ -43,6 +46,26 @@ std::vector<Params> all_points(const Op& op) {
     out = std::move(next);
   }
   return out;
+}
+
+std::vector<std::size_t> covering_sample(const std::vector<Params>& points, std::size_t stride,
+                                         std::size_t offset) {
+  if (stride == 0) throw std::invalid_argument("covering_sample: stride must be at least 1");
+  std::set<std::pair<std::size_t, std::int64_t>> covered;  // (tunable position, value)
+  std::set<std::size_t> taken;
+  const auto take = [&](std::size_t i) {
+    taken.insert(i);
+    for (std::size_t t = 0; t < points[i].values.size(); ++t)
+      covered.insert({t, points[i].values[t]});
+  };
+  for (std::size_t i = offset % stride; i < points.size(); i += stride) take(i);
+  for (std::size_t i = 0; i < points.size(); ++i)
+    for (std::size_t t = 0; t < points[i].values.size(); ++t)
+      if (!covered.count({t, points[i].values[t]})) {
+        take(i);
+        break;
+      }
+  return {taken.begin(), taken.end()};
 }
 
 TempDir::TempDir() {

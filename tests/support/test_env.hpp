@@ -25,6 +25,13 @@ DeviceInfo other_sm90_device();
 /// Every point of an op's space (the cartesian product of its tunables), first tunable slowest.
 std::vector<Params> all_points(const Op& op);
 
+/// Indices into `points` of a deterministic sample for the tests that compile configurations
+/// (every valid point of every op would take CI's two cores too long): every `stride`-th point
+/// from `offset`, then, in order, the first point holding each (tunable, value) that no point
+/// taken so far holds. So every value any point takes is compiled at least once. Ascending.
+std::vector<std::size_t> covering_sample(const std::vector<Params>& points, std::size_t stride,
+                                         std::size_t offset = 0);
+
 /// A fresh empty directory under the system temp dir, removed at destruction.
 class TempDir {
  public:
