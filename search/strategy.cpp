@@ -40,9 +40,10 @@ std::vector<Params> Strategy::next_batch() {
 
 StagedStrategy::StagedStrategy(std::vector<std::vector<std::int64_t>> values, Check check,
                                Params start, std::vector<std::size_t> outer,
-                               std::vector<std::vector<std::size_t>> groups)
+                               std::vector<std::vector<std::size_t>> groups, Fit fit)
     : values_(std::move(values)),
       check_(std::move(check)),
+      fit_(std::move(fit)),
       start_(std::move(start)),
       outer_idx_(std::move(outer)),
       groups_(std::move(groups)) {
@@ -113,6 +114,7 @@ bool StagedStrategy::begin_outer() {
     Params p = start_;
     for (std::size_t j = 0; j < outer_idx_.size(); ++j)
       p.values[outer_idx_[j]] = outer_values_[outer_][j];
+    if (fit_) p = fit_(std::move(p));
     if (std::optional<Params> valid = repair(std::move(p))) {
       current_ = std::move(*valid);
       group_ = 0;
@@ -268,7 +270,7 @@ std::unique_ptr<Strategy> make_staged_strategy(const Op& op, StagedStrategy::Che
   std::vector<std::vector<std::int64_t>> values;
   for (const Tunable& t : op.tunables()) values.push_back(t.values);
   return std::make_unique<StagedStrategy>(std::move(values), std::move(check), start,
-                                          std::move(outer), std::move(groups));
+                                          std::move(outer), std::move(groups), stages.fit_outer);
 }
 
 }  // namespace ktune

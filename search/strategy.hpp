@@ -83,8 +83,12 @@ class StagedStrategy final : public Strategy {
   using Check = std::function<std::optional<std::string>(const Params&)>;
   /// `values[i]`: tunable i's values; `outer` and `groups`: tunable indices; `start` need not be
   /// valid (every value must be one of its tunable's).
+  /// `fit`, when set, adjusts each outer value's start point before the repair
+  /// (SearchStages::fit_outer).
+  using Fit = std::function<Params(Params)>;
   StagedStrategy(std::vector<std::vector<std::int64_t>> values, Check check, Params start,
-                 std::vector<std::size_t> outer, std::vector<std::vector<std::size_t>> groups);
+                 std::vector<std::size_t> outer, std::vector<std::vector<std::size_t>> groups,
+                 Fit fit = {});
   std::optional<Params> next() override;
   std::vector<Params> next_batch() override;
   void report(const Params& params, double median_us) override;
@@ -99,6 +103,7 @@ class StagedStrategy final : public Strategy {
 
   std::vector<std::vector<std::int64_t>> values_;
   Check check_;
+  Fit fit_;
   Params start_;
   std::vector<std::size_t> outer_idx_;
   std::vector<std::vector<std::size_t>> groups_;

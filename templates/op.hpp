@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -124,6 +125,10 @@ std::vector<TensorSpec> word_aligned_side_tensors(std::vector<TensorSpec> specs,
 struct SearchStages {
   std::vector<std::string> outer;
   std::vector<std::vector<std::string>> groups;
+  /// Optional: moves a start point's group tunables to values its outer ones need, before the
+  /// staged strategy repairs it (its greedy one-group repair can miss a point that needs several
+  /// groups changed together, as MoE's block_m=192 does).
+  std::function<Params(Params)> fit_outer;
   bool empty() const { return groups.empty(); }
 };
 

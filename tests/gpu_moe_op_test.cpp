@@ -931,6 +931,15 @@ std::vector<Case> ws_cases() {
   with(moe_softmax_renorm, 8, 2, 1000, DType::bf16, wide + ",cluster1=2,cluster2=2");
   with(moe_expert_choice, 8, 2, 777, DType::f16, narrow + ",cluster1=2,cluster2=2");
   with(moe_sigmoid_group, 64, 8, 1000, DType::bf16, wide + ",cluster2=2", 1024, 1408);
+  // Three consumer warpgroups (block_m=192): blocks with rows for one, two or all three
+  // consumers, both GEMMs' widths, every routing mode's alignment, the layer's real widths.
+  const std::string tall =
+      "block_m=192,bn1=128,bk1=64,warps1=12,warps_m1=1,stages1=3,group1=0,prefetch1=0,epi1=0,"
+      "impl1=2,bn2=128,bk2=64,warps2=12,warps_m2=1,stages2=4,group2=8,prefetch2=0,epi2=0,"
+      "impl2=2" + tail;
+  with(moe_softmax_renorm, 8, 2, 1000, DType::bf16, tall);
+  with(moe_expert_choice, 8, 2, 777, DType::f16, tall);
+  with(moe_sigmoid_group, 64, 8, 1000, DType::bf16, tall, 1024, 1408);
   return out;
 }
 

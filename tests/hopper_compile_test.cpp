@@ -366,6 +366,9 @@ TEST(HopperCompile, MoeGemmWarpSpecialised) {
       {64, 256, 4, false, 8, 0, "bf16"},  {64, 64, 2, true, 0, 0, "bf16"},
       {128, 64, 4, true, 0, 0, "e4m3"},   {64, 64, 6, true, 8, 1, "e4m3"},
       {128, 256, 4, false, 8, 0, "e4m3"},
+      // Three consumer warpgroups (512 threads, 128 registers each at launch).
+      {192, 128, 3, true, 0, 0, "bf16"},  {192, 64, 4, true, 8, 1, "fp16"},
+      {192, 128, 4, false, 8, 0, "bf16"},
   };
   const auto name = [](const Point& p) {
     return std::string("ktune::moe_gemm_ws_kernel<ktune::") + p.type + ", " +
@@ -388,7 +391,8 @@ TEST(HopperCompile, MoeGemmWarpSpecialised) {
   batch.push_back({{"moe/gemm_ws_sm90.cuh", name(sample[0])}, "sm_80", source});
   reasons.emplace_back();
   consumers.push_back(2);
-  const Point bad[] = {{128, 256, 3, true, 0, 0, "bf16"}, {128, 128, 5, true, 0, 0, "bf16"}};
+  const Point bad[] = {{128, 256, 3, true, 0, 0, "bf16"}, {128, 128, 5, true, 0, 0, "bf16"},
+                       {192, 256, 3, false, 8, 0, "bf16"}, {192, 128, 4, true, 0, 0, "bf16"}};
   for (const Point& p : bad) {
     const char* why = moe_gemm_ws_invalid_reason(p.bm, p.bn, p.stages, p.gated, p.group, p.gather);
     ASSERT_NE(why, nullptr) << name(p);

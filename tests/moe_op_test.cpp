@@ -14,6 +14,7 @@
 #include "ktune/error.hpp"
 #include "runtime/core/compiler.hpp"
 #include "search/space.hpp"
+#include "search/strategy.hpp"
 #include "templates/moe/gemm_sm90_args.h"
 #include "templates/moe/args.h"
 #include "templates/moe/gemm_args.h"
@@ -385,6 +386,83 @@ TEST(MoeSpace, ClusteredWarpSpecialisedGemm) {
       "cluster1=2 is the warp-specialised kernel's (impl1=2)"));
 }
 
+TEST(MoeSpace, ThreeConsumerWarpSpecialisedGemm) {
+  const DeviceInfo h100 = device("sm_90a");
+  const Problem p = problem(kMixtral, 4096);
+  const auto set = [&](Params& q, const char* n, std::int64_t v) {
+    q.values[op().param_index(n)] = v;
+  };
+  Params w = op().default_params(p, DType::bf16, h100);
+  ASSERT_EQ(op().param(w, "impl1"), 2);
+  ASSERT_EQ(op().param(w, "impl2"), 2);
+  set(w, "block_m", 192);
+  set(w, "warps1", 12);
+  set(w, "warps2", 12);
+  set(w, "bn1", 128);
+  set(w, "bn2", 128);
+  set(w, "stages1", 3);
+  set(w, "stages2", 4);
+  ASSERT_EQ(op().invalid_reason(w, p, DType::bf16, h100), std::nullopt)
+      << *op().invalid_reason(w, p, DType::bf16, h100);
+  std::size_t tall = 0;
+  for (const KernelSource& k : op().kernels(w, p, DType::bf16))
+    if (k.name_expression.find("moe_gemm_ws_kernel<ktune::bf16, 192, 128, ") != std::string::npos)
+      ++tall;
+  EXPECT_EQ(tall, 2u);
+  EXPECT_TRUE(contains(op().invalid_reason(w, p, DType::bf16, device("sm_80")).value_or(""),
+                       "needs an sm_90a device"));
+  const auto why = [&](const char* n, std::int64_t v) {
+    Params q = w;
+    set(q, n, v);
+    return op().invalid_reason(q, p, DType::bf16, h100).value_or("");
+  };
+  EXPECT_TRUE(contains(why("bn2", 256), "BLOCK_M 192 (512 threads")) << why("bn2", 256);
+  EXPECT_TRUE(contains(why("stages1", 4), "shared memory above 227 KiB")) << why("stages1", 4);
+  EXPECT_TRUE(contains(why("warps1", 8), "warps1=12 at block_m=192")) << why("warps1", 8);
+  EXPECT_TRUE(contains(why("persist2", 2), "at block_m=192 (three consumer warpgroups)"))
+      << why("persist2", 2);
+  EXPECT_TRUE(contains(why("cluster1", 2), "cluster1=1")) << why("cluster1", 2);
+  EXPECT_TRUE(contains(why("impl2", 0), "BLOCK_M must be 16, 32, 64, 128 or 256"))
+      << why("impl2", 0);
+  EXPECT_TRUE(contains(why("impl1", 1), "takes block_m 64 or 128, not 192")) << why("impl1", 1);
+  // The mma.sync and wgmma kernels take no 12-warp tiles.
+  Params m = op().default_params(problem(kMixtral, 16), DType::bf16, h100);
+  set(m, "warps1", 12);
+  EXPECT_TRUE(contains(op().invalid_reason(m, problem(kMixtral, 16), DType::bf16, h100)
+                           .value_or(""),
+                       "WARPS must be 1, 2, 4 or 8"));
+}
+
+// The staged sweep (the op's default strategy) reaches block_m=192 where experts get more than
+// 128 rows, though the default's other tunables are invalid there (its repair finds 12 warps,
+// 128-column gemm2 tiles and three stages), and never there on sm_80.
+TEST(MoeSpace, StagedSweepReachesThreeConsumerTiles) {
+  for (const char* arch : {"sm_90a", "sm_80"})
+    for (std::int64_t t : {1024, 4096}) {
+      const DeviceInfo dev = device(arch);
+      const Problem p = problem(kMixtral, t);
+      const Space space(op(), p, DType::bf16, dev);
+      std::unique_ptr<Strategy> staged = make_space_strategy(
+          space, "staged", op().default_params(p, DType::bf16, dev), 0);
+      std::size_t tall = 0, n = 0;
+      for (std::vector<Params> batch = staged->next_batch(); !batch.empty();
+           batch = staged->next_batch())
+        for (const Params& q : batch) {
+          ++n;
+          EXPECT_EQ(space.check(q), std::nullopt) << op().params_key(q);
+          if (op().param(q, "block_m") == 192) ++tall;
+          // Fake times that favour nothing in particular: the point's position.
+          staged->report(q, 100.0 + static_cast<double>(n % 7));
+        }
+      std::printf("%s t=%lld: %zu points, %zu at block_m=192\n", arch,
+                  static_cast<long long>(t), n, tall);
+      if (std::string(arch) == "sm_90a")
+        EXPECT_GT(tall, 10u) << "t=" << t << ": " << n << " points";
+      else
+        EXPECT_EQ(tall, 0u) << "t=" << t;
+    }
+}
+
 TEST(MoeSpace, WarpSpecialisedGemmIsATunable) {
   const DeviceInfo h100 = device("sm_90a");
   const Problem p = problem(kMixtral, 4096);
@@ -447,8 +525,8 @@ TEST(MoeSpace, WarpSpecialisedGemmIsATunable) {
                        "gemm1 warp-specialised tile: more than 128 fp32 accumulators"));
   EXPECT_TRUE(contains(reason("stages1", 6), "gemm1 warp-specialised tile: shared memory above "
                                              "227 KiB"));
-  EXPECT_TRUE(contains(reason("block_m", 32), "impl1=2 (warp-specialised wgmma) takes block_m 64 "
-                                              "or 128"));
+  EXPECT_TRUE(contains(reason("block_m", 32), "impl1=2 (warp-specialised wgmma) takes block_m 64, "
+                                              "128 or 192"));
   EXPECT_TRUE(contains(reason("split2", 2), "split2=2 is the mma.sync gemm2's (impl2=0)"));
   // 64-row tiles: one consumer warpgroup, 256 threads; six stages of a 64 x 128 gemm2 fit.
   Params narrow = w;

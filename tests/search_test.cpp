@@ -206,6 +206,38 @@ TEST(Strategy, StagedSurvivesFailuresAndUnrepairableOuterValues) {
   EXPECT_LE(n, 18u);
 }
 
+// An outer value whose only valid points differ from the start in two groups at once: the
+// one-group repair misses them (every single-group change keeps a reason), the op's fit_outer
+// moves the start there first.
+TEST(Strategy, StagedFitsTheStartToAnOuterValue) {
+  const std::vector<std::vector<std::int64_t>> values = {{0, 1}, {0, 1, 2}, {0, 1, 2}};
+  const auto check = [](const Params& p) -> std::optional<std::string> {
+    if (p.values[0] == 1 && (p.values[1] != 2 || p.values[2] != 2))
+      return std::string("outer 1 takes 2 and 2");
+    return std::nullopt;
+  };
+  const auto outer_one = [](const std::vector<Params>& got) {
+    return std::count_if(got.begin(), got.end(), [](const Params& p) { return p.values[0] == 1; });
+  };
+  const auto run = [&](StagedStrategy s) {
+    std::vector<Params> got;
+    for (std::vector<Params> batch = s.next_batch(); !batch.empty(); batch = s.next_batch())
+      for (const Params& p : batch) {
+        EXPECT_EQ(check(p), std::nullopt);
+        got.push_back(p);
+        s.report(p, 1.0 + static_cast<double>(got.size()));
+      }
+    return got;
+  };
+  EXPECT_EQ(outer_one(run(StagedStrategy(values, check, Params{{0, 0, 0}}, {0}, {{1}, {2}}))), 0);
+  const StagedStrategy::Fit fit = [](Params p) {
+    if (p.values[0] == 1) p.values[1] = p.values[2] = 2;
+    return p;
+  };
+  EXPECT_EQ(outer_one(run(StagedStrategy(values, check, Params{{0, 0, 0}}, {0}, {{1}, {2}}, fit))),
+            1);
+}
+
 // An observed point is never proposed, and wins its group when it is the fastest.
 TEST(Strategy, StagedLearnsFromObservedPoints) {
   const std::vector<std::vector<std::int64_t>> values = {{0, 1}, {0, 1, 2}, {0, 1}};

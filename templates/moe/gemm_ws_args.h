@@ -46,7 +46,7 @@ enum MoeWsGather : int {
   moe_ws_gather_tma = 1,       // one 128-byte TMA box per row, issued by the producer's warp 0
 };
 
-/// Consumer warpgroups of moe_gemm_ws_kernel: one per 64 rows of BLOCK_M.
+/// Consumer warpgroups of moe_gemm_ws_kernel: one per 64 rows of BLOCK_M (1 to 3).
 KTUNE_MOE_HD constexpr int moe_gemm_ws_consumers(int block_m) { return block_m / 64; }
 
 /// Threads of moe_gemm_ws_kernel: the producer warpgroup and one consumer warpgroup per 64 rows.
@@ -73,9 +73,12 @@ KTUNE_MOE_HD constexpr unsigned moe_gemm_ws_smem_bytes(int block_m, int block_n,
 KTUNE_MOE_HD constexpr const char* moe_gemm_ws_invalid_reason(int block_m, int block_n,
                                                               int stages, bool gated,
                                                               int group_m = 0, int gather = 0) {
-  if (block_m != 64 && block_m != 128)
-    return "BLOCK_M must be 64 or 128 (one consumer warpgroup per 64 rows)";
+  if (block_m != 64 && block_m != 128 && block_m != 192)
+    return "BLOCK_M must be 64, 128 or 192 (one consumer warpgroup per 64 rows)";
   if (block_n != 64 && block_n != 128 && block_n != 256) return "BLOCK_N must be 64, 128 or 256";
+  if (block_m == 192 && block_n > 128)
+    return "BLOCK_M 192 (512 threads: 128 registers a thread at launch) takes BLOCK_N at most "
+           "128 (one wgmma's accumulators and operands need more than 128 registers at 256)";
   if (stages < 2 || stages > 8) return "STAGES must be 2 to 8";
   if (moe_gemm_sm90_acc_regs(block_n, gated) > 128)
     return "more than 128 fp32 accumulators per consumer thread (GATED counts gate and up)";

@@ -66,6 +66,12 @@ struct WsRegisters {
   static constexpr int CONSUMER = 232;
 };
 
+/// Three consumer warpgroups (BLOCK_M 192, 512 threads): 128 x 24 + 384 x 160 = 64512.
+struct WsRegisters3 {
+  static constexpr int PRODUCER = 24;
+  static constexpr int CONSUMER = 160;
+};
+
 /// A consumer warpgroup's wgmmas of the k-tile in the ring slot at st (its A rows at st + a_off,
 /// the NB weight tiles from st + a_bytes, w_bytes apart) into d, committed as one group; fresh:
 /// the first overwrites d. CP_GATHER: the A rows arrived by cp.async (generic proxy writes).
@@ -121,8 +127,12 @@ constexpr int kWsTableFull = 1, kWsTableFree = 3, kWsProducer = 5;
 /// is moe_gemm_kernel's MoeGemmArgs and whose tensor maps gemm_ws_args.h describes.
 ///
 /// T: bf16 or fp16 (a, w, out), or e4m3 (a and w, dequantised by args.a_scale and args.w_scale
-/// as moe_gemm_kernel's; out bf16). BLOCK_M: rows per CTA (64 or 128: one consumer warpgroup
-/// per 64), equal to the align kernel's block_m. BLOCK_N: output columns per CTA (64, 128, 256;
+/// as moe_gemm_kernel's; out bf16). BLOCK_M: rows per CTA (64, 128 or 192: one consumer
+/// warpgroup per 64), equal to the align kernel's block_m. 192 (three consumers at 160 registers,
+/// the producer at 24) reads each weight tile once for 192 rows: fewer tiles per expert where
+/// experts get 129-192 or 257-384 rows, 56 KiB of L2 reads per 6.3 MFLOP against 48 per 4.2 at
+/// 128 (gemm1's L2 bound, benchmarks/moe/NOTES.md); BLOCK_N then at most 128. BLOCK_N: output
+/// columns per CTA (64, 128, 256;
 /// GATED: of act, 2 * BLOCK_N rows of w1 are read, so at most 128). The reduction step is one
 /// swizzled 128-byte row (64 16-bit elements, 128 e4m3).
 /// STAGES: ring depth, 2 to 8. GROUP_M: CTA order as moe_gemm_kernel's. GATHER: gemm1's row
@@ -150,10 +160,13 @@ template <typename T, int BLOCK_M, int BLOCK_N, int STAGES, bool GATED, int GROU
 __global__ void __launch_bounds__(128 + BLOCK_M * 2, 1)
     moe_gemm_ws_kernel(const __grid_constant__ MoeGemmWsArgs wargs) {
   static_assert(sizeof(T) == 2 || sizeof(T) == 1, "T must be bf16, fp16 or e4m3");
-  static_assert(BLOCK_M == 64 || BLOCK_M == 128,
-                "BLOCK_M must be 64 or 128 (one consumer warpgroup per 64 rows)");
+  static_assert(BLOCK_M == 64 || BLOCK_M == 128 || BLOCK_M == 192,
+                "BLOCK_M must be 64, 128 or 192 (one consumer warpgroup per 64 rows)");
   static_assert(BLOCK_N == 64 || BLOCK_N == 128 || BLOCK_N == 256,
                 "BLOCK_N must be 64, 128 or 256");
+  static_assert(BLOCK_M != 192 || BLOCK_N <= 128,
+                "BLOCK_M 192 (512 threads: 128 registers a thread at launch) takes BLOCK_N at most "
+                "128 (one wgmma's accumulators and operands need more than 128 registers at 256)");
   static_assert(STAGES >= 2 && STAGES <= 8, "STAGES must be 2 to 8");
   static_assert(moe_gemm_sm90_acc_regs(BLOCK_N, GATED) <= 128,
                 "more than 128 fp32 accumulators per consumer thread (GATED counts gate and up)");
@@ -322,7 +335,8 @@ __global__ void __launch_bounds__(128 + BLOCK_M * 2, 1)
 
   if (wgrp::warpgroup_index() == 0) {
     // ---- producer ----
-    if constexpr (CONSUMERS > 1) wgrp::setmaxnreg_dec<moe::WsRegisters::PRODUCER>();
+    if constexpr (CONSUMERS == 3) wgrp::setmaxnreg_dec<moe::WsRegisters3::PRODUCER>();
+    else if constexpr (CONSUMERS > 1) wgrp::setmaxnreg_dec<moe::WsRegisters::PRODUCER>();
     if constexpr (CP_GATHER) {
       // Every thread copies its chunks of the rows (ws_gather_rows); thread 0 also issues the
       // weights.
@@ -368,7 +382,8 @@ __global__ void __launch_bounds__(128 + BLOCK_M * 2, 1)
     griddep_launch_dependents();
   } else {
     // ---- consumers ----
-    if constexpr (CONSUMERS > 1) wgrp::setmaxnreg_inc<moe::WsRegisters::CONSUMER>();
+    if constexpr (CONSUMERS == 3) wgrp::setmaxnreg_inc<moe::WsRegisters3::CONSUMER>();
+    else if constexpr (CONSUMERS > 1) wgrp::setmaxnreg_inc<moe::WsRegisters::CONSUMER>();
     const int c = wgrp::warpgroup_index() - 1;
     const int gtid = wgrp::thread_in_warpgroup();
     const int lane = tid & 31;

@@ -456,10 +456,11 @@ class MoeOp final : public Op {
               {"topk_group", 1, kMaxGroups, {}, 1, "groups kept per token (sigmoid_group; else 1)",
                true}},
         tunables_{
-            {"block_m", {16, 32, 64, 128}, "GEMM rows per block = align padding per expert"},
+            {"block_m", {16, 32, 64, 128, 192},
+             "GEMM rows per block = align padding per expert (192: impl1=impl2=2 only)"},
             {"bn1", {32, 64, 128, 256}, "gemm1 act columns per block (2x rows of w1: gate and up)"},
             {"bk1", {32, 64, 128, 256}, "gemm1 reduction step per ring slot"},
-            {"warps1", {2, 4, 8}, "gemm1 warps per block"},
+            {"warps1", {2, 4, 8, 12}, "gemm1 warps per block (12: impl1=2 at block_m=192)"},
             {"warps_m1", {1, 2}, "gemm1 warps along M (the rest along N)"},
             {"stages1", {2, 3, 4, 6}, "gemm1 cp.async ring depth"},
             {"group1", {0, 8}, "gemm1 CTA order: 0 launch order; 8: groups of 8 row blocks run "
@@ -474,7 +475,7 @@ class MoeOp final : public Op {
              "64 rows)"},
             {"bn2", {32, 64, 128, 256}, "gemm2 output columns per block"},
             {"bk2", {32, 64, 128, 256}, "gemm2 reduction step per ring slot"},
-            {"warps2", {2, 4, 8}, "gemm2 warps per block"},
+            {"warps2", {2, 4, 8, 12}, "gemm2 warps per block (as warps1)"},
             {"warps_m2", {1, 2}, "gemm2 warps along M (the rest along N)"},
             {"stages2", {2, 3, 4, 6}, "gemm2 cp.async ring depth"},
             {"group2", {0, 8}, "gemm2 CTA order (as group1)"},
@@ -1041,7 +1042,26 @@ class MoeOp final : public Op {
              {"stages2", "group2", "prefetch2", "epi2", "split2", "persist2", "cluster2"},
              {"align_chunk"},
              {"route_lanes", "route_vec", "fuse_route"},
-             {"combine_vec"}}};
+             {"combine_vec"}},
+            [this](Params p) { return fit_block_m(std::move(p)); }};
+  }
+
+  /// The staged sweep's start for an outer block_m: 192 is the three-consumer warp-specialised
+  /// kernels' alone, and needs four groups changed at once (both impls, 12 warps each, gemm2 at
+  /// most 128 columns, gemm1 at most 3 stages), more than its one-group repair finds.
+  Params fit_block_m(Params p) const {
+    if (p.values[kBlockM] != 192) return p;
+    for (const char* n : {"impl1", "impl2"}) p.values[param_index(n)] = 2;
+    for (const char* n : {"warps1", "warps2"}) p.values[param_index(n)] = 12;
+    for (const char* n : {"warps_m1", "warps_m2", "cluster1", "cluster2"})
+      p.values[param_index(n)] = 1;
+    for (const char* n : {"prefetch1", "prefetch2", "epi1", "epi2", "persist1", "persist2"})
+      p.values[param_index(n)] = 0;
+    for (const char* n : {"bk1", "bk2"}) p.values[param_index(n)] = 64;
+    p.values[param_index("split2")] = 1;
+    p.values[param_index("bn2")] = std::min<std::int64_t>(p.values[param_index("bn2")], 128);
+    p.values[param_index("stages1")] = std::min<std::int64_t>(p.values[param_index("stages1")], 3);
+    return p;
   }
   std::string_view default_strategy() const override { return "staged"; }
   std::string_view bucket_dim() const override { return "t"; }
@@ -1354,9 +1374,14 @@ class MoeOp final : public Op {
         // rows (its warps tunable counts the consumers' warps), k step 64, its own ring.
         const std::string n = gated ? "1" : "2";
         const std::string name = "impl" + n + "=2";
-        if (c.block_m != 64 && c.block_m != 128)
-          return name + " (warp-specialised wgmma) takes block_m 64 or 128, not " +
+        if (c.block_m != 64 && c.block_m != 128 && c.block_m != 192)
+          return name + " (warp-specialised wgmma) takes block_m 64, 128 or 192, not " +
                  str(c.block_m);
+        if (c.block_m == 192 && (g.persist || g.cluster > 1 || c.fp8))
+          return name + " at block_m=192 (three consumer warpgroups) runs one 16-bit tile per "
+                 "CTA: persist" + n + "=0, cluster" + n + "=1, bf16 or fp16 (persist" + n + "=" +
+                 str(g.persist) + ", cluster" + n + "=" + str(g.cluster) +
+                 (c.fp8 ? ", e4m3)" : ")");
         if (g.warps != c.block_m / 16)
           return name + " runs one consumer warpgroup per 64 rows (plus a producer warpgroup): "
                  "warps" + n + "=" + str(c.block_m / 16) + " at block_m=" + str(c.block_m) +
