@@ -265,6 +265,9 @@ TEST(MoeSpace, SharedMemoryAgainstTheDevice) {
 }
 
 // The wgmma GEMM (impl1/impl2 = 1): its own shape rules, sm_90a only, its kernel and launch.
+/// Sets tunable `n` of q to v.
+void set(Params& q, const char* n, std::int64_t v) { q.values[op().param_index(n)] = v; }
+
 TEST(MoeSpace, WgmmaGemmIsATunable) {
   const DeviceInfo h100 = device("sm_90a");
   const Problem p = problem(kMixtral, 4096);
@@ -287,9 +290,6 @@ TEST(MoeSpace, WgmmaGemmIsATunable) {
     EXPECT_EQ(op().invalid_reason(d, q, DType::bf16, h100), std::nullopt) << shape << " t=" << t;
   }
   EXPECT_EQ(op().param(op().default_params(p, DType::bf16, device("sm_80")), "impl1"), 0);
-  const auto set = [&](Params& q, const char* n, std::int64_t v) {
-    q.values[op().param_index(n)] = v;
-  };
   set(w, "block_m", 128);
   for (const char* n : {"impl1", "impl2"}) set(w, n, 1);
   for (const char* n : {"warps1", "warps2"}) set(w, n, 8);
@@ -389,9 +389,6 @@ TEST(MoeSpace, ClusteredWarpSpecialisedGemm) {
 TEST(MoeSpace, ThreeConsumerWarpSpecialisedGemm) {
   const DeviceInfo h100 = device("sm_90a");
   const Problem p = problem(kMixtral, 4096);
-  const auto set = [&](Params& q, const char* n, std::int64_t v) {
-    q.values[op().param_index(n)] = v;
-  };
   Params w = op().default_params(p, DType::bf16, h100);
   ASSERT_EQ(op().param(w, "impl1"), 2);
   ASSERT_EQ(op().param(w, "impl2"), 2);
@@ -466,9 +463,6 @@ TEST(MoeSpace, StagedSweepReachesThreeConsumerTiles) {
 TEST(MoeSpace, WarpSpecialisedGemmIsATunable) {
   const DeviceInfo h100 = device("sm_90a");
   const Problem p = problem(kMixtral, 4096);
-  const auto set = [&](Params& q, const char* n, std::int64_t v) {
-    q.values[op().param_index(n)] = v;
-  };
   Params w = op().default_params(p, DType::bf16, h100);
   set(w, "block_m", 128);
   for (const char* n : {"impl1", "impl2"}) set(w, n, 2);
