@@ -2,8 +2,9 @@
 # default): gpu_hopper_test's multicast case (when the bundle has it) and gpu_moe_op_test's
 # warp-specialised and graph cases (persistent ones on 5 CTAs, clusters of two among them), then
 # a staged sweep per token bucket whose trials pair each persist1/persist2 = 1 or 2 and
-# cluster1/cluster2 = 2 point with the same point at the default, then the layer bench from that
-# database against the default. STEP: any of "test sweep bench" (default all).
+# cluster1/cluster2 = 2 point with the same point at the default, and the best point of each
+# block_m (192: three consumer warpgroups), then the layer bench from that database against the
+# default. STEP: any of "test sweep bench" (default all).
 set -u
 G=${G:-.gpu}
 export LD_LIBRARY_PATH=$PWD/$G/lib KTUNE_CACHE_DIR=${KTUNE_CACHE_DIR:-$(mktemp -d)}
@@ -40,6 +41,14 @@ for prob in sorted({p for p, _ in t}):
           ",".join(re.findall(r"(?:persist|cluster)\d=\d", best[1])) or "no variant")
     variants = ["persist1=1", "persist1=2", "persist2=1", "persist2=2", "cluster1=2",
                 "cluster2=2"]
+    # The best point of each block_m (192: three consumer warpgroups) in the same sweep.
+    per_bm = {}
+    for (p, k), v in t.items():
+        if p == prob:
+            bm = re.search(r"block_m=(\d+)", k).group(1)
+            per_bm[bm] = min(per_bm.get(bm, v), v)
+    print("  best per block_m: " + ", ".join(
+        f"{bm}: {v:.1f} us" for bm, v in sorted(per_bm.items(), key=lambda x: int(x[0]))))
     for variant in variants:
         r = [v / t[(p, k.replace("," + variant, ""))] for (p, k), v in t.items()
              if p == prob and variant in k and (p, k.replace("," + variant, "")) in t]
