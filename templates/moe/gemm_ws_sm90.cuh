@@ -132,9 +132,8 @@ constexpr int kWsTableFull = 1, kWsTableFree = 3, kWsProducer = 5;
 /// the producer at 24) reads each weight tile once for 192 rows: fewer tiles per expert where
 /// experts get 129-192 or 257-384 rows, 56 KiB of L2 reads per 6.3 MFLOP against 48 per 4.2 at
 /// 128 (gemm1's L2 bound, benchmarks/moe/NOTES.md); BLOCK_N then at most 128. BLOCK_N: output
-/// columns per CTA (64, 128, 256;
-/// GATED: of act, 2 * BLOCK_N rows of w1 are read, so at most 128). The reduction step is one
-/// swizzled 128-byte row (64 16-bit elements, 128 e4m3).
+/// columns per CTA (64, 128, 256; GATED: of act, 2 * BLOCK_N rows of w1 are read, so at most
+/// 128). The reduction step is one swizzled 128-byte row (64 16-bit elements, 128 e4m3).
 /// STAGES: ring depth, 2 to 8. GROUP_M: CTA order as moe_gemm_kernel's. GATHER: gemm1's row
 /// gather (MoeWsGather; cp.async measured 3.5-4x faster than a TMA box per row on the H100);
 /// ignored by gemm2.
