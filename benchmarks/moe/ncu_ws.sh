@@ -7,6 +7,7 @@
 # active share and the warps' stall reasons: the question is whether gemm1 (128 x 256 weight
 # columns per k-tile of 64: A 16 KiB + W 32 KiB per 4.2 MFLOP, 87 flop/byte from L2) is bound by
 # L2 bandwidth (benchmarks/moe/SM90.md, "L2 traffic"). Logs under $OUT, a table last.
+# SKIP_DENSE=1 leaves out the cuBLAS GEMM.
 #   G=.gpu-m RUNS="mixtral:1024 mixtral:4096 deepseek:4096" benchmarks/moe/ncu_ws.sh
 set -u
 G=${G:-.gpu}
@@ -30,6 +31,7 @@ for run in ${RUNS:-mixtral:1024 mixtral:4096}; do
     --layer "$layer" --tokens "$t" --calls 4 > "$OUT/ncu_${layer}_$t.log" 2>&1
   echo "ncu $run rc=$?"
 done
+if [ -z "${SKIP_DENSE:-}" ]; then
 # The dense GEMM of gemm1's work at Mixtral T=1024 (2048 rows; gate and up: 28672 columns; k
 # 4096) through cuBLAS: the L2 throughput and tensor share it reaches for the same flops.
 cat > "$OUT/dense.py" <<'PY'
@@ -44,6 +46,7 @@ timeout ${NCU_LIMIT:-150} ncu --clock-control none --section SpeedOfLight --metr
   -k regex:"gemm|sm90|nvjet" --launch-skip 4 --launch-count 1 python3 "$OUT/dense.py" \
   > "$OUT/ncu_dense.log" 2>&1
 echo "ncu dense rc=$?"
+fi
 KEEP="^  [a-z_]*(moe_gemm|gemm|sm90|nvjet)[^ ]*|gpu__time_duration.sum|lts__t_bytes.sum.per_second"
 KEEP="$KEEP|lts__throughput|tensor_op_(g|h)mma"
 KEEP="$KEEP|stalled_(long_scoreboard|barrier|wait|math_pipe|mio|dispatch|sleeping)"
