@@ -17,7 +17,7 @@ if [[ $STEP == *test* ]]; then
     echo "gpu_hopper_test *Multicast* rc=$?"; grep -E "Failure|^\[  (PASSED|FAILED)" \
       $OUT/hopper_test.log | head -5
   fi
-  timeout ${TEST_LIMIT:-150} stdbuf -oL $G/tests/gpu_moe_op_test \
+  timeout ${TEST_LIMIT:-300} stdbuf -oL $G/tests/gpu_moe_op_test \
     --gtest_filter='*WarpSpecialised*:*Graph*' > $OUT/moe_test.log 2>&1
   echo "gpu_moe_op_test rc=$?"; grep -E "Failure|of .*; y" $OUT/moe_test.log | head -5
   grep -E "^\[  (PASSED|FAILED) " $OUT/moe_test.log
