@@ -59,17 +59,15 @@
 namespace ktune {
 namespace moe {
 
-/// Registers per thread after reallocation with two consumer warpgroups (384 threads): 128 x 40
-/// + 256 x 232 = 64512 of the 65536. One consumer (256 threads) keeps the launch bound's 255.
+/// Registers per thread after reallocation with CONSUMERS consumer warpgroups beside the
+/// producer's: two (384 threads) 128 x 40 + 256 x 232, three (BLOCK_M 192, 512 threads)
+/// 128 x 24 + 384 x 160, both 64512 of the 65536. One consumer (256 threads) keeps the launch
+/// bound's 255 and reallocates nothing.
+template <int CONSUMERS>
 struct WsRegisters {
-  static constexpr int PRODUCER = 40;
-  static constexpr int CONSUMER = 232;
-};
-
-/// Three consumer warpgroups (BLOCK_M 192, 512 threads): 128 x 24 + 384 x 160 = 64512.
-struct WsRegisters3 {
-  static constexpr int PRODUCER = 24;
-  static constexpr int CONSUMER = 160;
+  static_assert(CONSUMERS == 2 || CONSUMERS == 3, "registers are reallocated for 2 or 3 consumers");
+  static constexpr int PRODUCER = CONSUMERS == 3 ? 24 : 40;
+  static constexpr int CONSUMER = CONSUMERS == 3 ? 160 : 232;
 };
 
 /// A consumer warpgroup's wgmmas of the k-tile in the ring slot at st (its A rows at st + a_off,
@@ -334,8 +332,7 @@ __global__ void __launch_bounds__(128 + BLOCK_M * 2, 1)
 
   if (wgrp::warpgroup_index() == 0) {
     // ---- producer ----
-    if constexpr (CONSUMERS == 3) wgrp::setmaxnreg_dec<moe::WsRegisters3::PRODUCER>();
-    else if constexpr (CONSUMERS > 1) wgrp::setmaxnreg_dec<moe::WsRegisters::PRODUCER>();
+    if constexpr (CONSUMERS > 1) wgrp::setmaxnreg_dec<moe::WsRegisters<CONSUMERS>::PRODUCER>();
     if constexpr (CP_GATHER) {
       // Every thread copies its chunks of the rows (ws_gather_rows); thread 0 also issues the
       // weights.
@@ -381,8 +378,7 @@ __global__ void __launch_bounds__(128 + BLOCK_M * 2, 1)
     griddep_launch_dependents();
   } else {
     // ---- consumers ----
-    if constexpr (CONSUMERS == 3) wgrp::setmaxnreg_inc<moe::WsRegisters3::CONSUMER>();
-    else if constexpr (CONSUMERS > 1) wgrp::setmaxnreg_inc<moe::WsRegisters::CONSUMER>();
+    if constexpr (CONSUMERS > 1) wgrp::setmaxnreg_inc<moe::WsRegisters<CONSUMERS>::CONSUMER>();
     const int c = wgrp::warpgroup_index() - 1;
     const int gtid = wgrp::thread_in_warpgroup();
     const int lane = tid & 31;
@@ -560,7 +556,7 @@ __global__ void __launch_bounds__(128 + BLOCK_M * 2, 1)
   int block = 0, col_block = 0, expert = 0;
   if (wgrp::warpgroup_index() == 0) {
     // ---- producer: per tile, the row table, then its k-tiles into the ring ----
-    if constexpr (CONSUMERS > 1) wgrp::setmaxnreg_dec<moe::WsRegisters::PRODUCER>();
+    if constexpr (CONSUMERS > 1) wgrp::setmaxnreg_dec<moe::WsRegisters<CONSUMERS>::PRODUCER>();
     const T* x = static_cast<const T*>(args.a);
     int it = 0, iter = 0;
     for (int tile = next_tile(blockIdx.x, block, col_block, expert); tile < tiles;
@@ -614,7 +610,7 @@ __global__ void __launch_bounds__(128 + BLOCK_M * 2, 1)
     griddep_launch_dependents();
   } else {
     // ---- consumers: per tile, the k-tiles from the ring, then the epilogue ----
-    if constexpr (CONSUMERS > 1) wgrp::setmaxnreg_inc<moe::WsRegisters::CONSUMER>();
+    if constexpr (CONSUMERS > 1) wgrp::setmaxnreg_inc<moe::WsRegisters<CONSUMERS>::CONSUMER>();
     const int c = wgrp::warpgroup_index() - 1;
     const int gtid = wgrp::thread_in_warpgroup();
     const int lane = tid & 31;
@@ -755,7 +751,7 @@ __global__ void __launch_bounds__(128 + BLOCK_M * 2, 1)
 
   if (wgrp::warpgroup_index() == 0) {
     // ---- producer: per tile, the row table, then its k-tiles into the ring ----
-    if constexpr (CONSUMERS > 1) wgrp::setmaxnreg_dec<moe::WsRegisters::PRODUCER>();
+    if constexpr (CONSUMERS > 1) wgrp::setmaxnreg_dec<moe::WsRegisters<CONSUMERS>::PRODUCER>();
     const T* x = static_cast<const T*>(args.a);
     int it = 0, iter = 0;
     for (int tile = blockIdx.x;; ++iter) {
@@ -825,7 +821,7 @@ __global__ void __launch_bounds__(128 + BLOCK_M * 2, 1)
     griddep_launch_dependents();
   } else {
     // ---- consumers: per tile, the k-tiles from the ring, then the epilogue ----
-    if constexpr (CONSUMERS > 1) wgrp::setmaxnreg_inc<moe::WsRegisters::CONSUMER>();
+    if constexpr (CONSUMERS > 1) wgrp::setmaxnreg_inc<moe::WsRegisters<CONSUMERS>::CONSUMER>();
     const int c = wgrp::warpgroup_index() - 1;
     const int gtid = wgrp::thread_in_warpgroup();
     const int lane = tid & 31;
