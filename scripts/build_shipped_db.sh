@@ -25,7 +25,7 @@ done | awk '!seen[$0]++' > "$plan"
 echo "build_shipped_db: $(wc -l < "$plan") problem lines from $(ls plans/*.txt | wc -l) plans -> $work"
 grep '^moe[[:space:]]' "$plan" > "$moe_plan" || true
 sed -i '/^moe[[:space:]]/d' "$plan"
-"$ktune" sweep --plan "$plan" --strategy model --db "$work" "$@"
+if [ -s "$plan" ]; then "$ktune" sweep --plan "$plan" --strategy model --db "$work" "$@"; fi
 if [ -s "$moe_plan" ]; then "$ktune" sweep --plan "$moe_plan" --db "$work" "$@"; fi
 for a in "$@"; do [ "$a" = --dry-run ] && exit 0; done
 "$ktune" db ship "$work" "$out"
