@@ -30,24 +30,28 @@ using namespace ktune::attn;
 constexpr int kRowBytes = 4096;
 constexpr int kThreads = 256;
 
-// One CTA: rows [blockIdx.x * ROWS, +ROWS) of the matrix (ROWS x 4 KiB), R rows x C bytes per
-// stage, the K chunks of a group of R rows before the next group's.
-template <int ROWS, int R, int C, int STAGES>
-__global__ void __launch_bounds__(kThreads, 1) ring_kernel(const char* w, int* sink) {
+// One CTA of THREADS: rows [blockIdx.x * ROWS, +ROWS) of the matrix (rows of ROW_BYTES), R rows x
+// C bytes per stage, the K chunks of a group of R rows before the next group's. EXTRA bytes of
+// shared memory are allocated and unused (a GEMM's A tiles), so that as many CTAs share an SM
+// as in the GEMM the pattern comes from.
+template <int ROWS, int R, int C, int STAGES, int THREADS = kThreads, int ROW_BYTES = kRowBytes>
+__global__ void __launch_bounds__(THREADS) ring_kernel(const char* w, int* sink) {
   extern __shared__ __align__(128) unsigned char smem[];
   constexpr int kStage = R * C;
   constexpr int kChunks = kStage / 16;  // per stage
-  constexpr int kPerRow = kRowBytes / C;
+  constexpr int kPerRow = ROW_BYTES / C;
+  static_assert(ROW_BYTES % C == 0 && ROWS % R == 0, "whole stages");
   constexpr int kSteps = ROWS / R * kPerRow;
-  const char* base = w + static_cast<size_t>(blockIdx.x) * ROWS * kRowBytes;
+  const char* base = w + static_cast<size_t>(blockIdx.x) * ROWS * ROW_BYTES;
   const unsigned s0 = static_cast<unsigned>(__cvta_generic_to_shared(smem));
   auto load = [&](int step, int slot) {
-    const char* tile = base + static_cast<size_t>(step / kPerRow) * R * kRowBytes +
+    const char* tile = base + static_cast<size_t>(step / kPerRow) * R * ROW_BYTES +
                        (step % kPerRow) * C;
 #pragma unroll 4
-    for (int i = threadIdx.x; i < kChunks; i += kThreads) {
+    for (int i = threadIdx.x; i < kChunks; i += THREADS) {
       const int row = i / (C / 16), col = i % (C / 16);
-      cp_async_16(s0 + slot * kStage + i * 16, tile + static_cast<size_t>(row) * kRowBytes + col * 16);
+      cp_async_16(s0 + slot * kStage + i * 16,
+                  tile + static_cast<size_t>(row) * ROW_BYTES + col * 16);
     }
   };
 #pragma unroll
@@ -62,7 +66,8 @@ __global__ void __launch_bounds__(kThreads, 1) ring_kernel(const char* w, int* s
     const int next = step + STAGES - 1;
     if (next < kSteps) load(next, next % STAGES);
     cp_async_commit();
-    acc += reinterpret_cast<const int*>(smem + (step % STAGES) * kStage)[threadIdx.x];
+    const int* slot = reinterpret_cast<const int*>(smem + (step % STAGES) * kStage);
+    acc += slot[threadIdx.x % (kStage / 4)];
   }
   cp_async_wait<0>();
   if (acc == 0x12345678) *sink = acc;
@@ -102,16 +107,17 @@ double median_us(Launch launch, int reps = 30) {
   return t[t.size() / 2];
 }
 
-template <int ROWS, int R, int C, int STAGES>
+template <int ROWS, int R, int C, int STAGES, int THREADS = kThreads, int ROW_BYTES = kRowBytes,
+          int EXTRA = 0>
 void ring(const char* w, size_t bytes, int* sink, const char* what) {
-  constexpr int kSmem = STAGES * R * C;
-  auto k = ring_kernel<ROWS, R, C, STAGES>;
+  constexpr int kSmem = STAGES * R * C + EXTRA;
+  auto k = ring_kernel<ROWS, R, C, STAGES, THREADS, ROW_BYTES>;
   CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
   int per_sm = 0;
-  CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k, kThreads, kSmem));
-  const int ctas = static_cast<int>(bytes / (static_cast<size_t>(ROWS) * kRowBytes));
-  const double us = median_us([&] { k<<<ctas, kThreads, kSmem>>>(w, sink); });
-  const double read = static_cast<double>(ctas) * ROWS * kRowBytes;
+  CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k, THREADS, kSmem));
+  const int ctas = static_cast<int>(bytes / (static_cast<size_t>(ROWS) * ROW_BYTES));
+  const double us = median_us([&] { k<<<ctas, THREADS, kSmem>>>(w, sink); });
+  const double read = static_cast<double>(ctas) * ROWS * ROW_BYTES;
   std::printf("%-44s R=%3d C=%4d stages=%d smem=%3d KiB ctas/SM=%d ctas=%5d  %8.1f us  %.3f TB/s\n",
               what, R, C, STAGES, kSmem / 1024, per_sm, ctas, us, read / us * 1e-6);
 }
@@ -132,7 +138,8 @@ int main(int argc, char** argv) {
     char* b = nullptr;
     CHECK(cudaMalloc(&a, 1ull << 30));
     CHECK(cudaMalloc(&b, 1ull << 30));
-    const double us = median_us([&] { CHECK(cudaMemcpyAsync(b, a, 1ull << 30, cudaMemcpyDeviceToDevice)); }, 10);
+    const double us = median_us(
+        [&] { CHECK(cudaMemcpyAsync(b, a, 1ull << 30, cudaMemcpyDeviceToDevice)); }, 10);
     std::printf("%-44s %8.1f us  %.3f TB/s (read + write)\n", "copy 1 GiB D2D", us,
                 2.0 * (1ull << 30) / us * 1e-6);
     CHECK(cudaFree(a));
@@ -160,5 +167,16 @@ int main(int argc, char** argv) {
   ring<256, 128, 256, 6>(w, bytes, sink, "256 rows, stages of 128 x 256 B, 6 deep");
   ring<128, 64, 256, 6>(w, bytes, sink, "128 rows, stages of 64 x 256 B, 6 deep (2/SM)");
   ring<128, 8, 4096, 6>(w, bytes, sink, "128 rows, 8 whole rows x 6 deep");
+  // The tuned DeepSeek-like T=128 GEMMs on the H200 (2026-12-02; ncu: gemm1 87 %, gemm2 83 % of
+  // DRAM peak at 12 warps per SM): each CTA's ring as the GEMM holds it, A tiles' shared memory
+  // reserved, so as many CTAs share an SM. gemm1 (block_m=32, bn1=64, bk1=64, 4 warps, 3
+  // stages): 128 gate + up rows x 128 B a stage, 3 CTAs/SM; gemm2 (bn2=64, bk2=64, 2 warps, 3
+  // stages, K = I = 1408: rows of 2816 B): 64 rows x 128 B a stage, 6 CTAs/SM. Then the same
+  // streams one CTA per SM with a deep ring (what a producer warp with TMA would hold).
+  ring<128, 128, 128, 3, 128, 4096, 3 * 32 * 128>(w, bytes, sink, "gemm1 as tuned: 3 x 16 KiB");
+  ring<64, 64, 128, 3, 64, 2816, 3 * 32 * 128>(w, bytes, sink, "gemm2 as tuned: 3 x 8 KiB");
+  ring<128, 128, 128, 12, 128, 4096>(w, bytes, sink, "gemm1 rows, 1 CTA/SM: 12 x 16 KiB");
+  ring<64, 64, 128, 24, 128, 2816>(w, bytes, sink, "gemm2 rows, 1 CTA/SM: 24 x 8 KiB");
+  ring<64, 64, 128, 6, 64, 2816, 6 * 32 * 128>(w, bytes, sink, "gemm2 rows, 6 deep: 6 x 8 KiB");
   return 0;
 }
