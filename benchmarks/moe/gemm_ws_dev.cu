@@ -26,32 +26,14 @@
 
 #include "moe/gemm_sm90.cuh"
 #include "moe/gemm_ws_sm90.cuh"
+#include "benchmarks/moe/dev_tma.hpp"
 #include "benchmarks/moe/dev_util.cuh"
 #include "tests/support/moe_gemm_reference.hpp"
 
 using namespace ktune;
 using namespace ktune::test;
 
-// ---- tensor maps ----
-
-tma::TensorMap encode(const void* ptr, bool bf16, std::vector<cuuint64_t> dims,
-                      std::vector<cuuint64_t> strides, std::vector<cuuint32_t> box) {
-  CUtensorMap m;
-  std::vector<cuuint32_t> steps(dims.size(), 1);
-  const CUresult r = cuTensorMapEncodeTiled(
-      &m, bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
-      static_cast<cuuint32_t>(dims.size()), const_cast<void*>(ptr), dims.data(), strides.data(),
-      box.data(), steps.data(), CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-      CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS) {
-    std::fprintf(stderr, "cuTensorMapEncodeTiled failed: %d\n", static_cast<int>(r));
-    std::exit(2);
-  }
-  tma::TensorMap t;
-  static_assert(sizeof t == sizeof m, "128 bytes");
-  std::memcpy(&t, &m, sizeof t);
-  return t;
-}
+// ---- tensor maps (encode: benchmarks/moe/dev_tma.hpp) ----
 
 /// gemm1's maps: x [x_rows, H] box 64 x 1; w1 as {H, I, 2, E} box 64 x bn.
 MoeGemmWsArgs ws_args1(const MoeGemmArgs& a, bool bf16, int x_rows, int E, int bn) {
