@@ -9,7 +9,7 @@
 //   check: each configuration's pair_out, NaN-poisoned first, against a double reference on
 //          every 5th pair and 3rd column (padding rows are never stored); the mma.sync kernel's
 //          likewise.
-//   time:  both, CUDA events, median of 30 launches after 3, DeepSeek-like gemm2 (E=64, k=8,
+//   time:  both (dev_util.cuh's time_ms: the median of 5 batches), DeepSeek-like gemm2 (E=64, k=8,
 //          H=2048, I=1408) at T = 16, 32, 64, 128 with uniform random routing; TB/s on the
 //          weights of the experts touched.
 //
@@ -31,6 +31,7 @@
 
 #include "benchmarks/dev_check.hpp"
 #include "benchmarks/moe/dev_tma.hpp"
+#include "benchmarks/moe/dev_util.cuh"
 #include "common/mbarrier.cuh"
 #include "common/tma.cuh"
 #include "common/types.cuh"
@@ -224,27 +225,6 @@ struct Layout {
   }
 };
 
-template <class F>
-float median_us(F launch) {
-  cudaEvent_t a, b;
-  CK(cudaEventCreate(&a));
-  CK(cudaEventCreate(&b));
-  for (int i = 0; i < 3; ++i) launch();
-  std::vector<float> t;
-  for (int i = 0; i < 30; ++i) {
-    CK(cudaEventRecord(a));
-    launch();
-    CK(cudaEventRecord(b));
-    CK(cudaEventSynchronize(b));
-    float ms = 0;
-    CK(cudaEventElapsedTime(&ms, a, b));
-    t.push_back(ms * 1000.f);
-  }
-  CK(cudaGetLastError());
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
-
 struct Problem {
   int E, H, I, pairs;
   std::vector<int> ids;
@@ -313,7 +293,7 @@ void run_swap(Problem& pr, const Layout& lay, double ref_us) {
   std::snprintf(what, sizeof what, "swap NT=%d BW=%d stages=%d (%u KiB, %d/SM)", NT, BW, STAGES,
                 smem / 1024, per_sm);
   check(pr, what);
-  const float us = median_us([&] { k<<<grid, 160, smem>>>(a); });
+  const float us = 1000.f * time_ms([&](int) { k<<<grid, 160, smem>>>(a); });
   const double bytes = static_cast<double>(pr.touched) * pr.H * pr.I * 2;
   std::printf("  %-44s %8.1f us  %.2f TB/s  %.3fx the mma.sync kernel's time\n", what, us,
               bytes / us * 1e-6, us / ref_us);
@@ -331,7 +311,7 @@ double run_mma(Problem& pr, const Layout& lay) {
   k<<<grid, 64, smem>>>(a);
   CK(cudaDeviceSynchronize());
   check(pr, "mma.sync 32x64x64, 2 warps, 3 stages (tuned)");
-  const float us = median_us([&] { k<<<grid, 64, smem>>>(a); });
+  const float us = 1000.f * time_ms([&](int) { k<<<grid, 64, smem>>>(a); });
   const double bytes = static_cast<double>(pr.touched) * pr.H * pr.I * 2;
   std::printf("  %-44s %8.1f us  %.2f TB/s\n", "mma.sync 32x64x64, 2 warps, 3 stages (tuned)", us,
               bytes / us * 1e-6);
