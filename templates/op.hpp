@@ -178,7 +178,8 @@ struct KernelLaunch {
   // short second kernel (a combine); ignored where the device or the driver lacks it.
   bool programmatic = false;
   // CTAs per thread block cluster along x (compute capability 9.0 and later): 1 for none; grid[0]
-  // must be a multiple of it. A kernel that names a cluster needs it (it is not ignored).
+  // must be a multiple of it. A kernel that names a cluster needs it (it is not ignored). Above 8
+  // (non-portable; Hopper takes 16) CudaLauncher allows it on the kernel first.
   unsigned cluster = 1;
 };
 

@@ -160,7 +160,7 @@ TEST(DecodeProblem, KeysRoundTripAndBadProblemsSayWhy) {
 TEST(DecodeSpace, InvalidPointsCarryTheirReason) {
   const Problem p = op().parse_problem(kBar1);
   const Space h100(op(), p, DType::bf16, device("sm_90a"));
-  EXPECT_EQ(h100.points().size(), 14u * 3 * 3 * 3 * 3);
+  EXPECT_EQ(h100.points().size(), 14u * 3 * 3 * 3 * 3 * 2);
   EXPECT_GT(h100.valid_count(), 0u);
   std::size_t counted = 0;
   for (const auto& [reason, n] : h100.invalid_reasons()) {
@@ -170,14 +170,18 @@ TEST(DecodeSpace, InvalidPointsCarryTheirReason) {
   EXPECT_EQ(counted, h100.points().size() - h100.valid_count());
   // At d=128 and 4 packed rows only block_m=16 is valid, with the (block_n, warps) pairs of
   // whole 16-key slices: (32, 2), (64, 2), (64, 4), (128, 2), (128, 4), (128, 8); the split
-  // counts that leave no split empty; every ring depth but 4 stages of 128 keys (276 KiB).
+  // counts that leave no split empty; every ring depth but 4 stages of 128 keys (276 KiB); and
+  // each of those again merged in a cluster (merge=1) at 2, 4, 8 and 16 splits.
   std::size_t expected = 0;
   for (std::int64_t splits : op().tunables()[0].values)
     for (int bn : {32, 64, 128})
       for (int w : {2, 4, 8})
         if (bn % (16 * w) == 0 && flash_decode_used_splits(4096, bn, static_cast<int>(splits)) ==
-                                      splits)
-          expected += bn == 128 ? 2 : 3;
+                                      splits) {
+          const std::size_t rings = bn == 128 ? 2 : 3;
+          expected += rings;
+          if (splits == 2 || splits == 4 || splits == 8 || splits == 16) expected += rings;
+        }
   EXPECT_EQ(h100.valid_count(), expected);
 
   EXPECT_EQ(why("splits=2,block_m=16,block_n=64,warps=4,stages=3", kBar1), "");
@@ -318,6 +322,10 @@ TEST(DecodeDefaults, SplitsFillTheDevice) {
   // At most 16 packed rows: one CTA per SM, as the bars.
   EXPECT_EQ(key("b=6,hq=32,hkv=8,nq=4,nk=2200,d=128,causal=yes", h100),
             "splits=2,block_m=16,block_n=64,warps=4,stages=3");
+  // The defaults keep the combine kernel (merge=0): clusters win only when the GPU holds all of
+  // them at once, which the defaults cannot tell (benchmarks/decode/NOTES.md).
+  EXPECT_EQ(key("b=8,hq=32,hkv=8,nq=1,nk=4096,d=128", h100),
+            "splits=2,block_m=16,block_n=64,warps=4,stages=3");
   // A grid under half a wave (8 (batch, KV head) pairs, one 32-row tile, 6 splits: 48 CTAs)
   // takes 16-row tiles and splits of 128 keys or more: 2 x 8 x 8 = 128 CTAs.
   EXPECT_EQ(key("b=4,hq=16,hkv=2,nq=4,nk=2000,d=128,causal=yes", h100),
@@ -350,8 +358,8 @@ TEST(DecodeWorkspace, HoldsEveryPartialTheKernelsAddress) {
     for (const Params& params : s.valid_points()) {
       const std::int64_t splits = params.values[0];
       const std::size_t bytes = op().workspace_bytes(params, p, DType::bf16);
-      if (splits == 1) {
-        EXPECT_EQ(bytes, 0u);
+      if (splits == 1 || params.values[5] == 1) {  // one split, or merged in a cluster
+        EXPECT_EQ(bytes, 0u) << op().params_key(params);
         continue;
       }
       const RecordingLauncher<FlashDecodeArgs> l = run(params, p, 0x100000);
@@ -444,6 +452,67 @@ TEST(DecodeRun, SplitsKernelThenCombine) {
   EXPECT_TRUE(contains(
       run_error([&] { run(params, p, 0x100000, std::numeric_limits<double>::infinity()); }),
       "not finite"));
+}
+
+// merge=1: the splits of each (row tile, batch, KV head) are one thread block cluster along x;
+// one kernel, no workspace, no combine. Its reasons name the value and what is allowed.
+TEST(DecodeRun, ClusterMergeIsOneKernelWithoutWorkspace) {
+  const Problem p = op().parse_problem("b=3,hq=16,hkv=2,nq=5,nk=1000,d=64,causal=yes");
+  const Params params =
+      op().parse_params("splits=4,block_m=32,block_n=64,warps=2,stages=4,merge=1");
+  EXPECT_EQ(op().params_key(params), "splits=4,block_m=32,block_n=64,warps=2,stages=4,merge=1");
+  // merge=0 is left out of keys, so the keys written before merge existed mean what they meant.
+  const Params plain = op().parse_params("splits=4,block_m=32,block_n=64,warps=2,stages=4");
+  EXPECT_EQ(plain.values[5], 0);
+  EXPECT_EQ(op().params_key(plain), "splits=4,block_m=32,block_n=64,warps=2,stages=4");
+  EXPECT_EQ(why(op().params_key(params), op().problem_key(p)), "");
+  EXPECT_EQ(op().workspace_bytes(params, p, DType::f16), 0u);
+  const auto ks = op().kernels(params, p, DType::f16);
+  ASSERT_EQ(ks.size(), 1u);
+  EXPECT_EQ(ks[0].name_expression,
+            "ktune::flash_decode_split<ktune::fp16, 64, 32, 64, 2, 4, true, 0, false, false, "
+            "false, false, 4>");
+  const RecordingLauncher<FlashDecodeArgs> l = run(params, p, 0);
+  ASSERT_EQ(l.launches.size(), 1u);
+  const KernelLaunch& split = l.launches[0];
+  EXPECT_EQ(split.grid[0], 4u);  // splits, one cluster
+  EXPECT_EQ(split.grid[1], 2u);  // 40 packed rows in tiles of 32
+  EXPECT_EQ(split.grid[2], 6u);  // b * hkv
+  EXPECT_EQ(split.cluster, 4u);
+  EXPECT_FALSE(split.programmatic);
+  EXPECT_EQ(split.shared_bytes, op().dynamic_shared_bytes(params, p, DType::f16, 0));
+  EXPECT_EQ(l.args[0].part_o, nullptr);
+  EXPECT_EQ(l.args[0].part_lse, nullptr);
+  EXPECT_EQ(l.args[0].splits, 4);
+  EXPECT_EQ(l.args[0].tiles_per_split, 4);  // 16 tiles of 64 keys
+  // Mask variants spell every template argument up to the cluster size.
+  const Problem w = op().parse_problem("b=1,hq=64,hkv=8,nq=1,nk=32768,d=128,window=4096,softcap=yes");
+  EXPECT_EQ(op().kernels(op().parse_params("splits=16,block_m=16,block_n=64,warps=4,stages=3,"
+                                           "merge=1"),
+                         w, DType::bf16)[0]
+                .name_expression,
+            "ktune::flash_decode_split<ktune::bf16, 128, 16, 64, 4, 3, false, 0, true, true, "
+            "false, false, 16>");
+
+  EXPECT_EQ(why("splits=3,block_m=32,block_n=64,warps=2,stages=4,merge=1", op().problem_key(p)),
+            "merge=1 with splits=3: a cluster holds 2, 4, 8 or 16 splits (use merge=0, the "
+            "combine kernel)");
+  EXPECT_EQ(why("splits=1,block_m=32,block_n=64,warps=2,stages=4,merge=1", op().problem_key(p)),
+            "merge=1 with splits=1: a cluster holds 2, 4, 8 or 16 splits (use merge=0, the "
+            "combine kernel)");
+  EXPECT_EQ(why("splits=4,block_m=16,block_n=64,warps=4,stages=3,merge=1", kPagedBar),
+            "merge=1 with page=16: clusters merge contiguous, fixed-length K/V only (a split past "
+            "a sequence's end exits before the cluster's barriers)");
+  EXPECT_EQ(why("splits=4,block_m=16,block_n=64,warps=4,stages=3,merge=1",
+                "b=2,hq=8,hkv=2,nq=1,nk=1000,d=128,varlen=yes"),
+            "merge=1 with varlen=yes: clusters merge contiguous, fixed-length K/V only (a split "
+            "past a sequence's end exits before the cluster's barriers)");
+  EXPECT_EQ(why("splits=4,block_m=32,block_n=64,warps=2,stages=4,merge=1", op().problem_key(p),
+                "sm_80"),
+            "merge=1 needs thread block clusters (compute capability 9.0 or later; this device "
+            "has 8.0)");
+  EXPECT_EQ(why("splits=4,block_m=32,block_n=64,warps=2,stages=4", op().problem_key(p), "sm_80"),
+            "");
 }
 
 TEST(DecodeRun, StridesComeFromTheLayout) {
@@ -678,6 +747,20 @@ TEST(DecodeCompile, DefaultsAndASampleCompile) {
           const Problem p = op().parse_problem(std::string(dims) + ",d=" + std::to_string(d) +
                                                (t == DType::f16 ? ",causal=yes" : ""));
           add(p, t, op().default_params(p, t, dev), arch, true);
+        }
+    // Splits merged in a cluster (sm_90a): the bars' shapes at each head dim, 8 and 16 splits,
+    // one with every mask variant.
+    if (dev.cc_major >= 9)
+      for (std::int64_t d : {64, 128, 256})
+        for (const char* extra : {"", ",window=4096,softcap=yes,alibi=yes"}) {
+          const Problem p = op().parse_problem("b=1,hq=64,hkv=8,nq=1,nk=32768,d=" +
+                                               std::to_string(d) + extra);
+          Params params = op().default_params(p, DType::bf16, dev);
+          params.values[0] = *extra ? 8 : 16;
+          params.values[5] = 1;
+          ASSERT_EQ(op().invalid_reason(params, p, DType::bf16, dev), std::nullopt)
+              << op().params_key(params);
+          add(p, DType::bf16, params, arch, true);
         }
     // A sample of the space: a few valid points per head dim, among them those at the edge of
     // the accumulator budget (the split count does not change the kernels).
@@ -1949,8 +2032,12 @@ TEST(DecodeVarlen, LaunchesSizedFromTheUpperBounds) {
   constexpr unsigned kPadding = 4 * 2 * 64 * 16;
   EXPECT_EQ(op().dynamic_shared_bytes(params, p, DType::f16, 0),
             op().dynamic_shared_bytes(params, fixed, DType::f16, 0) + kPadding);
+  // (merge=1 is contiguous and fixed-length only: the varlen space is the fixed one's merge=0 half.)
+  const auto merged = [](const Params& v) { return v.values[5] == 1; };
+  const std::vector<Params> fixed_valid = Space(op(), fixed, DType::bf16, device("sm_90a")).valid_points();
   EXPECT_EQ(Space(op(), p, DType::bf16, device("sm_90a")).valid_count(),
-            Space(op(), fixed, DType::bf16, device("sm_90a")).valid_count());
+            fixed_valid.size() - static_cast<std::size_t>(std::count_if(
+                                     fixed_valid.begin(), fixed_valid.end(), merged)));
 
   // The grids are the fixed problem's: b * hkv CTAs of ceil(g * nq / block_m) row tiles and
   // `splits` splits, the combine one warp per (b, h, row) at the longest lengths; nothing read

@@ -349,6 +349,72 @@ TEST_P(GpuDecode, SpacePointsLayoutsAndGraphs) {
   }
 }
 
+// merge=1 (sm_90): the splits merged in a thread block cluster through their shared memory give
+// the combine kernel's bits (o and lse) at 2, 4, 8 and 16 splits, on decode, multi-row causal,
+// MQA and sliding-window problems with partial tiles, and match the double reference; a graph
+// replays a clustered launch to the same bits.
+TEST_P(GpuDecode, ClusterMergeGivesTheCombinesBits) {
+  const auto& [d, t] = GetParam();
+  if (device_.cc_major < 9) GTEST_SKIP() << "thread block clusters need compute capability 9.0";
+  int compared = 0;
+  for (const char* dims : {"b=1,hq=64,hkv=8,nq=1,nk=4099", "b=3,hq=32,hkv=8,nq=5,nk=1000,causal=yes",
+                           "b=2,hq=16,hkv=1,nq=33,nk=4099,causal=yes",
+                           "b=2,hq=32,hkv=8,nq=1,nk=4099,window=300"}) {
+    const Problem p = op().parse_problem(std::string(dims) + ",d=" + std::to_string(d));
+    AttentionShape s;
+    s.b = p.values[0], s.hq = p.values[1], s.hkv = p.values[2], s.nq = p.values[3];
+    s.nk = p.values[4], s.d = d, s.causal = p.values[6] != 0, s.window = p.values[8];
+    const std::string name = op().problem_key(p) + " " + dtype_name(t);
+    std::mt19937 rng(11);
+    const DeviceTensor q(t, s.b, s.hq, s.nq, s.d, false, rng);
+    const DeviceTensor k(t, s.b, s.hkv, s.nk, s.d, false, rng);
+    const DeviceTensor v(t, s.b, s.hkv, s.nk, s.d, false, rng);
+    const AttentionResult ref = test::attention_ref(s, q.host, k.host, v.host);
+    for (std::int64_t splits : {2, 4, 8, 16}) {
+      Params combine = op().default_params(p, t, device_);
+      combine.values[0] = splits;
+      combine.values[5] = 0;
+      Params merged = combine;
+      merged.values[5] = 1;
+      if (op().invalid_reason(combine, p, t, device_)) continue;  // e.g. empty splits
+      ASSERT_EQ(op().invalid_reason(merged, p, t, device_), std::nullopt) << name;
+      const Prepared a(combine, s, t, device_, false), b(merged, s, t, device_, false);
+      EXPECT_EQ(b.workspace.get(), 0u);
+      Outputs out_a(s, false), out_b(s, false);
+      out_a.poison(t);
+      out_b.poison(t);
+      a.run(q, k, v, out_a.o.get(), out_a.lse.get(), 0.0, nullptr);
+      b.run(q, k, v, out_b.o.get(), out_b.lse.get(), 0.0, nullptr);
+      KTUNE_CU(Driver::get().cuCtxSynchronize());
+      const std::string what = name + " " + op().params_key(merged);
+      check(s, t, out_b, ref, true, what);
+      EXPECT_EQ(out_b.o_bits(), out_a.o_bits()) << what;
+      const std::vector<float> la = out_a.lse_values(), lb = out_b.lse_values();
+      EXPECT_EQ(std::memcmp(la.data(), lb.data(), la.size() * 4), 0) << what;
+      ++compared;
+      if (splits != 16 || s.nq != 1 || s.window != 0) continue;
+      // A graph of the clustered launch replays the direct run's bits.
+      cudaStream_t stream = nullptr;
+      ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+      ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
+      Outputs graphed(s, false);
+      b.run(q, k, v, graphed.o.get(), graphed.lse.get(), 0.0, reinterpret_cast<CUstream>(stream));
+      cudaGraph_t graph = nullptr;
+      ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+      cudaGraphExec_t exec = nullptr;
+      ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+      graphed.poison(t);
+      ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+      ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+      EXPECT_EQ(graphed.o_bits(), out_b.o_bits()) << what << " graph";
+      cudaGraphExecDestroy(exec);
+      cudaGraphDestroy(graph);
+      cudaStreamDestroy(stream);
+    }
+  }
+  EXPECT_GE(compared, 10) << "too few split counts were valid to compare";
+}
+
 // ---- paged KV ----
 
 /// A paged K/V cache on the device: pools [pages, page, Hkv, D] of random values rounded to t

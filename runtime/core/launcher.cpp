@@ -54,6 +54,10 @@ void CudaLauncher::launch(const KernelLaunch& launch) {
       attrs[n++].value.programmaticStreamSerializationAllowed = 1;
     }
     if (clustered) {
+      // Above the portable 8 CTAs (Hopper takes 16), the kernel must say it accepts it.
+      if (launch.cluster > 8)
+        KTUNE_CU(d.cuFuncSetAttribute(static_cast<CUfunction>(launch.kernel),
+                                      CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1));
       attrs[n].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
       attrs[n].value.clusterDim.x = launch.cluster;
       attrs[n].value.clusterDim.y = 1;

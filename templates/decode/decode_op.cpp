@@ -24,7 +24,7 @@ namespace {
 enum Dim : std::size_t {
   kB, kHq, kHkv, kNq, kNk, kD, kCausal, kPage, kWindow, kSoftcap, kAlibi, kVarlen
 };
-enum Param : std::size_t { kSplits, kBlockM, kBlockN, kWarps, kStages };
+enum Param : std::size_t { kSplits, kBlockM, kBlockN, kWarps, kStages, kMerge };
 
 constexpr std::int64_t kMaxGrid = 65535;                 // b * hq (and grid y, z)
 constexpr std::int64_t kMaxNq = 256;                     // decode, speculative, short chunks
@@ -109,11 +109,12 @@ std::int64_t split_span(const Shape& s, int block_n) {
 
 struct Config {
   int splits, block_m, block_n, warps, stages;
+  int merge;  // 0: the combine kernel; 1: the splits merged in a thread block cluster
 };
 
 Config config_of(const Params& p) {
   const auto at = [&](Param i) { return static_cast<int>(p.values[i]); };
-  return {at(kSplits), at(kBlockM), at(kBlockN), at(kWarps), at(kStages)};
+  return {at(kSplits), at(kBlockM), at(kBlockN), at(kWarps), at(kStages), at(kMerge)};
 }
 
 unsigned smem_bytes(const Config& c, const Shape& s) {
@@ -255,7 +256,7 @@ FlashDecodeArgs make_args(const RunArgs& a, const Shape& s, const Config& c) {
     k.page = static_cast<int>(s.page);
     k.pages_per_seq = static_cast<int>(s.pages_per_seq());
   }
-  if (c.splits > 1) {
+  if (c.splits > 1 && !c.merge) {  // merged in a cluster: no partials to keep
     if (a.workspace == 0 || a.workspace % 16 != 0)
       throw InvalidArgument("flash_decode: splits=" + str(c.splits) +
                             " needs a 16-byte aligned workspace of workspace_bytes()");
@@ -353,6 +354,12 @@ class FlashDecodeOp final : public Op {
             {"block_n", {32, 64, 128}, "keys per K/V tile"},
             {"warps", {2, 4, 8}, "warps per CTA; each takes block_n / warps keys of every tile"},
             {"stages", {2, 3, 4}, "depth of the cp.async K/V ring"},
+            // Added after databases were written: keys without it mean merge=0.
+            {"merge", {0, 1},
+             "how the splits are merged: 0 the combine kernel (partials in the workspace); 1 in a "
+             "thread block cluster of the splits' CTAs through their shared memory (sm_90; "
+             "splits 2, 4, 8 or 16, contiguous K/V, not varlen; no workspace, one kernel)",
+             0},
         },
         scalars_{{"scale", 0.0, "softmax scale; <= 0: 1/sqrt(d)"},
                  {"softcap", 50.0, "tanh cap of the scaled scores with softcap=yes (> 0; Gemma 2 "
@@ -480,7 +487,7 @@ class FlashDecodeOp final : public Op {
   std::size_t workspace_bytes(const Params& params, const Problem& problem,
                               DType) const override {
     const Config c = config_of(params);
-    if (c.splits <= 1) return 0;
+    if (c.splits <= 1 || c.merge) return 0;
     const Shape s = shape_of(problem);
     return static_cast<std::size_t>(c.splits * s.b * s.hq * s.nq * (s.d + 1)) * 4;
   }
@@ -493,6 +500,9 @@ class FlashDecodeOp final : public Op {
     const Config c = config_of(params);
     const Shape s = shape_of(problem);
     if (auto why = needs_sm80_reason(device)) return why;
+    if (c.merge && device.cc_major > 0 && device.cc_major < 9)
+      return "merge=1 needs thread block clusters (compute capability 9.0 or later; this device "
+             "has " + str(device.cc_major) + "." + str(device.cc_minor) + ")";
     const unsigned smem = smem_bytes(c, s);
     if (device.smem_optin_per_block > 0 && smem > static_cast<unsigned>(device.smem_optin_per_block))
       return smem_text(c, s) + ", more than the device's " + str(device.smem_optin_per_block) +
@@ -509,16 +519,19 @@ class FlashDecodeOp final : public Op {
     // Trailing template arguments at their defaults are left out, so that a kernel without
     // variants or varlen (and a contiguous one) keeps the name expression it had before them.
     // The combine reads args.cu_seqlens_q instead of a flag: its name never changes.
-    const std::string tail = s.variants() || s.varlen
-                                 ? ", " + str(s.page) + variant_args(s) + (s.varlen ? ", true" : "")
-                             : s.paged() ? ", " + str(s.page)
-                                         : std::string();
+    // merge=1 spells every argument up to CLUSTER (page 0 and not varlen there).
+    const std::string tail =
+        c.merge ? ", 0" + variant_args(s) + ", false, " + str(c.splits)
+        : s.variants() || s.varlen
+            ? ", " + str(s.page) + variant_args(s) + (s.varlen ? ", true" : "")
+        : s.paged() ? ", " + str(s.page)
+                    : std::string();
     std::vector<KernelSource> k = {
         {"decode/flash_decode.cuh",
          std::string("ktune::flash_decode_split<") + kernel_type(t) + ", " + str(s.d) + ", " +
              str(c.block_m) + ", " + str(c.block_n) + ", " + str(c.warps) + ", " + str(c.stages) +
              ", " + cpp_bool(s.causal) + tail + ">"}};
-    if (c.splits > 1)
+    if (c.splits > 1 && !c.merge)
       k.push_back({"decode/flash_decode.cuh", std::string("ktune::flash_decode_combine<") +
                                                   kernel_type(t) + ", " + str(s.d) + ">"});
     return k;
@@ -544,12 +557,16 @@ class FlashDecodeOp final : public Op {
     split.grid[0] = static_cast<unsigned>(row_tiles(s, c.block_m));
     split.grid[1] = static_cast<unsigned>(c.splits);
     split.grid[2] = static_cast<unsigned>(s.b * s.hkv);
+    if (c.merge) {  // the splits along x, one cluster each (row tiles along y)
+      std::swap(split.grid[0], split.grid[1]);
+      split.cluster = static_cast<unsigned>(c.splits);
+    }
     split.block[0] = static_cast<unsigned>(c.warps * 32);
     split.shared_bytes = smem_bytes(c, s);
     split.args = &k;
     split.args_size = sizeof k;
     launcher.launch(split);
-    if (c.splits == 1) return;
+    if (c.splits == 1 || c.merge) return;
     KernelLaunch combine;
     combine.kernel = a.kernels[1];
     combine.grid[0] = static_cast<unsigned>((s.b * s.hq * s.nq + kFlashDecodeCombineWarps - 1) /
@@ -667,7 +684,13 @@ class FlashDecodeOp final : public Op {
         if (ctas(smaller, s) <= ctas(c, s)) break;
         c = smaller;
       }
-    return Params{{c.splits, c.block_m, c.block_n, c.warps, c.stages}};
+    // merge stays 0 here: the splits merged in a cluster took 0.84-0.95x the combine's time
+    // within one wave of clusters on the H200, but clusters of 16 and grids of more clusters
+    // than the GPCs hold at once took 1.05-1.78x (they wait for free SMs of one GPC); on six
+    // held-out problems a merge=1 default was 0.88-1.07x the time of the same tiles at merge=0,
+    // geometric mean 1.00 (benchmarks/results/decode-merge-h200-2026-12-02.md). The sweep picks
+    // merge=1 where it wins.
+    return Params{{c.splits, c.block_m, c.block_n, c.warps, c.stages, c.merge}};
   }
 
   static std::int64_t ctas(const Config& c, const Shape& s) {
@@ -679,7 +702,7 @@ class FlashDecodeOp final : public Op {
   /// least split_keys keys each and no empty split (see default_params).
   static Config with_splits(const DecodeDefaults& r, const Shape& s, const DeviceInfo& device,
                             int block_m, int split_keys) {
-    Config c{1, block_m, r.block_n, r.warps, r.stages};
+    Config c{1, block_m, r.block_n, r.warps, r.stages, 0};
     if (device.sm_count > 0) {
       const unsigned smem = smem_bytes(c, s) + 1024;  // the driver reserves 1 KiB per CTA
       const std::int64_t per_sm =
@@ -732,6 +755,18 @@ class FlashDecodeOp final : public Op {
              str(c.splits - used) + " splits would be empty";
     if (smem_bytes(c, s) > kMaxSmem)
       return smem_text(c, s) + ", more than the 227 KiB any GPU gives a block";
+    if (c.merge) {
+      if (c.splits != 2 && c.splits != 4 && c.splits != 8 && c.splits != 16)
+        return "merge=1 with splits=" + str(c.splits) +
+               ": a cluster holds 2, 4, 8 or 16 splits (use merge=0, the combine kernel)";
+      if (s.paged() || s.varlen)
+        return std::string("merge=1 with ") + (s.paged() ? "page=" + str(s.page) : "varlen=yes") +
+               ": clusters merge contiguous, fixed-length K/V only (a split past a sequence's "
+               "end exits before the cluster's barriers)";
+      if (row_tiles(s, c.block_m) > kMaxGrid)
+        return "merge=1: " + str(row_tiles(s, c.block_m)) + " row tiles of block_m=" +
+               str(c.block_m) + " along y, at most " + str(kMaxGrid);
+    }
     // Anything else the kernel's static_asserts would reject (nothing, with the lists above).
     if (const char* why = flash_decode_invalid_reason(static_cast<int>(s.d), c.block_m, c.block_n,
                                                       c.warps, c.stages, static_cast<int>(s.page),

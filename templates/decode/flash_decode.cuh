@@ -30,9 +30,18 @@
 // exit at once, and its key count bounds the tiles and the splits as a paged sequence's length
 // does (splits past it exit; the combine reads only the splits that wrote). An empty sequence
 // (no key) writes o = 0 and lse = -inf from split 0; one with no query writes nothing.
+//
+// Merged in a cluster (CLUSTER = splits > 1, sm_90, contiguous K/V, not varlen): the splits of
+// one (row tile, batch, KV head) are the CTAs of one thread block cluster along x, and instead of
+// writing partials for the combine kernel each CTA leaves its split's O rows and log-sum-exp in
+// its shared memory; after a cluster barrier, CTA c merges rows c, c + CLUSTER, ... reading the
+// other splits' rows from their shared memory, with the combine's arithmetic in its order (the
+// same bits), and a second barrier keeps every CTA's shared memory alive until all have read it.
+// No workspace, no second kernel.
 #pragma once
 
 #include "attention/mma.cuh"
+#include "common/cluster.cuh"
 #include "common/pdl.cuh"
 #include "common/types.cuh"
 #include "decode/args.h"
@@ -65,6 +74,20 @@ __device__ __forceinline__ void load_lane_row(float (&x)[PER_LANE], const float*
   } else {
 #pragma unroll
     for (int e = 0; e < PER_LANE; ++e) x[e] = p[e];
+  }
+}
+
+/// Stores one lane's PER_LANE consecutive results of an output row, converted to T (two at a
+/// time when they pair).
+template <typename T, int PER_LANE>
+__device__ __forceinline__ void store_lane_row(T* o, const float (&acc)[PER_LANE]) {
+  if constexpr (PER_LANE % 2 == 0) {
+#pragma unroll
+    for (int e = 0; e < PER_LANE; e += 2)
+      *reinterpret_cast<unsigned*>(o + e) = pack2<T>(acc[e], acc[e + 1]);
+  } else {
+#pragma unroll
+    for (int e = 0; e < PER_LANE; ++e) o[e] = from_float<T>(acc[e]);
   }
 }
 
@@ -132,6 +155,121 @@ __device__ __forceinline__ void load_kv_tiles_paged(unsigned dst_k, unsigned dst
   }
 }
 
+/// The float at `addr`, a shared::cluster address (cluster::map_shared's result): another CTA's
+/// shared memory, written before a cluster::sync() that this thread has passed.
+__device__ __forceinline__ float load_cluster_f32(unsigned addr) {
+  float v = 0.f;
+  KTUNE_CLUSTER_ASM("ld.shared::cluster.f32 %0, [%1];\n" : "=f"(v) : "r"(addr) : "memory");
+  return v;
+}
+
+/// Four floats at `addr` (16-byte aligned), as load_cluster_f32.
+__device__ __forceinline__ float4 load_cluster_v4_f32(unsigned addr) {
+  float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+  KTUNE_CLUSTER_ASM("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+                    : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+                    : "r"(addr)
+                    : "memory");
+  return v;
+}
+
+/// The end of a split CTA merged in a cluster (CLUSTER > 1, see the file comment). `buf_addr`:
+/// the shared address of the CTA's normalised O rows ([BLOCK_M][D + 8] fp32, the warps' merge);
+/// w_max / w_sum: the warps' row maxima (log2 units) and sums ([WARPS][BLOCK_M]). The row's
+/// log-sum-exp is the one the split path writes to part_lse, and the merge is
+/// flash_decode_combine's arithmetic in its order, so both paths give the same bits. Every thread
+/// of the CTA calls it.
+template <typename T, int D, int BLOCK_M, int WARPS, int CLUSTER>
+__device__ __forceinline__ void cluster_merge(const FlashDecodeArgs& args, unsigned buf_addr,
+                                              float* w_max, const float* w_sum, int rows_valid,
+                                              int r0, int b, int kh, int group, int Nq) {
+  constexpr int THREADS = WARPS * 32;
+  constexpr int OP = D + 8;
+  constexpr int PER_LANE = D / 32;
+  constexpr float LOG2E = 1.4426950408889634f;
+  const float NEG_INF = -__int_as_float(0x7f800000);
+  const int tid = static_cast<int>(threadIdx.x);
+  const int lane = tid & 31;
+  const int warp = tid >> 5;
+  // Row r's log-sum-exp over the CTA's keys into w_max[r] (warp 0's slot: only this thread reads
+  // row r's entries here), -inf for padding rows.
+  for (int row = tid; row < BLOCK_M; row += THREADS) {
+    float m = NEG_INF, l = 0.f;
+    for (int w = 0; w < WARPS; ++w) m = fmaxf(m, w_max[w * BLOCK_M + row]);
+    if (m != NEG_INF)
+      for (int w = 0; w < WARPS; ++w)
+        l += w_sum[w * BLOCK_M + row] * attn::exp2_approx(w_max[w * BLOCK_M + row] - m);
+    w_max[row] = row < rows_valid && l > 0.f
+                     ? (m + attn::log2_approx(l)) * 0.6931471805599453f
+                     : NEG_INF;
+  }
+  // Every split's rows and log-sum-exps are written and visible cluster-wide.
+  cluster::sync();
+  const unsigned rank = cluster::ctarank();
+  const unsigned lse_addr = attn::smem_addr(w_max);
+  for (int row = static_cast<int>(rank) + warp * CLUSTER; row < rows_valid;
+       row += WARPS * CLUSTER) {
+    // Lane s < CLUSTER holds split s's log-sum-exp.
+    const float mine =
+        lane < CLUSTER ? load_cluster_f32(cluster::map_shared(lse_addr + 4 * row, lane))
+                       : NEG_INF;
+    float m = mine;
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
+    float l = 0.f;
+    if (m != NEG_INF && lane < CLUSTER) l += attn::exp2_approx((mine - m) * LOG2E);
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) l += __shfl_xor_sync(0xffffffffu, l, off);
+    const float inv = l > 0.f ? 1.f / l : 0.f;
+    const float w = lane < CLUSTER && m != NEG_INF ? attn::exp2_approx((mine - m) * LOG2E) * inv
+                                                   : 0.f;
+    float acc[PER_LANE];
+#pragma unroll
+    for (int e = 0; e < PER_LANE; ++e) acc[e] = 0.f;
+    const unsigned at = buf_addr + 4u * static_cast<unsigned>(row * OP + lane * PER_LANE);
+    constexpr int BATCH = CLUSTER < kFlashDecodeCombineBatch ? CLUSTER : kFlashDecodeCombineBatch;
+#pragma unroll
+    for (int s0 = 0; s0 < CLUSTER; s0 += BATCH) {
+      float x[BATCH][PER_LANE];
+#pragma unroll
+      for (int u = 0; u < BATCH; ++u) {
+        const unsigned src = cluster::map_shared(at, static_cast<unsigned>(s0 + u));
+        if constexpr (PER_LANE % 4 == 0) {
+#pragma unroll
+          for (int e = 0; e < PER_LANE; e += 4) {
+            const float4 v = load_cluster_v4_f32(src + 4 * e);
+            x[u][e] = v.x;
+            x[u][e + 1] = v.y;
+            x[u][e + 2] = v.z;
+            x[u][e + 3] = v.w;
+          }
+        } else {
+#pragma unroll
+          for (int e = 0; e < PER_LANE; ++e) x[u][e] = load_cluster_f32(src + 4 * e);
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < BATCH; ++u) {
+        const float ws = __shfl_sync(0xffffffffu, w, s0 + u);
+#pragma unroll
+        for (int e = 0; e < PER_LANE; ++e) acc[e] += ws * x[u][e];
+      }
+    }
+    const int r = r0 + row;
+    const int h = kh * group + r % group;
+    const int qr = r / group;
+    store_lane_row<T, PER_LANE>(static_cast<T*>(args.o) + b * args.o_batch_stride +
+                                    h * args.o_head_stride + qr * args.o_row_stride +
+                                    lane * PER_LANE,
+                                acc);
+    if (args.lse != nullptr && lane == 0)
+      args.lse[(static_cast<long long>(b) * args.heads_q + h) * Nq + qr] =
+          m != NEG_INF ? m + logf(l) : NEG_INF;
+  }
+  // No CTA leaves while another may still read its shared memory.
+  cluster::sync();
+}
+
 }  // namespace decode
 
 /// Partial attention of one (row tile, split, batch * KV head); see the file comment.
@@ -141,14 +279,16 @@ __device__ __forceinline__ void load_kv_tiles_paged(unsigned dst_k, unsigned dst
 /// 16). STAGES: depth of the K/V ring. PAGE: 0 for contiguous K/V, else the page size of the
 /// pools (args.block_table, args.seq_lens). WINDOW, SOFTCAP, ALIBI: the mask variants
 /// (args.window, args.softcap, args.alibi_slopes; see the file comment). VARLEN: packed
-/// variable-length sequences (args.cu_seqlens_q, args.cu_seqlens_k; PAGE must be 0). Launch:
-/// grid (ceil(rows / BLOCK_M), splits, B * Hkv) with rows = g * Nq, the longest, WARPS * 32
+/// variable-length sequences (args.cu_seqlens_q, args.cu_seqlens_k; PAGE must be 0). CLUSTER:
+/// 1, or the split count (2, 4, 8 or 16; PAGE 0, not VARLEN) merged in a cluster (file comment).
+/// Launch: grid (ceil(rows / BLOCK_M), splits, B * Hkv) with rows = g * Nq, the longest (CLUSTER
+/// > 1: grid (splits, ceil(rows / BLOCK_M), B * Hkv) in clusters of CLUSTER along x), WARPS * 32
 /// threads,
 /// flash_decode_smem_bytes(D, BLOCK_M, BLOCK_N, WARPS, STAGES, PAGE) bytes of dynamic shared
 /// memory (raise the kernel's limit above 48 KiB).
 template <typename T, int D, int BLOCK_M, int BLOCK_N, int WARPS, int STAGES, bool CAUSAL,
           int PAGE = 0, bool WINDOW = false, bool SOFTCAP = false, bool ALIBI = false,
-          bool VARLEN = false>
+          bool VARLEN = false, int CLUSTER = 1>
 // Paged, varlen or with a mask variant, at least one CTA per SM (and no more) is all ptxas is
 // told: without it, it capped a paged default (and the contiguous d=128 default with every
 // variant) at 168 registers and spilled; varlen holds the sequence's offsets on top. Contiguous
@@ -172,6 +312,11 @@ __global__ void __launch_bounds__(WARPS * 32,
                     PAGE == 256,
                 "PAGE: 0 (contiguous), 16, 32, 64, 128 or 256");
   static_assert(!VARLEN || PAGE == 0, "VARLEN packs contiguous K/V: PAGE must be 0");
+  static_assert(CLUSTER == 1 || CLUSTER == 2 || CLUSTER == 4 || CLUSTER == 8 || CLUSTER == 16,
+                "CLUSTER: 1, 2, 4, 8 or 16 splits");
+  // Every CTA of a cluster must reach both cluster barriers: no early exit may exist.
+  static_assert(CLUSTER == 1 || (PAGE == 0 && !VARLEN),
+                "CLUSTER > 1: contiguous K/V, not varlen (their CTAs may exit early)");
 
   // The combine (launched with programmatic dependent launch) may be scheduled as soon as every
   // CTA of this grid has started: its CTAs then wait in griddep_wait() for this grid to finish,
@@ -217,11 +362,11 @@ __global__ void __launch_bounds__(WARPS * 32,
       VARLEN ? flash_decode_seq_len(args.cu_seqlens_q[b + 1] - q_first, args.seq_q) : args.seq_q;
   const int group = args.group;
   const int rows = group * Nq;
-  const int r0 = blockIdx.x * BLOCK_M;
+  const int r0 = (CLUSTER > 1 ? blockIdx.y : blockIdx.x) * BLOCK_M;
   // VARLEN: a row tile past the sequence's packed rows has none to compute or write.
   if (VARLEN && r0 >= rows) return;
   const int rows_valid = min(BLOCK_M, rows - r0);
-  const int split = blockIdx.y;
+  const int split = CLUSTER > 1 ? blockIdx.x : blockIdx.y;
   const int kh = blockIdx.z % args.heads_kv;
   // Keys of this sequence: all Nk, or paged (VARLEN) its own count.
   const int Nk = PAGE > 0 ? flash_decode_seq_len(args.seq_lens[b], args.seq_k)
@@ -640,6 +785,12 @@ __global__ void __launch_bounds__(WARPS * 32,
     __syncthreads();
   }
 
+  if constexpr (CLUSTER > 1) {
+    decode::cluster_merge<T, D, BLOCK_M, WARPS, CLUSTER>(args, sQ + BLOCK_M * PITCH, w_max, w_sum,
+                                                         rows_valid, r0, b, kh, group, Nq);
+    return;
+  }
+
   // Store the CTA's rows: o in T with one split, else the fp32 partial of this split. The
   // workspace keeps the [B, Hq, Nq] row order of the longest Nq (VARLEN too: rows past a
   // sequence's own count are neither written nor read).
@@ -782,14 +933,7 @@ __global__ void __launch_bounds__(kFlashDecodeCombineWarps * 32)
          (q_first < 0 ? b * args.o_batch_stride + qr * args.o_row_stride
                       : static_cast<long long>(q_first + qr) * args.o_row_stride) +
          h * args.o_head_stride + lane * PER_LANE;
-  if constexpr (PER_LANE % 2 == 0) {
-#pragma unroll
-    for (int e = 0; e < PER_LANE; e += 2)
-      *reinterpret_cast<unsigned*>(o + e) = pack2<T>(acc[e], acc[e + 1]);
-  } else {
-#pragma unroll
-    for (int e = 0; e < PER_LANE; ++e) o[e] = from_float<T>(acc[e]);
-  }
+  decode::store_lane_row<T, PER_LANE>(o, acc);
   if (args.lse != nullptr && lane == 0)
     args.lse[q_first < 0 ? row
                          : static_cast<long long>(h) * args.cu_seqlens_q[args.batch] + q_first +
