@@ -309,6 +309,14 @@ TEST(DecodeDefaults, SplitsFillTheDevice) {
             "splits=3,block_m=16,block_n=64,warps=4,stages=3");
   EXPECT_EQ(key("b=64,hq=32,hkv=8,nq=1,nk=8192,d=128", h100),
             "splits=1,block_m=16,block_n=64,warps=4,stages=3");
+  // d <= 64 with few (batch, KV head) pairs (the unsplit grid under half the SMs): up to 4 CTAs
+  // per SM (32 pairs x 16 splits); with more pairs, one per SM as at d=128; sm_80 unchanged.
+  EXPECT_EQ(key("b=4,hq=32,hkv=8,nq=1,nk=16384,d=64", h100),
+            "splits=16,block_m=16,block_n=64,warps=4,stages=3");
+  EXPECT_EQ(key("b=16,hq=32,hkv=8,nq=1,nk=2000,d=64", h100),
+            "splits=1,block_m=16,block_n=64,warps=4,stages=3");
+  EXPECT_EQ(key("b=4,hq=32,hkv=8,nq=1,nk=16384,d=64", device("sm_80")),
+            "splits=3,block_m=16,block_n=128,warps=4,stages=2");
   // MQA: 16 x 1 rows; 128 splits of 256 keys.
   EXPECT_EQ(key("b=1,hq=16,hkv=1,nq=1,nk=32768,d=128", h100),
             "splits=128,block_m=16,block_n=64,warps=4,stages=3");

@@ -43,6 +43,10 @@ constexpr std::int64_t kPagedSplitKeys = 1024;           // paged defaults: keys
 constexpr std::int64_t kMultiRowSmallTiles = 64;
 constexpr int kMultiRowCtasPerSm = 3;
 constexpr int kMultiRowSplitKeys = 128;
+// Defaults for one row tile (at most 16 packed rows) at head dims up to 64 on sm_90: up to this
+// many CTAs per SM (as shared memory allows). A CTA of 3 stages of 64 keys holds 48 KiB of such
+// rows in flight, half of d=128's; one per SM does not keep the H200's stream busy.
+constexpr int kSmallHeadCtasPerSm = 4;
 
 struct Shape {
   std::int64_t b, hq, hkv, nq, nk, d;
@@ -666,6 +670,15 @@ class FlashDecodeOp final : public Op {
     // them; this rule 0.90-1.0x there, and 0.93-1.0x (against 0.67-0.96x) on 7 more such
     // problems swept afterwards to check it (benchmarks/results/fallback-h100-2026-11-24.md).
     DecodeDefaults row = r;
+    // Few (batch, KV head) pairs at d <= 64 (a grid under half the SMs unsplit): on the H200
+    // (2026-12-02) the fastest points of two held-out decode problems (32 pairs, d=64) ran 16
+    // splits at four CTAs per SM, where the one-CTA-per-SM default (4 splits) reached 0.75-0.79x
+    // of them; on six more d=64 problems 4 CTAs per SM took the default from 0.66-0.91x to
+    // 0.83-0.95x of the fastest at 8-32 pairs, and lost 2-4 % at 128-256 pairs, hence the bound
+    // (benchmarks/results/decode-defaults-h200-2026-12-02.md). Not measured on the H100.
+    if (s.d <= 64 && s.rows() <= 16 && device.cc_major >= 9 && device.sm_count > 0 &&
+        2 * s.b * s.hkv <= device.sm_count)
+      row.ctas_per_sm = std::max(row.ctas_per_sm, kSmallHeadCtasPerSm);
     if (s.rows() > 16) {
       row.ctas_per_sm = std::max(row.ctas_per_sm, kMultiRowCtasPerSm);
       row.split_keys = std::min(row.split_keys, kMultiRowSplitKeys);
