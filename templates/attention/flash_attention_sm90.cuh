@@ -730,9 +730,12 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
     for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
     float row_max[2] = {kNegInf, kNegInf}, row_sum[2] = {0.f, 0.f};
 
-    // Lazy rescaling of O (softmax_tile) at d=256, where a rescale is 128 multiplies a thread.
-    // Not at d=64 and 128, whose tuned rows (db/shipped) were measured without it.
-    constexpr bool LAZY = D == 256;
+    // Lazy rescaling of O (softmax_tile) at d=256, where a rescale is 128 multiplies a thread,
+    // and for e4m3, where the consumer's softmax, not the tensor cores, sets the pace (P <= 2^8
+    // fits e4m3's 448): most tiles then go from the wait for O += P V straight to P's
+    // conversion. Not at 16-bit d=64 and 128, whose tuned rows (db/shipped) were measured
+    // without it.
+    constexpr bool LAZY = D == 256 || FP8;
     const attn90::SoftmaxRows rows{row_base, t, Nk, shift, WINDOW ? a.window : 0, scale_log2,
                                    cap_in, cap_out, slope_log2};
     const auto softmax = [&](float (&x)[BLOCK_N / 2], int tile, float (&alpha)[2]) {
