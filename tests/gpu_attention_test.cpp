@@ -401,6 +401,102 @@ TEST(GpuAttentionE4m3, DefaultAndTunedConfigsMatchTheReference) {
   }
 }
 
+// ---- lazy rescaling of O ----
+
+/// Keys whose scores grow along the sequence (row j of K scaled by 1 + 7 j / nk), so that later
+/// key tiles pass the row maxima of earlier ones by far more than 2^8: the wgmma kernel at d=256
+/// and for e4m3 rescales O lazily (only then), so its rescaling path runs, several times a row,
+/// and the result must still match the double reference. The data is checked to do that. Each
+/// case runs its default and one planted configuration. sm_90a only.
+TEST(GpuAttentionLazyRescale, RowMaximaGrowingAlongTheKeysMatchTheReference) {
+  KTUNE_REQUIRE_GPU();
+  ensure_context(0);
+  const DeviceInfo dev = query_device(0);
+  if (dev.cc_major != 9)
+    GTEST_SKIP() << "lazy rescaling is the wgmma kernel's (sm_90a); this is " << dev.arch();
+  test::TempDir dir;
+  struct GrowingCase {
+    const char* dims;
+    DType t;
+    const char* planted;
+  };
+  const GrowingCase cases[] = {
+      {"b=1,hq=2,hkv=2,nq=300,nk=2000,d=256", DType::bf16,
+       "block_m=128,block_n=80,warps=12,stages=2,q_regs=0,smem_pad=0,impl=1,pingpong=1"},
+      {"b=1,hq=2,hkv=1,nq=300,nk=2000,d=256,causal=yes", DType::f16,
+       "block_m=128,block_n=64,warps=12,stages=2,q_regs=0,smem_pad=0,impl=1,pingpong=1"},
+      {"b=1,hq=2,hkv=1,nq=300,nk=2000,d=128", DType::e4m3,
+       "block_m=128,block_n=128,warps=12,stages=3,q_regs=0,smem_pad=0,impl=1,persistent=1"},
+      {"b=1,hq=4,hkv=2,nq=257,nk=1500,d=128,causal=yes", DType::e4m3,
+       "block_m=128,block_n=128,warps=12,stages=2,q_regs=0,smem_pad=0,impl=1"},
+  };
+  for (const GrowingCase& c : cases) {
+    const Problem p = op().parse_problem(c.dims);
+    const AttentionShape s = shape_from(p);
+    const std::string name = std::string(c.dims) + " " + dtype_name(c.t) + " growing keys";
+    std::mt19937 rng(static_cast<unsigned>(std::hash<std::string>()(name)));
+    const DeviceTensor q(c.t, s.b, s.hq, s.nq, s.d, false, rng);
+    const DeviceTensor v(c.t, s.b, s.hkv, s.nk, s.d, false, rng);
+    AttentionTensor k;
+    test::attention_strides(s.b, s.hkv, s.nk, s.d, false, k);
+    std::uniform_real_distribution<double> u(-2.0, 2.0);
+    for (std::int64_t b = 0; b < s.b; ++b)
+      for (std::int64_t h = 0; h < s.hkv; ++h)
+        for (std::int64_t j = 0; j < s.nk; ++j)
+          for (std::int64_t i = 0; i < s.d; ++i)
+            k.data[static_cast<std::size_t>(b * k.batch + h * k.head + j * k.seq + i)] =
+                u(rng) * (1.0 + 7.0 * static_cast<double>(j) / static_cast<double>(s.nk));
+    const DeviceBuffer kd = test::upload_values(c.t, k.data);
+    // The last query row sees every key: its maximum over all keys passes its maximum over the
+    // first 64 by well over 2^8 (log2 units of the scaled scores).
+    const double to_log2 = 1.4426950408889634 / std::sqrt(static_cast<double>(s.d));
+    double first = -1e300, all = -1e300;
+    for (std::int64_t j = 0; j < s.nk; ++j) {
+      double dot = 0;
+      for (std::int64_t i = 0; i < s.d; ++i) dot += q.host.at(0, 0, s.nq - 1, i) * k.at(0, 0, j, i);
+      all = std::max(all, dot * to_log2);
+      if (j < 64) first = std::max(first, dot * to_log2);
+    }
+    ASSERT_GT(all - first, 24.0) << name << ": the data does not make the maxima grow enough";
+    const AttentionResult ref = test::attention_ref(s, q.host, k, v.host);
+
+    RuntimeOptions ro;
+    ro.db_path = (dir.path() / "empty.db").string();
+    ro.use_shipped_databases = false;
+    ro.cache_dir = cache_dir().string();
+    Runtime rt(ro);
+    const auto call = [&](const std::string& what) {
+      Outputs out(s, false);
+      out.poison(c.t);
+      AttentionArgs a;
+      a.q = q.ptr(), a.k = reinterpret_cast<const void*>(kd.get()), a.v = v.ptr();
+      a.o = out.o_ptr(), a.lse = out.lse_ptr();
+      a.b = s.b, a.hq = s.hq, a.hkv = s.hkv, a.nq = s.nq, a.nk = s.nk, a.d = s.d;
+      a.causal = s.causal;
+      a.dtype = c.t;
+      if (c.t == DType::e4m3) a.q_scale = a.k_scale = a.v_scale = 1.0f;
+      rt.attention(a, nullptr);
+      KTUNE_CU(Driver::get().cuCtxSynchronize());
+      check_outputs(s, c.t, out, ref, true, what);
+    };
+    const MatchInfo def = rt.query("flash_attention", op().problem_key(p), c.t);
+    EXPECT_EQ(def.kind, Match::default_config);
+    EXPECT_TRUE(def.params.find("impl=1") != std::string::npos) << name << ": " << def.params;
+    call(name + " default " + def.params);
+    const Params planted = op().parse_params(c.planted);
+    const std::optional<std::string> why = op().invalid_reason(planted, p, c.t, dev);
+    ASSERT_FALSE(why.has_value()) << name << " " << c.planted << ": " << why.value_or("");
+    const std::filesystem::path db = dir.path() / (test::param_name(name) + ".db");
+    plant(db, dev, c.t, p, c.planted);
+    ro.db_path = db.string();
+    rt.configure(ro);
+    const MatchInfo mi = rt.query("flash_attention", op().problem_key(p), c.t);
+    EXPECT_EQ(mi.kind, Match::exact);
+    EXPECT_NE(mi.params, def.params) << name;
+    call(name + " " + mi.params);
+  }
+}
+
 // ---- mask variants ----
 
 struct VariantCase {

@@ -35,13 +35,19 @@ CUfunction load_kernel(const KernelSource& source, const DeviceInfo& dev, unsign
 
 DeviceBuffer upload_random(DType t, std::vector<double>& values, std::mt19937& rng) {
   std::uniform_real_distribution<double> u(-2.0, 2.0);
+  for (double& v : values) {
+    v = round_to(t, u(rng));
+    if (v == 0.0) v = 0.25;
+  }
+  return upload_values(t, values);
+}
+
+DeviceBuffer upload_values(DType t, std::vector<double>& values) {
   if (t == DType::e4m3) {
     std::vector<std::uint8_t> bytes(values.size());
     for (std::size_t i = 0; i < bytes.size(); ++i) {
-      double v = round_to(t, u(rng));
-      if (v == 0.0) v = 0.25;
-      values[i] = v;
-      bytes[i] = float_to_e4m3_bits(static_cast<float>(v));
+      values[i] = round_to(t, values[i]);
+      bytes[i] = float_to_e4m3_bits(static_cast<float>(values[i]));
     }
     DeviceBuffer dev(bytes.size());
     KTUNE_CU(Driver::get().cuMemcpyHtoD(dev.get(), bytes.data(), bytes.size()));
@@ -49,11 +55,9 @@ DeviceBuffer upload_random(DType t, std::vector<double>& values, std::mt19937& r
   }
   std::vector<std::uint16_t> bits(values.size());
   for (std::size_t i = 0; i < bits.size(); ++i) {
-    double v = round_to(t, u(rng));
-    if (v == 0.0) v = 0.25;
-    values[i] = v;
-    bits[i] = t == DType::bf16 ? float_to_bf16_bits(static_cast<float>(v))
-                               : float_to_fp16_bits(static_cast<float>(v));
+    values[i] = round_to(t, values[i]);
+    bits[i] = t == DType::bf16 ? float_to_bf16_bits(static_cast<float>(values[i]))
+                               : float_to_fp16_bits(static_cast<float>(values[i]));
   }
   DeviceBuffer dev(bits.size() * 2);
   KTUNE_CU(Driver::get().cuMemcpyHtoD(dev.get(), bits.data(), bits.size() * 2));

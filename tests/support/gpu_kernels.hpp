@@ -27,6 +27,8 @@ CUfunction load_kernel(const KernelSource& source, const DeviceInfo& dev, unsign
 /// Fills `values` (sized by the caller) with fresh random numbers in [-2, 2) that `t` holds
 /// exactly, never 0, and returns them on the device as 16-bit `t`.
 DeviceBuffer upload_random(DType t, std::vector<double>& values, std::mt19937& rng);
+/// `values` rounded to `t` in place (bf16, fp16 or e4m3) and uploaded.
+DeviceBuffer upload_values(DType t, std::vector<double>& values);
 
 /// `s` with every character that is not a letter or a digit made '_': a gtest parameter name.
 std::string param_name(std::string s);
