@@ -97,6 +97,15 @@ const std::filesystem::path& cache_dir() {
   return dir.path();
 }
 
+/// A runtime's options with the database `db` alone (no shipped ones) and the binary's cache.
+RuntimeOptions options_with(const std::filesystem::path& db) {
+  RuntimeOptions ro;
+  ro.db_path = db.string();
+  ro.use_shipped_databases = false;
+  ro.cache_dir = cache_dir().string();
+  return ro;
+}
+
 Problem problem_of(const AttentionShape& s) {
   Problem p;
   // varlen and page off: the cases with those build their problems themselves.
@@ -264,10 +273,7 @@ TEST_P(GpuAttention, DefaultAndTunedConfigsMatchTheReference) {
   const DeviceTensor v(t, s.b, s.hkv, s.nk, s.d, c.bshd, rng);
   const AttentionResult ref = test::attention_ref(s, q.host, k.host, v.host);
 
-  RuntimeOptions ro;
-  ro.db_path = (dir_.path() / "empty.db").string();
-  ro.use_shipped_databases = false;
-  ro.cache_dir = cache_dir().string();
+  RuntimeOptions ro = options_with(dir_.path() / "empty.db");
   Runtime rt(ro);
   const MatchInfo def = rt.query("flash_attention", op().problem_key(p), t);
   EXPECT_EQ(def.kind, Match::default_config);
@@ -365,10 +371,7 @@ TEST(GpuAttentionE4m3, DefaultAndTunedConfigsMatchTheReference) {
     for (double& x : vs.data) x *= scales[2];
     const AttentionResult ref = test::attention_ref(s, qs, ks, vs);
 
-    RuntimeOptions ro;
-    ro.db_path = (dir.path() / "empty.db").string();
-    ro.use_shipped_databases = false;
-    ro.cache_dir = cache_dir().string();
+    RuntimeOptions ro = options_with(dir.path() / "empty.db");
     Runtime rt(ro);
     const auto call = [&](const std::string& what) {
       Outputs out(s, false);
@@ -460,10 +463,7 @@ TEST(GpuAttentionLazyRescale, RowMaximaGrowingAlongTheKeysMatchTheReference) {
     ASSERT_GT(all - first, 24.0) << name << ": the data does not make the maxima grow enough";
     const AttentionResult ref = test::attention_ref(s, q.host, k, v.host);
 
-    RuntimeOptions ro;
-    ro.db_path = (dir.path() / "empty.db").string();
-    ro.use_shipped_databases = false;
-    ro.cache_dir = cache_dir().string();
+    RuntimeOptions ro = options_with(dir.path() / "empty.db");
     Runtime rt(ro);
     const auto call = [&](const std::string& what) {
       Outputs out(s, false);
@@ -587,10 +587,7 @@ TEST_P(GpuAttentionVariants, DefaultAndTunedConfigsMatchTheReference) {
   const DeviceTensor v(t, s.b, s.hkv, s.nk, s.d, false, rng);
   const AttentionResult ref = test::attention_ref(s, q.host, k.host, v.host);
 
-  RuntimeOptions ro;
-  ro.db_path = (dir_.path() / "empty.db").string();
-  ro.use_shipped_databases = false;
-  ro.cache_dir = cache_dir().string();
+  RuntimeOptions ro = options_with(dir_.path() / "empty.db");
   Runtime rt(ro);
   EXPECT_EQ(rt.query("flash_attention", op().problem_key(p), t).kind, Match::default_config);
   run_variant(rt, s, t, q, k, v, slopes_dev, ref, name + " default");
