@@ -88,6 +88,10 @@ void json_result(Json& j, const SweepResult& r, const SweepOptions& o) {
     j.field("median_us", r.default_config->median_us).end_object();
     if (r.best) j.field("speedup_over_default", r.default_config->median_us / r.best->median_us);
   }
+  if (r.stored_best) {
+    j.key("stored_best").begin_object().field("params", r.stored_best->params_key);
+    j.field("median_us", r.stored_best->median_us).end_object();
+  }
   j.field("copy_bandwidth_tb_per_s", r.copy_bandwidth / 1e12);
   if (r.best)
     j.field("percent_of_copy_bandwidth",
@@ -124,7 +128,11 @@ void print_result(const SweepResult& r, const SweepOptions& o) {
     std::printf("  no configuration passed verification\n");
     return;
   }
-  std::printf("  best:    %s\n", r.best->params_key.c_str());
+  const bool kept = r.stored_best && r.stored_best->params_key == r.best->params_key;
+  std::printf("  best:    %s%s\n", r.best->params_key.c_str(),
+              kept ? "\n           (the database's earlier best, re-timed: nothing this run "
+                     "measured beat it)"
+                   : "");
   const double us = r.best->median_us;
   const double pct = 100.0 * tb_per_s(r, us) * 1e12 / r.copy_bandwidth;
   if (r.flops > 0)

@@ -240,6 +240,51 @@ TEST_F(Tuner, TimeLimitStopsEarlyAndTheNextRunResumes) {
   EXPECT_EQ(fresh, second.valid_count - 1);
 }
 
+// A run that measures less than an earlier one (here a budget of one and nothing resumed: the
+// default only) re-times the database's best beside its own and keeps whichever is faster in
+// that phase: before 2026-12-02 it stored its own best unconditionally, replacing a faster
+// earlier row.
+TEST_F(Tuner, AShorterRunKeepsAFasterStoredBest) {
+  SweepOptions o = options("softmax", "m=64,n=1024");
+  const SweepResult full = run_sweep(o);
+  ASSERT_TRUE(full.best && full.default_config);
+  const Op& op = get_op(o.op);
+  // The earlier best, made a point other than the default (the fastest such) so that the short
+  // run cannot propose it.
+  const TrialOutcome* other = nullptr;
+  for (const TrialOutcome& t : full.trials)
+    if (t.status == TrialStatus::ok && t.params_key != full.default_config->params_key &&
+        (!other || t.median_us < other->median_us))
+      other = &t;
+  ASSERT_NE(other, nullptr);
+  {
+    Store store = Store::open(o.db_path, Store::Mode::read_write);
+    BestRecord b;
+    b.device_key = full.device.key();
+    b.op = o.op;
+    b.dtype = o.dtype;
+    b.problem_key = full.problem_key;
+    b.params_key = other->params_key;
+    b.template_hash = op.template_hash();
+    b.median_us = other->median_us;
+    store.set_best(b);
+  }
+  o.budget = 1;
+  o.force = true;  // measured again, not resumed: the short run holds the default alone
+  const SweepResult short_run = run_sweep(o);
+  ASSERT_TRUE(short_run.best && short_run.default_config && short_run.stored_best);
+  EXPECT_EQ(short_run.stored_best->params_key, other->params_key);
+  // Both re-timed in one phase; the faster is the best and the row.
+  const double fastest =
+      std::min(short_run.stored_best->median_us, short_run.default_config->median_us);
+  EXPECT_EQ(short_run.best->median_us, fastest);
+  Store store = Store::open(o.db_path, Store::Mode::read_only);
+  const std::optional<BestRecord> row = store.best(full.device.key(), o.op, o.dtype,
+                                                   full.problem_key, op.template_hash());
+  ASSERT_TRUE(row.has_value());
+  EXPECT_EQ(row->params_key, short_run.best->params_key);
+}
+
 TEST_F(Tuner, EveryFusedOpTunesOnOddAndEvenShapes) {
   const char* cases[][2] = {
       {"add_rmsnorm", "m=257,n=4095"}, {"layernorm", "m=129,n=1000,residual=yes"},

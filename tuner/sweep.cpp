@@ -273,9 +273,33 @@ std::vector<WarmStartPoint> warm_start_of(Session& s, const Space& space,
   return out;
 }
 
+/// The best row the database holds for this problem (same device, op, dtype and kernel code)
+/// when this run did not propose its configuration (a budget, a time limit, another strategy),
+/// as a resumed outcome; nullopt when there is none or it is no longer a valid point.
+std::optional<TrialOutcome> stored_best(Session& s, const TrialRecord& base,
+                                        const Problem& problem, const SweepResult& res) {
+  const std::optional<BestRecord> row =
+      s.store.best(base.device_key, base.op, base.dtype, base.problem_key, base.template_hash);
+  if (!row) return std::nullopt;
+  for (const TrialOutcome& t : res.trials)
+    if (t.params_key == row->params_key) return std::nullopt;  // a candidate already
+  TrialOutcome t;
+  try {
+    t.params = s.op.parse_params(row->params_key);
+  } catch (const InvalidArgument&) {
+    return std::nullopt;
+  }
+  if (s.op.invalid_reason(t.params, problem, base.dtype, s.device)) return std::nullopt;
+  t.params_key = row->params_key;
+  t.median_us = row->median_us;
+  t.resumed = true;
+  return t;
+}
+
 /// Re-times the leaders in interleaved rounds, so noise cannot pick the winner, and stores the
-/// best.
-void choose_best(Session& s, ProblemBench& bench, const TrialRecord& base,
+/// best. The database's earlier best is re-timed beside them: a run that measures less than an
+/// earlier one never replaces a faster stored best with its own (res.stored_best).
+void choose_best(Session& s, ProblemBench& bench, const TrialRecord& base, const Problem& problem,
                  const std::string& default_key, SweepResult& res) {
   std::vector<TrialOutcome*> ok;
   TrialOutcome* default_trial = nullptr;
@@ -294,6 +318,11 @@ void choose_best(Session& s, ProblemBench& bench, const TrialRecord& base,
   // default it replaces.
   if (default_trial && std::find(ok.begin(), ok.end(), default_trial) == ok.end())
     ok.push_back(default_trial);
+  res.stored_best = stored_best(s, base, problem, res);
+  if (res.stored_best) {
+    if (ok.empty()) return;  // nothing of this run passed: the stored row stays as it is
+    ok.push_back(&*res.stored_best);
+  }
   if (ok.size() > 1) {
     bench.retime(ok);
     std::sort(ok.begin(), ok.end(), faster);
@@ -360,7 +389,7 @@ SweepResult sweep_problem(Session& s, const Problem& problem, std::size_t index,
   Batches batches{s, *strategy, bench, book, res, index, count};
   measure_batches(batches, default_params, warm_start_of(s, space, default_params));
   const std::string default_key = op.params_key(default_params);
-  choose_best(s, bench, base, default_key, res);
+  choose_best(s, bench, base, problem, default_key, res);
 
   for (const TrialOutcome& t : res.trials) {
     if (t.params_key == default_key) res.default_config = t;

@@ -98,6 +98,10 @@ struct SweepResult {
   std::vector<WarmStartPoint> warm_start;  // measured (or resumed) before the strategy's points
   std::optional<TrialOutcome> best;
   std::optional<TrialOutcome> default_config;
+  // The database's best before this run, where this run did not propose it: re-timed beside the
+  // leaders (median_us is then this run's time), so a shorter run cannot replace it with a
+  // slower point. best is this outcome when it won again.
+  std::optional<TrialOutcome> stored_best;
   double copy_bandwidth = 0.0;           // bytes/s, measured once per device
   double min_bytes = 0.0;
   double flops = 0.0;
