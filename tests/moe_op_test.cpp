@@ -181,6 +181,8 @@ TEST(MoeSpace, PrunesWhatCannotWinWithAReason) {
   EXPECT_TRUE(contains(op().invalid_reason(p, one, DType::bf16, h100).value_or(""),
                        "a larger block only adds padding rows"));
   Params q = op().default_params(one, DType::bf16, h100);
+  EXPECT_EQ(op().param(q, "fuse_route"), 1);  // few softmax-routed pairs: route + align fused
+  q.values[op().param_index("fuse_route")] = 0;
   q.values[op().param_index("align_chunk")] = 4096;
   EXPECT_TRUE(contains(op().invalid_reason(q, one, DType::bf16, h100).value_or(""),
                        "three launches"));
@@ -272,16 +274,16 @@ TEST(MoeSpace, WgmmaGemmIsATunable) {
   const DeviceInfo h100 = device("sm_90a");
   const Problem p = problem(kMixtral, 4096);
   Params w = op().default_params(p, DType::bf16, h100);
-  // The default takes the warp-specialised wgmma GEMMs on sm_90a once experts average 128 rows
-  // (measured on the H100: MoeDefaults kWgmma), mma.sync below that and on any other
-  // architecture.
+  // The default takes the warp-specialised wgmma GEMMs on sm_90a once experts average 64 rows
+  // (measured on the H100 and H200: MoeDefaults kWgmma), mma.sync below that and on any other
+  // architecture. Mixtral's experts get t / 4 rows, the DeepSeek-like layer's t / 8.
   EXPECT_EQ(op().param(w, "impl1"), 2);
   EXPECT_EQ(op().param(w, "impl2"), 2);
   EXPECT_EQ(op().invalid_reason(w, p, DType::bf16, h100), std::nullopt);
   for (const auto& [shape, t, impl] :
-       {std::tuple{std::string(kMixtral), 1024, 2}, std::tuple{std::string(kMixtral), 512, 2},
-        std::tuple{std::string(kMixtral), 511, 0}, std::tuple{std::string(kDeepSeek), 1024, 2},
-        std::tuple{std::string(kDeepSeek), 1023, 0}, std::tuple{std::string(kDeepSeek), 2048, 2},
+       {std::tuple{std::string(kMixtral), 1024, 2}, std::tuple{std::string(kMixtral), 256, 2},
+        std::tuple{std::string(kMixtral), 255, 0}, std::tuple{std::string(kDeepSeek), 512, 2},
+        std::tuple{std::string(kDeepSeek), 511, 0}, std::tuple{std::string(kDeepSeek), 2048, 2},
         std::tuple{std::string(kMixtral), 1, 0}}) {
     const Problem q = problem(shape, t);
     const Params d = op().default_params(q, DType::bf16, h100);
@@ -646,7 +648,13 @@ TEST(MoeRun, KernelsInOrderPerRoutingMode) {
             (std::vector<std::string>{"moe_align_kernel", "moe_gemm_kernel", "moe_gemm_kernel",
                                       "moe_combine_kernel"}));
   const Problem k1 = problem("e=8,k=1,h=256,i=128", 7);
-  EXPECT_EQ(kernel_names(op().default_params(k1, DType::bf16, h100), k1),
+  Params p1 = op().default_params(k1, DType::bf16, h100);
+  // Seven softmax-routed pairs: the default routes and aligns in one kernel.
+  EXPECT_EQ(kernel_names(p1, k1),
+            (std::vector<std::string>{"moe_route_align_kernel", "moe_gemm_kernel",
+                                      "moe_gemm_kernel"}));
+  p1.values[op().param_index("fuse_route")] = 0;
+  EXPECT_EQ(kernel_names(p1, k1),
             (std::vector<std::string>{"moe_zero_kernel", "moe_route_kernel", "moe_align_kernel",
                                       "moe_gemm_kernel", "moe_gemm_kernel"}));
   const auto ks = op().kernels(ps, soft, DType::bf16);
@@ -675,6 +683,7 @@ TEST(MoeRun, LaunchesFromUpperBoundsInsideTheWorkspace) {
     for (int t : {1, 37, 5000}) {
       const Problem p = problem(shape, t);
       Params params = op().default_params(p, DType::bf16, h100);
+      params.values[op().param_index("fuse_route")] = 0;  // the route and align kernels' args
       // The warp-specialised GEMMs (impl 2) encode their tensor maps through the driver at
       // launch (gpu_moe_op_test runs them); their tiles on the wgmma kernel without
       // specialisation (impl 1) take the same grid and workspace, and launch without one.
@@ -765,6 +774,7 @@ TEST(MoeRun, SplitKLaunchesPartialSumsAndTheirCombine) {
   for (const std::string& shape : {std::string(kDeepSeek), std::string("e=8,k=1,h=4096,i=14336")}) {
     const Problem p = problem(shape, 16);
     Params params = op().default_params(p, DType::bf16, h100);
+    params.values[op().param_index("fuse_route")] = 0;  // the aux zeroing is counted below
     const std::size_t plain_ws = op().workspace_bytes(params, p, DType::bf16);
     const std::size_t plain_kernels = op().kernels(params, p, DType::bf16).size();
     params.values[op().param_index("split2")] = 4;

@@ -346,32 +346,54 @@ RefLayout reference_layout(const Shape& s) {
   return l;
 }
 
-/// Built-in configuration per architecture and token range. Should not affect results, only
-/// speed. The first row with cc_major <= the device's and t <= max_t applies; a row invalid for
-/// the problem (shared memory, shape) falls through to kSafe.
+/// Built-in configuration per architecture and regime. Should not affect results, only speed.
+/// The regime is the mean rows an expert receives (t * k over the experts reached, mean_rows),
+/// not t: how many times each weight byte is used is what separates weight streaming from tensor
+/// work, and layers differ in k / e (Mixtral 1/4, DeepSeek-V3 1/32). The first row with
+/// cc_major <= the device's, mean rows <= max_rows and i <= max_i applies; a row invalid for the
+/// problem (shared memory, shape) falls through to kSafe.
 struct MoeDefaults {
   int cc_major;     // first compute capability (major) this row applies to
-  int max_t;        // tokens up to this count
-  int block_m;      // rows per GEMM block = align block (small t: little padding per expert)
+  int max_rows;     // mean rows per expert up to this count
+  int max_i;        // intermediate size (gemm2's k extent) up to this
+  int block_m;      // rows per GEMM block = align block (few rows: little padding per expert)
   GemmTile g1;      // gemm1: act columns, k step, warps, warps along M, ring, CTA order, prefetch
   GemmTile g2;      // gemm2
   int align_chunk;  // 0: one-block align; else pairs per block of the three-kernel path
   int route_lanes;  // threads per token in the route kernel
   int combine_vec;  // elements per thread of the combine
 };
+constexpr int kAnyI = 1 << 30;
 constexpr MoeDefaults kDefaults[] = {
-    // Hopper (sm_90a) runs the same mma.sync kernels. Rows from the GEMM harness on the H100
-    // (benchmarks/moe/gemm_h100_2026-11-23.log): small t streams weights through deep rings of
-    // 128-wide k steps; large t takes wide tiles, gemm2 in groups of 8 row blocks.
-    {9, 32, 16, {32, 128, 2, 1, 6, 0, 0, 0, 0}, {64, 128, 4, 1, 6, 0, 0, 0, 0}, 0, 8, 8},
-    {9, 128, 32, {64, 128, 4, 2, 3, 0, 0, 0, 0}, {64, 128, 4, 1, 4, 0, 0, 0, 0}, 0, 8, 8},
-    {9, 2048, 64, {256, 64, 8, 1, 3, 0, 0, 0, 0}, {128, 64, 4, 1, 4, 8, 0, 0, 0}, 0, 8, 8},
-    {9, 1 << 30, 128, {128, 64, 8, 2, 4, 0, 0, 0, 0}, {256, 64, 8, 2, 3, 8, 0, 0, 0}, 4096, 8, 8},
-    // Ampere (sm_80) and later: 164 KiB of shared memory, fewer stages.
-    {8, 32, 16, {64, 64, 4, 1, 3, 0, 0, 0, 0}, {64, 64, 4, 1, 3, 0, 0, 0, 0}, 0, 8, 8},
-    {8, 256, 32, {64, 64, 4, 2, 3, 0, 0, 0, 0}, {64, 64, 4, 2, 3, 0, 0, 0, 0}, 0, 8, 8},
-    {8, 2048, 64, {64, 64, 4, 2, 3, 0, 0, 0, 0}, {64, 64, 4, 2, 3, 0, 0, 0, 0}, 0, 8, 8},
-    {8, 1 << 30, 128, {64, 32, 8, 2, 3, 0, 0, 0, 0}, {128, 32, 8, 2, 3, 0, 0, 0, 0}, 4096, 8, 8},
+    // Hopper (sm_90a) runs the same mma.sync kernels below kWgmmaMinRows. First read from the
+    // GEMM harness on the H100 (benchmarks/moe/gemm_h100_2026-11-23.log) with t in place of
+    // rows; re-read on the H200 (2026-12-02) from layers no earlier row came from
+    // (benchmarks/results/moe-default-quality-h200-2026-12-02.md, OLMoE, DeepSeek-V3,
+    // gpt-oss-20b, Mixtral-8x22B, then Qwen1.5-MoE, Phi-3.5-MoE, DBRX) and the shipped h200.db
+    // rows. Up to 16 rows per expert (weight streaming): gemm1 64 columns on 4 warps, 128-wide k
+    // steps, 4 stages (within 2 % of each sweep's best gemm1 there; 128 columns 2-3 % behind at
+    // 11 rows; the old 32-column, 2-warp, 6-stage tile 2-8 % behind); gemm2 32 columns on 2
+    // warps where its k extent is short (i <= 4096: 2-7 % ahead of 64 on 4 warps), 128 on 4 warps where it is
+    // long (Mixtral-8x22B's i = 16384: 3 % ahead of 32). Up to 32 rows: gemm1 128 columns on 4
+    // warps (the best or within 1.5 % at 11-22 rows; 64 columns was 10 % behind at DeepSeek-V3's
+    // 22); gemm2 128 columns in 64-wide k steps, groups of 8 row blocks, where i is short
+    // (DeepSeek-V3: 64 x 128 steps 8-12 % behind), 64 x 128 where it is long (Mixtral-8x22B:
+    // 3 % ahead of 128 x 64). From 32 to 64 rows gemm1 64 columns on 4 warps (8 % ahead of 256
+    // on 8 at 50 rows, level on the other layer measured there). Large rows take wide tiles.
+    {9, 16, 4096, 16, {64, 128, 4, 1, 4, 0, 0, 0, 0}, {32, 128, 2, 1, 4, 0, 0, 0, 0}, 0, 8, 8},
+    {9, 16, kAnyI, 16, {64, 128, 4, 1, 4, 0, 0, 0, 0}, {128, 128, 4, 1, 4, 0, 0, 0, 0}, 0, 8, 8},
+    {9, 32, 4096, 32, {128, 128, 4, 1, 3, 0, 0, 0, 0}, {128, 64, 4, 1, 4, 8, 0, 0, 0}, 0, 8, 8},
+    {9, 32, kAnyI, 32, {128, 128, 4, 1, 3, 0, 0, 0, 0}, {64, 128, 4, 1, 4, 0, 0, 0, 0}, 0, 8, 8},
+    {9, 512, kAnyI, 64, {64, 64, 4, 1, 3, 0, 0, 0, 0}, {128, 64, 4, 1, 4, 8, 0, 0, 0}, 0, 8, 8},
+    {9, 1 << 30, kAnyI, 128, {128, 64, 8, 2, 4, 0, 0, 0, 0}, {256, 64, 8, 2, 3, 8, 0, 0, 0}, 4096,
+     8, 8},
+    // Ampere (sm_80) and later: 164 KiB of shared memory, fewer stages. Not measured on an sm_80
+    // GPU; written for Mixtral's t (rows = t / 4) and kept at those rows.
+    {8, 8, kAnyI, 16, {64, 64, 4, 1, 3, 0, 0, 0, 0}, {64, 64, 4, 1, 3, 0, 0, 0, 0}, 0, 8, 8},
+    {8, 64, kAnyI, 32, {64, 64, 4, 2, 3, 0, 0, 0, 0}, {64, 64, 4, 2, 3, 0, 0, 0, 0}, 0, 8, 8},
+    {8, 512, kAnyI, 64, {64, 64, 4, 2, 3, 0, 0, 0, 0}, {64, 64, 4, 2, 3, 0, 0, 0, 0}, 0, 8, 8},
+    {8, 1 << 30, kAnyI, 128, {64, 32, 8, 2, 3, 0, 0, 0, 0}, {128, 32, 8, 2, 3, 0, 0, 0, 0}, 4096,
+     8, 8},
 };
 /// sm_90a with at least kWgmmaMinRows rows per expert on average (t * k / e): both GEMMs on
 /// the wgmma kernel, whatever t. On the H100 (benchmarks/results/moe-wgmma-h100-2026-11-23.md)
@@ -387,14 +409,19 @@ constexpr MoeDefaults kDefaults[] = {
 /// at Mixtral and DeepSeek-like T=1024 and 4096; the whole layer, graph-captured, 1.01-1.09x
 /// impl=1 at those four points, and at 128 rows per expert (DeepSeek-like T=1024) 1.18x the
 /// mma.sync row that was the default there (benchmarks/results/moe-ws-h100-2026-11-24.md), so
-/// the threshold moved from 256 to 128 rows per expert.
-constexpr MoeDefaults kWgmma = {9, 1 << 30, 128, {128, 64, 8, 1, 4, 0, 0, 0, 2},
+/// the threshold moved from 256 to 128 rows per expert. On the H200 (2026-12-02) at 64-88 rows
+/// the warp-specialised gemm1 won in 4 of 5 layers (DeepSeek-V3 at 78 rows 0.89x the mma.sync
+/// row's time, gpt-oss-20b at 88 0.93x, OLMoE at 88 1.03x; the shipped rows of Mixtral at 64
+/// and Qwen3-30B-A3B at 64 chose it), so it starts at 64.
+constexpr MoeDefaults kWgmma = {9, 1 << 30, kAnyI, 128, {128, 64, 8, 1, 4, 0, 0, 0, 2},
                                 {256, 64, 8, 1, 4, 8, 0, 0, 2}, 4096, 8, 8};
-constexpr long long kWgmmaMinRows = 128;
+constexpr long long kWgmmaMinRows = 64;
+/// Pairs (t * k) up to which softmax routings default to fuse_route=1.
+constexpr long long kFuseDefaultMaxPairs = 256;
 /// gemm2's split-k is searched up to this many rows per expert on average (t * k / e).
 constexpr long long kSplitMaxRows = 128;
 /// Valid for every problem problem_reason() accepts on any sm_80+ device: small tiles, 2 stages.
-constexpr MoeDefaults kSafe = {8, 0, 16, {64, 32, 4, 1, 2, 0, 0, 0, 0},
+constexpr MoeDefaults kSafe = {8, 0, kAnyI, 16, {64, 32, 4, 1, 2, 0, 0, 0, 0},
                                {64, 32, 4, 1, 2, 0, 0, 0, 0}, 0, 8, 8};
 
 /// Launches a.kernels[0], [1], ... in turn, each with a 1-D block, an (x, y, z) grid and
@@ -1115,19 +1142,37 @@ class MoeOp final : public Op {
                      s.combines() ? r.combine_vec : tunables_[kCombineVec].values.front(), 1, 0,
                      0, 0, 1, 1}};
     };
+    // Few pairs routed by softmax: route and align in one block (fuse_route). The sweeps chose it
+    // at every such problem of the shipped h200.db and of the held-out layers of 2026-12-02 (up
+    // to 256 pairs, within ~1-3 % of the call); sigmoid_group's longer per-token selection is
+    // faster spread over the route kernel's blocks (benchmarks/moe/NOTES.md, 2026-11-25).
+    const bool fuse = s.route_kernel() && s.routing != moe_sigmoid_group &&
+                      s.pairs() <= kFuseDefaultMaxPairs;
+    const auto valid = [&](Params& p) {
+      fit_columns(p, s);
+      if (fuse && p.values[kAlignChunk] == 0) {
+        p.values[kFuseRoute] = 1;
+        if (!invalid_reason(p, problem, t, device)) return true;
+        p.values[kFuseRoute] = 0;
+      }
+      return !invalid_reason(p, problem, t, device);
+    };
     if (device.arch() == "sm_90a" && !s.expert_choice() &&
         s.pairs() >= kWgmmaMinRows * std::min<long long>(s.e, s.pairs())) {
       Params p = params(kWgmma);
+      // Its 128-row block even where 64 hold the mean (64-127 rows): the warp-specialised
+      // kernel's two consumer warpgroups take 64 rows each, and the shipped Mixtral row at 64 rows
+      // per expert chose this point (one block per expert: each weight byte streamed once).
+      p.values[kBlockM] = std::min<std::int64_t>(kWgmma.block_m, widest_block_m(s));
       // e4m3 gemm1 on the warp-specialised kernel keeps a second accumulator set: bn1 <= 64.
       if (t == DType::e4m3) p.values[kBn1] = std::min<std::int64_t>(p.values[kBn1], 64);
-      fit_columns(p, s);
-      if (!invalid_reason(p, problem, t, device)) return p;
+      if (valid(p)) return p;
     }
     for (const MoeDefaults& row : kDefaults) {
-      if (device.cc_major < row.cc_major || s.t > row.max_t) continue;
+      if (device.cc_major < row.cc_major || mean_rows(s) > row.max_rows || s.i > row.max_i)
+        continue;
       Params p = params(row);
-      fit_columns(p, s);
-      if (!invalid_reason(p, problem, t, device)) return p;
+      if (valid(p)) return p;
       break;
     }
     Params p = params(kSafe);
