@@ -51,6 +51,13 @@ declare -A SHAPE=(
   [dsv2]="e=160,k=6,h=5120,i=1536,routing=softmax"
   [scout]="e=16,k=1,h=5120,i=8192,routing=softmax_renorm"
   [odd2]="e=24,k=3,h=1800,i=1200,routing=softmax_renorm"
+  # not yet swept (a third check, for the rule of 2026-12-02 with its fused routing lanes):
+  # Qwen3-235B-A22B (128 of 1536, top 8), JetMoE-8B (8 of 5632, top 2), Jamba (16 of 14336,
+  # top 2), a Llama-4-Maverick-like top-1 layer (128 of 8192); e.g. TOKENS=2,24,200,1200
+  [qwen3big]="e=128,k=8,h=4096,i=1536,routing=softmax_renorm"
+  [jetmoe]="e=8,k=2,h=2048,i=5632,routing=softmax_renorm"
+  [jamba]="e=16,k=2,h=4096,i=14336,routing=softmax_renorm"
+  [maverick]="e=128,k=1,h=5120,i=8192,routing=softmax_renorm"
 )
 LAYERS=${LAYERS:-olmoe mixtral22 gptoss qwen2 dsv3 odd}
 TOKENS=${TOKENS:-3,40,300,2500}
