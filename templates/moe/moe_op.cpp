@@ -365,21 +365,21 @@ struct MoeDefaults {
 };
 constexpr int kAnyI = 1 << 30;
 constexpr MoeDefaults kDefaults[] = {
-    // Hopper (sm_90a) runs the same mma.sync kernels below kWgmmaMinRows. First read from the
-    // GEMM harness on the H100 (benchmarks/moe/gemm_h100_2026-11-23.log) with t in place of
-    // rows; re-read on the H200 (2026-12-02) from layers no earlier row came from
-    // (benchmarks/results/moe-default-quality-h200-2026-12-02.md, OLMoE, DeepSeek-V3,
-    // gpt-oss-20b, Mixtral-8x22B, then Qwen1.5-MoE, Phi-3.5-MoE, DBRX) and the shipped h200.db
-    // rows. Up to 16 rows per expert (weight streaming): gemm1 64 columns on 4 warps, 128-wide k
-    // steps, 4 stages (within 2 % of each sweep's best gemm1 there; 128 columns 2-3 % behind at
-    // 11 rows; the old 32-column, 2-warp, 6-stage tile 2-8 % behind); gemm2 32 columns on 2
-    // warps where its k extent is short (i <= 4096: 2-7 % ahead of 64 on 4 warps), 128 on 4 warps where it is
-    // long (Mixtral-8x22B's i = 16384: 3 % ahead of 32). Up to 32 rows: gemm1 128 columns on 4
-    // warps (the best or within 1.5 % at 11-22 rows; 64 columns was 10 % behind at DeepSeek-V3's
-    // 22); gemm2 128 columns in 64-wide k steps, groups of 8 row blocks, where i is short
-    // (DeepSeek-V3: 64 x 128 steps 8-12 % behind), 64 x 128 where it is long (Mixtral-8x22B:
-    // 3 % ahead of 128 x 64). From 32 to 64 rows gemm1 64 columns on 4 warps (8 % ahead of 256
-    // on 8 at 50 rows, level on the other layer measured there). Large rows take wide tiles.
+    // Hopper (sm_90a) runs the same mma.sync kernels below kWgmmaMinRows. First read from the GEMM
+    // harness on the H100 (benchmarks/moe/gemm_h100_2026-11-23.log) with t in place of rows;
+    // re-read on the H200 (2026-12-02) from layers no earlier row came from
+    // (benchmarks/results/moe-default-quality-h200-2026-12-02.md, OLMoE, DeepSeek-V3, gpt-oss-20b,
+    // Mixtral-8x22B, then Qwen1.5-MoE, Phi-3.5-MoE, DBRX) and the shipped h200.db rows. Up to 16
+    // rows per expert (weight streaming): gemm1 64 columns on 4 warps, 128-wide k steps, 4 stages
+    // (within 2 % of each sweep's best gemm1 there; 128 columns 2-3 % behind at 11 rows; the old
+    // 32-column, 2-warp, 6-stage tile 2-8 % behind); gemm2 32 columns on 2 warps where its k extent
+    // is short (i <= 4096: 2-7 % ahead of 64 on 4 warps), 128 on 4 warps where it is long
+    // (Mixtral-8x22B's i = 16384: 3 % ahead of 32). Up to 32 rows: gemm1 128 columns on 4 warps
+    // (the best or within 1.5 % at 11-22 rows; 64 columns was 10 % behind at DeepSeek-V3's 22);
+    // gemm2 128 columns in 64-wide k steps, groups of 8 row blocks, where i is short (DeepSeek-V3:
+    // 64 x 128 steps 8-12 % behind), 64 x 128 where it is long (Mixtral-8x22B: 3 % ahead of 128 x
+    // 64). From 32 to 64 rows gemm1 64 columns on 4 warps (8 % ahead of 256 on 8 at 50 rows, level
+    // on the other layer measured there). Large rows take wide tiles.
     {9, 16, 4096, 16, {64, 128, 4, 1, 4, 0, 0, 0, 0}, {32, 128, 2, 1, 4, 0, 0, 0, 0}, 0, 8, 8},
     {9, 16, kAnyI, 16, {64, 128, 4, 1, 4, 0, 0, 0, 0}, {128, 128, 4, 1, 4, 0, 0, 0, 0}, 0, 8, 8},
     {9, 32, 4096, 32, {128, 128, 4, 1, 3, 0, 0, 0, 0}, {128, 64, 4, 1, 4, 8, 0, 0, 0}, 0, 8, 8},
@@ -416,8 +416,10 @@ constexpr MoeDefaults kDefaults[] = {
 constexpr MoeDefaults kWgmma = {9, 1 << 30, kAnyI, 128, {128, 64, 8, 1, 4, 0, 0, 0, 2},
                                 {256, 64, 8, 1, 4, 8, 0, 0, 2}, 4096, 8, 8};
 constexpr long long kWgmmaMinRows = 64;
-/// Pairs (t * k) up to which softmax routings default to fuse_route=1.
-constexpr long long kFuseDefaultMaxPairs = 256;
+/// Pairs (t * k) up to which softmax routings default to fuse_route=1: the sweeps of the shipped
+/// h200.db and of the held-out layers of 2026-12-02 chose it at 34 of 34 such problems up to 200
+/// pairs, at none of 9 from 256.
+constexpr long long kFuseDefaultMaxPairs = 200;
 /// gemm2's split-k is searched up to this many rows per expert on average (t * k / e).
 constexpr long long kSplitMaxRows = 128;
 /// Valid for every problem problem_reason() accepts on any sm_80+ device: small tiles, 2 stages.
@@ -1142,10 +1144,9 @@ class MoeOp final : public Op {
                      s.combines() ? r.combine_vec : tunables_[kCombineVec].values.front(), 1, 0,
                      0, 0, 1, 1}};
     };
-    // Few pairs routed by softmax: route and align in one block (fuse_route). The sweeps chose it
-    // at every such problem of the shipped h200.db and of the held-out layers of 2026-12-02 (up
-    // to 256 pairs, within ~1-3 % of the call); sigmoid_group's longer per-token selection is
-    // faster spread over the route kernel's blocks (benchmarks/moe/NOTES.md, 2026-11-25).
+    // Few pairs routed by softmax: route and align in one block (fuse_route; worth ~1-3 % of
+    // such calls in the sweeps); sigmoid_group's longer per-token selection is faster spread
+    // over the route kernel's blocks (benchmarks/moe/NOTES.md, 2026-11-25).
     const bool fuse = s.route_kernel() && s.routing != moe_sigmoid_group &&
                       s.pairs() <= kFuseDefaultMaxPairs;
     const auto valid = [&](Params& p) {
