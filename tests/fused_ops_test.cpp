@@ -322,6 +322,27 @@ TEST(Defaults, PickWideVectorsAndRegistersAt4096) {
   EXPECT_EQ(op.param(longrow, "regs"), 0);
 }
 
+TEST(Defaults, ElementwiseRowsPerThreadShrinkUntilTheGridFillsTheSms) {
+  // Few rows (decode) must still spread over the SMs: unroll halves while the grid has fewer
+  // than two blocks an SM (sm_90a's built-in description: 132 SMs).
+  const DeviceInfo h100 = device("sm_90a");
+  ASSERT_GT(h100.sm_count, 0);
+  for (const char* name : {"swiglu", "bias_act"}) {
+    const Op& op = get_op(name);
+    Problem p = op.default_problem();
+    p.values[1] = 2816;  // 352 16-byte vectors: two column blocks of 256 threads
+    p.values[0] = 16;
+    EXPECT_EQ(op.param(op.default_params(p, DType::bf16, h100), "unroll"), 1) << name;
+    p.values[0] = 300;  // 150 row blocks x 2 column blocks = 300 at unroll 2: enough
+    EXPECT_EQ(op.param(op.default_params(p, DType::bf16, h100), "unroll"), 2) << name;
+    p.values[0] = 16384;
+    const Params big = op.default_params(p, DType::bf16, h100);
+    EXPECT_EQ(op.param(big, "unroll"), 2) << name;
+    EXPECT_EQ(op.param(big, "vec"), 8) << name;
+    EXPECT_EQ(op.param(big, "threads"), 256) << name;
+  }
+}
+
 TEST(Space, EveryOpHasValidPointsAtItsDefaultProblem) {
   for (const Op* op : all_ops()) {
     if (op->family() != "fused") continue;

@@ -393,14 +393,21 @@ std::vector<Tunable> elementwise_tunables() {
 }
 
 /// Per-architecture defaults of the elementwise ops. Should not affect results, only speed.
+/// The default halves `unroll` (down to 1) while the grid has fewer than min_blocks_per_sm blocks
+/// an SM: a few rows (decode: m = 1..300) in few blocks run at a few SMs' bandwidth, not the
+/// GPU's. Exhaustive sweeps on the H200 (2026-12-02, benchmarks/fused/NOTES.md): the fixed
+/// {256 threads, unroll 4} ran at 0.92 of the optimum (worst 0.82, at m <= 64); this rule at
+/// 0.986 on the shapes it was read from and on held-out ones, 0.975 (worst 0.93) on a check set
+/// swept after it was written.
 struct ElementwiseDefaults {
-  int cc_major;  // first compute capability (major) this row applies to
-  int threads;   // threads per block
-  int unroll;    // rows per thread: 16-byte loads in flight per thread and input
+  int cc_major;           // first compute capability (major) this row applies to
+  int threads;            // threads per block
+  int unroll;             // rows per thread: 16-byte loads in flight per thread and input
+  int min_blocks_per_sm;  // unroll halves while the grid is smaller than this many blocks an SM
 };
 constexpr ElementwiseDefaults kElementwiseDefaults[] = {
-    {9, 256, 4},  // Hopper: more bytes in flight for 3+ TB/s
-    {8, 256, 2},  // Ampere, Ada
+    {9, 256, 2, 2},  // Hopper: read from exhaustive H200 sweeps, m = 1..8192
+    {8, 256, 2, 2},  // Ampere, Ada: the same filling rule, not measured there
 };
 
 /// Launch geometry of one elementwise configuration (see fused/elementwise.cuh).
@@ -454,6 +461,12 @@ class ElementwiseOp : public FusedOp {
     const ElementwiseDefaults& d = defaults_for(kElementwiseDefaults, device.cc_major);
     Params p;
     p.values = {d.threads, widest_vec(n_of(problem), t), d.unroll};
+    const std::int64_t enough = std::int64_t{d.min_blocks_per_sm} * std::max(device.sm_count, 1);
+    while (p.values[kEwUnroll] > 1) {
+      const ElementwiseShape s = elementwise_shape(p, m_of(problem), n_of(problem));
+      if (std::int64_t{s.grid_x} * s.grid_y >= enough) break;
+      p.values[kEwUnroll] /= 2;
+    }
     return p;
   }
 

@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# On the GPU machine, from the repo root (bundle of scripts/gpu_bundle.sh carried as $G): how good
+# the fused ops' built-in defaults are on shapes no rule was read from. Each problem is swept
+# exhaustively (`ktune sweep`, every valid point timed; the leaders and the default re-timed
+# together at the end), so "best / default" compares two times of one phase, and every point's
+# trial stays in $DB for reading other rules against the same sweeps (benchmarks/fused/NOTES.md).
+#
+# Usage: G=.gpu [SET=design|heldout|rows|check|all] [DEADLINE=s: start no sweep past this] [K=ktune]
+#        [BUDGET=n: 1 times only this binary's default beside the stored best] [TAG=log prefix]
+#        bash benchmarks/fused/default_quality.sh
+# Logs and the database go under $OUT; the table (per problem, geometric mean and worst per op)
+# is last.
+set -u
+OUT=${OUT:-/tmp/fused-dq}
+G=${G:-.gpu}
+K=${K:-$G/bin/ktune}
+TAG=${TAG:-}
+DB=${DB:-$OUT/dq.db}
+SET=${SET:-all}
+mkdir -p "$OUT/logs"
+export LD_LIBRARY_PATH=$PWD/$G/lib:${LD_LIBRARY_PATH:-}
+export KTUNE_CACHE_DIR=${KTUNE_CACHE_DIR:-$OUT/cache}
+# The design set: the shapes a rule may be read from (decode-sized m up to prefill-sized m).
+design=()
+for m in 1 16 64 256 1024 8192; do
+  for n in 2816 14336; do design+=("swiglu m=$m,n=$n"); done
+  design+=("bias_act m=$m,n=4096,act=gelu_tanh")
+done
+# The held-out set: other widths and row counts (none a power of two), other ops of the family.
+heldout=()
+for m in 3 40 300 3000 20000; do
+  for n in 1536 5120 8960 25600; do heldout+=("swiglu m=$m,n=$n"); done
+  heldout+=("bias_act m=$m,n=3072,act=silu" "bias_act m=$m,n=10240,act=gelu_tanh")
+done
+# The row ops (their default rule is older than these sweeps).
+rows=()
+for m in 7 100 1500 9000; do
+  for n in 1536 2880 5120 7168; do rows+=("add_rmsnorm m=$m,n=$n"); done
+  rows+=("layernorm m=$m,n=2880" "layernorm m=$m,n=7168")
+  rows+=("softmax m=$m,n=1000" "softmax m=$m,n=5120")
+done
+# The check set: swept first with the elementwise rule of 2026-12-02 (read from design and
+# held-out sweeps), so no rule was read from it.
+check=()
+for m in 2 24 120 700 5000; do
+  for n in 4864 18944; do check+=("swiglu m=$m,n=$n"); done
+done
+for m in 9 200 6000; do
+  check+=("bias_act m=$m,n=6144,act=gelu_erf" "bias_act m=$m,n=2048,act=relu")
+done
+case $SET in
+  design) problems=("${design[@]}") ;;
+  heldout) problems=("${heldout[@]}") ;;
+  rows) problems=("${rows[@]}") ;;
+  check) problems=("${check[@]}") ;;
+  *) problems=("${design[@]}" "${heldout[@]}" "${rows[@]}" "${check[@]}") ;;
+esac
+nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.limit --format=csv,noheader | tee "$OUT/gpu.txt"
+t0=$(date +%s)
+: > "$OUT/${TAG}index.txt"
+for p in "${problems[@]}"; do
+  op=${p%% *}; shape=${p#* }
+  name="$TAG$op-${shape//[=,]/_}"
+  if [ -n "${DEADLINE:-}" ] && [ $(( $(date +%s) - t0 + 20 )) -gt "$DEADLINE" ]; then
+    echo "sweep $op $shape skipped: DEADLINE=${DEADLINE} s would pass"; continue
+  fi
+  start=$(date +%s.%N)
+  timeout 120 $K sweep --op "$op" --dtype bf16 --shape "$shape" --budget ${BUDGET:-0} \
+    --db "$DB" --json > "$OUT/logs/$name.json" 2> "$OUT/logs/$name.err"
+  rc=$?
+  echo "$op $shape $name" >> "$OUT/${TAG}index.txt"
+  echo "sweep $op $shape rc=$rc wall $(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}') s"
+done
+python3 - "$OUT/logs" "$OUT/${TAG}index.txt" <<'PY'
+import json, math, sys, collections
+d, index = sys.argv[1], sys.argv[2]
+per_op = collections.defaultdict(list)
+print(f"{'op':12} {'problem':28} {'default us':>10} {'best us':>9} {'best/default':>12}  best params")
+for line in open(index):
+    op, shape, name = line.split()
+    try:
+        r = json.load(open(f"{d}/{name}.json"))
+    except Exception as e:  # a sweep that died prints no JSON; its .err says why
+        print(f"{op:12} {shape:28} no result ({e.__class__.__name__})")
+        continue
+    best, dflt = r.get("best"), r.get("default")
+    if not best or not dflt:
+        print(f"{op:12} {shape:28} {'-':>10} {'-':>9} {'-':>12}")
+        continue
+    q = best["median_us"] / dflt["median_us"]
+    per_op[op].append(q)
+    print(f"{op:12} {shape:28} {dflt['median_us']:10.2f} {best['median_us']:9.2f} {q:12.3f}  "
+          f"{best.get('params', '')}")
+for op, qs in per_op.items():
+    g = math.exp(sum(map(math.log, qs)) / len(qs))
+    print(f"{op}: {len(qs)} problems, geometric mean {g:.3f}, worst {min(qs):.3f}")
+PY
+tar czf "$OUT/${TAG}logs.tar.gz" -C "$OUT" logs
