@@ -562,6 +562,31 @@ TEST(MoeDefaults, ValidForManyShapes) {
   EXPECT_GE(op().param(op().default_params(large, DType::bf16, device("sm_90a")), "block_m"), 64);
 }
 
+TEST(MoeDefaults, FewTokensSpreadGemm2OverTheSms) {
+  // sm_90a's built-in description has 132 SMs. JetMoE-sized (h = 2048) at 2 tokens: 16 column
+  // blocks of 128 x 4 experts = 64 blocks, under half the SMs: 64 columns, split-k 2 (256).
+  const std::string jetmoe = "e=8,k=2,h=2048,i=5632,routing=softmax_renorm";
+  const DeviceInfo h = device("sm_90a");
+  Params d = op().default_params(problem(jetmoe, 2), DType::bf16, h);
+  EXPECT_EQ(op().param(d, "bn2"), 64);
+  EXPECT_EQ(op().param(d, "split2"), 2);
+  d = op().default_params(problem(jetmoe, 1), DType::bf16, h);  // 32 blocks: split-k 4
+  EXPECT_EQ(op().param(d, "bn2"), 64);
+  EXPECT_EQ(op().param(d, "split2"), 4);
+  // 96 blocks (3 tokens) and Jamba's 128 (h = 4096, 2 tokens): the row's tiles stay.
+  d = op().default_params(problem(jetmoe, 3), DType::bf16, h);
+  EXPECT_EQ(op().param(d, "bn2"), 128);
+  EXPECT_EQ(op().param(d, "split2"), 1);
+  d = op().default_params(problem("e=16,k=2,h=4096,i=14336,routing=softmax_renorm", 2),
+                          DType::bf16, h);
+  EXPECT_EQ(op().param(d, "bn2"), 128);
+  EXPECT_EQ(op().param(d, "split2"), 1);
+  // Expert choice adds 16-bit pair outputs: never split.
+  d = op().default_params(problem("e=8,k=1,h=2048,i=5632,routing=expert_choice", 1), DType::bf16,
+                          h);
+  EXPECT_EQ(op().param(d, "split2"), 1);
+}
+
 // ---- run() ----
 
 struct Recorded {

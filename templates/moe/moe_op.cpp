@@ -420,6 +420,8 @@ constexpr long long kWgmmaMinRows = 64;
 /// h200.db and of the held-out layers of 2026-12-02 chose it at 34 of 34 such problems up to 200
 /// pairs, at none of 9 from 256.
 constexpr long long kFuseDefaultMaxPairs = 200;
+/// Rows of kDefaults up to this many rows per expert stream the weights (spread_gemm2).
+constexpr long long kStreamRows = 16;
 /// gemm2's split-k is searched up to this many rows per expert on average (t * k / e).
 constexpr long long kSplitMaxRows = 128;
 /// Valid for every problem problem_reason() accepts on any sm_80+ device: small tiles, 2 stages.
@@ -1181,6 +1183,10 @@ class MoeOp final : public Op {
       if (device.cc_major < row.cc_major || mean_rows(s) > row.max_rows || s.i > row.max_i)
         continue;
       Params p = params(row);
+      if (row.max_rows <= kStreamRows) {
+        Params q = spread_gemm2(p, s, device.sm_count);
+        if (q.values != p.values && valid(q)) return q;
+      }
       if (valid(p)) return p;
       break;
     }
@@ -1390,6 +1396,33 @@ class MoeOp final : public Op {
   }
 
   /// Lowers a default's bn1 / bn2 where i / h are narrower than the tile (else pruned).
+  /// Streaming rows (few tokens an expert): gemm2 has ceil(h / bn2) column blocks for each of
+  /// the at most min(e, t * k) experts reached, times split2. Where that leaves more than half
+  /// the SMs without a block, bn2 halves (down to 64) and split2 doubles (up to 4) until every
+  /// SM has one. Narrower tiles alone lose (H200, 2026-12-03, benchmarks/moe/NOTES.md: 64 columns
+  /// without split-k 0.96x / 0.95x the speed of 128 at 128 and 96 blocks); with split-k they win
+  /// where the grid was a quarter to a half of the SMs (JetMoE h = 2048 at 1-2 tokens: 0.80-0.82
+  /// of the best -> 0.92). On six problems swept after this was written: 0.919 -> 0.981 of the
+  /// best, the default 1.068x faster.
+  static Params spread_gemm2(Params p, const Shape& s, int sm_count) {
+    if (sm_count <= 0 || s.expert_choice()) return p;
+    const long long experts = std::min<long long>(s.e, s.pairs());
+    const auto blocks = [&] {
+      const long long bn = p.values[kBn2];
+      return (s.h + bn - 1) / bn * experts * p.values[kSplit2];
+    };
+    if (2 * blocks() >= sm_count) return p;
+    while (blocks() < sm_count) {
+      if (p.values[kBn2] > 64)
+        p.values[kBn2] /= 2;
+      else if (p.values[kSplit2] < 4)
+        p.values[kSplit2] *= 2;
+      else
+        break;
+    }
+    return p;
+  }
+
   void fit_columns(Params& p, const Shape& s) const {
     p.values[kBn1] = std::min<std::int64_t>(p.values[kBn1], fitting_block_n(kBn1, s.i));
     p.values[kBn2] = std::min<std::int64_t>(p.values[kBn2], fitting_block_n(kBn2, s.h));
