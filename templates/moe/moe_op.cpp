@@ -1395,7 +1395,6 @@ class MoeOp final : public Op {
     return static_cast<int>(v.back());
   }
 
-  /// Lowers a default's bn1 / bn2 where i / h are narrower than the tile (else pruned).
   /// Streaming rows (few tokens an expert): gemm2 has ceil(h / bn2) column blocks for each of
   /// the at most min(e, t * k) experts reached, times split2. Where that leaves more than half
   /// the SMs without a block, bn2 halves (down to 64) and split2 doubles (up to 4) until every
@@ -1423,6 +1422,7 @@ class MoeOp final : public Op {
     return p;
   }
 
+  /// Lowers a default's bn1 / bn2 where i / h are narrower than the tile (else pruned).
   void fit_columns(Params& p, const Shape& s) const {
     p.values[kBn1] = std::min<std::int64_t>(p.values[kBn1], fitting_block_n(kBn1, s.i));
     p.values[kBn2] = std::min<std::int64_t>(p.values[kBn2], fitting_block_n(kBn2, s.h));
