@@ -4,15 +4,19 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <set>
+#include <thread>
+#include <vector>
 
 #include "db/store.hpp"
 #include "ktune/error.hpp"
 #include "runtime/core/device.hpp"
 #include "search/space.hpp"
 #include "tests/support/test_env.hpp"
+#include "tuner/queue_hold.hpp"
 #include "tuner/sweep.hpp"
 
 namespace ktune {
@@ -360,6 +364,81 @@ TEST_F(Tuner, MoeBucketsTuneEveryRoutingMode) {
   std::set<std::string> keys;
   for (const BestRecord& b : store.all_bests("moe").rows) keys.insert(b.problem_key);
   EXPECT_EQ(keys.size(), 4u * 3u);
+}
+
+// The worker's timing runs each batch behind a QueueHold: events around tiny work enqueued 2 ms
+// apart measure the host's 2 ms without it, the work's microseconds with it.
+class QueueHoldTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    KTUNE_REQUIRE_GPU();
+    ensure_context(0);
+    KTUNE_CU(cu().cuStreamCreate(&stream_, CU_STREAM_NON_BLOCKING));
+    events_.resize(kItems + 1);
+    for (CUevent& e : events_) KTUNE_CU(cu().cuEventCreate(&e, CU_EVENT_DEFAULT));
+  }
+  void TearDown() override {
+    for (CUevent e : events_)
+      if (e) cu().cuEventDestroy(e);
+    if (stream_) cu().cuStreamDestroy(stream_);
+  }
+  static const Driver& cu() { return Driver::get(); }
+
+  // Median microseconds between consecutive events around kItems 4-byte memsets, the host
+  // sleeping 2 ms after enqueuing each.
+  double median_gap_us(QueueHold* hold) {
+    DeviceBuffer buf(16);
+    if (hold) hold->hold(stream_);
+    for (int i = 0; i < kItems; ++i) {
+      KTUNE_CU(cu().cuEventRecord(events_[static_cast<std::size_t>(i)], stream_));
+      KTUNE_CU(cu().cuMemsetD32Async(buf.get(), static_cast<unsigned>(i), 4, stream_));
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    KTUNE_CU(cu().cuEventRecord(events_.back(), stream_));
+    if (hold) hold->release();
+    KTUNE_CU(cu().cuEventSynchronize(events_.back()));
+    std::vector<double> gaps;
+    for (int i = 0; i < kItems; ++i) {
+      float ms = 0;
+      KTUNE_CU(cu().cuEventElapsedTime(&ms, events_[static_cast<std::size_t>(i)],
+                                       events_[static_cast<std::size_t>(i) + 1]));
+      gaps.push_back(ms * 1e3);
+    }
+    std::sort(gaps.begin(), gaps.end());
+    return gaps[gaps.size() / 2];
+  }
+
+  static constexpr int kItems = 10;
+  CUstream stream_ = nullptr;
+  std::vector<CUevent> events_;
+};
+
+TEST_F(QueueHoldTest, ABatchRunsBackToBackWhateverTheHostLaunchRate) {
+  EXPECT_GT(median_gap_us(nullptr), 1000.0) << "without a hold the GPU waits for the host";
+  QueueHold hold;
+  const double held = median_gap_us(&hold);
+  EXPECT_FALSE(hold.timed_out());
+  EXPECT_LT(held, 200.0) << "the batch ran at the host's rate behind the hold";
+  // A second batch behind the same hold (the next sequence number).
+  EXPECT_LT(median_gap_us(&hold), 200.0);
+  EXPECT_FALSE(hold.timed_out());
+}
+
+TEST_F(QueueHoldTest, AHoldNeverReleasedEndsAtItsLimit) {
+  QueueHold hold;
+  const auto start = std::chrono::steady_clock::now();
+  hold.hold(stream_, 20'000'000);  // 20 ms
+  KTUNE_CU(cu().cuStreamSynchronize(stream_));
+  const double waited_ms = std::chrono::duration<double, std::milli>(
+                               std::chrono::steady_clock::now() - start).count();
+  EXPECT_TRUE(hold.timed_out());
+  EXPECT_GE(waited_ms, 15.0);
+  EXPECT_LT(waited_ms, 2000.0);
+  // The next hold is released as usual.
+  hold.hold(stream_);
+  hold.release();
+  KTUNE_CU(cu().cuStreamSynchronize(stream_));
+  EXPECT_FALSE(hold.timed_out());
 }
 
 }  // namespace

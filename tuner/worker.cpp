@@ -16,6 +16,7 @@
 #include "templates/common/check_args.h"
 #include "templates/op.hpp"
 #include "tuner/protocol.hpp"
+#include "tuner/queue_hold.hpp"
 
 namespace ktune {
 namespace {
@@ -182,6 +183,9 @@ class Worker {
     constexpr int kBatch = 10;
     while (static_cast<int>(times.size()) < t.max_reps) {
       int n = std::min(kBatch, t.max_reps - static_cast<int>(times.size()));
+      // The batch is enqueued behind the hold and runs back to back once it is all there.
+      QueueHold* held = queue_hold();
+      if (held) held->hold(stream_);
       for (int i = 0; i < n; ++i) {
         if (t.flush_l2)
           KTUNE_CU(cu.cuMemsetD32Async(flush.get(), static_cast<unsigned>(times.size() + i),
@@ -190,7 +194,9 @@ class Worker {
         p.op->run(args, launcher);
         KTUNE_CU(cu.cuEventRecord(ends_[static_cast<std::size_t>(i)], stream_));
       }
+      if (held) held->release();
       KTUNE_CU(cu.cuEventSynchronize(ends_[static_cast<std::size_t>(n - 1)]));
+      if (held && held->timed_out() && ++hold_timeouts_ >= kHoldTimeoutsToGiveUp) hold_.reset();
       for (int i = 0; i < n; ++i) {
         float ms = 0;
         KTUNE_CU(cu.cuEventElapsedTime(&ms, starts_[static_cast<std::size_t>(i)],
@@ -217,6 +223,25 @@ class Worker {
   }
 
  private:
+  /// The queue hold for timed batches (tuner/queue_hold.hpp), made at the first timing; null
+  /// where the driver cannot make one, or after it timed out kHoldTimeoutsToGiveUp times (the
+  /// timing is then as without it).
+  QueueHold* queue_hold() {
+    if (!hold_tried_) {
+      hold_tried_ = true;
+      try {
+        hold_ = std::make_unique<QueueHold>();
+      } catch (const Error&) {
+        hold_.reset();
+      }
+    }
+    return hold_.get();
+  }
+  static constexpr int kHoldTimeoutsToGiveUp = 3;
+  std::unique_ptr<QueueHold> hold_;
+  bool hold_tried_ = false;
+  int hold_timeouts_ = 0;
+
   struct ProblemState {
     const Op* op = nullptr;
     DType dtype = DType::bf16;

@@ -150,6 +150,9 @@ Loaded load_driver() {
     std::string optional;
     resolve(lib, d.cuLaunchKernelEx, {"cuLaunchKernelEx"}, optional);
     resolve(lib, d.cuTensorMapEncodeTiled, {"cuTensorMapEncodeTiled"}, optional);
+    resolve(lib, d.cuMemHostAlloc, {"cuMemHostAlloc"}, optional);
+    resolve(lib, d.cuMemFreeHost, {"cuMemFreeHost"}, optional);
+    resolve(lib, d.cuMemHostGetDevicePointer, {"cuMemHostGetDevicePointer_v2"}, optional);
   }
   resolve(lib, d.cuMemAlloc, {"cuMemAlloc_v2"}, missing);
   resolve(lib, d.cuMemFree, {"cuMemFree_v2"}, missing);

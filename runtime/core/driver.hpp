@@ -45,6 +45,11 @@ struct Driver {
                                      const cuuint64_t*, const cuuint64_t*, const cuuint32_t*,
                                      const cuuint32_t*, CUtensorMapInterleave, CUtensorMapSwizzle,
                                      CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+  // Optional (null when the driver lacks them): mapped pinned host memory, for the tuner's
+  // queue hold (tuner/queue_hold.cpp); without them it times as before.
+  CUresult (*cuMemHostAlloc)(void**, size_t, unsigned int);
+  CUresult (*cuMemFreeHost)(void*);
+  CUresult (*cuMemHostGetDevicePointer)(CUdeviceptr*, void*, unsigned int);  // _v2
   CUresult (*cuMemAlloc)(CUdeviceptr*, size_t);                        // _v2
   CUresult (*cuMemFree)(CUdeviceptr);                                  // _v2
   CUresult (*cuMemcpyHtoD)(CUdeviceptr, const void*, size_t);          // _v2
