@@ -26,6 +26,7 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
+import time
 
 # op, shape: none of these is a row of db/shipped/h100.db. Some are rows of h200.db (the plans'
 # shapes): on a GPU whose shipped database holds a problem, the problem is not held out there and
@@ -190,6 +191,9 @@ def main():
     ap.add_argument("--ktune", default=".gpu/bin/ktune")
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--only", default="", help="comma-separated indices into the problem list")
+    ap.add_argument("--deadline", type=float, default=0,
+                    help="seconds after the start past which no further sweep starts (the "
+                         "report then covers the problems measured; 0: none)")
     ap.add_argument("--shipped", nargs="*", default=None,
                     help="databases whose rows are not held out (default: db/shipped/*.db)")
     args = ap.parse_args()
@@ -215,8 +219,12 @@ def main():
             "ON d.key = b.device_key")})
         con.close()
 
-    results, skipped = [], []
+    results, skipped, unreached = [], [], []
+    start = time.monotonic()
     for op, shape in problems:
+        if args.deadline and time.monotonic() - start > args.deadline:
+            unreached.append(f"{op} {shape}")
+            continue
         best = json.loads(run([args.ktune, "best", "--op", op, "--shape", shape, "--db", empty_db,
                                "--json"], env))
         key = best["problem"]
@@ -263,13 +271,17 @@ def main():
     if skipped:
         lines += ["", "not held out on this GPU (a shipped row for it: `exact`): " +
                   "; ".join(skipped)]
+    if unreached:
+        lines += ["", f"not reached before --deadline {args.deadline:g} s: " +
+                  "; ".join(unreached)]
     lines += ["", f"geometric mean {geomean:.3f} (bar >= 0.95), worst {worst:.3f} (bar >= 0.85)"]
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "fallback.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
     with open(os.path.join(args.out, "fallback.json"), "w") as f:
         json.dump({"device": gpu, "date": stamp, "geomean": geomean, "worst": worst,
-                   "problems": results, "skipped": skipped}, f, indent=1)
+                   "problems": results, "skipped": skipped,
+                   "unreached": unreached}, f, indent=1)
     # Every trial of the exact sweeps (parameters and timings only): which points come close,
     # not just the fastest, when a default is chosen from them.
     shutil.copyfile(sweep_db, os.path.join(args.out, "fallback-sweeps.db"))
