@@ -7,6 +7,7 @@
 #
 # Usage: G=.gpu [SET=design|heldout|rows|check|all] [DEADLINE=s: start no sweep past this] [K=ktune]
 #        [BUDGET=n: 1 times only this binary's default beside the stored best] [TAG=log prefix]
+#        [ROW_MS="7 100 1500 9000": the row set's m values]
 #        bash benchmarks/fused/default_quality.sh
 # Logs and the database go under $OUT; the table (per problem, geometric mean and worst per op)
 # is last.
@@ -34,7 +35,7 @@ for m in 3 40 300 3000 20000; do
 done
 # The row ops (their default rule is older than these sweeps).
 rows=()
-for m in 7 100 1500 9000; do
+for m in ${ROW_MS:-7 100 1500 9000}; do
   for n in 1536 2880 5120 7168; do rows+=("add_rmsnorm m=$m,n=$n"); done
   rows+=("layernorm m=$m,n=2880" "layernorm m=$m,n=7168")
   rows+=("softmax m=$m,n=1000" "softmax m=$m,n=5120")

@@ -58,6 +58,9 @@ declare -A SHAPE=(
   [jetmoe]="e=8,k=2,h=2048,i=5632,routing=softmax_renorm"
   [jamba]="e=16,k=2,h=4096,i=14336,routing=softmax_renorm"
   [maverick]="e=128,k=1,h=5120,i=8192,routing=softmax_renorm"
+  # the design layers of the bars (issue 8): Mixtral-8x7B and the DeepSeek-like layer
+  [mixtral]="e=8,k=2,h=4096,i=14336,routing=softmax_renorm"
+  [dslike]="e=64,k=8,h=2048,i=1408,routing=sigmoid_group,n_group=8,topk_group=4"
 )
 LAYERS=${LAYERS:-olmoe mixtral22 gptoss qwen2 dsv3 odd}
 TOKENS=${TOKENS:-3,40,300,2500}
