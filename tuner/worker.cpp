@@ -183,18 +183,21 @@ class Worker {
     constexpr int kBatch = 10;
     while (static_cast<int>(times.size()) < t.max_reps) {
       int n = std::min(kBatch, t.max_reps - static_cast<int>(times.size()));
-      // The batch is enqueued behind the hold and runs back to back once it is all there.
+      // The batch is enqueued behind the hold and runs back to back once it is all there: the
+      // guard releases the hold at the end of the block, or when a launch of the batch throws.
       QueueHold* held = queue_hold();
       if (held) held->hold(stream_);
-      for (int i = 0; i < n; ++i) {
-        if (t.flush_l2)
-          KTUNE_CU(cu.cuMemsetD32Async(flush.get(), static_cast<unsigned>(times.size() + i),
-                                       flush_bytes / 4, stream_));
-        KTUNE_CU(cu.cuEventRecord(starts_[static_cast<std::size_t>(i)], stream_));
-        p.op->run(args, launcher);
-        KTUNE_CU(cu.cuEventRecord(ends_[static_cast<std::size_t>(i)], stream_));
+      {
+        const HoldRelease release{held};
+        for (int i = 0; i < n; ++i) {
+          if (t.flush_l2)
+            KTUNE_CU(cu.cuMemsetD32Async(flush.get(), static_cast<unsigned>(times.size() + i),
+                                         flush_bytes / 4, stream_));
+          KTUNE_CU(cu.cuEventRecord(starts_[static_cast<std::size_t>(i)], stream_));
+          p.op->run(args, launcher);
+          KTUNE_CU(cu.cuEventRecord(ends_[static_cast<std::size_t>(i)], stream_));
+        }
       }
-      if (held) held->release();
       KTUNE_CU(cu.cuEventSynchronize(ends_[static_cast<std::size_t>(n - 1)]));
       if (held && held->timed_out() && ++hold_timeouts_ >= kHoldTimeoutsToGiveUp) hold_.reset();
       for (int i = 0; i < n; ++i) {
@@ -237,6 +240,12 @@ class Worker {
     }
     return hold_.get();
   }
+  struct HoldRelease {
+    QueueHold* hold;
+    ~HoldRelease() {
+      if (hold) hold->release();
+    }
+  };
   static constexpr int kHoldTimeoutsToGiveUp = 3;
   std::unique_ptr<QueueHold> hold_;
   bool hold_tried_ = false;
