@@ -322,6 +322,34 @@ TEST(Defaults, PickWideVectorsAndRegistersAt4096) {
   EXPECT_EQ(op.param(longrow, "regs"), 0);
 }
 
+TEST(Defaults, ManyRowsTakeFewWarpsARowOnHopper) {
+  // From m = SMs on sm_90a: one row a block (two where one warp takes a row), the fewest warps
+  // that keep a thread within 3 vectors, layernorm at 128 threads while its row fits in
+  // registers, and at most 16 floats a thread at 1024 threads (64 registers a thread).
+  const DeviceInfo h100 = device("sm_90a");
+  const auto shape = [](const char* name, const char* problem, const DeviceInfo& dev) {
+    const Op& op = get_op(name);
+    const Params d = op.default_params(op.parse_problem(problem), DType::bf16, dev);
+    return std::vector<std::int64_t>{op.param(d, "threads"), op.param(d, "rows"),
+                                     op.param(d, "vec"), op.param(d, "regs")};
+  };
+  using V = std::vector<std::int64_t>;
+  EXPECT_EQ(shape("layernorm", "m=20000,n=8192", h100), (V{128, 1, 8, 1}));
+  EXPECT_EQ(shape("layernorm", "m=600,n=6144,residual=yes", h100), (V{128, 1, 8, 1}));
+  EXPECT_EQ(shape("layernorm", "m=2000,n=768", h100), (V{64, 2, 8, 1}));
+  EXPECT_EQ(shape("softmax", "m=9000,n=1000", h100), (V{64, 1, 8, 1}));
+  EXPECT_EQ(shape("softmax", "m=5000,n=12288", h100), (V{512, 1, 8, 1}));
+  EXPECT_EQ(shape("softmax", "m=1000,n=16384", h100), (V{1024, 1, 8, 1}));
+  EXPECT_EQ(shape("softmax", "m=1000,n=32768", h100), (V{1024, 1, 8, 0}));
+  EXPECT_EQ(shape("add_rmsnorm", "m=9000,n=2880", h100), (V{128, 1, 8, 1}));
+  // Fewer rows than SMs keep 256-thread blocks of about 2 vectors a thread.
+  EXPECT_EQ(shape("layernorm", "m=131,n=2880", h100), (V{256, 1, 8, 1}));
+  EXPECT_EQ(shape("softmax", "m=100,n=1000", h100), (V{256, 4, 8, 1}));
+  EXPECT_EQ(shape("layernorm", "m=132,n=2880", h100), (V{128, 1, 8, 1}));
+  // Ampere keeps the few-rows rule at every m (not measured there).
+  EXPECT_EQ(shape("layernorm", "m=20000,n=8192", device("sm_80")), (V{256, 1, 8, 1}));
+}
+
 TEST(Defaults, ElementwiseRowsPerThreadShrinkUntilTheGridFillsTheSms) {
   // Few rows (decode) must still spread over the SMs: unroll halves while the grid has fewer
   // than two blocks an SM (sm_90a's built-in description: 132 SMs).

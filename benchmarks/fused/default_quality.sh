@@ -5,7 +5,7 @@
 # together at the end), so "best / default" compares two times of one phase, and every point's
 # trial stays in $DB for reading other rules against the same sweeps (benchmarks/fused/NOTES.md).
 #
-# Usage: G=.gpu [SET=design|heldout|rows|check|all] [DEADLINE=s: start no sweep past this] [K=ktune]
+# Usage: G=.gpu [SET=design|heldout|rows|check|rowdesign|rowcheck|all] [DEADLINE=s: start no sweep past this] [K=ktune]
 #        [BUDGET=n: 1 times only this binary's default beside the stored best] [TAG=log prefix]
 #        [ROW_MS="7 100 1500 9000": the row set's m values]
 #        bash benchmarks/fused/default_quality.sh
@@ -40,6 +40,24 @@ for m in ${ROW_MS:-7 100 1500 9000}; do
   rows+=("layernorm m=$m,n=2880" "layernorm m=$m,n=7168")
   rows+=("softmax m=$m,n=1000" "softmax m=$m,n=5120")
 done
+# The row ops' design set (2026-12-03: the rule of kRowDefaults was read from these sweeps, with
+# the rows set at m = 9000) and their check set (other widths and row counts, none in the design
+# set, swept after the rule was written).
+rowdesign=()
+for m in 1000 3000 20000; do
+  for n in 1024 2048 4096 8192; do rowdesign+=("layernorm m=$m,n=$n" "softmax m=$m,n=$n"); done
+done
+rowdesign+=("softmax m=1000,n=32768")
+for m in 3000 20000; do
+  for n in 2048 8192; do rowdesign+=("add_rmsnorm m=$m,n=$n"); done
+done
+rowcheck=()
+for m in 600 5000 40000; do
+  rowcheck+=("layernorm m=$m,n=3584" "layernorm m=$m,n=6144,residual=yes" "softmax m=$m,n=1536")
+  rowcheck+=("softmax m=$m,n=12288" "add_rmsnorm m=$m,n=4608")
+done
+rowcheck+=("softmax m=300,n=50304" "layernorm m=2000,n=768")
+rowcheck+=("layernorm m=150,n=4096" "softmax m=150,n=8192" "add_rmsnorm m=200,n=5120")
 # The check set: swept first with the elementwise rule of 2026-12-02 (read from design and
 # held-out sweeps), so no rule was read from it.
 check=()
@@ -54,6 +72,8 @@ case $SET in
   heldout) problems=("${heldout[@]}") ;;
   rows) problems=("${rows[@]}") ;;
   check) problems=("${check[@]}") ;;
+  rowdesign) problems=("${rowdesign[@]}") ;;
+  rowcheck) problems=("${rowcheck[@]}") ;;
   *) problems=("${design[@]}" "${heldout[@]}" "${rows[@]}" "${check[@]}") ;;
 esac
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.limit --format=csv,noheader | tee "$OUT/gpu.txt"

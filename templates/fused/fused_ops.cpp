@@ -96,17 +96,37 @@ std::vector<Tunable> row_tunables() {
 }
 
 /// Per-architecture defaults of the row ops. Should not affect results, only speed.
+///
+/// Few rows (m < SMs): 256-thread blocks, rows sharing a block when short, about items_target
+/// vectors a thread. Many rows (m >= SMs, Hopper): the fewest whole warps a row that keep a
+/// thread's slice of the row within many_items_target vectors, one row a block (two where one
+/// warp takes a row), so the rows of an SM are not tied to each other's barriers; layernorm stops
+/// at layernorm_threads a row while its row fits in registers. From exhaustive sweeps on the H200
+/// (benchmarks/results/row-defaults-h200-2026-12-03.md, 36 problems, m = 1000-20000, n =
+/// 1000-32768): the few-rows rule held 0.81-1.0 of the optimum there (layernorm 0.913, softmax
+/// 0.948 on average; packing 2-4 rows into a block of 256 cost 8-14 %, and layernorm at n = 7168
+/// and 8192 on 512 threads 14-19 %), this one 0.972-1.0 (0.995).
 struct RowDefaults {
-  int cc_major;        // first compute capability (major) this row applies to
-  int block_threads;   // threads per block to aim for; short rows share a block
-  int items_target;    // vectors per thread to aim for on the register path
-  int max_reg_floats;  // longest slice of a row (floats per thread) the default keeps in registers
-  int reread_threads;  // threads per row when the row is read twice
+  int cc_major;           // first compute capability (major) this row applies to
+  int block_threads;      // few rows: threads per block to aim for; short rows share a block
+  int items_target;       // few rows: vectors per thread to aim for on the register path
+  int max_reg_floats;     // few rows: longest slice of a row (floats a thread) kept in registers
+  int reread_threads;     // threads per row when the row is read twice
+  int many_items_target;  // many rows: vectors per thread to aim for; 0: the few-rows rule
+  int layernorm_threads;  // many rows: layernorm's threads per row while its row fits
 };
 constexpr RowDefaults kRowDefaults[] = {
-    {9, 256, 2, 32, 1024},  // Hopper: 256 threads per 4k-row, 2 x 16-byte loads per tensor
-    {8, 256, 4, 32, 512},   // Ampere, Ada
+    {9, 256, 2, 32, 1024, 3, 128},  // Hopper
+    {8, 256, 4, 32, 512, 0, 0},     // Ampere, Ada: the few-rows rule at every m (not measured)
 };
+
+/// Floats of a row a thread of a `threads`-thread block keeps in registers on the many-rows
+/// path: a quarter of its share of the register file (64 up to 256 threads, 16 at 1024, where
+/// a thread has 64 registers), at most kRowRegisterFloats.
+int row_register_floats(int threads, const DeviceInfo& device) {
+  const int regs = device.regs_per_block > 0 ? device.regs_per_block : 65536;
+  return std::min(kRowRegisterFloats, regs / (4 * threads));
+}
 
 template <typename Table, std::size_t N>
 const Table& defaults_for(const Table (&table)[N], int cc_major) {
@@ -170,10 +190,27 @@ class RowOp : public FusedOp {
     const std::int64_t n = n_of(problem);
     const int vec = widest_vec(n, t);
     const std::int64_t nv = n / vec;
+    Params p;
+    if (d.many_items_target > 0 && device.sm_count > 0 && m_of(problem) >= device.sm_count) {
+      const int cap = many_rows_thread_cap(d);
+      const auto fits = [&](int per_row) {
+        return ceil_div(nv, per_row) * vec <= row_register_floats(per_row, device);
+      };
+      int per_row = 32;
+      while (per_row < 1024 && ceil_div(nv, per_row) > d.many_items_target &&
+             !(per_row >= cap && fits(per_row)))
+        per_row *= 2;
+      if (fits(per_row)) {
+        const int rows = std::max(1, 64 / per_row);
+        p.values = {per_row * rows, rows, vec, 1};
+      } else {
+        p.values = {d.reread_threads, 1, vec, 0};
+      }
+      return p;
+    }
     int per_row = 32;
     while (per_row < 1024 && ceil_div(nv, per_row) > d.items_target) per_row *= 2;
     const std::int64_t items = ceil_div(nv, per_row);
-    Params p;
     if (items * vec <= d.max_reg_floats) {
       const int rows = std::clamp(d.block_threads / per_row, 1, 8);
       p.values = {per_row * rows, rows, vec, 1};
@@ -203,6 +240,8 @@ class RowOp : public FusedOp {
  protected:
   /// Embedded file holding the kernel.
   virtual std::string file() const = 0;
+  /// Many rows: threads per row the default stops at once the row fits in registers.
+  virtual int many_rows_thread_cap(const RowDefaults&) const { return 1024; }
   /// Name expression up to the tunables: "ktune::softmax_kernel<ktune::bf16".
   virtual std::string kernel_prefix(const Problem& problem, DType t) const = 0;
 
@@ -318,6 +357,7 @@ class LayerNorm final : public RowOp {
 
  protected:
   std::string file() const override { return "fused/norm.cuh"; }
+  int many_rows_thread_cap(const RowDefaults& d) const override { return d.layernorm_threads; }
   std::string kernel_prefix(const Problem& p, DType t) const override {
     return std::string("ktune::layernorm_kernel<") + kernel_type(t) +
            (residual(p) ? ", true" : ", false");
