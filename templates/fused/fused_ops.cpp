@@ -105,7 +105,9 @@ std::vector<Tunable> row_tunables() {
 /// (benchmarks/results/row-defaults-h200-2026-12-03.md, 36 problems, m = 1000-20000, n =
 /// 1000-32768): the few-rows rule held 0.81-1.0 of the optimum there (layernorm 0.913, softmax
 /// 0.948 on average; packing 2-4 rows into a block of 256 cost 8-14 %, and layernorm at n = 7168
-/// and 8192 on 512 threads 14-19 %), this one 0.972-1.0 (0.995).
+/// and 8192 on 512 threads 14-19 %), this one 0.972-1.0 (0.995); on 20 problems swept after it
+/// was written (n = 768-50304, m = 150-40000) 0.990, worst 0.946 (the old rule 0.927, 0.740), and
+/// below m = SMs the few-rows rule stayed ahead (0.990 against 0.982 on 4 sweeps).
 struct RowDefaults {
   int cc_major;           // first compute capability (major) this row applies to
   int block_threads;      // few rows: threads per block to aim for; short rows share a block
