@@ -5,7 +5,7 @@
 # together at the end), so "best / default" compares two times of one phase, and every point's
 # trial stays in $DB for reading other rules against the same sweeps (benchmarks/fused/NOTES.md).
 #
-# Usage: G=.gpu [SET=design|heldout|rows|check|rowdesign|rowcheck|all] [DEADLINE=s: start no sweep past this] [K=ktune]
+# Usage: G=.gpu [SET=design|heldout|rows|check|rowdesign|rowcheck|vecdesign|veccheck|all] [DEADLINE=s: start no sweep past this] [K=ktune]
 #        [BUDGET=n: 1 times only this binary's default beside the stored best] [TAG=log prefix]
 #        [ROW_MS="7 100 1500 9000": the row set's m values]
 #        bash benchmarks/fused/default_quality.sh
@@ -58,6 +58,17 @@ for m in 600 5000 40000; do
 done
 rowcheck+=("softmax m=300,n=50304" "layernorm m=2000,n=768")
 rowcheck+=("layernorm m=150,n=4096" "softmax m=150,n=8192" "add_rmsnorm m=200,n=5120")
+# The vector-width design and check sets (2026-12-03, stop 44): widths where the many-rows rule's
+# threads per row leave the last 8-wide vector round partial and 4-wide vectors would fill it.
+vecdesign=()
+for m in 3000 24000; do
+  for n in 1280 2560; do vecdesign+=("layernorm m=$m,n=$n" "softmax m=$m,n=$n" "add_rmsnorm m=$m,n=$n"); done
+  vecdesign+=("softmax m=$m,n=10240" "add_rmsnorm m=$m,n=10240" "layernorm m=$m,n=6656")
+done
+veccheck=("softmax m=8000,n=640" "softmax m=500,n=640" "layernorm m=20000,n=640"
+  "add_rmsnorm m=30000,n=640" "add_rmsnorm m=6000,n=5120" "add_rmsnorm m=250,n=5120"
+  "softmax m=6000,n=5120" "layernorm m=10000,n=4608" "layernorm m=700,n=4608"
+  "layernorm m=3000,n=9216")
 # The check set: swept first with the elementwise rule of 2026-12-02 (read from design and
 # held-out sweeps), so no rule was read from it.
 check=()
@@ -74,6 +85,8 @@ case $SET in
   check) problems=("${check[@]}") ;;
   rowdesign) problems=("${rowdesign[@]}") ;;
   rowcheck) problems=("${rowcheck[@]}") ;;
+  vecdesign) problems=("${vecdesign[@]}") ;;
+  veccheck) problems=("${veccheck[@]}") ;;
   *) problems=("${design[@]}" "${heldout[@]}" "${rows[@]}" "${check[@]}") ;;
 esac
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.limit --format=csv,noheader | tee "$OUT/gpu.txt"
