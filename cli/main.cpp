@@ -22,8 +22,9 @@ namespace {
 
 void usage() {
   std::printf(
-      "ktune: tunes GPU kernels (fused norms and activations, softmax) for this GPU and stores\n"
-      "the best configurations in a database that the ktune runtime dispatches from.\n\n"
+      "ktune: tunes GPU kernels (flash attention, decode attention, Mixture-of-Experts layers,\n"
+      "fused norms, activations and softmax) for this GPU and stores the best configurations\n"
+      "in a database that the ktune runtime dispatches from.\n\n"
       "usage: ktune <command> [options]     (ktune <command> --help, or ktune help <command>)\n\n"
       "commands:\n");
   for (const ktune::cli::Command& c : ktune::cli::commands())

@@ -344,10 +344,12 @@ TEST(Defaults, ManyRowsTakeFewWarpsARowOnHopper) {
   EXPECT_EQ(shape("add_rmsnorm", "m=9000,n=2880", h100), (V{128, 1, 8, 1}));
   // layernorm halves its vectors where 8-wide ones leave the last round half-filled and 4-wide
   // ones fill it within 8 vectors a thread (1280 on 64 threads, 3584 on 128), not where that
-  // takes more (6656: 13 on 128), not where the round is nearly full (2880), and not for the
-  // other row ops.
+  // takes more (6656: 13 on 128), not where the round is nearly full (2880), not with a
+  // residual, not on one warp a row (640), and not for the other row ops.
   EXPECT_EQ(shape("layernorm", "m=3000,n=1280", h100), (V{64, 1, 4, 1}));
-  EXPECT_EQ(shape("layernorm", "m=40000,n=3584,residual=yes", h100), (V{128, 1, 4, 1}));
+  EXPECT_EQ(shape("layernorm", "m=40000,n=3584", h100), (V{128, 1, 4, 1}));
+  EXPECT_EQ(shape("layernorm", "m=40000,n=3584,residual=yes", h100), (V{128, 1, 8, 1}));
+  EXPECT_EQ(shape("layernorm", "m=7000,n=640", h100), (V{64, 2, 8, 1}));
   EXPECT_EQ(shape("layernorm", "m=3000,n=6656", h100), (V{128, 1, 8, 1}));
   EXPECT_EQ(shape("layernorm", "m=9000,n=2880", h100), (V{128, 1, 8, 1}));
   EXPECT_EQ(shape("softmax", "m=3000,n=2560", h100), (V{128, 1, 8, 1}));

@@ -5,7 +5,7 @@
 # together at the end), so "best / default" compares two times of one phase, and every point's
 # trial stays in $DB for reading other rules against the same sweeps (benchmarks/fused/NOTES.md).
 #
-# Usage: G=.gpu [SET=design|heldout|rows|check|rowdesign|rowcheck|vecdesign|veccheck|all] [DEADLINE=s: start no sweep past this] [K=ktune]
+# Usage: G=.gpu [SET=design|heldout|rows|check|rowdesign|rowcheck|vecdesign|veccheck|veccheck2|veccheck3|all] [DEADLINE=s: start no sweep past this] [K=ktune]
 #        [BUDGET=n: 1 times only this binary's default beside the stored best] [TAG=log prefix]
 #        [ROW_MS="7 100 1500 9000": the row set's m values]
 #        bash benchmarks/fused/default_quality.sh
@@ -69,6 +69,15 @@ veccheck=("softmax m=8000,n=640" "softmax m=500,n=640" "layernorm m=20000,n=640"
   "add_rmsnorm m=30000,n=640" "add_rmsnorm m=6000,n=5120" "add_rmsnorm m=250,n=5120"
   "softmax m=6000,n=5120" "layernorm m=10000,n=4608" "layernorm m=700,n=4608"
   "layernorm m=3000,n=9216")
+# Second check of the same rule (its only widths at m >= SMs: n = 128, 384, 640, 1280, 2560,
+# 3584), other row counts, a residual and fp16; an entry's third word is its dtype (bf16 if none).
+veccheck2=("layernorm m=12000,n=2560,residual=yes" "layernorm m=800,n=1280,residual=yes"
+  "layernorm m=50000,n=3584 fp16" "layernorm m=7000,n=640" "layernorm m=4000,n=384"
+  "layernorm m=1500,n=3584,residual=yes" "layernorm m=16000,n=1280 fp16" "layernorm m=200,n=2560")
+# Third check, after the rule left out residual rows and one-warp rows (read from the first two).
+veccheck3=("layernorm m=2200,n=2560 fp16" "layernorm m=9000,n=1280" "layernorm m=30000,n=2560"
+  "layernorm m=400,n=3584 fp16" "layernorm m=6000,n=3584,residual=yes"
+  "layernorm m=25000,n=1280,residual=yes" "layernorm m=3000,n=640 fp16")
 # The check set: swept first with the elementwise rule of 2026-12-02 (read from design and
 # held-out sweeps), so no rule was read from it.
 check=()
@@ -87,23 +96,27 @@ case $SET in
   rowcheck) problems=("${rowcheck[@]}") ;;
   vecdesign) problems=("${vecdesign[@]}") ;;
   veccheck) problems=("${veccheck[@]}") ;;
+  veccheck2) problems=("${veccheck2[@]}") ;;
+  veccheck3) problems=("${veccheck3[@]}") ;;
   *) problems=("${design[@]}" "${heldout[@]}" "${rows[@]}" "${check[@]}") ;;
 esac
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.limit --format=csv,noheader | tee "$OUT/gpu.txt"
 t0=$(date +%s)
 : > "$OUT/${TAG}index.txt"
 for p in "${problems[@]}"; do
-  op=${p%% *}; shape=${p#* }
+  op=${p%% *}; rest=${p#* }; shape=${rest%% *}; dtype=bf16
+  [ "$rest" != "$shape" ] && dtype=${rest#* }
   name="$TAG$op-${shape//[=,]/_}"
+  [ "$dtype" != bf16 ] && name="$name-$dtype"
   if [ -n "${DEADLINE:-}" ] && [ $(( $(date +%s) - t0 + 20 )) -gt "$DEADLINE" ]; then
     echo "sweep $op $shape skipped: DEADLINE=${DEADLINE} s would pass"; continue
   fi
   start=$(date +%s.%N)
-  timeout 120 $K sweep --op "$op" --dtype bf16 --shape "$shape" --budget ${BUDGET:-0} \
+  timeout 120 $K sweep --op "$op" --dtype "$dtype" --shape "$shape" --budget ${BUDGET:-0} \
     --db "$DB" --json > "$OUT/logs/$name.json" 2> "$OUT/logs/$name.err"
   rc=$?
   echo "$op $shape $name" >> "$OUT/${TAG}index.txt"
-  echo "sweep $op $shape rc=$rc wall $(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}') s"
+  echo "sweep $op $shape $dtype rc=$rc wall $(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}') s"
 done
 python3 - "$OUT/logs" "$OUT/${TAG}index.txt" <<'PY'
 import json, math, sys, collections

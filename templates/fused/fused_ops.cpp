@@ -206,7 +206,7 @@ class RowOp : public FusedOp {
         per_row *= 2;
       if (fits(per_row)) {
         const int rows = std::max(1, 64 / per_row);
-        p.values = {per_row * rows, rows, many_rows_vec(d, nv, per_row, vec), 1};
+        p.values = {per_row * rows, rows, many_rows_vec(d, problem, nv, per_row, vec), 1};
       } else {
         p.values = {d.reread_threads, 1, vec, 0};
       }
@@ -248,8 +248,8 @@ class RowOp : public FusedOp {
   virtual int many_rows_thread_cap(const RowDefaults&) const { return 1024; }
   /// Many rows, register path: the vector width for a row of nv `vec`-wide vectors on per_row
   /// threads.
-  virtual int many_rows_vec(const RowDefaults&, std::int64_t /*nv*/, int /*per_row*/,
-                            int vec) const {
+  virtual int many_rows_vec(const RowDefaults&, const Problem&, std::int64_t /*nv*/,
+                            int /*per_row*/, int vec) const {
     return vec;
   }
   /// Name expression up to the tunables: "ktune::softmax_kernel<ktune::bf16".
@@ -369,17 +369,21 @@ class LayerNorm final : public RowOp {
   std::string file() const override { return "fused/norm.cuh"; }
   int many_rows_thread_cap(const RowDefaults& d) const override { return d.layernorm_threads; }
   /// 4-wide vectors where 8-wide ones leave the last round of a row half-filled and 4-wide ones
-  /// fill it within layernorm_half_vec_items vectors a thread (n = 1280 on 64 threads, 2560 and
-  /// 3584 on 128). From H200 sweeps (benchmarks/results/row-defaults-h200-2026-12-03.md, "vector
-  /// width"): the 8-wide form took 1.026-1.057x the time of the 4-wide one on 6 of 7 such
-  /// sweeps (0.995x on the 7th); at n = 6656 on 128 threads, where the 4-wide form needs 13
-  /// vectors a thread, it is the faster one by 1.06-1.09x. add_rmsnorm and softmax gain nothing
+  /// fill it within layernorm_half_vec_items vectors a thread, with two or more warps a row and
+  /// no residual (n = 1280 on 64 threads, 2560 and 3584 on 128). H200 sweeps
+  /// (benchmarks/results/row-defaults-h200-2026-12-03.md, "vector width"): there the 8-wide form
+  /// took 1.026-1.057x the time of the 4-wide one on 8 of 10 sweeps (1.006x and 0.995x at 200
+  /// and 600 rows). With a residual (two rows streamed in, one out) 4-wide vectors took
+  /// 1.00-1.03x the 8-wide time on 3 sweeps, on one warp a row (n = 384, 640) 1.00-1.04x on 3;
+  /// at n = 6656 on 128 threads, where the 4-wide form needs 13 vectors a thread, 1.06-1.09x.
+  /// add_rmsnorm and softmax gain nothing
   /// from 4-wide vectors on the same widths (the 8-wide form at 0.985-1.006x their time).
-  int many_rows_vec(const RowDefaults& d, std::int64_t nv, int per_row, int vec) const override {
+  int many_rows_vec(const RowDefaults& d, const Problem& p, std::int64_t nv, int per_row,
+                    int vec) const override {
     const bool part_filled = nv % per_row != 0;
     const bool half_fills =
         (2 * nv) % per_row == 0 && 2 * nv / per_row <= d.layernorm_half_vec_items;
-    return vec == 8 && part_filled && half_fills ? 4 : vec;
+    return vec == 8 && per_row >= 64 && !residual(p) && part_filled && half_fills ? 4 : vec;
   }
   std::string kernel_prefix(const Problem& p, DType t) const override {
     return std::string("ktune::layernorm_kernel<") + kernel_type(t) +
