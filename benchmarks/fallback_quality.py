@@ -166,6 +166,27 @@ HELD_OUT = [
     ("flash_attention", "b=1,hq=56,hkv=8,nq=240,nk=240,d=128,causal=no"),
     ("flash_attention", "b=5,hq=12,hkv=12,nq=310,nk=150,d=128,causal=no"),
     ("flash_attention", "b=2,hq=64,hkv=8,nq=100,nk=300,d=128,causal=no"),
+    # 105-109: gpt-oss-like decode (hq=64, hkv=8, d=64; a sliding-window layer of 128 keys),
+    # added 2026-12-03 after every decode rule was written.
+    ("flash_decode", "b=1,hq=64,hkv=8,nq=1,nk=8192,d=64,causal=no"),
+    ("flash_decode", "b=16,hq=64,hkv=8,nq=1,nk=4096,d=64,causal=no"),
+    ("flash_decode", "b=64,hq=64,hkv=8,nq=1,nk=2000,d=64,causal=no"),
+    ("flash_decode", "b=16,hq=64,hkv=8,nq=1,nk=4096,d=64,causal=no,window=128"),
+    ("flash_decode", "b=4,hq=64,hkv=8,nq=1,nk=32768,d=64,causal=no"),
+    # 110-115: more d=64 decode at 16-1024 (batch, KV head) pairs, 2026-12-03 (after 105-109).
+    ("flash_decode", "b=8,hq=32,hkv=8,nq=1,nk=8192,d=64,causal=no"),
+    ("flash_decode", "b=32,hq=64,hkv=8,nq=1,nk=2048,d=64,causal=no"),
+    ("flash_decode", "b=2,hq=64,hkv=8,nq=1,nk=16384,d=64,causal=no"),
+    ("flash_decode", "b=128,hq=64,hkv=8,nq=1,nk=1000,d=64,causal=no"),
+    ("flash_decode", "b=24,hq=40,hkv=8,nq=1,nk=6000,d=64,causal=no"),
+    ("flash_decode", "b=12,hq=32,hkv=8,nq=1,nk=5000,d=64,causal=no"),
+    # 116-120: d <= 64 decode at 67-99 pairs, chosen after the small-head bound moved from half
+    # to 3/4 of the SMs (read from 115), to check it.
+    ("flash_decode", "b=10,hq=32,hkv=8,nq=1,nk=6000,d=64,causal=no"),
+    ("flash_decode", "b=9,hq=64,hkv=8,nq=1,nk=3000,d=64,causal=no"),
+    ("flash_decode", "b=3,hq=32,hkv=32,nq=1,nk=10000,d=64,causal=no"),
+    ("flash_decode", "b=22,hq=16,hkv=4,nq=1,nk=4000,d=64,causal=no"),
+    ("flash_decode", "b=11,hq=64,hkv=8,nq=1,nk=2500,d=32,causal=no"),
 ]
 
 

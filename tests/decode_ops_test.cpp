@@ -309,10 +309,13 @@ TEST(DecodeDefaults, SplitsFillTheDevice) {
             "splits=3,block_m=16,block_n=64,warps=4,stages=3");
   EXPECT_EQ(key("b=64,hq=32,hkv=8,nq=1,nk=8192,d=128", h100),
             "splits=1,block_m=16,block_n=64,warps=4,stages=3");
-  // d <= 64 with few (batch, KV head) pairs (the unsplit grid under half the SMs): up to 4 CTAs
-  // per SM (32 pairs x 16 splits); with more pairs, one per SM as at d=128; sm_80 unchanged.
+  // d <= 64 with few (batch, KV head) pairs (the unsplit grid under 3/4 of the SMs): up to 4
+  // CTAs per SM (32 pairs x 16 splits, 96 x 4); with more pairs, one per SM as at d=128; sm_80
+  // unchanged.
   EXPECT_EQ(key("b=4,hq=32,hkv=8,nq=1,nk=16384,d=64", h100),
             "splits=16,block_m=16,block_n=64,warps=4,stages=3");
+  EXPECT_EQ(key("b=12,hq=32,hkv=8,nq=1,nk=5000,d=64", h100),
+            "splits=4,block_m=16,block_n=64,warps=4,stages=3");
   EXPECT_EQ(key("b=16,hq=32,hkv=8,nq=1,nk=2000,d=64", h100),
             "splits=1,block_m=16,block_n=64,warps=4,stages=3");
   EXPECT_EQ(key("b=4,hq=32,hkv=8,nq=1,nk=16384,d=64", device("sm_80")),

@@ -670,14 +670,17 @@ class FlashDecodeOp final : public Op {
     // them; this rule 0.90-1.0x there, and 0.93-1.0x (against 0.67-0.96x) on 7 more such
     // problems swept afterwards to check it (benchmarks/results/fallback-h100-2026-11-24.md).
     DecodeDefaults row = r;
-    // Few (batch, KV head) pairs at d <= 64 (a grid under half the SMs unsplit): on the H200
+    // Few (batch, KV head) pairs at d <= 64 (a grid under 3/4 of the SMs unsplit): on the H200
     // (2026-12-02) the fastest points of two held-out decode problems (32 pairs, d=64) ran 16
     // splits at four CTAs per SM, where the one-CTA-per-SM default (4 splits) reached 0.75-0.79x
     // of them; on six more d=64 problems 4 CTAs per SM took the default from 0.66-0.91x to
-    // 0.83-0.95x of the fastest at 8-32 pairs, and lost 2-4 % at 128-256 pairs, hence the bound
-    // (benchmarks/results/decode-defaults-h200-2026-12-02.md). Not measured on the H100.
+    // 0.83-0.95x of the fastest at 8-32 pairs, and lost 2-4 % at 128-256 pairs, hence a bound
+    // (benchmarks/results/decode-defaults-h200-2026-12-02.md). It was half the SMs until
+    // 2026-12-03, when 96 pairs (one CTA each on 132 SMs, a quarter of them idle) ran at 0.777 of
+    // the fastest point and 4 splits at 0.96 (benchmarks/results/fallback-h200-2026-12-03.md,
+    // problems 105-115). Not measured on the H100.
     if (s.d <= 64 && s.rows() <= 16 && device.cc_major >= 9 && device.sm_count > 0 &&
-        2 * s.b * s.hkv <= device.sm_count)
+        4 * s.b * s.hkv <= 3 * device.sm_count)
       row.ctas_per_sm = std::max(row.ctas_per_sm, kSmallHeadCtasPerSm);
     if (s.rows() > 16) {
       row.ctas_per_sm = std::max(row.ctas_per_sm, kMultiRowCtasPerSm);
