@@ -187,6 +187,12 @@ HELD_OUT = [
     ("flash_decode", "b=3,hq=32,hkv=32,nq=1,nk=10000,d=64,causal=no"),
     ("flash_decode", "b=22,hq=16,hkv=4,nq=1,nk=4000,d=64,causal=no"),
     ("flash_decode", "b=11,hq=64,hkv=8,nq=1,nk=2500,d=32,causal=no"),
+    # 121-124: d=128 decode at 72-112 pairs (Llama-3-8B-like, batch 9-14), not yet swept: the
+    # defaults run one CTA a pair there (72-112 CTAs on 132 SMs), the hole 115 showed at d=64.
+    ("flash_decode", "b=9,hq=32,hkv=8,nq=1,nk=8192,d=128,causal=no"),
+    ("flash_decode", "b=12,hq=32,hkv=8,nq=1,nk=4096,d=128,causal=no"),
+    ("flash_decode", "b=14,hq=32,hkv=8,nq=1,nk=6000,d=128,causal=no"),
+    ("flash_decode", "b=10,hq=32,hkv=8,nq=1,nk=3000,d=128,causal=no"),
 ]
 
 
