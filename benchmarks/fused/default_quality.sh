@@ -115,7 +115,7 @@ for p in "${problems[@]}"; do
   timeout 120 $K sweep --op "$op" --dtype "$dtype" --shape "$shape" --budget ${BUDGET:-0} \
     --db "$DB" --json > "$OUT/logs/$name.json" 2> "$OUT/logs/$name.err"
   rc=$?
-  echo "$op $shape $name" >> "$OUT/${TAG}index.txt"
+  echo "$op $shape $name $dtype" >> "$OUT/${TAG}index.txt"
   echo "sweep $op $shape $dtype rc=$rc wall $(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}') s"
 done
 python3 - "$OUT/logs" "$OUT/${TAG}index.txt" <<'PY'
@@ -124,7 +124,9 @@ d, index = sys.argv[1], sys.argv[2]
 per_op = collections.defaultdict(list)
 print(f"{'op':12} {'problem':28} {'default us':>10} {'best us':>9} {'best/default':>12}  best params")
 for line in open(index):
-    op, shape, name = line.split()
+    op, shape, name, *rest = line.split()
+    if rest and rest[0] != "bf16":  # the dtype, shown where it is not the default
+        shape = f"{shape} {rest[0]}"
     try:
         r = json.load(open(f"{d}/{name}.json"))
     except Exception as e:  # a sweep that died prints no JSON; its .err says why
