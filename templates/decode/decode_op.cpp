@@ -677,8 +677,8 @@ class FlashDecodeOp final : public Op {
     // 0.83-0.95x of the fastest at 8-32 pairs, and lost 2-4 % at 128-256 pairs, hence a bound
     // (benchmarks/results/decode-defaults-h200-2026-12-02.md). It was half the SMs until
     // 2026-12-03, when 96 pairs (one CTA each on 132 SMs, a quarter of them idle) ran at 0.777 of
-    // the fastest point and 4 splits at 0.96 (benchmarks/results/fallback-h200-2026-12-03.md,
-    // problems 105-115). Not measured on the H100.
+    // the fastest point and 4 splits at 0.96
+    // (benchmarks/results/fallback-h200-2026-12-03-decode-d64.md). Not measured on the H100.
     if (s.d <= 64 && s.rows() <= 16 && device.cc_major >= 9 && device.sm_count > 0 &&
         4 * s.b * s.hkv <= 3 * device.sm_count)
       row.ctas_per_sm = std::max(row.ctas_per_sm, kSmallHeadCtasPerSm);
