@@ -187,12 +187,31 @@ HELD_OUT = [
     ("flash_decode", "b=3,hq=32,hkv=32,nq=1,nk=10000,d=64,causal=no"),
     ("flash_decode", "b=22,hq=16,hkv=4,nq=1,nk=4000,d=64,causal=no"),
     ("flash_decode", "b=11,hq=64,hkv=8,nq=1,nk=2500,d=32,causal=no"),
-    # 121-124: d=128 decode at 72-112 pairs (Llama-3-8B-like, batch 9-14), not yet swept: the
-    # defaults run one CTA a pair there (72-112 CTAs on 132 SMs), the hole 115 showed at d=64.
+    # 121-124: d=128 decode at 72-112 pairs (Llama-3-8B-like, batch 9-14): the defaults ran one
+    # CTA a pair there (72-112 CTAs on 132 SMs), the hole 115 showed at d=64. With 125-126 the
+    # design set of the few-pairs tiles (2026-12-03, fallback-h200-2026-12-03-decode-few-pairs.md).
     ("flash_decode", "b=9,hq=32,hkv=8,nq=1,nk=8192,d=128,causal=no"),
     ("flash_decode", "b=12,hq=32,hkv=8,nq=1,nk=4096,d=128,causal=no"),
     ("flash_decode", "b=14,hq=32,hkv=8,nq=1,nk=6000,d=128,causal=no"),
     ("flash_decode", "b=10,hq=32,hkv=8,nq=1,nk=3000,d=128,causal=no"),
+    # 125-126: the same hole at d=256 (one CTA per SM fits: 80 pairs, 80 CTAs) and d=96.
+    ("flash_decode", "b=10,hq=16,hkv=8,nq=1,nk=4096,d=256,causal=no"),
+    ("flash_decode", "b=12,hq=32,hkv=8,nq=1,nk=5000,d=96,causal=no"),
+    # 127-133: the check set of the few-pairs tiles at d > 64 (read from 121-126), where they
+    # apply: 36-104 pairs, d=96/128/256, one with two query rows.
+    ("flash_decode", "b=6,hq=32,hkv=8,nq=1,nk=7000,d=128,causal=no"),
+    ("flash_decode", "b=17,hq=8,hkv=4,nq=1,nk=5000,d=128,causal=no"),
+    ("flash_decode", "b=26,hq=32,hkv=4,nq=1,nk=3500,d=128,causal=no"),
+    ("flash_decode", "b=7,hq=16,hkv=8,nq=1,nk=6000,d=256,causal=no"),
+    ("flash_decode", "b=9,hq=24,hkv=8,nq=1,nk=7000,d=96,causal=no"),
+    ("flash_decode", "b=9,hq=16,hkv=4,nq=2,nk=5000,d=128,causal=yes"),
+    ("flash_decode", "b=13,hq=40,hkv=8,nq=1,nk=2600,d=128,causal=no"),
+    # 134-137: d=128 where one CTA per SM fills the SMs (8-128 pairs): does the H200 want more
+    # CTAs per SM there too, as it does at d=64?
+    ("flash_decode", "b=1,hq=32,hkv=8,nq=1,nk=40000,d=128,causal=no"),
+    ("flash_decode", "b=2,hq=64,hkv=8,nq=1,nk=16000,d=128,causal=no"),
+    ("flash_decode", "b=4,hq=32,hkv=8,nq=1,nk=12000,d=128,causal=no"),
+    ("flash_decode", "b=32,hq=32,hkv=4,nq=1,nk=4000,d=128,causal=no"),
 ]
 
 

@@ -330,9 +330,26 @@ TEST(DecodeDefaults, SplitsFillTheDevice) {
             "splits=8,block_m=16,block_n=64,warps=4,stages=3");
   EXPECT_EQ(key("b=2,hq=48,hkv=4,nq=12,nk=5000,d=128,causal=yes", h100),
             "splits=6,block_m=32,block_n=64,warps=4,stages=3");
-  // At most 16 packed rows: one CTA per SM, as the bars.
+  // d > 64, at most 16 packed rows, where one CTA per SM would leave a tenth of the SMs idle
+  // (48 pairs x 2 splits, 72 x 1, 80 x 1, 112 x 1 on 132 SMs): the few-pairs tiles, two stages
+  // (d=256: 32-key tiles of 2 warps), up to 4 CTAs per SM as shared memory allows (3 here).
   EXPECT_EQ(key("b=6,hq=32,hkv=8,nq=4,nk=2200,d=128,causal=yes", h100),
-            "splits=2,block_m=16,block_n=64,warps=4,stages=3");
+            "splits=6,block_m=16,block_n=64,warps=4,stages=2");
+  EXPECT_EQ(key("b=9,hq=32,hkv=8,nq=1,nk=8192,d=128", h100),
+            "splits=4,block_m=16,block_n=64,warps=4,stages=2");
+  EXPECT_EQ(key("b=14,hq=32,hkv=8,nq=1,nk=6000,d=128", h100),
+            "splits=3,block_m=16,block_n=64,warps=4,stages=2");
+  EXPECT_EQ(key("b=10,hq=16,hkv=8,nq=1,nk=4096,d=256", h100),
+            "splits=4,block_m=16,block_n=32,warps=2,stages=2");
+  EXPECT_EQ(key("b=12,hq=32,hkv=8,nq=1,nk=5000,d=96", h100),
+            "splits=4,block_m=16,block_n=64,warps=4,stages=2");
+  // ... but not where one CTA per SM fills nine tenths of them (120 pairs, kBar1's 128), nor
+  // where more CTAs per SM would not add any (8 pairs of 1000 keys: 3 splits of 256 either
+  // way), nor on sm_80.
+  EXPECT_EQ(key("b=15,hq=32,hkv=8,nq=1,nk=6000,d=128", h100),
+            "splits=1,block_m=16,block_n=64,warps=4,stages=3");
+  EXPECT_EQ(key("b=9,hq=32,hkv=8,nq=1,nk=8192,d=128", device("sm_80")),
+            "splits=1,block_m=16,block_n=64,warps=4,stages=2");
   // The defaults keep the combine kernel (merge=0): clusters win only when the GPU holds all of
   // them at once, which the defaults cannot tell (benchmarks/decode/NOTES.md).
   EXPECT_EQ(key("b=8,hq=32,hkv=8,nq=1,nk=4096,d=128", h100),

@@ -175,6 +175,18 @@ constexpr DecodeDefaults kDefaults[] = {
     {8, 128, 64, 4, 2, 1, 256},
     {8, 256, 32, 2, 3, 1, 256},
 };
+/// Tiles for one row tile (at most 16 packed rows) at head dims above 64 on sm_90 when one CTA
+/// per SM would leave a tenth of the SMs idle (see params_for): smaller CTAs, several per SM.
+/// Read from exhaustive sweeps on the H200 (2026-12-03, 72-112 (batch, KV head) pairs,
+/// benchmarks/results/fallback-h200-2026-12-03-decode-few-pairs.md): at d=96 and 128 two
+/// stages (3-4 CTAs per SM) were 0.94-1.0x of each fastest point, the three-stage rows' two CTAs
+/// per SM 0.87-0.94x; at d=256 only 32-key tiles of 2 warps fit more than one CTA per SM.
+struct FewPairsTiles {
+  int d, block_n, warps, stages;
+};
+constexpr FewPairsTiles kFewPairsTiles[] = {{96, 64, 4, 2}, {128, 64, 4, 2}, {256, 32, 2, 2}};
+constexpr int kFewPairsCtasPerSm = 4;  // at most, as shared memory allows
+
 /// Smallest tiles, for a device with less shared memory than the rows above assume.
 constexpr DecodeDefaults kSmallest = {8, 0, 32, 2, 2, 1, 256};
 
@@ -682,6 +694,8 @@ class FlashDecodeOp final : public Op {
     if (s.d <= 64 && s.rows() <= 16 && device.cc_major >= 9 && device.sm_count > 0 &&
         4 * s.b * s.hkv <= 3 * device.sm_count)
       row.ctas_per_sm = std::max(row.ctas_per_sm, kSmallHeadCtasPerSm);
+    if (s.d > 64 && s.rows() <= 16 && device.cc_major >= 9 && device.sm_count > 0)
+      row = few_pairs(row, s, device, static_cast<int>(block_m));
     if (s.rows() > 16) {
       row.ctas_per_sm = std::max(row.ctas_per_sm, kMultiRowCtasPerSm);
       row.split_keys = std::min(row.split_keys, kMultiRowSplitKeys);
@@ -707,6 +721,31 @@ class FlashDecodeOp final : public Op {
     // geometric mean 1.00 (benchmarks/results/decode-merge-h200-2026-12-02.md). The sweep picks
     // merge=1 where it wins.
     return Params{{c.splits, c.block_m, c.block_n, c.warps, c.stages, c.merge}};
+  }
+
+  /// One row tile at d > 64 on sm_90: where one CTA per SM (the row's split count) would leave
+  /// a tenth of the SMs idle (67-118 (batch, KV head) pairs unsplit on 132 SMs, or 45-59 in two
+  /// splits), the few-pairs tiles (kFewPairsTiles) and up to kFewPairsCtasPerSm CTAs per SM, if
+  /// that gives more CTAs. On the H200 (2026-12-03) one CTA a pair at 72-112 pairs ran at
+  /// 0.63-0.91x of the fastest point, these at 0.94-1.0x (d=96, 128, 256; read from them); on 7
+  /// problems swept after the rule (36-104 pairs) 0.61-0.97x before, 0.91-0.99x with it
+  /// (benchmarks/results/fallback-h200-2026-12-03-decode-few-pairs.md). Grids that fill the SMs
+  /// keep one CTA per SM, as the H100 sweeps of 8 and 128 pairs measured it fastest
+  /// (benchmarks/results/decode-h100-2026-11-23.md).
+  static DecodeDefaults few_pairs(const DecodeDefaults& r, const Shape& s,
+                                  const DeviceInfo& device, int block_m) {
+    const Config one = with_splits(r, s, device, block_m, r.split_keys);
+    if (10 * ctas(one, s) >= 9 * device.sm_count) return r;
+    for (const FewPairsTiles& t : kFewPairsTiles) {
+      if (t.d != s.d) continue;
+      DecodeDefaults few = r;
+      few.block_n = t.block_n;
+      few.warps = t.warps;
+      few.stages = t.stages;
+      few.ctas_per_sm = std::max(r.ctas_per_sm, kFewPairsCtasPerSm);
+      return ctas(with_splits(few, s, device, block_m, few.split_keys), s) > ctas(one, s) ? few : r;
+    }
+    return r;
   }
 
   static std::int64_t ctas(const Config& c, const Shape& s) {
