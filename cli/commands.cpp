@@ -200,6 +200,7 @@ void json_device(Json& j, const DeviceInfo& d) {
   j.key("compute_capability").value(std::to_string(d.cc_major) + "." + std::to_string(d.cc_minor));
   j.field("sm_count", d.sm_count).field("memory_bytes", static_cast<long long>(d.memory_bytes));
   j.field("l2_bytes", static_cast<long long>(d.l2_bytes));
+  j.field("memory_bandwidth", static_cast<long long>(d.memory_bandwidth));  // bytes/s, 0 unknown
   j.field("smem_optin_per_block", d.smem_optin_per_block);
   j.field("driver_version", d.driver_version).field("nvrtc_version", d.nvrtc_version);
   j.end_object();
@@ -242,6 +243,10 @@ int cmd_devices(const Args& args) {
     std::printf("  memory %.1f GiB, L2 %.1f MiB, shared memory per block (opt-in) %d KiB\n",
                 static_cast<double>(d.memory_bytes) / (1 << 30),
                 static_cast<double>(d.l2_bytes) / (1 << 20), d.smem_optin_per_block / 1024);
+    if (d.memory_bandwidth > 0)
+      std::printf("  peak memory bandwidth %.2f TB/s (%.1f GB/s per SM)\n",
+                  static_cast<double>(d.memory_bandwidth) / 1e12,
+                  static_cast<double>(d.memory_bandwidth) / 1e9 / d.sm_count);
     std::printf("  driver %d.%d, NVRTC %d.%d\n", d.driver_version / 1000, d.driver_version % 1000 / 10,
                 d.nvrtc_version / 1000, d.nvrtc_version % 1000 / 10);
     std::printf("  key %s\n", d.key().c_str());

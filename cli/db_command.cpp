@@ -86,8 +86,11 @@ int db_show(const Args& args) {
   warn_skipped("db show", store, skipped);
   std::printf("devices:\n");
   for (const DeviceInfo& d : devices.rows)
-    std::printf("  %s (%s), copy bandwidth %.2f TB/s\n", shown(d.name).c_str(), d.arch().c_str(),
-                store.copy_bandwidth(d.key()) / 1e12);
+    std::printf("  %s (%s), copy bandwidth %.2f TB/s, peak %s\n", shown(d.name).c_str(),
+                d.arch().c_str(), store.copy_bandwidth(d.key()) / 1e12,
+                d.memory_bandwidth > 0
+                    ? (std::to_string(d.memory_bandwidth / 1'000'000'000) + " GB/s").c_str()
+                    : "unknown");
   std::printf("sweeps:\n");
   for (const SweepRecord& s : sweeps.rows)
     std::printf("  #%lld %s %s %s %s %s: %s\n", static_cast<long long>(s.id), shown(s.started_at).c_str(),

@@ -97,11 +97,14 @@ auto device_rank(const db::DeviceRow& d) {
   return std::make_tuple(d.updated_at, i.name, i.cc_major, i.cc_minor, i.sm_count, i.memory_bytes,
                          i.l2_bytes, i.smem_optin_per_block, i.smem_per_sm, i.regs_per_block,
                          i.regs_per_sm, i.max_threads_per_block, i.max_threads_per_sm,
-                         i.driver_version, i.nvrtc_version, d.copy_bandwidth);
+                         i.driver_version, i.nvrtc_version, d.copy_bandwidth, i.memory_bandwidth);
 }
 
 struct Merged {
   std::map<std::string, db::DeviceRow> devices;
+  // The largest memory bandwidth any input knows for a key: the kept row's when it knows none
+  // (a row of schema version 2 updated after the one that recorded it).
+  std::map<std::string, std::int64_t> memory_bandwidths;
   std::set<SweepKey> sweeps;
   std::map<TrialKey, TrialRecord> trials;
   std::map<BestKey, BestCandidate> bests;
@@ -126,10 +129,10 @@ class Source {
     const auto note = [&](const std::vector<RowIssue>& issues) {
       for (const RowIssue& i : issues) skipped.push_back({label_, i});
     };
-    Rows<db::DeviceRow> devices = db::read_all(db_, label_, db::kDevices);
+    const std::int64_t version = db::schema_version(db_, label_);
+    Rows<db::DeviceRow> devices = db::read_all(db_, label_, db::devices_table(version));
     Rows<SweepRecord> sweeps = db::read_all(db_, label_, db::kSweeps);
-    Rows<TrialRecord> trials =
-        db::read_all(db_, label_, db::trials_table(db::schema_version(db_, label_)));
+    Rows<TrialRecord> trials = db::read_all(db_, label_, db::trials_table(version));
     Rows<BestRecord> bests = db::read_all(db_, label_, db::kBest);
     note(devices.skipped);
     note(sweeps.skipped);
@@ -137,6 +140,8 @@ class Source {
     note(bests.skipped);
 
     for (db::DeviceRow& d : devices.rows) {
+      std::int64_t& known = m.memory_bandwidths[d.key];
+      known = std::max(known, d.info.memory_bandwidth);
       auto [it, fresh] = m.devices.emplace(d.key, d);
       if (!fresh && device_rank(it->second) < device_rank(d)) it->second = std::move(d);
     }
@@ -207,8 +212,8 @@ void write_merged(const fs::path& path, const Merged& m) {
     INSERT INTO devices (key, name, cc_major, cc_minor, sm_count, memory_bytes, l2_bytes,
                          smem_optin, smem_per_sm, regs_per_block, regs_per_sm,
                          max_threads_per_block, max_threads_per_sm, driver_version,
-                         nvrtc_version, copy_bandwidth, updated_at)
-    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17))sql",
+                         nvrtc_version, copy_bandwidth, updated_at, memory_bandwidth)
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18))sql",
                        label);
   for (const auto& [key, d] : m.devices) {
     const DeviceInfo& i = d.info;
@@ -216,7 +221,8 @@ void write_merged(const fs::path& path, const Merged& m) {
     device.bind_all(key, i.name, i.cc_major, i.cc_minor, i.sm_count, i.memory_bytes, i.l2_bytes,
                     i.smem_optin_per_block, i.smem_per_sm, i.regs_per_block, i.regs_per_sm,
                     i.max_threads_per_block, i.max_threads_per_sm, i.driver_version,
-                    i.nvrtc_version, d.copy_bandwidth, d.updated_at);
+                    i.nvrtc_version, d.copy_bandwidth, d.updated_at,
+                    i.memory_bandwidth != 0 ? i.memory_bandwidth : m.memory_bandwidths.at(key));
     device.run();
   }
 

@@ -190,6 +190,8 @@ DeviceRow read_device(const Statement& row, const char* table, std::int64_t rowi
   d.nvrtc_version = c.integer<int>(14, 0, kMaxInt);
   r.copy_bandwidth = c.amount(15);
   r.updated_at = c.name(16);
+  // 0: unknown (rows of schema version 2, or a driver that does not report it); at most 1 PB/s.
+  d.memory_bandwidth = c.integer<std::int64_t>(17, 0, 1'000'000'000'000'000);
   return r;
 }
 
@@ -261,11 +263,26 @@ const Table<DeviceRow> kDevices = {
     "devices",
     "key, name, cc_major, cc_minor, sm_count, memory_bytes, l2_bytes, smem_optin, smem_per_sm, "
     "regs_per_block, regs_per_sm, max_threads_per_block, max_threads_per_sm, driver_version, "
-    "nvrtc_version, copy_bandwidth, updated_at",
+    "nvrtc_version, copy_bandwidth, updated_at, memory_bandwidth",
     "key",
     read_device,
     [](const DeviceRow& a, const DeviceRow& b) { return a.key < b.key; },
 };
+
+// Schema versions 1 and 2 have no memory_bandwidth: it reads as unknown.
+const Table<DeviceRow> kDevicesV2 = {
+    "devices",
+    "key, name, cc_major, cc_minor, sm_count, memory_bytes, l2_bytes, smem_optin, smem_per_sm, "
+    "regs_per_block, regs_per_sm, max_threads_per_block, max_threads_per_sm, driver_version, "
+    "nvrtc_version, copy_bandwidth, updated_at, 0",
+    "key",
+    read_device,
+    [](const DeviceRow& a, const DeviceRow& b) { return a.key < b.key; },
+};
+
+const Table<DeviceRow>& devices_table(std::int64_t schema_version) {
+  return schema_version >= 3 ? kDevices : kDevicesV2;
+}
 
 const Table<SweepRecord> kSweeps = {
     "sweeps",

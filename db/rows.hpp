@@ -45,7 +45,9 @@ struct Table {
   bool (*less)(const T& a, const T& b);                                     // `order` in C++
 };
 
-extern const Table<DeviceRow> kDevices;
+extern const Table<DeviceRow> kDevices;  // the current schema's
+/// The devices table as a file of `schema_version` holds it (before 3: no memory_bandwidth).
+const Table<DeviceRow>& devices_table(std::int64_t schema_version);
 extern const Table<SweepRecord> kSweeps;
 extern const Table<TrialRecord> kTrials;    // the current schema's
 /// The trials table as a file of `schema_version` holds it (version 1: no device columns).

@@ -23,7 +23,7 @@ namespace fs = std::filesystem;
 namespace ktune::db {
 namespace {
 
-// Version 2. Any change here needs Store::kSchemaVersion bumped, required_tables() updated and a
+// Version 3. Any change here needs Store::kSchemaVersion bumped, required_tables() updated and a
 // step in migrate() that brings an older file to it.
 constexpr const char* kSchemaSql = R"sql(
 CREATE TABLE devices (
@@ -43,7 +43,8 @@ CREATE TABLE devices (
   driver_version INTEGER NOT NULL,
   nvrtc_version INTEGER NOT NULL,
   copy_bandwidth REAL NOT NULL DEFAULT 0,
-  updated_at TEXT NOT NULL
+  updated_at TEXT NOT NULL,
+  memory_bandwidth INTEGER NOT NULL DEFAULT 0
 );
 CREATE TABLE sweeps (
   id INTEGER PRIMARY KEY,
@@ -101,7 +102,7 @@ struct TableSpec {
   std::vector<const char*> columns;
 };
 
-// What open() requires of an existing file of schema version `version` (1 or 2); extra tables
+// What open() requires of an existing file of schema version `version` (1 to 3); extra tables
 // and columns are tolerated.
 std::vector<TableSpec> required_tables(std::int64_t version) {
   std::vector<TableSpec> tables = {
@@ -124,6 +125,8 @@ std::vector<TableSpec> required_tables(std::int64_t version) {
   // Version 2: the GPU each trial ran on (NULL in rows that version 1 wrote).
   if (version >= 2)
     for (const char* column : {"device_ordinal", "pci_bus_id"}) tables[2].columns.push_back(column);
+  // Version 3: the device's peak memory bandwidth (0 in rows that version 2 wrote: unknown).
+  if (version >= 3) tables[0].columns.push_back("memory_bandwidth");
   return tables;
 }
 
@@ -313,6 +316,15 @@ void migrate(const Connection& c) {
     };
     for (const auto& [column, sql] : added)  // a tolerated extra column may be there already
       if (std::find(have.begin(), have.end(), column) == have.end()) c.exec(sql);
+  }
+  if (st.user_version < 3) {
+    // 2 -> 3: each device's peak memory bandwidth; rows already there read 0 (unknown) until
+    // their device is seen again. Older writers never name the column: the default fills it.
+    std::vector<std::string> have;
+    Statement s(c.get(), "SELECT name FROM pragma_table_info('devices')", c.label());
+    while (s.step()) have.push_back(s.text(0));
+    if (std::find(have.begin(), have.end(), "memory_bandwidth") == have.end())
+      c.exec("ALTER TABLE devices ADD COLUMN memory_bandwidth INTEGER NOT NULL DEFAULT 0");
   }
   // A constant of ours; PRAGMA takes no bound values.
   c.exec(("PRAGMA user_version = " + std::to_string(Store::kSchemaVersion)).c_str());

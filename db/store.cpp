@@ -54,7 +54,7 @@ const db::Binder kNoValues = [](db::Statement&) {};
 std::optional<db::DeviceRow> find_device(sqlite3* db, const std::string& label,
                                          const std::string& key, std::vector<RowIssue>& skipped) {
   Rows<db::DeviceRow> got = db::read_rows(
-      db, label, db::kDevices, "key = ?1", [&](db::Statement& s) { s.bind(1, key); },
+      db, label, db::devices_table(db::schema_version(db, label)), "key = ?1", [&](db::Statement& s) { s.bind(1, key); },
       [&](const db::DeviceRow& r) { return r.key == key; });
   skipped.insert(skipped.end(), got.skipped.begin(), got.skipped.end());
   if (got.rows.empty()) return std::nullopt;
@@ -159,6 +159,10 @@ void Store::upsert_device(const DeviceInfo& device) {
         static_cast<std::int64_t>(device.driver_version),
         static_cast<std::int64_t>(device.nvrtc_version)})
     if (v < 0) throw InvalidArgument("upsert_device: a negative size or version in the fingerprint");
+  if (device.memory_bandwidth < 0 || device.memory_bandwidth > 1'000'000'000'000'000)
+    throw InvalidArgument("upsert_device: memory_bandwidth " +
+                          std::to_string(device.memory_bandwidth) +
+                          " bytes/s is not a GPU's (expected 0, unknown, to 1e15)");
   const std::string label = path_.string();
   db::Transaction t(db_, label);
   // copy_bandwidth is measured separately and survives a refresh.
@@ -166,8 +170,8 @@ void Store::upsert_device(const DeviceInfo& device) {
     INSERT INTO devices (key, name, cc_major, cc_minor, sm_count, memory_bytes, l2_bytes,
                          smem_optin, smem_per_sm, regs_per_block, regs_per_sm,
                          max_threads_per_block, max_threads_per_sm, driver_version,
-                         nvrtc_version, updated_at)
-    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15,
+                         nvrtc_version, memory_bandwidth, updated_at)
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16,
             strftime('%Y-%m-%dT%H:%M:%SZ', 'now'))
     ON CONFLICT (key) DO UPDATE SET
       name = excluded.name, cc_major = excluded.cc_major, cc_minor = excluded.cc_minor,
@@ -176,13 +180,14 @@ void Store::upsert_device(const DeviceInfo& device) {
       smem_per_sm = excluded.smem_per_sm, regs_per_block = excluded.regs_per_block,
       regs_per_sm = excluded.regs_per_sm, max_threads_per_block = excluded.max_threads_per_block,
       max_threads_per_sm = excluded.max_threads_per_sm, driver_version = excluded.driver_version,
-      nvrtc_version = excluded.nvrtc_version, updated_at = excluded.updated_at)sql",
+      nvrtc_version = excluded.nvrtc_version, memory_bandwidth = excluded.memory_bandwidth,
+      updated_at = excluded.updated_at)sql",
                   label);
   s.bind_all(device.key(), device.name, device.cc_major, device.cc_minor, device.sm_count,
              device.memory_bytes, device.l2_bytes, device.smem_optin_per_block,
              device.smem_per_sm, device.regs_per_block, device.regs_per_sm,
              device.max_threads_per_block, device.max_threads_per_sm, device.driver_version,
-             device.nvrtc_version);
+             device.nvrtc_version, device.memory_bandwidth);
   s.run();
   t.commit();
 }
@@ -197,7 +202,8 @@ std::optional<DeviceInfo> Store::device(const std::string& device_key,
 }
 
 Rows<DeviceInfo> Store::devices() const {
-  Rows<db::DeviceRow> got = db::read_all(db_, path_.string(), db::kDevices);
+  Rows<db::DeviceRow> got =
+      db::read_all(db_, path_.string(), db::devices_table(schema_version_));
   Rows<DeviceInfo> out;
   out.skipped = std::move(got.skipped);
   for (db::DeviceRow& r : got.rows) out.rows.push_back(std::move(r.info));
@@ -431,7 +437,8 @@ CheckReport Store::check() const {
       r.issues.push_back({table, 0, std::string(table) + ": cannot be scanned: " + e.what()});
     }
   };
-  add(db::kDevices.name, [&] { return db::read_all(db_, label, db::kDevices); });
+  add(db::kDevices.name,
+      [&] { return db::read_all(db_, label, db::devices_table(schema_version_)); });
   add(db::kSweeps.name, [&] { return db::read_all(db_, label, db::kSweeps); });
   add(db::kTrials.name,
       [&] { return db::read_all(db_, label, db::trials_table(schema_version_)); });

@@ -191,8 +191,9 @@ class Store {
   CheckReport check() const;
 
   static constexpr std::int32_t kApplicationId = 0x6b74756e;  // "ktun"
-  /// Written by this ktune. Version 2 added trials.device_ordinal and trials.pci_bus_id.
-  static constexpr std::int32_t kSchemaVersion = 2;
+  /// Written by this ktune. Version 2 added trials.device_ordinal and trials.pci_bus_id, version 3
+  /// devices.memory_bandwidth.
+  static constexpr std::int32_t kSchemaVersion = 3;
   /// The oldest version opened: read as it is, and brought to kSchemaVersion by a read_write open.
   static constexpr std::int32_t kOldestSchemaVersion = 1;
 

@@ -270,11 +270,13 @@ const std::vector<Hostile>& hostile_statements() {
       {"UPDATE devices SET sm_count = 'many'", false},
       {"UPDATE devices SET memory_bytes = 1e300", false},
       {"UPDATE devices SET copy_bandwidth = -5", false},
+      {"UPDATE devices SET memory_bandwidth = -1", false},
+      {"UPDATE devices SET memory_bandwidth = 'fast'", false},
       {"UPDATE devices SET name = ''", false},
       {"INSERT INTO devices SELECT key || char(10) || 'FORGED', name || char(13) || 'x', cc_major, "
        "cc_minor, sm_count, memory_bytes, l2_bytes, smem_optin, smem_per_sm, regs_per_block, "
        "regs_per_sm, max_threads_per_block, max_threads_per_sm, driver_version, nvrtc_version, "
-       "copy_bandwidth, updated_at FROM devices",
+       "copy_bandwidth, updated_at, memory_bandwidth FROM devices",
        true},
       {"UPDATE devices SET driver_version = x'0102'", false},
       // best

@@ -350,10 +350,10 @@ TEST_F(DbMergeRefuses, AFileThatIsNotAKtuneDatabase) {
 
 TEST_F(DbMergeRefuses, AnotherSchemaVersion) {
   const fs::path a = shard_a();
-  db::Connection(a, db::OpenMode::read_write_create).exec("PRAGMA user_version = 3");
+  db::Connection(a, db::OpenMode::read_write_create).exec("PRAGMA user_version = 4");
   const std::string m = refused<DatabaseError>(at("out.db"), {a});
   EXPECT_HAS(m, "a.db");
-  EXPECT_HAS(m, "schema version 3 is newer than this ktune supports (2)");
+  EXPECT_HAS(m, "schema version 4 is newer than this ktune supports (3)");
 }
 
 TEST_F(DbMergeRefuses, TheOutputNamedAsAnInput) {

@@ -1,6 +1,6 @@
-// Schema version 1 files (written before each trial recorded its GPU): read as they are, brought
-// to version 2 by the first writer, once, however many writers open them at once; merged with
-// version 2 files.
+// Schema version 1 files (written before each trial recorded its GPU) and version 2 files (before
+// each device recorded its memory bandwidth): read as they are, brought to the current version by
+// the first writer, once, however many writers open them at once; merged with current files.
 #include <thread>
 
 #include "db/merge.hpp"
@@ -15,7 +15,13 @@ void make_version1(const fs::path& p, int trials) {
   populate(p, trials);
   raw_exec(p,
            "ALTER TABLE trials DROP COLUMN pci_bus_id; ALTER TABLE trials DROP COLUMN device_ordinal; "
-           "PRAGMA user_version = 1");
+           "ALTER TABLE devices DROP COLUMN memory_bandwidth; PRAGMA user_version = 1");
+}
+
+/// populate()'s database as ktune wrote it before version 3: devices without memory_bandwidth.
+void make_version2(const fs::path& p, int trials) {
+  populate(p, trials);
+  raw_exec(p, "ALTER TABLE devices DROP COLUMN memory_bandwidth; PRAGMA user_version = 2");
 }
 
 std::int64_t columns_named(const fs::path& p, const std::string& name) {
@@ -59,7 +65,7 @@ TEST(DbMigration, AWriterBringsVersion1ToVersion2AndKeepsEveryRow) {
     t.pci_bus_id = "0000:1b:00.0";
     s.record_trial(t);
   }
-  EXPECT_EQ(raw_int(p, "PRAGMA user_version"), 2);
+  EXPECT_EQ(raw_int(p, "PRAGMA user_version"), Store::kSchemaVersion);
   EXPECT_EQ(columns_named(p, "device_ordinal"), 1);
   EXPECT_EQ(columns_named(p, "pci_bus_id"), 1);
   Store s = Store::open(p, Mode::read_only);
@@ -77,9 +83,11 @@ TEST(DbMigration, AColumnAlreadyThereIsKept) {
   ScratchDir dir;
   const fs::path p = dir / "v1.db";
   populate(p, 3);
-  raw_exec(p, "ALTER TABLE trials DROP COLUMN pci_bus_id; PRAGMA user_version = 1");
+  raw_exec(p,
+           "ALTER TABLE trials DROP COLUMN pci_bus_id; ALTER TABLE devices DROP COLUMN "
+           "memory_bandwidth; PRAGMA user_version = 1");
   Store::open(p, Mode::read_write);
-  EXPECT_EQ(raw_int(p, "PRAGMA user_version"), 2);
+  EXPECT_EQ(raw_int(p, "PRAGMA user_version"), Store::kSchemaVersion);
   EXPECT_EQ(columns_named(p, "device_ordinal"), 1);
   EXPECT_EQ(columns_named(p, "pci_bus_id"), 1);
 }
@@ -104,7 +112,7 @@ TEST(DbMigration, WritersOpeningOneVersion1FileAtOnceMigrateItOnce) {
     });
   for (std::thread& t : threads) t.join();
   for (const std::string& e : errors) EXPECT_EQ(e, "");
-  EXPECT_EQ(raw_int(p, "PRAGMA user_version"), 2);
+  EXPECT_EQ(raw_int(p, "PRAGMA user_version"), Store::kSchemaVersion);
   EXPECT_EQ(columns_named(p, "device_ordinal"), 1);
   EXPECT_EQ(raw_int(p, "SELECT count(*) FROM trials"), 10 + kWriters);
   EXPECT_EQ(raw_int(p, "SELECT count(DISTINCT device_ordinal) FROM trials"), kWriters);
@@ -128,7 +136,7 @@ TEST(DbMigration, MergeTakesVersion1AndVersion2Inputs) {
   EXPECT_EQ(report.trials, 6u);
   EXPECT_EQ(raw_int(old_file, "PRAGMA user_version"), 1) << "an input is only read";
   Store s = Store::open(out, Mode::read_only);
-  EXPECT_EQ(s.schema_version(), 2);
+  EXPECT_EQ(s.schema_version(), Store::kSchemaVersion);
   int recorded = 0;
   for (const TrialRecord& t : s.all_trials().rows) {
     if (t.params_key == "block=7") {
@@ -142,6 +150,56 @@ TEST(DbMigration, MergeTakesVersion1AndVersion2Inputs) {
   EXPECT_EQ(recorded, 1);
   // Merging again adds nothing: the device fields are part of a trial's identity.
   EXPECT_EQ(merge_databases(out, {old_file, new_file}).trials_added, 0u);
+}
+
+std::int64_t device_columns_named(const fs::path& p, const std::string& name) {
+  return raw_int(p, "SELECT count(*) FROM pragma_table_info('devices') WHERE name = '" + name + "'");
+}
+
+TEST(DbMigration, Version2ReadsTheBandwidthAsUnknownAndAWriterAddsIt) {
+  ScratchDir dir;
+  const fs::path p = dir / "v2.db";
+  make_version2(p, 4);
+  const std::string before = read_bytes(p);
+  {
+    Store s = Store::open(p, Mode::read_only);
+    EXPECT_EQ(s.schema_version(), 2);
+    const std::optional<DeviceInfo> d = s.device(test_device().key());
+    ASSERT_TRUE(d);
+    EXPECT_EQ(d->memory_bandwidth, 0);  // unknown
+    EXPECT_EQ(d->sm_count, test_device().sm_count);
+    EXPECT_TRUE(s.check().ok());
+  }
+  EXPECT_EQ(read_bytes(p), before) << "a read-only open changed a version 2 file";
+  {
+    Store s = Store::open(p, Mode::read_write);
+    EXPECT_EQ(s.schema_version(), Store::kSchemaVersion);
+    EXPECT_EQ(s.device(test_device().key())->memory_bandwidth, 0);  // still unknown
+    EXPECT_EQ(s.all_trials().rows.size(), 4u);
+    s.upsert_device(test_device());  // the device seen again
+  }
+  EXPECT_EQ(raw_int(p, "PRAGMA user_version"), 3);
+  EXPECT_EQ(device_columns_named(p, "memory_bandwidth"), 1);
+  Store s = Store::open(p, Mode::read_only);
+  EXPECT_EQ(s.device(test_device().key())->memory_bandwidth, test_device().memory_bandwidth);
+  EXPECT_TRUE(s.check().ok());
+}
+
+TEST(DbMigration, MergeKeepsABandwidthAVersion2RowDoesNotKnow) {
+  // The kept devices row is the one updated last; when that is a version 2 row, the bandwidth
+  // another input recorded is kept with it.
+  ScratchDir dir;
+  const fs::path old_file = dir / "old.db", new_file = dir / "new.db", out = dir / "out.db";
+  populate(new_file, 2);
+  raw_exec(new_file, "UPDATE devices SET updated_at = '2026-01-01T00:00:00Z'");
+  make_version2(old_file, 3);
+  raw_exec(old_file, "UPDATE devices SET updated_at = '2026-06-01T00:00:00Z'");
+  EXPECT_TRUE(merge_databases(out, {old_file, new_file}).skipped.empty());
+  Store s = Store::open(out, Mode::read_only);
+  const std::optional<DeviceInfo> d = s.device(test_device().key());
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->memory_bandwidth, test_device().memory_bandwidth);
+  EXPECT_EQ(raw_int(old_file, "PRAGMA user_version"), 2) << "an input is only read";
 }
 
 TEST(DbMigration, AnOrdinalBelowMinusOneIsRefused) {

@@ -38,7 +38,8 @@ Row device_row(const std::string& key) {
           {"driver_version", std::int64_t{13000}},
           {"nvrtc_version", std::int64_t{13000}},
           {"copy_bandwidth", 0.0},
-          {"updated_at", std::string(kStamp)}};
+          {"updated_at", std::string(kStamp)},
+          {"memory_bandwidth", std::int64_t{3'352'320'000'000}}};
 }
 
 Row sweep_row() {

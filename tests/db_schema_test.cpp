@@ -21,11 +21,11 @@ TEST(DbRefuses, NewerAndOlderSchemaVersions) {
   ScratchDir dir;
   const fs::path p = dir / "v.db";
   populate(p, 3);
-  raw_exec(p, "PRAGMA user_version = 3");
+  raw_exec(p, "PRAGMA user_version = 4");
   for (Mode mode : {Mode::read_write, Mode::read_only}) {
     const std::string m = error_of([&] { Store::open(p, mode); });
     EXPECT_CONTAINS(m, p.string());
-    EXPECT_CONTAINS(m, "schema version 3 is newer than this ktune supports (2)");
+    EXPECT_CONTAINS(m, "schema version 4 is newer than this ktune supports (3)");
   }
   raw_exec(p, "PRAGMA user_version = 0");
   const std::string m = error_of([&] { Store::open(p, Mode::read_write); });

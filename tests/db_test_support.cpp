@@ -120,6 +120,7 @@ DeviceInfo test_device() {
   d.max_threads_per_sm = 2048;
   d.driver_version = 13000;
   d.nvrtc_version = 12090;
+  d.memory_bandwidth = 3'352'320'000'000;  // 2 x 2619 MHz x 5120 bits
   return d;
 }
 
@@ -158,6 +159,7 @@ void expect_same_device(const DeviceInfo& a, const DeviceInfo& b) {
   EXPECT_EQ(a.max_threads_per_sm, b.max_threads_per_sm);
   EXPECT_EQ(a.driver_version, b.driver_version);
   EXPECT_EQ(a.nvrtc_version, b.nvrtc_version);
+  EXPECT_EQ(a.memory_bandwidth, b.memory_bandwidth);
 }
 
 SweepRecord test_sweep(const std::string& strategy) {

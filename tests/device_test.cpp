@@ -198,6 +198,9 @@ TEST(Device, FingerprintIsSane) {
   EXPECT_GT(d.sm_count, 0);
   EXPECT_GT(d.memory_bytes, std::int64_t{1} << 30);
   EXPECT_GT(d.l2_bytes, 0);
+  // Peak DRAM bandwidth from the memory clock and bus width: a data-centre GPU's 0.3-20 TB/s.
+  EXPECT_GT(d.memory_bandwidth, std::int64_t{300'000'000'000});
+  EXPECT_LT(d.memory_bandwidth, std::int64_t{20'000'000'000'000});
   EXPECT_GE(d.smem_optin_per_block, 48 * 1024);
   EXPECT_GE(d.smem_per_sm, d.smem_optin_per_block);
   EXPECT_GE(d.regs_per_block, 32 * 1024);

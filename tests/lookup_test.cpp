@@ -571,7 +571,7 @@ TEST_F(Lookup, StatusSaysWhyEachDatabaseIsUsedOrNot) {
   std::filesystem::path foreign = dir.path() / "notes.db";
   raw(foreign, "CREATE TABLE notes (text TEXT)");
   std::filesystem::path newer = make_db("newer.db", {});
-  raw(newer, "PRAGMA user_version = 3");
+  raw(newer, "PRAGMA user_version = 4");
   std::filesystem::path fifo = dir.path() / "pipe.db";
   ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
   alarm(60);  // opening the FIFO would block: let SIGALRM fail the test, not hang CI
@@ -591,7 +591,7 @@ TEST_F(Lookup, StatusSaysWhyEachDatabaseIsUsedOrNot) {
       {State::missing, "not created yet"},
       {State::refused, "not a database"},
       {State::refused, "not a ktune database"},
-      {State::refused, "schema version 3 is newer"},
+      {State::refused, "schema version 4 is newer"},
       {State::refused, "is a FIFO"},
       {State::refused, "is a directory"},
       {State::loaded, ""},

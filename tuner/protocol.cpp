@@ -55,7 +55,7 @@ void encode(Encoder& e, const DeviceInfo& d) {
   e.str(d.name).i64(d.cc_major).i64(d.cc_minor).i64(d.sm_count).i64(d.memory_bytes);
   e.i64(d.l2_bytes).i64(d.smem_optin_per_block).i64(d.smem_per_sm).i64(d.regs_per_block);
   e.i64(d.regs_per_sm).i64(d.max_threads_per_block).i64(d.max_threads_per_sm);
-  e.i64(d.driver_version).i64(d.nvrtc_version);
+  e.i64(d.driver_version).i64(d.nvrtc_version).i64(d.memory_bandwidth);
 }
 
 DeviceInfo decode_device(Decoder& d) {
@@ -74,6 +74,7 @@ DeviceInfo decode_device(Decoder& d) {
   v.max_threads_per_sm = static_cast<int>(d.i64());
   v.driver_version = static_cast<int>(d.i64());
   v.nvrtc_version = static_cast<int>(d.i64());
+  v.memory_bandwidth = d.i64();
   return v;
 }
 

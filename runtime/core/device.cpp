@@ -34,6 +34,19 @@ constexpr IntAttribute kIntAttributes[] = {
 };
 #undef KTUNE_ATTRIBUTE
 
+/// Peak DRAM bandwidth in bytes/s from the memory clock (kHz) and bus width (bits), double data
+/// rate; 0 where the driver does not report either (a default rule keyed by bandwidth then keeps
+/// the compute capability's row).
+std::int64_t peak_memory_bandwidth(const Driver& d, CUdevice dev) {
+  int khz = 0, bits = 0;
+  if (d.cuDeviceGetAttribute(&khz, CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE, dev) != CUDA_SUCCESS ||
+      d.cuDeviceGetAttribute(&bits, CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH, dev) !=
+          CUDA_SUCCESS ||
+      khz <= 0 || bits <= 0)
+    return 0;
+  return 2 * static_cast<std::int64_t>(khz) * 1000 * (bits / 8);
+}
+
 }  // namespace
 
 int device_count() {
@@ -70,6 +83,7 @@ DeviceInfo query_device(int ordinal) {
   info.l2_bytes = attribute(d, dev, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE,
                             "cuDeviceGetAttribute(CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)");
 
+  info.memory_bandwidth = peak_memory_bandwidth(d, dev);
   info.nvrtc_version = Compiler::nvrtc_version();
   return info;
 }

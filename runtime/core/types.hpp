@@ -48,6 +48,7 @@ struct DeviceInfo {
   int regs_per_sm = 0;                // register file per multiprocessor
   int max_threads_per_block = 0;
   int max_threads_per_sm = 0;
+  std::int64_t memory_bandwidth = 0;  // peak DRAM bytes/s: 2 x memory clock x bus width; 0 unknown
   int driver_version = 0;             // cuDriverGetVersion, e.g. 13000
   int nvrtc_version = 0;              // major*1000 + minor*10, e.g. 13000
 
