@@ -212,6 +212,16 @@ HELD_OUT = [
     ("flash_decode", "b=2,hq=64,hkv=8,nq=1,nk=16000,d=128,causal=no"),
     ("flash_decode", "b=4,hq=32,hkv=8,nq=1,nk=12000,d=128,causal=no"),
     ("flash_decode", "b=32,hq=32,hkv=4,nq=1,nk=4000,d=128,causal=no"),
+    # 138-144: the check set of the wide tiles (branch decode-wide-tiles: one CTA a pair,
+    # 128-key tiles, on fast memory; read from 106, 115, 118, 122-123, 129, 133, 137): 96-124
+    # pairs, d=64 and 128.
+    ("flash_decode", "b=30,hq=32,hkv=4,nq=1,nk=5000,d=128,causal=no"),
+    ("flash_decode", "b=25,hq=40,hkv=4,nq=1,nk=7000,d=128,causal=no"),
+    ("flash_decode", "b=116,hq=8,hkv=1,nq=1,nk=3000,d=128,causal=no"),
+    ("flash_decode", "b=24,hq=16,hkv=4,nq=2,nk=4000,d=128,causal=yes"),
+    ("flash_decode", "b=13,hq=64,hkv=8,nq=1,nk=4000,d=64,causal=no"),
+    ("flash_decode", "b=31,hq=16,hkv=4,nq=1,nk=2500,d=64,causal=no"),
+    ("flash_decode", "b=15,hq=32,hkv=8,nq=1,nk=9000,d=64,causal=no"),
 ]
 
 
