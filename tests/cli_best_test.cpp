@@ -197,5 +197,37 @@ TEST_F(Best, ShippedDatabasesCoverEveryShippedPlanOnTheirGpu) {
   }
 }
 
+// The lookup lets a tuned row serve its neighbours only where it beat the built-in default there
+// by kNeighbourMinGain, read from the default's trial beside the row; with no such trial the row
+// serves. So a shipped database that holds trials must hold, for every current best row, a trial
+// of the default as it is now on that row's device: a change of the defaults (or of a device's
+// fingerprint, e.g. its memory bandwidth) that is not re-timed there fails here.
+TEST(ShippedDatabases, HoldATrialOfTheCurrentDefaultBesideEachBestRow) {
+  const fs::path source = KTUNE_SOURCE_DIR;
+  for (const auto& file : fs::directory_iterator(source / "db" / "shipped")) {
+    if (file.path().extension() != ".db") continue;
+    const Store store = Store::open(file.path(), Store::Mode::read_only);
+    if (store.all_trials().rows.empty()) continue;  // h100.db: best rows only (README)
+    int checked = 0;
+    for (const BestRecord& b : store.all_bests().rows) {
+      const Op* op = find_op(b.op);
+      ASSERT_NE(op, nullptr) << b.op;
+      if (b.template_hash != op->template_hash()) continue;  // stale: the lookup skips it
+      const std::optional<DeviceInfo> device = store.device(b.device_key);
+      ASSERT_TRUE(device) << file.path() << ": " << b.device_key;
+      const std::string wanted =
+          op->params_key(op->default_params(op->parse_problem(b.problem_key), b.dtype, *device));
+      bool found = wanted == b.params_key;
+      for (const TrialRecord& t :
+           store.trials(b.device_key, b.op, b.dtype, b.problem_key, b.template_hash).rows)
+        found = found || (t.params_key == wanted && t.status == TrialStatus::ok);
+      EXPECT_TRUE(found) << file.path().filename() << ": " << b.op << " " << dtype_name(b.dtype)
+                         << " " << b.problem_key << " has no trial of the default " << wanted;
+      ++checked;
+    }
+    EXPECT_GT(checked, 0) << file.path();
+  }
+}
+
 }  // namespace
 }  // namespace ktune

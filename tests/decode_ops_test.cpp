@@ -350,6 +350,28 @@ TEST(DecodeDefaults, SplitsFillTheDevice) {
             "splits=1,block_m=16,block_n=64,warps=4,stages=3");
   EXPECT_EQ(key("b=9,hq=32,hkv=8,nq=1,nk=8192,d=128", device("sm_80")),
             "splits=1,block_m=16,block_n=64,warps=4,stages=2");
+  // On a device whose memory feeds each SM 30 GB/s or more (the H200: 4.8 TB/s over 132 SMs),
+  // one CTA a pair in a wave of 70-100 % of the SMs takes 128-key tiles of 8 warps, unsplit, at
+  // d=64 and 128 (96-128 pairs here); not 92 pairs, nor d=96, nor a 128-key window, nor paged
+  // K/V, nor the H100 (25 GB/s per SM) or a device whose bandwidth is unknown (0).
+  DeviceInfo h200 = h100;
+  h200.memory_bandwidth = 4'800'000'000'000;
+  DeviceInfo h100_sxm = h100;
+  h100_sxm.memory_bandwidth = 3'352'320'000'000;
+  for (const char* problem : {"b=12,hq=32,hkv=8,nq=1,nk=4096,d=128", "b=16,hq=64,hkv=8,nq=1,nk=4096,d=64",
+                              "b=32,hq=32,hkv=4,nq=1,nk=4000,d=128", "b=12,hq=32,hkv=8,nq=1,nk=5000,d=64"}) {
+    EXPECT_EQ(key(problem, h200), "splits=1,block_m=16,block_n=128,warps=8,stages=3") << problem;
+    EXPECT_EQ(key(problem, h100_sxm), key(problem, h100)) << problem;
+  }
+  EXPECT_EQ(key("b=23,hq=32,hkv=4,nq=1,nk=4000,d=128", h200),
+            "splits=4,block_m=16,block_n=64,warps=4,stages=2");
+  EXPECT_EQ(key("b=12,hq=32,hkv=8,nq=1,nk=5000,d=96", h200),
+            "splits=4,block_m=16,block_n=64,warps=4,stages=2");
+  EXPECT_EQ(key("b=16,hq=64,hkv=8,nq=1,nk=4096,d=64,window=128", h200),
+            "splits=1,block_m=16,block_n=64,warps=4,stages=3");
+  EXPECT_EQ(key("b=12,hq=32,hkv=8,nq=1,nk=4096,d=128,page=16", h200),
+            key("b=12,hq=32,hkv=8,nq=1,nk=4096,d=128,page=16", h100));
+  EXPECT_EQ(key(kBar1, h100_sxm), "splits=1,block_m=16,block_n=64,warps=4,stages=3");
   // The defaults keep the combine kernel (merge=0): clusters win only when the GPU holds all of
   // them at once, which the defaults cannot tell (benchmarks/decode/NOTES.md).
   EXPECT_EQ(key("b=8,hq=32,hkv=8,nq=1,nk=4096,d=128", h100),

@@ -187,6 +187,14 @@ struct FewPairsTiles {
 constexpr FewPairsTiles kFewPairsTiles[] = {{96, 64, 4, 2}, {128, 64, 4, 2}, {256, 32, 2, 2}};
 constexpr int kFewPairsCtasPerSm = 4;  // at most, as shared memory allows
 
+/// Tiles for one wave of one CTA per (batch, KV head) pair, the grid 70-100 % of the SMs, on a
+/// device whose memory feeds each SM at least kWideTilesBytesPerSm (peak): 128-key tiles of 8
+/// warps, 3 stages (twice the row's bytes in flight per CTA; see params_for). Head dims 64 and
+/// 128, where they were measured.
+constexpr FewPairsTiles kWideTiles[] = {{64, 128, 8, 3}, {128, 128, 8, 3}};
+constexpr double kWideTilesBytesPerSm = 30e9;  // the H200 36 GB/s, the H100 SXM 25
+constexpr std::int64_t kWideTilesMinKeys = 1024;  // keys in reach: a window of 128 is not a stream
+
 /// Smallest tiles, for a device with less shared memory than the rows above assume.
 constexpr DecodeDefaults kSmallest = {8, 0, 32, 2, 2, 1, 256};
 
@@ -682,6 +690,21 @@ class FlashDecodeOp final : public Op {
     // them; this rule 0.90-1.0x there, and 0.93-1.0x (against 0.67-0.96x) on 7 more such
     // problems swept afterwards to check it (benchmarks/results/fallback-h100-2026-11-24.md).
     DecodeDefaults row = r;
+    // One CTA a pair in one wave that leaves up to 30 % of the SMs idle, on a device with fast
+    // memory per SM (the H200): the idle SMs cost less than splitting does if each CTA keeps
+    // twice the bytes in flight. On the H200 (2026-12-03) 128-key tiles of 8 warps unsplit were
+    // 0.97-1.0x of the fastest point at 96-128 pairs (d=64 and 128), where the 64-key row
+    // unsplit (d=64 at 128 pairs) reached 0.88-0.92x and the few-pairs tiles below (d=128 at
+    // 96-112 pairs) 0.92-0.96x (benchmarks/results/fallback-h200-2026-12-03-decode-wide.md).
+    // The H100 measured the 64-key row fastest at 128 pairs (decode-h100-2026-11-23.md); its
+    // memory (25 GB/s per SM) keeps it there.
+    if (const FewPairsTiles* wide = wide_tiles(r, s, device, static_cast<int>(block_m))) {
+      row.block_n = wide->block_n;
+      row.warps = wide->warps;
+      row.stages = wide->stages;
+      const Config c = with_splits(row, s, device, static_cast<int>(block_m), row.split_keys);
+      return Params{{c.splits, c.block_m, c.block_n, c.warps, c.stages, c.merge}};
+    }
     // Few (batch, KV head) pairs at d <= 64 (a grid under 3/4 of the SMs unsplit): on the H200
     // (2026-12-02) the fastest points of two held-out decode problems (32 pairs, d=64) ran 16
     // splits at four CTAs per SM, where the one-CTA-per-SM default (4 splits) reached 0.75-0.79x
@@ -746,6 +769,25 @@ class FlashDecodeOp final : public Op {
       return ctas(with_splits(few, s, device, block_m, few.split_keys), s) > ctas(one, s) ? few : r;
     }
     return r;
+  }
+
+  /// The wide tiles (kWideTiles) for this problem and device, or nullptr: one row tile, sm_90,
+  /// contiguous K/V, a listed head dim, peak memory bandwidth of at least kWideTilesBytesPerSm
+  /// per SM (unknown: no), at least kWideTilesMinKeys keys in reach (a 128-key window ran 0.94x
+  /// of the fastest point with them, 0.97x with the row's), and one CTA per SM leaving the row's
+  /// split count at 1 with a grid of 70-100 % of the SMs.
+  static const FewPairsTiles* wide_tiles(const DecodeDefaults& r, const Shape& s,
+                                         const DeviceInfo& device, int block_m) {
+    if (s.rows() > 16 || device.cc_major < 9 || device.sm_count <= 0 || s.paged() || s.varlen ||
+        static_cast<double>(device.memory_bandwidth) < kWideTilesBytesPerSm * device.sm_count ||
+        split_span(s, r.block_n) < kWideTilesMinKeys)
+      return nullptr;
+    const Config one = with_splits(r, s, device, block_m, r.split_keys);
+    const std::int64_t n = ctas(one, s);
+    if (one.splits != 1 || 10 * n < 7 * device.sm_count || n > device.sm_count) return nullptr;
+    for (const FewPairsTiles& t : kWideTiles)
+      if (t.d == s.d) return &t;
+    return nullptr;
   }
 
   static std::int64_t ctas(const Config& c, const Shape& s) {
