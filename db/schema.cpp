@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstring>
 #include <cstdio>
+#include <initializer_list>
 #include <string>
 #include <system_error>
 #include <thread>
@@ -296,6 +297,18 @@ void create_schema(const Connection& c) {
   t.commit();
 }
 
+// One migration step: runs each (column, ALTER TABLE statement) pair whose column `table` lacks
+// (a tolerated extra column of that name may be there already).
+void add_missing_columns(const Connection& c, const char* table,
+                         std::initializer_list<std::pair<const char*, const char*>> added) {
+  std::vector<std::string> have;
+  Statement s(c.get(), "SELECT name FROM pragma_table_info(?1)", c.label());
+  s.bind(1, table);
+  while (s.step()) have.push_back(s.text(0));
+  for (const auto& [column, sql] : added)
+    if (std::find(have.begin(), have.end(), column) == have.end()) c.exec(sql);
+}
+
 // Brings a file of an older schema version to the current one, in one IMMEDIATE transaction:
 // tuners opening the same old file at once serialise here, and the later ones find it done. A
 // step only adds what the older version's readers and writers never name (nullable columns), so
@@ -305,27 +318,17 @@ void migrate(const Connection& c) {
   const FileState st = inspect(c);
   if (st.user_version >= Store::kSchemaVersion) return;
   validate(c, st);
-  if (st.user_version < 2) {
-    // 1 -> 2: the GPU each trial ran on; rows already there keep NULL (not recorded).
-    std::vector<std::string> have;
-    Statement s(c.get(), "SELECT name FROM pragma_table_info('trials')", c.label());
-    while (s.step()) have.push_back(s.text(0));
-    const std::pair<const char*, const char*> added[] = {
-        {"device_ordinal", "ALTER TABLE trials ADD COLUMN device_ordinal INTEGER"},
-        {"pci_bus_id", "ALTER TABLE trials ADD COLUMN pci_bus_id TEXT"},
-    };
-    for (const auto& [column, sql] : added)  // a tolerated extra column may be there already
-      if (std::find(have.begin(), have.end(), column) == have.end()) c.exec(sql);
-  }
-  if (st.user_version < 3) {
+  if (st.user_version < 2)  // 1 -> 2: the GPU each trial ran on; older rows keep NULL
+    add_missing_columns(c, "trials",
+                        {{"device_ordinal", "ALTER TABLE trials ADD COLUMN device_ordinal INTEGER"},
+                         {"pci_bus_id", "ALTER TABLE trials ADD COLUMN pci_bus_id TEXT"}});
+  if (st.user_version < 3)
     // 2 -> 3: each device's peak memory bandwidth; rows already there read 0 (unknown) until
     // their device is seen again. Older writers never name the column: the default fills it.
-    std::vector<std::string> have;
-    Statement s(c.get(), "SELECT name FROM pragma_table_info('devices')", c.label());
-    while (s.step()) have.push_back(s.text(0));
-    if (std::find(have.begin(), have.end(), "memory_bandwidth") == have.end())
-      c.exec("ALTER TABLE devices ADD COLUMN memory_bandwidth INTEGER NOT NULL DEFAULT 0");
-  }
+    add_missing_columns(c, "devices",
+                        {{"memory_bandwidth",
+                          "ALTER TABLE devices ADD COLUMN memory_bandwidth INTEGER NOT NULL "
+                          "DEFAULT 0"}});
   // A constant of ours; PRAGMA takes no bound values.
   c.exec(("PRAGMA user_version = " + std::to_string(Store::kSchemaVersion)).c_str());
   t.commit();

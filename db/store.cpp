@@ -50,11 +50,13 @@ void require_key(const std::string& v, const char* field, const char* what) {
 
 const db::Binder kNoValues = [](db::Statement&) {};
 
-// The device row of `key`, if one is there and valid; an invalid one goes to `skipped`.
+// The device row of `key` in a file of schema `version`, if one is there and valid; an invalid
+// one goes to `skipped`.
 std::optional<db::DeviceRow> find_device(sqlite3* db, const std::string& label,
-                                         const std::string& key, std::vector<RowIssue>& skipped) {
+                                         std::int64_t version, const std::string& key,
+                                         std::vector<RowIssue>& skipped) {
   Rows<db::DeviceRow> got = db::read_rows(
-      db, label, db::devices_table(db::schema_version(db, label)), "key = ?1", [&](db::Statement& s) { s.bind(1, key); },
+      db, label, db::devices_table(version), "key = ?1", [&](db::Statement& s) { s.bind(1, key); },
       [&](const db::DeviceRow& r) { return r.key == key; });
   skipped.insert(skipped.end(), got.skipped.begin(), got.skipped.end());
   if (got.rows.empty()) return std::nullopt;
@@ -64,8 +66,8 @@ std::optional<db::DeviceRow> find_device(sqlite3* db, const std::string& label,
 // Best rows with the name and arch of their device. A device row that is missing or invalid
 // leaves both empty; an invalid one is listed once in `skipped`, the best row stays usable.
 template <class Keep>
-Rows<BestRecord> best_rows(sqlite3* db, const std::string& label, const std::string& filter,
-                           const db::Binder& bind, Keep keep) {
+Rows<BestRecord> best_rows(sqlite3* db, const std::string& label, std::int64_t version,
+                           const std::string& filter, const db::Binder& bind, Keep keep) {
   db::ReadSnapshot snapshot(db, label);
   Rows<BestRecord> out = db::read_rows(db, label, db::kBest, filter, bind, keep);
   std::map<std::string, std::optional<db::DeviceRow>> devices;
@@ -73,7 +75,9 @@ Rows<BestRecord> best_rows(sqlite3* db, const std::string& label, const std::str
   for (BestRecord& b : out.rows) {
     auto it = devices.find(b.device_key);
     if (it == devices.end())
-      it = devices.emplace(b.device_key, find_device(db, label, b.device_key, device_issues)).first;
+      it = devices
+               .emplace(b.device_key, find_device(db, label, version, b.device_key, device_issues))
+               .first;
     if (!it->second) continue;
     b.device_name = it->second->info.name;
     b.arch = it->second->info.arch();
@@ -195,7 +199,8 @@ void Store::upsert_device(const DeviceInfo& device) {
 std::optional<DeviceInfo> Store::device(const std::string& device_key,
                                         std::vector<RowIssue>* skipped) const {
   std::vector<RowIssue> issues;
-  std::optional<db::DeviceRow> row = find_device(db_, path_.string(), device_key, issues);
+  std::optional<db::DeviceRow> row =
+      find_device(db_, path_.string(), schema_version_, device_key, issues);
   if (skipped != nullptr) skipped->insert(skipped->end(), issues.begin(), issues.end());
   if (!row) return std::nullopt;
   return std::move(row->info);
@@ -229,7 +234,8 @@ void Store::set_copy_bandwidth(const std::string& device_key, double bytes_per_s
 
 double Store::copy_bandwidth(const std::string& device_key) const {
   std::vector<RowIssue> ignored;  // an invalid row reads as unknown: the sweep measures again
-  const std::optional<db::DeviceRow> row = find_device(db_, path_.string(), device_key, ignored);
+  const std::optional<db::DeviceRow> row =
+      find_device(db_, path_.string(), schema_version_, device_key, ignored);
   return row ? row->copy_bandwidth : 0.0;
 }
 
@@ -378,7 +384,7 @@ std::optional<BestRecord> Store::best(const std::string& device_key, const std::
                                       std::vector<RowIssue>* skipped) const {
   const std::string dtype_text = dtype_name(dtype);
   Rows<BestRecord> got = best_rows(
-      db_, path_.string(),
+      db_, path_.string(), schema_version_,
       "device_key = ?1 AND op = ?2 AND dtype = ?3 AND problem_key = ?4 AND template_hash = ?5",
       [&](db::Statement& s) {
         s.bind_all(device_key, op, dtype_text, problem_key, template_hash);
@@ -395,14 +401,14 @@ std::optional<BestRecord> Store::best(const std::string& device_key, const std::
 Rows<BestRecord> Store::bests(const std::string& op, DType dtype) const {
   const std::string dtype_text = dtype_name(dtype);
   return best_rows(
-      db_, path_.string(), "op = ?1 AND dtype = ?2",
+      db_, path_.string(), schema_version_, "op = ?1 AND dtype = ?2",
       [&](db::Statement& s) { s.bind_all(op, dtype_text); },
       [&](const BestRecord& b) { return b.op == op && b.dtype == dtype; });
 }
 
 Rows<BestRecord> Store::all_bests(const std::string& op_filter) const {
   return best_rows(
-      db_, path_.string(), "?1 = '' OR op = ?1", [&](db::Statement& s) { s.bind(1, op_filter); },
+      db_, path_.string(), schema_version_, "?1 = '' OR op = ?1", [&](db::Statement& s) { s.bind(1, op_filter); },
       [&](const BestRecord& b) { return op_filter.empty() || b.op == op_filter; });
 }
 
