@@ -420,7 +420,10 @@ int cmd_sweep(const Args& args) {
     if (!o.strategy.empty() && std::find(names.begin(), names.end(), o.strategy) == names.end())
       throw InvalidArgument("unknown strategy " + ktune::quoted(o.strategy) +
                             " (allowed: exhaustive, random, model, staged)");
-    if (o.strategy == "staged" && op.search_stages().empty())
+    // With --plan or --from-misses --op is not given: each problem's own op is checked where
+    // it is read (a plan line names its line).
+    const bool one_op = vm.count("plan") == 0 && vm.count("from-misses") == 0;
+    if (one_op && o.strategy == "staged" && op.search_stages().empty())
       throw InvalidArgument("strategy staged: op " + std::string(op.name()) +
                             " declares no search stages (allowed for it: exhaustive, random, model)");
   }

@@ -154,7 +154,15 @@ int sweep_plan(const PlanRun& run, SweepOptions base) {
   if (!run.shard.empty())
     shard = parse_shard(run.shard, [](const char* name) { return std::getenv(name); });
   const Plan plan = shard_plan(whole, shard);
-  for (const PlanLine& l : plan.lines) check_strategy_name(get_op(l.op), base.strategy);
+  for (const PlanLine& l : plan.lines) {
+    try {
+      check_strategy_name(get_op(l.op), base.strategy);
+    } catch (const InvalidArgument& e) {
+      throw InvalidArgument(run.path + " line " + std::to_string(l.line) + ": " + e.what() +
+                            "; sweep that op's lines with another --strategy (one plan per "
+                            "strategy), or leave --strategy out for each op's own");
+    }
+  }
 
   std::optional<Store> store;
   std::error_code ec;

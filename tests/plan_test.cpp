@@ -350,3 +350,28 @@ TEST(Plan, CliDryRun) {
   EXPECT_NE(out.find("--dry-run applies to --plan FILE"), std::string::npos) << out;
   fs::remove_all(dir);
 }
+
+// --strategy is checked against each plan line's op, not against --op's default (which --plan
+// leaves out): a plan of MoE lines takes the staged strategy, and a plan where one line's op has
+// no stages is refused naming that line.
+TEST(Plan, CliStrategyIsCheckedPerLine) {
+  const fs::path dir = temp_dir();
+  const fs::path moe = dir / "moe.txt";
+  std::ofstream(moe) << "moe bf16 e=8,k=2,h=4096,i=14336,t=16\n";
+  const std::string db = (dir / "dry.db").string();
+  int st = 0;
+  std::string out =
+      run_cli("sweep --plan " + moe.string() + " --strategy staged --dry-run --db " + db, st);
+  EXPECT_EQ(st, 0) << out;
+  EXPECT_NE(out.find("sweep  line 1    moe bf16"), std::string::npos) << out;
+  const fs::path mixed = dir / "mixed.txt";
+  std::ofstream(mixed) << "moe bf16 e=8,k=2,h=4096,i=14336,t=16\nswiglu bf16 m=16,n=14336\n";
+  out = run_cli("sweep --plan " + mixed.string() + " --strategy staged --dry-run --db " + db, st);
+  EXPECT_EQ(st, 2) << out;
+  EXPECT_NE(out.find("line 2: strategy staged: op swiglu declares no search stages"),
+            std::string::npos) << out;
+  out = run_cli("sweep --plan " + mixed.string() + " --dry-run --db " + db, st);
+  EXPECT_EQ(st, 0) << out;  // each op's own strategy
+  EXPECT_FALSE(fs::exists(db));
+  fs::remove_all(dir);
+}
