@@ -212,9 +212,9 @@ HELD_OUT = [
     ("flash_decode", "b=2,hq=64,hkv=8,nq=1,nk=16000,d=128,causal=no"),
     ("flash_decode", "b=4,hq=32,hkv=8,nq=1,nk=12000,d=128,causal=no"),
     ("flash_decode", "b=32,hq=32,hkv=4,nq=1,nk=4000,d=128,causal=no"),
-    # 138-144: the check set of the wide tiles (branch decode-wide-tiles: one CTA a pair,
-    # 128-key tiles, on fast memory; read from 106, 115, 118, 122-123, 129, 133, 137): 96-124
-    # pairs, d=64 and 128.
+    # 138-144: the check set of the wide tiles (one CTA a pair, 128-key tiles, on fast memory;
+    # read from 106, 115, 118, 122-123, 129, 133, 137; on main since stop 46): 96-124 pairs,
+    # d=64 and 128.
     ("flash_decode", "b=30,hq=32,hkv=4,nq=1,nk=5000,d=128,causal=no"),
     ("flash_decode", "b=25,hq=40,hkv=4,nq=1,nk=7000,d=128,causal=no"),
     ("flash_decode", "b=116,hq=8,hkv=1,nq=1,nk=3000,d=128,causal=no"),
@@ -222,6 +222,15 @@ HELD_OUT = [
     ("flash_decode", "b=13,hq=64,hkv=8,nq=1,nk=4000,d=64,causal=no"),
     ("flash_decode", "b=31,hq=16,hkv=4,nq=1,nk=2500,d=64,causal=no"),
     ("flash_decode", "b=15,hq=32,hkv=8,nq=1,nk=9000,d=64,causal=no"),
+    # 145-150: a design set for d=32 decode (120 reached 0.812 at 88 pairs, where 64-key tiles of
+    # 2 warps split 8 ways reached 0.90): 16-128 pairs, short and long keys; written before any
+    # d=32 rule, so that a rule read from them is then checked on other d=32 problems.
+    ("flash_decode", "b=2,hq=32,hkv=8,nq=1,nk=16000,d=32,causal=no"),
+    ("flash_decode", "b=6,hq=32,hkv=8,nq=1,nk=6000,d=32,causal=no"),
+    ("flash_decode", "b=9,hq=32,hkv=8,nq=1,nk=3500,d=32,causal=no"),
+    ("flash_decode", "b=14,hq=16,hkv=4,nq=1,nk=8000,d=32,causal=no"),
+    ("flash_decode", "b=16,hq=64,hkv=8,nq=1,nk=2000,d=32,causal=no"),
+    ("flash_decode", "b=40,hq=16,hkv=2,nq=1,nk=5000,d=32,causal=no"),
 ]
 
 
