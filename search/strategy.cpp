@@ -32,6 +32,28 @@ std::optional<Params> RandomStrategy::next() {
   return points_[next_++];
 }
 
+SampledRandomStrategy::SampledRandomStrategy(std::vector<std::vector<std::int64_t>> values,
+                                             Check check, std::uint64_t seed, std::size_t limit)
+    : values_(std::move(values)), check_(std::move(check)), rng_(seed), left_(limit) {
+  for (const std::vector<std::int64_t>& v : values_)
+    if (v.empty()) throw InvalidArgument("SampledRandomStrategy: a tunable has no values");
+}
+
+std::optional<Params> SampledRandomStrategy::next() {
+  for (std::size_t draw = 0; left_ > 0 && draw < kMaxDraws; ++draw) {
+    Params p;
+    p.values.reserve(values_.size());
+    // Our own index draw (as RandomStrategy): a seed gives the same points everywhere.
+    for (const std::vector<std::int64_t>& v : values_)
+      p.values.push_back(v[static_cast<std::size_t>(rng_() % v.size())]);
+    if (seen_.count(p) || check_(p)) continue;
+    seen_.insert(p);
+    --left_;
+    return p;
+  }
+  return std::nullopt;
+}
+
 std::vector<Params> Strategy::next_batch() {
   std::vector<Params> out;
   while (std::optional<Params> p = next()) out.push_back(std::move(*p));
@@ -244,13 +266,20 @@ std::unique_ptr<Strategy> make_space_strategy(const Space& space, std::string_vi
     options.limit = budget > 0 ? budget : default_model_budget(points.size());
     return std::make_unique<ModelStrategy>(std::move(points), seed, options);
   }
+  if (name == "random" && !space.enumerated()) {
+    std::vector<std::vector<std::int64_t>> values;
+    for (const Tunable& t : op.tunables()) values.push_back(t.values);
+    return std::make_unique<SampledRandomStrategy>(
+        std::move(values), [&space](const Params& p) { return space.check(p); }, seed,
+        budget > 0 ? budget : kSampledModelBudget);
+  }
   if (name != "staged") {
     if (!space.enumerated())
       throw InvalidArgument("the " + std::string(op.name()) + " space has " +
                             std::to_string(space.size()) + " points, too many for the " +
                             std::string(name) + " strategy (it needs every point listed, at most " +
                             std::to_string(Space::kEnumerateLimit) +
-                            "): use --strategy staged or model");
+                            "): use --strategy random, staged or model");
     return make_strategy(name, space.valid_points(), seed);
   }
   return make_staged_strategy(op, [&space](const Params& p) { return space.check(p); }, start);

@@ -71,6 +71,28 @@ class RandomStrategy final : public Strategy {
   std::set<Params> observed_;
 };
 
+/// Random search over a space too large to list: points drawn uniformly from the tunables'
+/// values (from `seed`), those `check` rejects and those already proposed or observed skipped,
+/// until `limit` proposals, or until kMaxDraws draws in a row found no new valid point.
+class SampledRandomStrategy final : public Strategy {
+ public:
+  using Check = std::function<std::optional<std::string>(const Params&)>;
+  static constexpr std::size_t kMaxDraws = std::size_t{1} << 20;
+  SampledRandomStrategy(std::vector<std::vector<std::int64_t>> values, Check check,
+                        std::uint64_t seed, std::size_t limit);
+  std::optional<Params> next() override;
+  void report(const Params&, double) override {}
+  void observe(const Params& params, double) override { seen_.insert(params); }
+  std::string_view name() const override { return "random"; }
+
+ private:
+  std::vector<std::vector<std::int64_t>> values_;
+  Check check_;
+  std::mt19937_64 rng_;
+  std::size_t left_;
+  std::set<Params> seen_;
+};
+
 /// For ops whose time is a sum of kernels' times (SearchStages), over a space too large to
 /// enumerate: for each value of the outer tunables (the start's first), begin at the start with
 /// that value, repaired into a valid point (greedily, a group at a time, fewest values changed),
@@ -133,8 +155,10 @@ inline constexpr std::size_t kModelMinBudget = 16;
 std::size_t default_model_budget(std::size_t valid_points);
 
 /// The strategy for a space: "staged" walks the op's search_stages() from `start`
-/// (InvalidArgument when the op declares none); "exhaustive" and "random" need an enumerated
-/// space (InvalidArgument naming its size otherwise); "model" takes the valid points of an
+/// (InvalidArgument when the op declares none); "exhaustive" needs an enumerated space
+/// (InvalidArgument naming its size otherwise); "random" shuffles an enumerated space's valid
+/// points, or samples one too large to list (SampledRandomStrategy, stopping after `budget`
+/// proposals, kSampledModelBudget when 0); "model" takes the valid points of an
 /// enumerated space, or samples one too large to list (ModelStrategy over SampledSpace: blocks
 /// from the op's search stages, starting at `start`); "model" stops after `budget` proposals
 /// (when 0: default_model_budget of a listed space, kSampledModelBudget of a sampled one); an

@@ -262,10 +262,11 @@ TEST(Strategy, OpsNameTheirDefaultStrategyAndStagedNeedsStages) {
   const Params start = moe.default_params(s.problem(), DType::bf16, s.device());
   EXPECT_EQ(make_space_strategy(s, "", start, 0)->name(), "staged");
   try {
-    make_space_strategy(s, "random", start, 0);
+    make_space_strategy(s, "exhaustive", start, 0);
     FAIL();
   } catch (const InvalidArgument& e) {
-    EXPECT_NE(std::string(e.what()).find("too many for the random strategy"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("too many for the exhaustive strategy"),
+              std::string::npos)
         << e.what();
   }
   const Op& norm = get_op("add_rmsnorm");
@@ -285,6 +286,49 @@ TEST(Strategy, OpsNameTheirDefaultStrategyAndStagedNeedsStages) {
     for (const std::string& n : g) EXPECT_TRUE(named.insert(n).second) << n;
   EXPECT_EQ(named.size(), moe.tunables().size()) << "every tunable is searched";
   for (const std::string& n : named) EXPECT_NO_THROW(moe.param_index(n)) << n;
+}
+
+// On a space too large to list the random strategy samples: distinct valid points, as many as
+// the budget, the same for the same seed, never an observed point. (About 1 point in 10^4-10^5
+// of the MoE product is valid: each sampled point costs ~0.1 s of draws, so the counts are small.)
+TEST(Strategy, RandomSamplesASpaceTooLargeToList) {
+  const Op& moe = get_op("moe");
+  Space s(moe, moe.parse_problem("e=8,k=2,h=4096,i=14336,t=64"), DType::bf16,
+          *device_for_arch("sm_90a"));
+  ASSERT_FALSE(s.enumerated());
+  const Params start = moe.default_params(s.problem(), DType::bf16, s.device());
+  const auto drain = [](Strategy& st) {
+    std::vector<Params> out;
+    while (std::optional<Params> p = st.next()) out.push_back(std::move(*p));
+    return out;
+  };
+  std::unique_ptr<Strategy> a = make_space_strategy(s, "random", start, 7, 6);
+  EXPECT_EQ(a->name(), "random");
+  a->observe(start, 1.0);
+  const std::vector<Params> got = drain(*a);
+  ASSERT_EQ(got.size(), 6u);
+  EXPECT_EQ(std::set<Params>(got.begin(), got.end()).size(), got.size()) << "no repeats";
+  for (const Params& p : got) {
+    EXPECT_FALSE(s.check(p)) << moe.params_key(p) << ": " << *s.check(p);
+    EXPECT_NE(p, start) << "observed";
+  }
+  std::unique_ptr<Strategy> b = make_space_strategy(s, "random", start, 7, 6);
+  b->observe(start, 1.0);
+  EXPECT_EQ(drain(*b), got) << "a seed gives the same points";
+  std::unique_ptr<Strategy> c = make_space_strategy(s, "random", start, 8, 6);
+  EXPECT_NE(drain(*c), got);
+  // A space with no valid point: the strategy ends (after its draws) instead of spinning.
+  SampledRandomStrategy none(
+      {{1, 2}, {3}}, [](const Params&) { return std::optional<std::string>("no"); }, 1, 10);
+  EXPECT_FALSE(none.next());
+  // Fewer valid points than the budget: each once, then done.
+  SampledRandomStrategy few(
+      {{1, 2, 3}, {4, 5}},
+      [](const Params& p) {
+        return p.values[0] == 2 ? std::optional<std::string>() : std::optional<std::string>("odd");
+      },
+      1, 10);
+  EXPECT_EQ(drain(few).size(), 2u);
 }
 
 // Without --budget the model strategy stops on a listed space after a fifth of its valid points
