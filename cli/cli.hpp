@@ -24,6 +24,7 @@ int cmd_best(const Args& args);
 int cmd_db(const Args& args);
 int cmd_db_merge(const Args& args);  // ktune db merge (cli/db_merge_command.cpp)
 int cmd_db_ship(const Args& args);   // ktune db ship (cli/db_ship_command.cpp)
+int cmd_db_defaults(const Args& args);  // ktune db defaults (cli/db_defaults_command.cpp)
 int cmd_db_diff(const Args& args);   // ktune db diff
 int cmd_db_kernels(const Args& args);  // ktune db kernels (cli/db_kernels_command.cpp)
 int cmd_replay(const Args& args);

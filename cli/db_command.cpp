@@ -239,15 +239,17 @@ int cmd_db(const Args& args) {
       {"ship", "a database to ship: devices, best rows, their trials and the defaults' trials", cmd_db_ship},
       {"kernels", "the kernels each configuration compiles to (scripts/same_machine_code.py)",
        cmd_db_kernels},
+      {"defaults", "best rows with no trial of their current default, as a plan to re-time",
+       cmd_db_defaults},
   };
   if (args.empty() || args[0] == "--help" || args[0] == "-h") {
-    std::printf("usage: ktune db <list|show|export|check|merge|diff|ship|kernels> [options]   (ktune db <command> --help)\n");
+    std::printf("usage: ktune db <list|show|export|check|merge|diff|ship|kernels|defaults> [options]   (ktune db <command> --help)\n");
     for (const Command& c : sub) std::printf("  %-8s %s\n", c.name, c.summary);
     return args.empty() ? 2 : 0;
   }
   for (const Command& c : sub)
     if (args[0] == c.name) return c.run(Args(args.begin() + 1, args.end()));
-  throw UsageError{"unknown db command " + ktune::quoted(args[0]) + " (allowed: list, show, export, check, merge, diff, ship, kernels)"};
+  throw UsageError{"unknown db command " + ktune::quoted(args[0]) + " (allowed: list, show, export, check, merge, diff, ship, kernels, defaults)"};
 }
 
 }  // namespace ktune::cli

@@ -12,6 +12,7 @@
 #include <boost/program_options.hpp>
 
 #include "cli/cli.hpp"
+#include "cli/default_trials.hpp"
 #include "cli/options.hpp"
 #include "cli/output.hpp"
 #include "db/store.hpp"
@@ -26,15 +27,8 @@ namespace {
 
 struct ShipCounts {
   std::size_t devices = 0, bests = 0, best_trials = 0, default_trials = 0, skipped = 0;
+  std::size_t without_default = 0;  // current rows with no trial of their default: unjudged
 };
-
-/// The newest ok trial of `params_key` among `trials` (newest last), or nullptr.
-const TrialRecord* newest_ok(const std::vector<TrialRecord>& trials, const std::string& params_key) {
-  const TrialRecord* found = nullptr;
-  for (const TrialRecord& t : trials)
-    if (t.params_key == params_key && t.status == TrialStatus::ok) found = &t;
-  return found;
-}
 
 /// Copies `t` into `out` as a trial of no sweep; returns its new id.
 std::int64_t copy_trial(Store& out, TrialRecord t) {
@@ -65,22 +59,18 @@ ShipCounts ship(const Store& in, Store& out) {
     for (const TrialRecord& t : trials.rows)
       if (t.id == b.trial_id) own = &t;
     if (!own) own = newest_ok(trials.rows, b.params_key);
-    // The default configuration of the row's problem on its device, as this ktune chooses it.
-    const TrialRecord* base = nullptr;
-    const Op* op = find_op(b.op);
+    // The default configuration of the row's problem on its device, as this ktune chooses it
+    // (a row this ktune cannot read is shipped as it is; lookups skip it with its reason).
     const auto device = by_key.find(b.device_key);
-    if (op && device != by_key.end()) {
-      try {
-        const std::string def = op->params_key(
-            op->default_params(op->parse_problem(b.problem_key), b.dtype, device->second));
-        if (def != b.params_key) base = newest_ok(trials.rows, def);
-      } catch (const std::exception&) {
-        // A row this ktune cannot read is shipped as it is; lookups skip it with its reason.
+    const std::optional<std::string> def =
+        device != by_key.end() ? current_default_key(b, device->second) : std::nullopt;
+    if (def && *def != b.params_key) {
+      if (const TrialRecord* base = newest_ok(trials.rows, *def)) {
+        copy_trial(out, *base);
+        ++n.default_trials;
+      } else if (const Op* op = find_op(b.op); op && b.template_hash == op->template_hash()) {
+        ++n.without_default;
       }
-    }
-    if (base) {
-      copy_trial(out, *base);
-      ++n.default_trials;
     }
     b.trial_id = 0;
     if (own) {
@@ -136,7 +126,9 @@ int cmd_db_ship(const Args& args) {
     j.field("devices", static_cast<long long>(n.devices)).field("best", static_cast<long long>(n.bests));
     j.field("best_trials", static_cast<long long>(n.best_trials))
         .field("default_trials", static_cast<long long>(n.default_trials))
-        .field("rows_skipped", static_cast<long long>(n.skipped)).end_object();
+        .field("rows_skipped", static_cast<long long>(n.skipped))
+        .field("rows_without_default_trial", static_cast<long long>(n.without_default))
+        .end_object();
     std::printf("%s\n", j.str().c_str());
     return 0;
   }
@@ -145,6 +137,11 @@ int cmd_db_ship(const Args& args) {
               shown(in_path.string()).c_str(), shown(out_path.string()).c_str(), n.devices, n.bests,
               n.best_trials, n.default_trials,
               n.skipped ? (", " + std::to_string(n.skipped) + " unreadable rows left out").c_str() : "");
+  if (n.without_default > 0)
+    std::fprintf(stderr, "ktune db ship: warning: %zu best rows have no trial of their problem's current default "
+                "configuration, so lookups let them serve neighbouring problems unjudged; "
+                "`ktune db defaults --db %s` lists them as a plan to re-time\n",
+                n.without_default, shown(in_path.string()).c_str());
   return 0;
 }
 

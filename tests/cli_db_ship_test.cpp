@@ -1,7 +1,9 @@
 // `ktune db ship IN OUT`: what a shipped database keeps (devices, best rows, their trials and the
 // defaults' trials on their problems), that OUT is never overwritten, and that the lookup then
-// reads the default's trial to decide whether a row may serve its neighbours.
+// reads the default's trial to decide whether a row may serve its neighbours; `ktune db
+// defaults`: the rows that lack that trial, as a plan to re-time.
 #include <algorithm>
+#include <fstream>
 
 #include "db/store.hpp"
 #include "runtime/dispatch/lookup.hpp"
@@ -35,13 +37,14 @@ class Ship : public Cli {
     }
   }
 
-  void trial(Store& s, const std::string& params, double us, TrialStatus status = TrialStatus::ok) {
+  void trial(Store& s, const std::string& params, double us, TrialStatus status = TrialStatus::ok,
+             const std::string& at = {}, const std::string& hash = {}) {
     TrialRecord t;
     t.device_key = h100.key();
     t.op = std::string(op.name());
-    t.problem_key = problem;
+    t.problem_key = at.empty() ? problem : at;
     t.params_key = params;
-    t.template_hash = op.template_hash();
+    t.template_hash = hash.empty() ? op.template_hash() : hash;
     t.status = status;
     t.median_us = status == TrialStatus::ok ? us : 0.0;
     s.record_trial(t);
@@ -109,6 +112,59 @@ TEST_F(Ship, TheLookupReadsTheDefaultsTrialFromAShippedDatabase) {
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_TRUE(contains(r.out, "match: nearest_shape")) << r.out;
   EXPECT_TRUE(contains(r.out, tuned)) << r.out;
+}
+
+// A row whose problem has no trial of the current default (its sweep ran before the default
+// changed) serves neighbours unjudged: ship warns, and db defaults lists it as a plan line that
+// `ktune sweep --plan` reads; once the default's trial is there, nothing is listed.
+TEST_F(Ship, RowsWithoutTheirDefaultsTrialAreListedAsAPlan) {
+  const fs::path db = dir.path() / "old.db";
+  const std::string at = "m=8192,n=4096";
+  {
+    Store s = Store::open(db, Store::Mode::read_write);
+    s.upsert_device(h100);
+    trial(s, tuned, 10.0);  // m=16384: the best, no trial of the default
+    trial(s, other, 30.0);
+    trial(s, def, 9.0, TrialStatus::ok, at);  // m=8192: the default is the best
+    trial(s, tuned, 12.0, TrialStatus::ok, at);
+    trial(s, tuned, 5.0, TrialStatus::ok, "m=4096,n=4096", std::string(64, 'a'));  // stale code
+  }
+  CliRun ship = ktune("db ship old.db old-shipped.db");
+  ASSERT_EQ(ship.code, 0) << ship.err;
+  EXPECT_TRUE(contains(ship.err, "warning: 1 best rows have no trial of their problem's current "
+                                 "default")) << ship.err;
+  CliRun r = ktune("db defaults --db old.db");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "# 1 of the 2 current best rows")) << r.out;
+  EXPECT_TRUE(contains(r.out, "# (1 stale rows")) << r.out;
+  EXPECT_TRUE(contains(r.out, "# device: " + h100.name)) << r.out;
+  EXPECT_TRUE(contains(r.out, "\nadd_rmsnorm bf16 " + problem + "\n")) << r.out;
+  EXPECT_FALSE(contains(r.out, at)) << r.out;
+  EXPECT_EQ(ktune("db defaults --db old.db --check").code, 1);
+  CliRun json = ktune("db defaults --db old.db --json");
+  EXPECT_TRUE(contains(json.out, "\"default_params\":\"" + def + "\"")) << json.out;
+  // The listing is a plan the sweep reads (a dry run: no GPU needed).
+  {
+    std::ofstream(dir.path() / "retime.txt") << r.out;
+  }
+  CliRun plan = ktune("sweep --plan retime.txt --dry-run --budget 1 --no-warm-start --db dry.db");
+  EXPECT_EQ(plan.code, 0) << plan.err;
+  EXPECT_TRUE(contains(plan.out, "1 problems on 1 lines")) << plan.out;
+  // Another device's rows, or an unknown one.
+  EXPECT_TRUE(contains(ktune("db defaults --db old.db --device '" + h100.name + "'").out,
+                       "# 1 of the 2"));
+  CliRun unknown = ktune("db defaults --db old.db --device 'NVIDIA B200'");
+  EXPECT_EQ(unknown.code, 2);
+  EXPECT_TRUE(contains(unknown.err, "--device \"NVIDIA B200\" is not a device of")) << unknown.err;
+  EXPECT_TRUE(contains(unknown.err, h100.name)) << unknown.err;
+  // The default measured (as `ktune sweep --plan ... --budget 1` does): nothing left to list.
+  {
+    Store s = Store::open(db, Store::Mode::read_write);
+    trial(s, def, 11.0);
+  }
+  r = ktune("db defaults --db old.db --check");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(contains(r.out, "# 0 of the 2 current best rows")) << r.out;
 }
 
 }  // namespace
