@@ -157,14 +157,24 @@ TEST_F(Ship, RowsWithoutTheirDefaultsTrialAreListedAsAPlan) {
   EXPECT_EQ(unknown.code, 2);
   EXPECT_TRUE(contains(unknown.err, "--device \"NVIDIA B200\" is not a device of")) << unknown.err;
   EXPECT_TRUE(contains(unknown.err, h100.name)) << unknown.err;
+  // Meanwhile the row serves its neighbours, and `ktune best` says it does so unjudged.
+  CliRun near = ktune("best --op add_rmsnorm --shape m=12000,n=4096 --no-shipped --db old.db "
+                      "--device '" + h100.name + "'");
+  EXPECT_TRUE(contains(near.out, "match: nearest_shape")) << near.out;
+  EXPECT_TRUE(contains(near.out, "unjudged: its database holds no trial of the default on " +
+                                     problem)) << near.out;
   // The default measured (as `ktune sweep --plan ... --budget 1` does): nothing left to list.
   {
     Store s = Store::open(db, Store::Mode::read_write);
-    trial(s, def, 11.0);
+    trial(s, def, 12.0);
   }
   r = ktune("db defaults --db old.db --check");
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_TRUE(contains(r.out, "# 0 of the 2 current best rows")) << r.out;
+  near = ktune("best --op add_rmsnorm --shape m=12000,n=4096 --no-shipped --db old.db --device '" +
+               h100.name + "'");
+  EXPECT_TRUE(contains(near.out, "match: nearest_shape")) << near.out;  // 1.2x the default there
+  EXPECT_FALSE(contains(near.out, "unjudged")) << near.out;
 }
 
 }  // namespace

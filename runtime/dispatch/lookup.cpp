@@ -247,7 +247,7 @@ LookupResult TuningDatabases::find(const Op& op, DType dtype, const Problem& pro
       continue;
     }
     return {Match::exact, std::move(p), b->problem_key, b->device_key, e.path.string(),
-            b->median_us};
+            b->median_us, {}};
   }
 
   // 2./3. Nearest problem on this device, then on another device of the same architecture.
@@ -304,8 +304,9 @@ LookupResult TuningDatabases::find(const Op& op, DType dtype, const Problem& pro
     Candidate& x = **c;
     // The nearest neighbour serves only where it beat the default on its own problem by
     // kNeighbourMinGain; else the default serves (a farther neighbour is not asked).
+    bool unjudged = false;
     const std::optional<double> gain_over_default =
-        neighbour_gain(dbs_[x.db], op, dtype, x.row, device);
+        neighbour_gain(dbs_[x.db], op, dtype, x.row, device, &unjudged);
     if (gain_over_default && *gain_over_default < kNeighbourMinGain) {
       char gain[96];
       std::snprintf(gain, sizeof gain,
@@ -314,8 +315,13 @@ LookupResult TuningDatabases::find(const Op& op, DType dtype, const Problem& pro
       note = "the nearest tuned problem, " + x.row.problem_key + ", ran its best at " + gain;
       break;
     }
+    std::string served_note;
+    if (unjudged)
+      served_note = "unjudged: its database holds no trial of the default on " +
+                    x.row.problem_key + " (`ktune db defaults` lists such rows to re-time)";
     return {c == &same ? Match::nearest_shape : Match::other_device, std::move(x.params),
-            x.row.problem_key, x.row.device_key, dbs_[x.db].path.string(), x.row.median_us, {}};
+            x.row.problem_key, x.row.device_key, dbs_[x.db].path.string(), x.row.median_us,
+            std::move(served_note)};
   }
 
   // 4. The built-in default.
@@ -342,7 +348,9 @@ MatchInfo match_info(const Op& op, const Problem& problem, const LookupResult& f
 
 std::optional<double> TuningDatabases::neighbour_gain(Entry& e, const Op& op, DType dtype,
                                                       const BestRecord& row,
-                                                      const DeviceInfo& device) const {
+                                                      const DeviceInfo& device,
+                                                      bool* missing) const {
+  *missing = false;
   const std::string wanted =
       op.params_key(op.default_params(op.parse_problem(row.problem_key), dtype, device));
   if (wanted == row.params_key) return std::nullopt;  // the default is the row itself
@@ -362,7 +370,10 @@ std::optional<double> TuningDatabases::neighbour_gain(Entry& e, const Op& op, DT
     if (t.params_key == wanted) base = t.median_us;
     if (t.params_key == row.params_key) tuned = t.median_us;
   }
-  if (!base) return std::nullopt;
+  if (!base) {
+    *missing = true;
+    return std::nullopt;
+  }
   return *base / (tuned ? *tuned : row.median_us);
 }
 void TuningDatabases::scan() {

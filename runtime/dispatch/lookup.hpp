@@ -30,7 +30,8 @@ struct LookupResult {
   std::string tuned_device;
   std::string database;
   double tuned_us = 0.0;
-  /// Why the default serves although a neighbour was found (empty otherwise).
+  /// Why the default serves although a neighbour was found, or that a neighbour serves unjudged
+  /// (its database holds no trial of the default on its problem); empty otherwise.
   std::string note;
 };
 
@@ -93,9 +94,9 @@ class TuningDatabases {
   /// How many times faster than the op's default configuration the row's configuration ran on
   /// the row's own problem, from the trials of the row's database (the newest ok one of each;
   /// the row's median when its configuration has none), or nullopt when it holds no trial of
-  /// the default (or the default is the row's configuration).
+  /// the default (`*missing` then true) or the default is the row's configuration.
   std::optional<double> neighbour_gain(Entry& e, const Op& op, DType dtype, const BestRecord& row,
-                                       const DeviceInfo& device) const;
+                                       const DeviceInfo& device, bool* missing) const;
 
   // Mutable: a const query (find_device) still records the rows it skips.
   mutable std::vector<Entry> dbs_;
