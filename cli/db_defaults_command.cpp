@@ -62,9 +62,11 @@ int cmd_db_defaults(const Args& args) {
   }
   if (!device_known) {
     std::string names;
-    for (const DeviceInfo& d : devices.rows) names += (names.empty() ? "" : ", ") + ktune::quoted(d.name);
+    for (const DeviceInfo& d : devices.rows)
+      names += (names.empty() ? "" : ", ") + ktune::quoted(d.name);
     throw InvalidArgument("--device " + ktune::quoted(device_filter) + " is not a device of " +
-                          db.describe() + " (its devices: " + (names.empty() ? "none" : names) + ")");
+                          db.describe() + " (its devices: " + (names.empty() ? "none" : names) +
+                          ")");
   }
   std::size_t current = 0, stale = 0, skipped = devices.skipped.size();
   std::vector<Unjudged> out;

@@ -6,7 +6,8 @@
 
 namespace ktune::cli {
 
-const TrialRecord* newest_ok(const std::vector<TrialRecord>& trials, const std::string& params_key) {
+const TrialRecord* newest_ok(const std::vector<TrialRecord>& trials,
+                             const std::string& params_key) {
   const TrialRecord* found = nullptr;
   for (const TrialRecord& t : trials)
     if (t.params_key == params_key && t.status == TrialStatus::ok) found = &t;
@@ -17,7 +18,8 @@ std::optional<std::string> current_default_key(const BestRecord& row, const Devi
   const Op* op = find_op(row.op);
   if (!op) return std::nullopt;
   try {
-    return op->params_key(op->default_params(op->parse_problem(row.problem_key), row.dtype, device));
+    return op->params_key(
+        op->default_params(op->parse_problem(row.problem_key), row.dtype, device));
   } catch (const std::exception&) {
     return std::nullopt;
   }

@@ -13,7 +13,8 @@
 namespace ktune::cli {
 
 /// The newest ok trial of `params_key` among `trials` (newest last), or nullptr.
-const TrialRecord* newest_ok(const std::vector<TrialRecord>& trials, const std::string& params_key);
+const TrialRecord* newest_ok(const std::vector<TrialRecord>& trials,
+                             const std::string& params_key);
 
 /// The params_key of the op's current default configuration for `row`'s problem on `device`,
 /// as this ktune chooses it; nullopt when this ktune cannot read the row (an unknown op, a
