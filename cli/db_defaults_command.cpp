@@ -54,11 +54,14 @@ int cmd_db_defaults(const Args& args) {
   const Store store = Store::open(db.path, Store::Mode::read_only);
 
   const Rows<DeviceInfo> devices = store.devices();
+  const auto wanted = [&](const DeviceInfo& d) {
+    return device_filter.empty() || d.name == device_filter || d.key() == device_filter;
+  };
   std::map<std::string, const DeviceInfo*> by_key;
   bool device_known = device_filter.empty();
   for (const DeviceInfo& d : devices.rows) {
     by_key.emplace(d.key(), &d);
-    device_known = device_known || d.name == device_filter || d.key() == device_filter;
+    device_known = device_known || wanted(d);
   }
   if (!device_known) {
     std::string names;
@@ -74,10 +77,8 @@ int cmd_db_defaults(const Args& args) {
   skipped += bests.skipped.size();
   for (const BestRecord& b : bests.rows) {
     const auto device = by_key.find(b.device_key);
-    if (device == by_key.end()) continue;  // no device row: lookups cannot place it either
-    if (!device_filter.empty() && device->second->name != device_filter &&
-        b.device_key != device_filter)
-      continue;
+    // No device row: lookups cannot place it either.
+    if (device == by_key.end() || !wanted(*device->second)) continue;
     const Op* op = find_op(b.op);
     if (!op) continue;
     if (b.template_hash != op->template_hash()) {

@@ -24,8 +24,11 @@ void make_version2(const fs::path& p, int trials) {
   raw_exec(p, "ALTER TABLE devices DROP COLUMN memory_bandwidth; PRAGMA user_version = 2");
 }
 
-std::int64_t columns_named(const fs::path& p, const std::string& name) {
-  return raw_int(p, "SELECT count(*) FROM pragma_table_info('trials') WHERE name = '" + name + "'");
+/// How many columns of `table` are called `name` (0 or 1).
+std::int64_t columns_named(const fs::path& p, const std::string& name,
+                           const std::string& table = "trials") {
+  return raw_int(p, "SELECT count(*) FROM pragma_table_info('" + table + "') WHERE name = '" +
+                        name + "'");
 }
 
 TEST(DbMigration, Version1IsReadAsItIsAndLeftUnchanged) {
@@ -152,10 +155,6 @@ TEST(DbMigration, MergeTakesVersion1AndVersion2Inputs) {
   EXPECT_EQ(merge_databases(out, {old_file, new_file}).trials_added, 0u);
 }
 
-std::int64_t device_columns_named(const fs::path& p, const std::string& name) {
-  return raw_int(p, "SELECT count(*) FROM pragma_table_info('devices') WHERE name = '" + name + "'");
-}
-
 TEST(DbMigration, Version2ReadsTheBandwidthAsUnknownAndAWriterAddsIt) {
   ScratchDir dir;
   const fs::path p = dir / "v2.db";
@@ -179,7 +178,7 @@ TEST(DbMigration, Version2ReadsTheBandwidthAsUnknownAndAWriterAddsIt) {
     s.upsert_device(test_device());  // the device seen again
   }
   EXPECT_EQ(raw_int(p, "PRAGMA user_version"), 3);
-  EXPECT_EQ(device_columns_named(p, "memory_bandwidth"), 1);
+  EXPECT_EQ(columns_named(p, "memory_bandwidth", "devices"), 1);
   Store s = Store::open(p, Mode::read_only);
   EXPECT_EQ(s.device(test_device().key())->memory_bandwidth, test_device().memory_bandwidth);
   EXPECT_TRUE(s.check().ok());
