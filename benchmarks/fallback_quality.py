@@ -231,6 +231,44 @@ HELD_OUT = [
     ("flash_decode", "b=14,hq=16,hkv=4,nq=1,nk=8000,d=32,causal=no"),
     ("flash_decode", "b=16,hq=64,hkv=8,nq=1,nk=2000,d=32,causal=no"),
     ("flash_decode", "b=40,hq=16,hkv=2,nq=1,nk=5000,d=32,causal=no"),
+    # 151-157: the check set of the d=32 rule read from 145-150 (64-key tiles of 2 warps, merged
+    # in clusters, up to 5 CTAs per SM; 2026-12-03), written with the rule and swept after it:
+    # 8-120 pairs, a window, two query rows causal, group sizes 2-8.
+    ("flash_decode", "b=3,hq=24,hkv=8,nq=1,nk=12000,d=32,causal=no"),
+    ("flash_decode", "b=5,hq=32,hkv=8,nq=1,nk=7000,d=32,causal=no"),
+    ("flash_decode", "b=8,hq=16,hkv=8,nq=1,nk=2500,d=32,causal=no"),
+    ("flash_decode", "b=25,hq=16,hkv=4,nq=1,nk=4000,d=32,causal=no"),
+    ("flash_decode", "b=30,hq=32,hkv=4,nq=2,nk=3000,d=32,causal=yes"),
+    ("flash_decode", "b=1,hq=32,hkv=8,nq=1,nk=60000,d=32,causal=no"),
+    ("flash_decode", "b=6,hq=32,hkv=8,nq=1,nk=20000,d=32,causal=no,window=2048"),
+    # 158-164: a second d=32 check set, written after 145-157 refined the rule (8 CTAs per SM,
+    # stages for 48 KiB in flight per SM) and swept after it: 4-132 pairs, 1500-100000 keys,
+    # two query rows causal; and 144 pairs, past the rule (the row's tiles).
+    ("flash_decode", "b=1,hq=16,hkv=4,nq=1,nk=100000,d=32,causal=no"),
+    ("flash_decode", "b=4,hq=32,hkv=4,nq=1,nk=20000,d=32,causal=no"),
+    ("flash_decode", "b=11,hq=20,hkv=4,nq=1,nk=9000,d=32,causal=no"),
+    ("flash_decode", "b=12,hq=48,hkv=8,nq=2,nk=2600,d=32,causal=yes"),
+    ("flash_decode", "b=33,hq=16,hkv=4,nq=1,nk=1500,d=32,causal=no"),
+    ("flash_decode", "b=7,hq=28,hkv=4,nq=1,nk=30000,d=32,causal=no"),
+    ("flash_decode", "b=36,hq=16,hkv=4,nq=1,nk=3000,d=32,causal=no"),
+    # 165-170: a third d=32 check set, written after 164 (144 pairs, past the rule, 0.860; its
+    # fastest point was the rule's tiles, 4 splits merged) extended the rule to every grid where
+    # it gives 2 splits or more, and swept after it: 160-512 pairs; 800 pairs (1 split: the
+    # row's tiles, unchanged).
+    ("flash_decode", "b=40,hq=16,hkv=4,nq=1,nk=4000,d=32,causal=no"),
+    ("flash_decode", "b=24,hq=32,hkv=8,nq=1,nk=2000,d=32,causal=no"),
+    ("flash_decode", "b=64,hq=32,hkv=4,nq=1,nk=6000,d=32,causal=no"),
+    ("flash_decode", "b=48,hq=16,hkv=8,nq=1,nk=3000,d=32,causal=no"),
+    ("flash_decode", "b=128,hq=8,hkv=4,nq=1,nk=1000,d=32,causal=no"),
+    ("flash_decode", "b=100,hq=32,hkv=8,nq=1,nk=1000,d=32,causal=no"),
+    # 171-176: a fourth d=32 check set, written after 145-170 set the bound at 7 CTAs per SM
+    # (grids of 1024-1280 merged CTAs ran 0.81-0.83x at 8), swept after it.
+    ("flash_decode", "b=10,hq=32,hkv=8,nq=1,nk=5000,d=32,causal=no"),
+    ("flash_decode", "b=50,hq=16,hkv=4,nq=1,nk=2500,d=32,causal=no"),
+    ("flash_decode", "b=20,hq=64,hkv=8,nq=1,nk=4500,d=32,causal=no"),
+    ("flash_decode", "b=96,hq=16,hkv=4,nq=1,nk=2000,d=32,causal=no"),
+    ("flash_decode", "b=3,hq=40,hkv=8,nq=1,nk=25000,d=32,causal=no"),
+    ("flash_decode", "b=18,hq=32,hkv=4,nq=2,nk=5000,d=32,causal=yes"),
 ]
 
 

@@ -372,7 +372,33 @@ TEST(DecodeDefaults, SplitsFillTheDevice) {
   EXPECT_EQ(key("b=12,hq=32,hkv=8,nq=1,nk=4096,d=128,page=16", h200),
             key("b=12,hq=32,hkv=8,nq=1,nk=4096,d=128,page=16", h100));
   EXPECT_EQ(key(kBar1, h100_sxm), "splits=1,block_m=16,block_n=64,warps=4,stages=3");
-  // The defaults keep the combine kernel (merge=0): clusters win only when the GPU holds all of
+  // d=32, one row tile, contiguous K/V on sm_90: 64-key tiles of 2 warps, up to 7 CTAs per SM,
+  // the splits merged in a cluster of 2-16 (72 pairs: 12 splits would fit, 8 merge; 128 pairs of
+  // 2000 keys x 4, no split under 256 keys; 56 x 16; 160 x 4); 16 pairs take 32 splits, more
+  // than a cluster holds, with the combine; 8 pairs of 60000 keys 32 splits (48 and 64 would
+  // leave one empty), 2 CTAs per SM, so 4 stages for 48 KiB in flight per SM. Where they would
+  // not split (800 pairs), paged, or on sm_80: the row's tiles.
+  for (const DeviceInfo& dev : {h100, h200}) {
+    EXPECT_EQ(key("b=9,hq=32,hkv=8,nq=1,nk=3500,d=32", dev),
+              "splits=8,block_m=16,block_n=64,warps=2,stages=2,merge=1");
+    EXPECT_EQ(key("b=16,hq=64,hkv=8,nq=1,nk=2000,d=32", dev),
+              "splits=4,block_m=16,block_n=64,warps=2,stages=2,merge=1");
+    EXPECT_EQ(key("b=14,hq=16,hkv=4,nq=1,nk=8000,d=32", dev),
+              "splits=16,block_m=16,block_n=64,warps=2,stages=2,merge=1");
+    EXPECT_EQ(key("b=40,hq=16,hkv=4,nq=1,nk=5000,d=32", dev),
+              "splits=4,block_m=16,block_n=64,warps=2,stages=2,merge=1");
+    EXPECT_EQ(key("b=2,hq=32,hkv=8,nq=1,nk=16000,d=32", dev),
+              "splits=32,block_m=16,block_n=64,warps=2,stages=2");
+    EXPECT_EQ(key("b=1,hq=32,hkv=8,nq=1,nk=60000,d=32", dev),
+              "splits=32,block_m=16,block_n=64,warps=2,stages=4");
+    EXPECT_EQ(key("b=100,hq=32,hkv=8,nq=1,nk=1000,d=32", dev),
+              "splits=1,block_m=16,block_n=128,warps=4,stages=3");
+  }
+  EXPECT_EQ(key("b=9,hq=32,hkv=8,nq=1,nk=3500,d=32,page=16", h200).find("merge"),
+            std::string::npos);
+  EXPECT_EQ(key("b=9,hq=32,hkv=8,nq=1,nk=3500,d=32", device("sm_80")).find("merge"),
+            std::string::npos);
+  // Elsewhere the defaults keep the combine kernel (merge=0): clusters win only when the GPU holds all of
   // them at once, which the defaults cannot tell (benchmarks/decode/NOTES.md).
   EXPECT_EQ(key("b=8,hq=32,hkv=8,nq=1,nk=4096,d=128", h100),
             "splits=2,block_m=16,block_n=64,warps=4,stages=3");

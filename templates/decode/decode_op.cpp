@@ -195,6 +195,25 @@ constexpr FewPairsTiles kWideTiles[] = {{64, 128, 8, 3}, {128, 128, 8, 3}};
 constexpr double kWideTilesBytesPerSm = 30e9;  // the H200 36 GB/s, the H100 SXM 25
 constexpr std::int64_t kWideTilesMinKeys = 1024;  // keys in reach: a window of 128 is not a stream
 
+/// Tiles for one row tile at d=32 on sm_90, contiguous fixed-length K/V, where they give 2
+/// splits or more (see merged_tiles): 64-key tiles of 2 warps, two stages (more where the grid
+/// leaves an SM few CTAs), up to kMergedCtasPerSm CTAs per SM, the splits merged in a cluster
+/// where a cluster holds them (2-16). A d=32 key is 128 bytes of K and V: these calls stream
+/// 5-200 MB in 10-75 us, so the combine kernel's ~3 us and the SMs a small grid leaves idle
+/// weigh more than at larger head dims. Read from exhaustive sweeps on the H200 (2026-12-03,
+/// benchmarks/results/fallback-h200-2026-12-03-decode-d32.md): over 26 problems (8-800 pairs,
+/// 1000-100000 keys) the rows before gave 0.906 of each fastest point (worst 0.766), this rule
+/// 0.970 (worst 0.851, 800 pairs left to the row's tiles); on 6 more swept after it was fixed,
+/// 0.991 (worst 0.951) against the rows' 0.909 (0.765). Merged grids of 8 CTAs per SM or more
+/// (1024-1280 CTAs) ran 0.81-0.83x in three of four sweeps: hence 7.
+constexpr FewPairsTiles kMergedTiles[] = {{32, 64, 2, 2}};
+constexpr int kMergedCtasPerSm = 7;  // at most, as shared memory allows
+// K/V bytes in flight per SM the merged tiles' ring aims at: where the grid gives an SM few
+// CTAs (splits capped by the no-empty-split rule), up to 4 stages. ~1.3 us of the H200's ~36
+// GB/s per SM; 8 pairs of 60000 keys (2 CTAs per SM) ran 1.25x faster at 4 stages than at 2.
+constexpr double kMergedBytesInFlight = 48 * 1024;
+constexpr int kMergedMaxStages = 4;
+
 /// Smallest tiles, for a device with less shared memory than the rows above assume.
 constexpr DecodeDefaults kSmallest = {8, 0, 32, 2, 2, 1, 256};
 
@@ -705,6 +724,15 @@ class FlashDecodeOp final : public Op {
       const Config c = with_splits(row, s, device, static_cast<int>(block_m), row.split_keys);
       return Params{{c.splits, c.block_m, c.block_n, c.warps, c.stages, c.merge}};
     }
+    if (const FewPairsTiles* merged = merged_tiles(s, device)) {
+      DecodeDefaults m = row;
+      m.block_n = merged->block_n;
+      m.warps = merged->warps;
+      m.stages = merged->stages;
+      m.ctas_per_sm = kMergedCtasPerSm;
+      Config c = with_splits(m, s, device, static_cast<int>(block_m), m.split_keys);
+      if (c.splits > 1) return merged_params(c, s, device);
+    }
     // Few (batch, KV head) pairs at d <= 64 (a grid under 3/4 of the SMs unsplit): on the H200
     // (2026-12-02) the fastest points of two held-out decode problems (32 pairs, d=64) ran 16
     // splits at four CTAs per SM, where the one-CTA-per-SM default (4 splits) reached 0.75-0.79x
@@ -737,7 +765,7 @@ class FlashDecodeOp final : public Op {
         if (ctas(smaller, s) <= ctas(c, s)) break;
         c = smaller;
       }
-    // merge stays 0 here: the splits merged in a cluster took 0.84-0.95x the combine's time
+    // merge stays 0 here (d=32 with few pairs merges, above): the splits merged in a cluster took 0.84-0.95x the combine's time
     // within one wave of clusters on the H200, but clusters of 16 and grids of more clusters
     // than the GPCs hold at once took 1.05-1.78x (they wait for free SMs of one GPC); on six
     // held-out problems a merge=1 default was 0.88-1.07x the time of the same tiles at merge=0,
@@ -786,6 +814,39 @@ class FlashDecodeOp final : public Op {
     const std::int64_t n = ctas(one, s);
     if (one.splits != 1 || 10 * n < 7 * device.sm_count || n > device.sm_count) return nullptr;
     for (const FewPairsTiles& t : kWideTiles)
+      if (t.d == s.d) return &t;
+    return nullptr;
+  }
+
+  /// The merged tiles' configuration from their split count (at least 2): merged in a cluster
+  /// where the count allows one, and the stages for kMergedBytesInFlight per SM.
+  static Params merged_params(Config c, const Shape& s, const DeviceInfo& device) {
+    // A cluster holds 2, 4, 8 or 16 splits: under 32, the most of those the count allows.
+    if (c.splits < 32) {
+      const std::int64_t span = split_span(s, c.block_n);
+      for (int v : {16, 8, 4, 2})
+        if (v <= c.splits && flash_decode_used_splits(span, c.block_n, v) == v) {
+          c.splits = v;
+          c.merge = 1;
+          break;
+        }
+    }
+    // Stages for kMergedBytesInFlight per SM at the grid's CTAs per SM (16-bit K and V).
+    const double per_sm = static_cast<double>(ctas(c, s)) / device.sm_count;
+    const double stage_bytes = 2.0 * c.block_n * static_cast<double>(s.d) * 2.0;
+    while (c.stages < kMergedMaxStages && per_sm * c.stages * stage_bytes < kMergedBytesInFlight)
+      ++c.stages;
+    return Params{{c.splits, c.block_m, c.block_n, c.warps, c.stages, c.merge}};
+  }
+
+  /// The merged tiles (kMergedTiles) for this problem and device, or nullptr: one row tile,
+  /// sm_90 (clusters), contiguous fixed-length K/V (what merge=1 merges) and a listed head dim;
+  /// params_for uses them where they give at least 2 splits (as in every sweep they were read
+  /// from). Not measured on the H100: the same SMs, where a fixed cost weighs no less.
+  static const FewPairsTiles* merged_tiles(const Shape& s, const DeviceInfo& device) {
+    if (s.rows() > 16 || device.cc_major < 9 || device.sm_count <= 0 || s.paged() || s.varlen)
+      return nullptr;
+    for (const FewPairsTiles& t : kMergedTiles)
       if (t.d == s.d) return &t;
     return nullptr;
   }
