@@ -398,8 +398,8 @@ TEST(DecodeDefaults, SplitsFillTheDevice) {
             std::string::npos);
   EXPECT_EQ(key("b=9,hq=32,hkv=8,nq=1,nk=3500,d=32", device("sm_80")).find("merge"),
             std::string::npos);
-  // Elsewhere the defaults keep the combine kernel (merge=0): clusters win only when the GPU holds all of
-  // them at once, which the defaults cannot tell (benchmarks/decode/NOTES.md).
+  // Elsewhere the defaults keep the combine kernel (merge=0): clusters win only when the GPU
+  // holds all of them at once, which the defaults cannot tell (benchmarks/decode/NOTES.md).
   EXPECT_EQ(key("b=8,hq=32,hkv=8,nq=1,nk=4096,d=128", h100),
             "splits=2,block_m=16,block_n=64,warps=4,stages=3");
   // A grid under half a wave (8 (batch, KV head) pairs, one 32-row tile, 6 splits: 48 CTAs)

@@ -765,12 +765,12 @@ class FlashDecodeOp final : public Op {
         if (ctas(smaller, s) <= ctas(c, s)) break;
         c = smaller;
       }
-    // merge stays 0 here (d=32 with few pairs merges, above): the splits merged in a cluster took 0.84-0.95x the combine's time
-    // within one wave of clusters on the H200, but clusters of 16 and grids of more clusters
-    // than the GPCs hold at once took 1.05-1.78x (they wait for free SMs of one GPC); on six
-    // held-out problems a merge=1 default was 0.88-1.07x the time of the same tiles at merge=0,
-    // geometric mean 1.00 (benchmarks/results/decode-merge-h200-2026-12-02.md). The sweep picks
-    // merge=1 where it wins.
+    // merge stays 0 here (d=32 merges above): the splits merged in a cluster took 0.84-0.95x
+    // the combine's time within one wave of clusters on the H200, but clusters of 16 and grids
+    // of more clusters than the GPCs hold at once took 1.05-1.78x (they wait for free SMs of
+    // one GPC); on six held-out problems a merge=1 default was 0.88-1.07x the time of the same
+    // tiles at merge=0, geometric mean 1.00 (benchmarks/results/decode-merge-h200-2026-12-02.md).
+    // The sweep picks merge=1 where it wins.
     return Params{{c.splits, c.block_m, c.block_n, c.warps, c.stages, c.merge}};
   }
 
