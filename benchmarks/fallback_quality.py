@@ -269,6 +269,17 @@ HELD_OUT = [
     ("flash_decode", "b=96,hq=16,hkv=4,nq=1,nk=2000,d=32,causal=no"),
     ("flash_decode", "b=3,hq=40,hkv=8,nq=1,nk=25000,d=32,causal=no"),
     ("flash_decode", "b=18,hq=32,hkv=4,nq=2,nk=5000,d=32,causal=yes"),
+    # 177-184: a design set for merged splits at d=64 (written at stop 47, before any such rule):
+    # the d=64 sweeps of 2026-12-02/03 had merge=1 fastest at 8-96 pairs, as d=32's do; 16-400
+    # pairs, 2000-40000 keys, one causal two-row problem.
+    ("flash_decode", "b=2,hq=64,hkv=8,nq=1,nk=20000,d=64,causal=no"),
+    ("flash_decode", "b=5,hq=16,hkv=8,nq=1,nk=9000,d=64,causal=no"),
+    ("flash_decode", "b=7,hq=32,hkv=8,nq=1,nk=4000,d=64,causal=no"),
+    ("flash_decode", "b=20,hq=16,hkv=4,nq=1,nk=6000,d=64,causal=no"),
+    ("flash_decode", "b=30,hq=32,hkv=4,nq=2,nk=2500,d=64,causal=yes"),
+    ("flash_decode", "b=40,hq=32,hkv=4,nq=1,nk=3000,d=64,causal=no"),
+    ("flash_decode", "b=100,hq=16,hkv=4,nq=1,nk=2000,d=64,causal=no"),
+    ("flash_decode", "b=1,hq=32,hkv=16,nq=1,nk=40000,d=64,causal=no"),
 ]
 
 
