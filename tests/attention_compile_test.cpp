@@ -23,7 +23,8 @@
 // - paged K/V, a sample like varlen's: defaults of d=64, 128 and 256 with pages smaller than,
 //   equal to and larger than the key tiles, a paged varlen batch, one with window and ALiBi, and
 //   their references; on sm_90a every tenth valid wgmma point of a page-16 problem;
-// - d=256's 80-key wgmma tiles, with and without turns (four kernels, sm_90a).
+// - d=256's 80-key wgmma tiles, with and without turns, and with turns and K and V freed apart
+//   (kv_apart=1; six kernels, sm_90a); kv_apart=1 elsewhere through the covering samples.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -183,11 +184,14 @@ std::vector<Job> attention_jobs() {
         add(p, DType::bf16, op.parse_params(two), arch, false, true);
       }
       // 80-key tiles (d=256 only; two consumers with two softmax bodies), with and without
-      // turns, causal in bf16 and not in fp16: held to no spills like every wgmma kernel here.
+      // turns, and with turns and kv_apart, causal in bf16 and not in fp16: held to no spills
+      // like every wgmma kernel here.
       for (const char* eighty : {"block_m=128,block_n=80,warps=12,stages=2,q_regs=0,smem_pad=0,"
                                  "impl=1",
                                  "block_m=128,block_n=80,warps=12,stages=2,q_regs=0,smem_pad=0,"
-                                 "impl=1,pingpong=1"})
+                                 "impl=1,pingpong=1",
+                                 "block_m=128,block_n=80,warps=12,stages=2,q_regs=0,smem_pad=0,"
+                                 "impl=1,pingpong=1,kv_apart=1"})
         for (DType t : {DType::bf16, DType::f16})
           add(problem(256, t == DType::bf16), t, op.parse_params(eighty), arch, false);
     }

@@ -411,7 +411,7 @@ TEST(AttentionProblem, BadProblemsSayWhy) {
 TEST(AttentionSpace, InvalidPointsCarryTheirReason) {
   const Problem p = op().parse_problem(kMha);
   const Space h100(op(), p, DType::bf16, device("sm_90a"));
-  EXPECT_EQ(h100.points().size(), 4u * 4 * 4 * 3 * 2 * 2 * 2 * 2 * 2 * 2);
+  EXPECT_EQ(h100.points().size(), 4u * 4 * 4 * 3 * 2 * 2 * 2 * 2 * 2 * 2 * 2);
   // impl=0: (block_m, warps) in {(64,4), (128,4), (128,8), (256,8)}, every block_n, stages,
   // q_regs and pad, less the shared-memory overflows at d=128: 128x128 s3 with pad (both warp
   // counts) and 256x128 s3 (with and without pad), each with both q_regs. impl=1: block_m 64,
@@ -419,8 +419,9 @@ TEST(AttentionSpace, InvalidPointsCarryTheirReason) {
   // or 3 consumers, less 192x128 at d=128 (it spills; s3 also needs 240 KiB); each persistent or
   // not; and without register reallocation (reg_split=0) the 2-consumer points of block_n=64
   // (stages, ping-pong, persistent: 8), the only ones that fit at d=128. block_n=80 is d=256's.
+  // And kv_apart=1 for each of those 40 with stages=2 (20).
   EXPECT_EQ(h100.valid_count(),
-            (4u * 3 * 2 * 2 * 2 - 2 * 2 - 2 * 2) + (4 + 8 + 2 * 2) * 2 + 8);
+            (4u * 3 * 2 * 2 * 2 - 2 * 2 - 2 * 2) + ((4 + 8 + 2 * 2) * 2 + 8) * 3 / 2);
   std::size_t counted = 0;
   for (const auto& [reason, n] : h100.invalid_reasons()) {
     EXPECT_FALSE(reason.empty());
@@ -612,6 +613,30 @@ TEST(AttentionSpace, WgmmaKernelPointsAndTheirReasons) {
   EXPECT_TRUE(contains(
       why("block_m=128,block_n=64,warps=4,stages=2,q_regs=0,smem_pad=0,impl=0,reg_split=0", kMha),
       "reg_split=0 is for impl=1"));
+  // kv_apart: impl=1 with 2 stages on contiguous K/V, left out of keys at 0, spelled last
+  // (after VARLEN = false and PAGE = 0) when on; 8 bytes of shared memory per stage more.
+  const Params apart = op().parse_params(split + ",kv_apart=1");
+  EXPECT_EQ(op().params_key(apart), split + ",kv_apart=1");
+  EXPECT_EQ(op().params_key(op().parse_params(split + ",kv_apart=0")), split);
+  EXPECT_EQ(op().kernels(apart, p, DType::bf16)[0].name_expression,
+            "ktune::flash_attention_sm90<ktune::bf16, 128, 64, 2, 2, false, true, false, false, "
+            "false, false, true, false, 0, true>");
+  EXPECT_EQ(why((split + ",kv_apart=1").c_str(), kMha), "");
+  EXPECT_EQ(op().dynamic_shared_bytes(apart, p, DType::bf16, 0),
+            op().dynamic_shared_bytes(op().parse_params(split), p, DType::bf16, 0) + 2 * 8);
+  EXPECT_TRUE(contains(
+      why("block_m=128,block_n=64,warps=12,stages=3,q_regs=0,smem_pad=0,impl=1,kv_apart=1", kMha),
+      "kv_apart=1 is for stages=2"));
+  EXPECT_TRUE(contains(why((split + ",kv_apart=1").c_str(),
+                           "b=2,hq=16,hkv=16,nq=4096,nk=4096,d=128,page=64"),
+                       "kv_apart=1 is for contiguous K/V without varlen"));
+  EXPECT_TRUE(contains(
+      why("block_m=128,block_n=64,warps=4,stages=2,q_regs=0,smem_pad=0,impl=0,kv_apart=1", kMha),
+      "kv_apart=1 is for impl=1"));
+  EXPECT_TRUE(contains(why("block_m=128,block_n=80,warps=12,stages=2,q_regs=0,smem_pad=0,impl=1,"
+                           "persistent=1,kv_apart=1",
+                           "b=2,hq=16,hkv=16,nq=4096,nk=4096,d=256"),
+                       "kv_apart=1 with persistent=1 at d=256 and two consumers spills"));
   // Its grid: min(work items, SMs); the items are query tiles times (batch, head) pairs.
   EXPECT_EQ(flash_attention_sm90_work(1000, 128, 3 * 8), 8 * 24);
   EXPECT_EQ(flash_attention_sm90_work(1, 192, 1), 1);
@@ -1044,8 +1069,8 @@ TEST(AttentionRun, VarlenIsTheLastTemplateArgumentAndOnlyWhenOn) {
   EXPECT_EQ(expr(",varlen=yes,window=100,alibi=yes"),
             head + "true, false, true, true> | " + ref + "true, false, true, true>");
   // Varlen changes neither the mma.sync space nor its defaults; of the wgmma kernel's points
-  // the persistent ones are invalid with it (20 of 40 at d=128), and its Hopper default is the
-  // wgmma row's without the persistent grid.
+  // the persistent ones are invalid with it (20 of 40 at d=128), as are the kv_apart=1 ones (20
+  // more), and its Hopper default is the wgmma row's without the persistent grid.
   const Problem plain = op().parse_problem(kMha);
   const Problem packed = op().parse_problem(std::string(kMha) + ",varlen=yes");
   const DeviceInfo a100 = device("sm_80"), h100 = device("sm_90a");
@@ -1054,7 +1079,7 @@ TEST(AttentionRun, VarlenIsTheLastTemplateArgumentAndOnlyWhenOn) {
   EXPECT_EQ(op().default_params(plain, DType::f16, a100),
             op().default_params(packed, DType::f16, a100));
   EXPECT_EQ(Space(op(), plain, DType::bf16, h100).valid_count(),
-            Space(op(), packed, DType::bf16, h100).valid_count() + 20);
+            Space(op(), packed, DType::bf16, h100).valid_count() + 40);
   EXPECT_EQ(op().params_key(op().default_params(packed, DType::f16, h100)),
             "block_m=128,block_n=128,warps=12,stages=3,q_regs=0,smem_pad=0,impl=1,pingpong=1");
 }

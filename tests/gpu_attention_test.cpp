@@ -40,7 +40,7 @@ using test::AttentionTensor;
 const Op& op() { return flash_attention_op(); }
 
 /// Non-default configurations planted as the tuned best of every case where they are valid:
-/// between them they cover each value of every tunable. The last eleven are the wgmma kernel
+/// between them they cover each value of every tunable. The last thirteen are the wgmma kernel
 /// (impl=1, sm_90a only: elsewhere invalid and skipped) with 1, 2 and 3 consumer warpgroups,
 /// with 2 and 3 taking turns (pingpong=1), persistent (one CTA per SM looping over the tiles;
 /// GpuAttentionPersistent runs it with a few CTAs, each many tiles), and without register
@@ -67,13 +67,17 @@ const char* const kPlanted[] = {
     // 80-key tiles (d=256 only, two consumers), with turns, and persistent.
     "block_m=128,block_n=80,warps=12,stages=2,q_regs=0,smem_pad=0,impl=1,pingpong=1",
     "block_m=128,block_n=80,warps=12,stages=2,q_regs=0,smem_pad=0,impl=1,persistent=1",
+    // K and V freed apart (kv_apart=1, two stages): 128-key tiles with turns (d=64, 128) and
+    // 80-key ones (d=256).
+    "block_m=128,block_n=128,warps=12,stages=2,q_regs=0,smem_pad=0,impl=1,pingpong=1,kv_apart=1",
+    "block_m=128,block_n=80,warps=12,stages=2,q_regs=0,smem_pad=0,impl=1,pingpong=1,kv_apart=1",
 };
 /// The ones the mask variants run: other tile shapes, and the wgmma kernel with 1 and 3
 /// consumer warpgroups, 2 taking turns, 2 taking turns persistently, and 2 taking turns
-/// without register reallocation; and 80-key tiles (d=256).
-const char* const kVariantPlanted[] = {kPlanted[0],  kPlanted[2],  kPlanted[4],
-                                       kPlanted[7],  kPlanted[9],  kPlanted[10],
-                                       kPlanted[13], kPlanted[14], kPlanted[16]};
+/// without register reallocation; 80-key tiles (d=256); and K and V freed apart.
+const char* const kVariantPlanted[] = {kPlanted[0],  kPlanted[2],  kPlanted[4],  kPlanted[7],
+                                       kPlanted[9],  kPlanted[10], kPlanted[13], kPlanted[14],
+                                       kPlanted[16], kPlanted[18]};
 
 /// A database at `db` whose one best row for (device, flash_attention, t, p) is `params`.
 void plant(const std::filesystem::path& db, const DeviceInfo& device, DType t, const Problem& p,
@@ -662,6 +666,14 @@ TEST_F(GpuAttentionPersistent, FewCtasLoopingOverEveryTileMatchTheReference) {
        "persistent=1", 0},
       {"b=1,hq=3,hkv=1,nq=555,nk=555,d=256,window=200",
        "block_m=128,block_n=80,warps=12,stages=2,q_regs=0,smem_pad=0,impl=1,persistent=1", 0},
+      // K and V freed apart: tiles skipped by one consumer (causal, a window) wait for both
+      // fills before they release both halves.
+      {"b=2,hq=4,hkv=1,nq=333,nk=1000,d=128,causal=yes",
+       "block_m=128,block_n=128,warps=12,stages=2,q_regs=0,smem_pad=0,impl=1,pingpong=1,"
+       "persistent=1,kv_apart=1", 0},
+      {"b=1,hq=3,hkv=1,nq=555,nk=555,d=256,window=200",
+       "block_m=64,block_n=80,warps=8,stages=2,q_regs=0,smem_pad=0,impl=1,persistent=1,"
+       "kv_apart=1", 0},
   };
   const Driver& cu = Driver::get();
   const Compiler compiler(cache_dir());

@@ -59,14 +59,15 @@ KTUNE_ATTN90_HD constexpr long long fp8_vt_keys(long long seq_k) {
 constexpr int kSm90RowsPerConsumer = 64;
 
 /// Dynamic shared memory of flash_attention_sm90: each consumer's Q tile, STAGES K and V tiles,
-/// the barriers (Q full and empty, per stage K full, V full, empty), and 1024 bytes of slack to
-/// align the swizzled tiles to 1024 bytes.
+/// the barriers (Q full and empty, per stage K full, V full, empty, and with kv_apart V empty),
+/// and 1024 bytes of slack to align the swizzled tiles to 1024 bytes.
 KTUNE_ATTN90_HD constexpr unsigned flash_attention_sm90_smem_bytes(int d, int block_n,
                                                                    int consumers, int stages,
-                                                                   int elem_bytes = 2) {
+                                                                   int elem_bytes = 2,
+                                                                   bool kv_apart = false) {
   return static_cast<unsigned>(elem_bytes * d *
                                    (kSm90RowsPerConsumer * consumers + 2 * block_n * stages) +
-                               8 * (2 + 3 * stages) + 1024);
+                               8 * (2 + (kv_apart ? 4 : 3) * stages) + 1024);
 }
 
 /// Query tiles of flash_attention_sm90 over all (batch, head) pairs: the work items a persistent

@@ -19,7 +19,8 @@ enum Dim : std::size_t {
   kB, kHq, kHkv, kNq, kNk, kD, kCausal, kWindow, kSoftcap, kAlibi, kVarlen, kPage
 };
 enum Param : std::size_t {
-  kBlockM, kBlockN, kWarps, kStages, kQRegs, kSmemPad, kImpl, kPingpong, kPersistent, kRegSplit
+  kBlockM, kBlockN, kWarps, kStages, kQRegs, kSmemPad, kImpl, kPingpong, kPersistent, kRegSplit,
+  kKvApart
 };
 
 constexpr std::int64_t kMaxGridY = 65535;                      // b * hq rows of the grid
@@ -94,6 +95,7 @@ struct Config {
   bool pingpong;
   bool persistent;
   bool reg_split;
+  bool kv_apart;
 };
 
 Config config_of(const Params& p) {
@@ -101,7 +103,7 @@ Config config_of(const Params& p) {
   return {at(kBlockM),    at(kBlockN),        at(kWarps),
           at(kStages),    at(kQRegs) != 0,    at(kSmemPad) != 0,
           at(kImpl),      at(kPingpong) != 0, at(kPersistent) != 0,
-          at(kRegSplit) != 0};
+          at(kRegSplit) != 0, at(kKvApart) != 0};
 }
 
 /// The wgmma kernel's consumer warpgroups: one per 64 query rows.
@@ -114,7 +116,7 @@ int elem_bytes(DType t) { return static_cast<int>(dtype_size(t)); }
 unsigned smem_bytes(const Config& c, std::int64_t d, DType t, std::int64_t page = 0) {
   if (c.impl == 1)
     return flash_attention_sm90_smem_bytes(static_cast<int>(d), c.block_n, consumers(c),
-                                           c.stages, elem_bytes(t));
+                                           c.stages, elem_bytes(t), c.kv_apart);
   return flash_attention_smem_bytes(static_cast<int>(d), c.block_m, c.block_n, c.stages,
                                     c.smem_pad, static_cast<int>(page));
 }
@@ -653,6 +655,11 @@ class FlashAttentionOp final : public Op {
              "the consumers (setmaxnreg: 24 + 2 x 240 or 32 + 3 x 160 per thread); 0 = every "
              "warpgroup keeps the launch bound's (168 or 128)",
              1},
+            {"kv_apart", {0, 1},
+             "impl=1 with 2 stages: 1 = a slot's K is freed once its Q K^T has retired and its V "
+             "once P V has (two barriers), so the next K tile loads a whole tile earlier; 0 = "
+             "both freed after P V",
+             0},
         },
         scalars_{{"scale", 0.0, "softmax scale; <= 0: 1/sqrt(d)"},
                  {"softcap", 50.0, "tanh cap of the scaled scores with softcap=yes (> 0; Gemma 2 "
@@ -796,12 +803,13 @@ class FlashAttentionOp final : public Op {
            std::string("ktune::flash_attention_sm90<") + kernel_type(t) + ", " + str(s.d) + ", " +
                str(c.block_n) + ", " + str(consumers(c)) + ", " + str(c.stages) + ", " +
                cpp_bool(c.pingpong) + ", " + cpp_bool(s.causal) + variant_args(s, false) +
-               (c.persistent || !c.reg_split || s.varlen_or_paged()
+               (c.persistent || !c.reg_split || s.varlen_or_paged() || c.kv_apart
                     ? std::string(", ") + cpp_bool(c.persistent)
                     : "") +
-               (!c.reg_split || s.varlen_or_paged() ? std::string(", ") + cpp_bool(c.reg_split)
-                                                    : "") +
-               varlen_page_args(s) + ">"}};
+               (!c.reg_split || s.varlen_or_paged() || c.kv_apart
+                    ? std::string(", ") + cpp_bool(c.reg_split)
+                    : "") +
+               varlen_page_args(s) + (c.kv_apart ? ", false, 0, true" : "") + ">"}};
       if (t == DType::e4m3)
         out.push_back({"attention/fp8_transpose.cuh",
                        "ktune::fp8_v_transpose<" + str(s.d) + ">"});
@@ -970,12 +978,12 @@ class FlashAttentionOp final : public Op {
       const int persistent = s.causal && s.d == 128 && device.sm_count > 0 &&
                              flash_attention_sm90_work(static_cast<int>(s.nq), 128, s.b * s.hq) >
                                  device.sm_count;
-      return Params{{128, 128, 12, s.d == 256 ? 2 : 4, 0, 0, 1, 1, persistent, 1}};
+      return Params{{128, 128, 12, s.d == 256 ? 2 : 4, 0, 0, 1, 1, persistent, 1, 0}};
     }
     const auto params = [](const AttentionDefaults& r) {
       return Params{
           {r.block_m, r.block_n, r.warps, r.stages, r.q_regs, r.smem_pad, r.impl, r.pingpong,
-           r.persistent, 1}};
+           r.persistent, 1, 0}};
     };
     for (const AttentionDefaults& row : kDefaults) {
       if (row.d != s.d || device.cc_major < row.cc_major) continue;
@@ -1084,6 +1092,8 @@ class FlashAttentionOp final : public Op {
     if (!c.reg_split)
       return std::string("reg_split=0 is for impl=1 (impl=0 has no producer warpgroup): only "
                          "reg_split=1 is searched");
+    if (c.kv_apart)
+      return std::string("kv_apart=1 is for impl=1 (its TMA ring's slot barriers)");
     if (c.warps > 8)
       return "warps=" + str(c.warps) + " is for impl=1 (4 per warpgroup); impl=0 takes 4 or 8";
     if (c.block_m % (16 * c.warps) != 0)
@@ -1122,6 +1132,18 @@ class FlashAttentionOp final : public Op {
                          "its tiles past a sequence's end leave at once");
     if (s.d != 64 && s.d != 128 && s.d != 256)
       return "impl=1 takes d = 64, 128 or 256; d=" + str(s.d) + " runs with impl=0";
+    // With 2 stages the next K tile goes into the slot P V still reads; with 3 or more it
+    // loads a whole tile ahead anyway.
+    if (c.kv_apart && c.stages != 2)
+      return "kv_apart=1 is for stages=2 (stages=" + str(c.stages) +
+             " already loads each K tile a whole tile ahead)";
+    // NVRTC, CUDA 13.0: 8-12 bytes of spills at the consumers' 240 registers.
+    if (c.kv_apart && c.persistent && s.d == 256 && consumers(c) == 2)
+      return std::string("kv_apart=1 with persistent=1 at d=256 and two consumers spills (their "
+                         "240 registers): persistent=0");
+    if (c.kv_apart && s.varlen_or_paged())
+      return std::string("kv_apart=1 is for contiguous K/V without varlen (the TMA producer; "
+                         "varlen and paged tiles are copied by the producer's threads)");
     // 80-key tiles are FlashAttention-3's at d=256, where two stages of 128 keys do not fit
     // beside two consumers' Q; elsewhere 64 and 128 cover the space.
     if (c.block_n == 80 && (s.d != 256 || t == DType::e4m3))

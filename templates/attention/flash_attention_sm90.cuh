@@ -16,6 +16,12 @@
 // slot one barrier for K and one for V (so Q K^T starts while V still lands) and one "empty"
 // barrier on which every consumer warp arrives when it is done with the slot.
 //
+// KV_APART (contiguous K/V, the TMA producer): a second "empty" barrier per slot, so that a
+// slot's K is freed once its Q K^T has retired and its V once P V has. With one slot freed after
+// P V, a 2-stage ring asks for tile j + 2 only after P V of tile j, just before Q K^T of j + 2
+// needs it: its latency is exposed every tile (d=256 with two consumers fits only 2 stages).
+// Freed apart, K of j + 2 loads while the consumers still run tile j + 1's softmax.
+//
 // Semantics are flash_attention_fwd's (flash_attention.cuh): bottom-right causal alignment, a
 // left window, soft-capping, ALiBi, rows without any visible key give O = 0 and LSE = -inf.
 // Q, K and V are read through tensor maps (args_sm90.h), so rows past Nq or Nk arrive as zeros;
@@ -70,7 +76,7 @@ namespace attn90 {
 /// 128-byte column blocks (64 16-bit or 128 e4m3 columns), each [rows][128 bytes] in the
 /// 128-byte swizzle, as one TMA box writes it. An e4m3 V tile (Vt) is D rows of BLOCK_N = 128
 /// keys: as many bytes as a K tile.
-template <int D, int BLOCK_N, int CONSUMERS, int STAGES, int BYTES = 2>
+template <int D, int BLOCK_N, int CONSUMERS, int STAGES, int BYTES = 2, bool KV_APART = false>
 struct Layout {
   static constexpr int COLS = 128 / BYTES;                         // columns per block
   static constexpr int BLOCKS = D / COLS;                          // column blocks of a row
@@ -82,13 +88,15 @@ struct Layout {
   static constexpr unsigned K = Q + CONSUMERS * Q_TILE;
   static constexpr unsigned V = K + STAGES * KV_TILE;
   static constexpr unsigned BARS = V + STAGES * KV_TILE;
-  // Barriers, 8 bytes each: Q landed, Q free, then per stage K landed, V landed, slot empty.
+  // Barriers, 8 bytes each: Q landed, Q free, then per stage K landed, V landed, slot empty
+  // (KV_APART: the slot's K free), then (KV_APART) per stage the slot's V free.
   static constexpr unsigned Q_FULL = BARS;
   static constexpr unsigned Q_EMPTY = BARS + 8;
   static constexpr unsigned K_FULL = BARS + 16;
   static constexpr unsigned V_FULL = K_FULL + 8 * STAGES;
   static constexpr unsigned EMPTY = V_FULL + 8 * STAGES;
-  static constexpr unsigned END = EMPTY + 8 * STAGES;
+  static constexpr unsigned V_EMPTY = EMPTY + 8 * STAGES;
+  static constexpr unsigned END = V_EMPTY + (KV_APART ? 8 * STAGES : 0);
 };
 
 /// Registers per thread after reallocation, (producer, consumer), by consumer count: the totals
@@ -307,7 +315,7 @@ __device__ __forceinline__ void quad_transpose(unsigned (&w)[4], int t) {
 /// at once. The producer's threads copy the tiles (file comment).
 template <typename T, int D, int BLOCK_N, int CONSUMERS, int STAGES, bool PINGPONG, bool CAUSAL,
           bool WINDOW = false, bool SOFTCAP = false, bool ALIBI = false, bool PERSISTENT = false,
-          bool REG_SPLIT = true, bool VARLEN = false, int PAGE = 0>
+          bool REG_SPLIT = true, bool VARLEN = false, int PAGE = 0, bool KV_APART = false>
 __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
     flash_attention_sm90(const __grid_constant__ FlashAttentionSm90Args args) {
   static_assert(D == 64 || D == 128 || D == 256, "D must be 64, 128 or 256");
@@ -330,9 +338,11 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
                 "PAGE: 0 (contiguous), 16, 32, 64, 128 or 256");
   static_assert(PAGE == 0 || BLOCK_N % PAGE == 0 || PAGE % BLOCK_N == 0,
                 "a key tile covers whole pages or lies in one");
+  static_assert(!KV_APART || (!GATHER && !PAGED_TMA),
+                "KV_APART: the TMA producer of contiguous K/V only");
   using OT = typename OutputOf<T>::type;
 #if KTUNE_WGMMA
-  using L = attn90::Layout<D, BLOCK_N, CONSUMERS, STAGES, static_cast<int>(sizeof(T))>;
+  using L = attn90::Layout<D, BLOCK_N, CONSUMERS, STAGES, static_cast<int>(sizeof(T)), KV_APART>;
   using R = attn90::Registers<CONSUMERS, GATHER || (PAGED_TMA && D == 256),
                               PAGED_TMA && D != 256>;
   constexpr int BLOCK_M = kSm90RowsPerConsumer * CONSUMERS;
@@ -406,6 +416,7 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
       mbar::init(base + L::K_FULL + 8 * s, FILL_ARRIVALS);
       mbar::init(base + L::V_FULL + 8 * s, FILL_ARRIVALS);
       mbar::init(base + L::EMPTY + 8 * s, 4 * CONSUMERS);  // one arrival per consumer warp
+      if constexpr (KV_APART) mbar::init(base + L::V_EMPTY + 8 * s, 4 * CONSUMERS);
     }
     mbar::fence_init();
   }
@@ -545,6 +556,7 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
         if (it.t_end == it.t_begin) load_q();
         for (int tile = it.t_begin; tile < it.t_end; ++tile, ++fills) {
           const int s = fills % STAGES;
+          // KV_APART: the slot's K is free once its Q K^T has retired, its V once P V has.
           if (fills >= STAGES) mbar::wait_parity(base + L::EMPTY + 8 * s, ((fills / STAGES) - 1) & 1);
           const int key0 = tile * BLOCK_N;
           mbar::arrive_expect_tx(base + L::K_FULL + 8 * s, L::KV_TILE);
@@ -552,6 +564,9 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
           for (int blk = 0; blk < L::BLOCKS; ++blk)
             tma::load(base + L::K + s * L::KV_TILE + blk * L::KV_BLOCK, &args.k_map,
                       base + L::K_FULL + 8 * s, blk * L::COLS, key0, it.hk, it.b);
+          if constexpr (KV_APART)
+            if (fills >= STAGES)
+              mbar::wait_parity(base + L::V_EMPTY + 8 * s, ((fills / STAGES) - 1) & 1);
           mbar::arrive_expect_tx(base + L::V_FULL + 8 * s, L::KV_TILE);
           if constexpr (FP8) {
             // Vt: keys innermost, D rows in one box.
@@ -594,10 +609,17 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
   const auto fill = [&](int tile) {
     return static_cast<unsigned>(((ring0 + tile - t_begin) / STAGES) & 1);
   };
-  // Releases the slot of `tile` (this warp's wgmmas on it have completed).
+  // Releases the slot of `tile` (this warp's wgmmas on it have completed); KV_APART: its V
+  // (release_k frees its K, once the tile's Q K^T has retired).
   const auto release = [&](int tile) {
     __syncwarp();
-    if (lane == 0) mbar::arrive(base + L::EMPTY + 8 * slot(tile));
+    if (lane == 0) mbar::arrive(base + (KV_APART ? L::V_EMPTY : L::EMPTY) + 8 * slot(tile));
+  };
+  const auto release_k = [&](int tile) {
+    if constexpr (KV_APART) {
+      __syncwarp();
+      if (lane == 0) mbar::arrive(base + L::EMPTY + 8 * slot(tile));
+    }
   };
   // VARLEN: the producer's threads wrote the tile (generic proxy), which the wgmmas read through
   // the async proxy.
@@ -619,8 +641,13 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
   // A tile outside this warpgroup's keys: released once its fill has landed. Arriving before
   // could let a warpgroup that skips several tiles arrive twice within one phase of the empty
   // barrier and free the slot while another warpgroup still reads it.
+  // KV_APART: both of its fills (each barrier's earlier phase done), then both halves.
   const auto skip = [&](int tile) {
     k_ready(tile);
+    if constexpr (KV_APART) {
+      v_ready(tile);
+      release_k(tile);
+    }
     release(tile);
   };
   // This warp is done with Q (every Q K^T it issued has retired): the producer may load the next
@@ -776,6 +803,7 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
       }
       wg::wait<0>();
       wg::fence_acc(x);
+      release_k(w_begin);
       softmax(x, w_begin, alpha);  // O is still 0: no rescale
       pack(x, p);
       for (int tile = w_begin + 1; tile < w_end; ++tile) {
@@ -788,6 +816,7 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
         turn_end();
         wg::wait<1>();  // S of `tile` has landed; O += P V of the previous tile may still run
         wg::fence_acc(x);
+        release_k(tile);
         softmax(x, tile, alpha);
         wg::wait<0>();
         wg::fence_acc(o);
