@@ -67,12 +67,14 @@ TEST(Replay, LoadsEveryRecordedProblemWithItsWholeSpaceAsUniverse) {
     EXPECT_EQ(p.dropped, 0u) << p.problem_key;
     if (p.space.enumerated()) {
       // Exhaustive recordings: every point valid today that the recording could name is in the
-      // universe, in the space's order; flash_attention's reg_split and flash_decode's merge
-      // came after the recording, so the points at reg_split=0 (valid for 16-bit 64-key tiles at
-      // d=128, 2 consumers) and at merge=1 are outside it and the coverage drops accordingly.
+      // universe, in the space's order; flash_attention's reg_split and kv_apart and
+      // flash_decode's merge came after the recording, so the points at reg_split=0 (valid for
+      // 16-bit 64-key tiles at d=128, 2 consumers), at kv_apart=1 and at merge=1 are outside it
+      // and the coverage drops accordingly.
       std::vector<Params> named;
       for (const Params& q : p.space.valid_points())
-        if ((p.op != "flash_attention" || flash_attention_op().param(q, "reg_split") == 1) &&
+        if ((p.op != "flash_attention" || (flash_attention_op().param(q, "reg_split") == 1 &&
+                                           flash_attention_op().param(q, "kv_apart") == 0)) &&
             (p.op != "flash_decode" || flash_decode_op().param(q, "merge") == 0))
           named.push_back(q);
       EXPECT_EQ(p.universe, named) << p.problem_key;
@@ -340,8 +342,9 @@ TEST(Replay, TheCommandPrintsTheScores) {
   for (const char* s : {"\nexhaustive ", "\nrandom ", "\nmodel ", "\nstaged "})
     EXPECT_NE(r.out.find(s), std::string::npos) << s << " in\n" << r.out;
   EXPECT_NE(r.out.find("x fewer evaluations than random"), std::string::npos) << r.out;
-  // The recorded attention sweeps predate reg_split: 120 of today's 128 valid points.
-  EXPECT_NE(r.out.find("120 (94% of 128)"), std::string::npos) << r.out;
+  // The recorded attention sweeps predate reg_split and kv_apart: 120 of today's 148 valid
+  // points.
+  EXPECT_NE(r.out.find("120 (81% of 148)"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("128 (100% of 128)"), std::string::npos) << r.out;
   const Ran warm = run_cli("replay --db '" + kSweeps.string() + "' --seeds 2 --strategy model --warm-start");
   ASSERT_EQ(warm.code, 0) << warm.out;
