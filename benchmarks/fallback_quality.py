@@ -280,6 +280,29 @@ HELD_OUT = [
     ("flash_decode", "b=40,hq=32,hkv=4,nq=1,nk=3000,d=64,causal=no"),
     ("flash_decode", "b=100,hq=16,hkv=4,nq=1,nk=2000,d=64,causal=no"),
     ("flash_decode", "b=1,hq=32,hkv=16,nq=1,nk=40000,d=64,causal=no"),
+    # 185-192: a design set for prefill d=256 defaults with kv_apart (written at stop 48, after
+    # the five d=256 bench rows' sweeps had 128 x 80 two-stage tiles with K and V freed apart
+    # fastest, 1.2-1.4x the same points without; before any rule): short grids (16-64 tiles of
+    # 128 rows), 128-432 tiles, nq != nk, few keys (640-1000), GQA; with 22 and 40 above.
+    ("flash_attention", "b=1,hq=16,hkv=16,nq=512,nk=4096,d=256,causal=no"),
+    ("flash_attention", "b=2,hq=8,hkv=2,nq=1000,nk=1000,d=256,causal=yes"),
+    ("flash_attention", "b=1,hq=32,hkv=8,nq=777,nk=777,d=256,causal=no"),
+    ("flash_attention", "b=1,hq=4,hkv=4,nq=8192,nk=8192,d=256,causal=yes"),
+    ("flash_attention", "b=3,hq=12,hkv=4,nq=1500,nk=3000,d=256,causal=no"),
+    ("flash_attention", "b=1,hq=8,hkv=8,nq=256,nk=8192,d=256,causal=no"),
+    ("flash_attention", "b=4,hq=16,hkv=16,nq=640,nk=640,d=256,causal=yes"),
+    ("flash_attention", "b=1,hq=16,hkv=4,nq=100,nk=2000,d=256,causal=no"),
+    # 193-199: the check set of the d=256 rule read from 185-192 and the bench rows (written
+    # after the rule, before any sweep of them): a causal grid just past and one under twice the
+    # SMs in 128-row tiles, non-causal grids of 192 and 264 tiles, a short grid, a long causal
+    # batch, 48 query rows.
+    ("flash_attention", "b=1,hq=16,hkv=16,nq=2200,nk=2200,d=256,causal=yes"),
+    ("flash_attention", "b=2,hq=12,hkv=4,nq=1100,nk=1100,d=256,causal=yes"),
+    ("flash_attention", "b=1,hq=24,hkv=8,nq=1300,nk=5000,d=256,causal=no"),
+    ("flash_attention", "b=6,hq=8,hkv=8,nq=450,nk=1800,d=256,causal=no"),
+    ("flash_attention", "b=2,hq=4,hkv=4,nq=700,nk=3500,d=256,causal=no"),
+    ("flash_attention", "b=8,hq=16,hkv=16,nq=1024,nk=1024,d=256,causal=yes"),
+    ("flash_attention", "b=1,hq=40,hkv=8,nq=48,nk=6000,d=256,causal=no"),
 ]
 
 

@@ -11,8 +11,9 @@
 //   every tunable value the same way;
 // - the reference kernel for every head dim, dtype and causal flag;
 // - the mask variants (window, softcap, alibi), a sample: each alone and the combinations
-//   (window + softcap as Gemma 2, all three) on the default configuration of d=64 and d=128,
-//   bf16 and fp16 alternating, causal and not; and the reference with each combination;
+//   (window + softcap as Gemma 2, all three) on the default configuration of d=64, 128 and 256
+//   (and of a short grid at d=256), bf16 and fp16 alternating, causal and not; and the
+//   reference with each combination;
 // - varlen, a sample: the default configurations of d=64 and d=128 in both dtypes (causal for
 //   one, not for the other), one with window and ALiBi, and their references. The plain ones are
 //   held to the defaults' spill bound (the non-varlen d=128 defaults spill 4 bytes on sm_90a
@@ -147,10 +148,15 @@ std::vector<Job> attention_jobs() {
       }
     int n = 0;
     for (const char* variants : kVariants)
-      for (std::int64_t d : {64, 128}) {
+      for (std::int64_t d : {64, 128, 256}) {
         const DType t = n % 2 == 0 ? DType::bf16 : DType::f16;
         const Problem p = problem(d, n++ % 3 != 0, variants);
         add(p, t, flash_attention_op().default_params(p, t, dev), arch, false);
+        if (d == 256) {  // and a short grid's (one consumer at d=256)
+          const Problem few = flash_attention_op().parse_problem(
+              std::string("b=1,hq=4,hkv=4,nq=300,nk=2000,d=256") + variants);
+          add(few, t, flash_attention_op().default_params(few, t, dev), arch, false);
+        }
         for (const KernelSource& k : flash_attention_op().reference_kernels(p, t))
           if (seen.insert({arch, k.name_expression}).second)
             jobs.push_back({{k, arch, {}}, flash_attention_op().problem_key(p) + " reference",

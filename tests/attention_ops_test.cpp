@@ -249,11 +249,36 @@ TEST(AttentionProblem, DefaultsFollowTheDevice) {
   // Varlen: the wgmma rows without their persistent grid.
   EXPECT_EQ(key("b=1,hq=12,hkv=12,nq=5000,nk=5000,d=64,causal=yes,varlen=yes", "sm_90a"),
             three);
-  // d=256: one consumer's tiles, the wgmma row, persistent over more tiles than SMs (2 x 16 x
-  // 64; not 1 x 2 x 40); varlen two consumers taking turns (no persistent grid there).
-  EXPECT_EQ(key("b=2,hq=16,hkv=16,nq=4096,nk=4096,d=256,causal=no", "sm_90a"),
+  // d=256: two consumers of 80-key tiles taking turns, two stages, K and V freed apart (not
+  // persistent: that spills), with or without a mask, masks and variants included ...
+  const char* apart256 = "block_m=128,block_n=80,warps=12,stages=2,q_regs=0,smem_pad=0,impl=1,"
+                         "pingpong=1,kv_apart=1";
+  EXPECT_EQ(key("b=2,hq=16,hkv=16,nq=4096,nk=4096,d=256,causal=no", "sm_90a"), apart256);
+  EXPECT_EQ(key("b=2,hq=16,hkv=16,nq=4096,nk=4096,d=256,causal=yes", "sm_90a"), apart256);
+  EXPECT_EQ(key("b=1,hq=32,hkv=8,nq=777,nk=777,d=256,causal=no", "sm_90a"), apart256);
+  EXPECT_EQ(key("b=2,hq=8,hkv=8,nq=4096,nk=4096,d=256,causal=yes,softcap=yes", "sm_90a"),
+            apart256);
+  // (with a window or ALiBi they spill: the one-consumer row below, persistent)
+  EXPECT_EQ(key("b=2,hq=8,hkv=8,nq=4096,nk=4096,d=256,causal=yes,window=512,softcap=yes,"
+                "alibi=yes",
+                "sm_90a"),
             std::string(one64) + ",persistent=1");
-  EXPECT_EQ(key("b=1,hq=2,hkv=2,nq=2560,nk=4096,d=256,causal=no", "sm_90a"), one64);
+  // ... one consumer's 64-row tiles of 80 keys where 128-row tiles fill at most half the SMs
+  // (1 x 2 x 20; 1 x 16 x 1), and under a causal mask where they are fewer than two waves
+  // (1 x 8 x 24 = 192 < 264: persistent, 384 tiles of 64 rows; not 4 x 16 x 5 = 320) ...
+  const char* one256 = "block_m=64,block_n=80,warps=8,stages=2,q_regs=0,smem_pad=0,impl=1,"
+                       "kv_apart=1";
+  EXPECT_EQ(key("b=1,hq=2,hkv=2,nq=2560,nk=4096,d=256,causal=no", "sm_90a"), one256);
+  EXPECT_EQ(key("b=1,hq=16,hkv=4,nq=100,nk=2000,d=256,causal=no", "sm_90a"), one256);
+  EXPECT_EQ(key("b=1,hq=8,hkv=8,nq=3000,nk=3000,d=256,causal=yes", "sm_90a"),
+            "block_m=64,block_n=80,warps=8,stages=2,q_regs=0,smem_pad=0,impl=1,persistent=1,"
+            "kv_apart=1");
+  EXPECT_EQ(key("b=4,hq=16,hkv=16,nq=640,nk=640,d=256,causal=yes", "sm_90a"), apart256);
+  // ... and where K and V cannot be freed apart, the earlier rows: one consumer's 64-key tiles
+  // in 3 stages paged (not persistent under a causal mask), two consumers taking turns varlen.
+  EXPECT_EQ(key("b=2,hq=16,hkv=16,nq=4096,nk=4096,d=256,causal=yes,page=64", "sm_90a"), one64);
+  EXPECT_EQ(key("b=2,hq=16,hkv=16,nq=4096,nk=4096,d=256,causal=no,page=64", "sm_90a"),
+            std::string(one64) + ",persistent=1");
   EXPECT_EQ(key("b=2,hq=16,hkv=16,nq=4096,nk=4096,d=256,causal=no,varlen=yes", "sm_90a"),
             "block_m=128,block_n=64,warps=12,stages=2,q_regs=0,smem_pad=0,impl=1,pingpong=1");
   // d=32 and d=96: their Hopper rows (measured fastest); a short grid there is not halved.
@@ -637,6 +662,13 @@ TEST(AttentionSpace, WgmmaKernelPointsAndTheirReasons) {
                            "persistent=1,kv_apart=1",
                            "b=2,hq=16,hkv=16,nq=4096,nk=4096,d=256"),
                        "kv_apart=1 with persistent=1 at d=256 and two consumers spills"));
+  const char* apart256 = "block_m=128,block_n=80,warps=12,stages=2,q_regs=0,smem_pad=0,impl=1,"
+                         "pingpong=1,kv_apart=1";
+  for (const char* mask : {",window=512", ",alibi=yes", ",causal=yes,window=64,softcap=yes"})
+    EXPECT_EQ(why(apart256, (std::string("b=2,hq=16,hkv=16,nq=4096,nk=4096,d=256") + mask).c_str()),
+              "kv_apart=1 at d=256 with two consumers and a window or ALiBi spills (their 240 "
+              "registers): block_m=64 or kv_apart=0");
+  EXPECT_EQ(why(apart256, "b=2,hq=16,hkv=16,nq=4096,nk=4096,d=256,softcap=yes"), "");
   // Its grid: min(work items, SMs); the items are query tiles times (batch, head) pairs.
   EXPECT_EQ(flash_attention_sm90_work(1000, 128, 3 * 8), 8 * 24);
   EXPECT_EQ(flash_attention_sm90_work(1, 192, 1), 1);
@@ -669,6 +701,8 @@ TEST(AttentionSpace, E4m3PointsKernelsAndTensors) {
   const Problem d256 = op().parse_problem("b=2,hq=16,hkv=16,nq=4096,nk=4096,d=256,causal=yes");
   const Params def256 = op().default_params(d256, DType::e4m3, device("sm_90a"));
   EXPECT_EQ(op().invalid_reason(def256, d256, DType::e4m3, device("sm_90a")), std::nullopt);
+  EXPECT_EQ(op().params_key(def256), "block_m=128,block_n=128,warps=12,stages=2,q_regs=0,"
+                                     "smem_pad=0,impl=1,pingpong=1,kv_apart=1");
 
   const std::vector<KernelSource> ks = op().kernels(def, p, DType::e4m3);
   ASSERT_EQ(ks.size(), 2u);

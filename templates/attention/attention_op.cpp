@@ -155,6 +155,7 @@ struct AttentionDefaults {
   int impl = 0;      // 1: the wgmma kernel (block_m / 64 consumers, warps = 4 per warpgroup)
   int pingpong = 0;  // impl=1: consumers take turns issuing their wgmmas
   int persistent = 0;  // impl=1: one CTA per SM looping over the query tiles
+  int kv_apart = 0;    // impl=1, 2 stages: K freed after Q K^T, V after P V
 };
 constexpr AttentionDefaults kDefaults[] = {
     // Hopper, the wgmma kernel: the point that won most rows of exhaustive sweeps of the
@@ -168,6 +169,9 @@ constexpr AttentionDefaults kDefaults[] = {
     {9, 64, 192, 128, 16, 3, 0, 0, 1, 1},
     {9, 64, 128, 128, 12, 3, 0, 0, 1, 1},  // where the row above spills (a window, ALiBi)
     {9, 128, 128, 128, 12, 3, 0, 0, 1, 1},
+    // d=256: two consumers of 80-key tiles taking turns, in 2 stages with K and V freed apart
+    // (d256_tiles() for short grids); the row below where that cannot run (paged, varlen).
+    {9, 256, 128, 80, 12, 2, 0, 0, 1, 1, 0, 1},
     {9, 256, 64, 64, 8, 3, 0, 0, 1, 0},
     // Hopper: the fastest point of exhaustive sweeps of two held-out problems per head dim on
     // the H100 (benchmarks/results/fallback-h100-2026-11-23{,-evening}.md), the same point for
@@ -236,6 +240,20 @@ bool wgmma_single_consumer(const Shape& s, const DeviceInfo& device, int block_m
   if (block_m <= 128) return false;
   const std::int64_t padded = (s.nq + block_m - 1) / block_m * block_m;
   return 4 * (padded - s.nq) > s.nq;
+}
+
+/// Whether the d=256 wgmma default (2-stage rings, K and V freed apart) takes one consumer's
+/// 64-row tiles of 80 keys instead of the row's two consumers of 128 rows: where
+/// wgmma_single_consumer() says (nq <= 64, or 128-row tiles fill at most half the SMs), and
+/// under a causal mask where the 128-row tiles are fewer than two waves (the persistent grid of
+/// 64-row tiles, longest first, evens out the uneven causal work). From exhaustive sweeps on the
+/// H200 (benchmarks/results/attention-kv-apart-h200-2026-12-03.md): the 64-row tiles were the
+/// fastest point at 16-64 tiles (short grids) and at 128, 192 and 256 causal tiles; 128-row
+/// tiles at 320+ causal tiles and at 224+ without the mask.
+bool d256_single_consumer(const Shape& s, const DeviceInfo& device) {
+  if (wgmma_single_consumer(s, device, 128)) return true;
+  const std::int64_t tiles128 = s.b * s.hq * ((s.nq + 127) / 128);
+  return s.causal && device.sm_count > 0 && tiles128 < 2 * device.sm_count;
 }
 
 /// Keys up to which the defaults keep the mma.sync kernel on Hopper: with five or fewer 64-key
@@ -978,12 +996,15 @@ class FlashAttentionOp final : public Op {
       const int persistent = s.causal && s.d == 128 && device.sm_count > 0 &&
                              flash_attention_sm90_work(static_cast<int>(s.nq), 128, s.b * s.hq) >
                                  device.sm_count;
-      return Params{{128, 128, 12, s.d == 256 ? 2 : 4, 0, 0, 1, 1, persistent, 1, 0}};
+      // At d=256 K and V freed apart: 1.2x the same point without on the H200
+      // (b=2,hq=16,nq=nk=4096: 491 against 588 us, attention-kv-apart-h200-2026-12-03.md).
+      return Params{{128, 128, 12, s.d == 256 ? 2 : 4, 0, 0, 1, 1, persistent, 1,
+                     s.d == 256 ? 1 : 0}};
     }
     const auto params = [](const AttentionDefaults& r) {
       return Params{
           {r.block_m, r.block_n, r.warps, r.stages, r.q_regs, r.smem_pad, r.impl, r.pingpong,
-           r.persistent, 1, 0}};
+           r.persistent, 1, r.kv_apart}};
     };
     for (const AttentionDefaults& row : kDefaults) {
       if (row.d != s.d || device.cc_major < row.cc_major) continue;
@@ -1040,6 +1061,17 @@ class FlashAttentionOp final : public Op {
           const Params chosen = params(tiles);
           if (!invalid_reason(chosen, problem, t, device)) return persistent(chosen);
           return persistent(p);
+        }
+        if (s.d == 256 && row.kv_apart) {
+          // One consumer's 64-row tiles of 80 keys (persistent over more tiles than SMs) where
+          // d256_single_consumer() says; a problem that cannot take K and V apart goes on to the
+          // row below.
+          if (d256_single_consumer(s, device)) {
+            const Params one = params({9, 256, 64, 80, 8, 2, 0, 0, 1, 0, 0, 1});
+            if (!invalid_reason(one, problem, t, device)) return persistent(one);
+            continue;
+          }
+          return persistent(p);  // (not taken with two consumers: it would spill)
         }
         // Varlen at d=256: the row's 64-row tiles are its persistent form's, which a packed
         // batch cannot take (one CTA per query tile); two consumers of 64-key tiles taking turns
@@ -1141,6 +1173,10 @@ class FlashAttentionOp final : public Op {
     if (c.kv_apart && c.persistent && s.d == 256 && consumers(c) == 2)
       return std::string("kv_apart=1 with persistent=1 at d=256 and two consumers spills (their "
                          "240 registers): persistent=0");
+    // The same with a window or ALiBi slopes: 4-24 bytes (attention_compile_test, 2026-12-03).
+    if (c.kv_apart && s.d == 256 && consumers(c) == 2 && (s.window > 0 || s.alibi))
+      return std::string("kv_apart=1 at d=256 with two consumers and a window or ALiBi spills "
+                         "(their 240 registers): block_m=64 or kv_apart=0");
     if (c.kv_apart && s.varlen_or_paged())
       return std::string("kv_apart=1 is for contiguous K/V without varlen (the TMA producer; "
                          "varlen and paged tiles are copied by the producer's threads)");
