@@ -155,6 +155,31 @@ TEST_F(Lookup, NearestShapeStaysInItsHopperRegime) {
   EXPECT_EQ(fa.params_key(r.params), tuned_params);
 }
 
+TEST_F(Lookup, NearestShapeStaysInItsD256Regime) {
+  // d=256 on Hopper: two consumers' 128 x 80 tiles tuned on a causal grid of 512 128-row tiles
+  // are not served to a causal grid of 256 (under two waves of the 132 SMs: the default's one
+  // consumer, persistent, 1.17x faster on such a sweep), nor to a short grid; 448 tiles are.
+  const Op& fa = get_op("flash_attention");
+  const char* tuned_params = "block_m=128,block_n=80,warps=12,stages=2,q_regs=0,smem_pad=0,"
+                             "impl=1,pingpong=1,kv_apart=1";
+  const std::filesystem::path p = make_db(
+      "fa.db", {{h100, "b=2,hq=8,hkv=8,nq=4096,nk=4096,d=256,causal=yes", tuned_params}}, {},
+      &fa);
+  TuningDatabases dbs(p, {});
+  for (const char* other : {"b=1,hq=8,hkv=8,nq=4096,nk=4096,d=256,causal=yes",
+                            "b=1,hq=8,hkv=8,nq=1024,nk=4096,d=256,causal=no"}) {
+    const Problem wanted = fa.parse_problem(other);
+    const LookupResult r = dbs.find(fa, DType::bf16, wanted, h100);
+    EXPECT_EQ(r.kind, Match::default_config) << other;
+    EXPECT_EQ(r.params, fa.default_params(wanted, DType::bf16, h100)) << other;
+    EXPECT_EQ(fa.params_key(r.params).rfind("block_m=64,", 0), 0u) << other;
+  }
+  const LookupResult same = dbs.find(
+      fa, DType::bf16, fa.parse_problem("b=2,hq=8,hkv=8,nq=3500,nk=3500,d=256,causal=yes"), h100);
+  EXPECT_EQ(same.kind, Match::nearest_shape);
+  EXPECT_EQ(fa.params_key(same.params), tuned_params);
+}
+
 TEST_F(Lookup, NoDatabaseGivesTheDefault) {
   Problem p = problem("m=16384,n=4096");
   TuningDatabases dbs(dir.path() / "missing.db", {});

@@ -971,7 +971,10 @@ class FlashAttentionOp final : public Op {
   /// Likewise across the Hopper defaults' regimes: the short keys that keep the mma.sync kernel,
   /// and at d=64 and d=256 the single-consumer 64-row tiles (b=6,hq=16,nq=nk=420,d=64 was served
   /// the 192-row persistent point tuned at b=16,nq=nk=512: 0.80x of its optimum, which the
-  /// 64-row default finds: 0.996; benchmarks/results/attention-ffma-h100-2026-11-24.md).
+  /// 64-row default finds: 0.996; benchmarks/results/attention-ffma-h100-2026-11-24.md). At
+  /// d=256 the regimes are d256_single_consumer()'s, causal grids under two waves included
+  /// (b=1,hq=8,nq=nk=3000 causal: 128-row tiles 0.85x of its optimum, one consumer's 1.0;
+  /// benchmarks/results/attention-kv-apart-h200-2026-12-03.md).
   bool fallback_compatible(const Problem& wanted, const Problem& tuned,
                            const DeviceInfo& device) const override {
     const Shape w = shape_of(wanted), t = shape_of(tuned);
@@ -979,10 +982,9 @@ class FlashAttentionOp final : public Op {
       return false;
     if (device.cc_major != 9) return true;
     if ((w.nk <= kWgmmaMinKeys) != (t.nk <= kWgmmaMinKeys)) return false;
-    if (w.d != 64 && w.d != 256) return true;
-    const int row_block_m = w.d == 64 ? 192 : 64;
-    return wgmma_single_consumer(w, device, row_block_m) ==
-           wgmma_single_consumer(t, device, row_block_m);
+    if (w.d == 256) return d256_single_consumer(w, device) == d256_single_consumer(t, device);
+    if (w.d != 64) return true;
+    return wgmma_single_consumer(w, device, 192) == wgmma_single_consumer(t, device, 192);
   }
 
   Params default_params(const Problem& problem, DType t, const DeviceInfo& device) const override {
