@@ -1,0 +1,48 @@
+// The flash attention problem and tunables as the op's host code reads them, shared by the op
+// (attention_op.cpp) and its built-in defaults (attention_defaults.cpp). Internal to templates/.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "templates/attention/args.h"
+#include "templates/op.hpp"
+
+namespace ktune::attention {
+
+// Problem dimensions and tunables, in declared order.
+enum Dim : std::size_t {
+  kB, kHq, kHkv, kNq, kNk, kD, kCausal, kWindow, kSoftcap, kAlibi, kVarlen, kPage
+};
+enum Param : std::size_t {
+  kBlockM, kBlockN, kWarps, kStages, kQRegs, kSmemPad, kImpl, kPingpong, kPersistent, kRegSplit,
+  kKvApart
+};
+
+struct Shape {
+  std::int64_t b, hq, hkv, nq, nk, d;
+  bool causal;
+  std::int64_t window;  // 0: none
+  bool softcap, alibi;
+  bool varlen;          // packed sequences of at most nq queries and nk keys, cu_seqlens
+  std::int64_t page;    // 0: contiguous K/V; else keys per page of paged pools (args.h)
+  bool paged() const { return page > 0; }
+  /// The kernels' names spell out their trailing VARLEN and PAGE arguments.
+  bool varlen_or_paged() const { return varlen || paged(); }
+  std::int64_t pages_per_seq() const {
+    return paged() ? paged_kv_pages(nk, static_cast<int>(page)) : 0;
+  }
+  std::int64_t pool_pages() const { return b * pages_per_seq(); }  // each sequence's own pages
+};
+
+/// A problem of 7 values (flash_decode's, which shares the first 7 dims and delegates its
+/// tensors and reference here) has every mask variant, varlen and paging off.
+inline Shape shape_of(const Problem& p) {
+  const std::vector<std::int64_t>& v = p.values;
+  const auto at = [&](Dim i) { return i < v.size() ? v[i] : 0; };
+  return {v[kB], v[kHq], v[kHkv], v[kNq], v[kNk], v[kD], v[kCausal] != 0,
+          at(kWindow), at(kSoftcap) != 0, at(kAlibi) != 0, at(kVarlen) != 0, at(kPage)};
+}
+
+}  // namespace ktune::attention
