@@ -303,6 +303,28 @@ HELD_OUT = [
     ("flash_attention", "b=2,hq=4,hkv=4,nq=700,nk=3500,d=256,causal=no"),
     ("flash_attention", "b=8,hq=16,hkv=16,nq=1024,nk=1024,d=256,causal=yes"),
     ("flash_attention", "b=1,hq=40,hkv=8,nq=48,nk=6000,d=256,causal=no"),
+    # 200-207: the check set of a d=64 merged-splits rule (written at stop 49 after 177-184 were
+    # swept once, before any rule was read from their trials): 8-256 pairs, 1500-65536 keys,
+    # gpt-oss-like hq=64/hkv=8, two query rows causal.
+    ("flash_decode", "b=3,hq=64,hkv=8,nq=1,nk=12000,d=64,causal=no"),
+    ("flash_decode", "b=1,hq=64,hkv=8,nq=1,nk=65536,d=64,causal=no"),
+    ("flash_decode", "b=6,hq=32,hkv=8,nq=1,nk=7000,d=64,causal=no"),
+    ("flash_decode", "b=12,hq=16,hkv=4,nq=1,nk=3500,d=64,causal=no"),
+    ("flash_decode", "b=9,hq=64,hkv=8,nq=1,nk=5000,d=64,causal=no"),
+    ("flash_decode", "b=25,hq=32,hkv=4,nq=1,nk=2500,d=64,causal=no"),
+    ("flash_decode", "b=4,hq=40,hkv=8,nq=2,nk=9000,d=64,causal=yes"),
+    ("flash_decode", "b=64,hq=32,hkv=4,nq=1,nk=1500,d=64,causal=no"),
+    # 208-215: the check set of the d=64 merged-splits rule read from 177-184 and 200-207 (the
+    # row's tiles in 2-8 merged splits within 3 CTAs per SM, above 16 pairs), written with the
+    # rule and swept after it: 18-180 pairs, a window, four query rows causal, 16 heads a group.
+    ("flash_decode", "b=3,hq=48,hkv=6,nq=1,nk=15000,d=64,causal=no"),
+    ("flash_decode", "b=5,hq=64,hkv=8,nq=1,nk=6000,d=64,causal=no"),
+    ("flash_decode", "b=11,hq=32,hkv=4,nq=1,nk=8000,d=64,causal=no"),
+    ("flash_decode", "b=16,hq=16,hkv=4,nq=1,nk=2200,d=64,causal=no"),
+    ("flash_decode", "b=8,hq=64,hkv=8,nq=1,nk=6000,d=64,causal=no,window=1024"),
+    ("flash_decode", "b=3,hq=32,hkv=8,nq=4,nk=10000,d=64,causal=yes"),
+    ("flash_decode", "b=45,hq=16,hkv=4,nq=1,nk=4000,d=64,causal=no"),
+    ("flash_decode", "b=6,hq=64,hkv=4,nq=1,nk=30000,d=64,causal=no"),
 ]
 
 

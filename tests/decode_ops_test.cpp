@@ -309,17 +309,27 @@ TEST(DecodeDefaults, SplitsFillTheDevice) {
             "splits=3,block_m=16,block_n=64,warps=4,stages=3");
   EXPECT_EQ(key("b=64,hq=32,hkv=8,nq=1,nk=8192,d=128", h100),
             "splits=1,block_m=16,block_n=64,warps=4,stages=3");
-  // d <= 64 with few (batch, KV head) pairs (the unsplit grid under 3/4 of the SMs): up to 4
-  // CTAs per SM (32 pairs x 16 splits, 96 x 4); with more pairs, one per SM as at d=128; sm_80
-  // unchanged.
+  // d=64, one row tile, contiguous K/V, more than 16 (batch, KV head) pairs on sm_90: the row's
+  // tiles in 8, 4 or 2 splits merged in a cluster, the most within 3 CTAs per SM (32 pairs x 8,
+  // 96 x 4, 128 x 2, 17 x 8); not 16 pairs or fewer, paged K/V, a 128-key window or sm_80.
   EXPECT_EQ(key("b=4,hq=32,hkv=8,nq=1,nk=16384,d=64", h100),
-            "splits=16,block_m=16,block_n=64,warps=4,stages=3");
+            "splits=8,block_m=16,block_n=64,warps=4,stages=3,merge=1");
   EXPECT_EQ(key("b=12,hq=32,hkv=8,nq=1,nk=5000,d=64", h100),
-            "splits=4,block_m=16,block_n=64,warps=4,stages=3");
+            "splits=4,block_m=16,block_n=64,warps=4,stages=3,merge=1");
   EXPECT_EQ(key("b=16,hq=32,hkv=8,nq=1,nk=2000,d=64", h100),
-            "splits=1,block_m=16,block_n=64,warps=4,stages=3");
+            "splits=2,block_m=16,block_n=64,warps=4,stages=3,merge=1");
+  EXPECT_EQ(key("b=17,hq=8,hkv=1,nq=1,nk=9000,d=64", h100),
+            "splits=8,block_m=16,block_n=64,warps=4,stages=3,merge=1");
   EXPECT_EQ(key("b=4,hq=32,hkv=8,nq=1,nk=16384,d=64", device("sm_80")),
             "splits=3,block_m=16,block_n=128,warps=4,stages=2");
+  // ... and at 16 pairs or fewer, up to 4 CTAs per SM of the row's tiles, unmerged (the unsplit
+  // grid under 3/4 of the SMs: 16 pairs x 32 splits; 8 x 64); paged, split to balance lengths.
+  EXPECT_EQ(key("b=2,hq=64,hkv=8,nq=1,nk=20000,d=64", h100),
+            "splits=32,block_m=16,block_n=64,warps=4,stages=3");
+  EXPECT_EQ(key("b=1,hq=64,hkv=8,nq=1,nk=65536,d=64", h100),
+            "splits=64,block_m=16,block_n=64,warps=4,stages=3");
+  EXPECT_EQ(key("b=4,hq=32,hkv=8,nq=1,nk=16384,d=64,page=16", h100).find("merge"),
+            std::string::npos);
   // MQA: 16 x 1 rows; 128 splits of 256 keys.
   EXPECT_EQ(key("b=1,hq=16,hkv=1,nq=1,nk=32768,d=128", h100),
             "splits=128,block_m=16,block_n=64,warps=4,stages=3");

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <string>
 
 #include "ktune/error.hpp"
@@ -213,6 +214,24 @@ constexpr int kMergedCtasPerSm = 7;  // at most, as shared memory allows
 // GB/s per SM; 8 pairs of 60000 keys (2 CTAs per SM) ran 1.25x faster at 4 stages than at 2.
 constexpr double kMergedBytesInFlight = 48 * 1024;
 constexpr int kMergedMaxStages = 4;
+
+/// d=64, one row tile, sm_90, contiguous fixed-length K/V, more than kRowMergeMinPairs (batch,
+/// KV head) pairs: the row's tiles in 2, 4 or 8 splits merged in a cluster, the most of those
+/// within kRowMergeCtasPerSm CTAs per SM (see row_merged). Read from exhaustive sweeps of 16
+/// held-out problems on the H200 (2026-12-03, 8-400 pairs, 1500-65536 keys,
+/// benchmarks/results/fallback-h200-2026-12-03-decode-d64-merged.md): their fastest points were
+/// merged splits at ~1.5-3 CTAs per SM in clusters of at most 8 wherever there were more than 16
+/// pairs; the rows before reached 0.944 of the fastest point (worst 0.892), this rule 0.977
+/// (worst 0.932); on 8 more swept after it was written 0.976 (worst 0.910) against the rows'
+/// 0.928 (0.903). At 16 pairs or fewer the row's unmerged splits (16-64) stay: a cluster of 16
+/// waits for 16 free SMs of one GPC, and 8 merged splits of so few pairs leave SMs idle. Keys
+/// in reach from kWideTilesMinKeys (the problems measured had 1024-65536; a short window is not
+/// a stream). Not measured on the H100, which runs it too (its SMs and clusters are the same).
+/// (d=32's 64-key tiles of 2 warps at up to 7 CTAs per SM, kMergedTiles, were 0.981 on the
+/// first 8 of these problems and 0.936, worst 0.835, on the next 8.)
+constexpr std::int64_t kRowMergeHeadDim = 64;
+constexpr int kRowMergeCtasPerSm = 3;
+constexpr std::int64_t kRowMergeMinPairs = 16;
 
 /// Smallest tiles, for a device with less shared memory than the rows above assume.
 constexpr DecodeDefaults kSmallest = {8, 0, 32, 2, 2, 1, 256};
@@ -733,6 +752,8 @@ class FlashDecodeOp final : public Op {
       Config c = with_splits(m, s, device, static_cast<int>(block_m), m.split_keys);
       if (c.splits > 1) return merged_params(c, s, device);
     }
+    if (const std::optional<Params> merged = row_merged(row, s, device, static_cast<int>(block_m)))
+      return *merged;
     // Few (batch, KV head) pairs at d <= 64 (a grid under 3/4 of the SMs unsplit): on the H200
     // (2026-12-02) the fastest points of two held-out decode problems (32 pairs, d=64) ran 16
     // splits at four CTAs per SM, where the one-CTA-per-SM default (4 splits) reached 0.75-0.79x
@@ -765,12 +786,12 @@ class FlashDecodeOp final : public Op {
         if (ctas(smaller, s) <= ctas(c, s)) break;
         c = smaller;
       }
-    // merge stays 0 here (d=32 merges above): the splits merged in a cluster took 0.84-0.95x
-    // the combine's time within one wave of clusters on the H200, but clusters of 16 and grids
-    // of more clusters than the GPCs hold at once took 1.05-1.78x (they wait for free SMs of
-    // one GPC); on six held-out problems a merge=1 default was 0.88-1.07x the time of the same
-    // tiles at merge=0, geometric mean 1.00 (benchmarks/results/decode-merge-h200-2026-12-02.md).
-    // The sweep picks merge=1 where it wins.
+    // merge stays 0 here (d=32 and d=64 merge above): the splits merged in a cluster took
+    // 0.84-0.95x the combine's time within one wave of clusters on the H200, but clusters of 16
+    // and grids of more clusters than the GPCs hold at once took 1.05-1.78x (they wait for free
+    // SMs of one GPC); on six held-out problems (d = 64-256) a merge=1 default of those days was
+    // 0.88-1.07x the time of the same tiles at merge=0, geometric mean 1.00
+    // (benchmarks/results/decode-merge-h200-2026-12-02.md). The sweep picks merge=1 where it wins.
     return Params{{c.splits, c.block_m, c.block_n, c.warps, c.stages, c.merge}};
   }
 
@@ -839,13 +860,35 @@ class FlashDecodeOp final : public Op {
     return Params{{c.splits, c.block_m, c.block_n, c.warps, c.stages, c.merge}};
   }
 
+  /// The row's tiles in merged splits at d=64 (kRowMergeHeadDim; see kRowMergeCtasPerSm), or
+  /// nothing where the rule does not apply or no count of 2, 4 or 8 splits fits.
+  static std::optional<Params> row_merged(const DecodeDefaults& r, const Shape& s,
+                                          const DeviceInfo& device, int block_m) {
+    const std::int64_t pairs = s.b * s.hkv;
+    if (s.d != kRowMergeHeadDim || !merged_tiles_apply(s, device) ||
+        pairs <= kRowMergeMinPairs || split_span(s, r.block_n) < kWideTilesMinKeys)
+      return std::nullopt;
+    const std::int64_t want =
+        kRowMergeCtasPerSm * device.sm_count / (pairs * row_tiles(s, block_m));
+    const std::int64_t span = split_span(s, r.block_n);
+    for (int v : {8, 4, 2})
+      if (v <= want && flash_decode_used_splits(span, r.block_n, v) == v)
+        return Params{{v, block_m, r.block_n, r.warps, r.stages, 1}};
+    return std::nullopt;
+  }
+
+  /// One row tile, sm_90 (clusters), contiguous fixed-length K/V (what merge=1 merges).
+  static bool merged_tiles_apply(const Shape& s, const DeviceInfo& device) {
+    return s.rows() <= 16 && device.cc_major >= 9 && device.sm_count > 0 && !s.paged() &&
+           !s.varlen;
+  }
+
   /// The merged tiles (kMergedTiles) for this problem and device, or nullptr: one row tile,
   /// sm_90 (clusters), contiguous fixed-length K/V (what merge=1 merges) and a listed head dim;
   /// params_for uses them where they give at least 2 splits (as in every sweep they were read
   /// from). Not measured on the H100: the same SMs, where a fixed cost weighs no less.
   static const FewPairsTiles* merged_tiles(const Shape& s, const DeviceInfo& device) {
-    if (s.rows() > 16 || device.cc_major < 9 || device.sm_count <= 0 || s.paged() || s.varlen)
-      return nullptr;
+    if (!merged_tiles_apply(s, device)) return nullptr;
     for (const FewPairsTiles& t : kMergedTiles)
       if (t.d == s.d) return &t;
     return nullptr;
