@@ -625,6 +625,10 @@ const VariantCase kVariantCases[] = {
     {"b=3,hq=16,hkv=4,nq=5,nk=2000,causal=yes,page=16,window=64,alibi=yes", 0},
     {"b=4,hq=8,hkv=2,nq=1,nk=1500,page=256,softcap=yes", 2.0},
     {"b=3,hq=16,hkv=2,nq=5,nk=2500,causal=yes,page=256,window=300,softcap=yes,alibi=yes", 3.0},
+    // 24 (batch, KV head) pairs: on sm_90 d=64's default merges its splits in clusters (and
+    // d=32's) under each mask variant.
+    {"b=3,hq=16,hkv=8,nq=1,nk=3000,window=1200", 0},
+    {"b=3,hq=24,hkv=8,nq=1,nk=2500,softcap=yes,alibi=yes", 2.0},
 };
 
 /// The case's problem at head dim d, its shape for the double reference (slopes set later).
