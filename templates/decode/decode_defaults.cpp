@@ -1,0 +1,350 @@
+// The decode op's built-in configurations and the rules that adapt them to a problem's grid,
+// keys and device, each read from exhaustive sweeps of held-out problems (the results files its
+// comments name).
+#include "templates/decode/decode_defaults.hpp"
+
+#include <algorithm>
+#include <optional>
+
+namespace ktune::decode {
+namespace {
+
+constexpr std::int64_t kPagedSplitKeys = 1024;           // paged defaults: keys per split at most
+// Defaults for tiles of several query rows per head (packed rows > 16: speculative decoding,
+// chunked prefill): 16-row tiles up to this many packed rows, up to this many CTAs per SM (as
+// shared memory allows), and splits of at least this many keys.
+constexpr std::int64_t kMultiRowSmallTiles = 64;
+constexpr int kMultiRowCtasPerSm = 3;
+constexpr int kMultiRowSplitKeys = 128;
+// Defaults for one row tile (at most 16 packed rows) at head dims up to 64 on sm_90: up to this
+// many CTAs per SM (as shared memory allows). A CTA of 3 stages of 64 keys holds 48 KiB of such
+// rows in flight, half of d=128's; one per SM does not keep the H200's stream busy.
+constexpr int kSmallHeadCtasPerSm = 4;
+
+/// Built-in configuration per architecture and head dimension: first row with cc_major <= the
+/// device's and the problem's d. Should not affect results, only speed. Not yet measured: chosen
+/// so that 2 CTAs per SM keep 2-4 K/V tiles (64-130 KiB) in flight per SM, well above the ~25 KiB
+/// per SM that H100's bandwidth-latency product asks (benchmarks/decode/NOTES.md).
+struct DecodeDefaults {
+  int cc_major;      // first compute capability (major) this row applies to
+  int d;             // head dimension
+  int block_n;       // keys per K/V tile
+  int warps;         // warps per CTA; each takes block_n / warps keys of every tile
+  int stages;        // depth of the cp.async K/V ring
+  int ctas_per_sm;   // CTAs per SM the split count aims to fill (capped by shared memory)
+  int split_keys;    // fewest keys a split should get (its prologue and the combine amortised)
+};
+constexpr DecodeDefaults kDefaults[] = {
+    // Hopper: 227 KiB per block, 228 KiB per SM. One CTA per SM: on the H100 (2026-11-23,
+    // benchmarks/results/decode-h100-2026-11-23.md) the fastest split count of three exhaustive
+    // sweeps (d=128 at 128 and 8 (batch, KV head) pairs, d=256 at 32) was the one that filled
+    // each SM once; a second wave of splits cost more (the combine, shorter streams) than it
+    // hid. Tiles: d=64 and d=256 the fastest of their exhaustive sweeps (two problems each,
+    // benchmarks/results/decode-paged-h100-2026-11-23.md and fallback-h100-2026-11-23.md; the
+    // rows before were 0.96-0.97x and 0.95-0.98x of it); d=64 a third stage since its K/V rows
+    // are unpadded (6 sweeps after the swizzle: 3 stages 0.99-1.0x of each fastest, 2 stages
+    // 0.80-0.99x; benchmarks/results/fallback-h100-2026-11-24.md); d=32/96 follow d=64/128
+    // (not measured).
+    {9, 32, 128, 4, 3, 1, 256},
+    {9, 64, 64, 4, 3, 1, 256},
+    {9, 96, 64, 4, 3, 1, 256},
+    {9, 128, 64, 4, 3, 1, 256},
+    {9, 256, 64, 4, 3, 1, 256},
+    // Ampere: 163 KiB per block, 164 KiB per SM: one stage fewer. Not measured (no sm_80 GPU
+    // lent): one CTA per SM as measured on Hopper.
+    {8, 32, 128, 4, 2, 1, 256},
+    {8, 64, 128, 4, 2, 1, 256},
+    {8, 96, 64, 4, 2, 1, 256},
+    {8, 128, 64, 4, 2, 1, 256},
+    {8, 256, 32, 2, 3, 1, 256},
+};
+/// Tiles for one row tile (at most 16 packed rows) at head dims above 64 on sm_90 when one CTA
+/// per SM would leave a tenth of the SMs idle (see params_for): smaller CTAs, several per SM.
+/// Read from exhaustive sweeps on the H200 (2026-12-03, 72-112 (batch, KV head) pairs,
+/// benchmarks/results/fallback-h200-2026-12-03-decode-few-pairs.md): at d=96 and 128 two
+/// stages (3-4 CTAs per SM) were 0.94-1.0x of each fastest point, the three-stage rows' two CTAs
+/// per SM 0.87-0.94x; at d=256 only 32-key tiles of 2 warps fit more than one CTA per SM.
+struct FewPairsTiles {
+  int d, block_n, warps, stages;
+};
+constexpr FewPairsTiles kFewPairsTiles[] = {{96, 64, 4, 2}, {128, 64, 4, 2}, {256, 32, 2, 2}};
+constexpr int kFewPairsCtasPerSm = 4;  // at most, as shared memory allows
+
+/// Tiles for one wave of one CTA per (batch, KV head) pair, the grid 70-100 % of the SMs, on a
+/// device whose memory feeds each SM at least kWideTilesBytesPerSm (peak): 128-key tiles of 8
+/// warps, 3 stages (twice the row's bytes in flight per CTA; see params_for). Head dims 64 and
+/// 128, where they were measured.
+constexpr FewPairsTiles kWideTiles[] = {{64, 128, 8, 3}, {128, 128, 8, 3}};
+constexpr double kWideTilesBytesPerSm = 30e9;  // the H200 36 GB/s, the H100 SXM 25
+constexpr std::int64_t kWideTilesMinKeys = 1024;  // keys in reach: a window of 128 is not a stream
+
+/// Tiles for one row tile at d=32 on sm_90, contiguous fixed-length K/V, where they give 2
+/// splits or more (see merged_tiles): 64-key tiles of 2 warps, two stages (more where the grid
+/// leaves an SM few CTAs), up to kMergedCtasPerSm CTAs per SM, the splits merged in a cluster
+/// where a cluster holds them (2-16). A d=32 key is 128 bytes of K and V: these calls stream
+/// 5-200 MB in 10-75 us, so the combine kernel's ~3 us and the SMs a small grid leaves idle
+/// weigh more than at larger head dims. Read from exhaustive sweeps on the H200 (2026-12-03,
+/// benchmarks/results/fallback-h200-2026-12-03-decode-d32.md): over 26 problems (8-800 pairs,
+/// 1000-100000 keys) the rows before gave 0.906 of each fastest point (worst 0.766), this rule
+/// 0.970 (worst 0.851, 800 pairs left to the row's tiles); on 6 more swept after it was fixed,
+/// 0.991 (worst 0.951) against the rows' 0.909 (0.765). Merged grids of 8 CTAs per SM or more
+/// (1024-1280 CTAs) ran 0.81-0.83x in three of four sweeps: hence 7.
+constexpr FewPairsTiles kMergedTiles[] = {{32, 64, 2, 2}};
+constexpr int kMergedCtasPerSm = 7;  // at most, as shared memory allows
+// K/V bytes in flight per SM the merged tiles' ring aims at: where the grid gives an SM few
+// CTAs (splits capped by the no-empty-split rule), up to 4 stages. ~1.3 us of the H200's ~36
+// GB/s per SM; 8 pairs of 60000 keys (2 CTAs per SM) ran 1.25x faster at 4 stages than at 2.
+constexpr double kMergedBytesInFlight = 48 * 1024;
+constexpr int kMergedMaxStages = 4;
+
+/// d=64, one row tile, sm_90, contiguous fixed-length K/V, more than kRowMergeMinPairs (batch,
+/// KV head) pairs: the row's tiles in 2, 4 or 8 splits merged in a cluster, the most of those
+/// within kRowMergeCtasPerSm CTAs per SM (see row_merged). Read from exhaustive sweeps of 16
+/// held-out problems on the H200 (2026-12-03, 8-400 pairs, 1500-65536 keys,
+/// benchmarks/results/fallback-h200-2026-12-03-decode-d64-merged.md): their fastest points were
+/// merged splits at ~1.5-3 CTAs per SM in clusters of at most 8 wherever there were more than 16
+/// pairs; the rows before reached 0.944 of the fastest point (worst 0.892), this rule 0.977
+/// (worst 0.932); on 8 more swept after it was written 0.976 (worst 0.910) against the rows'
+/// 0.928 (0.903). At 16 pairs or fewer the row's unmerged splits (16-64) stay: a cluster of 16
+/// waits for 16 free SMs of one GPC, and 8 merged splits of so few pairs leave SMs idle. Keys
+/// in reach from kWideTilesMinKeys (the problems measured had 1024-65536; a short window is not
+/// a stream). Not measured on the H100, which runs it too (its SMs and clusters are the same).
+/// (d=32's 64-key tiles of 2 warps at up to 7 CTAs per SM, kMergedTiles, were 0.981 on the
+/// first 8 of these problems and 0.936, worst 0.835, on the next 8.)
+constexpr std::int64_t kRowMergeHeadDim = 64;
+constexpr int kRowMergeCtasPerSm = 3;
+constexpr std::int64_t kRowMergeMinPairs = 16;
+
+/// Smallest tiles, for a device with less shared memory than the rows above assume.
+constexpr DecodeDefaults kSmallest = {8, 0, 32, 2, 2, 1, 256};
+
+std::int64_t ctas(const Config& c, const Shape& s) {
+  return s.b * s.hkv * row_tiles(s, c.block_m) * c.splits;
+}
+
+/// The row's tiles at block_m, with the largest listed split count whose CTAs still fit in one
+/// wave of sm_count * ctas_per_sm (fewer when shared memory allows fewer CTAs per SM), with at
+/// least split_keys keys each and no empty split (see default_params).
+Config with_splits(const DecodeDefaults& r, const Shape& s, const DeviceInfo& device,
+                          int block_m, int split_keys) {
+  Config c{1, block_m, r.block_n, r.warps, r.stages, 0};
+  if (device.sm_count > 0) {
+    const unsigned smem = smem_bytes(c, s) + 1024;  // the driver reserves 1 KiB per CTA
+    const std::int64_t per_sm =
+        device.smem_per_sm > 0
+            ? std::max<std::int64_t>(1, std::min<std::int64_t>(r.ctas_per_sm,
+                                                               device.smem_per_sm / smem))
+            : r.ctas_per_sm;
+    const std::int64_t base = s.b * s.hkv * row_tiles(s, c.block_m);
+    const std::int64_t span = split_span(s, c.block_n);
+    std::int64_t want = std::min(device.sm_count * per_sm / base,
+                                 std::max<std::int64_t>(1, span / split_keys));
+    // Paged and varlen batches mix lengths: one CTA per (sequence, head) would leave the SMs
+    // waiting on the longest sequences. Pieces of about kPagedSplitKeys keys balance them
+    // (splits past a sequence's end exit at once), whatever the grid.
+    if (s.paged() || s.varlen) want = std::max(want, s.nk / kPagedSplitKeys);
+    for (std::int64_t v : kSplitValues)
+      if (v <= want && flash_decode_used_splits(span, c.block_n, static_cast<int>(v)) == v)
+        c.splits = static_cast<int>(v);
+  }
+  return c;
+}
+
+/// One row tile, sm_90 (clusters), contiguous fixed-length K/V (what merge=1 merges).
+bool merged_tiles_apply(const Shape& s, const DeviceInfo& device) {
+  return s.rows() <= 16 && device.cc_major >= 9 && device.sm_count > 0 && !s.paged() &&
+         !s.varlen;
+}
+
+/// The merged tiles (kMergedTiles) for this problem and device, or nullptr: one row tile,
+/// sm_90 (clusters), contiguous fixed-length K/V (what merge=1 merges) and a listed head dim;
+/// params_for uses them where they give at least 2 splits (as in every sweep they were read
+/// from). Not measured on the H100: the same SMs, where a fixed cost weighs no less.
+const FewPairsTiles* merged_tiles(const Shape& s, const DeviceInfo& device) {
+  if (!merged_tiles_apply(s, device)) return nullptr;
+  for (const FewPairsTiles& t : kMergedTiles)
+    if (t.d == s.d) return &t;
+  return nullptr;
+}
+
+/// The merged tiles' configuration from their split count (at least 2): merged in a cluster
+/// where the count allows one, and the stages for kMergedBytesInFlight per SM.
+Params merged_params(Config c, const Shape& s, const DeviceInfo& device) {
+  // A cluster holds 2, 4, 8 or 16 splits: under 32, the most of those the count allows.
+  if (c.splits < 32) {
+    const std::int64_t span = split_span(s, c.block_n);
+    for (int v : {16, 8, 4, 2})
+      if (v <= c.splits && flash_decode_used_splits(span, c.block_n, v) == v) {
+        c.splits = v;
+        c.merge = 1;
+        break;
+      }
+  }
+  // Stages for kMergedBytesInFlight per SM at the grid's CTAs per SM (16-bit K and V).
+  const double per_sm = static_cast<double>(ctas(c, s)) / device.sm_count;
+  const double stage_bytes = 2.0 * c.block_n * static_cast<double>(s.d) * 2.0;
+  while (c.stages < kMergedMaxStages && per_sm * c.stages * stage_bytes < kMergedBytesInFlight)
+    ++c.stages;
+  return Params{{c.splits, c.block_m, c.block_n, c.warps, c.stages, c.merge}};
+}
+
+/// The row's tiles in merged splits at d=64 (kRowMergeHeadDim; see kRowMergeCtasPerSm), or
+/// nothing where the rule does not apply or no count of 2, 4 or 8 splits fits.
+std::optional<Params> row_merged(const DecodeDefaults& r, const Shape& s,
+                                        const DeviceInfo& device, int block_m) {
+  const std::int64_t pairs = s.b * s.hkv;
+  if (s.d != kRowMergeHeadDim || !merged_tiles_apply(s, device) ||
+      pairs <= kRowMergeMinPairs || split_span(s, r.block_n) < kWideTilesMinKeys)
+    return std::nullopt;
+  const std::int64_t want =
+      kRowMergeCtasPerSm * device.sm_count / (pairs * row_tiles(s, block_m));
+  const std::int64_t span = split_span(s, r.block_n);
+  for (int v : {8, 4, 2})
+    if (v <= want && flash_decode_used_splits(span, r.block_n, v) == v)
+      return Params{{v, block_m, r.block_n, r.warps, r.stages, 1}};
+  return std::nullopt;
+}
+
+/// The wide tiles (kWideTiles) for this problem and device, or nullptr: one row tile, sm_90,
+/// contiguous K/V, a listed head dim, peak memory bandwidth of at least kWideTilesBytesPerSm
+/// per SM (unknown: no), at least kWideTilesMinKeys keys in reach (a 128-key window ran 0.94x
+/// of the fastest point with them, 0.97x with the row's), and one CTA per SM leaving the row's
+/// split count at 1 with a grid of 70-100 % of the SMs.
+const FewPairsTiles* wide_tiles(const DecodeDefaults& r, const Shape& s,
+                                       const DeviceInfo& device, int block_m) {
+  if (s.rows() > 16 || device.cc_major < 9 || device.sm_count <= 0 || s.paged() || s.varlen ||
+      static_cast<double>(device.memory_bandwidth) < kWideTilesBytesPerSm * device.sm_count ||
+      split_span(s, r.block_n) < kWideTilesMinKeys)
+    return nullptr;
+  const Config one = with_splits(r, s, device, block_m, r.split_keys);
+  const std::int64_t n = ctas(one, s);
+  if (one.splits != 1 || 10 * n < 7 * device.sm_count || n > device.sm_count) return nullptr;
+  for (const FewPairsTiles& t : kWideTiles)
+    if (t.d == s.d) return &t;
+  return nullptr;
+}
+
+/// One row tile at d > 64 on sm_90: where one CTA per SM (the row's split count) would leave
+/// a tenth of the SMs idle (67-118 (batch, KV head) pairs unsplit on 132 SMs, or 45-59 in two
+/// splits), the few-pairs tiles (kFewPairsTiles) and up to kFewPairsCtasPerSm CTAs per SM, if
+/// that gives more CTAs. On the H200 (2026-12-03) one CTA a pair at 72-112 pairs ran at
+/// 0.63-0.91x of the fastest point, these at 0.94-1.0x (d=96, 128, 256; read from them); on 7
+/// problems swept after the rule (36-104 pairs) 0.61-0.97x before, 0.91-0.99x with it
+/// (benchmarks/results/fallback-h200-2026-12-03-decode-few-pairs.md). Grids that fill the SMs
+/// keep one CTA per SM, as the H100 sweeps of 8 and 128 pairs measured it fastest
+/// (benchmarks/results/decode-h100-2026-11-23.md).
+DecodeDefaults few_pairs(const DecodeDefaults& r, const Shape& s,
+                                const DeviceInfo& device, int block_m) {
+  const Config one = with_splits(r, s, device, block_m, r.split_keys);
+  if (10 * ctas(one, s) >= 9 * device.sm_count) return r;
+  for (const FewPairsTiles& t : kFewPairsTiles) {
+    if (t.d != s.d) continue;
+    DecodeDefaults few = r;
+    few.block_n = t.block_n;
+    few.warps = t.warps;
+    few.stages = t.stages;
+    few.ctas_per_sm = std::max(r.ctas_per_sm, kFewPairsCtasPerSm);
+    return ctas(with_splits(few, s, device, block_m, few.split_keys), s) > ctas(one, s) ? few : r;
+  }
+  return r;
+}
+
+Params params_for(const DecodeDefaults& r, const Shape& s, const DeviceInfo& device) {
+  std::int64_t block_m = 16;
+  for (std::int64_t m : kBlockMs)
+    if (flash_decode_accumulators(static_cast<int>(s.d), static_cast<int>(m), r.block_n,
+                                  r.warps) <= kMaxAccumulators) {
+      block_m = m;
+      if (m >= s.rows()) break;
+    }
+  // Several query rows per head make the tiles compute more per K/V byte: there the fastest
+  // points of 13 exhaustive sweeps on the H100 (24-144 packed rows) ran 2-3 CTAs per SM in
+  // splits of 190-375 keys, with 16-row tiles up to 64 packed rows (more row tiles, each K/V
+  // tile read again from L2). The one-CTA-per-SM, largest-tile rule reached 0.70-0.97x of
+  // them; this rule 0.90-1.0x there, and 0.93-1.0x (against 0.67-0.96x) on 7 more such
+  // problems swept afterwards to check it (benchmarks/results/fallback-h100-2026-11-24.md).
+  DecodeDefaults row = r;
+  // One CTA a pair in one wave that leaves up to 30 % of the SMs idle, on a device with fast
+  // memory per SM (the H200): the idle SMs cost less than splitting does if each CTA keeps
+  // twice the bytes in flight. On the H200 (2026-12-03) 128-key tiles of 8 warps unsplit were
+  // 0.97-1.0x of the fastest point at 96-128 pairs (d=64 and 128), where the 64-key row
+  // unsplit (d=64 at 128 pairs) reached 0.88-0.92x and the few-pairs tiles below (d=128 at
+  // 96-112 pairs) 0.92-0.96x (benchmarks/results/fallback-h200-2026-12-03-decode-wide.md).
+  // The H100 measured the 64-key row fastest at 128 pairs (decode-h100-2026-11-23.md); its
+  // memory (25 GB/s per SM) keeps it there.
+  if (const FewPairsTiles* wide = wide_tiles(r, s, device, static_cast<int>(block_m))) {
+    row.block_n = wide->block_n;
+    row.warps = wide->warps;
+    row.stages = wide->stages;
+    const Config c = with_splits(row, s, device, static_cast<int>(block_m), row.split_keys);
+    return Params{{c.splits, c.block_m, c.block_n, c.warps, c.stages, c.merge}};
+  }
+  if (const FewPairsTiles* merged = merged_tiles(s, device)) {
+    DecodeDefaults m = row;
+    m.block_n = merged->block_n;
+    m.warps = merged->warps;
+    m.stages = merged->stages;
+    m.ctas_per_sm = kMergedCtasPerSm;
+    Config c = with_splits(m, s, device, static_cast<int>(block_m), m.split_keys);
+    if (c.splits > 1) return merged_params(c, s, device);
+  }
+  if (const std::optional<Params> merged = row_merged(row, s, device, static_cast<int>(block_m)))
+    return *merged;
+  // Few (batch, KV head) pairs at d <= 64 (a grid under 3/4 of the SMs unsplit): on the H200
+  // (2026-12-02) the fastest points of two held-out decode problems (32 pairs, d=64) ran 16
+  // splits at four CTAs per SM, where the one-CTA-per-SM default (4 splits) reached 0.75-0.79x
+  // of them; on six more d=64 problems 4 CTAs per SM took the default from 0.66-0.91x to
+  // 0.83-0.95x of the fastest at 8-32 pairs, and lost 2-4 % at 128-256 pairs, hence a bound
+  // (benchmarks/results/decode-defaults-h200-2026-12-02.md). It was half the SMs until
+  // 2026-12-03, when 96 pairs (one CTA each on 132 SMs, a quarter of them idle) ran at 0.777 of
+  // the fastest point and 4 splits at 0.96
+  // (benchmarks/results/fallback-h200-2026-12-03-decode-d64.md). Not measured on the H100.
+  if (s.d <= 64 && s.rows() <= 16 && device.cc_major >= 9 && device.sm_count > 0 &&
+      4 * s.b * s.hkv <= 3 * device.sm_count)
+    row.ctas_per_sm = std::max(row.ctas_per_sm, kSmallHeadCtasPerSm);
+  if (s.d > 64 && s.rows() <= 16 && device.cc_major >= 9 && device.sm_count > 0)
+    row = few_pairs(row, s, device, static_cast<int>(block_m));
+  if (s.rows() > 16) {
+    row.ctas_per_sm = std::max(row.ctas_per_sm, kMultiRowCtasPerSm);
+    row.split_keys = std::min(row.split_keys, kMultiRowSplitKeys);
+    if (s.rows() <= kMultiRowSmallTiles) block_m = 16;
+  }
+  Config c = with_splits(row, s, device, static_cast<int>(block_m), row.split_keys);
+  // A grid under half a wave (few sequences and heads, short caches: b=4, hkv=2, nq=4,
+  // nk=2000 took 48 CTAs) leaves SMs idle whatever its tiles: then smaller row tiles (the
+  // K/V tiles are read once per row tile, from L2 after the first) and splits of half the
+  // keys fill more of it. On the H100 that problem's fastest point had block_m=16 and 8
+  // splits of 250 keys, 1.4x the 32-row, 6-split default
+  // (benchmarks/results/fallback-h100-2026-11-23-evening.md).
+  if (device.sm_count > 0)
+    while (c.block_m > 16 && ctas(c, s) * 2 < device.sm_count) {
+      const Config smaller = with_splits(row, s, device, c.block_m / 2, row.split_keys / 2);
+      if (ctas(smaller, s) <= ctas(c, s)) break;
+      c = smaller;
+    }
+  // merge stays 0 here (d=32 and d=64 merge above): the splits merged in a cluster took
+  // 0.84-0.95x the combine's time within one wave of clusters on the H200, but clusters of 16
+  // and grids of more clusters than the GPCs hold at once took 1.05-1.78x (they wait for free
+  // SMs of one GPC); on six held-out problems (d = 64-256) a merge=1 default of those days was
+  // 0.88-1.07x the time of the same tiles at merge=0, geometric mean 1.00
+  // (benchmarks/results/decode-merge-h200-2026-12-02.md). The sweep picks merge=1 where it wins.
+  return Params{{c.splits, c.block_m, c.block_n, c.warps, c.stages, c.merge}};
+}
+
+}  // namespace
+
+Params default_params(const Shape& s, const DeviceInfo& device,
+                      const std::function<bool(const Params&)>& valid) {
+  const DecodeDefaults* row = &kSmallest;
+  for (const DecodeDefaults& r : kDefaults)
+    if (r.d == s.d && device.cc_major >= r.cc_major) {
+      row = &r;
+      break;
+    }
+  Params p = params_for(*row, s, device);
+  if (row != &kSmallest && !valid(p))
+    p = params_for(kSmallest, s, device);
+  return p;
+}
+
+}  // namespace ktune::decode
