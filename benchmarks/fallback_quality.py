@@ -325,6 +325,24 @@ HELD_OUT = [
     ("flash_decode", "b=3,hq=32,hkv=8,nq=4,nk=10000,d=64,causal=yes"),
     ("flash_decode", "b=45,hq=16,hkv=4,nq=1,nk=4000,d=64,causal=no"),
     ("flash_decode", "b=6,hq=64,hkv=4,nq=1,nk=30000,d=64,causal=no"),
+    # 216-221: a design set for d=64 prefill of short sequences over many heads on the H200
+    # (written at stop 49, before any sweep of them): problem 54 (288 heads, nq=nk=300) ran at
+    # 0.90 there with one consumer's 64-row tiles where two consumers' 192-row persistent tiles
+    # won; 128-384 heads, 197-700 rows, causal and not, short and long keys.
+    ("flash_attention", "b=4,hq=32,hkv=8,nq=300,nk=300,d=64,causal=no"),
+    ("flash_attention", "b=8,hq=16,hkv=16,nq=500,nk=500,d=64,causal=yes"),
+    ("flash_attention", "b=2,hq=48,hkv=8,nq=200,nk=2000,d=64,causal=no"),
+    ("flash_attention", "b=16,hq=12,hkv=12,nq=257,nk=257,d=64,causal=no"),
+    ("flash_attention", "b=1,hq=64,hkv=8,nq=700,nk=700,d=64,causal=yes"),
+    ("flash_attention", "b=32,hq=12,hkv=12,nq=197,nk=197,d=64,causal=no"),
+    # 222-227: its check set (written with it, swept in the same call; a rule is read from
+    # 216-221's trials before these are looked at).
+    ("flash_attention", "b=64,hq=12,hkv=12,nq=197,nk=197,d=64,causal=no"),
+    ("flash_attention", "b=3,hq=32,hkv=32,nq=400,nk=400,d=64,causal=yes"),
+    ("flash_attention", "b=6,hq=24,hkv=8,nq=350,nk=1200,d=64,causal=no"),
+    ("flash_attention", "b=2,hq=64,hkv=64,nq=600,nk=600,d=64,causal=no"),
+    ("flash_attention", "b=12,hq=16,hkv=4,nq=150,nk=150,d=64,causal=yes"),
+    ("flash_attention", "b=5,hq=40,hkv=8,nq=256,nk=512,d=64,causal=no"),
 ]
 
 
