@@ -9,7 +9,7 @@
 namespace ktune::decode {
 namespace {
 
-constexpr std::int64_t kPagedSplitKeys = 1024;           // paged defaults: keys per split at most
+constexpr std::int64_t kPagedSplitKeys = 1024;  // paged defaults: keys per split at most
 // Defaults for tiles of several query rows per head (packed rows > 16: speculative decoding,
 // chunked prefill): 16-row tiles up to this many packed rows, up to this many CTAs per SM (as
 // shared memory allows), and splits of at least this many keys.
@@ -26,13 +26,13 @@ constexpr int kSmallHeadCtasPerSm = 4;
 /// so that 2 CTAs per SM keep 2-4 K/V tiles (64-130 KiB) in flight per SM, well above the ~25 KiB
 /// per SM that H100's bandwidth-latency product asks (benchmarks/decode/NOTES.md).
 struct DecodeDefaults {
-  int cc_major;      // first compute capability (major) this row applies to
-  int d;             // head dimension
-  int block_n;       // keys per K/V tile
-  int warps;         // warps per CTA; each takes block_n / warps keys of every tile
-  int stages;        // depth of the cp.async K/V ring
-  int ctas_per_sm;   // CTAs per SM the split count aims to fill (capped by shared memory)
-  int split_keys;    // fewest keys a split should get (its prologue and the combine amortised)
+  int cc_major;     // first compute capability (major) this row applies to
+  int d;            // head dimension
+  int block_n;      // keys per K/V tile
+  int warps;        // warps per CTA; each takes block_n / warps keys of every tile
+  int stages;       // depth of the cp.async K/V ring
+  int ctas_per_sm;  // CTAs per SM the split count aims to fill (capped by shared memory)
+  int split_keys;   // fewest keys a split should get (its prologue and the combine amortised)
 };
 constexpr DecodeDefaults kDefaults[] = {
     // Hopper: 227 KiB per block, 228 KiB per SM. One CTA per SM: on the H100 (2026-11-23,
@@ -75,7 +75,7 @@ constexpr int kFewPairsCtasPerSm = 4;  // at most, as shared memory allows
 /// warps, 3 stages (twice the row's bytes in flight per CTA; see params_for). Head dims 64 and
 /// 128, where they were measured.
 constexpr FewPairsTiles kWideTiles[] = {{64, 128, 8, 3}, {128, 128, 8, 3}};
-constexpr double kWideTilesBytesPerSm = 30e9;  // the H200 36 GB/s, the H100 SXM 25
+constexpr double kWideTilesBytesPerSm = 30e9;     // the H200 36 GB/s, the H100 SXM 25
 constexpr std::int64_t kWideTilesMinKeys = 1024;  // keys in reach: a window of 128 is not a stream
 
 /// Tiles for one row tile at d=32 on sm_90, contiguous fixed-length K/V, where they give 2
@@ -125,20 +125,20 @@ std::int64_t ctas(const Config& c, const Shape& s) {
 /// The row's tiles at block_m, with the largest listed split count whose CTAs still fit in one
 /// wave of sm_count * ctas_per_sm (fewer when shared memory allows fewer CTAs per SM), with at
 /// least split_keys keys each and no empty split (see default_params).
-Config with_splits(const DecodeDefaults& r, const Shape& s, const DeviceInfo& device,
-                          int block_m, int split_keys) {
+Config with_splits(const DecodeDefaults& r, const Shape& s, const DeviceInfo& device, int block_m,
+                   int split_keys) {
   Config c{1, block_m, r.block_n, r.warps, r.stages, 0};
   if (device.sm_count > 0) {
     const unsigned smem = smem_bytes(c, s) + 1024;  // the driver reserves 1 KiB per CTA
     const std::int64_t per_sm =
         device.smem_per_sm > 0
-            ? std::max<std::int64_t>(1, std::min<std::int64_t>(r.ctas_per_sm,
-                                                               device.smem_per_sm / smem))
+            ? std::max<std::int64_t>(
+                  1, std::min<std::int64_t>(r.ctas_per_sm, device.smem_per_sm / smem))
             : r.ctas_per_sm;
     const std::int64_t base = s.b * s.hkv * row_tiles(s, c.block_m);
     const std::int64_t span = split_span(s, c.block_n);
-    std::int64_t want = std::min(device.sm_count * per_sm / base,
-                                 std::max<std::int64_t>(1, span / split_keys));
+    std::int64_t want =
+        std::min(device.sm_count * per_sm / base, std::max<std::int64_t>(1, span / split_keys));
     // Paged and varlen batches mix lengths: one CTA per (sequence, head) would leave the SMs
     // waiting on the longest sequences. Pieces of about kPagedSplitKeys keys balance them
     // (splits past a sequence's end exit at once), whatever the grid.
@@ -152,8 +152,7 @@ Config with_splits(const DecodeDefaults& r, const Shape& s, const DeviceInfo& de
 
 /// One row tile, sm_90 (clusters), contiguous fixed-length K/V (what merge=1 merges).
 bool merged_tiles_apply(const Shape& s, const DeviceInfo& device) {
-  return s.rows() <= 16 && device.cc_major >= 9 && device.sm_count > 0 && !s.paged() &&
-         !s.varlen;
+  return s.rows() <= 16 && device.cc_major >= 9 && device.sm_count > 0 && !s.paged() && !s.varlen;
 }
 
 /// The merged tiles (kMergedTiles) for this problem and device, or nullptr: one row tile,
@@ -190,14 +189,13 @@ Params merged_params(Config c, const Shape& s, const DeviceInfo& device) {
 
 /// The row's tiles in merged splits at d=64 (kRowMergeHeadDim; see kRowMergeCtasPerSm), or
 /// nothing where the rule does not apply or no count of 2, 4 or 8 splits fits.
-std::optional<Params> row_merged(const DecodeDefaults& r, const Shape& s,
-                                        const DeviceInfo& device, int block_m) {
+std::optional<Params> row_merged(const DecodeDefaults& r, const Shape& s, const DeviceInfo& device,
+                                 int block_m) {
   const std::int64_t pairs = s.b * s.hkv;
-  if (s.d != kRowMergeHeadDim || !merged_tiles_apply(s, device) ||
-      pairs <= kRowMergeMinPairs || split_span(s, r.block_n) < kWideTilesMinKeys)
+  if (s.d != kRowMergeHeadDim || !merged_tiles_apply(s, device) || pairs <= kRowMergeMinPairs ||
+      split_span(s, r.block_n) < kWideTilesMinKeys)
     return std::nullopt;
-  const std::int64_t want =
-      kRowMergeCtasPerSm * device.sm_count / (pairs * row_tiles(s, block_m));
+  const std::int64_t want = kRowMergeCtasPerSm * device.sm_count / (pairs * row_tiles(s, block_m));
   const std::int64_t span = split_span(s, r.block_n);
   for (int v : {8, 4, 2})
     if (v <= want && flash_decode_used_splits(span, r.block_n, v) == v)
@@ -210,8 +208,8 @@ std::optional<Params> row_merged(const DecodeDefaults& r, const Shape& s,
 /// per SM (unknown: no), at least kWideTilesMinKeys keys in reach (a 128-key window ran 0.94x
 /// of the fastest point with them, 0.97x with the row's), and one CTA per SM leaving the row's
 /// split count at 1 with a grid of 70-100 % of the SMs.
-const FewPairsTiles* wide_tiles(const DecodeDefaults& r, const Shape& s,
-                                       const DeviceInfo& device, int block_m) {
+const FewPairsTiles* wide_tiles(const DecodeDefaults& r, const Shape& s, const DeviceInfo& device,
+                                int block_m) {
   if (s.rows() > 16 || device.cc_major < 9 || device.sm_count <= 0 || s.paged() || s.varlen ||
       static_cast<double>(device.memory_bandwidth) < kWideTilesBytesPerSm * device.sm_count ||
       split_span(s, r.block_n) < kWideTilesMinKeys)
@@ -233,8 +231,8 @@ const FewPairsTiles* wide_tiles(const DecodeDefaults& r, const Shape& s,
 /// (benchmarks/results/fallback-h200-2026-12-03-decode-few-pairs.md). Grids that fill the SMs
 /// keep one CTA per SM, as the H100 sweeps of 8 and 128 pairs measured it fastest
 /// (benchmarks/results/decode-h100-2026-11-23.md).
-DecodeDefaults few_pairs(const DecodeDefaults& r, const Shape& s,
-                                const DeviceInfo& device, int block_m) {
+DecodeDefaults few_pairs(const DecodeDefaults& r, const Shape& s, const DeviceInfo& device,
+                         int block_m) {
   const Config one = with_splits(r, s, device, block_m, r.split_keys);
   if (10 * ctas(one, s) >= 9 * device.sm_count) return r;
   for (const FewPairsTiles& t : kFewPairsTiles) {
@@ -252,8 +250,8 @@ DecodeDefaults few_pairs(const DecodeDefaults& r, const Shape& s,
 Params params_for(const DecodeDefaults& r, const Shape& s, const DeviceInfo& device) {
   std::int64_t block_m = 16;
   for (std::int64_t m : kBlockMs)
-    if (flash_decode_accumulators(static_cast<int>(s.d), static_cast<int>(m), r.block_n,
-                                  r.warps) <= kMaxAccumulators) {
+    if (flash_decode_accumulators(static_cast<int>(s.d), static_cast<int>(m), r.block_n, r.warps) <=
+        kMaxAccumulators) {
       block_m = m;
       if (m >= s.rows()) break;
     }
@@ -342,8 +340,7 @@ Params default_params(const Shape& s, const DeviceInfo& device,
       break;
     }
   Params p = params_for(*row, s, device);
-  if (row != &kSmallest && !valid(p))
-    p = params_for(kSmallest, s, device);
+  if (row != &kSmallest && !valid(p)) p = params_for(kSmallest, s, device);
   return p;
 }
 
