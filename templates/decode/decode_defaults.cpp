@@ -192,11 +192,11 @@ Params merged_params(Config c, const Shape& s, const DeviceInfo& device) {
 std::optional<Params> row_merged(const DecodeDefaults& r, const Shape& s, const DeviceInfo& device,
                                  int block_m) {
   const std::int64_t pairs = s.b * s.hkv;
+  const std::int64_t span = split_span(s, r.block_n);
   if (s.d != kRowMergeHeadDim || !merged_tiles_apply(s, device) || pairs <= kRowMergeMinPairs ||
-      split_span(s, r.block_n) < kWideTilesMinKeys)
+      span < kWideTilesMinKeys)
     return std::nullopt;
   const std::int64_t want = kRowMergeCtasPerSm * device.sm_count / (pairs * row_tiles(s, block_m));
-  const std::int64_t span = split_span(s, r.block_n);
   for (int v : {8, 4, 2})
     if (v <= want && flash_decode_used_splits(span, r.block_n, v) == v)
       return Params{{v, block_m, r.block_n, r.warps, r.stages, 1}};
