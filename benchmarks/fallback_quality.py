@@ -343,6 +343,37 @@ HELD_OUT = [
     ("flash_attention", "b=2,hq=64,hkv=64,nq=600,nk=600,d=64,causal=no"),
     ("flash_attention", "b=12,hq=16,hkv=4,nq=150,nk=150,d=64,causal=yes"),
     ("flash_attention", "b=5,hq=40,hkv=8,nq=256,nk=512,d=64,causal=no"),
+    # 228-233: a second check set for the rule read from 216-221 (d64_fewer_padded_rows),
+    # written at stop 50 with the rule in place, before any sweep of them: nq 100-600 in each of
+    # the rule's padding ranges, keys 100-8192 (long keys: the rule's persistent tiles
+    # unmeasured there), causal and not.
+    ("flash_attention", "b=8,hq=32,hkv=8,nq=100,nk=100,d=64,causal=no"),
+    ("flash_attention", "b=4,hq=32,hkv=8,nq=280,nk=4096,d=64,causal=no"),
+    ("flash_attention", "b=2,hq=32,hkv=32,nq=420,nk=420,d=64,causal=yes"),
+    ("flash_attention", "b=1,hq=96,hkv=8,nq=600,nk=8192,d=64,causal=no"),
+    ("flash_attention", "b=16,hq=8,hkv=8,nq=130,nk=2000,d=64,causal=yes"),
+    ("flash_attention", "b=3,hq=40,hkv=40,nq=230,nk=230,d=64,causal=no"),
+    # 234-239: a third check set, written at stop 50 after 228-233 failed the rule at 2000-4096
+    # keys and its 192-row tiles took 128-key ones from 1024 keys, before any sweep of them:
+    # mostly long keys (1024-16384), both tile heights.
+    ("flash_attention", "b=2,hq=40,hkv=8,nq=290,nk=3000,d=64,causal=yes"),
+    ("flash_attention", "b=8,hq=16,hkv=16,nq=140,nk=1500,d=64,causal=no"),
+    ("flash_attention", "b=1,hq=128,hkv=16,nq=250,nk=6000,d=64,causal=no"),
+    ("flash_attention", "b=4,hq=24,hkv=24,nq=450,nk=1024,d=64,causal=no"),
+    ("flash_attention", "b=6,hq=16,hkv=4,nq=600,nk=600,d=64,causal=yes"),
+    ("flash_attention", "b=2,hq=64,hkv=8,nq=120,nk=16384,d=64,causal=no"),
+    # 240-246: ties of that rule (257-307 rows pad to 384 in 128- or 192-row tiles) after 234 (a
+    # causal tie) ran 1.22x faster in 128-row tiles than in the 192 the tie takes; written at
+    # stop 50 before any sweep of them, to hold two rules against each other: ties to 192 (v2,
+    # dispatched) and ties under a causal mask to 128 (scored from the same trials). Six causal,
+    # and 234's unmasked twin.
+    ("flash_attention", "b=2,hq=40,hkv=8,nq=300,nk=300,d=64,causal=yes"),
+    ("flash_attention", "b=4,hq=32,hkv=8,nq=280,nk=1500,d=64,causal=yes"),
+    ("flash_attention", "b=8,hq=16,hkv=4,nq=260,nk=6000,d=64,causal=yes"),
+    ("flash_attention", "b=1,hq=96,hkv=12,nq=307,nk=307,d=64,causal=yes"),
+    ("flash_attention", "b=3,hq=32,hkv=32,nq=270,nk=800,d=64,causal=yes"),
+    ("flash_attention", "b=16,hq=12,hkv=4,nq=290,nk=2500,d=64,causal=yes"),
+    ("flash_attention", "b=2,hq=40,hkv=8,nq=290,nk=3000,d=64,causal=no"),
 ]
 
 

@@ -251,6 +251,40 @@ std::optional<AttentionDefaults> wgmma_short_keys_tiles(const Shape& s, const De
   return tiles(rows, rows > kSm90RowsPerConsumer || s.d == 128);
 }
 
+/// Peak memory bandwidth per SM from which a Hopper device counts as H200-like for
+/// d64_fewer_padded_rows(): the H200 has 36 GB/s (4.8 TB/s over 132 SMs), the H100 SXM 25.
+constexpr double kH200LikeBytesPerSm = 30e9;
+
+/// d=64 on an H200-like Hopper device (kH200LikeBytesPerSm; memory bandwidth unknown: no), a
+/// plain problem (contiguous K/V, no window, ALiBi or soft-capping), more than 64 query rows
+/// and keys: where wgmma_single_consumer()'s padding clause alone would give one consumer's
+/// 64-row tiles (192-row tiles more than a quarter padding, 128-row ones over more than half the
+/// SMs), the tile height of 192 or 128 rows that pads fewer query rows, 192 on a tie. 192 rows:
+/// three consumers, 3 stages, persistent, in 64-key tiles without turns, or from
+/// kHalfTileLongKeys keys the row's 128-key tiles taking turns; 128 rows: 128 x 128 of two
+/// consumers taking turns, 2 stages, K and V freed apart, persistent. Else nullopt. From
+/// exhaustive sweeps on the H200 (2026-12-03, 128-384 heads, nq 100-700, 100-8192 keys;
+/// benchmarks/results/fallback-h200-2026-12-03-prefill-d64-short.md): on a design set one
+/// consumer's tiles ran 0.78-0.90 of each sweep's fastest point and the fastest tile height was
+/// the one with fewer padded rows; that rule held its check set (0.910 -> 0.986) and failed a
+/// second at 2000-4096 keys, where its 64-key tiles ran 0.82-0.86 and the 128-key ones
+/// 0.985-0.994 (the 128-key switch read from those). The H100's sweeps (nq=420) chose one
+/// consumer, so it keeps that.
+std::optional<AttentionDefaults> d64_fewer_padded_rows(const Shape& s, const DeviceInfo& device) {
+  if (s.d != 64 || device.cc_major != 9 || device.sm_count <= 0 || s.paged() || s.varlen ||
+      s.window > 0 || s.alibi || s.softcap || s.nk <= 64 ||
+      static_cast<double>(device.memory_bandwidth) < kH200LikeBytesPerSm * device.sm_count)
+    return std::nullopt;
+  if (wgmma_single_consumer(s, device, 128) || !wgmma_single_consumer(s, device, 192))
+    return std::nullopt;
+  const auto padded = [&](std::int64_t rows) { return (s.nq + rows - 1) / rows * rows; };
+  if (padded(192) <= padded(128)) {
+    if (s.nk >= kHalfTileLongKeys) return AttentionDefaults{9, 64, 192, 128, 16, 3, 0, 0, 1, 1, 1};
+    return AttentionDefaults{9, 64, 192, 64, 16, 3, 0, 0, 1, 0, 1};
+  }
+  return AttentionDefaults{9, 64, 128, 128, 12, 2, 0, 0, 1, 1, 1, 1};
+}
+
 /// The mma.sync kernel's key tile for few keys on Hopper (its 64-row tiles, with 3 stages when
 /// 32 keys): 32 keys at d=64 (ahead of 64 on 21 of the 23 d=64 sweeps above, by up to 1.4x at
 /// b=16,hq=8,nq=nk=150), and at d=128 where they pad fewer keys than `block_n`'s tiles (mixed
@@ -290,6 +324,11 @@ Params default_params(const Shape& s, DType t, const DeviceInfo& device,
   for (const AttentionDefaults& row : kDefaults) {
     if (row.d != s.d || device.cc_major < row.cc_major) continue;
     const bool short_keys = device.cc_major == 9 && s.nk <= kWgmmaMinKeys;
+    if (row.impl == 1 && row.d == 64 && row.block_m == 192) {
+      // H200-like devices: the tile height with fewer padded rows (d64_fewer_padded_rows).
+      const std::optional<AttentionDefaults> tiles = d64_fewer_padded_rows(s, device);
+      if (tiles && valid(params(*tiles))) return params(*tiles);
+    }
     if (row.impl == 1 && short_keys) {
       // Few keys: the tiles of wgmma_short_keys_tiles, or the mma.sync rows below.
       const std::optional<AttentionDefaults> tiles = wgmma_short_keys_tiles(s, device);
