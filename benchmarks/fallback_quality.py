@@ -343,7 +343,7 @@ HELD_OUT = [
     ("flash_attention", "b=2,hq=64,hkv=64,nq=600,nk=600,d=64,causal=no"),
     ("flash_attention", "b=12,hq=16,hkv=4,nq=150,nk=150,d=64,causal=yes"),
     ("flash_attention", "b=5,hq=40,hkv=8,nq=256,nk=512,d=64,causal=no"),
-    # 228-233: a second check set for the rule read from 216-221 (d64_fewer_padded_rows),
+    # 228-233: a second check set for the rule read from 216-221 (d64_tile_height),
     # written at stop 50 with the rule in place, before any sweep of them: nq 100-600 in each of
     # the rule's padding ranges, keys 100-8192 (long keys: the rule's persistent tiles
     # unmeasured there), causal and not.
@@ -374,6 +374,24 @@ HELD_OUT = [
     ("flash_attention", "b=3,hq=32,hkv=32,nq=270,nk=800,d=64,causal=yes"),
     ("flash_attention", "b=16,hq=12,hkv=4,nq=290,nk=2500,d=64,causal=yes"),
     ("flash_attention", "b=2,hq=40,hkv=8,nq=290,nk=3000,d=64,causal=no"),
+    # 247-252: d=128 in the same regime (short sequences over many heads) on the H200, whose
+    # tile rule (wgmma_d128_tiles) was read from H100 sweeps: a probe, written at stop 50 before
+    # any sweep of them (the d=64 design set's shapes, and 229's, at d=128).
+    ("flash_attention", "b=4,hq=32,hkv=8,nq=300,nk=300,d=128,causal=no"),
+    ("flash_attention", "b=2,hq=48,hkv=8,nq=200,nk=2000,d=128,causal=no"),
+    ("flash_attention", "b=16,hq=12,hkv=12,nq=257,nk=257,d=128,causal=no"),
+    ("flash_attention", "b=1,hq=64,hkv=8,nq=700,nk=700,d=128,causal=yes"),
+    ("flash_attention", "b=8,hq=16,hkv=16,nq=500,nk=500,d=128,causal=yes"),
+    ("flash_attention", "b=4,hq=32,hkv=8,nq=280,nk=4096,d=128,causal=no"),
+    # 253-258: a check set for the d=64 rule's v4 (tile height by waves, 192-row waves costing
+    # 1.5, padding on equal costs), written at stop 50 before any sweep of them: three where v4
+    # and v2 (padding alone) part, three where they agree.
+    ("flash_attention", "b=1,hq=80,hkv=8,nq=290,nk=2000,d=64,causal=no"),
+    ("flash_attention", "b=2,hq=36,hkv=4,nq=280,nk=5000,d=64,causal=yes"),
+    ("flash_attention", "b=4,hq=20,hkv=20,nq=300,nk=700,d=64,causal=no"),
+    ("flash_attention", "b=6,hq=20,hkv=4,nq=140,nk=900,d=64,causal=no"),
+    ("flash_attention", "b=3,hq=24,hkv=8,nq=600,nk=2048,d=64,causal=yes"),
+    ("flash_attention", "b=1,hq=48,hkv=48,nq=450,nk=3000,d=64,causal=no"),
 ]
 
 

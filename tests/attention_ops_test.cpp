@@ -295,8 +295,8 @@ TEST(AttentionProblem, DefaultsFollowTheDevice) {
 
 // d=64 on an H200-like device (36 GB/s of memory per SM; the H100's 25 keep their rows): where
 // one consumer's 64-row tiles would run only because 192-row tiles pad more than a quarter of
-// the rows, the tile height of 192 or 128 that pads fewer, 192 on a tie (d64_fewer_padded_rows,
-// read from H200 sweeps of 2026-12-03).
+// the rows, 192 or 128 rows by their waves on 132 SMs (a 192-row wave costing 1.5), equal costs
+// by padded rows, 192 on a tie (d64_tile_height, read from H200 sweeps of 2026-12-03).
 TEST(AttentionProblem, D64DefaultsOnH200LikeDevices) {
   DeviceInfo h200 = device("sm_90a");
   h200.memory_bandwidth = 4'800'000'000'000;
@@ -313,26 +313,33 @@ TEST(AttentionProblem, D64DefaultsOnH200LikeDevices) {
   const std::string two = "block_m=128,block_n=128,warps=12,stages=2,q_regs=0,smem_pad=0,impl=1,"
                           "pingpong=1,persistent=1,kv_apart=1";
   const std::string one64 = "block_m=64,block_n=64,warps=8,stages=3,q_regs=0,smem_pad=0,impl=1";
-  // 300 rows pad to 384 either way: 192, in 64-key tiles without turns up to 1023 keys, from
-  // 1024 the row's 128-key tiles taking turns.
+  // 300 rows over 128 heads: two waves of 192-row tiles cost as much as three of 128 (3 each)
+  // and pad to 384 either way: 192, in 64-key tiles without turns up to 1023 keys, from 1024
+  // the row's 128-key tiles taking turns. 130 rows over 128 heads: one wave (1.5) against two.
   const std::string tall_long = "block_m=192,block_n=128,warps=16,stages=3,q_regs=0,smem_pad=0,"
                                 "impl=1,pingpong=1,persistent=1";
   EXPECT_EQ(key("b=4,hq=32,hkv=8,nq=300,nk=300,d=64,causal=no", h200), tall);
   EXPECT_EQ(key("b=4,hq=32,hkv=8,nq=300,nk=1023,d=64,causal=no", h200), tall);
   EXPECT_EQ(key("b=4,hq=32,hkv=8,nq=300,nk=1024,d=64,causal=no", h200), tall_long);
   EXPECT_EQ(key("b=16,hq=8,hkv=8,nq=130,nk=2000,d=64,causal=yes", h200), tall_long);
-  // 200 rows pad to 256 in 128-row tiles, 384 in 192.
+  // 200 rows over 96 heads, 400 over 96: as many waves of either height (cost 1.5 against 1).
   EXPECT_EQ(key("b=2,hq=48,hkv=8,nq=200,nk=2000,d=64,causal=no", h200), two);
   EXPECT_EQ(key("b=3,hq=32,hkv=32,nq=400,nk=400,d=64,causal=yes", h200), two);
+  // 290 rows pad to 384 either way, but 160 tiles of 192 rows take two waves (cost 3) where 240
+  // of 128 take two (cost 2): 128.
+  EXPECT_EQ(key("b=1,hq=80,hkv=8,nq=290,nk=2000,d=64,causal=no", h200), two);
   // The H100, and a device of unknown bandwidth, keep one consumer.
   EXPECT_EQ(key("b=4,hq=32,hkv=8,nq=300,nk=1300,d=64,causal=no", h100), one64);
   EXPECT_EQ(key("b=4,hq=32,hkv=8,nq=300,nk=1300,d=64,causal=no", device("sm_90a")), one64);
   EXPECT_EQ(key("b=4,hq=32,hkv=8,nq=300,nk=1300,d=64,causal=no", h200), tall_long);
   // Not reached: 192-row tiles padding a quarter or less (500 in 576), a short grid (2 x 8 x 3
-  // tiles of 128 rows), d=128, a window, a paged cache: the same default as the H100's.
+  // tiles of 128 rows), 128-row tiles filling at most 3/4 of the SMs (96 and 80), d=128, a
+  // window, a paged cache: the same default as the H100's.
   for (const char* shape :
        {"b=8,hq=16,hkv=16,nq=500,nk=500,d=64,causal=yes",
         "b=2,hq=8,hkv=8,nq=300,nk=2000,d=64,causal=no",
+        "b=3,hq=16,hkv=16,nq=140,nk=140,d=64,causal=no",
+        "b=1,hq=40,hkv=8,nq=130,nk=1300,d=64,causal=yes",
         "b=4,hq=32,hkv=8,nq=300,nk=2000,d=128,causal=no",
         "b=4,hq=32,hkv=8,nq=300,nk=2000,d=64,causal=no,window=256",
         "b=4,hq=32,hkv=8,nq=300,nk=2000,d=64,causal=no,page=64"})

@@ -252,33 +252,44 @@ std::optional<AttentionDefaults> wgmma_short_keys_tiles(const Shape& s, const De
 }
 
 /// Peak memory bandwidth per SM from which a Hopper device counts as H200-like for
-/// d64_fewer_padded_rows(): the H200 has 36 GB/s (4.8 TB/s over 132 SMs), the H100 SXM 25.
+/// d64_tile_height(): the H200 has 36 GB/s (4.8 TB/s over 132 SMs), the H100 SXM 25.
 constexpr double kH200LikeBytesPerSm = 30e9;
 
 /// d=64 on an H200-like Hopper device (kH200LikeBytesPerSm; memory bandwidth unknown: no), a
 /// plain problem (contiguous K/V, no window, ALiBi or soft-capping), more than 64 query rows
 /// and keys: where wgmma_single_consumer()'s padding clause alone would give one consumer's
-/// 64-row tiles (192-row tiles more than a quarter padding, 128-row ones over more than half the
-/// SMs), the tile height of 192 or 128 rows that pads fewer query rows, 192 on a tie. 192 rows:
-/// three consumers, 3 stages, persistent, in 64-key tiles without turns, or from
-/// kHalfTileLongKeys keys the row's 128-key tiles taking turns; 128 rows: 128 x 128 of two
-/// consumers taking turns, 2 stages, K and V freed apart, persistent. Else nullopt. From
-/// exhaustive sweeps on the H200 (2026-12-03, 128-384 heads, nq 100-700, 100-8192 keys;
-/// benchmarks/results/fallback-h200-2026-12-03-prefill-d64-short.md): on a design set one
-/// consumer's tiles ran 0.78-0.90 of each sweep's fastest point and the fastest tile height was
-/// the one with fewer padded rows; that rule held its check set (0.910 -> 0.986) and failed a
-/// second at 2000-4096 keys, where its 64-key tiles ran 0.82-0.86 and the 128-key ones
-/// 0.985-0.994 (the 128-key switch read from those). The H100's sweeps (nq=420) chose one
-/// consumer, so it keeps that.
-std::optional<AttentionDefaults> d64_fewer_padded_rows(const Shape& s, const DeviceInfo& device) {
+/// 64-row tiles (192-row tiles more than a quarter padding) and 128-row tiles fill more than 3/4
+/// of the SMs, tiles of 192 or 128 rows: the fewer ceil(tiles / SMs) waves, a 192-row wave
+/// costing 1.5 of a 128-row one (wgmma_d128_tiles' model); on equal costs the height that pads
+/// fewer query rows, 192 on a tie. 192 rows: three consumers, 3 stages, persistent, in 64-key tiles without
+/// turns, or from kHalfTileLongKeys keys the row's 128-key tiles taking turns; 128 rows: 128 x
+/// 128 of two consumers taking turns, 2 stages, K and V freed apart, persistent. Else nullopt.
+/// From exhaustive sweeps of 37 held-out problems on the H200 (2026-12-03, 80-768 heads, nq
+/// 100-700, 100-16384 keys; benchmarks/results/fallback-h200-2026-12-03-prefill-d64-rule.md),
+/// where one consumer's tiles ran 0.63-0.99 of each sweep's fastest point (0.855 geometric
+/// mean), in four rounds each checked on problems written before their sweep: padding alone
+/// (design set 0.987, check set 0.986, failed a second at 2000-4096 keys: 0.916, worst 0.816);
+/// 128-key tiles at 192 rows from 1024 keys (its check set 0.960, worst 0.822: 192-row tiles
+/// over 1.2 waves where 128-row ones fit in 2); the waves model read from all 31 so far, its
+/// check set 0.981, worst 0.894 (padding alone: 0.880 / 0.786 there). All 37: 0.980, worst
+/// 0.862. The H100's sweeps (nq=420) chose one consumer, so it keeps that.
+std::optional<AttentionDefaults> d64_tile_height(const Shape& s, const DeviceInfo& device) {
   if (s.d != 64 || device.cc_major != 9 || device.sm_count <= 0 || s.paged() || s.varlen ||
       s.window > 0 || s.alibi || s.softcap || s.nk <= 64 ||
       static_cast<double>(device.memory_bandwidth) < kH200LikeBytesPerSm * device.sm_count)
     return std::nullopt;
   if (wgmma_single_consumer(s, device, 128) || !wgmma_single_consumer(s, device, 192))
     return std::nullopt;
+  // Nor where the 128-row tiles fill at most 3/4 of the SMs: there the earlier rules' one
+  // consumer or mma.sync tiles were the fastest points (72-96 such tiles, 2026-12-03 sweeps).
+  if (4 * s.b * s.hq * ((s.nq + 127) / 128) <= 3 * device.sm_count) return std::nullopt;
   const auto padded = [&](std::int64_t rows) { return (s.nq + rows - 1) / rows * rows; };
-  if (padded(192) <= padded(128)) {
+  const auto waves = [&](std::int64_t rows) {
+    return (s.b * s.hq * ((s.nq + rows - 1) / rows) + device.sm_count - 1) / device.sm_count;
+  };
+  // A 192-row tile's wave costs 1.5 of a 128-row one's (wgmma_d128_tiles' model).
+  const std::int64_t cost192 = 3 * waves(192), cost128 = 2 * waves(128);
+  if (cost192 < cost128 || (cost192 == cost128 && padded(192) <= padded(128))) {
     if (s.nk >= kHalfTileLongKeys) return AttentionDefaults{9, 64, 192, 128, 16, 3, 0, 0, 1, 1, 1};
     return AttentionDefaults{9, 64, 192, 64, 16, 3, 0, 0, 1, 0, 1};
   }
@@ -325,8 +336,8 @@ Params default_params(const Shape& s, DType t, const DeviceInfo& device,
     if (row.d != s.d || device.cc_major < row.cc_major) continue;
     const bool short_keys = device.cc_major == 9 && s.nk <= kWgmmaMinKeys;
     if (row.impl == 1 && row.d == 64 && row.block_m == 192) {
-      // H200-like devices: the tile height with fewer padded rows (d64_fewer_padded_rows).
-      const std::optional<AttentionDefaults> tiles = d64_fewer_padded_rows(s, device);
+      // H200-like devices: 192 or 128 rows where one consumer's would run (d64_tile_height).
+      const std::optional<AttentionDefaults> tiles = d64_tile_height(s, device);
       if (tiles && valid(params(*tiles))) return params(*tiles);
     }
     if (row.impl == 1 && short_keys) {
