@@ -1,5 +1,5 @@
-// Host side of the MoE layer: the problem, the search space with a reason for every invalid
-// point, the workspace layout, per-architecture defaults, and the launches of the pipeline
+// Host side of the MoE layer: the search space with a reason for every invalid point, the
+// workspace layout, and the launches of the pipeline
 // (zero, route, align, gemm1, gemm2, combine, route and align as one kernel with fuse_route;
 // expert_choice: scores, select, gemm1, gemm2, combine; see moe/args.h) and of its fp32
 // reference.
@@ -11,6 +11,7 @@
 
 #include "ktune/error.hpp"
 #include "templates/moe/args.h"
+#include "templates/moe/moe_defaults.hpp"
 #include "templates/moe/gemm_args.h"
 #include "templates/moe/gemm_sm90_args.h"
 #include "templates/moe/gemm_ws_args.h"
@@ -22,14 +23,7 @@
 namespace ktune {
 namespace {
 
-enum Dim : std::size_t { kE, kK, kH, kI, kT, kRouting, kNGroup, kTopkGroup };
-enum Param : std::size_t {
-  kBlockM,
-  kBn1, kBk1, kWarps1, kWarpsM1, kStages1, kGroup1, kPrefetch1, kEpi1, kImpl1,
-  kBn2, kBk2, kWarps2, kWarpsM2, kStages2, kGroup2, kPrefetch2, kEpi2, kImpl2,
-  kAlignChunk, kRouteLanes, kRouteVec, kCombineVec, kSplit2, kPersist1, kPersist2, kFuseRoute,
-  kCluster1, kCluster2
-};
+using namespace moe;
 
 // Mirrors of the kernels' limits (route.cuh and align.cuh hold them beside CUDA-only code).
 constexpr int kMaxExperts = 256;      // kMoeMaxExperts, kMoeAlignMaxExperts
@@ -51,63 +45,6 @@ constexpr int kEcSelectThreads = 1024;  // expert_choice select: one block per e
 constexpr std::int64_t kMaxTokens = 65536;
 constexpr std::int64_t kMaxRow = 65536;  // h and i
 constexpr std::size_t kAlign = 256;      // workspace region alignment
-
-struct Shape {
-  int e, k, h, i, t, routing, n_group, topk_group;
-  bool expert_choice() const { return routing == moe_expert_choice; }
-  /// expert_choice: tokens per expert.
-  int capacity() const { return moe_expert_capacity(t, k, e); }
-  /// (token, expert) pairs: T * k, or E * C with expert_choice.
-  long long pairs() const {
-    return expert_choice() ? static_cast<long long>(e) * capacity() : static_cast<long long>(t) * k;
-  }
-  /// Router logits in, ids and weights out (optional outputs).
-  bool routed() const { return routing != moe_precomputed; }
-  /// The route kernel and the aux loss: the top-k modes with logits.
-  bool route_kernel() const { return routed() && !expert_choice(); }
-  /// A combine kernel sums pairs into y (top-k with k = 1: gemm2 writes y itself).
-  bool combines() const { return k > 1 || expert_choice(); }
-};
-
-Shape shape_of(const Problem& p) {
-  const auto at = [&](Dim d) { return static_cast<int>(p.values[d]); };
-  return {at(kE), at(kK), at(kH), at(kI), at(kT), at(kRouting), at(kNGroup), at(kTopkGroup)};
-}
-
-/// One grouped GEMM's tunables (moe_gemm_kernel's template arguments after BLOCK_M).
-struct GemmTile {
-  int bn, bk, warps, warps_m, stages;
-  int group_m;   // CTA order: 0 launch order, else groups of group_m row blocks
-  int prefetch;  // L2 prefetch bytes of weight loads (0, 256)
-  int epi;       // 1: the output tile goes through shared memory, 16-byte stores
-  int impl;      // 0: moe_gemm_kernel (mma.sync); 1: moe_gemm_sm90_kernel (wgmma, sm_90a);
-                 // 2: moe_gemm_ws_kernel (warp-specialised wgmma + TMA, sm_90a)
-  int persist;   // impl 2: a CTA per SM looping over tiles: 1 = moe_gemm_ws_persistent_kernel
-                 // (a fixed stride), 2 = moe_gemm_ws_dynamic_kernel (tiles from a counter)
-  int cluster = 1;  // impl 2, persist 0: CTAs per cluster (2: pairs share the weight tile)
-};
-
-struct Config {
-  int block_m;
-  GemmTile g1, g2;
-  int align_chunk;  // 0: one-block align kernel
-  int route_lanes, route_vec, combine_vec;
-  int split2;  // gemm2 split-k: > 1 writes fp32 partial sums that the combine adds
-  bool fuse_route;  // route and align in one block (moe_route_align_kernel)
-  bool fp8;    // dtype e4m3: FP8 weights; x and act quantised per row before each GEMM
-  int eb() const { return fp8 ? 1 : 2; }  // bytes of a GEMM operand element
-};
-
-Config config_of(const Params& p, DType t) {
-  const auto at = [&](Param i) { return static_cast<int>(p.values[i]); };
-  return {at(kBlockM),
-          {at(kBn1), at(kBk1), at(kWarps1), at(kWarpsM1), at(kStages1), at(kGroup1), at(kPrefetch1),
-           at(kEpi1), at(kImpl1), at(kPersist1), at(kCluster1)},
-          {at(kBn2), at(kBk2), at(kWarps2), at(kWarpsM2), at(kStages2), at(kGroup2), at(kPrefetch2),
-           at(kEpi2), at(kImpl2), at(kPersist2), at(kCluster2)},
-          at(kAlignChunk), at(kRouteLanes), at(kRouteVec), at(kCombineVec), at(kSplit2),
-          at(kFuseRoute) != 0, t == DType::e4m3};
-}
 
 std::string str(long long v) { return std::to_string(v); }
 /// The element type of x, act, y and the pair outputs: bf16 under FP8 (e4m3) weights.
@@ -345,88 +282,6 @@ RefLayout reference_layout(const Shape& s) {
   l.total = at;
   return l;
 }
-
-/// Built-in configuration per architecture and regime. Should not affect results, only speed.
-/// The regime is the mean rows an expert receives (t * k over the experts reached, mean_rows),
-/// not t: how many times each weight byte is used is what separates weight streaming from tensor
-/// work, and layers differ in k / e (Mixtral 1/4, DeepSeek-V3 1/32). The first row with
-/// cc_major <= the device's, mean rows <= max_rows and i <= max_i applies; a row invalid for the
-/// problem (shared memory, shape) falls through to kSafe.
-struct MoeDefaults {
-  int cc_major;     // first compute capability (major) this row applies to
-  int max_rows;     // mean rows per expert up to this count
-  int max_i;        // intermediate size (gemm2's k extent) up to this
-  int block_m;      // rows per GEMM block = align block (few rows: little padding per expert)
-  GemmTile g1;      // gemm1: act columns, k step, warps, warps along M, ring, CTA order, prefetch
-  GemmTile g2;      // gemm2
-  int align_chunk;  // 0: one-block align; else pairs per block of the three-kernel path
-  int route_lanes;  // threads per token in the route kernel
-  int combine_vec;  // elements per thread of the combine
-};
-constexpr int kAnyI = 1 << 30;
-constexpr MoeDefaults kDefaults[] = {
-    // Hopper (sm_90a) runs the same mma.sync kernels below kWgmmaMinRows. First read from the GEMM
-    // harness on the H100 (benchmarks/moe/gemm_h100_2026-11-23.log) with t in place of rows;
-    // re-read on the H200 (2026-12-02) from layers no earlier row came from
-    // (benchmarks/results/moe-default-quality-h200-2026-12-02.md, OLMoE, DeepSeek-V3, gpt-oss-20b,
-    // Mixtral-8x22B, then Qwen1.5-MoE, Phi-3.5-MoE, DBRX) and the shipped h200.db rows. Up to 16
-    // rows per expert (weight streaming): gemm1 64 columns on 4 warps, 128-wide k steps, 4 stages
-    // (within 2 % of each sweep's best gemm1 there; 128 columns 2-3 % behind at 11 rows; the old
-    // 32-column, 2-warp, 6-stage tile 2-8 % behind); gemm2 32 columns on 2 warps where its k extent
-    // is short (i <= 4096: 2-7 % ahead of 64 on 4 warps), 128 on 4 warps where it is long
-    // (Mixtral-8x22B's i = 16384: 3 % ahead of 32). Up to 32 rows: gemm1 128 columns on 4 warps
-    // (the best or within 1.5 % at 11-22 rows; 64 columns was 10 % behind at DeepSeek-V3's 22);
-    // gemm2 128 columns in 64-wide k steps, groups of 8 row blocks, where i is short (DeepSeek-V3:
-    // 64 x 128 steps 8-12 % behind), 64 x 128 where it is long (Mixtral-8x22B: 3 % ahead of 128 x
-    // 64). From 32 to 64 rows gemm1 64 columns on 4 warps (8 % ahead of 256 on 8 at 50 rows, level
-    // on the other layer measured there). Large rows take wide tiles.
-    {9, 16, 4096, 16, {64, 128, 4, 1, 4, 0, 0, 0, 0}, {32, 128, 2, 1, 4, 0, 0, 0, 0}, 0, 8, 8},
-    {9, 16, kAnyI, 16, {64, 128, 4, 1, 4, 0, 0, 0, 0}, {128, 128, 4, 1, 4, 0, 0, 0, 0}, 0, 8, 8},
-    {9, 32, 4096, 32, {128, 128, 4, 1, 3, 0, 0, 0, 0}, {128, 64, 4, 1, 4, 8, 0, 0, 0}, 0, 8, 8},
-    {9, 32, kAnyI, 32, {128, 128, 4, 1, 3, 0, 0, 0, 0}, {64, 128, 4, 1, 4, 0, 0, 0, 0}, 0, 8, 8},
-    {9, 512, kAnyI, 64, {64, 64, 4, 1, 3, 0, 0, 0, 0}, {128, 64, 4, 1, 4, 8, 0, 0, 0}, 0, 8, 8},
-    {9, 1 << 30, kAnyI, 128, {128, 64, 8, 2, 4, 0, 0, 0, 0}, {256, 64, 8, 2, 3, 8, 0, 0, 0}, 4096,
-     8, 8},
-    // Ampere (sm_80) and later: 164 KiB of shared memory, fewer stages. Not measured on an sm_80
-    // GPU; written for Mixtral's t (rows = t / 4) and kept at those rows.
-    {8, 8, kAnyI, 16, {64, 64, 4, 1, 3, 0, 0, 0, 0}, {64, 64, 4, 1, 3, 0, 0, 0, 0}, 0, 8, 8},
-    {8, 64, kAnyI, 32, {64, 64, 4, 2, 3, 0, 0, 0, 0}, {64, 64, 4, 2, 3, 0, 0, 0, 0}, 0, 8, 8},
-    {8, 512, kAnyI, 64, {64, 64, 4, 2, 3, 0, 0, 0, 0}, {64, 64, 4, 2, 3, 0, 0, 0, 0}, 0, 8, 8},
-    {8, 1 << 30, kAnyI, 128, {64, 32, 8, 2, 3, 0, 0, 0, 0}, {128, 32, 8, 2, 3, 0, 0, 0, 0}, 4096,
-     8, 8},
-};
-/// sm_90a with at least kWgmmaMinRows rows per expert on average (t * k / e): both GEMMs on
-/// the wgmma kernel, whatever t. On the H100 (benchmarks/results/moe-wgmma-h100-2026-11-23.md)
-/// this is the best point of the Mixtral T=4096 sweep (1024 rows per expert; 1.27x the mma.sync
-/// row; its align_chunk=0 and 4096 within 1 %, 4096 up to 7 % ahead at DeepSeek T=4096) and
-/// within 8 % of DeepSeek T=4096's (512 rows; 1.20x); where experts got 128 rows (DeepSeek
-/// T=1024) the best wgmma gemm1 was 5 % slower than the mma.sync row, and at 256 (Mixtral
-/// T=1024) the wgmma points won by 1.1-1.2x. gemm2 takes 256 columns: the full Mixtral sweep of
-/// the night of 2026-11-23 (benchmarks/results/moe-sweep-mixtral-13buckets-h100-2026-11-23.txt)
-/// chose bn2=256 at T=1024, 2048 and 4096, 1.08-1.10x ahead of this row with bn2=128.
-/// The same tiles on the warp-specialised kernel (impl 2): in the GEMM harness on the H100
-/// (benchmarks/moe/SM90.md, 2026-11-24) gemm1 1.04-1.23x and gemm2 1.05-1.30x the impl=1 kernel
-/// at Mixtral and DeepSeek-like T=1024 and 4096; the whole layer, graph-captured, 1.01-1.09x
-/// impl=1 at those four points, and at 128 rows per expert (DeepSeek-like T=1024) 1.18x the
-/// mma.sync row that was the default there (benchmarks/results/moe-ws-h100-2026-11-24.md), so
-/// the threshold moved from 256 to 128 rows per expert. On the H200 (2026-12-02) at 64-88 rows
-/// the warp-specialised gemm1 won in 4 of 5 layers (DeepSeek-V3 at 78 rows 0.89x the mma.sync
-/// row's time, gpt-oss-20b at 88 0.93x, OLMoE at 88 1.03x; the shipped rows of Mixtral at 64
-/// and Qwen3-30B-A3B at 64 chose it), so it starts at 64.
-constexpr MoeDefaults kWgmma = {9, 1 << 30, kAnyI, 128, {128, 64, 8, 1, 4, 0, 0, 0, 2},
-                                {256, 64, 8, 1, 4, 8, 0, 0, 2}, 4096, 8, 8};
-constexpr long long kWgmmaMinRows = 64;
-/// Pairs (t * k) up to which softmax routings default to fuse_route=1: the sweeps of the shipped
-/// h200.db and of the held-out layers of 2026-12-02 chose it at 34 of 34 such problems up to 200
-/// pairs, at none of 9 from 256.
-constexpr long long kFuseDefaultMaxPairs = 200;
-/// Rows of kDefaults up to this many rows per expert stream the weights (spread_gemm2).
-constexpr long long kStreamRows = 16;
-/// gemm2's split-k is searched up to this many rows per expert on average (t * k / e).
-constexpr long long kSplitMaxRows = 128;
-/// Valid for every problem problem_reason() accepts on any sm_80+ device: small tiles, 2 stages.
-constexpr MoeDefaults kSafe = {8, 0, kAnyI, 16, {64, 32, 4, 1, 2, 0, 0, 0, 0},
-                               {64, 32, 4, 1, 2, 0, 0, 0, 0}, 0, 8, 8};
 
 /// Launches a.kernels[0], [1], ... in turn, each with a 1-D block, an (x, y, z) grid and
 /// clusters of `cluster` CTAs along x.
@@ -1121,78 +976,9 @@ class MoeOp final : public Op {
   }
 
   Params default_params(const Problem& problem, DType t, const DeviceInfo& device) const override {
-    const Shape s = shape_of(problem);
-    const auto params = [&](const MoeDefaults& r) {
-      // Route kernel: a warp per token from 32 experts on (one or two scores per lane instead
-      // of eight: its top-k loop is a chain of warp reductions, latency-bound); the DeepSeek-like
-      // sweeps on the H100 picked route_lanes=32 at T=16 and 128, 6 % of the T=16 call faster
-      // in the sweep (benchmarks/moe/NOTES.md). Narrower routers keep 8 lanes, 4 logits each.
-      const int lanes = s.e >= 32 ? 32 : r.route_lanes;
-      const int vec = lanes == 32 || s.e % 4 != 0 ? 1 : 4;
-      // The row's block_m, lowered to the smallest one that holds an expert's mean rows when
-      // fewer tokens than the row assumes reach each expert (else the point is pruned).
-      int bm = r.block_m;
-      const int fit = fitting_block_m(s);
-      if (bm > fit) bm = fit;
-      // e4m3 rows hold half the bytes: twice the k step keeps a ring slot's bytes (and covers
-      // the e4m3 minimum of 64).
-      const auto bk = [&](int k) { return t == DType::e4m3 ? std::min(256, 2 * k) : k; };
-      return Params{{bm, r.g1.bn, bk(r.g1.bk), r.g1.warps, std::min(r.g1.warps_m, bm / 16),
-                     r.g1.stages, r.g1.group_m, r.g1.prefetch, r.g1.epi, r.g1.impl, r.g2.bn,
-                     bk(r.g2.bk), r.g2.warps, std::min(r.g2.warps_m, bm / 16), r.g2.stages,
-                     r.g2.group_m, r.g2.prefetch, r.g2.epi, r.g2.impl,
-                     s.pairs() > r.align_chunk && !s.expert_choice() ? r.align_chunk : 0,
-                     s.route_kernel() ? lanes : 8, s.route_kernel() ? vec : 1,
-                     s.combines() ? r.combine_vec : tunables_[kCombineVec].values.front(), 1, 0,
-                     0, 0, 1, 1}};
-    };
-    // Few pairs routed by softmax: route and align in one block (fuse_route; worth ~1-3 % of
-    // such calls in the sweeps); sigmoid_group's longer per-token selection is faster spread
-    // over the route kernel's blocks (benchmarks/moe/NOTES.md, 2026-11-25).
-    const bool fuse = s.route_kernel() && s.routing != moe_sigmoid_group &&
-                      s.pairs() <= kFuseDefaultMaxPairs;
-    const auto valid = [&](Params& p) {
-      fit_columns(p, s);
-      if (fuse && p.values[kAlignChunk] == 0) {
-        // The one block routes its tokens a few at a time: a warp per token, a score per lane,
-        // at every e (in the same sweeps the fastest route point or within 0.3 % of it at 12 of
-        // 12 fused problems; 8 lanes of 4 scores 1-6 % behind at e = 16 and 24).
-        Params f = p;
-        f.values[kFuseRoute] = 1;
-        f.values[kRouteLanes] = 32;
-        f.values[kRouteVec] = 1;
-        if (!invalid_reason(f, problem, t, device)) {
-          p = f;
-          return true;
-        }
-      }
+    return moe::default_params(shape_of(problem), t, device, lists(), [&](const Params& p) {
       return !invalid_reason(p, problem, t, device);
-    };
-    if (device.arch() == "sm_90a" && !s.expert_choice() &&
-        s.pairs() >= kWgmmaMinRows * std::min<long long>(s.e, s.pairs())) {
-      Params p = params(kWgmma);
-      // Its 128-row block even where 64 hold the mean (64-127 rows): the warp-specialised
-      // kernel's two consumer warpgroups take 64 rows each, and the shipped Mixtral row at 64 rows
-      // per expert chose this point (one block per expert: each weight byte streamed once).
-      p.values[kBlockM] = std::min<std::int64_t>(kWgmma.block_m, widest_block_m(s));
-      // e4m3 gemm1 on the warp-specialised kernel keeps a second accumulator set: bn1 <= 64.
-      if (t == DType::e4m3) p.values[kBn1] = std::min<std::int64_t>(p.values[kBn1], 64);
-      if (valid(p)) return p;
-    }
-    for (const MoeDefaults& row : kDefaults) {
-      if (device.cc_major < row.cc_major || mean_rows(s) > row.max_rows || s.i > row.max_i)
-        continue;
-      Params p = params(row);
-      if (row.max_rows <= kStreamRows) {
-        Params q = spread_gemm2(p, s, device.sm_count);
-        if (q.values != p.values && valid(q)) return q;
-      }
-      if (valid(p)) return p;
-      break;
-    }
-    Params p = params(kSafe);
-    fit_columns(p, s);
-    return p;
+    });
   }
 
  private:
@@ -1355,77 +1141,19 @@ class MoeOp final : public Op {
     return st[index];
   }
 
-  /// Mean rows an expert receives: T * k pairs over the min(e, T * k) experts they can reach.
-  static long long mean_rows(const Shape& s) {
-    const long long used = std::min<long long>(s.e, s.pairs());
-    return (s.pairs() + used - 1) / used;
+  /// The listed values the defaults fit a table row to (moe_defaults.hpp).
+  Lists lists() const {
+    return {tunables_[kBlockM].values, tunables_[kBn1].values, tunables_[kBn2].values,
+            tunables_[kCombineVec].values.front()};
   }
-
-  /// Smallest listed block_m that holds the mean rows an expert receives; the largest when none
-  /// does.
   int fitting_block_m(const Shape& s) const {
-    const long long rows = mean_rows(s);
-    const std::vector<std::int64_t>& v = tunables_[kBlockM].values;
-    for (std::int64_t bm : v)
-      if (bm >= rows) return static_cast<int>(bm);
-    return static_cast<int>(v.back());
+    return moe::fitting_block_m(s, tunables_[kBlockM].values);
   }
-
-  /// Largest block_m worth measuring: the fitting one, or the next listed size where the mean
-  /// is above half the fitting block. Routing spreads the rows around their mean (about half of
-  /// the experts get more than it), so there a block one size up holds most experts' rows in one
-  /// block, and each expert's weights are streamed by one row block instead of two. Expert
-  /// choice gives every expert exactly its capacity: no spread.
   int widest_block_m(const Shape& s) const {
-    const int fit = fitting_block_m(s);
-    if (s.expert_choice() || 2 * mean_rows(s) <= fit) return fit;  // expert choice: C rows each
-    const std::vector<std::int64_t>& v = tunables_[kBlockM].values;
-    for (std::int64_t bm : v)
-      if (bm > fit) return static_cast<int>(bm);
-    return fit;
+    return moe::widest_block_m(s, tunables_[kBlockM].values);
   }
-
-  /// Smallest listed block_n covering n columns in one block, but at least 64: a 32-column
-  /// tile needs warps_m >= 2 and so block_m >= 32, which the block_m pruning may have ruled out
-  /// (64 columns work with every block_m at 4 warps). The largest when none covers n.
   int fitting_block_n(Param which, int n) const {
-    const std::vector<std::int64_t>& v = tunables_[which].values;
-    for (std::int64_t bn : v)
-      if (bn >= n && bn >= 64) return static_cast<int>(bn);
-    return static_cast<int>(v.back());
-  }
-
-  /// Streaming rows (few tokens an expert): gemm2 has ceil(h / bn2) column blocks for each of
-  /// the at most min(e, t * k) experts reached, times split2. Where that leaves more than half
-  /// the SMs without a block, bn2 halves (down to 64) and split2 doubles (up to 4) until every
-  /// SM has one. Narrower tiles alone lose (H200, 2026-12-03, benchmarks/moe/NOTES.md: 64 columns
-  /// without split-k 0.96x / 0.95x the speed of 128 at 128 and 96 blocks); with split-k they win
-  /// where the grid was a quarter to a half of the SMs (JetMoE h = 2048 at 1-2 tokens: 0.80-0.82
-  /// of the best -> 0.92). On six problems swept after this was written: 0.919 -> 0.981 of the
-  /// best, the default 1.068x faster.
-  static Params spread_gemm2(Params p, const Shape& s, int sm_count) {
-    if (sm_count <= 0 || s.expert_choice()) return p;
-    const long long experts = std::min<long long>(s.e, s.pairs());
-    const auto blocks = [&] {
-      const long long bn = p.values[kBn2];
-      return (s.h + bn - 1) / bn * experts * p.values[kSplit2];
-    };
-    if (2 * blocks() >= sm_count) return p;
-    while (blocks() < sm_count) {
-      if (p.values[kBn2] > 64)
-        p.values[kBn2] /= 2;
-      else if (p.values[kSplit2] < 4)
-        p.values[kSplit2] *= 2;
-      else
-        break;
-    }
-    return p;
-  }
-
-  /// Lowers a default's bn1 / bn2 where i / h are narrower than the tile (else pruned).
-  void fit_columns(Params& p, const Shape& s) const {
-    p.values[kBn1] = std::min<std::int64_t>(p.values[kBn1], fitting_block_n(kBn1, s.i));
-    p.values[kBn2] = std::min<std::int64_t>(p.values[kBn2], fitting_block_n(kBn2, s.h));
+    return moe::fitting_block_n(tunables_[which].values, n);
   }
 
   /// Why the point cannot be instantiated (no device needed) or can never win, or nullopt.
@@ -1599,7 +1327,7 @@ class MoeOp final : public Op {
              (widest == fit ? "block_m=" + str(fit) + " already holds"
                             : "block_m=" + str(fit) + " holds the mean, " + str(widest) +
                                   " the experts above it, of") +
-             " the ~" + str(mean_rows(s)) + " rows per expert of t*k=" + str(s.pairs()) +
+             " the ~" + str(s.mean_rows()) + " rows per expert of t*k=" + str(s.pairs()) +
              " pairs over e=" + str(s.e) + " experts: a larger block only adds padding rows";
     for (const bool gated : {true, false}) {
       const GemmTile& g = gated ? c.g1 : c.g2;
