@@ -128,6 +128,18 @@ std::vector<Job> attention_jobs() {
             add(few, t, op.default_params(few, t, dev), arch, true);
           }
         }
+        if (d == 64 && dev.cc_major == 9) {
+          // An H200-like device (its memory bandwidth per SM): the tiles of d64_tile_height,
+          // 192 x 64 without turns, 192 x 128 with turns, 128 x 128 with K and V apart.
+          DeviceInfo h200 = dev;
+          h200.memory_bandwidth = 4'800'000'000'000;
+          for (const char* shape : {"b=4,hq=32,hkv=8,nq=300,nk=300,d=64",
+                                    "b=4,hq=32,hkv=8,nq=300,nk=2000,d=64,causal=yes",
+                                    "b=2,hq=48,hkv=8,nq=200,nk=2000,d=64"}) {
+            const Problem p = flash_attention_op().parse_problem(shape);
+            add(p, t, op.default_params(p, t, h200), arch, true);
+          }
+        }
         const std::vector<Params> valid = Space(op, problem(d, false), t, dev).valid_points();
         for (std::size_t i : test::covering_sample(valid, full ? 3 : 10, t == DType::f16))
           add(problem(d, (i % 2 == 1) != (t == DType::f16)), t, valid[i], arch, false);
