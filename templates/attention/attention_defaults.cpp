@@ -261,34 +261,34 @@ constexpr double kH200LikeBytesPerSm = 30e9;
 /// 64-row tiles (192-row tiles more than a quarter padding) and 128-row tiles fill more than 3/4
 /// of the SMs, tiles of 192 or 128 rows: the fewer ceil(tiles / SMs) waves, a 192-row wave
 /// costing 1.5 of a 128-row one (wgmma_d128_tiles' model); on equal costs the height that pads
-/// fewer query rows, 192 on a tie. 192 rows: three consumers, 3 stages, persistent, in 64-key tiles without
-/// turns, or from kHalfTileLongKeys keys the row's 128-key tiles taking turns; 128 rows: 128 x
-/// 128 of two consumers taking turns, 2 stages, K and V freed apart, persistent. Else nullopt.
-/// From exhaustive sweeps of 37 held-out problems on the H200 (2026-12-03, 80-768 heads, nq
-/// 100-700, 100-16384 keys; benchmarks/results/fallback-h200-2026-12-03-prefill-d64-rule.md),
-/// where one consumer's tiles ran 0.63-0.99 of each sweep's fastest point (0.855 geometric
-/// mean), in four rounds each checked on problems written before their sweep: padding alone
-/// (design set 0.987, check set 0.986, failed a second at 2000-4096 keys: 0.916, worst 0.816);
-/// 128-key tiles at 192 rows from 1024 keys (its check set 0.960, worst 0.822: 192-row tiles
-/// over 1.2 waves where 128-row ones fit in 2); the waves model read from all 31 so far, its
-/// check set 0.981, worst 0.894 (padding alone: 0.880 / 0.786 there). All 37: 0.980, worst
-/// 0.862. The H100's sweeps (nq=420) chose one consumer, so it keeps that.
+/// fewer query rows, 192 on a tie. 192 rows: three consumers, 3 stages, persistent, in 64-key
+/// tiles without turns, or from kHalfTileLongKeys keys the row's 128-key tiles taking turns;
+/// 128 rows: 128 x 128 of two consumers taking turns, 2 stages, K and V freed apart,
+/// persistent. Else nullopt. From exhaustive sweeps of 37 held-out problems on the H200
+/// (2026-12-03, 80-768 heads, nq 100-700, 100-16384 keys;
+/// benchmarks/results/fallback-h200-2026-12-03-prefill-d64-rule.md), where one consumer's tiles
+/// ran 0.63-0.99 of each sweep's fastest point (0.855 geometric mean), in four rounds each
+/// checked on problems written before their sweep: padding alone (design set 0.987, check set
+/// 0.986, failed a second at 2000-4096 keys: 0.916, worst 0.816); 128-key tiles at 192 rows from
+/// 1024 keys (its check set 0.960, worst 0.822: 192-row tiles over 1.2 waves where 128-row ones
+/// fit in 2); the waves model read from all 31 so far, its check set 0.981, worst 0.894 (padding
+/// alone: 0.880 / 0.786 there). All 37: 0.980, worst 0.862. The H100's sweeps (nq=420) chose
+/// one consumer, so it keeps that.
 std::optional<AttentionDefaults> d64_tile_height(const Shape& s, const DeviceInfo& device) {
   if (s.d != 64 || device.cc_major != 9 || device.sm_count <= 0 || s.paged() || s.varlen ||
-      s.window > 0 || s.alibi || s.softcap || s.nk <= 64 ||
+      s.window > 0 || s.alibi || s.softcap || s.nq <= kSm90RowsPerConsumer || s.nk <= 64 ||
       static_cast<double>(device.memory_bandwidth) < kH200LikeBytesPerSm * device.sm_count)
     return std::nullopt;
-  if (wgmma_single_consumer(s, device, 128) || !wgmma_single_consumer(s, device, 192))
+  const auto tiles = [&](std::int64_t rows) { return s.b * s.hq * ((s.nq + rows - 1) / rows); };
+  // With 128-row tiles on at most 3/4 of the SMs the earlier rules' one consumer or mma.sync
+  // tiles were the fastest points (72-96 such tiles, 2026-12-03 sweeps).
+  if (!wgmma_single_consumer(s, device, 192) || 4 * tiles(128) <= 3 * device.sm_count)
     return std::nullopt;
-  // Nor where the 128-row tiles fill at most 3/4 of the SMs: there the earlier rules' one
-  // consumer or mma.sync tiles were the fastest points (72-96 such tiles, 2026-12-03 sweeps).
-  if (4 * s.b * s.hq * ((s.nq + 127) / 128) <= 3 * device.sm_count) return std::nullopt;
-  const auto padded = [&](std::int64_t rows) { return (s.nq + rows - 1) / rows * rows; };
   const auto waves = [&](std::int64_t rows) {
-    return (s.b * s.hq * ((s.nq + rows - 1) / rows) + device.sm_count - 1) / device.sm_count;
+    return (tiles(rows) + device.sm_count - 1) / device.sm_count;
   };
-  // A 192-row tile's wave costs 1.5 of a 128-row one's (wgmma_d128_tiles' model).
-  const std::int64_t cost192 = 3 * waves(192), cost128 = 2 * waves(128);
+  const auto padded = [&](std::int64_t rows) { return (s.nq + rows - 1) / rows * rows; };
+  const std::int64_t cost192 = 3 * waves(192), cost128 = 2 * waves(128);  // in half waves
   if (cost192 < cost128 || (cost192 == cost128 && padded(192) <= padded(128))) {
     if (s.nk >= kHalfTileLongKeys) return AttentionDefaults{9, 64, 192, 128, 16, 3, 0, 0, 1, 1, 1};
     return AttentionDefaults{9, 64, 192, 64, 16, 3, 0, 0, 1, 0, 1};
