@@ -437,7 +437,7 @@ TEST(MoeSpace, ThreeConsumerWarpSpecialisedGemm) {
 // 128-column gemm2 tiles and three stages), and never there on sm_80.
 TEST(MoeSpace, StagedSweepReachesThreeConsumerTiles) {
   for (const char* arch : {"sm_90a", "sm_80"})
-    for (std::int64_t t : {1024, 4096}) {
+    for (const int t : {1024, 4096}) {
       const DeviceInfo dev = device(arch);
       const Problem p = problem(kMixtral, t);
       const Space space(op(), p, DType::bf16, dev);
@@ -915,8 +915,9 @@ TEST(MoeRun, FusedRouteAndAlign) {
     Params f = fuse(op().default_params(q, DType::bf16, h100));
     f.values[op().param_index("align_chunk")] = 0;
     EXPECT_EQ(reason(f, q).empty(), ok) << shape << " t=" << t << ": " << reason(f, q);
-    if (!ok)
+    if (!ok) {
       EXPECT_TRUE(contains(reason(f, q), "at most 1024 tokens and 4096 pairs")) << reason(f, q);
+    }
   }
   const Problem big = problem(kDeepSeek, 512);
   Params chunked = fuse(op().default_params(big, DType::bf16, h100));
