@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "templates/attention/args_sm90.h"
+#include "templates/device_class.hpp"
 
 namespace ktune::attention {
 namespace {
@@ -251,11 +252,7 @@ std::optional<AttentionDefaults> wgmma_short_keys_tiles(const Shape& s, const De
   return tiles(rows, rows > kSm90RowsPerConsumer || s.d == 128);
 }
 
-/// Peak memory bandwidth per SM from which a Hopper device counts as H200-like for
-/// d64_tile_height(): the H200 has 36 GB/s (4.8 TB/s over 132 SMs), the H100 SXM 25.
-constexpr double kH200LikeBytesPerSm = 30e9;
-
-/// d=64 on an H200-like Hopper device (kH200LikeBytesPerSm; memory bandwidth unknown: no), a
+/// d=64 on a Hopper device with the H200's fast memory (fast_memory_per_sm; unknown: no), a
 /// plain problem (contiguous K/V, no window, ALiBi or soft-capping), more than 64 query rows
 /// and keys: where wgmma_single_consumer()'s padding clause alone would give one consumer's
 /// 64-row tiles (192-row tiles more than a quarter padding) and 128-row tiles fill more than 3/4
@@ -277,7 +274,7 @@ constexpr double kH200LikeBytesPerSm = 30e9;
 std::optional<AttentionDefaults> d64_tile_height(const Shape& s, const DeviceInfo& device) {
   if (s.d != 64 || device.cc_major != 9 || device.sm_count <= 0 || s.paged() || s.varlen ||
       s.window > 0 || s.alibi || s.softcap || s.nq <= kSm90RowsPerConsumer || s.nk <= 64 ||
-      static_cast<double>(device.memory_bandwidth) < kH200LikeBytesPerSm * device.sm_count)
+      !fast_memory_per_sm(device))
     return std::nullopt;
   const auto tiles = [&](std::int64_t rows) { return s.b * s.hq * ((s.nq + rows - 1) / rows); };
   // With 128-row tiles on at most 3/4 of the SMs the earlier rules' one consumer or mma.sync

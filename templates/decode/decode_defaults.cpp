@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <optional>
 
+#include "templates/device_class.hpp"
+
 namespace ktune::decode {
 namespace {
 
@@ -71,11 +73,10 @@ constexpr FewPairsTiles kFewPairsTiles[] = {{96, 64, 4, 2}, {128, 64, 4, 2}, {25
 constexpr int kFewPairsCtasPerSm = 4;  // at most, as shared memory allows
 
 /// Tiles for one wave of one CTA per (batch, KV head) pair, the grid 70-100 % of the SMs, on a
-/// device whose memory feeds each SM at least kWideTilesBytesPerSm (peak): 128-key tiles of 8
+/// device with the H200's fast memory per SM (fast_memory_per_sm): 128-key tiles of 8
 /// warps, 3 stages (twice the row's bytes in flight per CTA; see params_for). Head dims 64 and
 /// 128, where they were measured.
 constexpr FewPairsTiles kWideTiles[] = {{64, 128, 8, 3}, {128, 128, 8, 3}};
-constexpr double kWideTilesBytesPerSm = 30e9;     // the H200 36 GB/s, the H100 SXM 25
 constexpr std::int64_t kWideTilesMinKeys = 1024;  // keys in reach: a window of 128 is not a stream
 
 /// Tiles for one row tile at d=32 on sm_90, contiguous fixed-length K/V, where they give 2
@@ -204,14 +205,14 @@ std::optional<Params> row_merged(const DecodeDefaults& r, const Shape& s, const 
 }
 
 /// The wide tiles (kWideTiles) for this problem and device, or nullptr: one row tile, sm_90,
-/// contiguous K/V, a listed head dim, peak memory bandwidth of at least kWideTilesBytesPerSm
-/// per SM (unknown: no), at least kWideTilesMinKeys keys in reach (a 128-key window ran 0.94x
+/// contiguous K/V, a listed head dim, the H200's fast memory per SM (fast_memory_per_sm;
+/// unknown: no), at least kWideTilesMinKeys keys in reach (a 128-key window ran 0.94x
 /// of the fastest point with them, 0.97x with the row's), and one CTA per SM leaving the row's
 /// split count at 1 with a grid of 70-100 % of the SMs.
 const FewPairsTiles* wide_tiles(const DecodeDefaults& r, const Shape& s, const DeviceInfo& device,
                                 int block_m) {
   if (s.rows() > 16 || device.cc_major < 9 || device.sm_count <= 0 || s.paged() || s.varlen ||
-      static_cast<double>(device.memory_bandwidth) < kWideTilesBytesPerSm * device.sm_count ||
+      !fast_memory_per_sm(device) ||
       split_span(s, r.block_n) < kWideTilesMinKeys)
     return nullptr;
   const Config one = with_splits(r, s, device, block_m, r.split_keys);
