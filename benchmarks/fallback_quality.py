@@ -392,6 +392,40 @@ HELD_OUT = [
     ("flash_attention", "b=6,hq=20,hkv=4,nq=140,nk=900,d=64,causal=no"),
     ("flash_attention", "b=3,hq=24,hkv=8,nq=600,nk=2048,d=64,causal=yes"),
     ("flash_attention", "b=1,hq=48,hkv=48,nq=450,nk=3000,d=64,causal=no"),
+    # 259-265: a check set for 64-key tiles at 128 rows (d64_tile_height: nk <= 128, or causal
+    # below 512 keys; read at stop 51 from the 31 problems given 128 x 128), written before any
+    # sweep of them; 265 causal with more keys than queries, which none of those had.
+    ("flash_attention", "b=16,hq=16,hkv=16,nq=120,nk=120,d=64,causal=no"),
+    ("flash_attention", "b=24,hq=16,hkv=4,nq=110,nk=110,d=64,causal=yes"),
+    ("flash_attention", "b=12,hq=24,hkv=24,nq=230,nk=230,d=64,causal=yes"),
+    ("flash_attention", "b=48,hq=8,hkv=8,nq=100,nk=100,d=64,causal=no"),
+    ("flash_attention", "b=14,hq=28,hkv=4,nq=80,nk=80,d=64,causal=no"),
+    ("flash_attention", "b=16,hq=20,hkv=20,nq=400,nk=400,d=64,causal=yes"),
+    ("flash_attention", "b=9,hq=16,hkv=16,nq=270,nk=460,d=64,causal=yes"),
+    # 266-271: d=96 on the wgmma kernel (stop 51: d=128's padded tiles, d=128's default rules),
+    # held-out shapes written before any sweep of d=96 with it: Phi-3-mini-like heads (32 x 96),
+    # grouped-query, short, chunked prefill (nq < nk), few keys.
+    ("flash_attention", "b=1,hq=32,hkv=32,nq=3000,nk=3000,d=96,causal=yes"),
+    ("flash_attention", "b=4,hq=32,hkv=32,nq=1000,nk=1000,d=96,causal=no"),
+    ("flash_attention", "b=2,hq=40,hkv=10,nq=2000,nk=2000,d=96,causal=yes"),
+    ("flash_attention", "b=8,hq=32,hkv=32,nq=300,nk=300,d=96,causal=yes"),
+    ("flash_attention", "b=1,hq=32,hkv=8,nq=777,nk=5000,d=96,causal=yes"),
+    ("flash_attention", "b=16,hq=24,hkv=24,nq=120,nk=120,d=96,causal=no"),
+    # 272-276: a check set for the causal bound of 64-key tiles at 128 rows, moved from 512 to
+    # 256 keys after 259-265 (stop 51), written before any sweep of them: three causal problems
+    # at 200-250 keys (64-key tiles), two at 270 and 300 (128-key).
+    ("flash_attention", "b=12,hq=24,hkv=24,nq=200,nk=200,d=64,causal=yes"),
+    ("flash_attention", "b=10,hq=32,hkv=8,nq=250,nk=250,d=64,causal=yes"),
+    ("flash_attention", "b=8,hq=40,hkv=8,nq=240,nk=240,d=64,causal=yes"),
+    ("flash_attention", "b=10,hq=20,hkv=20,nq=270,nk=270,d=64,causal=yes"),
+    ("flash_attention", "b=7,hq=32,hkv=8,nq=200,nk=300,d=64,causal=yes"),
+    # 277-280: a check set for a causal bound of 384 keys (three 128-key tiles) instead of 256,
+    # read from 275, 276 and stop 50's causal 300 (64-key tiles 2-4 % faster on each), written
+    # before any sweep of them; the prediction: 64-key tiles >= 1.02x faster on each.
+    ("flash_attention", "b=6,hq=40,hkv=8,nq=200,nk=330,d=64,causal=yes"),
+    ("flash_attention", "b=12,hq=16,hkv=16,nq=200,nk=370,d=64,causal=yes"),
+    ("flash_attention", "b=10,hq=20,hkv=20,nq=300,nk=300,d=64,causal=yes"),
+    ("flash_attention", "b=8,hq=24,hkv=8,nq=200,nk=290,d=64,causal=yes"),
 ]
 
 

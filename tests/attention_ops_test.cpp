@@ -140,7 +140,7 @@ TEST(AttentionProblem, KeysWrittenBeforeTheVariantsParseWithThemOff) {
             "false, true>");
 }
 
-// Defaults that follow the device: on Hopper the wgmma kernel at d=64/128/256, with one
+// Defaults that follow the device: on Hopper the wgmma kernel at d=64/96/128/256, with one
 // consumer's 64-row tiles for short grids (wgmma_single_consumer); on the A100 the mma.sync rows,
 // a short grid halved to block_m=64 when its waves of 64-row tiles (0.55 of a 128-row one) cost
 // less (held-out problems measured on the H100 with those rows).
@@ -281,9 +281,11 @@ TEST(AttentionProblem, DefaultsFollowTheDevice) {
             std::string(one64) + ",persistent=1");
   EXPECT_EQ(key("b=2,hq=16,hkv=16,nq=4096,nk=4096,d=256,causal=no,varlen=yes", "sm_90a"),
             "block_m=128,block_n=64,warps=12,stages=2,q_regs=0,smem_pad=0,impl=1,pingpong=1");
-  // d=32 and d=96: their Hopper rows (measured fastest); a short grid there is not halved.
+  // d=96 on Hopper: d=128's wgmma rules (since 2026-12-04). d=32: its Hopper row (measured
+  // fastest); a short grid there is not halved.
   EXPECT_EQ(key("b=2,hq=24,hkv=24,nq=4096,nk=4096,d=96,causal=no", "sm_90a"),
-            "block_m=128,block_n=64,warps=4,stages=2,q_regs=0,smem_pad=0,impl=0");
+            "block_m=128,block_n=128,warps=12,stages=3,q_regs=0,smem_pad=0,impl=1,pingpong=1,"
+            "persistent=1");
   EXPECT_EQ(key("b=1,hq=4,hkv=4,nq=300,nk=300,d=32,causal=no", "sm_90a"),
             "block_m=128,block_n=128,warps=4,stages=3,q_regs=1,smem_pad=0,impl=0");
   EXPECT_EQ(key("b=2,hq=24,hkv=24,nq=4096,nk=4096,d=96,causal=no", "sm_80"),
@@ -324,7 +326,16 @@ TEST(AttentionProblem, D64DefaultsOnH200LikeDevices) {
   EXPECT_EQ(key("b=16,hq=8,hkv=8,nq=130,nk=2000,d=64,causal=yes", h200), tall_long);
   // 200 rows over 96 heads, 400 over 96: as many waves of either height (cost 1.5 against 1).
   EXPECT_EQ(key("b=2,hq=48,hkv=8,nq=200,nk=2000,d=64,causal=no", h200), two);
+  // 128 rows take 64-key tiles where one 128-key tile would hold every key, and under a causal
+  // mask up to 256 keys.
+  const std::string two64 = "block_m=128,block_n=64,warps=12,stages=2,q_regs=0,smem_pad=0,"
+                            "impl=1,pingpong=1,persistent=1,kv_apart=1";
   EXPECT_EQ(key("b=3,hq=32,hkv=32,nq=400,nk=400,d=64,causal=yes", h200), two);
+  EXPECT_EQ(key("b=12,hq=24,hkv=24,nq=230,nk=256,d=64,causal=yes", h200), two64);
+  EXPECT_EQ(key("b=12,hq=24,hkv=24,nq=230,nk=257,d=64,causal=yes", h200), two);
+  EXPECT_EQ(key("b=3,hq=32,hkv=32,nq=400,nk=400,d=64,causal=no", h200), two);
+  EXPECT_EQ(key("b=16,hq=16,hkv=16,nq=128,nk=128,d=64,causal=no", h200), two64);
+  EXPECT_EQ(key("b=16,hq=16,hkv=16,nq=128,nk=129,d=64,causal=no", h200), two);
   // 290 rows pad to 384 either way, but 160 tiles of 192 rows take two waves (cost 3) where 240
   // of 128 take two (cost 2): 128.
   EXPECT_EQ(key("b=1,hq=80,hkv=8,nq=290,nk=2000,d=64,causal=no", h200), two);
@@ -586,7 +597,24 @@ TEST(AttentionSpace, WgmmaKernelPointsAndTheirReasons) {
   const char* two = "block_m=128,block_n=128,warps=12,stages=2,q_regs=0,smem_pad=0,impl=1";
   EXPECT_EQ(why(two, kMha), "");
   EXPECT_EQ(why(two, kMha, "sm_80"), "impl=1 (wgmma, TMA) needs sm_90a; the device is 8.0");
-  EXPECT_TRUE(contains(why(two, "b=2,hq=16,hkv=16,nq=4096,nk=4096,d=96"), "d = 64, 128 or 256"));
+  EXPECT_TRUE(contains(why(two, "b=2,hq=16,hkv=16,nq=4096,nk=4096,d=32"),
+                       "d = 64, 96, 128 or 256"));
+  // d=96 (since 2026-12-04): 16-bit types, d=128's padded tiles and its register limits.
+  const char* d96 = "b=2,hq=16,hkv=16,nq=4096,nk=4096,d=96";
+  EXPECT_EQ(why(two, d96), "");
+  EXPECT_EQ(op().invalid_reason(op().parse_params(two), op().parse_problem(d96), DType::e4m3,
+                                device("sm_90a")).value_or(""),
+            "block_m=128,block_n=128,warps=12,stages=2,q_regs=0,smem_pad=0,impl=1: e4m3 takes "
+            "D = 128 or 256 (its rows fill whole 128-byte swizzled column blocks)");
+  EXPECT_TRUE(contains(why("block_m=192,block_n=128,warps=16,stages=2,q_regs=0,smem_pad=0,impl=1",
+                           d96),
+                       "3 consumer warpgroups and block_n=128 at d=96 spills"));
+  EXPECT_TRUE(contains(why("block_m=192,block_n=64,warps=16,stages=2,q_regs=0,smem_pad=0,impl=1",
+                           "b=2,hq=16,hkv=16,nq=4096,nk=4096,d=96,page=16"),
+                       "paged cache and 3 consumer warpgroups at d=96 spills"));
+  EXPECT_EQ(why("block_m=128,block_n=64,warps=12,stages=2,q_regs=0,smem_pad=0,impl=1,reg_split=0",
+                d96),
+            "");
   // Varlen: the producer's threads copy the tiles; one CTA per query tile, 16-bit types.
   const char* varlen = "b=2,hq=16,hkv=16,nq=4096,nk=4096,d=128,varlen=yes";
   EXPECT_EQ(why(two, varlen), "");

@@ -624,6 +624,12 @@ INSTANTIATE_TEST_SUITE_P(Variants, GpuAttentionVariants,
                                             ::testing::Values(std::int64_t{64}, std::int64_t{128}),
                                             ::testing::Values(DType::bf16, DType::f16)),
                          variant_name);
+// d=96 (the wgmma kernel in d=128's padded shared layout, since 2026-12-04): bf16 only.
+INSTANTIATE_TEST_SUITE_P(VariantsD96, GpuAttentionVariants,
+                         ::testing::Combine(::testing::ValuesIn(kVariantCases),
+                                            ::testing::Values(std::int64_t{96}),
+                                            ::testing::Values(DType::bf16)),
+                         variant_name);
 
 // ---- the persistent wgmma kernel with a few CTAs ----
 
@@ -997,6 +1003,11 @@ INSTANTIATE_TEST_SUITE_P(Varlen, GpuAttentionVarlen,
                                                               std::int64_t{256}),
                                             ::testing::Values(DType::bf16, DType::f16)),
                          varlen_name);
+INSTANTIATE_TEST_SUITE_P(VarlenD96, GpuAttentionVarlen,
+                         ::testing::Combine(::testing::ValuesIn(kVarlenCases),
+                                            ::testing::Values(std::int64_t{96}),
+                                            ::testing::Values(DType::f16)),
+                         varlen_name);
 
 // ---- paged K/V ----
 
@@ -1145,6 +1156,15 @@ INSTANTIATE_TEST_SUITE_P(Paged, GpuAttentionPaged,
                                             ::testing::Values(std::int64_t{16},
                                                               std::int64_t{64},
                                                               std::int64_t{256})),
+                         paged_name);
+// d=96: 16-key pages copy a tile's last 16-byte chunks in a partial round of the producer's
+// threads (gather_tile), 64-key pages by TMA boxes past the tensor's d.
+INSTANTIATE_TEST_SUITE_P(PagedD96, GpuAttentionPaged,
+                         ::testing::Combine(::testing::ValuesIn(kPagedCases),
+                                            ::testing::Values(std::int64_t{96}),
+                                            ::testing::Values(DType::bf16),
+                                            ::testing::Values(std::int64_t{16},
+                                                              std::int64_t{64})),
                          paged_name);
 
 // ---- bad arguments through the C API ----

@@ -58,6 +58,13 @@ KTUNE_ATTN90_HD constexpr long long fp8_vt_keys(long long seq_k) {
 /// Query rows one consumer warpgroup owns (one m64 wgmma tile).
 constexpr int kSm90RowsPerConsumer = 64;
 
+/// The columns flash_attention_sm90's shared tiles hold per row: d rounded up to whole 128-byte
+/// column blocks (d = 96: 128, the last 32 columns zeros from the TMA box past the tensor's d
+/// that the products never read).
+KTUNE_ATTN90_HD constexpr int flash_attention_sm90_tile_cols(int d, int elem_bytes = 2) {
+  return (d * elem_bytes + 127) / 128 * 128 / elem_bytes;
+}
+
 /// Dynamic shared memory of flash_attention_sm90: each consumer's Q tile, STAGES K and V tiles,
 /// the barriers (Q full and empty, per stage K full, V full, empty, and with kv_apart V empty),
 /// and 1024 bytes of slack to align the swizzled tiles to 1024 bytes.
@@ -65,7 +72,7 @@ KTUNE_ATTN90_HD constexpr unsigned flash_attention_sm90_smem_bytes(int d, int bl
                                                                    int consumers, int stages,
                                                                    int elem_bytes = 2,
                                                                    bool kv_apart = false) {
-  return static_cast<unsigned>(elem_bytes * d *
+  return static_cast<unsigned>(elem_bytes * flash_attention_sm90_tile_cols(d, elem_bytes) *
                                    (kSm90RowsPerConsumer * consumers + 2 * block_n * stages) +
                                8 * (2 + (kv_apart ? 4 : 3) * stages) + 1024);
 }
@@ -83,9 +90,10 @@ KTUNE_ATTN90_HD constexpr const char* flash_attention_sm90_invalid_reason(int d,
                                                                           int consumers,
                                                                           int stages,
                                                                           int elem_bytes = 2) {
-  if (d != 64 && d != 128 && d != 256) return "the wgmma kernel takes D = 64, 128 or 256";
-  if (elem_bytes == 1 && d == 64)
-    return "e4m3 takes D = 128 or 256 (a 64-byte row has no 128-byte swizzle)";
+  if (d != 64 && d != 96 && d != 128 && d != 256)
+    return "the wgmma kernel takes D = 64, 96, 128 or 256";
+  if (elem_bytes == 1 && (d == 64 || d == 96))
+    return "e4m3 takes D = 128 or 256 (its rows fill whole 128-byte swizzled column blocks)";
   if (elem_bytes == 1 && block_n != 128)
     return "e4m3 takes BLOCK_N = 128 (a Vt tile row is BLOCK_N bytes, the 128-byte swizzle's)";
   if (block_n != 64 && block_n != 80 && block_n != 128)

@@ -10,6 +10,10 @@
 namespace ktune::attention {
 namespace {
 
+/// d=96 runs the wgmma kernel in d=128's shared layout (flash_attention_sm90_tile_cols), so its
+/// Hopper defaults follow d=128's rules.
+bool like_d128(std::int64_t d) { return d == 96 || d == 128; }
+
 /// Built-in configuration per architecture and head dimension. Should not affect results, only
 /// speed. The first row with cc_major <= the device's and the problem's d applies.
 struct AttentionDefaults {
@@ -38,6 +42,10 @@ constexpr AttentionDefaults kDefaults[] = {
     {9, 64, 192, 128, 16, 3, 0, 0, 1, 1},
     {9, 64, 128, 128, 12, 3, 0, 0, 1, 1},  // where the row above spills (a window, ALiBi)
     {9, 128, 128, 128, 12, 3, 0, 0, 1, 1},
+    // d=96 on the same kernel (its tiles padded to d=128's shared layout, the products at 96
+    // columns): d=128's row and rules (like_d128), where the mma.sync row below held
+    // 0.66-0.82x cuDNN on the H200 (benchmarks/results/attention-d96-h200-2026-12-04.md).
+    {9, 96, 128, 128, 12, 3, 0, 0, 1, 1},
     // d=256: two consumers of 80-key tiles taking turns, in 2 stages with K and V freed apart
     // (d256_single_consumer() for short grids); the row below where that cannot run (paged,
     // varlen, a window or ALiBi).
@@ -166,7 +174,9 @@ constexpr std::int64_t kCausal192MinRows = 2048;
 /// H100 (benchmarks/results/attention-persistent-h100-2026-11-24.md): d=128 1.06-1.16x at nk =
 /// 512-4096, 0.98-0.99x at 8192 and 16384; d=64 1.01-1.10x at 512 and 1024, 0.94-0.98x from
 /// 2048. A window bounds the keys a tile sees like a short sequence.
-std::int64_t persistent_max_keys(std::int64_t d) { return d == 64 ? 1024 : d == 128 ? 4096 : 0; }
+std::int64_t persistent_max_keys(std::int64_t d) {
+  return d == 64 ? 1024 : like_d128(d) ? 4096 : 0;
+}
 
 /// Whether the wgmma default with tiles of `rows` query rows runs persistently (given more tiles
 /// than SMs). d=256 (one consumer's 64-row tiles): always, the fastest point of 3 of 4 held-out
@@ -179,7 +189,7 @@ std::int64_t persistent_max_keys(std::int64_t d) { return d == 64 ? 1024 : d == 
 /// persistent_max_keys.
 bool wgmma_persistent(const Shape& s, int rows) {
   if (s.d == 256) return true;
-  if ((s.d != 64 && s.d != 128) || rows <= kSm90RowsPerConsumer) return false;
+  if ((s.d != 64 && !like_d128(s.d)) || rows <= kSm90RowsPerConsumer) return false;
   if (s.causal) return true;
   const std::int64_t keys = s.window > 0 ? std::min(s.nk, s.window) : s.nk;
   return keys <= persistent_max_keys(s.d);
@@ -217,7 +227,7 @@ bool wgmma_persistent(const Shape& s, int rows) {
 /// optimum), then 8 more (check set), two of which (nq=48 at d=128: one consumer, persistent
 /// 1.26x; nq=nk=64: mma.sync 1.32x) set the last two clauses.
 std::optional<AttentionDefaults> wgmma_short_keys_tiles(const Shape& s, const DeviceInfo& device) {
-  if ((s.d != 64 && s.d != 128) || device.sm_count <= 0) return std::nullopt;
+  if ((s.d != 64 && !like_d128(s.d)) || device.sm_count <= 0) return std::nullopt;
   const auto padded = [&](std::int64_t rows) { return (s.nq + rows - 1) / rows * rows; };
   std::int64_t rows = 192;
   for (const std::int64_t r : {128, 64}) {
@@ -240,7 +250,7 @@ std::optional<AttentionDefaults> wgmma_short_keys_tiles(const Shape& s, const De
   if (fits_one_wave(kSm90RowsPerConsumer))
     return tiles(kSm90RowsPerConsumer, false, s.causal ? 64 : 128);
   if (fits_one_wave(rows)) {
-    if (s.d != 128 || s.nq <= kSm90RowsPerConsumer) return std::nullopt;
+    if (!like_d128(s.d) || s.nq <= kSm90RowsPerConsumer) return std::nullopt;
     const std::int64_t r = fits_one_wave(128) ? 128 : 192;
     if (s.causal) return tiles(r, false);
     // Without a mask: consumers taking turns, 128-key tiles in 2 stages at 128 rows where they
@@ -249,7 +259,7 @@ std::optional<AttentionDefaults> wgmma_short_keys_tiles(const Shape& s, const De
     const bool wide = r == 128 && (s.nk + 127) / 128 * 128 == (s.nk + 63) / 64 * 64;
     return tiles(r, r == 128, wide ? 128 : 64, wide ? 2 : 3, true);
   }
-  return tiles(rows, rows > kSm90RowsPerConsumer || s.d == 128);
+  return tiles(rows, rows > kSm90RowsPerConsumer || like_d128(s.d));
 }
 
 /// d=64 on a Hopper device with the H200's fast memory (fast_memory_per_sm; unknown: no), a
@@ -261,7 +271,7 @@ std::optional<AttentionDefaults> wgmma_short_keys_tiles(const Shape& s, const De
 /// fewer query rows, 192 on a tie. 192 rows: three consumers, 3 stages, persistent, in 64-key
 /// tiles without turns, or from kHalfTileLongKeys keys the row's 128-key tiles taking turns;
 /// 128 rows: 128 x 128 of two consumers taking turns, 2 stages, K and V freed apart,
-/// persistent. Else nullopt. From exhaustive sweeps of 37 held-out problems on the H200
+/// persistent (64-key tiles at few keys, below). Else nullopt. From exhaustive sweeps of 37 held-out problems on the H200
 /// (2026-12-03, 80-768 heads, nq 100-700, 100-16384 keys;
 /// benchmarks/results/fallback-h200-2026-12-03-prefill-d64-rule.md), where one consumer's tiles
 /// ran 0.63-0.99 of each sweep's fastest point (0.855 geometric mean), in four rounds each
@@ -290,7 +300,13 @@ std::optional<AttentionDefaults> d64_tile_height(const Shape& s, const DeviceInf
     if (s.nk >= kHalfTileLongKeys) return AttentionDefaults{9, 64, 192, 128, 16, 3, 0, 0, 1, 1, 1};
     return AttentionDefaults{9, 64, 192, 64, 16, 3, 0, 0, 1, 0, 1};
   }
-  return AttentionDefaults{9, 64, 128, 128, 12, 2, 0, 0, 1, 1, 1, 1};
+  // 64-key tiles where one 128-key tile would hold every key, or under a causal mask up to 256
+  // keys. Read from the 31 problems given 128 x 128 so far (stop 51, 2026-12-04; nq = nk =
+  // 90-128: 0.87-0.94 -> 0.96-0.99 of their sweeps' fastest), first with the causal bound at
+  // 512, which its check set refuted at 400 and 460 keys (0.97 / 0.94 -> 0.89 / 0.92) while
+  // confirming the rest (80-120 keys 0.88-0.95 -> 0.95-1.00, causal 230 keys 0.978 -> 0.991).
+  const int block_n = s.nk <= 128 || (s.causal && s.nk <= 256) ? 64 : 128;
+  return AttentionDefaults{9, 64, 128, block_n, 12, 2, 0, 0, 1, 1, 1, 1};
 }
 
 /// The mma.sync kernel's key tile for few keys on Hopper (its 64-row tiles, with 3 stages when
@@ -374,7 +390,7 @@ Params default_params(const Shape& s, DType t, const DeviceInfo& device,
         with.values[kPersistent] = 1;
         return valid(with) ? with : q;
       };
-      if (s.d == 128) {
+      if (like_d128(s.d)) {
         AttentionDefaults tiles = wgmma_d128_tiles(s, device);
         // Causal with enough 192-row tiles to fill the GPU and at least kCausal192MinRows
         // query rows: three consumers of 64-key tiles without turns, persistent, were the

@@ -766,11 +766,15 @@ class FlashAttentionOp final : public Op {
              " consumer warpgroups at d=" + str(s.d) + " spills (the producer's " +
              (consumers(c) == 3 ? "32" : "40") + " registers); " +
              (consumers(c) == 3 ? "block_m=64 or 128" : "block_m=64") + ", or persistent=0";
+    // NVRTC, CUDA 13.0: 8 bytes of spills at d=96 (three consumers' 160 registers, paged).
+    if (s.paged() && s.d == 96 && consumers(c) == 3)
+      return std::string("impl=1 with a paged cache and 3 consumer warpgroups at d=96 spills "
+                         "(their 160 registers): block_m=64 or 128");
     if (s.varlen && c.persistent)
       return std::string("impl=1 with varlen=yes runs one CTA per query tile (persistent=0): "
                          "its tiles past a sequence's end leave at once");
-    if (s.d != 64 && s.d != 128 && s.d != 256)
-      return "impl=1 takes d = 64, 128 or 256; d=" + str(s.d) + " runs with impl=0";
+    if (s.d != 64 && s.d != 96 && s.d != 128 && s.d != 256)
+      return "impl=1 takes d = 64, 96, 128 or 256; d=" + str(s.d) + " runs with impl=0";
     // With 2 stages the next K tile goes into the slot P V still reads; with 3 or more it
     // loads a whole tile ahead anyway.
     if (c.kv_apart && c.stages != 2)
@@ -811,9 +815,10 @@ class FlashAttentionOp final : public Op {
     // Three consumers get 160 registers each; what spills there (attention_compile_test: 280-352
     // bytes for d=128 with 128-key tiles, 176-192 for d=64 with 128-key tiles and a window or
     // ALiBi) is refused rather than measured.
-    if (consumers(c) == 3 && c.block_n == 128 && (s.d == 128 || s.window > 0 || s.alibi))
+    if (consumers(c) == 3 && c.block_n == 128 && (s.d == 96 || s.d == 128 || s.window > 0 ||
+                                                  s.alibi))
       return "impl=1 with 3 consumer warpgroups and block_n=128 at d=" + str(s.d) +
-             (s.d == 128 ? "" : " with a window or ALiBi") +
+             (s.d == 96 || s.d == 128 ? "" : " with a window or ALiBi") +
              " spills (160 registers per thread); block_n=64 or block_m=128 fit";
     if (c.pingpong && consumers(c) == 1)
       return std::string("pingpong=1 needs 2 or 3 consumer warpgroups (block_m=128 or 192)");
@@ -825,13 +830,13 @@ class FlashAttentionOp final : public Op {
       // Without reallocation a consumer thread has 168 (2 consumers) or 128 (3) registers:
       // ptxas (CUDA 13.0, every variant on) spills beyond these, and serialises wgmmas.
       const bool fits = t != DType::e4m3 && c.block_n == 64 &&
-                        (s.d == 64 || (s.d == 128 && consumers(c) == 2));
+                        (s.d == 64 || ((s.d == 96 || s.d == 128) && consumers(c) == 2));
       if (!fits)
         return "reg_split=0 leaves each consumer thread " +
                str(consumers(c) == 2 ? 168 : 128) + " registers, which spill at d=" + str(s.d) +
                ", block_n=" + str(c.block_n) + ", " + str(consumers(c)) + " consumers" +
                (t == DType::e4m3 ? " (e4m3)" : "") +
-               ": it fits 16-bit tiles of block_n=64 at d=64 (2 or 3 consumers) or d=128 (2)";
+               ": it fits 16-bit tiles of block_n=64 at d=64 (2 or 3 consumers) or d=96 and 128 (2)";
     }
     if (c.q_regs || c.smem_pad)
       return std::string("impl=1 keeps Q in shared memory in the 128-byte swizzle: q_regs=0 and "

@@ -26,7 +26,11 @@
 // left window, soft-capping, ALiBi, rows without any visible key give O = 0 and LSE = -inf.
 // Q, K and V are read through tensor maps (args_sm90.h), so rows past Nq or Nk arrive as zeros;
 // keys past Nk are masked, rows past Nq are not written. Not here (the host gives reasons):
-// D other than 64/128/256.
+// D other than 64/96/128/256.
+//
+// D = 96 (16-bit): the tiles keep the 128-byte column blocks of D = 128 (Layout), the products
+// read only the 96 columns: Q K^T in 6 k16 steps (4 in the first block, 2 in the second), and
+// O += P V as m64n96k16, whose MN-major B spans a block and a half.
 //
 // VARLEN (variable-length batches, args.h: packed rows, cu_seqlens): the host cannot know how
 // many rows the packed tensors hold (the offsets live on the GPU), so no tensor map could bound
@@ -75,11 +79,13 @@ namespace attn90 {
 /// Shared-memory layout (byte offsets from a 1024-byte-aligned base). Every tile is a stack of
 /// 128-byte column blocks (64 16-bit or 128 e4m3 columns), each [rows][128 bytes] in the
 /// 128-byte swizzle, as one TMA box writes it. An e4m3 V tile (Vt) is D rows of BLOCK_N = 128
-/// keys: as many bytes as a K tile.
+/// keys: as many bytes as a K tile. D = 96 takes two blocks, the second half used (its columns
+/// 96..127 come as zeros from the box past the tensor's d, or are left unwritten by the
+/// producer's copies; no product reads them).
 template <int D, int BLOCK_N, int CONSUMERS, int STAGES, int BYTES = 2, bool KV_APART = false>
 struct Layout {
   static constexpr int COLS = 128 / BYTES;                         // columns per block
-  static constexpr int BLOCKS = D / COLS;                          // column blocks of a row
+  static constexpr int BLOCKS = (D + COLS - 1) / COLS;             // column blocks of a row
   static constexpr unsigned Q_BLOCK = kSm90RowsPerConsumer * 128;  // one column block of Q
   static constexpr unsigned Q_TILE = Q_BLOCK * BLOCKS;             // one consumer's rows
   static constexpr unsigned KV_BLOCK = BLOCK_N * 128;
@@ -122,10 +128,11 @@ __device__ __forceinline__ void gather_tile(unsigned dst, const T* src, long lon
                                             int rows_left, int ptid) {
   constexpr int CPR = D * static_cast<int>(sizeof(T)) / 16;  // 16-byte chunks per row
   constexpr int CPB = wg::kSw128RowBytes / 16;                // chunks per column block row
-  static_assert(ROWS * CPR % 128 == 0, "whole rounds of the producer's 128 threads");
+  constexpr int ITEMS = ROWS * CPR;  // a last partial round at d = 96 with 16-row pages
 #pragma unroll 2
-  for (int j = 0; j < ROWS * CPR / 128; ++j) {
+  for (int j = 0; j < (ITEMS + 127) / 128; ++j) {
     const int i = ptid + 128 * j;
+    if (ITEMS % 128 != 0 && i >= ITEMS) break;
     const int r = i / CPR, c = i % CPR;
     const bool ok = r < rows_left;
     attn::cp_async_16(
@@ -318,7 +325,7 @@ template <typename T, int D, int BLOCK_N, int CONSUMERS, int STAGES, bool PINGPO
           bool REG_SPLIT = true, bool VARLEN = false, int PAGE = 0, bool KV_APART = false>
 __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
     flash_attention_sm90(const __grid_constant__ FlashAttentionSm90Args args) {
-  static_assert(D == 64 || D == 128 || D == 256, "D must be 64, 128 or 256");
+  static_assert(D == 64 || D == 96 || D == 128 || D == 256, "D must be 64, 96, 128 or 256");
   static_assert(BLOCK_N == 64 || BLOCK_N == 80 || BLOCK_N == 128, "BLOCK_N must be 64, 80 or 128");
   static_assert(CONSUMERS >= 1 && CONSUMERS <= 3, "1 to 3 consumer warpgroups");
   static_assert(STAGES >= 2 && STAGES <= 6, "STAGES must be 2 to 6");

@@ -1,7 +1,8 @@
 // Hopper warpgroup MMA (wgmma.mma_async, sm_90a): shared-memory matrix descriptors for K-major
 // 16-bit tiles in the 128-byte swizzle, the fence / commit / wait protocol, m64nNk16 products with
-// A and B from shared memory (N = 64, 80, 128, 256; bf16 and fp16 in, fp32 accumulators), and where
-// each of a thread's accumulators sits in the m64 x N tile.
+// A and B from shared memory (N = 64, 80, 128, 256; bf16 and fp16 in, fp32 accumulators) or A from
+// registers (N = 64, 96, 128, 256), and where each of a thread's accumulators sits in the m64 x N
+// tile.
 //
 // NVRTC alone: no headers. Host code (g++) may include this file too: the descriptor, swizzle
 // and fragment-layout functions are plain constexpr (the tests check them on the CPU); the
@@ -92,7 +93,9 @@ KTUNE_WG_HD constexpr unsigned long long sw128_desc(unsigned smem_addr, unsigned
 /// columns the product's N). In the canonical MN-major layout ((8 x 16 B, n), (8 rows, k)) the
 /// leading byte offset is the stride between the 64-column blocks (`block_bytes`, K rows x 128)
 /// and the stride byte offset that between groups of 8 rows (1024). One k16 step reads 16 rows:
-/// the start moves by 16 x 128 = 2048 bytes, a whole number of swizzle atoms.
+/// the start moves by 16 x 128 = 2048 bytes, a whole number of swizzle atoms. N = 96 (flash
+/// attention's V at d = 96) reads a block and the first half of the next, addressed as whole
+/// blocks are (checked on the H200 by gpu_attention_test's d=96 cases).
 KTUNE_WG_HD constexpr unsigned long long sw128_mn_desc(unsigned smem_addr, unsigned block_bytes) {
   return make_desc(smem_addr, block_bytes, kSw128AtomBytes, swizzle_128b);
 }
@@ -209,6 +212,9 @@ struct MmaRS;
 // N = 80 (flash attention's key tiles at d = 256): 40 accumulators.
 #define KTUNE_WG_REGS_40 \
   KTUNE_WG_R0_9 KTUNE_WG_R10(1) KTUNE_WG_R10(2) "%30, %31, %32, %33, %34, %35, %36, %37, %38, %39"
+// N = 96 (O at d = 96): 48 accumulators.
+#define KTUNE_WG_REGS_48 \
+  KTUNE_WG_R0_9 KTUNE_WG_R10(1) KTUNE_WG_R10(2) KTUNE_WG_R10(3) "%40, %41, %42, %43, %44, %45, %46, %47"
 #define KTUNE_WG_REGS_64                                                                    \
   KTUNE_WG_R0_9 KTUNE_WG_R10(1) KTUNE_WG_R10(2) KTUNE_WG_R10(3) KTUNE_WG_R10(4) KTUNE_WG_R10(5) \
   "%60, %61, %62, %63"
@@ -223,6 +229,7 @@ struct MmaRS;
 #define KTUNE_WG_F32(b) \
   KTUNE_WG_F8(b), KTUNE_WG_F8((b) + 8), KTUNE_WG_F8((b) + 16), KTUNE_WG_F8((b) + 24)
 #define KTUNE_WG_F40(b) KTUNE_WG_F32(b), KTUNE_WG_F8((b) + 32)
+#define KTUNE_WG_F48(b) KTUNE_WG_F32(b), KTUNE_WG_F8((b) + 32), KTUNE_WG_F8((b) + 40)
 #define KTUNE_WG_F64(b) KTUNE_WG_F32(b), KTUNE_WG_F32((b) + 32)
 #define KTUNE_WG_F128 KTUNE_WG_F64(0), KTUNE_WG_F64(64)
 #define KTUNE_WG_W8(b)                                                                   \
@@ -340,12 +347,16 @@ KTUNE_WG_MMA_SS0K(e4m3, "e4m3", k32, "1, 1", 256, KTUNE_WG_REGS_128, KTUNE_WG_W1
 
 KTUNE_WG_MMA_RSK(MmaRSTransB, bf16, "bf16", k16, "1, 1, 1", 64, KTUNE_WG_REGS_32, KTUNE_WG_F32(0),
                  32, 33, 34, 35, 36, 37)
+KTUNE_WG_MMA_RSK(MmaRSTransB, bf16, "bf16", k16, "1, 1, 1", 96, KTUNE_WG_REGS_48, KTUNE_WG_F48(0),
+                 48, 49, 50, 51, 52, 53)
 KTUNE_WG_MMA_RSK(MmaRSTransB, bf16, "bf16", k16, "1, 1, 1", 128, KTUNE_WG_REGS_64,
                  KTUNE_WG_F64(0), 64, 65, 66, 67, 68, 69)
 KTUNE_WG_MMA_RSK(MmaRSTransB, bf16, "bf16", k16, "1, 1, 1", 256, KTUNE_WG_REGS_128,
                  KTUNE_WG_F128, 128, 129, 130, 131, 132, 133)
 KTUNE_WG_MMA_RSK(MmaRSTransB, fp16, "f16", k16, "1, 1, 1", 64, KTUNE_WG_REGS_32, KTUNE_WG_F32(0),
                  32, 33, 34, 35, 36, 37)
+KTUNE_WG_MMA_RSK(MmaRSTransB, fp16, "f16", k16, "1, 1, 1", 96, KTUNE_WG_REGS_48, KTUNE_WG_F48(0),
+                 48, 49, 50, 51, 52, 53)
 KTUNE_WG_MMA_RSK(MmaRSTransB, fp16, "f16", k16, "1, 1, 1", 128, KTUNE_WG_REGS_64, KTUNE_WG_F64(0),
                  64, 65, 66, 67, 68, 69)
 KTUNE_WG_MMA_RSK(MmaRSTransB, fp16, "f16", k16, "1, 1, 1", 256, KTUNE_WG_REGS_128, KTUNE_WG_F128,
@@ -367,11 +378,13 @@ KTUNE_WG_MMA_RSK(MmaRS, e4m3, "e4m3", k32, "1, 1", 256, KTUNE_WG_REGS_128, KTUNE
 #undef KTUNE_WG_MMA_SSK
 #undef KTUNE_WG_F128
 #undef KTUNE_WG_F64
+#undef KTUNE_WG_F48
 #undef KTUNE_WG_F40
 #undef KTUNE_WG_F32
 #undef KTUNE_WG_F8
 #undef KTUNE_WG_REGS_128
 #undef KTUNE_WG_REGS_64
+#undef KTUNE_WG_REGS_48
 #undef KTUNE_WG_REGS_40
 #undef KTUNE_WG_REGS_32
 #undef KTUNE_WG_R10
