@@ -19,7 +19,7 @@
 //   held to the defaults' spill bound (the non-varlen d=128 defaults spill 4 bytes on sm_90a
 //   already); the window + ALiBi one is printed, not bounded, like the variants. On sm_90a also
 //   every tenth valid wgmma point (impl=1, whose producer threads copy varlen tiles) of d=64,
-//   128 and 256, dtype and causal alternating, and three with mask variants: no spills, no
+//   96, 128 and 256, dtype and causal alternating, and three with mask variants: no spills, no
 //   serialised wgmmas, like every wgmma kernel;
 // - paged K/V, a sample like varlen's: defaults of d=64, 128 and 256 with pages smaller than,
 //   equal to and larger than the key tiles, a paged varlen batch, one with window and ALiBi, and
@@ -184,7 +184,7 @@ std::vector<Job> attention_jobs() {
     if (dev.cc_major == 9) {
       int m = 0;
       for (const char* extra : {",varlen=yes", ",page=16"})
-        for (std::int64_t d : {64, 128, 256}) {
+        for (std::int64_t d : {64, 96, 128, 256}) {
           const std::vector<Params> valid =
               Space(op, problem(d, false, extra), DType::bf16, dev).valid_points();
           for (std::size_t i = 0; i < valid.size(); ++i) {

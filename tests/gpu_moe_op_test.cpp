@@ -1105,14 +1105,14 @@ void run_cases(const std::vector<Case>& all, const DeviceInfo& device) {
   if (cases.empty()) GTEST_SKIP() << "no case matches KTUNE_MOE_OP_CASE";
   {
     // Compile everything up front, on all cores.
-    std::vector<KernelSource> all;
+    std::vector<KernelSource> sources;
     for (const Case& c : cases) {
       const Problem p = c.problem();
       const Params params = case_params(c, device);
-      for (const KernelSource& k : moe_op().kernels(params, p, c.dtype)) all.push_back(k);
-      for (const KernelSource& k : moe_op().reference_kernels(p, c.dtype)) all.push_back(k);
+      for (const KernelSource& k : moe_op().kernels(params, p, c.dtype)) sources.push_back(k);
+      for (const KernelSource& k : moe_op().reference_kernels(p, c.dtype)) sources.push_back(k);
     }
-    Kernels::get().prepare(all, device.arch());
+    Kernels::get().prepare(sources, device.arch());
   }
   std::mt19937 rng(2026);
   for (const Case& c : cases) {
