@@ -271,8 +271,8 @@ std::optional<AttentionDefaults> wgmma_short_keys_tiles(const Shape& s, const De
 /// fewer query rows, 192 on a tie. 192 rows: three consumers, 3 stages, persistent, in 64-key
 /// tiles without turns, or from kHalfTileLongKeys keys the row's 128-key tiles taking turns;
 /// 128 rows: 128 x 128 of two consumers taking turns, 2 stages, K and V freed apart,
-/// persistent (64-key tiles at few keys, below). Else nullopt. From exhaustive sweeps of 37 held-out problems on the H200
-/// (2026-12-03, 80-768 heads, nq 100-700, 100-16384 keys;
+/// persistent (64-key tiles at few keys, below). Else nullopt. From exhaustive sweeps of 37
+/// held-out problems on the H200 (2026-12-03, 80-768 heads, nq 100-700, 100-16384 keys;
 /// benchmarks/results/fallback-h200-2026-12-03-prefill-d64-rule.md), where one consumer's tiles
 /// ran 0.63-0.99 of each sweep's fastest point (0.855 geometric mean), in four rounds each
 /// checked on problems written before their sweep: padding alone (design set 0.987, check set

@@ -836,7 +836,8 @@ class FlashAttentionOp final : public Op {
                str(consumers(c) == 2 ? 168 : 128) + " registers, which spill at d=" + str(s.d) +
                ", block_n=" + str(c.block_n) + ", " + str(consumers(c)) + " consumers" +
                (t == DType::e4m3 ? " (e4m3)" : "") +
-               ": it fits 16-bit tiles of block_n=64 at d=64 (2 or 3 consumers) or d=96 and 128 (2)";
+               ": it fits 16-bit tiles of block_n=64 at d=64 (2 or 3 consumers) or d=96 and "
+               "128 (2)";
     }
     if (c.q_regs || c.smem_pad)
       return std::string("impl=1 keeps Q in shared memory in the 128-byte swizzle: q_regs=0 and "

@@ -213,8 +213,9 @@ struct MmaRS;
 #define KTUNE_WG_REGS_40 \
   KTUNE_WG_R0_9 KTUNE_WG_R10(1) KTUNE_WG_R10(2) "%30, %31, %32, %33, %34, %35, %36, %37, %38, %39"
 // N = 96 (O at d = 96): 48 accumulators.
-#define KTUNE_WG_REGS_48 \
-  KTUNE_WG_R0_9 KTUNE_WG_R10(1) KTUNE_WG_R10(2) KTUNE_WG_R10(3) "%40, %41, %42, %43, %44, %45, %46, %47"
+#define KTUNE_WG_REGS_48                                                  \
+  KTUNE_WG_R0_9 KTUNE_WG_R10(1) KTUNE_WG_R10(2) KTUNE_WG_R10(3) "%40, %41, %42, %43, %44, %45, " \
+                                                                "%46, %47"
 #define KTUNE_WG_REGS_64                                                                    \
   KTUNE_WG_R0_9 KTUNE_WG_R10(1) KTUNE_WG_R10(2) KTUNE_WG_R10(3) KTUNE_WG_R10(4) KTUNE_WG_R10(5) \
   "%60, %61, %62, %63"
