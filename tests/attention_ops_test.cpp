@@ -326,16 +326,25 @@ TEST(AttentionProblem, D64DefaultsOnH200LikeDevices) {
   EXPECT_EQ(key("b=16,hq=8,hkv=8,nq=130,nk=2000,d=64,causal=yes", h200), tall_long);
   // 200 rows over 96 heads, 400 over 96: as many waves of either height (cost 1.5 against 1).
   EXPECT_EQ(key("b=2,hq=48,hkv=8,nq=200,nk=2000,d=64,causal=no", h200), two);
-  // 128 rows take 64-key tiles where one 128-key tile would hold every key, and under a causal
-  // mask up to 256 keys.
+  // 128 rows take 64-key tiles where one 128-key tile would hold every key, under a causal
+  // mask up to 256 keys, and up to 320 keys where they pad fewer keys than 128-key tiles.
   const std::string two64 = "block_m=128,block_n=64,warps=12,stages=2,q_regs=0,smem_pad=0,"
                             "impl=1,pingpong=1,persistent=1,kv_apart=1";
   EXPECT_EQ(key("b=3,hq=32,hkv=32,nq=400,nk=400,d=64,causal=yes", h200), two);
   EXPECT_EQ(key("b=12,hq=24,hkv=24,nq=230,nk=256,d=64,causal=yes", h200), two64);
-  EXPECT_EQ(key("b=12,hq=24,hkv=24,nq=230,nk=257,d=64,causal=yes", h200), two);
+  EXPECT_EQ(key("b=12,hq=24,hkv=24,nq=230,nk=257,d=64,causal=yes", h200), two64);
+  EXPECT_EQ(key("b=12,hq=24,hkv=24,nq=230,nk=320,d=64,causal=yes", h200), two64);
+  EXPECT_EQ(key("b=12,hq=24,hkv=24,nq=230,nk=321,d=64,causal=yes", h200), two);
   EXPECT_EQ(key("b=3,hq=32,hkv=32,nq=400,nk=400,d=64,causal=no", h200), two);
   EXPECT_EQ(key("b=16,hq=16,hkv=16,nq=128,nk=128,d=64,causal=no", h200), two64);
-  EXPECT_EQ(key("b=16,hq=16,hkv=16,nq=128,nk=129,d=64,causal=no", h200), two);
+  EXPECT_EQ(key("b=16,hq=16,hkv=16,nq=128,nk=129,d=64,causal=no", h200), two64);
+  EXPECT_EQ(key("b=16,hq=16,hkv=16,nq=128,nk=192,d=64,causal=no", h200), two64);
+  EXPECT_EQ(key("b=16,hq=16,hkv=16,nq=128,nk=193,d=64,causal=no", h200), two);  // 256 either way
+  EXPECT_EQ(key("b=16,hq=16,hkv=16,nq=128,nk=256,d=64,causal=no", h200), two);
+  EXPECT_EQ(key("b=16,hq=16,hkv=16,nq=128,nk=257,d=64,causal=no", h200), two64);
+  EXPECT_EQ(key("b=16,hq=16,hkv=16,nq=128,nk=320,d=64,causal=no", h200), two64);
+  EXPECT_EQ(key("b=16,hq=16,hkv=16,nq=128,nk=321,d=64,causal=no", h200), two);
+  EXPECT_EQ(key("b=4,hq=40,hkv=8,nq=400,nk=430,d=64,causal=no", h200), two);  // 448 < 512, > 320
   // 290 rows pad to 384 either way, but 160 tiles of 192 rows take two waves (cost 3) where 240
   // of 128 take two (cost 2): 128.
   EXPECT_EQ(key("b=1,hq=80,hkv=8,nq=290,nk=2000,d=64,causal=no", h200), two);

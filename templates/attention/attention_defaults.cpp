@@ -300,12 +300,17 @@ std::optional<AttentionDefaults> d64_tile_height(const Shape& s, const DeviceInf
     if (s.nk >= kHalfTileLongKeys) return AttentionDefaults{9, 64, 192, 128, 16, 3, 0, 0, 1, 1, 1};
     return AttentionDefaults{9, 64, 192, 64, 16, 3, 0, 0, 1, 0, 1};
   }
-  // 64-key tiles where one 128-key tile would hold every key, or under a causal mask up to 256
-  // keys. Read from the 31 problems given 128 x 128 so far (stop 51, 2026-12-04; nq = nk =
-  // 90-128: 0.87-0.94 -> 0.96-0.99 of their sweeps' fastest), first with the causal bound at
-  // 512, which its check set refuted at 400 and 460 keys (0.97 / 0.94 -> 0.89 / 0.92) while
-  // confirming the rest (80-120 keys 0.88-0.95 -> 0.95-1.00, causal 230 keys 0.978 -> 0.991).
-  const int block_n = s.nk <= 128 || (s.causal && s.nk <= 256) ? 64 : 128;
+  // 64-key tiles where one 128-key tile would hold every key, under a causal mask up to 256
+  // keys, and up to 320 keys where they pad fewer keys than 128-key ones. Read from the 31
+  // problems given 128 x 128 so far (stop 51, 2026-12-04; nq = nk = 90-128: 0.87-0.94 -> 0.96-0.99
+  // of their sweeps' fastest), first with the causal bound at 512, which its check set refuted
+  // at 400 and 460 keys (0.97 / 0.94 -> 0.89 / 0.92) while confirming the rest (80-120 keys
+  // 0.88-0.95 -> 0.95-1.00, causal 230 keys 0.978 -> 0.991). The padding clause (stop 52): at
+  // 150-310 keys 64-key tiles were 1.01-1.10x the 128-key ones in all 17 sweeps where they pad
+  // less; at 400-430 keys 0.92-1.02x (a bound at 448, predicted on 281-287, failed there).
+  const auto keys_padded = [&](std::int64_t n) { return (s.nk + n - 1) / n * n; };
+  const bool pads_less = s.nk <= 320 && keys_padded(64) < keys_padded(128);
+  const int block_n = s.nk <= 128 || (s.causal && s.nk <= 256) || pads_less ? 64 : 128;
   return AttentionDefaults{9, 64, 128, block_n, 12, 2, 0, 0, 1, 1, 1, 1};
 }
 
