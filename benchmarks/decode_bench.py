@@ -52,6 +52,12 @@ SHAPES = [
     (4, 32, 8, 4, 6000, 128, True),
     (2, 28, 4, 16, 13000, 128, True),
     (32, 32, 8, 1, 2000, 128, False),
+    # d=80 (Phi-2's heads, multi-head): runs in d=96's tiles (2026-12-04)
+    (16, 32, 32, 1, 4096, 80, False),
+    (4, 32, 32, 4, 8000, 80, True),
+    # the same multi-head decode at d=96 and d=128, tiles of their own
+    (16, 32, 32, 1, 4096, 96, False),
+    (16, 32, 32, 1, 4096, 128, False),
 ]
 BACKENDS = {
     "sdpa_flash": "FLASH_ATTENTION",

@@ -310,10 +310,10 @@ TEST(AttentionArgs, PrefillEntryNamesBadArguments) {
                   }),
                   "hq=8 is not a multiple of hkv=3");
   EXPECT_CONTAINS(message([&] {
-                    rt.flash_attention(q, q, q, o, nullptr, 1, 8, 8, 64, 64, 80, false, 0.f,
+                    rt.flash_attention(q, q, q, o, nullptr, 1, 8, 8, 64, 64, 84, false, 0.f,
                                        DType::bf16, nullptr);
                   }),
-                  "d=80 is not a supported head dimension");
+                  "d=84 is not a multiple of 8");
   EXPECT_CONTAINS(message([&] {
                     rt.flash_attention(nullptr, q, q, o, nullptr, 1, 8, 8, 64, 64, 64, false, 0.f,
                                        DType::bf16, nullptr);

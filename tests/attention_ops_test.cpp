@@ -472,8 +472,10 @@ TEST(AttentionProblem, BadProblemsSayWhy) {
                        "softcap=\"30\" is not one of no, yes"));
   EXPECT_TRUE(contains(problem_error("b=1,hq=8,hkv=8,nq=1,nk=1,d=64,alibi=1"),
                        "alibi=\"1\" is not one of no, yes"));
-  EXPECT_TRUE(contains(problem_error("b=1,hq=8,hkv=8,nq=1,nk=1,d=80"),
-                       "d=80 is not a supported head dimension (32, 64, 96, 128, 256)"));
+  EXPECT_TRUE(contains(problem_error("b=1,hq=8,hkv=8,nq=1,nk=1,d=84"),
+                       "d=84 is not a multiple of 8 (rows of 16-byte chunks; 8 to 256)"));
+  EXPECT_TRUE(contains(problem_error("b=1,hq=8,hkv=8,nq=1,nk=1,d=264"), "d=264 is out of range"));
+  EXPECT_EQ(problem_error("b=1,hq=8,hkv=8,nq=1,nk=1,d=80"), "");  // in d=96's tiles
   EXPECT_TRUE(contains(problem_error("b=1,hq=8,hkv=3,nq=1,nk=1,d=64"),
                        "hq=8 is not a multiple of hkv=3"));
   EXPECT_TRUE(contains(problem_error("b=1,hq=2,hkv=4,nq=1,nk=1,d=64"),
@@ -500,8 +502,8 @@ TEST(AttentionProblem, BadProblemsSayWhy) {
   EXPECT_EQ(problem_error("b=1,hq=32767,hkv=1,nq=1,nk=1,d=256,varlen=yes"), "");
   // check_problem applies the same rules to a problem built by hand (the runtime's path).
   Problem p = op().parse_problem("b=1,hq=8,hkv=8,nq=1,nk=1,d=64");
-  p.values[5] = 48;
-  EXPECT_TRUE(contains(run_error([&] { op().check_problem(p); }), "d=48"));
+  p.values[5] = 44;
+  EXPECT_TRUE(contains(run_error([&] { op().check_problem(p); }), "d=44"));
 }
 
 // ---- the space ----

@@ -138,8 +138,8 @@ TEST(DecodeProblem, KeysRoundTripAndBadProblemsSayWhy) {
   EXPECT_EQ(find_op("flash_decode"), &op());
   EXPECT_EQ(op().layout_size(), 12u);
 
-  EXPECT_TRUE(contains(problem_error("b=1,hq=8,hkv=8,nq=1,nk=1,d=80"),
-                       "d=80 is not a supported head dimension (32, 64, 96, 128, 256)"));
+  EXPECT_TRUE(contains(problem_error("b=1,hq=8,hkv=8,nq=1,nk=1,d=84"),
+                       "d=84 is not a multiple of 8 (rows of 16-byte chunks; 8 to 256)"));
   EXPECT_TRUE(contains(problem_error("b=1,hq=8,hkv=3,nq=1,nk=1,d=64"),
                        "hq=8 is not a multiple of hkv=3"));
   EXPECT_TRUE(contains(problem_error("b=4096,hq=32,hkv=8,nq=1,nk=1,d=64"),

@@ -37,6 +37,9 @@ using test::AttentionResult;
 using test::AttentionShape;
 using test::AttentionTensor;
 
+/// A head dim between the kernels' tiles (run in the next tile's kernels).
+bool tile_between(std::int64_t d) { return d != 32 && d != 64 && d != 96 && d != 128 && d != 256; }
+
 const Op& op() { return flash_attention_op(); }
 
 /// Non-default configurations planted as the tuned best of every case where they are valid:
@@ -226,9 +229,10 @@ class GpuAttention
     ensure_context(0);
     const DeviceInfo dev = query_device(0);
     std::vector<CompileJob> jobs;
-    for (std::int64_t d : {32, 64, 96, 128, 256})
+    for (std::int64_t d : {32, 64, 96, 128, 256, 40, 80, 112, 192})
       for (DType t : {DType::bf16, DType::f16})
         for (bool causal : {false, true}) {
+          if (t != DType::bf16 && tile_between(d)) continue;  // BetweenTiles: bf16 only
           AttentionShape s;
           s.d = d;
           s.causal = causal;
@@ -324,11 +328,20 @@ INSTANTIATE_TEST_SUITE_P(OtherHeadDims, GpuAttention,
                                                               std::int64_t{256}),
                                             ::testing::Values(DType::bf16, DType::f16)),
                          case_name);
+// Head dims between the kernels' tiles (2026-12-04): d=40 in d=64's, 80 in 96's, 112 in 128's,
+// 192 in 256's, the columns past d zeros (head_dims_test.cpp).
+INSTANTIATE_TEST_SUITE_P(BetweenTiles, GpuAttention,
+                         ::testing::Combine(::testing::ValuesIn(kOtherHeadDimCases),
+                                            ::testing::Values(std::int64_t{40}, std::int64_t{80},
+                                                              std::int64_t{112},
+                                                              std::int64_t{192}),
+                                            ::testing::Values(DType::bf16)),
+                         case_name);
 
 // Without a GPU too (CI): the problems the suite builds host-side are problems of the op. One
 // with a dim missing made SetUpTestSuite throw, and gtest skipped every case without a reason.
 TEST(GpuAttentionProblems, EveryCaseBuildsAValidProblem) {
-  for (std::int64_t d : {32, 64, 96, 128, 256}) {
+  for (std::int64_t d : {32, 64, 96, 128, 256, 40, 80, 112, 192}) {
     for (const Case& c : kCases) EXPECT_NO_THROW(op().check_problem(problem_of(shape_of(c, d))));
     for (const Case& c : kOtherHeadDimCases)
       EXPECT_NO_THROW(op().check_problem(problem_of(shape_of(c, d))));
@@ -623,6 +636,12 @@ INSTANTIATE_TEST_SUITE_P(Variants, GpuAttentionVariants,
                          ::testing::Combine(::testing::ValuesIn(kVariantCases),
                                             ::testing::Values(std::int64_t{64}, std::int64_t{128}),
                                             ::testing::Values(DType::bf16, DType::f16)),
+                         variant_name);
+// d=80 (between tiles: d=96's kernels, the columns past 80 zeros): bf16 only.
+INSTANTIATE_TEST_SUITE_P(VariantsD80, GpuAttentionVariants,
+                         ::testing::Combine(::testing::ValuesIn(kVariantCases),
+                                            ::testing::Values(std::int64_t{80}),
+                                            ::testing::Values(DType::bf16)),
                          variant_name);
 // d=96 (the wgmma kernel in d=128's padded shared layout, since 2026-12-04): bf16 only.
 INSTANTIATE_TEST_SUITE_P(VariantsD96, GpuAttentionVariants,
@@ -1009,6 +1028,12 @@ INSTANTIATE_TEST_SUITE_P(VarlenD96, GpuAttentionVarlen,
                                             ::testing::Values(DType::f16)),
                          varlen_name);
 
+INSTANTIATE_TEST_SUITE_P(VarlenD80, GpuAttentionVarlen,
+                         ::testing::Combine(::testing::ValuesIn(kVarlenCases),
+                                            ::testing::Values(std::int64_t{80}),
+                                            ::testing::Values(DType::f16)),
+                         varlen_name);
+
 // ---- paged K/V ----
 
 /// A paged case: dims without b, nq, nk, d, page; each sequence's query rows (all equal unless
@@ -1167,6 +1192,16 @@ INSTANTIATE_TEST_SUITE_P(PagedD96, GpuAttentionPaged,
                                                               std::int64_t{64})),
                          paged_name);
 
+// d=80 and 112 (between tiles): the producer's copies (16-key pages) zero the columns past d,
+// the TMA boxes (64-key pages) read zeros there.
+INSTANTIATE_TEST_SUITE_P(PagedBetweenTiles, GpuAttentionPaged,
+                         ::testing::Combine(::testing::ValuesIn(kPagedCases),
+                                            ::testing::Values(std::int64_t{80}, std::int64_t{112}),
+                                            ::testing::Values(DType::bf16),
+                                            ::testing::Values(std::int64_t{16},
+                                                              std::int64_t{64})),
+                         paged_name);
+
 // ---- bad arguments through the C API ----
 
 TEST_F(GpuAttentionReference, BadArgumentsGetClearErrors) {
@@ -1184,9 +1219,9 @@ TEST_F(GpuAttentionReference, BadArgumentsGetClearErrors) {
   expect_error(ktune_flash_attention(q, k, v, o, nullptr, 1, 8, 3, 64, 64, 64, nullptr, 0, 0.f,
                                      KTUNE_BF16, nullptr),
                "hq=8 is not a multiple of hkv=3");
-  expect_error(ktune_flash_attention(q, k, v, o, nullptr, 1, 8, 8, 64, 64, 80, nullptr, 0, 0.f,
+  expect_error(ktune_flash_attention(q, k, v, o, nullptr, 1, 8, 8, 64, 64, 84, nullptr, 0, 0.f,
                                      KTUNE_BF16, nullptr),
-               "d=80 is not a supported head dimension");
+               "d=84 is not a multiple of 8");
   expect_error(ktune_flash_attention(nullptr, k, v, o, nullptr, 1, 8, 8, 64, 64, 64, nullptr, 0,
                                      0.f, KTUNE_BF16, nullptr),
                "q is null");

@@ -597,6 +597,12 @@ INSTANTIATE_TEST_SUITE_P(HeadDims, GpuDecode,
                                             ::testing::Values(DType::bf16, DType::f16)),
                          case_name);
 
+// Head dims between the kernels' tiles: d=40 in d=64's, 80 in 96's (columns past d zeros).
+INSTANTIATE_TEST_SUITE_P(BetweenTiles, GpuDecode,
+                         ::testing::Combine(::testing::Values(std::int64_t{40}, std::int64_t{80}),
+                                            ::testing::Values(DType::bf16)),
+                         case_name);
+
 INSTANTIATE_TEST_SUITE_P(Pages, GpuDecodePaged,
                          ::testing::Combine(::testing::Values(std::int64_t{16}, std::int64_t{256}),
                                             ::testing::Values(DType::bf16, DType::f16)),

@@ -70,8 +70,9 @@ def flash_attention(q, k, v, *, causal=False, scale=None, window=0, softcap=0.0,
                     out=None, lse_out=None, impl="auto", q_scale=1.0, k_scale=1.0,
                     v_scale=1.0, stream=None):
     """o = softmax(mask(scale * q k^T)) v per query head; query head h reads KV head
-    h // (hq // hkv) (GQA, MQA). q, k, v of one dtype: bf16 or fp16 (head dims 32, 64, 96, 128,
-    256 (decode) and those of the prefill kernel), or e4m3 (torch.float8_e4m3fn: OCP FP8; the
+    h // (hq // hkv) (GQA, MQA). q, k, v of one dtype: bf16 or fp16 (any head dim that is a
+    multiple of 8 up to 256: 32, 64, 96, 128 and 256 have tiles of their own, others run in the
+    next one's), or e4m3 (torch.float8_e4m3fn: OCP FP8; the
     batched layout on the prefill kernel, sm_90a, d 128 or 256); CUDA tensors whose head dim is
     contiguous. out is like q, bf16 for e4m3 inputs.
 

@@ -577,8 +577,8 @@ def test_query_a_recorded_database_without_gpu(tmp_path):
         other = ktune.query("flash_attention", device=h100, b=2, hq=16, hkv=16, nq=4096,
                             nk=4096, d=256)
         assert other["match"] == "default", other
-        raises(ValueError, r"d=80", ktune.query, "flash_attention", device=h100, b=1, hq=8,
-               hkv=8, nq=64, nk=64, d=80)
+        raises(ValueError, r"d=84", ktune.query, "flash_attention", device=h100, b=1, hq=8,
+               hkv=8, nq=64, nk=64, d=84)
         raises(ValueError, r"^dtype: 'fp32' is not one of bf16, fp16", ktune.query,
                "softmax", "fp32", device=h100, m=4, n=8)
     finally:

@@ -127,7 +127,10 @@ def sdpa_ref(q, k, v, causal, scale=None):
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("case", [(2, 8, 2, 300, 300, 128, True), (3, 16, 2, 1, 4099, 128, False),
-                                  (1, 8, 8, 5, 777, 64, True), (2, 4, 1, 129, 257, 256, False)])
+                                  (1, 8, 8, 5, 777, 64, True), (2, 4, 1, 129, 257, 256, False),
+                                  # head dims between the kernels' tiles (d=96's, d=64's)
+                                  (2, 8, 8, 300, 300, 80, True), (3, 16, 2, 1, 4099, 80, False),
+                                  (1, 8, 8, 5, 777, 40, True)])
 def test_flash_attention(case, dtype):
     b, hq, hkv, nq, nk, d, causal = case
     q = rand((b, hq, nq, d), dtype)

@@ -25,7 +25,6 @@ constexpr std::int64_t kMaxRowStride = std::int64_t{1} << 23;  // a tile's offse
 constexpr std::int64_t kRowAlign = 8;                          // elements: 16-byte rows
 constexpr std::int64_t kMaxRows = 2147483647;                  // varlen: int32 row offsets
 constexpr unsigned kReferenceThreads = 256;                    // 8 query rows per block
-constexpr std::int64_t kHeadDims[] = {32, 64, 96, 128, 256};
 constexpr std::int64_t kPages[] = {0, 16, 32, 64, 128, 256};   // 0: contiguous K/V
 constexpr std::int64_t kMaxPageIds = 2147483647;              // int32 block table entries
 
@@ -322,7 +321,9 @@ class FlashAttentionOp final : public Op {
                "key/value heads, dividing hq (hq: multi-head, 1: multi-query, else grouped)"},
               {"nq", 1, kMaxSeq, {}, std::nullopt, "query rows", false, {16}},
               {"nk", 1, kMaxSeq, {}, std::nullopt, "key/value rows"},
-              {"d", 32, 256, {}, std::nullopt, "head dimension: 32, 64, 96, 128 or 256",
+              {"d", 8, 256, {}, std::nullopt,
+               "head dimension: a multiple of 8 (32, 64, 96, 128 and 256 have tiles of their "
+               "own; others run in the next one's, the columns past d zeros)",
                /*exact=*/true},
               {"causal", 0, 1, {"no", "yes"}, 0,
                "causal mask, aligned to the bottom right when nq != nk"},
@@ -423,10 +424,8 @@ class FlashAttentionOp final : public Op {
 
   std::optional<std::string> problem_reason(const Problem& p) const override {
     const Shape s = shape_of(p);
-    bool head_dim = false;
-    for (std::int64_t d : kHeadDims) head_dim = head_dim || d == s.d;
-    if (!head_dim)
-      return "d=" + str(s.d) + " is not a supported head dimension (32, 64, 96, 128, 256)";
+    if (s.d % 8 != 0)
+      return "d=" + str(s.d) + " is not a multiple of 8 (rows of 16-byte chunks; 8 to 256)";
     if (s.hq % s.hkv != 0)
       return "hq=" + str(s.hq) + " is not a multiple of hkv=" + str(s.hkv) +
              " (each key/value head serves hq / hkv query heads)";
@@ -513,7 +512,7 @@ class FlashAttentionOp final : public Op {
                                             DType t, const DeviceInfo& device) const override {
     if (auto why = static_reason(params, problem, t)) return why;
     const Config c = config_of(params);
-    const Shape s = shape_of(problem);
+    const Shape s = kernel_shape(problem);
     if (auto why = needs_sm80_reason(device)) return why;
     if (c.impl == 1 && device.cc_major > 0 && device.cc_major != 9)
       return "impl=1 (wgmma, TMA) needs sm_90a; the device is " + str(device.cc_major) + "." +
@@ -530,7 +529,26 @@ class FlashAttentionOp final : public Op {
     if (auto why = static_reason(params, problem, t))
       throw InvalidArgument("flash_attention: " + *why);
     const Config c = config_of(params);
-    const Shape s = shape_of(problem);
+    const Shape s = kernel_shape(problem);
+    const std::int64_t dv = shape_of(problem).d;  // the data's head dim, <= s.d
+    if (c.impl == 1 && dv != s.d) {
+      // In a wider tile's kernel: every template argument spelled, then DV.
+      return {{"attention/flash_attention_sm90.cuh",
+               std::string("ktune::flash_attention_sm90<") + kernel_type(t) + ", " + str(s.d) +
+                   ", " + str(c.block_n) + ", " + str(consumers(c)) + ", " + str(c.stages) +
+                   ", " + cpp_bool(c.pingpong) + ", " + cpp_bool(s.causal) +
+                   variant_args(s, false) + ", " + cpp_bool(c.persistent) + ", " +
+                   cpp_bool(c.reg_split) + ", " + cpp_bool(s.varlen) + ", " + str(s.page) + ", " +
+                   cpp_bool(c.kv_apart) + ", " + str(dv) + ">"}};
+    }
+    if (c.impl == 0 && dv != s.d) {
+      return {{"attention/flash_attention.cuh",
+               std::string("ktune::flash_attention_fwd<") + kernel_type(t) + ", " + str(s.d) +
+                   ", " + str(c.block_m) + ", " + str(c.block_n) + ", " + str(c.warps) + ", " +
+                   str(c.stages) + ", " + cpp_bool(s.causal) + ", " + cpp_bool(c.q_regs) +
+                   ", 1, " + cpp_bool(c.smem_pad) + variant_args(s, false) + ", " +
+                   cpp_bool(s.varlen) + ", " + str(s.page) + ", " + str(dv) + ">"}};
+    }
     if (c.impl == 1) {
       std::vector<KernelSource> out = {
           {"attention/flash_attention_sm90.cuh",
@@ -563,7 +581,7 @@ class FlashAttentionOp final : public Op {
 
   unsigned dynamic_shared_bytes(const Params& params, const Problem& problem, DType t,
                                 std::size_t kernel_index) const override {
-    const Shape s = shape_of(problem);
+    const Shape s = kernel_shape(problem);
     return kernel_index == 1 ? 0u : smem_bytes(config_of(params), s.d, t, s.page);
   }
 
@@ -576,7 +594,7 @@ class FlashAttentionOp final : public Op {
     l.grid[0] = flash_attention_grid_x(k.seq_q, c.block_m);
     l.grid[1] = static_cast<unsigned>(s.b * s.hq);
     l.block[0] = static_cast<unsigned>(c.warps * 32);
-    l.shared_bytes = smem_bytes(c, s.d, a.dtype, s.page);
+    l.shared_bytes = smem_bytes(c, tile_head_dim(s.d), a.dtype, s.page);
     const void* vt = nullptr;
     if (a.dtype == DType::e4m3) {
       // V -> Vt in the workspace first (same stream), then the kernel reads Vt.
@@ -693,7 +711,7 @@ class FlashAttentionOp final : public Op {
   /// benchmarks/results/attention-kv-apart-h200-2026-12-03.md).
   bool fallback_compatible(const Problem& wanted, const Problem& tuned,
                            const DeviceInfo& device) const override {
-    const Shape w = shape_of(wanted), t = shape_of(tuned);
+    const Shape w = kernel_shape(wanted), t = kernel_shape(tuned);
     if ((short_grid_block_n(w, device, 64) > 0) != (short_grid_block_n(t, device, 64) > 0))
       return false;
     if (device.cc_major != 9) return true;
@@ -704,7 +722,7 @@ class FlashAttentionOp final : public Op {
   }
 
   Params default_params(const Problem& problem, DType t, const DeviceInfo& device) const override {
-    return attention::default_params(shape_of(problem), t, device, [&](const Params& p) {
+    return attention::default_params(kernel_shape(problem), t, device, [&](const Params& p) {
       return !invalid_reason(p, problem, t, device);
     });
   }
@@ -715,9 +733,16 @@ class FlashAttentionOp final : public Op {
                                            DType t) const {
     if (auto why = point_reason(params, problem, t)) return why;
     const Config c = config_of(params);
-    const Shape s = shape_of(problem);
+    const Shape s = kernel_shape(problem);
     if (t == DType::e4m3 && c.impl != 1)
       return std::string("e4m3 runs on the wgmma kernel only (impl=1, sm_90a)");
+    if (const std::int64_t dv = shape_of(problem).d; dv != s.d) {
+      if (t == DType::e4m3)
+        return "e4m3 takes d = 128 or 256 (d=" + str(dv) + " would run in d=" + str(s.d) +
+               "'s tiles)";
+      if (c.impl == 1 && s.d == 32)
+        return "impl=1 takes d = 64, 96, 128 or 256; d=" + str(dv) + " runs with impl=0";
+    }
     if (t != DType::e4m3 && c.stages == 4)
       return std::string("stages=4 is for e4m3 tiles (half the bytes); 16-bit tiles take 2 or "
                          "3");

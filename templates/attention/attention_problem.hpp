@@ -36,6 +36,17 @@ struct Shape {
   std::int64_t pool_pages() const { return b * pages_per_seq(); }  // each sequence's own pages
 };
 
+/// The head dims the kernels' tiles are built for; a problem's d (a multiple of 8, at most 256)
+/// runs in the smallest that holds it (d=80 in d=96's tiles), its columns past d zeros.
+inline constexpr std::int64_t kTileHeadDims[] = {32, 64, 96, 128, 256};
+
+/// The kernels' head dim for a problem's d: the smallest of kTileHeadDims at least d.
+inline std::int64_t tile_head_dim(std::int64_t d) {
+  for (std::int64_t t : kTileHeadDims)
+    if (d <= t) return t;
+  return d;
+}
+
 /// A problem of 7 values (flash_decode's, which shares the first 7 dims and delegates its
 /// tensors and reference here) has every mask variant, varlen and paging off.
 inline Shape shape_of(const Problem& p) {
@@ -43,6 +54,15 @@ inline Shape shape_of(const Problem& p) {
   const auto at = [&](Dim i) { return i < v.size() ? v[i] : 0; };
   return {v[kB], v[kHq], v[kHkv], v[kNq], v[kNk], v[kD], v[kCausal] != 0,
           at(kWindow), at(kSoftcap) != 0, at(kAlibi) != 0, at(kVarlen) != 0, at(kPage)};
+}
+
+/// The shape the kernels see: d rounded up to tile_head_dim(d). Every choice about tiles
+/// (validity, shared memory, defaults) reads this; the data's strides, sizes, flops and the
+/// reference read shape_of()'s d.
+inline Shape kernel_shape(const Problem& p) {
+  Shape s = shape_of(p);
+  s.d = tile_head_dim(s.d);
+  return s;
 }
 
 }  // namespace ktune::attention

@@ -43,10 +43,14 @@ struct Tile {
 };
 
 /// Copies rows [0, ROWS) of a global matrix of 16-bit elements with `row_stride` into a swizzled
-/// shared tile at `dst`; rows >= `rows_valid` are zero-filled without being read.
-template <typename T, int D, bool PAD, int ROWS, int THREADS>
+/// shared tile at `dst`; rows >= `rows_valid` are zero-filled without being read. DV: the
+/// matrix's columns (a multiple of 8, at most D); the tile's columns from DV on are zero-filled
+/// without being read (a head dim that runs in a wider tile's kernel: zeros add nothing to Q K^T,
+/// and O's columns past DV are never stored).
+template <typename T, int D, bool PAD, int ROWS, int THREADS, int DV = D>
 __device__ __forceinline__ void load_tile(unsigned dst, const T* src, long long row_stride,
                                           int rows_valid, int tid) {
+  static_assert(DV % 8 == 0 && DV > 0 && DV <= D, "DV: a multiple of 8 in (0, D]");
   constexpr int CHUNKS = D / 8;
   constexpr int STEP = THREADS / CHUNKS;  // rows one pass of the CTA covers
   using L = Tile<D, PAD>;
@@ -59,7 +63,8 @@ __device__ __forceinline__ void load_tile(unsigned dst, const T* src, long long 
     // 32-bit offset inside the tile (ROWS * row_stride < 2^31, checked by the host).
     const T* p = src + (row0 * static_cast<int>(row_stride) + (tid % CHUNKS) * 8);
     const long long step = STEP * row_stride;
-    if (rows_valid >= ROWS) {
+    const bool col = DV == D || (tid % CHUNKS) * 8 < DV;  // this thread's chunk column exists
+    if (DV == D && rows_valid >= ROWS) {
 #pragma unroll
       for (int i = 0; i < ROWS / STEP; ++i) {
         cp_async_16(d0 + i * STEP * L::PITCH, p);
@@ -68,7 +73,7 @@ __device__ __forceinline__ void load_tile(unsigned dst, const T* src, long long 
     } else {
 #pragma unroll
       for (int i = 0; i < ROWS / STEP; ++i) {
-        const bool ok = row0 + i * STEP < rows_valid;
+        const bool ok = col && row0 + i * STEP < rows_valid;
         cp_async_16(d0 + i * STEP * L::PITCH, ok ? p : src, ok ? 16 : 0);
         p += step;
       }
@@ -81,7 +86,7 @@ __device__ __forceinline__ void load_tile(unsigned dst, const T* src, long long 
       if (TOTAL % THREADS == 0 || id < TOTAL) {
         const int row = id / CHUNKS;
         const int chunk = id % CHUNKS;
-        const bool ok = row < rows_valid;
+        const bool ok = row < rows_valid && (DV == D || chunk * 8 < DV);
         const T* p = ok ? src + row * row_stride + chunk * 8 : src;
         cp_async_16(dst + L::offset(row, chunk), p, ok ? 16 : 0);
       }
@@ -95,14 +100,15 @@ __device__ __forceinline__ void load_tile(unsigned dst, const T* src, long long 
 /// `rows_valid` are zero-filled without reading the ids or the pool. Each page's rows are a
 /// contiguous load_tile from the page's first row (a tile inside one page: from key0's row), so
 /// the copy costs the registers of a contiguous one.
-template <typename T, int D, bool PAD, int ROWS, int THREADS, int PAGE>
+template <typename T, int D, bool PAD, int ROWS, int THREADS, int PAGE, int DV = D>
 __device__ __forceinline__ void load_tile_paged(unsigned dst, const T* src, long long row_stride,
                                                 const int* pages, long long key0, int rows_valid,
                                                 int tid) {
   if constexpr (PAGE >= ROWS) {
     const long long row = rows_valid > 0 ? static_cast<long long>(pages[0]) * PAGE + key0 % PAGE
                                          : 0;
-    load_tile<T, D, PAD, ROWS, THREADS>(dst, src + row * row_stride, row_stride, rows_valid, tid);
+    load_tile<T, D, PAD, ROWS, THREADS, DV>(dst, src + row * row_stride, row_stride, rows_valid,
+                                            tid);
   } else {
     // PAGE rows per page, a multiple of 8: the row swizzle repeats every page. Not unrolled:
     // one page's addresses live at a time (unrolled, the 16-key pages of d=128 spilled at 255
@@ -111,8 +117,8 @@ __device__ __forceinline__ void load_tile_paged(unsigned dst, const T* src, long
     for (int s = 0; s < ROWS / PAGE; ++s) {
       const int left = rows_valid - s * PAGE;
       const long long row = left > 0 ? static_cast<long long>(pages[s]) * PAGE : 0;
-      load_tile<T, D, PAD, PAGE, THREADS>(dst + s * PAGE * Tile<D, PAD>::PITCH,
-                                          src + row * row_stride, row_stride, left, tid);
+      load_tile<T, D, PAD, PAGE, THREADS, DV>(dst + s * PAGE * Tile<D, PAD>::PITCH,
+                                              src + row * row_stride, row_stride, left, tid);
     }
   }
 }
@@ -181,11 +187,12 @@ __device__ __forceinline__ float quad_sum(float x) {
 /// <128, 64, 4, 2, Q_IN_REGS=false>, D=64 <128, 64, 4, 2, true> (benchmarks/attention/NOTES.md).
 template <typename T, int D, int BLOCK_M, int BLOCK_N, int WARPS, int STAGES, bool CAUSAL,
           bool Q_IN_REGS = true, int MIN_CTAS = 1, bool SMEM_PAD = false, bool WINDOW = false,
-          bool SOFTCAP = false, bool ALIBI = false, bool VARLEN = false, int PAGE = 0>
+          bool SOFTCAP = false, bool ALIBI = false, bool VARLEN = false, int PAGE = 0, int DV = D>
 __global__ void __launch_bounds__(WARPS * 32, MIN_CTAS)
     flash_attention_fwd(const __grid_constant__ FlashAttentionArgs args) {
   static_assert(sizeof(T) == 2, "T must be bf16 or fp16");
   static_assert(D == 32 || D == 64 || D == 96 || D == 128 || D == 256, "unsupported head dim");
+  static_assert(DV % 8 == 0 && DV > 0 && DV <= D, "DV: the data's head dim, a multiple of 8 <= D");
   static_assert(BLOCK_M == 64 || BLOCK_M == 128 || BLOCK_M == 256, "BLOCK_M: 64, 128, 256");
   static_assert(BLOCK_N == 32 || BLOCK_N == 64 || BLOCK_N == 128, "BLOCK_N must be 32, 64, 128");
   static_assert(WARPS == 4 || WARPS == 8, "WARPS must be 4 or 8");
@@ -284,15 +291,17 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_CTAS)
   const auto load_kv = [&](int n, int st, const int* pages) {
     const long long r = static_cast<long long>(n) * BLOCK_N;
     if constexpr (PAGE > 0) {
-      load_tile_paged<T, D, SMEM_PAD, BLOCK_N, THREADS, PAGE>(
+      load_tile_paged<T, D, SMEM_PAD, BLOCK_N, THREADS, PAGE, DV>(
           sK + st * KV_BYTES, k, args.k_row_stride, pages, r, Nk - n * BLOCK_N, tid);
-      load_tile_paged<T, D, SMEM_PAD, BLOCK_N, THREADS, PAGE>(
+      load_tile_paged<T, D, SMEM_PAD, BLOCK_N, THREADS, PAGE, DV>(
           sV + st * KV_BYTES, v, args.v_row_stride, pages, r, Nk - n * BLOCK_N, tid);
     } else {
-      load_tile<T, D, SMEM_PAD, BLOCK_N, THREADS>(sK + st * KV_BYTES, k + r * args.k_row_stride,
-                                                  args.k_row_stride, Nk - n * BLOCK_N, tid);
-      load_tile<T, D, SMEM_PAD, BLOCK_N, THREADS>(sV + st * KV_BYTES, v + r * args.v_row_stride,
-                                                  args.v_row_stride, Nk - n * BLOCK_N, tid);
+      load_tile<T, D, SMEM_PAD, BLOCK_N, THREADS, DV>(sK + st * KV_BYTES,
+                                                      k + r * args.k_row_stride,
+                                                      args.k_row_stride, Nk - n * BLOCK_N, tid);
+      load_tile<T, D, SMEM_PAD, BLOCK_N, THREADS, DV>(sV + st * KV_BYTES,
+                                                      v + r * args.v_row_stride,
+                                                      args.v_row_stride, Nk - n * BLOCK_N, tid);
     }
   };
 
@@ -319,7 +328,7 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_CTAS)
   }
 
   // Prologue: Q as its own group, then the first STAGES - 1 K/V tiles.
-  load_tile<T, D, SMEM_PAD, BLOCK_M, THREADS>(sQ, q, args.q_row_stride, Nq - m0, tid);
+  load_tile<T, D, SMEM_PAD, BLOCK_M, THREADS, DV>(sQ, q, args.q_row_stride, Nq - m0, tid);
   cp_async_commit();
   // Paged: the prologue's tiles read their ids from the block table; the first tile step's from
   // its slot, written here (the step's barrier orders it).
@@ -633,7 +642,7 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_CTAS)
     const int chunk = id % CHUNKS;
     const int srow = warp * WARP_ROWS + row;
     const int grow = m0 + srow;
-    if (grow < Nq) {
+    if (grow < Nq && (DV == D || chunk * 8 < DV)) {  // O's columns past DV are not stored
       const uint4 val = *reinterpret_cast<const uint4*>(smem + L::offset(srow, chunk));
       *reinterpret_cast<uint4*>(o + grow * args.o_row_stride + chunk * 8) = val;
     }

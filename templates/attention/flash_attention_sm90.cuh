@@ -123,7 +123,8 @@ struct Registers {
 /// blocks at dst (file comment), zeros from row rows_left on. Not waited for here. BLOCK_ROWS:
 /// the rows of the whole tile when this copies a slice of it (a page of a paged tile; dst is then
 /// the slice's first row, a multiple of 8), whose column blocks are BLOCK_ROWS rows apart.
-template <typename T, int D, int ROWS, int BLOCK_ROWS = ROWS>
+/// DV: the source's columns (a multiple of 8, at most D); chunks from DV on are zeros, not read.
+template <typename T, int D, int ROWS, int BLOCK_ROWS = ROWS, int DV = D>
 __device__ __forceinline__ void gather_tile(unsigned dst, const T* src, long long row_stride,
                                             int rows_left, int ptid) {
   constexpr int CPR = D * static_cast<int>(sizeof(T)) / 16;  // 16-byte chunks per row
@@ -134,7 +135,7 @@ __device__ __forceinline__ void gather_tile(unsigned dst, const T* src, long lon
     const int i = ptid + 128 * j;
     if (ITEMS % 128 != 0 && i >= ITEMS) break;
     const int r = i / CPR, c = i % CPR;
-    const bool ok = r < rows_left;
+    const bool ok = r < rows_left && (DV == D || c * 16 < DV * static_cast<int>(sizeof(T)));
     attn::cp_async_16(
         dst + (c / CPB) * (BLOCK_ROWS * wg::kSw128RowBytes) + wg::sw128_offset(r, c % CPB),
         src + (ok ? r * row_stride + c * (16 / static_cast<int>(sizeof(T))) : 0), ok ? 16 : 0);
@@ -145,21 +146,21 @@ __device__ __forceinline__ void gather_tile(unsigned dst, const T* src, long lon
 /// `src` the KV head's first element of the pools, `pages` the block table entries from the
 /// tile's first page (one page holds the tile, or ROWS / PAGE do, each copied as a contiguous
 /// slice). Rows >= rows_left are zeros, read from neither the table nor the pool.
-template <typename T, int D, int ROWS, int PAGE>
+template <typename T, int D, int ROWS, int PAGE, int DV = D>
 __device__ __forceinline__ void gather_tile_paged(unsigned dst, const T* src, long long row_stride,
                                                   const int* pages, long long key0,
                                                   int rows_left, int ptid) {
   if constexpr (PAGE >= ROWS) {
     const long long row =
         rows_left > 0 ? static_cast<long long>(__ldg(pages)) * PAGE + key0 % PAGE : 0;
-    gather_tile<T, D, ROWS>(dst, src + row * row_stride, row_stride, rows_left, ptid);
+    gather_tile<T, D, ROWS, ROWS, DV>(dst, src + row * row_stride, row_stride, rows_left, ptid);
   } else {
 #pragma unroll 1
     for (int s = 0; s < ROWS / PAGE; ++s) {
       const int left = rows_left - s * PAGE;
       const long long row = left > 0 ? static_cast<long long>(__ldg(pages + s)) * PAGE : 0;
-      gather_tile<T, D, PAGE, ROWS>(dst + s * PAGE * wg::kSw128RowBytes, src + row * row_stride,
-                                    row_stride, left, ptid);
+      gather_tile<T, D, PAGE, ROWS, DV>(dst + s * PAGE * wg::kSw128RowBytes,
+                                        src + row * row_stride, row_stride, left, ptid);
     }
   }
 }
@@ -322,10 +323,14 @@ __device__ __forceinline__ void quad_transpose(unsigned (&w)[4], int t) {
 /// at once. The producer's threads copy the tiles (file comment).
 template <typename T, int D, int BLOCK_N, int CONSUMERS, int STAGES, bool PINGPONG, bool CAUSAL,
           bool WINDOW = false, bool SOFTCAP = false, bool ALIBI = false, bool PERSISTENT = false,
-          bool REG_SPLIT = true, bool VARLEN = false, int PAGE = 0, bool KV_APART = false>
+          bool REG_SPLIT = true, bool VARLEN = false, int PAGE = 0, bool KV_APART = false,
+          int DV = D>
 __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
     flash_attention_sm90(const __grid_constant__ FlashAttentionSm90Args args) {
   static_assert(D == 64 || D == 96 || D == 128 || D == 256, "D must be 64, 96, 128 or 256");
+  static_assert(DV % 8 == 0 && DV > 0 && DV <= D && (DV == D || sizeof(T) == 2),
+                "DV: the data's head dim (16-bit types), a multiple of 8 <= D: the TMA maps read "
+                "zeros past it, the producer's copies write zeros, O's columns past it unstored");
   static_assert(BLOCK_N == 64 || BLOCK_N == 80 || BLOCK_N == 128, "BLOCK_N must be 64, 80 or 128");
   static_assert(CONSUMERS >= 1 && CONSUMERS <= 3, "1 to 3 consumer warpgroups");
   static_assert(STAGES >= 2 && STAGES <= 6, "STAGES must be 2 to 6");
@@ -451,7 +456,7 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
                       it.h * a.q_head_stride;
 #pragma unroll
         for (int c = 0; c < CONSUMERS; ++c)
-          attn90::gather_tile<T, D, kSm90RowsPerConsumer>(
+          attn90::gather_tile<T, D, kSm90RowsPerConsumer, kSm90RowsPerConsumer, DV>(
               base + L::Q + c * L::Q_TILE, qp + c * kSm90RowsPerConsumer * a.q_row_stride,
               a.q_row_stride, it.nq - it.m0 - c * kSm90RowsPerConsumer, ptid);
         mbar::cp_async_arrive_noinc(base + L::Q_FULL);
@@ -463,20 +468,20 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
         const int key0 = tile * BLOCK_N;
         if constexpr (PAGE > 0) {
           const int* pages = table + key0 / PAGE;
-          attn90::gather_tile_paged<T, D, BLOCK_N, PAGE>(base + L::K + s * L::KV_TILE, kp,
+          attn90::gather_tile_paged<T, D, BLOCK_N, PAGE, DV>(base + L::K + s * L::KV_TILE, kp,
                                                          a.k_row_stride, pages, key0,
                                                          it.nk - key0, ptid);
           mbar::cp_async_arrive_noinc(base + L::K_FULL + 8 * s);
-          attn90::gather_tile_paged<T, D, BLOCK_N, PAGE>(base + L::V + s * L::KV_TILE, vp,
+          attn90::gather_tile_paged<T, D, BLOCK_N, PAGE, DV>(base + L::V + s * L::KV_TILE, vp,
                                                          a.v_row_stride, pages, key0,
                                                          it.nk - key0, ptid);
           mbar::cp_async_arrive_noinc(base + L::V_FULL + 8 * s);
         } else {
-          attn90::gather_tile<T, D, BLOCK_N>(base + L::K + s * L::KV_TILE,
+          attn90::gather_tile<T, D, BLOCK_N, BLOCK_N, DV>(base + L::K + s * L::KV_TILE,
                                              kp + key0 * a.k_row_stride, a.k_row_stride,
                                              it.nk - key0, ptid);
           mbar::cp_async_arrive_noinc(base + L::K_FULL + 8 * s);
-          attn90::gather_tile<T, D, BLOCK_N>(base + L::V + s * L::KV_TILE,
+          attn90::gather_tile<T, D, BLOCK_N, BLOCK_N, DV>(base + L::V + s * L::KV_TILE,
                                              vp + key0 * a.v_row_stride, a.v_row_stride,
                                              it.nk - key0, ptid);
           mbar::cp_async_arrive_noinc(base + L::V_FULL + 8 * s);
@@ -536,7 +541,7 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
           }
           if (key0 + BLOCK_N > it.nk) {
             const T* vp = static_cast<const T*>(a.v) + it.hk * a.v_head_stride;
-            attn90::gather_tile_paged<T, D, BLOCK_N, PAGE>(base + L::V + s * L::KV_TILE, vp,
+            attn90::gather_tile_paged<T, D, BLOCK_N, PAGE, DV>(base + L::V + s * L::KV_TILE, vp,
                                                            a.v_row_stride, table + key0 / PAGE,
                                                            key0, it.nk - key0, ptid);
             mbar::cp_async_arrive_noinc(v_bar);
@@ -884,7 +889,8 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
           w[i] =
               pack2<OT>(o[4 * (4 * q + i) + 2 * r] * inv, o[4 * (4 * q + i) + 2 * r + 1] * inv);
         attn90::quad_transpose(w, t);  // the whole warp shuffles, rows past Nq too
-        if (row < Nq) *reinterpret_cast<uint4*>(dst + 32 * q) = make_uint4(w[0], w[1], w[2], w[3]);
+        if (row < Nq && (DV == D || 32 * q + 8 * t < DV))
+          *reinterpret_cast<uint4*>(dst + 32 * q) = make_uint4(w[0], w[1], w[2], w[3]);
       }
     }
   }

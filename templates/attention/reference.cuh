@@ -8,7 +8,8 @@
 
 namespace ktune {
 
-/// One warp per query row; lane l holds elements l, l + 32, ... of the row. Keys are streamed in
+/// One warp per query row; lane l holds elements l, l + 32, ... of the row (D a multiple of 8:
+/// past the row's end, the last lanes hold zeros). Keys are streamed in
 /// order with an online softmax (expf, running max and sum), so any Nk runs in O(D) registers.
 /// Same arguments, masks and score variants as flash_attention_fwd (WINDOW, SOFTCAP, ALIBI,
 /// VARLEN, PAGE: key j of a paged sequence read at its page's row, looked up per key), computed
@@ -18,8 +19,10 @@ namespace ktune {
 template <typename T, int D, bool CAUSAL, bool WINDOW = false, bool SOFTCAP = false,
           bool ALIBI = false, bool VARLEN = false, int PAGE = 0>
 __global__ void flash_attention_reference(const __grid_constant__ FlashAttentionArgs args) {
-  static_assert(D % 32 == 0, "D must be a multiple of 32");
-  constexpr int PER_LANE = D / 32;
+  static_assert(D % 8 == 0 && D <= 256, "D must be a multiple of 8, at most 256");
+  constexpr int PER_LANE = (D + 31) / 32;
+  // Element i of this lane is in the row (always, when D is a multiple of 32).
+  const auto in_row = [](int lane_, int i) { return D % 32 == 0 || lane_ + 32 * i < D; };
   const int lane = threadIdx.x & 31;
   const int row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
   const int b = blockIdx.y / args.heads_q;
@@ -58,7 +61,7 @@ __global__ void flash_attention_reference(const __grid_constant__ FlashAttention
   float qv[PER_LANE], acc[PER_LANE];
 #pragma unroll
   for (int i = 0; i < PER_LANE; ++i) {
-    qv[i] = to_float(q[lane + 32 * i]);
+    qv[i] = in_row(lane, i) ? to_float(q[lane + 32 * i]) : 0.f;
     acc[i] = 0.f;
   }
 
@@ -75,7 +78,8 @@ __global__ void flash_attention_reference(const __grid_constant__ FlashAttention
     const T* kr = k + key_row(j) * args.k_row_stride;
     float s = 0.f;
 #pragma unroll
-    for (int i = 0; i < PER_LANE; ++i) s += qv[i] * to_float(kr[lane + 32 * i]);
+    for (int i = 0; i < PER_LANE; ++i)
+      if (in_row(lane, i)) s += qv[i] * to_float(kr[lane + 32 * i]);
     // Butterfly sum: every lane ends with the same bits (each step adds the same pair).
 #pragma unroll
     for (int offset = 16; offset > 0; offset >>= 1) s += __shfl_xor_sync(0xffffffffu, s, offset);
@@ -93,7 +97,8 @@ __global__ void flash_attention_reference(const __grid_constant__ FlashAttention
     sum += p;
     const T* vr = v + key_row(j) * args.v_row_stride;
 #pragma unroll
-    for (int i = 0; i < PER_LANE; ++i) acc[i] += p * to_float(vr[lane + 32 * i]);
+    for (int i = 0; i < PER_LANE; ++i)
+      if (in_row(lane, i)) acc[i] += p * to_float(vr[lane + 32 * i]);
   }
 
   float* o = static_cast<float*>(args.o) +
@@ -102,7 +107,8 @@ __global__ void flash_attention_reference(const __grid_constant__ FlashAttention
   // e4m3 inputs: V's dequantisation scale (Q's and K's are in args.scale).
   const float o_scale = sizeof(T) == 1 ? args.o_scale : 1.f;
 #pragma unroll
-  for (int i = 0; i < PER_LANE; ++i) o[lane + 32 * i] = sum > 0.f ? o_scale * acc[i] / sum : 0.f;
+  for (int i = 0; i < PER_LANE; ++i)
+    if (in_row(lane, i)) o[lane + 32 * i] = sum > 0.f ? o_scale * acc[i] / sum : 0.f;
   if (args.lse != nullptr && lane == 0) {
     // [B, Hq, Nq], or with VARLEN [Hq, total_q].
     const long long i = VARLEN ? h * static_cast<long long>(args.cu_seqlens_q[args.batch]) +

@@ -29,7 +29,6 @@ constexpr std::int64_t kMaxGrid = 65535;                 // b * hq (and grid y, 
 constexpr std::int64_t kMaxNq = 256;                     // decode, speculative, short chunks
 constexpr std::int64_t kMaxSeq = std::int64_t{1} << 30;  // int key positions
 constexpr std::int64_t kRowAlign = 8;                    // elements: 16-byte rows
-constexpr std::int64_t kHeadDims[] = {32, 64, 96, 128, 256};
 constexpr std::int64_t kPages[] = {0, 16, 32, 64, 128, 256};
 constexpr std::int64_t kMaxInt = 2147483647;             // int32 page ids and lengths
 constexpr unsigned kMaxSmem = 227u * 1024u;              // any GPU's most per block
@@ -156,7 +155,7 @@ FlashDecodeArgs make_args(const RunArgs& a, const Shape& s, const Config& c) {
       throw InvalidArgument("flash_decode: splits=" + str(c.splits) +
                             " needs a 16-byte aligned workspace of workspace_bytes()");
     const std::uint64_t part_o_bytes =
-        static_cast<std::uint64_t>(c.splits * s.b * s.hq * s.nq * s.d) * 4;
+        static_cast<std::uint64_t>(c.splits * s.b * s.hq * s.nq * tile_head_dim(s.d)) * 4;
     k.part_o = reinterpret_cast<float*>(static_cast<std::uintptr_t>(a.workspace));
     k.part_lse = reinterpret_cast<float*>(static_cast<std::uintptr_t>(a.workspace + part_o_bytes));
   }
@@ -211,7 +210,9 @@ class FlashDecodeOp final : public Op {
                "query rows per sequence (1: decode; up to 256: speculative, chunked prefill)",
                false, {16}},
               {"nk", 1, kMaxSeq, {}, std::nullopt, "key/value rows (the KV cache length)"},
-              {"d", 32, 256, {}, std::nullopt, "head dimension: 32, 64, 96, 128 or 256",
+              {"d", 8, 256, {}, std::nullopt,
+               "head dimension: a multiple of 8 (32, 64, 96, 128 and 256 have tiles of their "
+               "own; others run in the next one's, the columns past d zeros)",
                /*exact=*/true},
               {"causal", 0, 1, {"no", "yes"}, 0,
                "causal mask, aligned to the bottom right (query row i sees keys j <= nk - nq + i)"},
@@ -280,8 +281,8 @@ class FlashDecodeOp final : public Op {
 
   std::optional<std::string> problem_reason(const Problem& p) const override {
     const Shape s = shape_of(p);
-    if (std::find(std::begin(kHeadDims), std::end(kHeadDims), s.d) == std::end(kHeadDims))
-      return "d=" + str(s.d) + " is not a supported head dimension (32, 64, 96, 128, 256)";
+    if (s.d % 8 != 0)
+      return "d=" + str(s.d) + " is not a multiple of 8 (rows of 16-byte chunks; 8 to 256)";
     if (s.hq % s.hkv != 0)
       return "hq=" + str(s.hq) + " is not a multiple of hkv=" + str(s.hkv) +
              " (each key/value head serves hq / hkv query heads)";
@@ -383,7 +384,7 @@ class FlashDecodeOp final : public Op {
                               DType) const override {
     const Config c = config_of(params);
     if (c.splits <= 1 || c.merge) return 0;
-    const Shape s = shape_of(problem);
+    const Shape s = kernel_shape(problem);  // partial rows of the tiles' d
     return static_cast<std::size_t>(c.splits * s.b * s.hq * s.nq * (s.d + 1)) * 4;
   }
 
@@ -393,7 +394,7 @@ class FlashDecodeOp final : public Op {
                                             DType t, const DeviceInfo& device) const override {
     if (auto why = static_reason(params, problem, t)) return why;
     const Config c = config_of(params);
-    const Shape s = shape_of(problem);
+    const Shape s = kernel_shape(problem);
     if (auto why = needs_sm80_reason(device)) return why;
     if (c.merge && device.cc_major > 0 && device.cc_major < 9)
       return "merge=1 needs thread block clusters (compute capability 9.0 or later; this device "
@@ -410,7 +411,23 @@ class FlashDecodeOp final : public Op {
     if (auto why = static_reason(params, problem, t))
       throw InvalidArgument("flash_decode: " + *why);
     const Config c = config_of(params);
-    const Shape s = shape_of(problem);
+    const Shape s = kernel_shape(problem);
+    const std::int64_t dv = shape_of(problem).d;  // the data's head dim, <= s.d
+    if (dv != s.d) {
+      // In a wider tile's kernels: every template argument spelled, then DV.
+      std::vector<KernelSource> k = {
+          {"decode/flash_decode.cuh",
+           std::string("ktune::flash_decode_split<") + kernel_type(t) + ", " + str(s.d) + ", " +
+               str(c.block_m) + ", " + str(c.block_n) + ", " + str(c.warps) + ", " +
+               str(c.stages) + ", " + cpp_bool(s.causal) + ", " + str(s.page) + variant_args(s) +
+               ", " + cpp_bool(s.varlen) + ", " + str(c.merge ? c.splits : 1) + ", " + str(dv) +
+               ">"}};
+      if (c.splits > 1 && !c.merge)
+        k.push_back({"decode/flash_decode.cuh", std::string("ktune::flash_decode_combine<") +
+                                                    kernel_type(t) + ", " + str(s.d) + ", " +
+                                                    str(dv) + ">"});
+      return k;
+    }
     // Trailing template arguments at their defaults are left out, so that a kernel without
     // variants or varlen (and a contiguous one) keeps the name expression it had before them.
     // The combine reads args.cu_seqlens_q instead of a flag: its name never changes.
@@ -439,7 +456,7 @@ class FlashDecodeOp final : public Op {
 
   unsigned dynamic_shared_bytes(const Params& params, const Problem& problem, DType,
                                 std::size_t kernel_index) const override {
-    const Shape s = shape_of(problem);
+    const Shape s = kernel_shape(problem);
     return kernel_index == 0 ? smem_bytes(config_of(params), s) : 0;
   }
 
@@ -457,7 +474,7 @@ class FlashDecodeOp final : public Op {
       split.cluster = static_cast<unsigned>(c.splits);
     }
     split.block[0] = static_cast<unsigned>(c.warps * 32);
-    split.shared_bytes = smem_bytes(c, s);
+    split.shared_bytes = smem_bytes(c, kernel_shape(*a.problem));
     split.args = &k;
     split.args_size = sizeof k;
     launcher.launch(split);
@@ -524,7 +541,7 @@ class FlashDecodeOp final : public Op {
   /// The built-in configuration (decode_defaults.cpp): the table row's tiles and split count
   /// for this device, or the smallest tiles where the row's cannot run here.
   Params default_params(const Problem& problem, DType t, const DeviceInfo& device) const override {
-    return decode::default_params(shape_of(problem), device, [&](const Params& p) {
+    return decode::default_params(kernel_shape(problem), device, [&](const Params& p) {
       return !invalid_reason(p, problem, t, device);
     });
   }
@@ -535,7 +552,7 @@ class FlashDecodeOp final : public Op {
                                            DType t) const {
     if (auto why = point_reason(params, problem, t)) return why;
     const Config c = config_of(params);
-    const Shape s = shape_of(problem);
+    const Shape s = kernel_shape(problem);
     if (c.block_n % (16 * c.warps) != 0)
       return "block_n=" + str(c.block_n) + " / warps=" + str(c.warps) + " = " +
              str(c.block_n / c.warps) + " keys per warp (each warp takes whole 16-key slices)";

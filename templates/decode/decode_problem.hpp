@@ -52,6 +52,23 @@ inline Shape shape_of(const Problem& p) {
           at(kAlibi) != 0, at(kVarlen) != 0};
 }
 
+/// The kernels' head dim for a problem's d (a multiple of 8, at most 256): the smallest of 32,
+/// 64, 96, 128 and 256 that holds it (d=80 runs in d=96's tiles, its columns past d zeros).
+inline std::int64_t tile_head_dim(std::int64_t d) {
+  for (std::int64_t t : {32, 64, 96, 128, 256})
+    if (d <= t) return t;
+  return d;
+}
+
+/// The shape the kernels see: d rounded up to tile_head_dim(d). Every choice about tiles
+/// (validity, shared memory, the workspace's partial rows, defaults) reads this; the data's
+/// strides, sizes and the scale read shape_of()'s d.
+inline Shape kernel_shape(const Problem& p) {
+  Shape s = shape_of(p);
+  s.d = tile_head_dim(s.d);
+  return s;
+}
+
 /// Keys the splits divide: nk, or contiguous with a window those from the first tile any row
 /// sees (flash_decode_window_base; the kernel starts its splits there).
 inline std::int64_t split_span(const Shape& s, int block_n) {

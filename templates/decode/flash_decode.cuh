@@ -91,6 +91,20 @@ __device__ __forceinline__ void store_lane_row(T* o, const float (&acc)[PER_LANE
   }
 }
 
+/// store_lane_row for lane `lane` of a row whose elements from DV on are not stored (a head dim
+/// that runs in a wider tile's kernel); with DV = 32 * PER_LANE, store_lane_row itself.
+template <typename T, int PER_LANE, int DV>
+__device__ __forceinline__ void store_lane_row_upto(T* o, const float (&acc)[PER_LANE],
+                                                    int lane) {
+  if constexpr (DV == 32 * PER_LANE) {
+    store_lane_row<T, PER_LANE>(o, acc);
+  } else {
+#pragma unroll
+    for (int e = 0; e < PER_LANE; ++e)
+      if (lane * PER_LANE + e < DV) o[e] = from_float<T>(acc[e]);
+  }
+}
+
 /// Byte offset of 16-byte chunk `chunk` of row `row` in a K/V tile (flash_decode_kv_pitch).
 template <int D, bool SWZ>
 __device__ __forceinline__ unsigned kv_offset(int row, int chunk) {
@@ -102,8 +116,9 @@ __device__ __forceinline__ unsigned kv_offset(int row, int chunk) {
 
 /// Copies key rows [row0, row0 + ROWS) of one KV head into a shared tile (kv_offset); rows at
 /// or past `rows_valid` (the end of the keys) are zero-filled without being read, so P V never
-/// meets garbage (0 * NaN).
-template <int D, int ROWS, int THREADS, bool SWZ>
+/// meets garbage (0 * NaN). DV: the rows' elements (a multiple of 8, at most D); the chunks from
+/// DV on are zero-filled without being read.
+template <int D, int ROWS, int THREADS, bool SWZ, int DV = D>
 __device__ __forceinline__ void load_kv_tile(unsigned dst, const unsigned short* src,
                                              long long row_stride, int rows_valid, int tid) {
   constexpr int CHUNKS = D / 8;
@@ -114,7 +129,7 @@ __device__ __forceinline__ void load_kv_tile(unsigned dst, const unsigned short*
     if (TOTAL % THREADS == 0 || id < TOTAL) {
       const int row = id / CHUNKS;
       const int chunk = id % CHUNKS;
-      if (row < rows_valid)
+      if (row < rows_valid && (DV == D || chunk * 8 < DV))
         attn::cp_async_16(dst + kv_offset<D, SWZ>(row, chunk), src + row * row_stride + chunk * 8);
       else
         attn::cp_async_16(dst + kv_offset<D, SWZ>(row, chunk), src, 0);
@@ -126,7 +141,7 @@ __device__ __forceinline__ void load_kv_tile(unsigned dst, const unsigned short*
 /// elements apart, Hkv * D) into shared K and V tiles (kv_offset). `pages` holds the tile's page
 /// ids (paged_kv_copy_slot), from the block table or a shared slot; rows at or past
 /// `rows_valid` are zero-filled, reading neither the table nor the pools.
-template <int D, int ROWS, int THREADS, int PAGE, bool SWZ>
+template <int D, int ROWS, int THREADS, int PAGE, bool SWZ, int DV = D>
 __device__ __forceinline__ void load_kv_tiles_paged(unsigned dst_k, unsigned dst_v,
                                                     const unsigned short* k,
                                                     const unsigned short* v, long long row_stride,
@@ -141,7 +156,7 @@ __device__ __forceinline__ void load_kv_tiles_paged(unsigned dst_k, unsigned dst
   for (int i = 0; i < ROWS / RPI; ++i) {
     const int row = rt + i * RPI;
     const unsigned off = kv_offset<D, SWZ>(row, chunk);
-    if (row < rows_valid) {
+    if (row < rows_valid && (DV == D || chunk * 8 < DV)) {
       const long long page = pages[paged_kv_copy_slot(i, rt, RPI, ROWS, PAGE)];
       const long long at =
           (page * PAGE + paged_kv_copy_row(key0, i, rt, RPI, ROWS, PAGE)) * row_stride +
@@ -179,7 +194,7 @@ __device__ __forceinline__ float4 load_cluster_v4_f32(unsigned addr) {
 /// log-sum-exp is the one the split path writes to part_lse, and the merge is
 /// flash_decode_combine's arithmetic in its order, so both paths give the same bits. Every thread
 /// of the CTA calls it.
-template <typename T, int D, int BLOCK_M, int WARPS, int CLUSTER>
+template <typename T, int D, int BLOCK_M, int WARPS, int CLUSTER, int DV = D>
 __device__ __forceinline__ void cluster_merge(const FlashDecodeArgs& args, unsigned buf_addr,
                                               float* w_max, const float* w_sum, int rows_valid,
                                               int r0, int b, int kh, int group, int Nq) {
@@ -258,10 +273,10 @@ __device__ __forceinline__ void cluster_merge(const FlashDecodeArgs& args, unsig
     const int r = r0 + row;
     const int h = kh * group + r % group;
     const int qr = r / group;
-    store_lane_row<T, PER_LANE>(static_cast<T*>(args.o) + b * args.o_batch_stride +
-                                    h * args.o_head_stride + qr * args.o_row_stride +
-                                    lane * PER_LANE,
-                                acc);
+    store_lane_row_upto<T, PER_LANE, DV>(static_cast<T*>(args.o) + b * args.o_batch_stride +
+                                             h * args.o_head_stride + qr * args.o_row_stride +
+                                             lane * PER_LANE,
+                                         acc, lane);
     if (args.lse != nullptr && lane == 0)
       args.lse[(static_cast<long long>(b) * args.heads_q + h) * Nq + qr] =
           m != NEG_INF ? m + logf(l) : NEG_INF;
@@ -288,7 +303,7 @@ __device__ __forceinline__ void cluster_merge(const FlashDecodeArgs& args, unsig
 /// memory (raise the kernel's limit above 48 KiB).
 template <typename T, int D, int BLOCK_M, int BLOCK_N, int WARPS, int STAGES, bool CAUSAL,
           int PAGE = 0, bool WINDOW = false, bool SOFTCAP = false, bool ALIBI = false,
-          bool VARLEN = false, int CLUSTER = 1>
+          bool VARLEN = false, int CLUSTER = 1, int DV = D>
 // Paged, varlen or with a mask variant, at least one CTA per SM (and no more) is all ptxas is
 // told: without it, it capped a paged default (and the contiguous d=128 default with every
 // variant) at 168 registers and spilled; varlen holds the sequence's offsets on top. Contiguous
@@ -298,6 +313,7 @@ __global__ void __launch_bounds__(WARPS * 32,
     flash_decode_split(const __grid_constant__ FlashDecodeArgs args) {
   static_assert(sizeof(T) == 2, "T must be bf16 or fp16");
   static_assert(D == 32 || D == 64 || D == 96 || D == 128 || D == 256, "unsupported head dim");
+  static_assert(DV % 8 == 0 && DV > 0 && DV <= D, "DV: the data's head dim, a multiple of 8 <= D");
   static_assert(BLOCK_M == 16 || BLOCK_M == 32 || BLOCK_M == 64, "BLOCK_M: 16, 32, 64");
   static_assert(BLOCK_N == 32 || BLOCK_N == 64 || BLOCK_N == 128, "BLOCK_N: 32, 64, 128");
   static_assert(WARPS == 2 || WARPS == 4 || WARPS == 8, "WARPS: 2, 4, 8");
@@ -402,7 +418,7 @@ __global__ void __launch_bounds__(WARPS * 32,
     const int row = id / CHUNKS;
     const int chunk = id % CHUNKS;
     const unsigned dst = sQ + row * PITCH + chunk * 16;
-    if (row < rows_valid) {
+    if (row < rows_valid && (DV == D || chunk * 8 < DV)) {
       const int r = r0 + row;
       cp_async_16(dst, q + (kh * group + r % group) * args.q_head_stride +
                            (r / group) * args.q_row_stride + chunk * 8);
@@ -443,14 +459,16 @@ __global__ void __launch_bounds__(WARPS * 32,
   const auto load = [&](int n, int st, const int* pages) {
     const long long r = static_cast<long long>(n) * BLOCK_N;
     if constexpr (PAGE > 0) {
-      decode::load_kv_tiles_paged<D, BLOCK_N, THREADS, PAGE, SWZ>(
+      decode::load_kv_tiles_paged<D, BLOCK_N, THREADS, PAGE, SWZ, DV>(
           sK + st * KV_BYTES, sV + st * KV_BYTES, k, v, args.k_row_stride, pages, r,
           Nk - n * BLOCK_N, tid);
     } else {
-      decode::load_kv_tile<D, BLOCK_N, THREADS, SWZ>(sK + st * KV_BYTES, k + r * args.k_row_stride,
-                                                args.k_row_stride, Nk - n * BLOCK_N, tid);
-      decode::load_kv_tile<D, BLOCK_N, THREADS, SWZ>(sV + st * KV_BYTES, v + r * args.v_row_stride,
-                                                args.v_row_stride, Nk - n * BLOCK_N, tid);
+      decode::load_kv_tile<D, BLOCK_N, THREADS, SWZ, DV>(sK + st * KV_BYTES,
+                                                         k + r * args.k_row_stride,
+                                                         args.k_row_stride, Nk - n * BLOCK_N, tid);
+      decode::load_kv_tile<D, BLOCK_N, THREADS, SWZ, DV>(sV + st * KV_BYTES,
+                                                         v + r * args.v_row_stride,
+                                                         args.v_row_stride, Nk - n * BLOCK_N, tid);
     }
   };
   // Paged: page id `slot` of tile n, or 0 past the sequence (never used: such rows are zeroed).
@@ -786,8 +804,9 @@ __global__ void __launch_bounds__(WARPS * 32,
   }
 
   if constexpr (CLUSTER > 1) {
-    decode::cluster_merge<T, D, BLOCK_M, WARPS, CLUSTER>(args, sQ + BLOCK_M * PITCH, w_max, w_sum,
-                                                         rows_valid, r0, b, kh, group, Nq);
+    decode::cluster_merge<T, D, BLOCK_M, WARPS, CLUSTER, DV>(args, sQ + BLOCK_M * PITCH, w_max,
+                                                             w_sum, rows_valid, r0, b, kh, group,
+                                                             Nq);
     return;
   }
 
@@ -806,6 +825,7 @@ __global__ void __launch_bounds__(WARPS * 32,
     const int qr = r / group;
     const float4 x = *reinterpret_cast<const float4*>(buf + row * OP + 4 * c);
     if (direct) {
+      if (DV < D && 4 * c >= DV) continue;  // O's columns past DV are not stored
       unsigned short* o = static_cast<unsigned short*>(args.o) +
                           (VARLEN ? q_first * args.o_row_stride : b * args.o_batch_stride) +
                           h * args.o_head_stride + qr * args.o_row_stride + 4 * c;
@@ -842,11 +862,12 @@ __global__ void __launch_bounds__(WARPS * 32,
 /// Varlen (args.cu_seqlens_q set: one kernel serves both, the test is per warp and uniform):
 /// rows past the sequence's query count are left alone, o and lse are packed. Launch: grid
 /// ceil(B * Hq * Nq / kFlashDecodeCombineWarps), kFlashDecodeCombineWarps * 32 threads.
-template <typename T, int D>
+template <typename T, int D, int DV = D>
 __global__ void __launch_bounds__(kFlashDecodeCombineWarps * 32)
     flash_decode_combine(const __grid_constant__ FlashDecodeArgs args) {
   static_assert(sizeof(T) == 2, "T must be bf16 or fp16");
   static_assert(D % 32 == 0 && D <= 256, "D must be a multiple of 32, at most 256");
+  static_assert(DV % 8 == 0 && DV > 0 && DV <= D, "DV: the data's head dim, a multiple of 8 <= D");
   constexpr int PER_LANE = D / 32;
   const float NEG_INF = -__int_as_float(0x7f800000);
   constexpr float LOG2E = 1.4426950408889634f;
@@ -933,7 +954,7 @@ __global__ void __launch_bounds__(kFlashDecodeCombineWarps * 32)
          (q_first < 0 ? b * args.o_batch_stride + qr * args.o_row_stride
                       : static_cast<long long>(q_first + qr) * args.o_row_stride) +
          h * args.o_head_stride + lane * PER_LANE;
-  decode::store_lane_row<T, PER_LANE>(o, acc);
+  decode::store_lane_row_upto<T, PER_LANE, DV>(o, acc, lane);
   if (args.lse != nullptr && lane == 0)
     args.lse[q_first < 0 ? row
                          : static_cast<long long>(h) * args.cu_seqlens_q[args.batch] + q_first +
