@@ -121,7 +121,9 @@ __device__ __forceinline__ unsigned kv_offset(int row, int chunk) {
 template <int D, int ROWS, int THREADS, bool SWZ, int DV = D>
 __device__ __forceinline__ void load_kv_tile(unsigned dst, const unsigned short* src,
                                              long long row_stride, int rows_valid, int tid) {
-  constexpr int CHUNKS = D / 8;
+  // The chunks the products read (a row's first ceil(DV / 16) * 2; all of them when DV = D):
+  // those past them are neither copied nor zeroed.
+  constexpr int CHUNKS = (DV + 15) / 16 * 2;
   constexpr int TOTAL = ROWS * CHUNKS;
 #pragma unroll
   for (int i = 0; i < (TOTAL + THREADS - 1) / THREADS; ++i) {
@@ -345,7 +347,11 @@ __global__ void __launch_bounds__(WARPS * 32,
   constexpr int KW = BLOCK_N / WARPS;     // keys of a tile per warp
   constexpr int NT = KW / 8;              // n8 column tiles of S per warp
   constexpr int DT = D / 8;               // n8 column tiles of O
-  constexpr int QK_STEPS = D / 16;
+  // Products over the data's columns only (DV < D: the tile's last columns are never read): Q K^T
+  // in ceil(DV / 16) k16 steps, P V into as many pairs of n8 tiles. DV an odd multiple of 8: the
+  // last step's upper half reads the zeros the copies write.
+  constexpr int QK_STEPS = (DV + 15) / 16;
+  constexpr int PV_PAIRS = (DV + 15) / 16;
   constexpr int PV_STEPS = KW / 16;
   constexpr int CHUNKS = D / 8;           // 16-byte chunks per row
   constexpr int PITCH = flash_decode_pitch(D);
@@ -715,7 +721,7 @@ __global__ void __launch_bounds__(WARPS * 32,
         a[mf][3] = pack2<T>(s[mf][2 * kk + 1][2], s[mf][2 * kk + 1][3]);
       }
 #pragma unroll
-      for (int dd = 0; dd < DT / 2; ++dd) {
+      for (int dd = 0; dd < PV_PAIRS; ++dd) {
         unsigned b0, b1, b2, b3;
         ldmatrix_x4_trans(SWZ ? v_stage + (v_lane ^ (dd << 5)) + kk * 16 * KV_PITCH
                               : v_stage + kk * 16 * KV_PITCH + dd * 32,
