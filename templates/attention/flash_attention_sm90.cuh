@@ -670,18 +670,24 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
       if (lane == 0) mbar::arrive(base + L::Q_EMPTY);
     }
   };
+  // The products read the data's columns only (DV < D: a head dim between the tiles): Q K^T in
+  // ceil(DV / 16) k16 steps (an odd multiple of 8 reads the zeros the copies write past DV), and
+  // O over DO columns where P V has a shape for them (80: d = 72 or 80 in d=96's tiles), else
+  // over the tile's D.
+  constexpr int QK_STEPS = (DV * static_cast<int>(sizeof(T)) + 31) / 32;
+  constexpr int DO = D == 96 && (DV + 15) / 16 * 16 == 80 ? 80 : D;
   // Issues S = Q K^T of `tile` into x and commits it (asynchronous).
   const auto mma_qk = [&](float (&x)[BLOCK_N / 2], unsigned k_tile) {
     // One k step (k16 of 16-bit types, k32 of e4m3) is 32 bytes of a row.
     wg::MmaSSZero<T, BLOCK_N>::run(x, wg::sw128_desc(q_tile), wg::sw128_desc(k_tile));
 #pragma unroll
-    for (int kk = 1; kk < D * static_cast<int>(sizeof(T)) / 32; ++kk)
+    for (int kk = 1; kk < QK_STEPS; ++kk)
       wg::MmaSS<T, BLOCK_N>::run(
           x, wg::sw128_desc(q_tile + (kk / 4) * L::Q_BLOCK, (kk % 4) * wg::kK16Bytes),
           wg::sw128_desc(k_tile + (kk / 4) * L::KV_BLOCK, (kk % 4) * wg::kK16Bytes), 1);
     wg::commit();
   };
-  float o[D / 2];
+  float o[DO / 2];
   // A slices of P: k16 of 16-bit types, k32 of e4m3.
   constexpr int P_SLICES = FP8 ? BLOCK_N / 32 : BLOCK_N / 16;
   // Issues O += P V of `tile` and commits it (asynchronous).
@@ -691,7 +697,7 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
       if constexpr (FP8)
         wg::MmaRS<T, D>::run(o, p[kk], wg::sw128_desc(v_tile, kk * 32), 1);
       else
-        wg::MmaRSTransB<T, D>::run(o, p[kk],
+        wg::MmaRSTransB<T, DO>::run(o, p[kk],
                                    wg::sw128_mn_desc(v_tile + kk * 16 * 128, L::KV_BLOCK), 1);
     }
     wg::commit();
@@ -718,7 +724,7 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
   };
   const auto rescale = [&](const float (&alpha)[2]) {
 #pragma unroll
-    for (int j = 0; j < D / 8; ++j)
+    for (int j = 0; j < DO / 8; ++j)
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
         o[4 * j + 2 * r] *= alpha[r];
@@ -766,7 +772,7 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
     if (!(D == 256 && CONSUMERS > 1) && wg_row0 >= Nq) w_end = w_begin;
 
 #pragma unroll
-    for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
+    for (int i = 0; i < DO / 2; ++i) o[i] = 0.f;
     float row_max[2] = {kNegInf, kNegInf}, row_sum[2] = {0.f, 0.f};
 
     // Lazy rescaling of O (softmax_tile) at d=256, where a rescale is 128 multiplies a thread,
@@ -882,12 +888,13 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
             sum > 0.f ? (row_max[r] + attn::log2_approx(sum)) * kLn2 : kNegInf;
       OT* dst = out + static_cast<long long>(row) * a.o_row_stride + 8 * t;
 #pragma unroll
-      for (int q = 0; q < D / 32; ++q) {
+      for (int q = 0; q < (DO + 31) / 32; ++q) {
         unsigned w[4];
 #pragma unroll
         for (int i = 0; i < 4; ++i)
-          w[i] =
-              pack2<OT>(o[4 * (4 * q + i) + 2 * r] * inv, o[4 * (4 * q + i) + 2 * r + 1] * inv);
+          w[i] = 4 * q + i < DO / 8 ? pack2<OT>(o[4 * (4 * q + i) + 2 * r] * inv,
+                                                o[4 * (4 * q + i) + 2 * r + 1] * inv)
+                                    : 0u;  // past DO: columns not stored
         attn90::quad_transpose(w, t);  // the whole warp shuffles, rows past Nq too
         if (row < Nq && (DV == D || 32 * q + 8 * t < DV))
           *reinterpret_cast<uint4*>(dst + 32 * q) = make_uint4(w[0], w[1], w[2], w[3]);

@@ -1,8 +1,8 @@
 // Hopper warpgroup MMA (wgmma.mma_async, sm_90a): shared-memory matrix descriptors for K-major
 // 16-bit tiles in the 128-byte swizzle, the fence / commit / wait protocol, m64nNk16 products with
-// A and B from shared memory (N = 64, 80, 128, 256; bf16 and fp16 in, fp32 accumulators) or A from
-// registers (N = 64, 96, 128, 256), and where each of a thread's accumulators sits in the m64 x N
-// tile.
+// A and B from shared memory (N = 64, 80, 128, 256; bf16 and fp16 in, fp32 accumulators) or A
+// from registers (N = 64, 80, 96, 128, 256), and where each of a thread's accumulators sits in the
+// m64 x N tile.
 //
 // NVRTC alone: no headers. Host code (g++) may include this file too: the descriptor, swizzle
 // and fragment-layout functions are plain constexpr (the tests check them on the CPU); the
@@ -95,7 +95,8 @@ KTUNE_WG_HD constexpr unsigned long long sw128_desc(unsigned smem_addr, unsigned
 /// and the stride byte offset that between groups of 8 rows (1024). One k16 step reads 16 rows:
 /// the start moves by 16 x 128 = 2048 bytes, a whole number of swizzle atoms. N = 96 (flash
 /// attention's V at d = 96) reads a block and the first half of the next, addressed as whole
-/// blocks are (checked on the H200 by gpu_attention_test's d=96 cases).
+/// blocks are (checked on the H200 by gpu_attention_test's d=96 cases); N = 80 (d = 72 or 80 in
+/// d=96's tiles) a block and a quarter, likewise (its d=80 cases).
 KTUNE_WG_HD constexpr unsigned long long sw128_mn_desc(unsigned smem_addr, unsigned block_bytes) {
   return make_desc(smem_addr, block_bytes, kSw128AtomBytes, swizzle_128b);
 }
@@ -348,6 +349,8 @@ KTUNE_WG_MMA_SS0K(e4m3, "e4m3", k32, "1, 1", 256, KTUNE_WG_REGS_128, KTUNE_WG_W1
 
 KTUNE_WG_MMA_RSK(MmaRSTransB, bf16, "bf16", k16, "1, 1, 1", 64, KTUNE_WG_REGS_32, KTUNE_WG_F32(0),
                  32, 33, 34, 35, 36, 37)
+KTUNE_WG_MMA_RSK(MmaRSTransB, bf16, "bf16", k16, "1, 1, 1", 80, KTUNE_WG_REGS_40, KTUNE_WG_F40(0),
+                 40, 41, 42, 43, 44, 45)
 KTUNE_WG_MMA_RSK(MmaRSTransB, bf16, "bf16", k16, "1, 1, 1", 96, KTUNE_WG_REGS_48, KTUNE_WG_F48(0),
                  48, 49, 50, 51, 52, 53)
 KTUNE_WG_MMA_RSK(MmaRSTransB, bf16, "bf16", k16, "1, 1, 1", 128, KTUNE_WG_REGS_64,
@@ -356,6 +359,8 @@ KTUNE_WG_MMA_RSK(MmaRSTransB, bf16, "bf16", k16, "1, 1, 1", 256, KTUNE_WG_REGS_1
                  KTUNE_WG_F128, 128, 129, 130, 131, 132, 133)
 KTUNE_WG_MMA_RSK(MmaRSTransB, fp16, "f16", k16, "1, 1, 1", 64, KTUNE_WG_REGS_32, KTUNE_WG_F32(0),
                  32, 33, 34, 35, 36, 37)
+KTUNE_WG_MMA_RSK(MmaRSTransB, fp16, "f16", k16, "1, 1, 1", 80, KTUNE_WG_REGS_40, KTUNE_WG_F40(0),
+                 40, 41, 42, 43, 44, 45)
 KTUNE_WG_MMA_RSK(MmaRSTransB, fp16, "f16", k16, "1, 1, 1", 96, KTUNE_WG_REGS_48, KTUNE_WG_F48(0),
                  48, 49, 50, 51, 52, 53)
 KTUNE_WG_MMA_RSK(MmaRSTransB, fp16, "f16", k16, "1, 1, 1", 128, KTUNE_WG_REGS_64, KTUNE_WG_F64(0),
