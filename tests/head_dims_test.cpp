@@ -139,7 +139,16 @@ TEST(HeadDims, E4m3TakesOnlyTheTilesOwnDs) {
   const Problem p112 = fa.parse_problem("b=1,hq=8,hkv=8,nq=4096,nk=4096,d=112");
   const std::optional<std::string> why = fa.invalid_reason(c, p112, DType::e4m3, h100);
   ASSERT_TRUE(why.has_value());
-  EXPECT_NE(why->find("e4m3 takes d = 128 or 256 (d=112"), std::string::npos) << *why;
+  EXPECT_NE(why->find("e4m3 takes d = 128 or 256 (d=112 runs in d=128's tiles)"),
+            std::string::npos)
+      << *why;
+  // Every reason of a d between tiles names the tiles it runs in.
+  const std::optional<std::string> stages = fa.invalid_reason(
+      fa.parse_params("block_m=64,block_n=64,warps=4,stages=4,q_regs=1,smem_pad=0,impl=0"),
+      fa.parse_problem("b=1,hq=8,hkv=8,nq=4096,nk=4096,d=80"), DType::bf16, h100);
+  ASSERT_TRUE(stages.has_value());
+  EXPECT_NE(stages->find("stages=4 is for e4m3 tiles"), std::string::npos) << *stages;
+  EXPECT_NE(stages->find("(d=80 runs in d=96's tiles)"), std::string::npos) << *stages;
   EXPECT_EQ(fa.invalid_reason(c, fa.parse_problem("b=1,hq=8,hkv=8,nq=4096,nk=4096,d=128"),
                               DType::e4m3, h100),
             std::nullopt);

@@ -508,8 +508,17 @@ class FlashAttentionOp final : public Op {
     return static_cast<std::size_t>(s.b * s.hkv * s.d * fp8_vt_keys(s.nk));
   }
 
+  /// tile_reason(), naming the tiles a head dim between them runs in.
   std::optional<std::string> invalid_reason(const Params& params, const Problem& problem,
                                             DType t, const DeviceInfo& device) const override {
+    std::optional<std::string> why = tile_reason(params, problem, t, device);
+    const std::int64_t d = shape_of(problem).d, tile = tile_head_dim(d);
+    if (why && d != tile) *why += " (d=" + str(d) + " runs in d=" + str(tile) + "'s tiles)";
+    return why;
+  }
+
+  std::optional<std::string> tile_reason(const Params& params, const Problem& problem, DType t,
+                                         const DeviceInfo& device) const {
     if (auto why = static_reason(params, problem, t)) return why;
     const Config c = config_of(params);
     const Shape s = kernel_shape(problem);
@@ -737,9 +746,7 @@ class FlashAttentionOp final : public Op {
     if (t == DType::e4m3 && c.impl != 1)
       return std::string("e4m3 runs on the wgmma kernel only (impl=1, sm_90a)");
     if (const std::int64_t dv = shape_of(problem).d; dv != s.d) {
-      if (t == DType::e4m3)
-        return "e4m3 takes d = 128 or 256 (d=" + str(dv) + " would run in d=" + str(s.d) +
-               "'s tiles)";
+      if (t == DType::e4m3) return std::string("e4m3 takes d = 128 or 256");
       if (c.impl == 1 && s.d == 32)
         return "impl=1 takes d = 64, 96, 128 or 256; d=" + str(dv) + " runs with impl=0";
     }

@@ -390,8 +390,17 @@ class FlashDecodeOp final : public Op {
 
   std::size_t alignment(const Params&, const Problem&, DType) const override { return 16; }
 
+  /// tile_reason(), naming the tiles a head dim between them runs in.
   std::optional<std::string> invalid_reason(const Params& params, const Problem& problem,
                                             DType t, const DeviceInfo& device) const override {
+    std::optional<std::string> why = tile_reason(params, problem, t, device);
+    const std::int64_t d = shape_of(problem).d, tile = tile_head_dim(d);
+    if (why && d != tile) *why += " (d=" + str(d) + " runs in d=" + str(tile) + "'s tiles)";
+    return why;
+  }
+
+  std::optional<std::string> tile_reason(const Params& params, const Problem& problem, DType t,
+                                         const DeviceInfo& device) const {
     if (auto why = static_reason(params, problem, t)) return why;
     const Config c = config_of(params);
     const Shape s = kernel_shape(problem);
