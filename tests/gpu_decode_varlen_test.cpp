@@ -363,12 +363,18 @@ INSTANTIATE_TEST_SUITE_P(Varlen, GpuDecodeVarlen,
                                             ::testing::Values(std::int64_t{64}, std::int64_t{128}),
                                             ::testing::Values(DType::bf16, DType::f16)),
                          case_name);
+// d=80: between the tiles (d=96's kernels, the columns past 80 zeros), bf16.
+INSTANTIATE_TEST_SUITE_P(VarlenD80, GpuDecodeVarlen,
+                         ::testing::Combine(::testing::ValuesIn(kCases),
+                                            ::testing::Values(std::int64_t{80}),
+                                            ::testing::Values(DType::bf16)),
+                         case_name);
 
 // Without a GPU too (CI): the problems the suite's setup builds host-side are problems of the
 // op; one that is not makes SetUpTestSuite throw before any case runs.
 TEST(GpuDecodeVarlenProblems, EveryCaseBuildsAValidProblem) {
   for (const VarlenCase& c : kCases)
-    for (std::int64_t d : {64, 128}) EXPECT_NO_THROW(op().check_problem(problem_of(c, d)));
+    for (std::int64_t d : {64, 80, 128}) EXPECT_NO_THROW(op().check_problem(problem_of(c, d)));
 }
 
 // The default with the most splits this device picks, captured in a CUDA graph: no host sync or

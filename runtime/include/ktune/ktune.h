@@ -78,9 +78,10 @@ ktune_status ktune_softmax(const void* x, void* y, int64_t m, int64_t n, float s
 
 /* Flash attention forward. q: [b, hq, nq, d], k and v: [b, hkv, nk, d], o like q, with element
  * strides (batch, head, seq for q, k, v, o in that order: 12 values) or NULL for contiguous
- * [b, h, s, d]. lse: fp32 [b, hq, nq] or NULL. hq % hkv == 0. causal: 0 or 1 (bottom-right
- * aligned when nq != nk). scale <= 0: 1/sqrt(d). Always the prefill kernel: decode (a few query
- * rows), paged caches and mask variants go through ktune_attention. */
+ * [b, h, s, d]. d: a multiple of 8, 8..256. lse: fp32 [b, hq, nq] or NULL. hq % hkv == 0.
+ * causal: 0 or 1 (bottom-right aligned when nq != nk). scale <= 0: 1/sqrt(d). Always the
+ * prefill kernel: decode (a few query rows), paged caches and mask variants go through
+ * ktune_attention. */
 ktune_status ktune_flash_attention(const void* q, const void* k, const void* v, void* o,
                                    float* lse, int64_t b, int64_t hq, int64_t hkv, int64_t nq,
                                    int64_t nk, int64_t d, const int64_t* strides, int causal,
