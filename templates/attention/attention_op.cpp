@@ -511,10 +511,7 @@ class FlashAttentionOp final : public Op {
   /// tile_reason(), naming the tiles a head dim between them runs in.
   std::optional<std::string> invalid_reason(const Params& params, const Problem& problem,
                                             DType t, const DeviceInfo& device) const override {
-    std::optional<std::string> why = tile_reason(params, problem, t, device);
-    const std::int64_t d = shape_of(problem).d, tile = tile_head_dim(d);
-    if (why && d != tile) *why += " (d=" + str(d) + " runs in d=" + str(tile) + "'s tiles)";
-    return why;
+    return naming_tiles(tile_reason(params, problem, t, device), shape_of(problem).d);
   }
 
   std::optional<std::string> tile_reason(const Params& params, const Problem& problem, DType t,

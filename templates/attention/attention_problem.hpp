@@ -4,6 +4,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "templates/attention/args.h"
@@ -40,11 +42,21 @@ struct Shape {
 /// runs in the smallest that holds it (d=80 in d=96's tiles), its columns past d zeros.
 inline constexpr std::int64_t kTileHeadDims[] = {32, 64, 96, 128, 256};
 
-/// The kernels' head dim for a problem's d: the smallest of kTileHeadDims at least d.
+/// The kernels' head dim for a problem's d: the smallest of kTileHeadDims at least d (flash_decode
+/// reads it too).
 inline std::int64_t tile_head_dim(std::int64_t d) {
   for (std::int64_t t : kTileHeadDims)
     if (d <= t) return t;
   return d;
+}
+
+/// A reason about the kernels' tiles given for a problem of head dim d: for a d between the tiles,
+/// it names the tiles d runs in (both attention ops' invalid_reason).
+inline std::optional<std::string> naming_tiles(std::optional<std::string> why, std::int64_t d) {
+  const std::int64_t tile = tile_head_dim(d);
+  if (why && d != tile)
+    *why += " (d=" + std::to_string(d) + " runs in d=" + std::to_string(tile) + "'s tiles)";
+  return why;
 }
 
 /// A problem of 7 values (flash_decode's, which shares the first 7 dims and delegates its

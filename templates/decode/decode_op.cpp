@@ -393,10 +393,7 @@ class FlashDecodeOp final : public Op {
   /// tile_reason(), naming the tiles a head dim between them runs in.
   std::optional<std::string> invalid_reason(const Params& params, const Problem& problem,
                                             DType t, const DeviceInfo& device) const override {
-    std::optional<std::string> why = tile_reason(params, problem, t, device);
-    const std::int64_t d = shape_of(problem).d, tile = tile_head_dim(d);
-    if (why && d != tile) *why += " (d=" + str(d) + " runs in d=" + str(tile) + "'s tiles)";
-    return why;
+    return naming_tiles(tile_reason(params, problem, t, device), shape_of(problem).d);
   }
 
   std::optional<std::string> tile_reason(const Params& params, const Problem& problem, DType t,
@@ -422,27 +419,15 @@ class FlashDecodeOp final : public Op {
     const Config c = config_of(params);
     const Shape s = kernel_shape(problem);
     const std::int64_t dv = shape_of(problem).d;  // the data's head dim, <= s.d
-    if (dv != s.d) {
-      // In a wider tile's kernels: every template argument spelled, then DV.
-      std::vector<KernelSource> k = {
-          {"decode/flash_decode.cuh",
-           std::string("ktune::flash_decode_split<") + kernel_type(t) + ", " + str(s.d) + ", " +
-               str(c.block_m) + ", " + str(c.block_n) + ", " + str(c.warps) + ", " +
-               str(c.stages) + ", " + cpp_bool(s.causal) + ", " + str(s.page) + variant_args(s) +
-               ", " + cpp_bool(s.varlen) + ", " + str(c.merge ? c.splits : 1) + ", " + str(dv) +
-               ">"}};
-      if (c.splits > 1 && !c.merge)
-        k.push_back({"decode/flash_decode.cuh", std::string("ktune::flash_decode_combine<") +
-                                                    kernel_type(t) + ", " + str(s.d) + ", " +
-                                                    str(dv) + ">"});
-      return k;
-    }
     // Trailing template arguments at their defaults are left out, so that a kernel without
     // variants or varlen (and a contiguous one) keeps the name expression it had before them.
     // The combine reads args.cu_seqlens_q instead of a flag: its name never changes.
-    // merge=1 spells every argument up to CLUSTER (page 0 and not varlen there).
+    // merge=1 spells every argument up to CLUSTER (page 0 and not varlen there); a head dim
+    // between the tiles (dv < s.d) every argument, then DV.
     const std::string tail =
-        c.merge ? ", 0" + variant_args(s) + ", false, " + str(c.splits)
+        dv != s.d ? ", " + str(s.page) + variant_args(s) + ", " + cpp_bool(s.varlen) + ", " +
+                        str(c.merge ? c.splits : 1) + ", " + str(dv)
+        : c.merge ? ", 0" + variant_args(s) + ", false, " + str(c.splits)
         : s.variants() || s.varlen
             ? ", " + str(s.page) + variant_args(s) + (s.varlen ? ", true" : "")
         : s.paged() ? ", " + str(s.page)
@@ -453,8 +438,9 @@ class FlashDecodeOp final : public Op {
              str(c.block_m) + ", " + str(c.block_n) + ", " + str(c.warps) + ", " + str(c.stages) +
              ", " + cpp_bool(s.causal) + tail + ">"}};
     if (c.splits > 1 && !c.merge)
-      k.push_back({"decode/flash_decode.cuh", std::string("ktune::flash_decode_combine<") +
-                                                  kernel_type(t) + ", " + str(s.d) + ">"});
+      k.push_back({"decode/flash_decode.cuh",
+                   std::string("ktune::flash_decode_combine<") + kernel_type(t) + ", " + str(s.d) +
+                       (dv != s.d ? ", " + str(dv) : std::string()) + ">"});
     return k;
   }
 

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "templates/attention/args.h"
+#include "templates/attention/attention_problem.hpp"
 #include "templates/decode/args.h"
 #include "templates/op.hpp"
 
@@ -52,13 +53,9 @@ inline Shape shape_of(const Problem& p) {
           at(kAlibi) != 0, at(kVarlen) != 0};
 }
 
-/// The kernels' head dim for a problem's d (a multiple of 8, at most 256): the smallest of 32,
-/// 64, 96, 128 and 256 that holds it (d=80 runs in d=96's tiles, its columns past d zeros).
-inline std::int64_t tile_head_dim(std::int64_t d) {
-  for (std::int64_t t : {32, 64, 96, 128, 256})
-    if (d <= t) return t;
-  return d;
-}
+// The kernels' head dim for a problem's d: flash_attention's (d=80 runs in d=96's tiles).
+using attention::naming_tiles;
+using attention::tile_head_dim;
 
 /// The shape the kernels see: d rounded up to tile_head_dim(d). Every choice about tiles
 /// (validity, shared memory, the workspace's partial rows, defaults) reads this; the data's
