@@ -461,6 +461,35 @@ HELD_OUT = [
     ("flash_attention", "b=16,hq=16,hkv=4,nq=100,nk=180,d=64,causal=no"),
     ("flash_attention", "b=8,hq=16,hkv=16,nq=250,nk=300,d=64,causal=no"),
     ("flash_attention", "b=24,hq=8,hkv=8,nq=120,nk=150,d=64,causal=no"),
+    # 301-310: head dims between the tiles (stop 53, written before any sweep of them): no tuned
+    # row has such a d (the lookup never crosses d), so each runs its tile's built-in default
+    # (d=80 in d=96's tiles, 40 in 64's, 112 in 128's, 192 in 256's). d=80 is Phi-2's,
+    # StableLM-3B's and Pythia-2.8B's head (multi-head); decode paged and contiguous.
+    ("flash_attention", "b=4,hq=32,hkv=32,nq=1500,nk=1500,d=80,causal=no"),
+    ("flash_attention", "b=1,hq=32,hkv=32,nq=3000,nk=3000,d=80,causal=yes"),
+    ("flash_attention", "b=8,hq=32,hkv=32,nq=700,nk=700,d=80,causal=yes"),
+    ("flash_attention", "b=2,hq=16,hkv=16,nq=2500,nk=2500,d=112,causal=yes"),
+    ("flash_attention", "b=2,hq=16,hkv=4,nq=3000,nk=3000,d=192,causal=yes"),
+    ("flash_attention", "b=4,hq=16,hkv=16,nq=2000,nk=2000,d=40,causal=no"),
+    ("flash_decode", "b=8,hq=32,hkv=32,nq=1,nk=3000,d=80,causal=no"),
+    ("flash_decode", "b=32,hq=32,hkv=32,nq=1,nk=1500,d=80,causal=no,page=16"),
+    ("flash_decode", "b=2,hq=32,hkv=32,nq=4,nk=6000,d=80,causal=yes"),
+    ("flash_decode", "b=4,hq=16,hkv=4,nq=1,nk=9000,d=112,causal=no"),
+    # 311-318: a check set for the causal tile height at d = 80-128 on the H200 (stop 53, written
+    # before any sweep of them). Read from 18 causal sweeps on the H200 (d=96 288-293 and stop
+    # 51's, d=80/112 302-305, the d=128 ANCHORS rows, the GQA 2048 row): 192-row tiles fastest
+    # wherever b * hq >= 96 (5 of 5), 128-row tiles wherever b * hq <= 80 (13 of 13), at any
+    # length; the rule in force (192 rows from 2048 query rows, read on the H100) gives 192 at
+    # a, b, c, d, h and 128 at e, f, g. Prediction: 192 rows within 2 % of the sweep's fastest
+    # at d, e, f, g, and 128-row tiles (two consumers taking turns) ahead of 192 at a, b, c, h.
+    ("flash_attention", "b=1,hq=32,hkv=8,nq=5000,nk=5000,d=128,causal=yes"),
+    ("flash_attention", "b=2,hq=24,hkv=24,nq=2600,nk=2600,d=128,causal=yes"),
+    ("flash_attention", "b=1,hq=64,hkv=8,nq=3500,nk=3500,d=80,causal=yes"),
+    ("flash_attention", "b=4,hq=32,hkv=8,nq=2400,nk=2400,d=128,causal=yes"),
+    ("flash_attention", "b=8,hq=16,hkv=16,nq=1200,nk=1200,d=96,causal=yes"),
+    ("flash_attention", "b=16,hq=32,hkv=32,nq=500,nk=500,d=80,causal=yes"),
+    ("flash_attention", "b=3,hq=40,hkv=40,nq=1600,nk=1600,d=112,causal=yes"),
+    ("flash_attention", "b=1,hq=48,hkv=8,nq=9000,nk=9000,d=128,causal=yes"),
 ]
 
 
