@@ -1388,11 +1388,17 @@ TEST(DecodePaged, PagedKernelsAndFillsCompile) {
   };
   for (const char* arch : {"sm_80", "sm_90a"}) {
     const DeviceInfo dev = device(arch);
-    for (std::int64_t d : {64, 128, 256})
+    // d = 32, 96 and 80 (in d=96's tiles) sampled: one batch shape, bf16. d=96's paged copies
+    // once failed to compile ("whole rows per pass": 12 chunks a row), unseen while only the
+    // tiles of a power-of-two d were compiled here.
+    for (std::int64_t d : {32, 64, 80, 96, 128, 256})
       for (int page : {16, 256})
         for (const char* dims : {"b=64,hq=32,hkv=8,nq=1,nk=8000", "b=1,hq=64,hkv=8,nq=1,nk=32768",
                                  "b=4,hq=32,hkv=8,nq=16,nk=4096"})
           for (DType t : {DType::bf16, DType::f16}) {
+            const bool sampled = d == 32 || d == 80 || d == 96;
+            if (sampled && (t != DType::bf16 || std::string(dims).rfind("b=64,", 0) != 0))
+              continue;
             const Problem p = op().parse_problem(std::string(dims) + ",d=" + std::to_string(d) +
                                                  ",page=" + std::to_string(page) +
                                                  (t == DType::f16 ? ",causal=yes" : ""));

@@ -501,10 +501,11 @@ class GpuDecodePaged : public ::testing::TestWithParam<std::tuple<std::int64_t, 
 
 // Mixed lengths (1 and nk among them) over a shuffled pool: the default and points of the space
 // with several splits (empty splits for the short sequences) and with tiles smaller and larger
-// than a page, for d = 64, 80, 128, 256, causal and not, GQA 4:1, MQA 16:1 and MHA.
+// than a page, for d = 32, 64, 80, 96, 128, 256 (d=96's rows, 12 chunks, are copied by 16
+// threads each), causal and not, GQA 4:1, MQA 16:1 and MHA.
 TEST_P(GpuDecodePaged, MixedLengthsMatchTheReference) {
   const auto& [page, t] = GetParam();
-  for (std::int64_t d : {64, 80, 128, 256})
+  for (std::int64_t d : {32, 64, 80, 96, 128, 256})
     for (const char* dims : {"b=5,hq=32,hkv=8,nq=1,nk=1000", "b=4,hq=16,hkv=1,nq=5,nk=4099",
                              "b=3,hq=8,hkv=8,nq=33,nk=300"})
       for (bool causal : {false, true}) {

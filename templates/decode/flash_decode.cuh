@@ -142,7 +142,9 @@ __device__ __forceinline__ void load_kv_tile(unsigned dst, const unsigned short*
 /// Paged: copies keys [key0, key0 + ROWS) of one KV head from the pools (rows `row_stride`
 /// elements apart, Hkv * D) into shared K and V tiles (kv_offset). `pages` holds the tile's page
 /// ids (paged_kv_copy_slot), from the block table or a shared slot; rows at or past
-/// `rows_valid` are zero-filled, reading neither the table nor the pools.
+/// `rows_valid` are zero-filled, reading neither the table nor the pools. A row's D / 8 chunks
+/// are spread over a power of two of threads (paged_kv_copy_slot's rows per pass are powers of
+/// two): at D = 96, 16 threads a row, the last 4 idle.
 template <int D, int ROWS, int THREADS, int PAGE, bool SWZ, int DV = D>
 __device__ __forceinline__ void load_kv_tiles_paged(unsigned dst_k, unsigned dst_v,
                                                     const unsigned short* k,
@@ -150,10 +152,12 @@ __device__ __forceinline__ void load_kv_tiles_paged(unsigned dst_k, unsigned dst
                                                     const int* pages, long long key0,
                                                     int rows_valid, int tid) {
   constexpr int CHUNKS = D / 8;
-  constexpr int RPI = THREADS / CHUNKS;  // rows per pass
-  static_assert(THREADS % CHUNKS == 0 && ROWS % RPI == 0, "whole rows per pass");
-  const int rt = tid / CHUNKS;
-  const int chunk = tid % CHUNKS;
+  constexpr int LANES = CHUNKS <= 4 ? 4 : CHUNKS <= 8 ? 8 : CHUNKS <= 16 ? 16 : 32;  // a row's
+  constexpr int RPI = THREADS / LANES;  // rows per pass
+  static_assert(LANES >= CHUNKS && THREADS % LANES == 0 && ROWS % RPI == 0, "whole rows per pass");
+  const int rt = tid / LANES;
+  const int chunk = tid % LANES;
+  if (LANES != CHUNKS && chunk >= CHUNKS) return;
 #pragma unroll
   for (int i = 0; i < ROWS / RPI; ++i) {
     const int row = rt + i * RPI;
