@@ -146,7 +146,9 @@ const Op& op_option(const std::string& text) {
 
 DType dtype_option(const std::string& text) {
   std::optional<DType> t = parse_dtype(text);
-  if (!t) throw InvalidArgument("unsupported dtype " + ktune::quoted(text) + " (allowed: bf16, fp16)");
+  if (!t)
+    throw InvalidArgument("unsupported dtype " + ktune::quoted(text) +
+                          " (allowed: bf16, fp16, e4m3)");
   return *t;
 }
 

@@ -94,7 +94,7 @@ TEST(Plan, BadLinesNameFileLineTextAndWhatIsAllowed) {
   };
   const std::vector<Case> cases = {
       {"rmsnorm bf16 m=1,n=2", {"unknown op", "known ops: add_rmsnorm"}},
-      {"add_rmsnorm int8 m=1,n=2", {"unsupported dtype \"int8\"", "allowed: bf16, fp16"}},
+      {"add_rmsnorm int8 m=1,n=2", {"unsupported dtype \"int8\"", "allowed: bf16, fp16, e4m3"}},
       {"add_rmsnorm bf16", {"expected OP DTYPE SHAPE"}},
       {"add_rmsnorm bf16 m=1,n=2 m=3", {"expected OP DTYPE SHAPE"}},
       {"add_rmsnorm bf16 m=1,n=0", {"n"}},

@@ -58,7 +58,9 @@ PlanLine parse_line(const std::string& text) {
   const Op& op = get_op(f[0]);  // names the known ops
   l.op = std::string(op.name());
   const std::optional<DType> t = parse_dtype(f[1]);
-  if (!t) throw InvalidArgument("unsupported dtype " + ktune::quoted(f[1]) + " (allowed: bf16, fp16)");
+  if (!t)
+    throw InvalidArgument("unsupported dtype " + ktune::quoted(f[1]) +
+                          " (allowed: bf16, fp16, e4m3)");
   l.dtype = *t;
   const std::vector<DType> allowed = op.dtypes();
   if (std::find(allowed.begin(), allowed.end(), l.dtype) == allowed.end()) {
