@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
 """Random problems through the whole tuning path, to find what no table of ours holds.
 
-Draws problems of flash_attention, flash_decode and moe from a seed (head dims that are any
-multiple of 8 up to 256, lengths that are multiples of no tile, GQA/MQA/MHA, causal, sliding
-windows, soft-capping, ALiBi, paged and variable-length batches, token counts and routings of
-odd-sized MoE layers), keeps those `ktune space` accepts, writes them as a plan, and sweeps it
-with `ktune sweep --plan --budget N`, one plan per op: each problem's default and N - 1 random
-valid configurations (moe: the staged strategy's first, its space being sampled) are compiled,
-run on poisoned outputs and verified against the op's reference (the tuner's checks); every trial lands in a fresh database. Reports every trial
+Draws problems of flash_attention, flash_decode and moe (with --ops, the fused ops too) from a
+seed (head dims that are any multiple of 8 up to 256, lengths that are multiples of no tile,
+GQA/MQA/MHA, causal, sliding windows, soft-capping, ALiBi, paged and variable-length batches,
+token counts and routings of odd-sized MoE layers, odd row widths), keeps those `ktune space`
+accepts, writes them as plans, and sweeps them with `ktune sweep --plan --budget N`, one plan per
+op: each problem's default and N - 1 random valid configurations (moe: the staged strategy's
+first, its space being sampled) are compiled, run on poisoned outputs and verified against the
+op's reference (the tuner's checks); every trial lands in a fresh database. Reports every trial
 that failed (compile, launch, time limit, wrong result: status, configuration, detail), then per
 op the trials by status (`invalid`: points the space refuses, with their reasons).
 
@@ -70,6 +71,26 @@ def moe_problem(rng):
     return rng.choice(["bf16", "fp16"]), ",".join(f"{k}={v}" for k, v in f.items())
 
 
+def fused_problem(rng, op):
+    # Rows from 1, widths from 1 (odd ones included) to 65536: every vector width's tail.
+    m = rng.choice([rng.randint(1, 64), rng.randint(1, 20000)])
+    n = rng.choice([rng.randint(1, 300), rng.randint(300, 65536), 8 * rng.randint(1, 2048)])
+    f = {"m": m, "n": n}
+    if op == "layernorm":
+        f["residual"] = rng.choice(["no", "yes"])
+    if op == "bias_act":
+        f["act"] = rng.choice(["gelu_tanh", "gelu_erf", "silu", "relu"])
+    return rng.choice(["bf16", "fp16"]), ",".join(f"{k}={v}" for k, v in f.items())
+
+
+def draw(rng, op):
+    if op == "moe":
+        return moe_problem(rng)
+    if op in ("flash_attention", "flash_decode"):
+        return attention_problem(rng, op == "flash_decode")
+    return fused_problem(rng, op)
+
+
 def refusal(ktune, op, dtype, shape):
     """None if `ktune space` takes the problem (with a valid point on sm_90a), else why not."""
     r = subprocess.run([ktune, "space", "--op", op, "--shape", shape, "--dtype", dtype,
@@ -87,7 +108,8 @@ def main():
     ap.add_argument("--out", default="/tmp/ktune-fuzz")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--count", type=int, default=15, help="problems per op")
-    ap.add_argument("--ops", default="flash_attention,flash_decode,moe")
+    ap.add_argument("--ops", default="flash_attention,flash_decode,moe",
+                    help="any of these and add_rmsnorm, layernorm, bias_act, swiglu, softmax")
     ap.add_argument("--budget", type=int, default=3, help="configurations per problem")
     ap.add_argument("--time-limit", type=int, default=0, help="seconds for each op's sweep (0: none)")
     ap.add_argument("--dry-run", action="store_true")
@@ -100,8 +122,7 @@ def main():
         lines[op] = []
         while kept < a.count and tries < 20 * a.count:
             tries += 1
-            dtype, shape = (moe_problem(rng) if op == "moe"
-                            else attention_problem(rng, op == "flash_decode"))
+            dtype, shape = draw(rng, op)
             why = refusal(a.ktune, op, dtype, shape)
             if why is None:
                 lines[op].append(f"{op} {dtype} {shape}")
