@@ -188,6 +188,20 @@ TEST_F(Lookup, NoDatabaseGivesTheDefault) {
   EXPECT_EQ(r.params, op.default_params(p, DType::bf16, h100));
 }
 
+// A problem the default cannot run (e4m3 reads a batched K/V only): the answer says why.
+TEST_F(Lookup, ADefaultThatCannotRunSaysWhy) {
+  const Op& fa = get_op("flash_attention");
+  const Problem paged = fa.parse_problem("b=3,hq=4,hkv=2,nq=165,nk=223,d=128,page=32");
+  TuningDatabases dbs(dir.path() / "missing.db", {});
+  const LookupResult r = dbs.find(fa, DType::e4m3, paged, h100);
+  EXPECT_EQ(r.kind, Match::default_config);
+  EXPECT_NE(r.note.find("the built-in default cannot run it: page > 0 takes bf16 or fp16"),
+            std::string::npos)
+      << r.note;
+  const Problem batched = fa.parse_problem("b=3,hq=4,hkv=2,nq=165,nk=223,d=128");
+  EXPECT_EQ(dbs.find(fa, DType::e4m3, batched, h100).note, "");
+}
+
 TEST_F(Lookup, NearestShapeInLogSpace) {
   Problem asked = problem("m=12000,n=4096");
   std::string near = tuned(problem("m=16384,n=4096"), h100, 0);

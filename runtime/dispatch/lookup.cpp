@@ -329,6 +329,10 @@ LookupResult TuningDatabases::find(const Op& op, DType dtype, const Problem& pro
   r.kind = Match::default_config;
   r.params = op.default_params(problem, dtype, device);
   r.note = std::move(note);
+  // A default the problem cannot take (e4m3 with a paged cache, say) is still the answer, so
+  // that the caller's run fails with the op's own reason; the note says so before any run.
+  if (std::optional<std::string> why = op.invalid_reason(r.params, problem, dtype, device))
+    r.note = (r.note.empty() ? "" : r.note + "; ") + "the built-in default cannot run it: " + *why;
   return r;
 }
 
