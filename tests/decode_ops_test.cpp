@@ -34,12 +34,19 @@
 #include "templates/common/check_args.h"
 #include "templates/decode/args.h"
 #include "templates/decode/decode_op.hpp"
+#include "tests/support/compile_report.hpp"
 
 namespace ktune {
 namespace {
 
 const Op& op() { return flash_decode_op(); }
 DeviceInfo device(std::string_view arch) { return *device_for_arch(arch); }
+std::size_t kv_split_index() {
+  const std::vector<Tunable>& ts = op().tunables();
+  for (std::size_t i = 0; i < ts.size(); ++i)
+    if (ts[i].name == "kv_split") return i;
+  return ts.size();
+}
 
 bool contains(const std::string& s, const std::string& part) {
   return s.find(part) != std::string::npos;
@@ -160,7 +167,7 @@ TEST(DecodeProblem, KeysRoundTripAndBadProblemsSayWhy) {
 TEST(DecodeSpace, InvalidPointsCarryTheirReason) {
   const Problem p = op().parse_problem(kBar1);
   const Space h100(op(), p, DType::bf16, device("sm_90a"));
-  EXPECT_EQ(h100.points().size(), 14u * 3 * 3 * 3 * 3 * 2);
+  EXPECT_EQ(h100.points().size(), 14u * 3 * 3 * 3 * 3 * 2 * 2);  // ... merge, kv_split
   EXPECT_GT(h100.valid_count(), 0u);
   std::size_t counted = 0;
   for (const auto& [reason, n] : h100.invalid_reasons()) {
@@ -171,7 +178,8 @@ TEST(DecodeSpace, InvalidPointsCarryTheirReason) {
   // At d=128 and 4 packed rows only block_m=16 is valid, with the (block_n, warps) pairs of
   // whole 16-key slices: (32, 2), (64, 2), (64, 4), (128, 2), (128, 4), (128, 8); the split
   // counts that leave no split empty; every ring depth but 4 stages of 128 keys (276 KiB); and
-  // each of those again merged in a cluster (merge=1) at 2, 4, 8 and 16 splits.
+  // each of those again merged in a cluster (merge=1) at 2, 4, 8 and 16 splits; kv_split=1
+  // nowhere (d=96's tiles only).
   std::size_t expected = 0;
   for (std::int64_t splits : op().tunables()[0].values)
     for (int bn : {32, 64, 128})
@@ -1372,6 +1380,140 @@ TEST(DecodePaged, UniformIntFillMixesLengthsWithinTheRange) {
       }
     }
   }
+}
+
+// ---- kv_split: d=96's K/V tiles in two parts (flash_decode_split96_offset) ----
+
+// The layout on the host: every (row, chunk) of a tile a distinct 16-byte slot of its 192-byte
+// rows; the 8 rows of each ldmatrix phase in 8 distinct bank groups; each warp-wide pass of the
+// copy (load_kv_tile: 4 rows of chunks 0-7, then 8 rows of chunks 8-11) exactly 4 whole
+// 128-byte lines; and the split kernel's lane addresses (its k_lane / k_lane_b XOR forms,
+// restated here) land where the copy wrote the chunk they name.
+TEST(DecodeSplit96, LayoutCopiesAndReadsAgree) {
+  for (int rows : {32, 64, 128}) {
+    std::set<unsigned> slots;
+    for (int r = 0; r < rows; ++r)
+      for (int c = 0; c < 12; ++c) {
+        const unsigned off = flash_decode_split96_offset(rows, r, c);
+        EXPECT_EQ(off % 16, 0u);
+        EXPECT_LT(off, static_cast<unsigned>(rows * 192));
+        slots.insert(off);
+      }
+    EXPECT_EQ(slots.size(), static_cast<std::size_t>(rows * 12)) << rows;
+    for (int r0 = 0; r0 < rows; r0 += 8)
+      for (int c = 0; c < 12; ++c) {
+        std::set<unsigned> banks;
+        for (int r = r0; r < r0 + 8; ++r) banks.insert(flash_decode_split96_offset(rows, r, c) / 16 % 8);
+        EXPECT_EQ(banks.size(), 8u) << "rows " << r0 << "+, chunk " << c;
+      }
+    for (int id0 = 0; id0 < rows * 8; id0 += 32) {  // first pass: row id >> 3, chunk id & 7
+      std::set<unsigned> lines;
+      for (int id = id0; id < id0 + 32; ++id)
+        lines.insert(flash_decode_split96_offset(rows, id >> 3, id & 7) / 128);
+      EXPECT_EQ(lines.size(), 4u);
+    }
+    for (int id0 = 0; id0 < rows * 4; id0 += 32) {  // second: row id >> 2, chunk 8 + (id & 3)
+      std::set<unsigned> lines;
+      for (int id = id0; id < id0 + 32; ++id)
+        lines.insert(flash_decode_split96_offset(rows, id >> 2, 8 + (id & 3)) / 128);
+      EXPECT_EQ(lines.size(), 4u);
+    }
+    const unsigned part_b = static_cast<unsigned>(rows) * 128;
+    for (int kw : {16, 32, 64})
+      for (int warp = 0; warp * kw < rows; ++warp)
+        for (int lane = 0; lane < 32; ++lane) {
+          const int k_c = (lane >> 3) & 1, v_c = lane >> 4;
+          const int k_row = warp * kw + (lane & 7) + ((lane >> 4) << 3);
+          const int v_row = warp * kw + (lane & 7) + (((lane >> 3) & 1) << 3);
+          const unsigned k_lane = k_row * 128 + ((k_c ^ (lane & 7)) << 4);
+          const unsigned v_lane = v_row * 128 + ((v_c ^ (lane & 7)) << 4);
+          const unsigned k_lane_b = part_b + k_row * 64 + ((k_c ^ ((lane & 7) >> 1)) << 4);
+          const unsigned v_lane_b = part_b + v_row * 64 + ((v_c ^ ((lane & 7) >> 1)) << 4);
+          for (int kk = 0; kk < 6; ++kk)
+            for (int nn = 0; nn < kw / 16; ++nn) {
+              // Q K^T: keys k_row + 16 nn, chunk 2 kk + k_c; P V: keys v_row + 16 nn, chunk
+              // 2 dd + v_c (dd = kk here).
+              const unsigned k_at = kk >= 4 ? (k_lane_b ^ ((kk - 4) << 5)) + nn * 16 * 64
+                                            : (k_lane ^ (kk << 5)) + nn * 16 * 128;
+              const unsigned v_at = kk >= 4 ? (v_lane_b ^ ((kk - 4) << 5)) + nn * 16 * 64
+                                            : (v_lane ^ (kk << 5)) + nn * 16 * 128;
+              ASSERT_EQ(k_at, flash_decode_split96_offset(rows, k_row + 16 * nn, 2 * kk + k_c))
+                  << rows << " " << kw << " " << warp << " " << lane << " " << kk << " " << nn;
+              ASSERT_EQ(v_at, flash_decode_split96_offset(rows, v_row + 16 * nn, 2 * kk + v_c))
+                  << rows << " " << kw << " " << warp << " " << lane << " " << kk << " " << nn;
+            }
+        }
+  }
+}
+
+// Where kv_split=1 is a point of the space, and why not elsewhere; its kernels' names.
+TEST(DecodeSplit96, OnlyD96TilesTakeIt) {
+  const DeviceInfo h100 = device("sm_90a");
+  const Params split = op().parse_params("splits=1,block_m=16,block_n=64,warps=4,stages=3,kv_split=1");
+  EXPECT_EQ(op().params_key(op().parse_params("splits=1,block_m=16,block_n=64,warps=4,stages=3")),
+            "splits=1,block_m=16,block_n=64,warps=4,stages=3");
+  for (int d : {72, 80, 88, 96}) {
+    const Problem p = op().parse_problem("b=4,hq=32,hkv=8,nq=1,nk=4096,d=" + std::to_string(d));
+    EXPECT_EQ(op().invalid_reason(split, p, DType::bf16, h100), std::nullopt) << d;
+    EXPECT_EQ(op().kernels(split, p, DType::bf16)[0].name_expression,
+              "ktune::flash_decode_split<ktune::bf16, 96, 16, 64, 4, 3, false, 0, false, false, "
+              "false, false, 1, " + std::to_string(d) + ", true>");
+  }
+  const Problem d128 = op().parse_problem("b=4,hq=32,hkv=8,nq=1,nk=4096,d=128");
+  EXPECT_EQ(op().invalid_reason(split, d128, DType::bf16, h100).value_or(""),
+            "kv_split=1 is for d=96's tiles (head dims 72 to 96), not d=128's");
+  const Problem varlen = op().parse_problem("b=4,hq=32,hkv=8,nq=1,nk=4096,d=96,varlen=yes");
+  EXPECT_NE(op().invalid_reason(split, varlen, DType::bf16, h100).value_or("").find(
+                "kv_split=1 with varlen=yes"),
+            std::string::npos);
+  // 192-byte rows instead of 208: the same tile takes less shared memory.
+  const Params padded = op().parse_params("splits=1,block_m=16,block_n=64,warps=4,stages=3");
+  const Problem d96 = op().parse_problem("b=4,hq=32,hkv=8,nq=1,nk=4096,d=96");
+  EXPECT_EQ(op().dynamic_shared_bytes(padded, d96, DType::bf16, 0) -
+                op().dynamic_shared_bytes(split, d96, DType::bf16, 0),
+            3u * 2 * 64 * 16);
+}
+
+// kv_split=1 compiles without spills where the space holds it, sampled: four of its tiles
+// (block_m, block_n, warps, stages) each for d=80, d=96 paged and causal, and d=88 with every
+// mask variant, and a cluster merge, for sm_80 and sm_90a (each beside kv_split=0's same tile).
+TEST(DecodeSplit96, KernelsCompileWithoutSpills) {
+  std::set<std::pair<std::string, std::string>> seen;
+  std::vector<CompileJob> jobs;
+  const auto add = [&](const std::vector<KernelSource>& ks, const std::string& arch) {
+    if (seen.insert({arch, ks[0].name_expression}).second) jobs.push_back({ks[0], arch, {}});
+  };
+  for (const char* arch : {"sm_80", "sm_90a"}) {
+    const DeviceInfo dev = device(arch);
+    for (const char* shape : {"b=16,hq=32,hkv=32,nq=1,nk=4096,d=80",
+                              "b=4,hq=32,hkv=8,nq=5,nk=4096,d=96,causal=yes,page=16",
+                              "b=4,hq=32,hkv=8,nq=1,nk=4096,d=88,causal=yes,window=700,softcap=yes,"
+                              "alibi=yes"}) {
+      const Problem p = op().parse_problem(shape);
+      std::vector<Params> tiles;  // kv_split=1 at one split count: one point per tile
+      for (const Params& v : Space(op(), p, DType::bf16, dev).valid_points())
+        if (v.values[kv_split_index()] == 1 && v.values[0] == 4) tiles.push_back(v);
+      ASSERT_GE(tiles.size(), 4u) << shape;
+      for (std::size_t i = 0; i < 4; ++i) {
+        const Params& v = tiles[i * (tiles.size() - 1) / 3];
+        Params zero = v;
+        zero.values[kv_split_index()] = 0;
+        add(op().kernels(v, p, DType::bf16), arch);
+        add(op().kernels(zero, p, DType::bf16), arch);
+      }
+    }
+    if (std::string(arch) == "sm_90a") {
+      const Problem p = op().parse_problem("b=1,hq=64,hkv=8,nq=1,nk=32768,d=96");
+      add(op().kernels(op().parse_params(
+                           "splits=8,block_m=16,block_n=64,warps=4,stages=3,merge=1,kv_split=1"),
+                       p, DType::f16),
+          arch);
+    }
+  }
+  ASSERT_GT(jobs.size(), 8u);
+  test::compile_and_check(jobs, [](const CompileJob& job, const CompiledKernel& k) {
+    EXPECT_EQ(k.resources.spill_stores, 0) << job.arch << " " << job.source.name_expression;
+  });
 }
 
 // ---- NVRTC: the paged kernels and the new fill kernels compile ----

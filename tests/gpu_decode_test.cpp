@@ -18,6 +18,7 @@
 #include <cmath>
 #include <cstring>
 #include <numeric>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <optional>
@@ -175,6 +176,42 @@ void check(const AttentionShape& s, DType t, const Outputs& out, const Attention
           ADD_FAILURE() << what << ": lse written although the pointer was null (b=" << b
                         << " h=" << h << " row=" << r << ")";
       }
+}
+
+/// Runs `a` and `b` on the same inputs into poisoned outputs: b's o and lse match the double
+/// reference and are a's bits.
+void expect_same_bits(const Prepared& a, const Prepared& b, const DeviceTensor& q,
+                      const DeviceTensor& k, const DeviceTensor& v, const AttentionShape& s,
+                      DType t, const AttentionResult& ref, const std::string& what,
+                      Outputs& out_a, Outputs& out_b) {
+  out_a.poison(t);
+  out_b.poison(t);
+  a.run(q, k, v, out_a.o.get(), out_a.lse.get(), 0.0, nullptr);
+  b.run(q, k, v, out_b.o.get(), out_b.lse.get(), 0.0, nullptr);
+  KTUNE_CU(Driver::get().cuCtxSynchronize());
+  check(s, t, out_b, ref, true, what);
+  EXPECT_EQ(out_b.o_bits(), out_a.o_bits()) << what;
+  const std::vector<float> la = out_a.lse_values(), lb = out_b.lse_values();
+  EXPECT_EQ(std::memcmp(la.data(), lb.data(), la.size() * 4), 0) << what;
+}
+
+/// Each contiguous problem of `dims` at head dim d, with fresh inputs (seeded) and its double
+/// reference, handed to body(p, s, name, q, k, v, ref): the bit-comparison tests' problems.
+template <typename F>
+void for_each_problem(std::initializer_list<const char*> dims, std::int64_t d, DType t,
+                      unsigned seed, F&& body) {
+  for (const char* shape : dims) {
+    const Problem p = op().parse_problem(std::string(shape) + ",d=" + std::to_string(d));
+    AttentionShape s;
+    s.b = p.values[0], s.hq = p.values[1], s.hkv = p.values[2], s.nq = p.values[3];
+    s.nk = p.values[4], s.d = d, s.causal = p.values[6] != 0, s.window = p.values[8];
+    std::mt19937 rng(seed);
+    const DeviceTensor q(t, s.b, s.hq, s.nq, s.d, false, rng);
+    const DeviceTensor k(t, s.b, s.hkv, s.nk, s.d, false, rng);
+    const DeviceTensor v(t, s.b, s.hkv, s.nk, s.d, false, rng);
+    const AttentionResult ref = test::attention_ref(s, q.host, k.host, v.host);
+    body(p, s, op().problem_key(p) + " " + dtype_name(t), q, k, v, ref);
+  }
 }
 
 struct Heads {
@@ -360,19 +397,12 @@ TEST_P(GpuDecode, ClusterMergeGivesTheCombinesBits) {
   const auto& [d, t] = GetParam();
   if (device_.cc_major < 9) GTEST_SKIP() << "thread block clusters need compute capability 9.0";
   int compared = 0;
-  for (const char* dims : {"b=1,hq=64,hkv=8,nq=1,nk=4099", "b=3,hq=32,hkv=8,nq=5,nk=1000,causal=yes",
-                           "b=2,hq=16,hkv=1,nq=33,nk=4099,causal=yes",
-                           "b=2,hq=32,hkv=8,nq=1,nk=4099,window=300"}) {
-    const Problem p = op().parse_problem(std::string(dims) + ",d=" + std::to_string(d));
-    AttentionShape s;
-    s.b = p.values[0], s.hq = p.values[1], s.hkv = p.values[2], s.nq = p.values[3];
-    s.nk = p.values[4], s.d = d, s.causal = p.values[6] != 0, s.window = p.values[8];
-    const std::string name = op().problem_key(p) + " " + dtype_name(t);
-    std::mt19937 rng(11);
-    const DeviceTensor q(t, s.b, s.hq, s.nq, s.d, false, rng);
-    const DeviceTensor k(t, s.b, s.hkv, s.nk, s.d, false, rng);
-    const DeviceTensor v(t, s.b, s.hkv, s.nk, s.d, false, rng);
-    const AttentionResult ref = test::attention_ref(s, q.host, k.host, v.host);
+  for_each_problem({"b=1,hq=64,hkv=8,nq=1,nk=4099", "b=3,hq=32,hkv=8,nq=5,nk=1000,causal=yes",
+                    "b=2,hq=16,hkv=1,nq=33,nk=4099,causal=yes",
+                    "b=2,hq=32,hkv=8,nq=1,nk=4099,window=300"},
+                   d, t, 11, [&](const Problem& p, const AttentionShape& s, const std::string& name,
+                                 const DeviceTensor& q, const DeviceTensor& k,
+                                 const DeviceTensor& v, const AttentionResult& ref) {
     for (std::int64_t splits : {2, 4, 8, 16}) {
       Params combine = op().default_params(p, t, device_);
       combine.values[0] = splits;
@@ -384,16 +414,8 @@ TEST_P(GpuDecode, ClusterMergeGivesTheCombinesBits) {
       const Prepared a(combine, s, t, device_, false), b(merged, s, t, device_, false);
       EXPECT_EQ(b.workspace.get(), 0u);
       Outputs out_a(s, false), out_b(s, false);
-      out_a.poison(t);
-      out_b.poison(t);
-      a.run(q, k, v, out_a.o.get(), out_a.lse.get(), 0.0, nullptr);
-      b.run(q, k, v, out_b.o.get(), out_b.lse.get(), 0.0, nullptr);
-      KTUNE_CU(Driver::get().cuCtxSynchronize());
       const std::string what = name + " " + op().params_key(merged);
-      check(s, t, out_b, ref, true, what);
-      EXPECT_EQ(out_b.o_bits(), out_a.o_bits()) << what;
-      const std::vector<float> la = out_a.lse_values(), lb = out_b.lse_values();
-      EXPECT_EQ(std::memcmp(la.data(), lb.data(), la.size() * 4), 0) << what;
+      expect_same_bits(a, b, q, k, v, s, t, ref, what, out_a, out_b);
       ++compared;
       if (splits != 16 || s.nq != 1 || s.window != 0) continue;
       // A graph of the clustered launch replays the direct run's bits.
@@ -414,7 +436,7 @@ TEST_P(GpuDecode, ClusterMergeGivesTheCombinesBits) {
       cudaGraphDestroy(graph);
       cudaStreamDestroy(stream);
     }
-  }
+  });
   EXPECT_GE(compared, 10) << "too few split counts were valid to compare";
 }
 
@@ -532,6 +554,11 @@ TEST_P(GpuDecodePaged, MixedLengthsMatchTheReference) {
             points.push_back(v);
             break;
           }
+        if (d > 64 && d <= 96) {  // d=96's tiles: the default's tile split in two (kv_split=1)
+          Params split = points[0];
+          split.values.back() = 1;
+          points.push_back(split);
+        }
         int n = 0;
         for (const Params& params : points) {
           ASSERT_EQ(op().invalid_reason(params, p, t, device_), std::nullopt) << name;
@@ -589,6 +616,54 @@ TEST_P(GpuDecodePaged, ReferenceKernelMatchesTheDoubleReference) {
     }
 }
 
+// kv_split=1 (d=96's tiles in two parts, 128- and 64-byte rows) holds the padded tiles' data, so
+// the products see the same operands in the same order: the same bits as kv_split=0, tile for
+// tile (the default's, others of the space, a cluster merge), on decode, multi-row causal with
+// partial tiles, MQA and a sliding window; and both match the double reference.
+class GpuDecodeKvSplit : public GpuDecodePaged {};  // (d, dtype) here
+
+TEST_P(GpuDecodeKvSplit, GivesThePaddedTilesBits) {
+  const auto& [d, t] = GetParam();
+  ASSERT_TRUE(d > 64 && d <= 96) << "kv_split is for d=96's tiles (d = 72-96)";
+  const std::size_t kv_split = op().tunables().size() - 1;
+  ASSERT_EQ(op().tunables()[kv_split].name, "kv_split");
+  int compared = 0;
+  for_each_problem({"b=4,hq=32,hkv=32,nq=1,nk=4099", "b=3,hq=32,hkv=8,nq=5,nk=1000,causal=yes",
+                    "b=2,hq=16,hkv=1,nq=33,nk=777,causal=yes",
+                    "b=2,hq=32,hkv=8,nq=1,nk=4099,window=300"},
+                   d, t, 13, [&](const Problem& p, const AttentionShape& s, const std::string& name,
+                                 const DeviceTensor& q, const DeviceTensor& k,
+                                 const DeviceTensor& v, const AttentionResult& ref) {
+    // The default, then the first valid point of each other tile shape (block_n, warps,
+    // stages), then a cluster merge of 4 splits.
+    std::vector<Params> points{op().default_params(p, t, device_)};
+    std::set<std::vector<std::int64_t>> tiles;
+    for (const Params& x : Space(op(), p, t, device_).valid_points())
+      if (x.values[kv_split] == 0 && x.values[5] == 0 &&
+          tiles.insert({x.values[1], x.values[2], x.values[3], x.values[4]}).second)
+        points.push_back(x);
+    if (device_.cc_major >= 9) {
+      Params merged = points[0];
+      merged.values[0] = 4;
+      merged.values[5] = 1;
+      if (!op().invalid_reason(merged, p, t, device_)) points.push_back(merged);
+    }
+    for (Params plain : points) {
+      plain.values[kv_split] = 0;
+      Params split = plain;
+      split.values[kv_split] = 1;
+      ASSERT_EQ(op().invalid_reason(split, p, t, device_), std::nullopt)
+          << name << " " << op().params_key(split);
+      const Prepared a(plain, s, t, device_, false), b(split, s, t, device_, false);
+      Outputs out_a(s, false), out_b(s, false);
+      expect_same_bits(a, b, q, k, v, s, t, ref, name + " " + op().params_key(split), out_a,
+                       out_b);
+      ++compared;
+    }
+  });
+  EXPECT_GE(compared, 12) << "too few points compared";
+}
+
 std::string case_name(const ::testing::TestParamInfo<std::tuple<std::int64_t, DType>>& info) {
   return "d" + std::to_string(std::get<0>(info.param)) + "_" + dtype_name(std::get<1>(info.param));
 }
@@ -602,6 +677,14 @@ INSTANTIATE_TEST_SUITE_P(HeadDims, GpuDecode,
 INSTANTIATE_TEST_SUITE_P(BetweenTiles, GpuDecode,
                          ::testing::Combine(::testing::Values(std::int64_t{40}, std::int64_t{80}),
                                             ::testing::Values(DType::bf16)),
+                         case_name);
+
+// d=96's tiles: d = 72, 80 and 96.
+INSTANTIATE_TEST_SUITE_P(D96Tiles, GpuDecodeKvSplit,
+                         ::testing::Values(std::make_tuple(std::int64_t{72}, DType::bf16),
+                                           std::make_tuple(std::int64_t{80}, DType::bf16),
+                                           std::make_tuple(std::int64_t{96}, DType::bf16),
+                                           std::make_tuple(std::int64_t{96}, DType::f16)),
                          case_name);
 
 INSTANTIATE_TEST_SUITE_P(Pages, GpuDecodePaged,

@@ -17,6 +17,7 @@
 #include "search/space.hpp"
 #include "templates/attention/attention_op.hpp"
 #include "templates/decode/decode_op.hpp"
+#include "tests/support/compile_report.hpp"
 
 namespace ktune {
 namespace {
@@ -207,22 +208,15 @@ TEST(HeadDims, KernelsCompile) {
           arch);
     }
   }
-  std::printf("compiling %zu kernels\n", jobs.size());
-  const std::vector<CompileOutcome> out = compile_parallel(Compiler(std::nullopt), jobs, 0);
-  ASSERT_EQ(out.size(), jobs.size());
-  for (std::size_t i = 0; i < jobs.size(); ++i) {
-    const std::string& expr = jobs[i].source.name_expression;
-    ASSERT_TRUE(out[i].kernel) << expr << " for " << jobs[i].arch << ":\n" << out[i].error;
-    const KernelResources& r = out[i].kernel->resources;
-    std::printf("%-6s %-110s %3d registers, spills %d\n", jobs[i].arch.c_str(), expr.c_str(),
-                r.registers, r.spill_stores);
+  test::compile_and_check(jobs, [](const CompileJob& job, const CompiledKernel& k) {
+    const std::string& expr = job.source.name_expression;
     if (expr.find("flash_attention_sm90") != std::string::npos) {
       // No spills, and the wgmmas left to overlap (ptxas advisories C7513 / C7512 otherwise).
-      EXPECT_EQ(r.spill_stores, 0) << expr;
-      EXPECT_EQ(out[i].kernel->log.find("C7513"), std::string::npos) << expr;
-      EXPECT_EQ(out[i].kernel->log.find("C7512"), std::string::npos) << expr;
+      EXPECT_EQ(k.resources.spill_stores, 0) << expr;
+      EXPECT_EQ(k.log.find("C7513"), std::string::npos) << expr;
+      EXPECT_EQ(k.log.find("C7512"), std::string::npos) << expr;
     }
-  }
+  });
 }
 
 }  // namespace

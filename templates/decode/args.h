@@ -173,8 +173,25 @@ KTUNE_DECODE_HD constexpr int flash_decode_pitch(int d) { return 2 * d + 16; }
 KTUNE_DECODE_HD constexpr bool flash_decode_kv_swizzled(int d, bool varlen = false) {
   return (d == 64 || d == 128) && !varlen;
 }
-KTUNE_DECODE_HD constexpr int flash_decode_kv_pitch(int d, bool varlen = false) {
-  return flash_decode_kv_swizzled(d, varlen) ? 2 * d : flash_decode_pitch(d);
+/// Bytes per K/V row in shared memory: 2 * d unpadded (swizzled, or split at d=96), else padded.
+KTUNE_DECODE_HD constexpr int flash_decode_kv_pitch(int d, bool varlen = false,
+                                                    bool split = false) {
+  return split || flash_decode_kv_swizzled(d, varlen) ? 2 * d : flash_decode_pitch(d);
+}
+
+/// d=96's K/V tiles split in two (kv_split=1): a row's 12 chunks do not fill whole 128-byte
+/// lines, so its padded rows (flash_decode_pitch) make a warp's copies straddle shared-memory
+/// wavefronts, and each extra wavefront asks L2 for its sectors again (ncu, H200, d=80 in d=96's
+/// tiles: L2 hit rate 36 % and 81 % memory busy against d=128's swizzled 1 % and 64 %). Split,
+/// chunks 0-7 of every row form a first part of 128-byte rows (chunk c of row r at c ^ (r & 7),
+/// as d=64's tiles) and chunks 8-11 a second part of 64-byte rows after it (chunk 8 + c at
+/// c ^ ((r >> 1) & 3)): every 8 consecutive rows of an ldmatrix phase meet 8 distinct bank
+/// groups in each part, and a warp's copies fill whole lines (4 rows of the first part, or 8 of
+/// the second). Byte offset of chunk `chunk` of row `row` in a tile of `rows` rows:
+KTUNE_DECODE_HD constexpr unsigned flash_decode_split96_offset(int rows, int row, int chunk) {
+  return static_cast<unsigned>(chunk < 8 ? row * 128 + ((chunk ^ (row & 7)) << 4)
+                                         : rows * 128 + row * 64 +
+                                               (((chunk - 8) ^ ((row >> 1) & 3)) << 4));
 }
 
 /// Shared memory of the end-of-CTA merge across warps: the fp32 O tile (rows padded by 8 floats)
@@ -188,12 +205,14 @@ KTUNE_DECODE_HD constexpr unsigned flash_decode_merge_bytes(int d, int block_m, 
 /// ids of the next tile to load at the end.
 KTUNE_DECODE_HD constexpr unsigned flash_decode_smem_bytes(int d, int block_m, int block_n,
                                                            int warps, int stages, int page = 0,
-                                                           bool varlen = false) {
+                                                           bool varlen = false,
+                                                           bool split = false) {
   return static_cast<unsigned>(page > 0 ? 2 * 4 * paged_kv_slots(block_n, page) : 0) +
          static_cast<unsigned>(flash_decode_pitch(d) * block_m) +
-         (static_cast<unsigned>(flash_decode_kv_pitch(d, varlen) * 2 * block_n * stages) >
+         (static_cast<unsigned>(flash_decode_kv_pitch(d, varlen, split) * 2 * block_n * stages) >
                   flash_decode_merge_bytes(d, block_m, warps)
-              ? static_cast<unsigned>(flash_decode_kv_pitch(d, varlen) * 2 * block_n * stages)
+              ? static_cast<unsigned>(flash_decode_kv_pitch(d, varlen, split) * 2 * block_n *
+                                      stages)
               : flash_decode_merge_bytes(d, block_m, warps));
 }
 
@@ -215,9 +234,11 @@ constexpr int kFlashDecodeCombineBatch = 8;
 KTUNE_DECODE_HD constexpr const char* flash_decode_invalid_reason(int d, int block_m, int block_n,
                                                                   int warps, int stages,
                                                                   int page = 0,
-                                                                  bool varlen = false) {
+                                                                  bool varlen = false,
+                                                                  bool split = false) {
   if (page != 0 && page != 16 && page != 32 && page != 64 && page != 128 && page != 256)
     return "PAGE must be 0 (contiguous), 16, 32, 64, 128 or 256";
+  if (split && (d != 96 || varlen)) return "KV_SPLIT is for D = 96 without VARLEN";
   if (d != 32 && d != 64 && d != 96 && d != 128 && d != 256)
     return "D must be 32, 64, 96, 128 or 256";
   if (block_m != 16 && block_m != 32 && block_m != 64) return "BLOCK_M must be 16, 32 or 64";
@@ -227,7 +248,8 @@ KTUNE_DECODE_HD constexpr const char* flash_decode_invalid_reason(int d, int blo
   if (block_m * (d + block_n / warps) > 4608)
     return "BLOCK_M * (D + BLOCK_N / WARPS) must be at most 4608 (O and S accumulators)";
   if (stages < 2 || stages > 4) return "STAGES must be 2, 3 or 4";
-  if (flash_decode_smem_bytes(d, block_m, block_n, warps, stages, page, varlen) > 227u * 1024u)
+  if (flash_decode_smem_bytes(d, block_m, block_n, warps, stages, page, varlen, split) >
+      227u * 1024u)
     return "shared memory above 227 KiB";
   return nullptr;
 }

@@ -185,7 +185,7 @@ Params merged_params(Config c, const Shape& s, const DeviceInfo& device) {
   const double stage_bytes = 2.0 * c.block_n * static_cast<double>(s.d) * 2.0;
   while (c.stages < kMergedMaxStages && per_sm * c.stages * stage_bytes < kMergedBytesInFlight)
     ++c.stages;
-  return Params{{c.splits, c.block_m, c.block_n, c.warps, c.stages, c.merge}};
+  return Params{{c.splits, c.block_m, c.block_n, c.warps, c.stages, c.merge, c.kv_split}};
 }
 
 /// The row's tiles in merged splits at d=64 (kRowMergeHeadDim; see kRowMergeCtasPerSm), or
@@ -200,7 +200,7 @@ std::optional<Params> row_merged(const DecodeDefaults& r, const Shape& s, const 
   const std::int64_t want = kRowMergeCtasPerSm * device.sm_count / (pairs * row_tiles(s, block_m));
   for (int v : {8, 4, 2})
     if (v <= want && flash_decode_used_splits(span, r.block_n, v) == v)
-      return Params{{v, block_m, r.block_n, r.warps, r.stages, 1}};
+      return Params{{v, block_m, r.block_n, r.warps, r.stages, 1, 0}};
   return std::nullopt;
 }
 
@@ -276,7 +276,7 @@ Params params_for(const DecodeDefaults& r, const Shape& s, const DeviceInfo& dev
     row.warps = wide->warps;
     row.stages = wide->stages;
     const Config c = with_splits(row, s, device, static_cast<int>(block_m), row.split_keys);
-    return Params{{c.splits, c.block_m, c.block_n, c.warps, c.stages, c.merge}};
+    return Params{{c.splits, c.block_m, c.block_n, c.warps, c.stages, c.merge, c.kv_split}};
   }
   if (const FewPairsTiles* merged = merged_tiles(s, device)) {
     DecodeDefaults m = row;
@@ -327,7 +327,7 @@ Params params_for(const DecodeDefaults& r, const Shape& s, const DeviceInfo& dev
   // SMs of one GPC); on six held-out problems (d = 64-256) a merge=1 default of those days was
   // 0.88-1.07x the time of the same tiles at merge=0, geometric mean 1.00
   // (benchmarks/results/decode-merge-h200-2026-12-02.md). The sweep picks merge=1 where it wins.
-  return Params{{c.splits, c.block_m, c.block_n, c.warps, c.stages, c.merge}};
+  return Params{{c.splits, c.block_m, c.block_n, c.warps, c.stages, c.merge, c.kv_split}};
 }
 
 }  // namespace

@@ -256,6 +256,12 @@ class FlashDecodeOp final : public Op {
              "thread block cluster of the splits' CTAs through their shared memory (sm_90; "
              "splits 2, 4, 8 or 16, contiguous K/V, not varlen; no workspace, one kernel)",
              0},
+            // Added after databases were written: keys without it mean kv_split=0.
+            {"kv_split", {0, 1},
+             "d=96's tiles (d = 72-96): 0 K/V rows padded to 208 bytes; 1 each tile in two "
+             "parts, chunks 0-7 in swizzled 128-byte rows and 8-11 in 64-byte rows, so that a "
+             "warp's copies fill whole shared-memory lines (not varlen)",
+             0},
         },
         scalars_{{"scale", 0.0, "softmax scale; <= 0: 1/sqrt(d)"},
                  {"softcap", 50.0, "tanh cap of the scaled scores with softcap=yes (> 0; Gemma 2 "
@@ -423,10 +429,11 @@ class FlashDecodeOp final : public Op {
     // variants or varlen (and a contiguous one) keeps the name expression it had before them.
     // The combine reads args.cu_seqlens_q instead of a flag: its name never changes.
     // merge=1 spells every argument up to CLUSTER (page 0 and not varlen there); a head dim
-    // between the tiles (dv < s.d) every argument, then DV.
+    // between the tiles (dv < s.d) every argument, then DV; kv_split=1 every one, then true.
     const std::string tail =
-        dv != s.d ? ", " + str(s.page) + variant_args(s) + ", " + cpp_bool(s.varlen) + ", " +
-                        str(c.merge ? c.splits : 1) + ", " + str(dv)
+        dv != s.d || c.kv_split
+            ? ", " + str(s.page) + variant_args(s) + ", " + cpp_bool(s.varlen) + ", " +
+                  str(c.merge ? c.splits : 1) + ", " + str(dv) + (c.kv_split ? ", true" : "")
         : c.merge ? ", 0" + variant_args(s) + ", false, " + str(c.splits)
         : s.variants() || s.varlen
             ? ", " + str(s.page) + variant_args(s) + (s.varlen ? ", true" : "")
@@ -548,6 +555,11 @@ class FlashDecodeOp final : public Op {
     if (auto why = point_reason(params, problem, t)) return why;
     const Config c = config_of(params);
     const Shape s = kernel_shape(problem);
+    if (c.kv_split && s.d != 96)
+      return "kv_split=1 is for d=96's tiles (head dims 72 to 96), not d=" + str(s.d) + "'s";
+    if (c.kv_split && s.varlen)
+      return std::string("kv_split=1 with varlen=yes: the packed kernels keep padded K/V rows "
+                         "(their sequence offsets fill the registers)");
     if (c.block_n % (16 * c.warps) != 0)
       return "block_n=" + str(c.block_n) + " / warps=" + str(c.warps) + " = " +
              str(c.block_n / c.warps) + " keys per warp (each warp takes whole 16-key slices)";
@@ -587,7 +599,7 @@ class FlashDecodeOp final : public Op {
     // Anything else the kernel's static_asserts would reject (nothing, with the lists above).
     if (const char* why = flash_decode_invalid_reason(static_cast<int>(s.d), c.block_m, c.block_n,
                                                       c.warps, c.stages, static_cast<int>(s.page),
-                                                      s.varlen))
+                                                      s.varlen, c.kv_split != 0))
       return params_key(params) + ": " + why;
     return std::nullopt;
   }

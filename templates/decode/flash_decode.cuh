@@ -105,10 +105,13 @@ __device__ __forceinline__ void store_lane_row_upto(T* o, const float (&acc)[PER
   }
 }
 
-/// Byte offset of 16-byte chunk `chunk` of row `row` in a K/V tile (flash_decode_kv_pitch).
-template <int D, bool SWZ>
+/// Byte offset of 16-byte chunk `chunk` of row `row` in a K/V tile (flash_decode_kv_pitch); SPLIT:
+/// d=96's tile of ROWS rows in two parts (flash_decode_split96_offset).
+template <int D, bool SWZ, bool SPLIT = false, int ROWS = 0>
 __device__ __forceinline__ unsigned kv_offset(int row, int chunk) {
-  if constexpr (SWZ)
+  if constexpr (SPLIT)
+    return flash_decode_split96_offset(ROWS, row, chunk);
+  else if constexpr (SWZ)
     return static_cast<unsigned>(row * flash_decode_kv_pitch(D) + ((chunk ^ (row & 7)) << 4));
   else
     return static_cast<unsigned>(row * flash_decode_pitch(D) + chunk * 16);
@@ -118,12 +121,42 @@ __device__ __forceinline__ unsigned kv_offset(int row, int chunk) {
 /// or past `rows_valid` (the end of the keys) are zero-filled without being read, so P V never
 /// meets garbage (0 * NaN). DV: the rows' elements (a multiple of 8, at most D); the chunks from
 /// DV on are zero-filled without being read.
-template <int D, int ROWS, int THREADS, bool SWZ, int DV = D>
+template <int D, int ROWS, int THREADS, bool SWZ, int DV = D, bool SPLIT = false>
 __device__ __forceinline__ void load_kv_tile(unsigned dst, const unsigned short* src,
                                              long long row_stride, int rows_valid, int tid) {
   // The chunks the products read (a row's first ceil(DV / 16) * 2; all of them when DV = D):
   // those past them are neither copied nor zeroed.
   constexpr int CHUNKS = (DV + 15) / 16 * 2;
+  if constexpr (SPLIT) {
+    // d=96's two parts, each copied in whole 128-byte lines a warp: chunks 0-7 (every DV of
+    // d=96's tiles, 72 to 96, reads all 8) 4 rows a warp, then chunks 8-11, 8 rows a warp.
+    static_assert(D == 96 && DV > 64 && (ROWS * 8) % THREADS == 0, "d=96's split tiles");
+#pragma unroll
+    for (int i = 0; i < ROWS * 8 / THREADS; ++i) {
+      const int id = tid + i * THREADS;
+      const int row = id >> 3;
+      const int chunk = id & 7;
+      if (row < rows_valid)
+        attn::cp_async_16(dst + flash_decode_split96_offset(ROWS, row, chunk),
+                          src + row * row_stride + chunk * 8);
+      else
+        attn::cp_async_16(dst + flash_decode_split96_offset(ROWS, row, chunk), src, 0);
+    }
+#pragma unroll
+    for (int i = 0; i < (ROWS * 4 + THREADS - 1) / THREADS; ++i) {
+      const int id = tid + i * THREADS;
+      const int row = id >> 2;
+      const int chunk = 8 + (id & 3);
+      if (((ROWS * 4) % THREADS == 0 || id < ROWS * 4) && chunk < CHUNKS) {
+        if (row < rows_valid && chunk * 8 < DV)
+          attn::cp_async_16(dst + flash_decode_split96_offset(ROWS, row, chunk),
+                            src + row * row_stride + chunk * 8);
+        else
+          attn::cp_async_16(dst + flash_decode_split96_offset(ROWS, row, chunk), src, 0);
+      }
+    }
+    return;
+  }
   constexpr int TOTAL = ROWS * CHUNKS;
 #pragma unroll
   for (int i = 0; i < (TOTAL + THREADS - 1) / THREADS; ++i) {
@@ -145,7 +178,7 @@ __device__ __forceinline__ void load_kv_tile(unsigned dst, const unsigned short*
 /// `rows_valid` are zero-filled, reading neither the table nor the pools. A row's D / 8 chunks
 /// are spread over a power of two of threads (paged_kv_copy_slot's rows per pass are powers of
 /// two): at D = 96, 16 threads a row, the last 4 idle.
-template <int D, int ROWS, int THREADS, int PAGE, bool SWZ, int DV = D>
+template <int D, int ROWS, int THREADS, int PAGE, bool SWZ, int DV = D, bool SPLIT = false>
 __device__ __forceinline__ void load_kv_tiles_paged(unsigned dst_k, unsigned dst_v,
                                                     const unsigned short* k,
                                                     const unsigned short* v, long long row_stride,
@@ -161,7 +194,7 @@ __device__ __forceinline__ void load_kv_tiles_paged(unsigned dst_k, unsigned dst
 #pragma unroll
   for (int i = 0; i < ROWS / RPI; ++i) {
     const int row = rt + i * RPI;
-    const unsigned off = kv_offset<D, SWZ>(row, chunk);
+    const unsigned off = kv_offset<D, SWZ, SPLIT, ROWS>(row, chunk);
     if (row < rows_valid && (DV == D || chunk * 8 < DV)) {
       const long long page = pages[paged_kv_copy_slot(i, rt, RPI, ROWS, PAGE)];
       const long long at =
@@ -309,7 +342,7 @@ __device__ __forceinline__ void cluster_merge(const FlashDecodeArgs& args, unsig
 /// memory (raise the kernel's limit above 48 KiB).
 template <typename T, int D, int BLOCK_M, int BLOCK_N, int WARPS, int STAGES, bool CAUSAL,
           int PAGE = 0, bool WINDOW = false, bool SOFTCAP = false, bool ALIBI = false,
-          bool VARLEN = false, int CLUSTER = 1, int DV = D>
+          bool VARLEN = false, int CLUSTER = 1, int DV = D, bool KV_SPLIT = false>
 // Paged, varlen or with a mask variant, at least one CTA per SM (and no more) is all ptxas is
 // told: without it, it capped a paged default (and the contiguous d=128 default with every
 // variant) at 168 registers and spilled; varlen holds the sequence's offsets on top. Contiguous
@@ -327,9 +360,10 @@ __global__ void __launch_bounds__(WARPS * 32,
   static_assert(flash_decode_accumulators(D, BLOCK_M, BLOCK_N, WARPS) <= 144,
                 "O and S accumulators: at most 144 fp32 registers per thread");
   static_assert(STAGES >= 2 && STAGES <= 4, "STAGES must be 2, 3 or 4");
-  static_assert(flash_decode_smem_bytes(D, BLOCK_M, BLOCK_N, WARPS, STAGES, PAGE, VARLEN) <=
-                    227 * 1024,
+  static_assert(flash_decode_smem_bytes(D, BLOCK_M, BLOCK_N, WARPS, STAGES, PAGE, VARLEN,
+                                        KV_SPLIT) <= 227 * 1024,
                 "shared memory above 227 KiB");
+  static_assert(!KV_SPLIT || (D == 96 && !VARLEN), "KV_SPLIT: d=96's tiles, not varlen");
   static_assert(PAGE == 0 || PAGE == 16 || PAGE == 32 || PAGE == 64 || PAGE == 128 ||
                     PAGE == 256,
                 "PAGE: 0 (contiguous), 16, 32, 64, 128 or 256");
@@ -359,8 +393,13 @@ __global__ void __launch_bounds__(WARPS * 32,
   constexpr int PV_STEPS = KW / 16;
   constexpr int CHUNKS = D / 8;           // 16-byte chunks per row
   constexpr int PITCH = flash_decode_pitch(D);
-  constexpr int KV_PITCH = flash_decode_kv_pitch(D, VARLEN);
+  constexpr int KV_PITCH = flash_decode_kv_pitch(D, VARLEN, KV_SPLIT);
   constexpr bool SWZ = flash_decode_kv_swizzled(D, VARLEN);
+  // KV_SPLIT (d=96): the first part's rows are 128 bytes, swizzled as SWZ's; its k-steps
+  // (P V: column pairs) 0-3 read there, 4-5 in the second part (64-byte rows, PART_B on).
+  constexpr bool XOR_A = SWZ || KV_SPLIT;
+  constexpr int PITCH_A = KV_SPLIT ? 128 : KV_PITCH;
+  constexpr unsigned PART_B = BLOCK_N * 128;
   constexpr unsigned KV_BYTES = BLOCK_N * KV_PITCH;
   constexpr unsigned RING = 2 * STAGES * KV_BYTES > flash_decode_merge_bytes(D, BLOCK_M, WARPS)
                                 ? 2 * STAGES * KV_BYTES
@@ -469,16 +508,14 @@ __global__ void __launch_bounds__(WARPS * 32,
   const auto load = [&](int n, int st, const int* pages) {
     const long long r = static_cast<long long>(n) * BLOCK_N;
     if constexpr (PAGE > 0) {
-      decode::load_kv_tiles_paged<D, BLOCK_N, THREADS, PAGE, SWZ, DV>(
+      decode::load_kv_tiles_paged<D, BLOCK_N, THREADS, PAGE, SWZ, DV, KV_SPLIT>(
           sK + st * KV_BYTES, sV + st * KV_BYTES, k, v, args.k_row_stride, pages, r,
           Nk - n * BLOCK_N, tid);
     } else {
-      decode::load_kv_tile<D, BLOCK_N, THREADS, SWZ, DV>(sK + st * KV_BYTES,
-                                                         k + r * args.k_row_stride,
-                                                         args.k_row_stride, Nk - n * BLOCK_N, tid);
-      decode::load_kv_tile<D, BLOCK_N, THREADS, SWZ, DV>(sV + st * KV_BYTES,
-                                                         v + r * args.v_row_stride,
-                                                         args.v_row_stride, Nk - n * BLOCK_N, tid);
+      decode::load_kv_tile<D, BLOCK_N, THREADS, SWZ, DV, KV_SPLIT>(
+          sK + st * KV_BYTES, k + r * args.k_row_stride, args.k_row_stride, Nk - n * BLOCK_N, tid);
+      decode::load_kv_tile<D, BLOCK_N, THREADS, SWZ, DV, KV_SPLIT>(
+          sV + st * KV_BYTES, v + r * args.v_row_stride, args.v_row_stride, Nk - n * BLOCK_N, tid);
     }
   };
   // Paged: page id `slot` of tile n, or 0 past the sequence (never used: such rows are zeroed).
@@ -540,10 +577,17 @@ __global__ void __launch_bounds__(WARPS * 32,
   // row, has them clear).
   const int k_c = (lane >> 3) & 1;
   const int v_c = lane >> 4;
-  const unsigned k_lane = (warp * KW + (lane & 7) + ((lane >> 4) << 3)) * KV_PITCH +
-                          ((SWZ ? k_c ^ (lane & 7) : k_c) << 4);
-  const unsigned v_lane = (warp * KW + (lane & 7) + (((lane >> 3) & 1) << 3)) * KV_PITCH +
-                          ((SWZ ? v_c ^ (lane & 7) : v_c) << 4);
+  const int k_row = warp * KW + (lane & 7) + ((lane >> 4) << 3);
+  const int v_row = warp * KW + (lane & 7) + (((lane >> 3) & 1) << 3);
+  const unsigned k_lane = k_row * PITCH_A + ((XOR_A ? k_c ^ (lane & 7) : k_c) << 4);
+  const unsigned v_lane = v_row * PITCH_A + ((XOR_A ? v_c ^ (lane & 7) : v_c) << 4);
+  // KV_SPLIT's second part: chunk 8 + 2 (kk - 4) + c of the lane's row at (2 (kk - 4) + c) ^
+  // ((row >> 1) & 3), i.e. c ^ ((lane & 7) >> 1) with (kk - 4) << 5 XORed in (its rows, 16-row
+  // steps and the warp's KW keys apart, keep (row >> 1) & 3 and bit 5 of row * 64 clear).
+  [[maybe_unused]] const unsigned k_lane_b =
+      PART_B + k_row * 64 + ((k_c ^ ((lane & 7) >> 1)) << 4);
+  [[maybe_unused]] const unsigned v_lane_b =
+      PART_B + v_row * 64 + ((v_c ^ ((lane & 7) >> 1)) << 4);
 
   const float scale_log2 = args.scale * 1.4426950408889634f;
   // SOFTCAP and ALIBI turn the scores into log2-domain logits right after Q K^T (the cap and the
@@ -587,8 +631,8 @@ __global__ void __launch_bounds__(WARPS * 32,
     int next_page = 0;
     if constexpr (PAGE > 0)
       if (tid < SLOTS && nl + 1 < n_end) next_page = page_id(nl + 1, tid);
-    const unsigned k_stage = sK + stage * KV_BYTES + (SWZ ? 0u : k_lane);
-    const unsigned v_stage = sV + stage * KV_BYTES + (SWZ ? 0u : v_lane);
+    const unsigned k_stage = sK + stage * KV_BYTES + (XOR_A ? 0u : k_lane);
+    const unsigned v_stage = sV + stage * KV_BYTES + (XOR_A ? 0u : v_lane);
 
     float s[MF][NT][4];
 #pragma unroll
@@ -606,8 +650,9 @@ __global__ void __launch_bounds__(WARPS * 32,
 #pragma unroll
       for (int nn = 0; nn < NT / 2; ++nn) {
         unsigned b0, b1, b2, b3;
-        ldmatrix_x4(SWZ ? k_stage + (k_lane ^ (kk << 5)) + nn * 16 * KV_PITCH
-                        : k_stage + nn * 16 * KV_PITCH + kk * 32,
+        ldmatrix_x4(KV_SPLIT && kk >= 4 ? k_stage + (k_lane_b ^ ((kk - 4) << 5)) + nn * 16 * 64
+                    : XOR_A          ? k_stage + (k_lane ^ (kk << 5)) + nn * 16 * PITCH_A
+                                     : k_stage + nn * 16 * KV_PITCH + kk * 32,
                     b0, b1, b2, b3);
 #pragma unroll
         for (int mf = 0; mf < MF; ++mf) {
@@ -727,9 +772,11 @@ __global__ void __launch_bounds__(WARPS * 32,
 #pragma unroll
       for (int dd = 0; dd < PV_PAIRS; ++dd) {
         unsigned b0, b1, b2, b3;
-        ldmatrix_x4_trans(SWZ ? v_stage + (v_lane ^ (dd << 5)) + kk * 16 * KV_PITCH
-                              : v_stage + kk * 16 * KV_PITCH + dd * 32,
-                          b0, b1, b2, b3);
+        ldmatrix_x4_trans(
+            KV_SPLIT && dd >= 4 ? v_stage + (v_lane_b ^ ((dd - 4) << 5)) + kk * 16 * 64
+            : XOR_A             ? v_stage + (v_lane ^ (dd << 5)) + kk * 16 * PITCH_A
+                                : v_stage + kk * 16 * KV_PITCH + dd * 32,
+            b0, b1, b2, b3);
 #pragma unroll
         for (int mf = 0; mf < MF; ++mf) {
           mma_16816<T>(o_acc[mf][2 * dd], a[mf], b0, b1);
