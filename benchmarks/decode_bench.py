@@ -58,6 +58,9 @@ SHAPES = [
     # the same multi-head decode at d=96 and d=128, tiles of their own
     (16, 32, 32, 1, 4096, 96, False),
     (16, 32, 32, 1, 4096, 128, False),
+    # GQA at d=96 and d=72 (d=96's tiles: kv_split, 2026-12-04)
+    (8, 32, 8, 1, 8192, 96, False),
+    (8, 32, 8, 1, 8192, 72, False),
 ]
 BACKENDS = {
     "sdpa_flash": "FLASH_ATTENTION",

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# On the GPU machine (after scripts/gpu_bundle.sh here, carrying .gpu): kv_split's first run
+# (d=96's K/V tiles in two parts; benchmarks/decode/NOTES.md). Steps (STEP="test bench", the
+# default, or one of them):
+#   test   gpu_decode_test's D96Tiles (kv_split=1 gives kv_split=0's bits, tile for tile, and the
+#          double reference) and Pages (the paged default's tile split in two) cases, 2 shards;
+#   bench  benchmarks/decode_bench.py on multi-head d=80 and d=96 and GQA d=96 and d=72 (SHAPES,
+#          default 7,9,11,12): each sweep times every tile with both layouts, then SDPA and the
+#          runtime; then, from the sweeps' trials, each tile's kv_split=1 time over its
+#          kv_split=0 time and the fastest point of each layout.
+# Results land in $OUT; the tables are printed last.
+set -uo pipefail
+OUT=${OUT:-/tmp/ktune-kv-split}
+B=${BUNDLE:-.gpu}
+mkdir -p "$OUT"
+export LD_LIBRARY_PATH=$PWD/$B/lib:${LD_LIBRARY_PATH:-}
+export KTUNE_CACHE_DIR=${KTUNE_CACHE_DIR:-$(mktemp -d)}
+STEP=${STEP:-test bench}
+if [[ " $STEP " == *" test "* ]]; then
+  for i in 0 1; do
+    GTEST_TOTAL_SHARDS=2 GTEST_SHARD_INDEX=$i timeout 400 "$B/tests/gpu_decode_test" \
+      --gtest_filter='D96Tiles/*:Pages/*' >"$OUT/test$i.log" 2>&1 &
+  done
+  wait
+  grep -hE '^\[  (PASSED|FAILED|SKIPPED)' "$OUT"/test*.log
+fi
+if [[ " $STEP " == *" bench "* ]]; then
+  PYTHONUNBUFFERED=1 python3 benchmarks/decode_bench.py --ktune "$B/bin/ktune" \
+    --lib "$B/lib/libktune.so" --out "$OUT" --shapes "${SHAPES:-7,9,11,12}" \
+    --command "benchmarks/decode/kv_split.sh (SHAPES=${SHAPES:-7,9,11,12})" >"$OUT/bench.log" 2>&1
+  echo "decode_bench rc=$?"
+  cat "$OUT/decode.md" 2>/dev/null
+  python3 - "$OUT/decode.db" <<'PY'
+import re, sqlite3, sys
+con = sqlite3.connect(sys.argv[1])
+rows = con.execute("SELECT problem_key, params_key, median_us FROM trials WHERE op = 'flash_decode' "
+                   "AND status = 'ok'").fetchall()
+by = {}
+for problem, params, us in rows:
+    split = "kv_split=1" in params
+    tile = re.sub(r",?kv_split=1", "", params)
+    by.setdefault(problem, {}).setdefault(tile, {})[split] = us
+for problem, tiles in by.items():
+    pairs = [(t[True] / t[False], tile) for tile, t in tiles.items() if len(t) == 2]
+    if not pairs:
+        continue
+    pairs.sort()
+    best = {s: min((t[s], tile) for tile, t in tiles.items() if s in t) for s in (False, True)}
+    mid = pairs[len(pairs) // 2][0]
+    print(f"{problem}: {len(pairs)} tiles, kv_split=1 / 0 median {mid:.3f}, "
+          f"range {pairs[0][0]:.3f}-{pairs[-1][0]:.3f}; fastest kv_split=0 {best[False][0]:.1f} us "
+          f"({best[False][1]}), kv_split=1 {best[True][0]:.1f} us ({best[True][1]})")
+PY
+fi
