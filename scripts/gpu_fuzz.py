@@ -33,7 +33,8 @@ def attention_problem(rng, decode):
     # Half the head dims between the tiles (and below 32), half the tiles' own.
     d = rng.choice([8 * rng.randint(1, 32), rng.choice([32, 64, 96, 128, 256])])
     nk = rng.choice([rng.randint(1, 300), rng.randint(300, 5000)])
-    nq = rng.randint(1, 70) if decode else rng.choice([rng.randint(1, 200), rng.randint(1, nk + 100)])
+    nq = (rng.randint(1, 70) if decode
+          else rng.choice([rng.randint(1, 200), rng.randint(1, nk + 100)]))
     f = {"b": b, "hq": hq, "hkv": hkv, "nq": nq, "nk": nk, "d": d}
     f["causal"] = rng.choice(["no", "yes"])
     if rng.random() < 0.3:
@@ -111,7 +112,8 @@ def main():
     ap.add_argument("--ops", default="flash_attention,flash_decode,moe",
                     help="any of these and add_rmsnorm, layernorm, bias_act, swiglu, softmax")
     ap.add_argument("--budget", type=int, default=3, help="configurations per problem")
-    ap.add_argument("--time-limit", type=int, default=0, help="seconds for each op's sweep (0: none)")
+    ap.add_argument("--time-limit", type=int, default=0,
+                    help="seconds for each op's sweep (0: none)")
     ap.add_argument("--dry-run", action="store_true")
     a = ap.parse_args()
     rng = random.Random(a.seed)

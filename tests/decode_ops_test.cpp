@@ -1403,7 +1403,8 @@ TEST(DecodeSplit96, LayoutCopiesAndReadsAgree) {
     for (int r0 = 0; r0 < rows; r0 += 8)
       for (int c = 0; c < 12; ++c) {
         std::set<unsigned> banks;
-        for (int r = r0; r < r0 + 8; ++r) banks.insert(flash_decode_split96_offset(rows, r, c) / 16 % 8);
+        for (int r = r0; r < r0 + 8; ++r)
+          banks.insert(flash_decode_split96_offset(rows, r, c) / 16 % 8);
         EXPECT_EQ(banks.size(), 8u) << "rows " << r0 << "+, chunk " << c;
       }
     for (int id0 = 0; id0 < rows * 8; id0 += 32) {  // first pass: row id >> 3, chunk id & 7
@@ -1449,7 +1450,8 @@ TEST(DecodeSplit96, LayoutCopiesAndReadsAgree) {
 // Where kv_split=1 is a point of the space, and why not elsewhere; its kernels' names.
 TEST(DecodeSplit96, OnlyD96TilesTakeIt) {
   const DeviceInfo h100 = device("sm_90a");
-  const Params split = op().parse_params("splits=1,block_m=16,block_n=64,warps=4,stages=3,kv_split=1");
+  const Params split =
+      op().parse_params("splits=1,block_m=16,block_n=64,warps=4,stages=3,kv_split=1");
   EXPECT_EQ(op().params_key(op().parse_params("splits=1,block_m=16,block_n=64,warps=4,stages=3")),
             "splits=1,block_m=16,block_n=64,warps=4,stages=3");
   for (int d : {72, 80, 88, 96}) {
