@@ -10,7 +10,7 @@ op: each problem's default and N - 1 random valid configurations (moe: the stage
 first, its space being sampled) are compiled, run on poisoned outputs and verified against the
 op's reference (the tuner's checks); every trial lands in a fresh database. Reports every trial
 that failed (compile, launch, time limit, wrong result: status, configuration, detail), then per
-op the trials by status (`invalid`: points the space refuses, with their reasons).
+op the trials by status.
 
   python3 scripts/gpu_fuzz.py --ktune .gpu/bin/ktune --out $OUT/fuzz --seed 1 --count 20
 
@@ -161,7 +161,8 @@ def main():
     con = sqlite3.connect(db)
     rows = con.execute("select op, status, count(*), count(distinct problem_key || dtype) "
                        "from trials group by op, status order by op, status").fetchall()
-    # `invalid` trials are the space's own refusals (each with its reason), not failures.
+    # `invalid` rows (a sweep that walks the whole space records the space's refusals) are not
+    # failures.
     bad = con.execute("select op, dtype, problem_key, params_key, status, detail from trials "
                       "where status not in ('ok', 'invalid') order by op, problem_key").fetchall()
     swept = con.execute("select count(distinct op || problem_key || dtype) from trials where "

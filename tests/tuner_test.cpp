@@ -313,7 +313,8 @@ TEST_F(Tuner, EveryFusedOpTunesOnOddAndEvenShapes) {
 }
 
 // A model sweep stores the points it measured, not the space's invalid points it never proposed
-// (they were ~97 % of a plan's database); an exhaustive one still records each with its reason.
+// (they were ~97 % of a plan's database), and so does a random one of a few points; an
+// exhaustive one still records each with its reason.
 TEST_F(Tuner, ModelSweepRecordsOnlyWhatItProposed) {
   SweepOptions o = options("add_rmsnorm", "m=96,n=2048");
   o.strategy = "model";
@@ -331,6 +332,17 @@ TEST_F(Tuner, ModelSweepRecordsOnlyWhatItProposed) {
   SweepResult all = run_sweep(o);
   EXPECT_GT(all.space_size, all.valid_count);
   EXPECT_GE(all.counts[TrialStatus::invalid], all.space_size - all.valid_count);
+  // A random sweep of a few points likewise; without a budget it walks the whole space.
+  o.strategy = "random";
+  o.budget = 3;
+  o.db_path = dir.path() / "random.db";
+  SweepResult few = run_sweep(o);
+  EXPECT_EQ(few.counts[TrialStatus::invalid], 0u);
+  EXPECT_LE(few.trials.size(), 3u + 1u);
+  o.budget = 0;
+  o.db_path = dir.path() / "random-all.db";
+  SweepResult every = run_sweep(o);
+  EXPECT_GE(every.counts[TrialStatus::invalid], every.space_size - every.valid_count);
 }
 
 // MoE through the tuner: every routing mode's inputs are filled as the op declares (scaled
