@@ -634,14 +634,19 @@ TEST_P(GpuDecodeKvSplit, GivesThePaddedTilesBits) {
                    d, t, 13, [&](const Problem& p, const AttentionShape& s, const std::string& name,
                                  const DeviceTensor& q, const DeviceTensor& k,
                                  const DeviceTensor& v, const AttentionResult& ref) {
-    // The default, then the first valid point of each other tile shape (block_n, warps,
-    // stages), then a cluster merge of 4 splits.
+    // The default, three other tile shapes (block_m, block_n, warps, stages: the first, middle
+    // and last the space holds; each pair compiles two kernels), then a cluster merge of 4
+    // splits.
     std::vector<Params> points{op().default_params(p, t, device_)};
+    std::vector<Params> others;
     std::set<std::vector<std::int64_t>> tiles;
     for (const Params& x : Space(op(), p, t, device_).valid_points())
       if (x.values[kv_split] == 0 && x.values[5] == 0 &&
           tiles.insert({x.values[1], x.values[2], x.values[3], x.values[4]}).second)
-        points.push_back(x);
+        others.push_back(x);
+    ASSERT_GE(others.size(), 3u) << name;
+    for (std::size_t i : {std::size_t{0}, others.size() / 2, others.size() - 1})
+      points.push_back(others[i]);
     if (device_.cc_major >= 9) {
       Params merged = points[0];
       merged.values[0] = 4;
@@ -661,7 +666,7 @@ TEST_P(GpuDecodeKvSplit, GivesThePaddedTilesBits) {
       ++compared;
     }
   });
-  EXPECT_GE(compared, 12) << "too few points compared";
+  EXPECT_GE(compared, 16) << "too few points compared";
 }
 
 std::string case_name(const ::testing::TestParamInfo<std::tuple<std::int64_t, DType>>& info) {
