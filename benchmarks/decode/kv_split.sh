@@ -8,7 +8,9 @@
 #          default 7,9,11,12): each sweep times every tile with both layouts, then SDPA and the
 #          runtime; then, from the sweeps' trials, each tile's kv_split=1 time over its
 #          kv_split=0 time and the fastest point of each layout.
-# Results land in $OUT; the tables are printed last.
+# Results land in $OUT; the tables are printed last. The sweeps of d = 72-96 time both layouts
+# (about twice the points of before), so run the two steps as two device calls (STEP=test, then
+# STEP=bench) to stay under a call's 10 minutes.
 set -uo pipefail
 OUT=${OUT:-/tmp/ktune-kv-split}
 B=${BUNDLE:-.gpu}
