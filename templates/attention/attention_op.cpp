@@ -537,37 +537,28 @@ class FlashAttentionOp final : public Op {
     const Config c = config_of(params);
     const Shape s = kernel_shape(problem);
     const std::int64_t dv = shape_of(problem).d;  // the data's head dim, <= s.d
-    if (c.impl == 1 && dv != s.d) {
-      // In a wider tile's kernel: every template argument spelled, then DV.
-      return {{"attention/flash_attention_sm90.cuh",
-               std::string("ktune::flash_attention_sm90<") + kernel_type(t) + ", " + str(s.d) +
-                   ", " + str(c.block_n) + ", " + str(consumers(c)) + ", " + str(c.stages) +
-                   ", " + cpp_bool(c.pingpong) + ", " + cpp_bool(s.causal) +
-                   variant_args(s, false) + ", " + cpp_bool(c.persistent) + ", " +
-                   cpp_bool(c.reg_split) + ", " + cpp_bool(s.varlen) + ", " + str(s.page) + ", " +
-                   cpp_bool(c.kv_apart) + ", " + str(dv) + ">"}};
-    }
-    if (c.impl == 0 && dv != s.d) {
-      return {{"attention/flash_attention.cuh",
-               std::string("ktune::flash_attention_fwd<") + kernel_type(t) + ", " + str(s.d) +
-                   ", " + str(c.block_m) + ", " + str(c.block_n) + ", " + str(c.warps) + ", " +
-                   str(c.stages) + ", " + cpp_bool(s.causal) + ", " + cpp_bool(c.q_regs) +
-                   ", 1, " + cpp_bool(c.smem_pad) + variant_args(s, false) + ", " +
-                   cpp_bool(s.varlen) + ", " + str(s.page) + ", " + str(dv) + ">"}};
-    }
+    // Trailing template arguments at their defaults are left out, so that a kernel keeps the
+    // name expression it had before them; in a wider tile's kernel (dv < s.d) every argument is
+    // spelled, then DV.
+    const bool between = dv != s.d;
     if (c.impl == 1) {
+      const std::string tail =
+          between ? std::string(", ") + cpp_bool(c.persistent) + ", " +
+                        cpp_bool(c.reg_split) + ", " + cpp_bool(s.varlen) + ", " + str(s.page) +
+                        ", " + cpp_bool(c.kv_apart) + ", " + str(dv)
+                  : (c.persistent || !c.reg_split || s.varlen_or_paged() || c.kv_apart
+                         ? std::string(", ") + cpp_bool(c.persistent)
+                         : "") +
+                        (!c.reg_split || s.varlen_or_paged() || c.kv_apart
+                             ? std::string(", ") + cpp_bool(c.reg_split)
+                             : "") +
+                        varlen_page_args(s) + (c.kv_apart ? ", false, 0, true" : "");
       std::vector<KernelSource> out = {
           {"attention/flash_attention_sm90.cuh",
            std::string("ktune::flash_attention_sm90<") + kernel_type(t) + ", " + str(s.d) + ", " +
                str(c.block_n) + ", " + str(consumers(c)) + ", " + str(c.stages) + ", " +
-               cpp_bool(c.pingpong) + ", " + cpp_bool(s.causal) + variant_args(s, false) +
-               (c.persistent || !c.reg_split || s.varlen_or_paged() || c.kv_apart
-                    ? std::string(", ") + cpp_bool(c.persistent)
-                    : "") +
-               (!c.reg_split || s.varlen_or_paged() || c.kv_apart
-                    ? std::string(", ") + cpp_bool(c.reg_split)
-                    : "") +
-               varlen_page_args(s) + (c.kv_apart ? ", false, 0, true" : "") + ">"}};
+               cpp_bool(c.pingpong) + ", " + cpp_bool(s.causal) + variant_args(s, false) + tail +
+               ">"}};
       if (t == DType::e4m3)
         out.push_back({"attention/fp8_transpose.cuh",
                        "ktune::fp8_v_transpose<" + str(s.d) + ">"});
@@ -577,7 +568,11 @@ class FlashAttentionOp final : public Op {
              std::string("ktune::flash_attention_fwd<") + kernel_type(t) + ", " + str(s.d) + ", " +
                  str(c.block_m) + ", " + str(c.block_n) + ", " + str(c.warps) + ", " +
                  str(c.stages) + ", " + cpp_bool(s.causal) + ", " + cpp_bool(c.q_regs) + ", 1, " +
-                 cpp_bool(c.smem_pad) + variant_args(s) + ">"}};
+                 cpp_bool(c.smem_pad) +
+                 (between ? variant_args(s, false) + ", " + cpp_bool(s.varlen) + ", " +
+                                str(s.page) + ", " + str(dv)
+                          : variant_args(s)) +
+                 ">"}};
   }
 
   int block_threads(const Params& params, const Problem&, DType,
