@@ -490,6 +490,22 @@ HELD_OUT = [
     ("flash_attention", "b=16,hq=32,hkv=32,nq=500,nk=500,d=80,causal=yes"),
     ("flash_attention", "b=3,hq=40,hkv=40,nq=1600,nk=1600,d=112,causal=yes"),
     ("flash_attention", "b=1,hq=48,hkv=8,nq=9000,nk=9000,d=128,causal=yes"),
+    # 319-326: a check set for kv_split (d=96's K/V tiles in two parts) as the default, with
+    # 307-309 (stop 54, written after kv_split's first sweeps, at shapes 7/9/11/12 of
+    # decode_bench, and before any sweep of these). There, at the default tile, kv_split=1 / 0
+    # was 0.91 (d=80 MHA), 0.96 (d=96 MHA), 0.99 (d=96 GQA) and 1.12 (d=72 GQA): the 64-byte
+    # rows pay where they hold 2-4 of a row's chunks, not where they hold one (d=72). Rule: the
+    # default takes kv_split=1 at d = 80-96, 0 at d=72. Prediction: at the default tile
+    # kv_split=1 / 0 <= 0.98 at each d = 80-96 problem (307-309, 320-325), >= 1.0 at d=72 (319,
+    # 326); the default with the rule within 0.95 of each sweep's fastest, worst >= 0.90.
+    ("flash_decode", "b=4,hq=32,hkv=32,nq=1,nk=8000,d=72,causal=no"),
+    ("flash_decode", "b=16,hq=32,hkv=8,nq=1,nk=4000,d=80,causal=no"),
+    ("flash_decode", "b=8,hq=24,hkv=8,nq=1,nk=6000,d=88,causal=no"),
+    ("flash_decode", "b=24,hq=16,hkv=16,nq=1,nk=2500,d=96,causal=no,page=32"),
+    ("flash_decode", "b=2,hq=64,hkv=8,nq=1,nk=20000,d=96,causal=no"),
+    ("flash_decode", "b=8,hq=32,hkv=4,nq=2,nk=5000,d=80,causal=yes"),
+    ("flash_decode", "b=12,hq=32,hkv=32,nq=1,nk=2000,d=80,causal=no"),
+    ("flash_decode", "b=4,hq=28,hkv=4,nq=1,nk=12000,d=72,causal=no"),
 ]
 
 
