@@ -10,14 +10,17 @@ dim), on this GPU and in one run:
      from the same sweep's trials, so both are timed the same way in the same run: 1.0 means the
      lookup found the optimum.
 Reports each problem, the geometric mean and the worst (bar: geomean >= 0.95, worst >= 0.85);
-the sweeps' trials are kept in fallback-sweeps.db beside the report.
+the sweeps' trials are kept in fallback-sweeps.db beside the report (and, the ok ones, in
+fallback-trials.csv.gz).
 
 Usage (GPU machine, after scripts/gpu_bundle.sh, carrying .gpu):
   python3 benchmarks/fallback_quality.py --ktune .gpu/bin/ktune --out $OUT [--only N,M]
 The bundle's shipped databases (share/ktune/db) are the ones the lookup reads.
 """
 import argparse
+import csv
 import datetime
+import gzip
 import json
 import math
 import os
@@ -625,6 +628,15 @@ def main():
     # Every trial of the exact sweeps (parameters and timings only): which points come close,
     # not just the fastest, when a default is chosen from them.
     shutil.copyfile(sweep_db, os.path.join(args.out, "fallback-sweeps.db"))
+    # The same ok trials as compressed CSV, a few hundred KB where the database may be too large
+    # to bring back from the GPU machine.
+    con = sqlite3.connect(f"file:{sweep_db}?mode=ro", uri=True)
+    with gzip.open(os.path.join(args.out, "fallback-trials.csv.gz"), "wt", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["op", "dtype", "problem_key", "params_key", "median_us"])
+        w.writerows(con.execute("SELECT op, dtype, problem_key, params_key, median_us FROM "
+                                "trials WHERE status = 'ok'"))
+    con.close()
     print("\n".join(lines[-3:]))
     return 0 if geomean >= 0.95 and worst >= 0.85 else 1
 
