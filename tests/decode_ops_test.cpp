@@ -2260,14 +2260,30 @@ TEST(DecodeVarlen, LaunchesSizedFromTheUpperBounds) {
   EXPECT_EQ(op().kernels(params, masks, DType::bf16)[0].name_expression,
             "ktune::flash_decode_split<ktune::bf16, 64, 32, 64, 2, 4, true, 0, true, false, true, "
             "true>");
-  // Workspace and the space: those of the same problem without varlen; shared memory too, but
-  // for the K/V rows, padded to 144 bytes with varlen (no swizzle: flash_decode_kv_swizzled)
-  // where the fixed d=64 kernel keeps them at 128: 4 stages x (K + V) x 64 rows x 16 bytes.
+  // Workspace, shared memory and the space: those of the same problem without varlen (K/V rows
+  // swizzled, unpadded, as the fixed kernel's: flash_decode_kv_swizzled).
   EXPECT_EQ(op().workspace_bytes(params, p, DType::f16),
             op().workspace_bytes(params, fixed, DType::f16));
-  constexpr unsigned kPadding = 4 * 2 * 64 * 16;
   EXPECT_EQ(op().dynamic_shared_bytes(params, p, DType::f16, 0),
-            op().dynamic_shared_bytes(params, fixed, DType::f16, 0) + kPadding);
+            op().dynamic_shared_bytes(params, fixed, DType::f16, 0));
+  // But for d=128 at 64 keys per warp, where varlen keeps the padded rows (the swizzle spilled
+  // there): 272 bytes a row against 256, 2 stages x (K + V) x 128 rows x 16 bytes more.
+  {
+    const Problem v128 = op().parse_problem("b=4,hq=16,hkv=2,nq=5,nk=1000,d=128,varlen=yes");
+    const Problem f128 = op().parse_problem("b=4,hq=16,hkv=2,nq=5,nk=1000,d=128");
+    for (const char* text : {"splits=2,block_m=16,block_n=128,warps=2,stages=2",
+                             "splits=2,block_m=16,block_n=128,warps=4,stages=2"}) {
+      const Params q = op().parse_params(text);
+      const unsigned extra = std::string(text).find("warps=2") != std::string::npos
+                                 ? 2u * 2u * 128u * 16u : 0u;
+      EXPECT_EQ(op().dynamic_shared_bytes(q, v128, DType::bf16, 0),
+                op().dynamic_shared_bytes(q, f128, DType::bf16, 0) + extra) << text;
+    }
+    EXPECT_FALSE(flash_decode_kv_swizzled(128, true, 64));
+    EXPECT_TRUE(flash_decode_kv_swizzled(128, true, 32));
+    EXPECT_TRUE(flash_decode_kv_swizzled(64, true, 64));
+    EXPECT_TRUE(flash_decode_kv_swizzled(128, false, 64));
+  }
   // (merge=1 is contiguous and fixed-length only: the varlen space is the fixed one's merge=0 half.)
   const auto merged = [](const Params& v) { return v.values[5] == 1; };
   const std::vector<Params> fixed_valid = Space(op(), fixed, DType::bf16, device("sm_90a")).valid_points();
@@ -2284,7 +2300,7 @@ TEST(DecodeVarlen, LaunchesSizedFromTheUpperBounds) {
   for (std::size_t i = 0; i < 2; ++i) {
     for (int x = 0; x < 3; ++x) EXPECT_EQ(l.launches[i].grid[x], f.launches[i].grid[x]) << i;
     EXPECT_EQ(l.launches[i].block[0], f.launches[i].block[0]);
-    EXPECT_EQ(l.launches[i].shared_bytes, f.launches[i].shared_bytes + (i == 0 ? kPadding : 0));
+    EXPECT_EQ(l.launches[i].shared_bytes, f.launches[i].shared_bytes);
     EXPECT_EQ(l.launches[i].programmatic, f.launches[i].programmatic);
   }
   EXPECT_EQ(l.launches[0].grid[0], 2u);  // 8 heads per group x 5 rows, tiles of 32

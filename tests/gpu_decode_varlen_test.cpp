@@ -261,11 +261,13 @@ class GpuDecodeVarlen
     const std::vector<Params> valid = Space(op(), p, t, dev).valid_points();
     const Params* most = nullptr;
     const Params* small = nullptr;
+    const Params* wide = nullptr;  // 64 keys per warp: d=128 keeps padded K/V rows there
     for (const Params& v : valid) {
       if (!most || v.values[0] > most->values[0]) most = &v;
       if (!small && v.values[2] == 32 && v.values[0] >= 4) small = &v;
+      if (!wide && v.values[2] == 128 && v.values[3] == 2) wide = &v;
     }
-    for (const Params* v : {most, small})
+    for (const Params* v : {most, small, wide})
       if (v && std::find(out.begin(), out.end(), *v) == out.end()) out.push_back(*v);
     return out;
   }

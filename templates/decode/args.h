@@ -168,15 +168,22 @@ KTUNE_DECODE_HD constexpr int flash_decode_pitch(int d) { return 2 * d + 16; }
 /// pitch those copies straddled shared-memory wavefronts and each extra wavefront asked L2 for
 /// its sectors again (ncu, H100: 1.5x the L2 sectors of the K/V bytes, hit rate 34 %). Other
 /// head dims keep the padded rows (32, 96: no power-of-two row; 256: its kernels sit at 255
-/// registers, and the swizzled addressing spilled there), and so do the variable-length kernels
-/// (their sequence offsets fill the registers: the addressing spilled on sm_80).
-KTUNE_DECODE_HD constexpr bool flash_decode_kv_swizzled(int d, bool varlen = false) {
-  return (d == 64 || d == 128) && !varlen;
+/// registers, and the swizzled addressing spilled there). The variable-length kernels, whose
+/// sequence offsets take registers on top, swizzle too, but for d=128 with 64 keys per warp
+/// (`keys_per_warp`, BLOCK_N / WARPS): there, at 255 registers either way, the swizzled
+/// addressing spilled 20-32 bytes on sm_90a and 100 on sm_80 where the padded rows spill none
+/// (`ktune space --compile`, 2026-12-04: without a mask variant every other varlen point of
+/// d = 64 and 128 compiles without spills either way; with window, softcap and ALiBi at once,
+/// d=128's points spilling 12-20 bytes went from 34 to 8 on sm_90a and from 8 to 25 on sm_80).
+KTUNE_DECODE_HD constexpr bool flash_decode_kv_swizzled(int d, bool varlen = false,
+                                                        int keys_per_warp = 0) {
+  return d == 64 || (d == 128 && !(varlen && keys_per_warp >= 64));
 }
 /// Bytes per K/V row in shared memory: 2 * d unpadded (swizzled, or split at d=96), else padded.
 KTUNE_DECODE_HD constexpr int flash_decode_kv_pitch(int d, bool varlen = false,
-                                                    bool split = false) {
-  return split || flash_decode_kv_swizzled(d, varlen) ? 2 * d : flash_decode_pitch(d);
+                                                    bool split = false, int keys_per_warp = 0) {
+  return split || flash_decode_kv_swizzled(d, varlen, keys_per_warp) ? 2 * d
+                                                                     : flash_decode_pitch(d);
 }
 
 /// d=96's K/V tiles split in two (kv_split=1): a row's 12 chunks do not fill whole 128-byte
@@ -209,10 +216,10 @@ KTUNE_DECODE_HD constexpr unsigned flash_decode_smem_bytes(int d, int block_m, i
                                                            bool split = false) {
   return static_cast<unsigned>(page > 0 ? 2 * 4 * paged_kv_slots(block_n, page) : 0) +
          static_cast<unsigned>(flash_decode_pitch(d) * block_m) +
-         (static_cast<unsigned>(flash_decode_kv_pitch(d, varlen, split) * 2 * block_n * stages) >
-                  flash_decode_merge_bytes(d, block_m, warps)
-              ? static_cast<unsigned>(flash_decode_kv_pitch(d, varlen, split) * 2 * block_n *
-                                      stages)
+         (static_cast<unsigned>(flash_decode_kv_pitch(d, varlen, split, block_n / warps) * 2 *
+                                block_n * stages) > flash_decode_merge_bytes(d, block_m, warps)
+              ? static_cast<unsigned>(flash_decode_kv_pitch(d, varlen, split, block_n / warps) *
+                                      2 * block_n * stages)
               : flash_decode_merge_bytes(d, block_m, warps));
 }
 

@@ -393,8 +393,8 @@ __global__ void __launch_bounds__(WARPS * 32,
   constexpr int PV_STEPS = KW / 16;
   constexpr int CHUNKS = D / 8;           // 16-byte chunks per row
   constexpr int PITCH = flash_decode_pitch(D);
-  constexpr int KV_PITCH = flash_decode_kv_pitch(D, VARLEN, KV_SPLIT);
-  constexpr bool SWZ = flash_decode_kv_swizzled(D, VARLEN);
+  constexpr int KV_PITCH = flash_decode_kv_pitch(D, VARLEN, KV_SPLIT, BLOCK_N / WARPS);
+  constexpr bool SWZ = flash_decode_kv_swizzled(D, VARLEN, BLOCK_N / WARPS);
   // KV_SPLIT (d=96): the first part's rows are 128 bytes, swizzled as SWZ's; its k-steps
   // (P V: column pairs) 0-3 read there, 4-5 in the second part (64-byte rows, PART_B on).
   constexpr bool XOR_A = SWZ || KV_SPLIT;

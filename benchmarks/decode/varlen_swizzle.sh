@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# On the GPU machine: the varlen decode kernels with swizzled K/V rows (stop 54) against the
+# padded rows of before, in one call. Needs two bundles (scripts/gpu_bundle.sh): NEW (default
+# .gpu) and OLD (default .gpu-old, bin/ lib/ share/ of a build before the change).
+#   test   gpu_decode_varlen_test of NEW (every case: defaults, the most splits, a 32-key tile,
+#          d=128's padded 64-keys-per-warp tile), 2 shards;
+#   bench  for each varlen shape (SHAPES, ';'-separated), `ktune sweep` with OLD, then NEW, then
+#          OLD again for the first shape (the drift between two sweeps of one build); then, per
+#          shape, the fastest point of each build and the same-point NEW / OLD median ratio.
+set -uo pipefail
+OUT=${OUT:-/tmp/ktune-varlen-swizzle}
+NEW=${NEW:-.gpu}
+OLD=${OLD:-.gpu-old}
+STEP=${STEP:-test bench}
+SHAPES=${SHAPES:-"b=16,hq=32,hkv=8,nq=1,nk=4096,d=128,causal=no,varlen=yes;b=8,hq=32,hkv=32,nq=1,nk=8192,d=64,causal=no,varlen=yes;b=32,hq=32,hkv=8,nq=1,nk=2048,d=128,causal=no,varlen=yes;b=4,hq=32,hkv=8,nq=4,nk=6000,d=128,causal=yes,varlen=yes"}
+mkdir -p "$OUT"
+export KTUNE_CACHE_DIR=${KTUNE_CACHE_DIR:-$(mktemp -d)}
+if [[ " $STEP " == *" test "* ]]; then
+  for i in 0 1; do
+    LD_LIBRARY_PATH=$PWD/$NEW/lib GTEST_TOTAL_SHARDS=2 GTEST_SHARD_INDEX=$i timeout 300 \
+      "$NEW/tests/gpu_decode_varlen_test" >"$OUT/varlen-test$i.log" 2>&1 &
+  done
+  wait
+  grep -hE '^\[  (PASSED|FAILED|SKIPPED)|FAILED  \]' "$OUT"/varlen-test*.log
+fi
+if [[ " $STEP " == *" bench "* ]]; then
+  IFS=';' read -ra shapes <<<"$SHAPES"
+  sweep() {  # build tag shape-index
+    local b=$1 tag=$2 i=$3
+    LD_LIBRARY_PATH=$PWD/$b/lib "$b/bin/ktune" sweep --op flash_decode --shape "${shapes[$i]}" \
+      --db "$OUT/$tag.db" >"$OUT/sweep-$tag-$i.log" 2>&1 || echo "sweep $tag $i failed: $(tail -2 "$OUT/sweep-$tag-$i.log")"
+  }
+  for i in "${!shapes[@]}"; do sweep "$OLD" old "$i"; sweep "$NEW" new "$i"; done
+  sweep "$OLD" old2 0
+  python3 - "$OUT" "$SHAPES" <<'PY'
+import os, sqlite3, statistics, sys
+out, shapes = sys.argv[1], sys.argv[2].split(";")
+def load(tag):
+    path = os.path.join(out, tag + ".db")
+    if not os.path.exists(path):
+        return {}
+    con = sqlite3.connect(path)
+    rows = con.execute("SELECT problem_key, params_key, median_us FROM trials WHERE op = "
+                       "'flash_decode' AND status = 'ok'").fetchall()
+    by = {}
+    for p, k, us in rows:
+        by.setdefault(p, {})[k] = us
+    return by
+old, new, old2 = load("old"), load("new"), load("old2")
+print("| problem | points | old fastest us | new fastest us | new / old fastest | same point new / old: median (range) |")
+print("|---|---|---|---|---|---|")
+for p in old:
+    a, b = old[p], new.get(p, {})
+    common = [k for k in a if k in b]
+    if not common:
+        continue
+    r = sorted(b[k] / a[k] for k in common)
+    print(f"| {p} | {len(common)} | {min(a.values()):.1f} | {min(b.values()):.1f} | "
+          f"{min(b.values()) / min(a.values()):.3f} | {statistics.median(r):.3f} ({r[0]:.3f}-{r[-1]:.3f}) |")
+for p in old2:
+    a, c = old[p], old2[p]
+    r = sorted(c[k] / a[k] for k in a if k in c)
+    print(f"drift, two sweeps of the old build, {p}: same point median {statistics.median(r):.3f} "
+          f"({r[0]:.3f}-{r[-1]:.3f}); fastest {min(c.values()) / min(a.values()):.3f}")
+PY
+fi
