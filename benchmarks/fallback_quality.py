@@ -509,6 +509,22 @@ HELD_OUT = [
     ("flash_decode", "b=8,hq=32,hkv=4,nq=2,nk=5000,d=80,causal=yes"),
     ("flash_decode", "b=12,hq=32,hkv=32,nq=1,nk=2000,d=80,causal=no"),
     ("flash_decode", "b=4,hq=28,hkv=4,nq=1,nk=12000,d=72,causal=no"),
+    # 327-335: a check set for the paged/varlen split count (stop 54, kMixedLengthsCtasPerSm:
+    # splits for 4 CTAs per SM at the longest length, at least split_keys keys each), written
+    # before any sweep of them; read from one varlen sweep (32 pairs at d=128: 16 splits
+    # fastest, the one-CTA-per-SM default's 4 at 0.61x). Every one of these gets more splits
+    # than before (old -> new: 4->16, 4->8, 8->32, 8->24, 4->8, 8->16, 4->8, 8->16, 3->8).
+    # Prediction: the new default >= 1.1x faster than the old (both timed in the same sweep) at
+    # 5 or more of the 9, slower at none by more than 3 %; within 0.90 of the fastest at 7 of 9.
+    ("flash_decode", "b=8,hq=32,hkv=4,nq=1,nk=6000,d=128,causal=no,page=16"),
+    ("flash_decode", "b=12,hq=16,hkv=4,nq=1,nk=5000,d=96,causal=no,varlen=yes"),
+    ("flash_decode", "b=2,hq=32,hkv=8,nq=1,nk=12000,d=128,causal=no,page=32"),
+    ("flash_decode", "b=8,hq=16,hkv=2,nq=1,nk=9000,d=96,causal=no,varlen=yes"),
+    ("flash_decode", "b=4,hq=40,hkv=8,nq=1,nk=3000,d=128,causal=no,varlen=yes"),
+    ("flash_decode", "b=4,hq=16,hkv=4,nq=1,nk=8000,d=256,causal=no,varlen=yes"),
+    ("flash_decode", "b=16,hq=32,hkv=4,nq=1,nk=5000,d=128,causal=no,page=16"),
+    ("flash_decode", "b=3,hq=28,hkv=4,nq=3,nk=7000,d=128,causal=yes,page=16"),
+    ("flash_decode", "b=5,hq=32,hkv=8,nq=1,nk=2500,d=80,causal=no,varlen=yes"),
 ]
 
 

@@ -12,6 +12,12 @@ namespace ktune::decode {
 namespace {
 
 constexpr std::int64_t kPagedSplitKeys = 1024;  // paged defaults: keys per split at most
+// Paged and varlen defaults: CTAs per SM the split count aims at with every sequence at the
+// longest length (see with_splits). On the H200 (2026-12-04, stop 54,
+// benchmarks/results/decode-varlen-swizzle-h200-2026-12-04.md) a varlen batch of 32 (sequence,
+// KV head) pairs at d=128 (lengths 0..6000) ran 16 splits fastest, 4 (one CTA per SM, the
+// rule before) at 0.61x of it; where 128-256 pairs fill the SMs, 1-4 splits stay.
+constexpr std::int64_t kMixedLengthsCtasPerSm = 4;
 // Defaults for tiles of several query rows per head (packed rows > 16: speculative decoding,
 // chunked prefill): 16-row tiles up to this many packed rows, up to this many CTAs per SM (as
 // shared memory allows), and splits of at least this many keys.
@@ -142,8 +148,14 @@ Config with_splits(const DecodeDefaults& r, const Shape& s, const DeviceInfo& de
         std::min(device.sm_count * per_sm / base, std::max<std::int64_t>(1, span / split_keys));
     // Paged and varlen batches mix lengths: one CTA per (sequence, head) would leave the SMs
     // waiting on the longest sequences. Pieces of about kPagedSplitKeys keys balance them
-    // (splits past a sequence's end exit at once), whatever the grid.
-    if (s.paged() || s.varlen) want = std::max(want, s.nk / kPagedSplitKeys);
+    // (splits past a sequence's end exit at once), whatever the grid; and, the lengths unknown
+    // when the grid is sized, enough pieces for kMixedLengthsCtasPerSm CTAs per SM at the
+    // longest length (about half that of work where lengths spread over 0..nk), at least
+    // split_keys keys each.
+    if (s.paged() || s.varlen)
+      want = std::max({want, s.nk / kPagedSplitKeys,
+                       std::min(kMixedLengthsCtasPerSm * device.sm_count / base,
+                                std::max<std::int64_t>(1, span / split_keys))});
     for (std::int64_t v : kSplitValues)
       if (v <= want && flash_decode_used_splits(span, c.block_n, static_cast<int>(v)) == v)
         c.splits = static_cast<int>(v);
