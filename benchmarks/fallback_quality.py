@@ -525,6 +525,20 @@ HELD_OUT = [
     ("flash_decode", "b=16,hq=32,hkv=4,nq=1,nk=5000,d=128,causal=no,page=16"),
     ("flash_decode", "b=3,hq=28,hkv=4,nq=3,nk=7000,d=128,causal=yes,page=16"),
     ("flash_decode", "b=5,hq=32,hkv=8,nq=1,nk=2500,d=80,causal=no,varlen=yes"),
+    # Outcome (H200, 2026-12-04): 7 of 9 >= 1.1x faster, one 11 % slower (d=256, one CTA per
+    # SM), 5 of 9 within 0.90: 0.753 -> 0.923 of the fastest. The rule then read from these and
+    # the four varlen sweeps before them (3 CTAs per SM, only where two fit: 13 problems 0.767 ->
+    # 0.946, worst 0.607 -> 0.854) is checked by 336-342, written before any sweep of them
+    # (old -> new split count: 6->8, 12->16, 3->8, 2->4, 6->12, 2->4; d=256 unchanged at 8).
+    # Prediction: the new default >= 1.05x faster than the old (same sweep) at 4 or more of the
+    # six it changes and slower by more than 3 % at none; within 0.90 of the fastest at 6 of 7.
+    ("flash_decode", "b=6,hq=32,hkv=8,nq=1,nk=7000,d=128,causal=no,page=16"),
+    ("flash_decode", "b=3,hq=32,hkv=8,nq=1,nk=15000,d=128,causal=no,varlen=yes"),
+    ("flash_decode", "b=10,hq=16,hkv=4,nq=1,nk=4000,d=96,causal=no,page=32"),
+    ("flash_decode", "b=20,hq=32,hkv=4,nq=1,nk=3000,d=80,causal=no,page=16"),
+    ("flash_decode", "b=7,hq=28,hkv=4,nq=1,nk=6500,d=128,causal=no,varlen=yes"),
+    ("flash_decode", "b=12,hq=32,hkv=8,nq=2,nk=2200,d=96,causal=yes,page=16"),
+    ("flash_decode", "b=2,hq=16,hkv=16,nq=1,nk=10000,d=256,causal=no,varlen=yes"),
 ]
 
 

@@ -2409,6 +2409,29 @@ TEST(DecodeVarlen, DefaultsSplitMixedLengthsAsPagedBatchesDo) {
       }
 }
 
+// Paged and varlen batches of few (sequence, KV head) pairs: their lengths unknown when the grid
+// is sized, splits for 3 CTAs per SM at the longest length (132 SMs: 32 pairs x 12, 16 x 24,
+// 64 x 6), at least 256 keys each (8 pairs of 1500 keys: 4, as contiguous), where an SM holds
+// two of the CTAs; d=256's row tiles hold one, and keep one wave (16 pairs x 8). Fixed-length
+// contiguous K/V keeps one CTA per SM.
+TEST(DecodeVarlen, FewPairsOfMixedLengthsSplitForThreeCtasPerSm) {
+  const DeviceInfo h100 = device("sm_90a");
+  ASSERT_EQ(h100.sm_count, 132);
+  const auto splits = [&](const std::string& problem) {
+    const Problem p = op().parse_problem(problem);
+    const Params params = op().default_params(p, DType::bf16, h100);
+    EXPECT_EQ(op().invalid_reason(params, p, DType::bf16, h100), std::nullopt) << problem;
+    return params.values[0];
+  };
+  EXPECT_EQ(splits("b=8,hq=32,hkv=4,nq=1,nk=6000,d=128,page=16"), 12);
+  EXPECT_EQ(splits("b=8,hq=32,hkv=4,nq=1,nk=6000,d=128,varlen=yes"), 12);
+  EXPECT_EQ(splits("b=8,hq=32,hkv=4,nq=1,nk=6000,d=128"), 4);
+  EXPECT_EQ(splits("b=2,hq=32,hkv=8,nq=1,nk=12000,d=128,page=32"), 24);
+  EXPECT_EQ(splits("b=16,hq=32,hkv=4,nq=1,nk=5000,d=128,page=16"), 6);
+  EXPECT_EQ(splits("b=2,hq=32,hkv=4,nq=1,nk=1500,d=128,varlen=yes"), 4);
+  EXPECT_EQ(splits("b=4,hq=16,hkv=4,nq=1,nk=8000,d=256,varlen=yes"), 8);
+}
+
 // NVRTC: the varlen split kernels (and the combine, whose code reads the offsets: one per arch,
 // the other head dims' compile in DecodeCompile) for sm_80 and sm_90a: a small sample (CI has 2
 // cores), the defaults without spills.

@@ -13,11 +13,15 @@ namespace {
 
 constexpr std::int64_t kPagedSplitKeys = 1024;  // paged defaults: keys per split at most
 // Paged and varlen defaults: CTAs per SM the split count aims at with every sequence at the
-// longest length (see with_splits). On the H200 (2026-12-04, stop 54,
-// benchmarks/results/decode-varlen-swizzle-h200-2026-12-04.md) a varlen batch of 32 (sequence,
-// KV head) pairs at d=128 (lengths 0..6000) ran 16 splits fastest, 4 (one CTA per SM, the
-// rule before) at 0.61x of it; where 128-256 pairs fill the SMs, 1-4 splits stay.
-constexpr std::int64_t kMixedLengthsCtasPerSm = 4;
+// longest length, where shared memory holds two CTAs per SM or more (see with_splits). Read on
+// the H200 (2026-12-04, stop 54, benchmarks/results/decode-varlen-splits-h200-2026-12-04.md)
+// from 13 exhaustive sweeps of paged and varlen decode with 12-256 (sequence, KV head) pairs
+// at d = 64-256: the fastest split count of the row's tiles put 2.4-3.9 CTAs per SM at d <= 128
+// (the one-CTA-per-SM rule before: 0.61-0.88 of the fastest point where it gave fewer); at
+// d=256, whose row tiles fit one CTA per SM, one wave (a second one of such CTAs ran 0.82x).
+// Aiming at 4 instead of 3, the form first checked (check set 327-335: 0.753 -> 0.923 of the
+// fastest), overshot at 16-64 pairs (0.77-0.87x) and at d=256.
+constexpr std::int64_t kMixedLengthsCtasPerSm = 3;
 // Defaults for tiles of several query rows per head (packed rows > 16: speculative decoding,
 // chunked prefill): 16-row tiles up to this many packed rows, up to this many CTAs per SM (as
 // shared memory allows), and splits of at least this many keys.
@@ -151,11 +155,15 @@ Config with_splits(const DecodeDefaults& r, const Shape& s, const DeviceInfo& de
     // (splits past a sequence's end exit at once), whatever the grid; and, the lengths unknown
     // when the grid is sized, enough pieces for kMixedLengthsCtasPerSm CTAs per SM at the
     // longest length (about half that of work where lengths spread over 0..nk), at least
-    // split_keys keys each.
-    if (s.paged() || s.varlen)
-      want = std::max({want, s.nk / kPagedSplitKeys,
-                       std::min(kMixedLengthsCtasPerSm * device.sm_count / base,
-                                std::max<std::int64_t>(1, span / split_keys))});
+    // split_keys keys each, where an SM holds two of the CTAs at once (a piece waiting for a
+    // whole CTA to end streams nothing meanwhile).
+    if (s.paged() || s.varlen) {
+      want = std::max(want, s.nk / kPagedSplitKeys);
+      const bool two_fit = device.smem_per_sm <= 0 || device.smem_per_sm / smem >= 2;
+      if (two_fit)
+        want = std::max(want, std::min(kMixedLengthsCtasPerSm * device.sm_count / base,
+                                       std::max<std::int64_t>(1, span / split_keys)));
+    }
     for (std::int64_t v : kSplitValues)
       if (v <= want && flash_decode_used_splits(span, c.block_n, static_cast<int>(v)) == v)
         c.splits = static_cast<int>(v);
