@@ -162,22 +162,25 @@ KTUNE_DECODE_HD constexpr long long flash_decode_window_base(long long seq_q, lo
 /// rows of an ldmatrix phase fall in 8 distinct bank groups.
 KTUNE_DECODE_HD constexpr int flash_decode_pitch(int d) { return 2 * d + 16; }
 
-/// K/V tiles of d = 64 and 128 (rows of 8 or 16 16-byte chunks) are stored unpadded,
+/// K/V tiles of d = 64, 128 and 256 (rows of 8, 16 or 32 16-byte chunks) are stored unpadded,
 /// chunk c of row r at chunk c ^ (r & 7): the 8 rows of an ldmatrix phase still hit 8 distinct
-/// bank groups, and a warp's copies of two whole rows fill 512 aligned bytes. With the padded
+/// bank groups, and a warp's copies of whole rows fill aligned 128-byte lines. With the padded
 /// pitch those copies straddled shared-memory wavefronts and each extra wavefront asked L2 for
-/// its sectors again (ncu, H100: 1.5x the L2 sectors of the K/V bytes, hit rate 34 %). Other
-/// head dims keep the padded rows (32, 96: no power-of-two row; 256: its kernels sit at 255
-/// registers, and the swizzled addressing spilled there). The variable-length kernels, whose
-/// sequence offsets take registers on top, swizzle too, but for d=128 with 64 keys per warp
-/// (`keys_per_warp`, BLOCK_N / WARPS): there, at 255 registers either way, the swizzled
-/// addressing spilled 20-32 bytes on sm_90a and 100 on sm_80 where the padded rows spill none
-/// (`ktune space --compile`, 2026-12-04: without a mask variant every other varlen point of
-/// d = 64 and 128 compiles without spills either way; with window, softcap and ALiBi at once,
-/// d=128's points spilling 12-20 bytes went from 34 to 8 on sm_90a and from 8 to 25 on sm_80).
+/// its sectors again (ncu, H100: 1.5x the L2 sectors of the K/V bytes, hit rate 34 %). d = 32
+/// and 96 (no power-of-two row) keep the padded rows (d=96: see flash_decode_split96_offset),
+/// and so do two tiles whose kernels sit at 255 registers, where ptxas spilled more with the
+/// swizzled addressing than with the padded (`ktune space --compile`, sm_90a and sm_80,
+/// 2026-12-04): d=128 at 64 keys per warp (`keys_per_warp`, BLOCK_N / WARPS) in the
+/// variable-length kernels (20-32 bytes on sm_90a, 100 on sm_80, against none), and d=256 at
+/// 32 keys per warp (96-160 bytes padded, 244-304 swizzled; paged 0 against 168). Elsewhere no
+/// point of d = 64, 128 or 256 spills with the swizzle where it did not without (d=256: 16
+/// keys per warp spilled 16-36 bytes padded, none swizzled); with window, softcap and ALiBi at
+/// once in the varlen kernels, d=128's points spilling 12-20 bytes went from 34 to 8 on sm_90a
+/// and from 8 to 25 on sm_80.
 KTUNE_DECODE_HD constexpr bool flash_decode_kv_swizzled(int d, bool varlen = false,
                                                         int keys_per_warp = 0) {
-  return d == 64 || (d == 128 && !(varlen && keys_per_warp >= 64));
+  return d == 64 || (d == 128 && !(varlen && keys_per_warp >= 64)) ||
+         (d == 256 && keys_per_warp < 32);
 }
 /// Bytes per K/V row in shared memory: 2 * d unpadded (swizzled, or split at d=96), else padded.
 KTUNE_DECODE_HD constexpr int flash_decode_kv_pitch(int d, bool varlen = false,

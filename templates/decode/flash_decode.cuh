@@ -573,8 +573,8 @@ __global__ void __launch_bounds__(WARPS * 32,
   // Swizzled K/V (flash_decode_kv_swizzled): the lane's rows are multiples of 8 apart from the
   // ones it reads (KW and 16-row steps), so chunk 2 kk + c of its row sits at chunk
   // (2 kk) ^ (c ^ (lane & 7)); its offset is kept with c ^ (lane & 7) in bits 4-6 and k-step kk
-  // XORs in kk << 5 (bits 5-6 at d=64, 5-7 at d=128: the row part, a multiple of the 2 * D-byte
-  // row, has them clear).
+  // XORs in kk << 5 (bits 5-6 at d=64, 5-7 at d=128, 5-8 at d=256: the row part, a multiple of
+  // the 2 * D-byte row, has them clear).
   const int k_c = (lane >> 3) & 1;
   const int v_c = lane >> 4;
   const int k_row = warp * KW + (lane & 7) + ((lane >> 4) << 3);

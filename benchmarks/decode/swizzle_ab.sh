@@ -1,27 +1,32 @@
 #!/usr/bin/env bash
-# On the GPU machine: the varlen decode kernels with swizzled K/V rows (stop 54) against the
-# padded rows of before, in one call. Needs two bundles (scripts/gpu_bundle.sh): NEW (default
-# .gpu) and OLD (default .gpu-old, bin/ lib/ share/ of a build before the change).
-#   test   gpu_decode_varlen_test of NEW (every case: defaults, the most splits, a 32-key tile,
-#          d=128's padded 64-keys-per-warp tile), 2 shards;
-#   bench  for each varlen shape (SHAPES, ';'-separated), `ktune sweep` with OLD, then NEW, then
-#          OLD again for the first shape (the drift between two sweeps of one build); then, per
-#          shape, the fastest point of each build and the same-point NEW / OLD median ratio.
+# On the GPU machine: decode kernels of a new K/V layout against the build before it, in one
+# call (stop 54: the varlen kernels swizzled, then d=256's). Needs two bundles
+# (scripts/gpu_bundle.sh): NEW (default .gpu) and OLD (default .gpu-old, bin/ lib/ share/ of a
+# build before the change).
+#   test   TEST (default gpu_decode_varlen_test) of NEW with FILTER (default all), 2 shards;
+#   bench  for each shape (SHAPES, ';'-separated; default the four varlen problems of the first
+#          run), `ktune sweep` with OLD, then NEW, then OLD again for the first shape (the drift
+#          between two sweeps of one build); then, per shape, the fastest point of each build and
+#          the same-point NEW / OLD median ratio.
+# d=256 (second run): SHAPES="b=8,hq=16,hkv=4,nq=1,nk=8192,d=256,causal=no;..." TEST=gpu_decode_test
+# FILTER='*256*:Pages/*'.
 set -uo pipefail
-OUT=${OUT:-/tmp/ktune-varlen-swizzle}
+OUT=${OUT:-/tmp/ktune-swizzle-ab}
 NEW=${NEW:-.gpu}
 OLD=${OLD:-.gpu-old}
 STEP=${STEP:-test bench}
+TEST=${TEST:-gpu_decode_varlen_test}
+FILTER=${FILTER:-*}
 SHAPES=${SHAPES:-"b=16,hq=32,hkv=8,nq=1,nk=4096,d=128,causal=no,varlen=yes;b=8,hq=32,hkv=32,nq=1,nk=8192,d=64,causal=no,varlen=yes;b=32,hq=32,hkv=8,nq=1,nk=2048,d=128,causal=no,varlen=yes;b=4,hq=32,hkv=8,nq=4,nk=6000,d=128,causal=yes,varlen=yes"}
 mkdir -p "$OUT"
 export KTUNE_CACHE_DIR=${KTUNE_CACHE_DIR:-$(mktemp -d)}
 if [[ " $STEP " == *" test "* ]]; then
   for i in 0 1; do
     LD_LIBRARY_PATH=$PWD/$NEW/lib GTEST_TOTAL_SHARDS=2 GTEST_SHARD_INDEX=$i timeout 300 \
-      "$NEW/tests/gpu_decode_varlen_test" >"$OUT/varlen-test$i.log" 2>&1 &
+      "$NEW/tests/$TEST" --gtest_filter="$FILTER" >"$OUT/test$i.log" 2>&1 &
   done
   wait
-  grep -hE '^\[  (PASSED|FAILED|SKIPPED)|FAILED  \]' "$OUT"/varlen-test*.log
+  grep -hE '^\[  (PASSED|FAILED|SKIPPED)|FAILED  \]' "$OUT"/test*.log
 fi
 if [[ " $STEP " == *" bench "* ]]; then
   IFS=';' read -ra shapes <<<"$SHAPES"
