@@ -1448,6 +1448,56 @@ TEST(DecodeSplit96, LayoutCopiesAndReadsAgree) {
   }
 }
 
+// d=32's swizzled 64-byte K/V rows (flash_decode_row64_offset): every slot once, the 8 rows of
+// an ldmatrix phase in 8 bank groups, a warp's copies (row id / 4, chunk id % 4, as
+// load_kv_tile's and the paged copy's) 4 whole lines, and the kernel's lane addresses (the
+// 64-byte path from k-step 0, PART_B 0) equal to where the copy put each chunk.
+TEST(DecodeRow64, D32LayoutCopiesAndReadsAgree) {
+  EXPECT_TRUE(flash_decode_kv_swizzled(32));
+  EXPECT_EQ(flash_decode_kv_pitch(32), 64);
+  for (int rows : {32, 64, 128}) {
+    std::set<unsigned> slots;
+    for (int r = 0; r < rows; ++r)
+      for (int c = 0; c < 4; ++c) {
+        const unsigned off = flash_decode_row64_offset(r, c);
+        EXPECT_EQ(off % 16, 0u);
+        EXPECT_LT(off, static_cast<unsigned>(rows * 64));
+        slots.insert(off);
+      }
+    EXPECT_EQ(slots.size(), static_cast<std::size_t>(rows * 4)) << rows;
+    for (int r0 = 0; r0 < rows; r0 += 8)
+      for (int c = 0; c < 4; ++c) {
+        std::set<unsigned> banks;
+        for (int r = r0; r < r0 + 8; ++r) banks.insert(flash_decode_row64_offset(r, c) / 16 % 8);
+        EXPECT_EQ(banks.size(), 8u) << "rows " << r0 << "+, chunk " << c;
+      }
+    for (int id0 = 0; id0 < rows * 4; id0 += 32) {
+      std::set<unsigned> lines;
+      for (int id = id0; id < id0 + 32; ++id)
+        lines.insert(flash_decode_row64_offset(id / 4, id % 4) / 128);
+      EXPECT_EQ(lines.size(), 4u);
+    }
+    for (int kw : {16, 32, 64})
+      for (int warp = 0; warp * kw < rows; ++warp)
+        for (int lane = 0; lane < 32; ++lane) {
+          const int k_c = (lane >> 3) & 1, v_c = lane >> 4;
+          const int k_row = warp * kw + (lane & 7) + ((lane >> 4) << 3);
+          const int v_row = warp * kw + (lane & 7) + (((lane >> 3) & 1) << 3);
+          const unsigned k_lane_b = k_row * 64 + ((k_c ^ ((lane & 7) >> 1)) << 4);
+          const unsigned v_lane_b = v_row * 64 + ((v_c ^ ((lane & 7) >> 1)) << 4);
+          for (int kk = 0; kk < 2; ++kk)
+            for (int nn = 0; nn < kw / 16; ++nn) {
+              ASSERT_EQ((k_lane_b ^ (kk << 5)) + nn * 16 * 64,
+                        flash_decode_row64_offset(k_row + 16 * nn, 2 * kk + k_c))
+                  << rows << " " << kw << " " << warp << " " << lane << " " << kk << " " << nn;
+              ASSERT_EQ((v_lane_b ^ (kk << 5)) + nn * 16 * 64,
+                        flash_decode_row64_offset(v_row + 16 * nn, 2 * kk + v_c))
+                  << rows << " " << kw << " " << warp << " " << lane << " " << kk << " " << nn;
+            }
+        }
+  }
+}
+
 // Where kv_split=1 is a point of the space, and why not elsewhere; its kernels' names.
 TEST(DecodeSplit96, OnlyD96TilesTakeIt) {
   const DeviceInfo h100 = device("sm_90a");

@@ -166,9 +166,10 @@ KTUNE_DECODE_HD constexpr int flash_decode_pitch(int d) { return 2 * d + 16; }
 /// chunk c of row r at chunk c ^ (r & 7): the 8 rows of an ldmatrix phase still hit 8 distinct
 /// bank groups, and a warp's copies of whole rows fill aligned 128-byte lines. With the padded
 /// pitch those copies straddled shared-memory wavefronts and each extra wavefront asked L2 for
-/// its sectors again (ncu, H100: 1.5x the L2 sectors of the K/V bytes, hit rate 34 %). d = 32
-/// and 96 (no power-of-two row) keep the padded rows (d=96: see flash_decode_split96_offset),
-/// and so do two tiles whose kernels sit at 255 registers, where ptxas spilled more with the
+/// its sectors again (ncu, H100: 1.5x the L2 sectors of the K/V bytes, hit rate 34 %). d=32's
+/// 64-byte rows take flash_decode_row64_offset's swizzle instead (two rows a line). d=96 (12
+/// chunks) keeps the padded rows, or kv_split's two parts (flash_decode_split96_offset), and
+/// so do two tiles whose kernels sit at 255 registers, where ptxas spilled more with the
 /// swizzled addressing than with the padded (`ktune space --compile`, sm_90a and sm_80,
 /// 2026-12-04): d=128 at 64 keys per warp (`keys_per_warp`, BLOCK_N / WARPS) in the
 /// variable-length kernels (20-32 bytes on sm_90a, 100 on sm_80, against none), and d=256 at
@@ -179,7 +180,7 @@ KTUNE_DECODE_HD constexpr int flash_decode_pitch(int d) { return 2 * d + 16; }
 /// and from 8 to 25 on sm_80.
 KTUNE_DECODE_HD constexpr bool flash_decode_kv_swizzled(int d, bool varlen = false,
                                                         int keys_per_warp = 0) {
-  return d == 64 || (d == 128 && !(varlen && keys_per_warp >= 64)) ||
+  return d == 32 || d == 64 || (d == 128 && !(varlen && keys_per_warp >= 64)) ||
          (d == 256 && keys_per_warp < 32);
 }
 /// Bytes per K/V row in shared memory: 2 * d unpadded (swizzled, or split at d=96), else padded.
@@ -187,6 +188,14 @@ KTUNE_DECODE_HD constexpr int flash_decode_kv_pitch(int d, bool varlen = false,
                                                     bool split = false, int keys_per_warp = 0) {
   return split || flash_decode_kv_swizzled(d, varlen, keys_per_warp) ? 2 * d
                                                                      : flash_decode_pitch(d);
+}
+
+/// A tile of 64-byte rows (4 chunks): chunk c of row r at c ^ ((r >> 1) & 3), two rows a
+/// 128-byte line. The 8 consecutive rows of an ldmatrix phase meet 8 distinct bank groups
+/// (rows 2i and 2i + 1 share a line, in its two halves), and a warp's copies of 8 rows fill 4
+/// whole lines. d=32's tiles (flash_decode_kv_swizzled) and d=96's second part (below).
+KTUNE_DECODE_HD constexpr unsigned flash_decode_row64_offset(int row, int chunk) {
+  return static_cast<unsigned>(row * 64 + ((chunk ^ ((row >> 1) & 3)) << 4));
 }
 
 /// d=96's K/V tiles split in two (kv_split=1): a row's 12 chunks do not fill whole 128-byte
@@ -199,9 +208,8 @@ KTUNE_DECODE_HD constexpr int flash_decode_kv_pitch(int d, bool varlen = false,
 /// groups in each part, and a warp's copies fill whole lines (4 rows of the first part, or 8 of
 /// the second). Byte offset of chunk `chunk` of row `row` in a tile of `rows` rows:
 KTUNE_DECODE_HD constexpr unsigned flash_decode_split96_offset(int rows, int row, int chunk) {
-  return static_cast<unsigned>(chunk < 8 ? row * 128 + ((chunk ^ (row & 7)) << 4)
-                                         : rows * 128 + row * 64 +
-                                               (((chunk - 8) ^ ((row >> 1) & 3)) << 4));
+  return chunk < 8 ? static_cast<unsigned>(row * 128 + ((chunk ^ (row & 7)) << 4))
+                   : static_cast<unsigned>(rows * 128) + flash_decode_row64_offset(row, chunk - 8);
 }
 
 /// Shared memory of the end-of-CTA merge across warps: the fp32 O tile (rows padded by 8 floats)

@@ -106,11 +106,14 @@ __device__ __forceinline__ void store_lane_row_upto(T* o, const float (&acc)[PER
 }
 
 /// Byte offset of 16-byte chunk `chunk` of row `row` in a K/V tile (flash_decode_kv_pitch); SPLIT:
-/// d=96's tile of ROWS rows in two parts (flash_decode_split96_offset).
+/// d=96's tile of ROWS rows in two parts (flash_decode_split96_offset); d=32 swizzled: 64-byte
+/// rows (flash_decode_row64_offset).
 template <int D, bool SWZ, bool SPLIT = false, int ROWS = 0>
 __device__ __forceinline__ unsigned kv_offset(int row, int chunk) {
   if constexpr (SPLIT)
     return flash_decode_split96_offset(ROWS, row, chunk);
+  else if constexpr (SWZ && D == 32)
+    return flash_decode_row64_offset(row, chunk);
   else if constexpr (SWZ)
     return static_cast<unsigned>(row * flash_decode_kv_pitch(D) + ((chunk ^ (row & 7)) << 4));
   else
@@ -397,9 +400,13 @@ __global__ void __launch_bounds__(WARPS * 32,
   constexpr bool SWZ = flash_decode_kv_swizzled(D, VARLEN, BLOCK_N / WARPS);
   // KV_SPLIT (d=96): the first part's rows are 128 bytes, swizzled as SWZ's; its k-steps
   // (P V: column pairs) 0-3 read there, 4-5 in the second part (64-byte rows, PART_B on).
-  constexpr bool XOR_A = SWZ || KV_SPLIT;
+  // d=32 swizzled: every k-step reads 64-byte rows as that second part, from the tile's start.
+  constexpr bool ROW64 = SWZ && D == 32;
+  constexpr bool XOR_A = (SWZ && !ROW64) || KV_SPLIT;
   constexpr int PITCH_A = KV_SPLIT ? 128 : KV_PITCH;
-  constexpr unsigned PART_B = BLOCK_N * 128;
+  constexpr bool HAS_B = KV_SPLIT || ROW64;
+  constexpr int B_FIRST = KV_SPLIT ? 4 : 0;  // first k-step in 64-byte rows (HAS_B)
+  constexpr unsigned PART_B = KV_SPLIT ? BLOCK_N * 128 : 0;
   constexpr unsigned KV_BYTES = BLOCK_N * KV_PITCH;
   constexpr unsigned RING = 2 * STAGES * KV_BYTES > flash_decode_merge_bytes(D, BLOCK_M, WARPS)
                                 ? 2 * STAGES * KV_BYTES
@@ -581,9 +588,10 @@ __global__ void __launch_bounds__(WARPS * 32,
   const int v_row = warp * KW + (lane & 7) + (((lane >> 3) & 1) << 3);
   const unsigned k_lane = k_row * PITCH_A + ((XOR_A ? k_c ^ (lane & 7) : k_c) << 4);
   const unsigned v_lane = v_row * PITCH_A + ((XOR_A ? v_c ^ (lane & 7) : v_c) << 4);
-  // KV_SPLIT's second part: chunk 8 + 2 (kk - 4) + c of the lane's row at (2 (kk - 4) + c) ^
-  // ((row >> 1) & 3), i.e. c ^ ((lane & 7) >> 1) with (kk - 4) << 5 XORed in (its rows, 16-row
-  // steps and the warp's KW keys apart, keep (row >> 1) & 3 and bit 5 of row * 64 clear).
+  // KV_SPLIT's second part (and d=32's 64-byte rows, B_FIRST 0): chunk 8 + 2 (kk - 4) + c of
+  // the lane's row at (2 (kk - 4) + c) ^ ((row >> 1) & 3), i.e. c ^ ((lane & 7) >> 1) with
+  // (kk - 4) << 5 XORed in (its rows, 16-row steps and the warp's KW keys apart, keep
+  // (row >> 1) & 3 and bit 5 of row * 64 clear).
   [[maybe_unused]] const unsigned k_lane_b =
       PART_B + k_row * 64 + ((k_c ^ ((lane & 7) >> 1)) << 4);
   [[maybe_unused]] const unsigned v_lane_b =
@@ -631,8 +639,8 @@ __global__ void __launch_bounds__(WARPS * 32,
     int next_page = 0;
     if constexpr (PAGE > 0)
       if (tid < SLOTS && nl + 1 < n_end) next_page = page_id(nl + 1, tid);
-    const unsigned k_stage = sK + stage * KV_BYTES + (XOR_A ? 0u : k_lane);
-    const unsigned v_stage = sV + stage * KV_BYTES + (XOR_A ? 0u : v_lane);
+    const unsigned k_stage = sK + stage * KV_BYTES + (XOR_A || HAS_B ? 0u : k_lane);
+    const unsigned v_stage = sV + stage * KV_BYTES + (XOR_A || HAS_B ? 0u : v_lane);
 
     float s[MF][NT][4];
 #pragma unroll
@@ -650,9 +658,10 @@ __global__ void __launch_bounds__(WARPS * 32,
 #pragma unroll
       for (int nn = 0; nn < NT / 2; ++nn) {
         unsigned b0, b1, b2, b3;
-        ldmatrix_x4(KV_SPLIT && kk >= 4 ? k_stage + (k_lane_b ^ ((kk - 4) << 5)) + nn * 16 * 64
-                    : XOR_A          ? k_stage + (k_lane ^ (kk << 5)) + nn * 16 * PITCH_A
-                                     : k_stage + nn * 16 * KV_PITCH + kk * 32,
+        ldmatrix_x4(HAS_B && kk >= B_FIRST
+                        ? k_stage + (k_lane_b ^ ((kk - B_FIRST) << 5)) + nn * 16 * 64
+                    : XOR_A ? k_stage + (k_lane ^ (kk << 5)) + nn * 16 * PITCH_A
+                            : k_stage + nn * 16 * KV_PITCH + kk * 32,
                     b0, b1, b2, b3);
 #pragma unroll
         for (int mf = 0; mf < MF; ++mf) {
@@ -773,9 +782,10 @@ __global__ void __launch_bounds__(WARPS * 32,
       for (int dd = 0; dd < PV_PAIRS; ++dd) {
         unsigned b0, b1, b2, b3;
         ldmatrix_x4_trans(
-            KV_SPLIT && dd >= 4 ? v_stage + (v_lane_b ^ ((dd - 4) << 5)) + kk * 16 * 64
-            : XOR_A             ? v_stage + (v_lane ^ (dd << 5)) + kk * 16 * PITCH_A
-                                : v_stage + kk * 16 * KV_PITCH + dd * 32,
+            HAS_B && dd >= B_FIRST
+                ? v_stage + (v_lane_b ^ ((dd - B_FIRST) << 5)) + kk * 16 * 64
+            : XOR_A ? v_stage + (v_lane ^ (dd << 5)) + kk * 16 * PITCH_A
+                    : v_stage + kk * 16 * KV_PITCH + dd * 32,
             b0, b1, b2, b3);
 #pragma unroll
         for (int mf = 0; mf < MF; ++mf) {
