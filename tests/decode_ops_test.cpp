@@ -1385,6 +1385,28 @@ TEST(DecodePaged, UniformIntFillMixesLengthsWithinTheRange) {
 
 // ---- kv_split: d=96's K/V tiles in two parts (flash_decode_split96_offset) ----
 
+/// A K/V tile layout (`offset(row, chunk)`, bytes) of `rows` rows of `chunks` 16-byte chunks:
+/// every (row, chunk) a distinct 16-byte slot below rows * chunks * 16 bytes, and the 8 rows of
+/// each ldmatrix phase (rows 8i..8i+7, one chunk) in 8 distinct bank groups.
+template <typename Offset>
+void expect_distinct_slots_and_banks(int rows, int chunks, Offset offset) {
+  std::set<unsigned> slots;
+  for (int r = 0; r < rows; ++r)
+    for (int c = 0; c < chunks; ++c) {
+      const unsigned off = offset(r, c);
+      EXPECT_EQ(off % 16, 0u);
+      EXPECT_LT(off, static_cast<unsigned>(rows * chunks * 16));
+      slots.insert(off);
+    }
+  EXPECT_EQ(slots.size(), static_cast<std::size_t>(rows * chunks)) << rows;
+  for (int r0 = 0; r0 < rows; r0 += 8)
+    for (int c = 0; c < chunks; ++c) {
+      std::set<unsigned> banks;
+      for (int r = r0; r < r0 + 8; ++r) banks.insert(offset(r, c) / 16 % 8);
+      EXPECT_EQ(banks.size(), 8u) << "rows " << r0 << "+, chunk " << c;
+    }
+}
+
 // The layout on the host: every (row, chunk) of a tile a distinct 16-byte slot of its 192-byte
 // rows; the 8 rows of each ldmatrix phase in 8 distinct bank groups; each warp-wide pass of the
 // copy (load_kv_tile: 4 rows of chunks 0-7, then 8 rows of chunks 8-11) exactly 4 whole
@@ -1392,22 +1414,8 @@ TEST(DecodePaged, UniformIntFillMixesLengthsWithinTheRange) {
 // restated here) land where the copy wrote the chunk they name.
 TEST(DecodeSplit96, LayoutCopiesAndReadsAgree) {
   for (int rows : {32, 64, 128}) {
-    std::set<unsigned> slots;
-    for (int r = 0; r < rows; ++r)
-      for (int c = 0; c < 12; ++c) {
-        const unsigned off = flash_decode_split96_offset(rows, r, c);
-        EXPECT_EQ(off % 16, 0u);
-        EXPECT_LT(off, static_cast<unsigned>(rows * 192));
-        slots.insert(off);
-      }
-    EXPECT_EQ(slots.size(), static_cast<std::size_t>(rows * 12)) << rows;
-    for (int r0 = 0; r0 < rows; r0 += 8)
-      for (int c = 0; c < 12; ++c) {
-        std::set<unsigned> banks;
-        for (int r = r0; r < r0 + 8; ++r)
-          banks.insert(flash_decode_split96_offset(rows, r, c) / 16 % 8);
-        EXPECT_EQ(banks.size(), 8u) << "rows " << r0 << "+, chunk " << c;
-      }
+    expect_distinct_slots_and_banks(
+        rows, 12, [&](int r, int c) { return flash_decode_split96_offset(rows, r, c); });
     for (int id0 = 0; id0 < rows * 8; id0 += 32) {  // first pass: row id >> 3, chunk id & 7
       std::set<unsigned> lines;
       for (int id = id0; id < id0 + 32; ++id)
@@ -1456,21 +1464,7 @@ TEST(DecodeRow64, D32LayoutCopiesAndReadsAgree) {
   EXPECT_TRUE(flash_decode_kv_swizzled(32));
   EXPECT_EQ(flash_decode_kv_pitch(32), 64);
   for (int rows : {32, 64, 128}) {
-    std::set<unsigned> slots;
-    for (int r = 0; r < rows; ++r)
-      for (int c = 0; c < 4; ++c) {
-        const unsigned off = flash_decode_row64_offset(r, c);
-        EXPECT_EQ(off % 16, 0u);
-        EXPECT_LT(off, static_cast<unsigned>(rows * 64));
-        slots.insert(off);
-      }
-    EXPECT_EQ(slots.size(), static_cast<std::size_t>(rows * 4)) << rows;
-    for (int r0 = 0; r0 < rows; r0 += 8)
-      for (int c = 0; c < 4; ++c) {
-        std::set<unsigned> banks;
-        for (int r = r0; r < r0 + 8; ++r) banks.insert(flash_decode_row64_offset(r, c) / 16 % 8);
-        EXPECT_EQ(banks.size(), 8u) << "rows " << r0 << "+, chunk " << c;
-      }
+    expect_distinct_slots_and_banks(rows, 4, flash_decode_row64_offset);
     for (int id0 = 0; id0 < rows * 4; id0 += 32) {
       std::set<unsigned> lines;
       for (int id = id0; id < id0 + 32; ++id)
