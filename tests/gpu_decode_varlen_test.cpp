@@ -269,6 +269,9 @@ class GpuDecodeVarlen
     }
     for (const Params* v : {most, small, wide})
       if (v && std::find(out.begin(), out.end(), *v) == out.end()) out.push_back(*v);
+    // d=96's tiles (d=80 here): the default's tile in two parts (kv_split=1) as well.
+    const Params split = op().parse_params(op().params_key(out[0]) + ",kv_split=1");
+    if (std::find(valid.begin(), valid.end(), split) != valid.end()) out.push_back(split);
     return out;
   }
 

@@ -256,7 +256,7 @@ KTUNE_DECODE_HD constexpr const char* flash_decode_invalid_reason(int d, int blo
                                                                   bool split = false) {
   if (page != 0 && page != 16 && page != 32 && page != 64 && page != 128 && page != 256)
     return "PAGE must be 0 (contiguous), 16, 32, 64, 128 or 256";
-  if (split && (d != 96 || varlen)) return "KV_SPLIT is for D = 96 without VARLEN";
+  if (split && d != 96) return "KV_SPLIT is for D = 96";
   if (d != 32 && d != 64 && d != 96 && d != 128 && d != 256)
     return "D must be 32, 64, 96, 128 or 256";
   if (block_m != 16 && block_m != 32 && block_m != 64) return "BLOCK_M must be 16, 32 or 64";

@@ -260,7 +260,7 @@ class FlashDecodeOp final : public Op {
             {"kv_split", {0, 1},
              "d=96's tiles (d = 72-96): 0 K/V rows padded to 208 bytes; 1 each tile in two "
              "parts, chunks 0-7 in swizzled 128-byte rows and 8-11 in 64-byte rows, so that a "
-             "warp's copies fill whole shared-memory lines (not varlen)",
+             "warp's copies fill whole shared-memory lines",
              0},
         },
         scalars_{{"scale", 0.0, "softmax scale; <= 0: 1/sqrt(d)"},
@@ -557,9 +557,6 @@ class FlashDecodeOp final : public Op {
     const Shape s = kernel_shape(problem);
     if (c.kv_split && s.d != 96)
       return "kv_split=1 is for d=96's tiles (head dims 72 to 96), not d=" + str(s.d) + "'s";
-    if (c.kv_split && s.varlen)
-      return std::string("kv_split=1 with varlen=yes: the packed kernels keep padded K/V rows "
-                         "(their sequence offsets fill the registers)");
     if (c.block_n % (16 * c.warps) != 0)
       return "block_n=" + str(c.block_n) + " / warps=" + str(c.warps) + " = " +
              str(c.block_n / c.warps) + " keys per warp (each warp takes whole 16-key slices)";

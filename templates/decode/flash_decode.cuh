@@ -366,7 +366,7 @@ __global__ void __launch_bounds__(WARPS * 32,
   static_assert(flash_decode_smem_bytes(D, BLOCK_M, BLOCK_N, WARPS, STAGES, PAGE, VARLEN,
                                         KV_SPLIT) <= 227 * 1024,
                 "shared memory above 227 KiB");
-  static_assert(!KV_SPLIT || (D == 96 && !VARLEN), "KV_SPLIT: d=96's tiles, not varlen");
+  static_assert(!KV_SPLIT || D == 96, "KV_SPLIT: d=96's tiles");
   static_assert(PAGE == 0 || PAGE == 16 || PAGE == 32 || PAGE == 64 || PAGE == 128 ||
                     PAGE == 256,
                 "PAGE: 0 (contiguous), 16, 32, 64, 128 or 256");
