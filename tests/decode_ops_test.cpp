@@ -2329,6 +2329,16 @@ TEST(DecodeVarlen, LaunchesSizedFromTheUpperBounds) {
     EXPECT_TRUE(flash_decode_kv_swizzled(128, true, 32));
     EXPECT_TRUE(flash_decode_kv_swizzled(64, true, 64));
     EXPECT_TRUE(flash_decode_kv_swizzled(128, false, 64));
+    // d=256 at 32 keys per warp keeps its padded rows (varlen or not), d=96 always; d=32's
+    // 64-byte rows swizzle (flash_decode_row64_offset).
+    for (bool varlen : {false, true}) {
+      EXPECT_TRUE(flash_decode_kv_swizzled(256, varlen, 16));
+      EXPECT_FALSE(flash_decode_kv_swizzled(256, varlen, 32));
+      EXPECT_FALSE(flash_decode_kv_swizzled(96, varlen, 16));
+      EXPECT_TRUE(flash_decode_kv_swizzled(32, varlen, 64));
+    }
+    EXPECT_EQ(flash_decode_kv_pitch(256, false, false, 32), flash_decode_pitch(256));
+    EXPECT_EQ(flash_decode_kv_pitch(256, false, false, 16), 512);
   }
   // (merge=1 is contiguous and fixed-length only: the varlen space is the fixed one's merge=0 half.)
   const auto merged = [](const Params& v) { return v.values[5] == 1; };
