@@ -261,11 +261,13 @@ class GpuDecodeVarlen
     const std::vector<Params> valid = Space(op(), p, t, dev).valid_points();
     const Params* most = nullptr;
     const Params* small = nullptr;
-    const Params* wide = nullptr;  // 64 keys per warp: d=128 keeps padded K/V rows there
+    // The most keys per warp: d=128 (64) and d=256 (32) keep padded K/V rows there.
+    const Params* wide = nullptr;
+    const auto keys_per_warp = [](const Params& v) { return v.values[2] / v.values[3]; };
     for (const Params& v : valid) {
       if (!most || v.values[0] > most->values[0]) most = &v;
       if (!small && v.values[2] == 32 && v.values[0] >= 4) small = &v;
-      if (!wide && v.values[2] == 128 && v.values[3] == 2) wide = &v;
+      if (!wide || keys_per_warp(v) > keys_per_warp(*wide)) wide = &v;
     }
     for (const Params* v : {most, small, wide})
       if (v && std::find(out.begin(), out.end(), *v) == out.end()) out.push_back(*v);
@@ -283,8 +285,9 @@ class GpuDecodeVarlen
     std::set<std::string> seen;
     std::vector<CompileJob> jobs;
     for (const VarlenCase& c : kCases)
-      for (std::int64_t d : {64, 128})
+      for (std::int64_t d : {32, 64, 128, 256})
         for (DType t : {DType::bf16, DType::f16}) {
+          if ((d == 32 || d == 256) && t == DType::f16) continue;  // bf16 only there
           const Problem p = problem_of(c, d);
           for (const Params& params : points(p, t, dev))
             for (const KernelSource& k : op().kernels(params, p, t))
@@ -367,6 +370,12 @@ INSTANTIATE_TEST_SUITE_P(Varlen, GpuDecodeVarlen,
                          ::testing::Combine(::testing::ValuesIn(kCases),
                                             ::testing::Values(std::int64_t{64}, std::int64_t{128}),
                                             ::testing::Values(DType::bf16, DType::f16)),
+                         case_name);
+// d=32 (64-byte swizzled K/V rows) and d=256 (swizzled but at 32 keys per warp), bf16.
+INSTANTIATE_TEST_SUITE_P(VarlenD32D256, GpuDecodeVarlen,
+                         ::testing::Combine(::testing::ValuesIn(kCases),
+                                            ::testing::Values(std::int64_t{32}, std::int64_t{256}),
+                                            ::testing::Values(DType::bf16)),
                          case_name);
 // d=80: between the tiles (d=96's kernels, the columns past 80 zeros), bf16.
 INSTANTIATE_TEST_SUITE_P(VarlenD80, GpuDecodeVarlen,
