@@ -6,8 +6,8 @@
 #          double reference) and Pages (the paged default's tile split in two) cases, 2 shards;
 #   bench  benchmarks/decode_bench.py on multi-head d=80 and d=96 and GQA d=96 and d=72 (SHAPES,
 #          default 7,9,11,12): each sweep times every tile with both layouts, then SDPA and the
-#          runtime; then, from the sweeps' trials, each tile's kv_split=1 time over its
-#          kv_split=0 time and the fastest point of each layout.
+#          runtime; then, from the sweeps' trials (benchmarks/trials.py), each tile's kv_split=0
+#          time over its kv_split=1 time and the fastest point of each layout.
 # Results land in $OUT; the tables are printed last. The sweeps of d = 72-96 time both layouts
 # (about twice the points of before), so run the two steps as two device calls (STEP=test, then
 # STEP=bench) to stay under a call's 10 minutes.
@@ -32,25 +32,8 @@ if [[ " $STEP " == *" bench "* ]]; then
     --command "benchmarks/decode/kv_split.sh (SHAPES=${SHAPES:-7,9,11,12})" >"$OUT/bench.log" 2>&1
   echo "decode_bench rc=$?"
   cat "$OUT/decode.md" 2>/dev/null
-  python3 - "$OUT/decode.db" <<'PY'
-import re, sqlite3, sys
-con = sqlite3.connect(sys.argv[1])
-rows = con.execute("SELECT problem_key, params_key, median_us FROM trials WHERE op = 'flash_decode' "
-                   "AND status = 'ok'").fetchall()
-by = {}
-for problem, params, us in rows:
-    split = "kv_split=1" in params
-    tile = re.sub(r",?kv_split=1", "", params)
-    by.setdefault(problem, {}).setdefault(tile, {})[split] = us
-for problem, tiles in by.items():
-    pairs = [(t[True] / t[False], tile) for tile, t in tiles.items() if len(t) == 2]
-    if not pairs:
-        continue
-    pairs.sort()
-    best = {s: min((t[s], tile) for tile, t in tiles.items() if s in t) for s in (False, True)}
-    mid = pairs[len(pairs) // 2][0]
-    print(f"{problem}: {len(pairs)} tiles, kv_split=1 / 0 median {mid:.3f}, "
-          f"range {pairs[0][0]:.3f}-{pairs[-1][0]:.3f}; fastest kv_split=0 {best[False][0]:.1f} us "
-          f"({best[False][1]}), kv_split=1 {best[True][0]:.1f} us ({best[True][1]})")
-PY
+  # Same tile, each kv_split=1 point against kv_split=0's (time(0) / time(1): above 1, the
+  # split layout is faster), then the fastest points of each layout.
+  python3 benchmarks/trials.py "$OUT/decode.db" --op flash_decode --pairs kv_split
+  python3 benchmarks/trials.py "$OUT/decode.db" --op flash_decode --by kv_split --top 1
 fi
