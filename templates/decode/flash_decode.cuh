@@ -115,7 +115,7 @@ __device__ __forceinline__ unsigned kv_offset(int row, int chunk) {
   else if constexpr (SWZ && D == 32)
     return flash_decode_row64_offset(row, chunk);
   else if constexpr (SWZ)
-    return static_cast<unsigned>(row * flash_decode_kv_pitch(D) + ((chunk ^ (row & 7)) << 4));
+    return static_cast<unsigned>(row * 2 * D + ((chunk ^ (row & 7)) << 4));  // unpadded rows
   else
     return static_cast<unsigned>(row * flash_decode_pitch(D) + chunk * 16);
 }
