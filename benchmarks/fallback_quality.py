@@ -539,6 +539,29 @@ HELD_OUT = [
     ("flash_decode", "b=7,hq=28,hkv=4,nq=1,nk=6500,d=128,causal=no,varlen=yes"),
     ("flash_decode", "b=12,hq=32,hkv=8,nq=2,nk=2200,d=96,causal=yes,page=16"),
     ("flash_decode", "b=2,hq=16,hkv=16,nq=1,nk=10000,d=256,causal=no,varlen=yes"),
+    # Outcome (H200, 2026-12-04, stop 55): 1.08-1.52x at all six, none slower, 7 of 7 within
+    # 0.90; 0.772 -> 0.966 of the fastest.
+    # 343-352: a check set for two default rules at d=96's tiles (stop 55, written before any
+    # sweep of them), read from the 18 d = 72-96 sweeps of stops 54-55 (as dispatched 0.905,
+    # worst 0.798; with both rules 0.952, worst 0.838, computed from their trials):
+    # (1) kBetweenTilesCtasPerSm: d = 72/80/88, one row tile, contiguous, the row's tiles: up to
+    #     2 CTAs per SM (old -> new splits: 343 4->8, 344 2->4, 345 8->16, 347 1->2, 350 1->2,
+    #     351 4->6); (2) kKvSplitHeadDims: d=80 and 96 there take kv_split=1 (343, 348, 349,
+    #     351, 352). 346 (48 pairs, the few-pairs tiles) is unchanged: a control.
+    # Prediction: (1) the new default >= 1.03x faster than the old at 4 or more of the six it
+    # re-splits, slower by more than 5 % at none; (2) at 348, 349 and 352 (kv_split alone) the
+    # new default >= 1.02x faster than the old at 2 or more of 3; over the ten, fastest /
+    # default from old to new rises by >= 0.03 in geometric mean, to >= 0.93.
+    ("flash_decode", "b=4,hq=32,hkv=8,nq=1,nk=10000,d=80,causal=no"),
+    ("flash_decode", "b=16,hq=16,hkv=4,nq=1,nk=3000,d=72,causal=no"),
+    ("flash_decode", "b=2,hq=24,hkv=8,nq=1,nk=16000,d=88,causal=no"),
+    ("flash_decode", "b=6,hq=40,hkv=8,nq=2,nk=7000,d=80,causal=yes"),
+    ("flash_decode", "b=32,hq=32,hkv=4,nq=1,nk=4000,d=72,causal=no"),
+    ("flash_decode", "b=1,hq=32,hkv=32,nq=1,nk=30000,d=96,causal=no"),
+    ("flash_decode", "b=24,hq=16,hkv=16,nq=1,nk=3500,d=80,causal=no"),
+    ("flash_decode", "b=8,hq=16,hkv=16,nq=1,nk=5000,d=88,causal=no"),
+    ("flash_decode", "b=4,hq=32,hkv=8,nq=1,nk=12000,d=80,causal=no,window=2048"),
+    ("flash_decode", "b=16,hq=32,hkv=16,nq=1,nk=2500,d=96,causal=no"),
 ]
 
 

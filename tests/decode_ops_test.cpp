@@ -2470,6 +2470,42 @@ TEST(DecodeVarlen, DefaultsSplitMixedLengthsAsPagedBatchesDo) {
 // 64 x 6), at least 256 keys each (8 pairs of 1500 keys: 4, as contiguous), where an SM holds
 // two of the CTAs; d=256's row tiles hold one, and keep one wave (16 pairs x 8). Fixed-length
 // contiguous K/V keeps one CTA per SM.
+// The head dims d=96's tiles serve below 96 (72, 80, 88), one row tile, contiguous K/V on
+// sm_90: up to 2 CTAs per SM (their keys stream fewer bytes per CTA); d=80 and d=96 there take
+// kv_split=1. Not the few-pairs tiles, paged or varlen K/V, several row tiles, nor sm_80.
+TEST(DecodeDefaults, HeadDimsBelow96TakeTwoCtasPerSmAndD80D96SplitTheirRows) {
+  const DeviceInfo h100 = device("sm_90a");
+  ASSERT_EQ(h100.sm_count, 132);
+  const auto key = [&](const std::string& problem, const DeviceInfo& dev) {
+    const Problem p = op().parse_problem(problem);
+    const Params params = op().default_params(p, DType::bf16, dev);
+    EXPECT_EQ(op().invalid_reason(params, p, DType::bf16, dev), std::nullopt) << problem;
+    return op().params_key(params);
+  };
+  const std::string pairs64 = "b=8,hq=32,hkv=8,nq=1,nk=8192";  // 64 (batch, KV head) pairs
+  EXPECT_EQ(key(pairs64 + ",d=72", h100), "splits=4,block_m=16,block_n=64,warps=4,stages=3");
+  EXPECT_EQ(key(pairs64 + ",d=80", h100),
+            "splits=4,block_m=16,block_n=64,warps=4,stages=3,kv_split=1");
+  EXPECT_EQ(key(pairs64 + ",d=88", h100), "splits=4,block_m=16,block_n=64,warps=4,stages=3");
+  EXPECT_EQ(key(pairs64 + ",d=96", h100),
+            "splits=2,block_m=16,block_n=64,warps=4,stages=3,kv_split=1");
+  EXPECT_EQ(key(pairs64 + ",d=128", h100), "splits=2,block_m=16,block_n=64,warps=4,stages=3");
+  // 256 pairs: one split either way; a window splits what it reaches.
+  EXPECT_EQ(key("b=8,hq=32,hkv=32,nq=1,nk=3000,d=80", h100),
+            "splits=1,block_m=16,block_n=64,warps=4,stages=3,kv_split=1");
+  EXPECT_EQ(key("b=4,hq=32,hkv=8,nq=1,nk=12000,d=80,window=2048", h100),
+            "splits=6,block_m=16,block_n=64,warps=4,stages=3,kv_split=1");
+  // Not: paged or varlen K/V (their own split rule), 32 packed rows (two row tiles' worth of
+  // the multi-row rule), the few-pairs tiles (96 pairs: two stages), sm_80.
+  for (const char* tail : {",d=80,page=16", ",d=80,varlen=yes"})
+    EXPECT_EQ(key(pairs64 + tail, h100).find("kv_split"), std::string::npos) << tail;
+  EXPECT_EQ(key("b=8,hq=64,hkv=8,nq=4,nk=8192,d=80", h100).find("kv_split"), std::string::npos);
+  EXPECT_EQ(key("b=12,hq=32,hkv=8,nq=1,nk=5000,d=80", h100),
+            "splits=4,block_m=16,block_n=64,warps=4,stages=2");
+  EXPECT_EQ(key(pairs64 + ",d=80", device("sm_80")),  // 108 SMs: one split
+            "splits=1,block_m=16,block_n=64,warps=4,stages=2");
+}
+
 TEST(DecodeVarlen, FewPairsOfMixedLengthsSplitForThreeCtasPerSm) {
   const DeviceInfo h100 = device("sm_90a");
   ASSERT_EQ(h100.sm_count, 132);

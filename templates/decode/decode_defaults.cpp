@@ -32,6 +32,24 @@ constexpr int kMultiRowSplitKeys = 128;
 // many CTAs per SM (as shared memory allows). A CTA of 3 stages of 64 keys holds 48 KiB of such
 // rows in flight, half of d=128's; one per SM does not keep the H200's stream busy.
 constexpr int kSmallHeadCtasPerSm = 4;
+// Defaults for one row tile at the head dims d=96's tiles serve below 96 (72, 80, 88) on sm_90,
+// contiguous K/V, where the few-pairs tiles do not apply: up to this many CTAs per SM (as
+// shared memory allows). Such a key is 144-176 bytes of K and V where d=96's is 192, so a CTA
+// of the row's three 64-key stages holds 54-66 KiB in flight, under the ~72 KiB with which d=96
+// itself streamed as fast at one CTA per SM as at two. Read on the H200 (2026-12-04, stop 55)
+// from 7 exhaustive sweeps (16-128 pairs; benchmarks/results/decode-kv-split-h200-2026-12-04.md
+// and fallback-h200-2026-12-04-kv-split-check-trials.csv.gz): twice the row's split count ran
+// 1.04-1.11x faster at 6 of them and 0.96x at one (d=80, 128 pairs, 4000 keys); at d=96
+// itself 0.99x at both such problems.
+constexpr int kBetweenTilesCtasPerSm = 2;
+// Head dims whose default takes kv_split=1 (each K/V tile in two parts: 128-byte swizzled rows
+// and 64-byte rows) in the row's tiles, one row tile, contiguous K/V, on sm_90. Read from the
+// same sweeps at the split counts the defaults take: the row's tile with kv_split=1 ran
+// 0.91-0.95x the time of kv_split=0 at all 6 d=80 problems (32-512 pairs) and 0.96-0.99x at
+// all 3 d=96 ones; at d=72 1.035-1.043x (3 problems) and d=88 1.03x (1; their second parts,
+// 8 and 24 columns, fill a fraction of a 64-byte row), paged d = 80-96 0.995-1.08x (5): those
+// keep 0. Varlen not measured.
+constexpr std::int64_t kKvSplitHeadDims[] = {80, 96};
 
 /// Built-in configuration per architecture and head dimension: first row with cc_major <= the
 /// device's and the problem's d. Should not affect results, only speed. Not yet measured: chosen
@@ -268,7 +286,8 @@ DecodeDefaults few_pairs(const DecodeDefaults& r, const Shape& s, const DeviceIn
   return r;
 }
 
-Params params_for(const DecodeDefaults& r, const Shape& s, const DeviceInfo& device) {
+Params params_for(const DecodeDefaults& r, const Shape& s, std::int64_t data_d,
+                  const DeviceInfo& device) {
   std::int64_t block_m = 16;
   for (std::int64_t m : kBlockMs)
     if (flash_decode_accumulators(static_cast<int>(s.d), static_cast<int>(m), r.block_n, r.warps) <=
@@ -321,8 +340,12 @@ Params params_for(const DecodeDefaults& r, const Shape& s, const DeviceInfo& dev
   if (s.d <= 64 && s.rows() <= 16 && device.cc_major >= 9 && device.sm_count > 0 &&
       4 * s.b * s.hkv <= 3 * device.sm_count)
     row.ctas_per_sm = std::max(row.ctas_per_sm, kSmallHeadCtasPerSm);
-  if (s.d > 64 && s.rows() <= 16 && device.cc_major >= 9 && device.sm_count > 0)
+  if (s.d > 64 && s.rows() <= 16 && device.cc_major >= 9 && device.sm_count > 0) {
     row = few_pairs(row, s, device, static_cast<int>(block_m));
+    if (s.d == 96 && data_d < s.d && !s.paged() && !s.varlen && row.block_n == r.block_n &&
+        row.stages == r.stages)
+      row.ctas_per_sm = std::max(row.ctas_per_sm, kBetweenTilesCtasPerSm);
+  }
   if (s.rows() > 16) {
     row.ctas_per_sm = std::max(row.ctas_per_sm, kMultiRowCtasPerSm);
     row.split_keys = std::min(row.split_keys, kMultiRowSplitKeys);
@@ -341,6 +364,11 @@ Params params_for(const DecodeDefaults& r, const Shape& s, const DeviceInfo& dev
       if (ctas(smaller, s) <= ctas(c, s)) break;
       c = smaller;
     }
+  if (s.d == 96 && s.rows() <= 16 && !s.paged() && !s.varlen && device.cc_major >= 9 &&
+      c.block_n == r.block_n && c.stages == r.stages &&
+      std::find(std::begin(kKvSplitHeadDims), std::end(kKvSplitHeadDims), data_d) !=
+          std::end(kKvSplitHeadDims))
+    c.kv_split = 1;
   // merge stays 0 here (d=32 and d=64 merge above): the splits merged in a cluster took
   // 0.84-0.95x the combine's time within one wave of clusters on the H200, but clusters of 16
   // and grids of more clusters than the GPCs hold at once took 1.05-1.78x (they wait for free
@@ -352,7 +380,7 @@ Params params_for(const DecodeDefaults& r, const Shape& s, const DeviceInfo& dev
 
 }  // namespace
 
-Params default_params(const Shape& s, const DeviceInfo& device,
+Params default_params(const Shape& s, std::int64_t data_d, const DeviceInfo& device,
                       const std::function<bool(const Params&)>& valid) {
   const DecodeDefaults* row = &kSmallest;
   for (const DecodeDefaults& r : kDefaults)
@@ -360,8 +388,9 @@ Params default_params(const Shape& s, const DeviceInfo& device,
       row = &r;
       break;
     }
-  Params p = params_for(*row, s, device);
-  if (row != &kSmallest && !valid(p)) p = params_for(kSmallest, s, device);
+  Params p = params_for(*row, s, data_d, device);
+  if (!valid(p) && p.values[kKvSplit] != 0) p.values[kKvSplit] = 0;  // padded rows then
+  if (row != &kSmallest && !valid(p)) p = params_for(kSmallest, s, data_d, device);
   return p;
 }
 

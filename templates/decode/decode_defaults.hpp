@@ -19,9 +19,11 @@ namespace ktune::decode {
 /// from the device, rather than resolved from an `auto` value in run(): run() and
 /// workspace_bytes() do not see the device, and an explicit count makes every database row
 /// name the configuration it timed.
-/// `valid(params)` is whether the op can run a point there (its invalid_reason() is empty): a
-/// row's choice that cannot gives way to the smallest tiles.
-Params default_params(const Shape& s, const DeviceInfo& device,
+/// `s` is the kernels' shape (its d the tiles' head dim) and `data_d` the data's head dim (at
+/// most s.d; a head dim between the tiles runs in the next tile's kernels and streams fewer
+/// bytes per key). `valid(params)` is whether the op can run a point there (its
+/// invalid_reason() is empty): a row's choice that cannot gives way to the smallest tiles.
+Params default_params(const Shape& s, std::int64_t data_d, const DeviceInfo& device,
                       const std::function<bool(const Params&)>& valid);
 
 }  // namespace ktune::decode

@@ -543,9 +543,8 @@ class FlashDecodeOp final : public Op {
   /// The built-in configuration (decode_defaults.cpp): the table row's tiles and split count
   /// for this device, or the smallest tiles where the row's cannot run here.
   Params default_params(const Problem& problem, DType t, const DeviceInfo& device) const override {
-    return decode::default_params(kernel_shape(problem), device, [&](const Params& p) {
-      return !invalid_reason(p, problem, t, device);
-    });
+    const auto valid = [&](const Params& p) { return !invalid_reason(p, problem, t, device); };
+    return decode::default_params(kernel_shape(problem), shape_of(problem).d, device, valid);
   }
 
  private:
