@@ -564,6 +564,19 @@ HELD_OUT = [
     ("flash_decode", "b=16,hq=32,hkv=16,nq=1,nk=2500,d=96,causal=no"),
     # Outcome (H200, 2026-12-04, stop 55): (1) held, 5 of 6 >= 1.03x (1.04-1.15x), none slower;
     # (2) held, 2 of 3; 0.886 -> 0.931 of the fastest (worst 0.789 -> 0.832).
+    # 353-358: a check set for fewer_waves (stop 55, written before any sweep of them): unsplit
+    # grids of many pairs at d=96's and d=128's tiles (contiguous, one row tile) take two stages
+    # where three would need a second wave (read from two 384-pair d=80 sweeps, 1.14-1.20x).
+    # 353-357 go from 3 to 2 stages (320-400 pairs: 1.2-1.5 waves -> 1); 358 (512 pairs of
+    # d=128, two waves either way) is unchanged: a control.
+    # Prediction: the new default >= 1.08x faster than the same point at 3 stages (same sweep)
+    # at 3 or more of 353-357, slower by more than 3 % at none.
+    ("flash_decode", "b=12,hq=32,hkv=32,nq=1,nk=3000,d=128,causal=no"),
+    ("flash_decode", "b=20,hq=16,hkv=16,nq=1,nk=2500,d=96,causal=no"),
+    ("flash_decode", "b=50,hq=32,hkv=8,nq=1,nk=2000,d=80,causal=no"),
+    ("flash_decode", "b=11,hq=32,hkv=32,nq=1,nk=4000,d=128,causal=no"),
+    ("flash_decode", "b=6,hq=64,hkv=64,nq=1,nk=2200,d=128,causal=no"),
+    ("flash_decode", "b=16,hq=32,hkv=32,nq=1,nk=3000,d=128,causal=no"),
 ]
 
 

@@ -2506,6 +2506,33 @@ TEST(DecodeDefaults, HeadDimsBelow96TakeTwoCtasPerSmAndD80D96SplitTheirRows) {
             "splits=1,block_m=16,block_n=64,warps=4,stages=2");
 }
 
+// Unsplit grids of many pairs at d=96's and d=128's tiles (contiguous, one row tile, sm_90):
+// two stages where they fit the grid in fewer waves (three stages: 2 CTAs per SM, 264 slots;
+// two: 3 (d=128) or 4 (d=96) per SM). 384 and 352 pairs: one wave instead of two; 256 pairs
+// fit one wave at three stages, 512 pairs of d=128 take two waves either way; paged keeps three.
+TEST(DecodeDefaults, ManyPairsTakeAStageFewerWhereThatSavesAWave) {
+  const DeviceInfo h100 = device("sm_90a");
+  ASSERT_EQ(h100.sm_count, 132);
+  const auto key = [&](const std::string& problem) {
+    const Problem p = op().parse_problem(problem);
+    const Params params = op().default_params(p, DType::bf16, h100);
+    EXPECT_EQ(op().invalid_reason(params, p, DType::bf16, h100), std::nullopt) << problem;
+    return op().params_key(params);
+  };
+  EXPECT_EQ(key("b=12,hq=32,hkv=32,nq=1,nk=2000,d=80"),
+            "splits=1,block_m=16,block_n=64,warps=4,stages=2,kv_split=1");
+  EXPECT_EQ(key("b=12,hq=32,hkv=32,nq=1,nk=2000,d=128"),
+            "splits=1,block_m=16,block_n=64,warps=4,stages=2");
+  EXPECT_EQ(key("b=11,hq=32,hkv=32,nq=1,nk=4000,d=128"),
+            "splits=1,block_m=16,block_n=64,warps=4,stages=2");
+  EXPECT_EQ(key("b=8,hq=32,hkv=32,nq=1,nk=3000,d=128"),
+            "splits=1,block_m=16,block_n=64,warps=4,stages=3");
+  EXPECT_EQ(key("b=16,hq=32,hkv=32,nq=1,nk=3000,d=128"),
+            "splits=1,block_m=16,block_n=64,warps=4,stages=3");
+  EXPECT_NE(key("b=12,hq=32,hkv=32,nq=1,nk=2000,d=128,page=16").find("stages=3"),
+            std::string::npos);
+}
+
 TEST(DecodeVarlen, FewPairsOfMixedLengthsSplitForThreeCtasPerSm) {
   const DeviceInfo h100 = device("sm_90a");
   ASSERT_EQ(h100.sm_count, 132);

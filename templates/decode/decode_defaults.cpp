@@ -50,6 +50,9 @@ constexpr int kBetweenTilesCtasPerSm = 2;
 // 8 and 24 columns, fill a fraction of a 64-byte row), paged d = 80-96 0.995-1.08x (5): those
 // keep 0. Varlen not measured.
 constexpr std::int64_t kKvSplitHeadDims[] = {80, 96};
+// Head dims (of the tiles) whose unsplit grids of many (batch, KV head) pairs take one stage
+// fewer where that puts them in fewer waves (see fewer_waves).
+constexpr std::int64_t kFewerWavesHeadDims[] = {96, 128};
 
 /// Built-in configuration per architecture and head dimension: first row with cc_major <= the
 /// device's and the problem's d. Should not affect results, only speed. Not yet measured: chosen
@@ -286,6 +289,35 @@ DecodeDefaults few_pairs(const DecodeDefaults& r, const Shape& s, const DeviceIn
   return r;
 }
 
+/// Waves of CTAs of `c` on the device: CTAs over (CTAs per SM that shared memory allows x SMs).
+std::int64_t waves(const Config& c, const Shape& s, const DeviceInfo& device) {
+  const std::int64_t per_sm =
+      std::max<std::int64_t>(1, device.smem_per_sm / (smem_bytes(c, s) + 1024));
+  const std::int64_t slots = per_sm * device.sm_count;
+  return (ctas(c, s) + slots - 1) / slots;
+}
+
+/// An unsplit grid of many (batch, KV head) pairs, contiguous K/V, one row tile, the row's tiles
+/// at d=96's and d=128's tiles on sm_90: one stage fewer (not under 2) where that gives fewer
+/// waves. Three 64-key stages of d=96 or d=128 rows fit two CTAs per SM, two stages three or
+/// four: 384 pairs then run in one wave instead of 1.45, whose second wave leaves SMs idle. On
+/// the H200 (2026-12-04, stop 55) both 384-pair problems (d=80) ran 1.14-1.20x faster at two
+/// stages, with kv_split 0 or 1; at 256 pairs (one wave either way) 0.95-0.99x, at 512 (1.94
+/// waves at three stages, 0.97 at two) 1.00x (benchmarks/results/fallback-h200-2026-12-04-
+/// d96-tiles-check-trials.csv.gz, -kv-split-check-trials.csv.gz, decode-kv-split-h200-2026-12-04-
+/// trials.csv.gz).
+Config fewer_waves(Config c, const DecodeDefaults& r, const Shape& s, const DeviceInfo& device) {
+  if (c.splits != 1 || c.block_n != r.block_n || c.stages != r.stages || c.stages <= 2 ||
+      s.rows() > 16 || s.paged() || s.varlen || device.cc_major < 9 || device.sm_count <= 0 ||
+      device.smem_per_sm <= 0 ||
+      std::find(std::begin(kFewerWavesHeadDims), std::end(kFewerWavesHeadDims), s.d) ==
+          std::end(kFewerWavesHeadDims))
+    return c;
+  Config fewer = c;
+  --fewer.stages;
+  return waves(fewer, s, device) < waves(c, s, device) ? fewer : c;
+}
+
 Params params_for(const DecodeDefaults& r, const Shape& s, std::int64_t data_d,
                   const DeviceInfo& device) {
   std::int64_t block_m = 16;
@@ -369,6 +401,7 @@ Params params_for(const DecodeDefaults& r, const Shape& s, std::int64_t data_d,
       std::find(std::begin(kKvSplitHeadDims), std::end(kKvSplitHeadDims), data_d) !=
           std::end(kKvSplitHeadDims))
     c.kv_split = 1;
+  c = fewer_waves(c, r, s, device);
   // merge stays 0 here (d=32 and d=64 merge above): the splits merged in a cluster took
   // 0.84-0.95x the combine's time within one wave of clusters on the H200, but clusters of 16
   // and grids of more clusters than the GPCs hold at once took 1.05-1.78x (they wait for free
