@@ -332,7 +332,14 @@ TEST_F(Tuner, ModelSweepRecordsOnlyWhatItProposed) {
   SweepResult all = run_sweep(o);
   EXPECT_GT(all.space_size, all.valid_count);
   EXPECT_GE(all.counts[TrialStatus::invalid], all.space_size - all.valid_count);
-  // A random sweep of a few points likewise; without a budget it walks the whole space.
+  // An exhaustive or random sweep of a few points likewise; without a budget they walk the
+  // whole space.
+  o.strategy = "exhaustive";
+  o.budget = 3;
+  o.db_path = dir.path() / "exhaustive-few.db";
+  SweepResult first = run_sweep(o);
+  EXPECT_EQ(first.counts[TrialStatus::invalid], 0u);
+  EXPECT_LE(first.trials.size(), 3u + 1u);
   o.strategy = "random";
   o.budget = 3;
   o.db_path = dir.path() / "random.db";

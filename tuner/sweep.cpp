@@ -121,15 +121,16 @@ struct Session {
 };
 
 /// Every invalid point with its status and reason, where the strategy walks the whole space
-/// (exhaustive; random without a budget below the valid points). The staged and model searches,
-/// and a random one of a smaller budget, measure a few valid points: recording the rest would
+/// (exhaustive or random, without a budget below the valid points). The staged and model
+/// searches, and any of a smaller budget, measure a few valid points: recording the rest would
 /// be most of the database (a model sweep of one attention problem proposed ~28 of 120 valid
 /// points among ~12 000 invalid ones; 50 random sweeps of 3 points each wrote 665 000 invalid
-/// rows), and `ktune space` lists them with their reasons.
+/// rows; an exhaustive sweep of one decode problem with --budget 1, ~4 000), and `ktune space`
+/// lists them with their reasons.
 void record_invalid_points(const Op& op, const Space& space, std::size_t budget, TrialBook& book,
                            SweepResult& res) {
   if (res.strategy == "staged" || res.strategy == "model") return;
-  if (res.strategy == "random" && budget > 0 && budget < space.valid_count()) return;
+  if (budget > 0 && budget < space.valid_count()) return;
   for (const SpacePoint& p : space.points()) {
     if (!p.invalid) continue;
     TrialOutcome t;
