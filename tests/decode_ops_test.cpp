@@ -286,7 +286,7 @@ TEST(DecodeDefaults, ValidForEveryShapeDtypeAndArch) {
   const std::vector<DeviceInfo> devices{device("sm_80"), device("sm_90a"), small, unknown};
   for (const DeviceInfo& dev : devices)
     for (DType t : {DType::bf16, DType::f16})
-      for (std::int64_t d : {32, 64, 96, 128, 256})
+      for (std::int64_t d : {32, 40, 64, 72, 80, 88, 96, 112, 128, 200, 256})
         for (const char* dims :
              {"b=1,hq=1,hkv=1,nq=1,nk=1", "b=16,hq=32,hkv=8,nq=1,nk=4096",
               "b=1,hq=64,hkv=8,nq=1,nk=32768", "b=3,hq=16,hkv=1,nq=33,nk=4099",
