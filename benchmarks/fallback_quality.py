@@ -578,6 +578,16 @@ HELD_OUT = [
     ("flash_decode", "b=6,hq=64,hkv=64,nq=1,nk=2200,d=128,causal=no"),
     ("flash_decode", "b=16,hq=32,hkv=32,nq=1,nk=3000,d=128,causal=no"),
     # Outcome (H200, 2026-12-04, stop 55): held, 5 of 5 at 1.11-1.28x; 0.881 -> 0.996.
+    # 359-363: does fewer_waves's mechanism hold at d=64's and d=32's tiles (stop 55, written
+    # before any sweep; no rule yet)? Their row tiles fit 4 CTAs per SM at 3 stages (528 slots),
+    # 6 at 2 (792): 576-640 pairs take 1.1-1.2 waves at 3 stages, one at 2. 363 (384 pairs, one
+    # wave either way) is the control. Prediction: the row's tile at 2 stages >= 1.05x faster
+    # than at 3 (same sweep) at 3 or more of 359-362, within 2 % at 363.
+    ("flash_decode", "b=20,hq=32,hkv=32,nq=1,nk=2000,d=64,causal=no"),
+    ("flash_decode", "b=75,hq=32,hkv=8,nq=1,nk=1500,d=64,causal=no"),
+    ("flash_decode", "b=40,hq=16,hkv=16,nq=1,nk=2500,d=64,causal=no"),
+    ("flash_decode", "b=75,hq=32,hkv=8,nq=1,nk=1500,d=32,causal=no"),
+    ("flash_decode", "b=12,hq=32,hkv=32,nq=1,nk=3000,d=64,causal=no"),
 ]
 
 
