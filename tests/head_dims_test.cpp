@@ -125,9 +125,15 @@ TEST(HeadDims, DefaultsAreTheTilesDs) {
       const std::string s = "b=4,hq=32,hkv=8,nq=1,nk=5000,d=" + std::to_string(d);
       const Problem p = flash_decode_op().parse_problem(s);
       const Problem q = flash_decode_op().parse_problem(replace_d(s, d, tile));
-      const Params a = flash_decode_op().default_params(p, DType::bf16, dev);
-      EXPECT_EQ(flash_decode_op().params_key(a),
-                flash_decode_op().params_key(flash_decode_op().default_params(q, DType::bf16, dev)))
+      Params a = flash_decode_op().default_params(p, DType::bf16, dev);
+      const Params b = flash_decode_op().default_params(q, DType::bf16, dev);
+      if (d == 80 && dev.cc_major >= 9) {
+        // Keys of d = 72-88 stream fewer bytes per CTA than d=96's: up to 2 CTAs per SM
+        // (decode_defaults.cpp, kBetweenTilesCtasPerSm), here twice d=96's 4 splits.
+        EXPECT_EQ(a.values[0], 2 * b.values[0]) << s << " " << dev.arch();
+        a.values[0] = b.values[0];
+      }
+      EXPECT_EQ(flash_decode_op().params_key(a), flash_decode_op().params_key(b))
           << s << " " << dev.arch();
     }
 }
