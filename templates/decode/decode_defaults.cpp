@@ -42,13 +42,7 @@ constexpr int kSmallHeadCtasPerSm = 4;
 // 1.04-1.11x faster at 6 of them and 0.96x at one (d=80, 128 pairs, 4000 keys); at d=96
 // itself 0.99x at both such problems.
 constexpr int kBetweenTilesCtasPerSm = 2;
-// Head dims whose default takes kv_split=1 (each K/V tile in two parts: 128-byte swizzled rows
-// and 64-byte rows) in the row's tiles, one row tile, contiguous K/V, on sm_90. Read from the
-// same sweeps at the split counts the defaults take: the row's tile with kv_split=1 ran
-// 0.91-0.95x the time of kv_split=0 at all 6 d=80 problems (32-512 pairs) and 0.96-0.99x at
-// all 3 d=96 ones; at d=72 1.035-1.043x (3 problems) and d=88 1.03x (1; their second parts,
-// 8 and 24 columns, fill a fraction of a 64-byte row), paged d = 80-96 0.995-1.08x (5): those
-// keep 0. Varlen not measured.
+// Head dims whose default takes kv_split=1 (see with_kv_split).
 constexpr std::int64_t kKvSplitHeadDims[] = {80, 96};
 // Head dims (of the tiles) whose unsplit grids of many (batch, KV head) pairs take one stage
 // fewer where that puts them in fewer waves (see fewer_waves).
@@ -289,6 +283,25 @@ DecodeDefaults few_pairs(const DecodeDefaults& r, const Shape& s, const DeviceIn
   return r;
 }
 
+/// The row's tiles at d=96's tiles, one row tile, contiguous K/V, sm_90, for a head dim in
+/// kKvSplitHeadDims (the data's, `data_d`): kv_split=1, each K/V tile in two parts (128-byte
+/// swizzled rows and 64-byte rows). Read on the H200 (2026-12-04, stop 55) from the 18 d = 72-96
+/// sweeps of stops 54-55 at the split counts the defaults take: the row's tile with kv_split=1
+/// ran 0.91-0.95x the time of kv_split=0 at all 6 d=80 problems (32-512 pairs) and 0.96-0.99x
+/// at all 3 d=96 ones; at d=72 1.035-1.043x (3 problems) and d=88 1.03x (1; their second parts,
+/// 8 and 24 columns, fill a fraction of a 64-byte row), paged d = 80-96 0.995-1.08x (5): those
+/// keep 0. Varlen not measured. Checked with kBetweenTilesCtasPerSm by 343-352 of
+/// benchmarks/fallback_quality.py (kv_split alone 1.015-1.055x at the three it changed alone).
+Config with_kv_split(Config c, const DecodeDefaults& r, const Shape& s, std::int64_t data_d,
+                     const DeviceInfo& device) {
+  if (s.d == 96 && s.rows() <= 16 && !s.paged() && !s.varlen && device.cc_major >= 9 &&
+      c.block_n == r.block_n && c.stages == r.stages &&
+      std::find(std::begin(kKvSplitHeadDims), std::end(kKvSplitHeadDims), data_d) !=
+          std::end(kKvSplitHeadDims))
+    c.kv_split = 1;
+  return c;
+}
+
 /// Waves of CTAs of `c` on the device: CTAs over (CTAs per SM that shared memory allows x SMs).
 std::int64_t waves(const Config& c, const Shape& s, const DeviceInfo& device) {
   const std::int64_t per_sm =
@@ -396,12 +409,7 @@ Params params_for(const DecodeDefaults& r, const Shape& s, std::int64_t data_d,
       if (ctas(smaller, s) <= ctas(c, s)) break;
       c = smaller;
     }
-  if (s.d == 96 && s.rows() <= 16 && !s.paged() && !s.varlen && device.cc_major >= 9 &&
-      c.block_n == r.block_n && c.stages == r.stages &&
-      std::find(std::begin(kKvSplitHeadDims), std::end(kKvSplitHeadDims), data_d) !=
-          std::end(kKvSplitHeadDims))
-    c.kv_split = 1;
-  c = fewer_waves(c, r, s, device);
+  c = fewer_waves(with_kv_split(c, r, s, data_d, device), r, s, device);
   // merge stays 0 here (d=32 and d=64 merge above): the splits merged in a cluster took
   // 0.84-0.95x the combine's time within one wave of clusters on the H200, but clusters of 16
   // and grids of more clusters than the GPCs hold at once took 1.05-1.78x (they wait for free
