@@ -857,6 +857,28 @@ TEST(DecodeCompile, DefaultsAndASampleCompile) {
               << op().params_key(params);
           add(p, DType::bf16, params, arch, true);
         }
+    // Cluster sizes the kernel merges (any of 2-16) but the op does not offer yet (2, 4, 8 or 16
+    // splits until a GPU run measures others; benchmarks/decode/NOTES.md, the cluster probe):
+    // 3 (one batch shorter than the combine's 8) and 12 (a batch of 8, then 4 one at a time).
+    if (dev.cc_major >= 9) {
+      const Problem p = op().parse_problem("b=1,hq=64,hkv=8,nq=1,nk=32768,d=128");
+      Params params = op().default_params(p, DType::bf16, dev);
+      params.values[0] = 16;
+      params.values[5] = 1;
+      const KernelSource k = op().kernels(params, p, DType::bf16)[0];
+      const std::string tail = ", 16>";
+      ASSERT_GT(k.name_expression.size(), tail.size());
+      ASSERT_EQ(k.name_expression.substr(k.name_expression.size() - tail.size()), tail);
+      for (const char* size : {"3", "12"}) {
+        KernelSource other = k;
+        other.name_expression.replace(other.name_expression.size() - tail.size(), tail.size(),
+                                      std::string(", ") + size + ">");
+        if (seen.insert({arch, other.name_expression}).second) {
+          jobs.push_back({other, arch, {}});
+          is_default.push_back(true);  // no spills, as the merged defaults
+        }
+      }
+    }
     // A sample of the space: a few valid points per head dim, among them those at the edge of
     // the accumulator budget (the split count does not change the kernels).
     for (std::int64_t d : {64, 128, 256}) {

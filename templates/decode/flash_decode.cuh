@@ -284,9 +284,13 @@ __device__ __forceinline__ void cluster_merge(const FlashDecodeArgs& args, unsig
 #pragma unroll
     for (int e = 0; e < PER_LANE; ++e) acc[e] = 0.f;
     const unsigned at = buf_addr + 4u * static_cast<unsigned>(row * OP + lane * PER_LANE);
+    // As the combine takes them: whole batches of kFlashDecodeCombineBatch (all of a batch's
+    // loads issued before the first is used), then the rest one at a time; the sums in split
+    // order either way, so both paths give the same bits at any cluster size.
     constexpr int BATCH = CLUSTER < kFlashDecodeCombineBatch ? CLUSTER : kFlashDecodeCombineBatch;
+    constexpr int BATCHED = CLUSTER - CLUSTER % BATCH;
 #pragma unroll
-    for (int s0 = 0; s0 < CLUSTER; s0 += BATCH) {
+    for (int s0 = 0; s0 < BATCHED; s0 += BATCH) {
       float x[BATCH][PER_LANE];
 #pragma unroll
       for (int u = 0; u < BATCH; ++u) {
@@ -311,6 +315,27 @@ __device__ __forceinline__ void cluster_merge(const FlashDecodeArgs& args, unsig
 #pragma unroll
         for (int e = 0; e < PER_LANE; ++e) acc[e] += ws * x[u][e];
       }
+    }
+#pragma unroll
+    for (int u = BATCHED; u < CLUSTER; ++u) {
+      const unsigned src = cluster::map_shared(at, static_cast<unsigned>(u));
+      float x[PER_LANE];
+      if constexpr (PER_LANE % 4 == 0) {
+#pragma unroll
+        for (int e = 0; e < PER_LANE; e += 4) {
+          const float4 v = load_cluster_v4_f32(src + 4 * e);
+          x[e] = v.x;
+          x[e + 1] = v.y;
+          x[e + 2] = v.z;
+          x[e + 3] = v.w;
+        }
+      } else {
+#pragma unroll
+        for (int e = 0; e < PER_LANE; ++e) x[e] = load_cluster_f32(src + 4 * e);
+      }
+      const float ws = __shfl_sync(0xffffffffu, w, u);
+#pragma unroll
+      for (int e = 0; e < PER_LANE; ++e) acc[e] += ws * x[e];
     }
     const int r = r0 + row;
     const int h = kh * group + r % group;
@@ -371,8 +396,7 @@ __global__ void __launch_bounds__(WARPS * 32,
                     PAGE == 256,
                 "PAGE: 0 (contiguous), 16, 32, 64, 128 or 256");
   static_assert(!VARLEN || PAGE == 0, "VARLEN packs contiguous K/V: PAGE must be 0");
-  static_assert(CLUSTER == 1 || CLUSTER == 2 || CLUSTER == 4 || CLUSTER == 8 || CLUSTER == 16,
-                "CLUSTER: 1, 2, 4, 8 or 16 splits");
+  static_assert(CLUSTER >= 1 && CLUSTER <= 16, "CLUSTER: 1 (no cluster) or 2 to 16 splits");
   // Every CTA of a cluster must reach both cluster barriers: no early exit may exist.
   static_assert(CLUSTER == 1 || (PAGE == 0 && !VARLEN),
                 "CLUSTER > 1: contiguous K/V, not varlen (their CTAs may exit early)");
