@@ -59,13 +59,14 @@ __device__ __forceinline__ float quad_sum(float x) {
   return x + __shfl_xor_sync(0xffffffffu, x, 2);
 }
 
-/// One lane's PER_LANE consecutive floats of a partial O row (16-byte loads when they allow).
-template <int PER_LANE>
-__device__ __forceinline__ void load_lane_row(float (&x)[PER_LANE], const float* p) {
+/// One lane's PER_LANE consecutive floats of a row: four at a time through load4(e) (floats e to
+/// e + 3, 16 bytes) when PER_LANE allows, else one at a time through load1(e).
+template <int PER_LANE, typename Load4, typename Load1>
+__device__ __forceinline__ void lane_row(float (&x)[PER_LANE], Load4 load4, Load1 load1) {
   if constexpr (PER_LANE % 4 == 0) {
 #pragma unroll
     for (int e = 0; e < PER_LANE; e += 4) {
-      const float4 v = *reinterpret_cast<const float4*>(p + e);
+      const float4 v = load4(e);
       x[e] = v.x;
       x[e + 1] = v.y;
       x[e + 2] = v.z;
@@ -73,8 +74,16 @@ __device__ __forceinline__ void load_lane_row(float (&x)[PER_LANE], const float*
     }
   } else {
 #pragma unroll
-    for (int e = 0; e < PER_LANE; ++e) x[e] = p[e];
+    for (int e = 0; e < PER_LANE; ++e) x[e] = load1(e);
   }
+}
+
+/// One lane's PER_LANE consecutive floats of a partial O row (16-byte loads when they allow).
+template <int PER_LANE>
+__device__ __forceinline__ void load_lane_row(float (&x)[PER_LANE], const float* p) {
+  lane_row<PER_LANE>(
+      x, [p](int e) { return *reinterpret_cast<const float4*>(p + e); },
+      [p](int e) { return p[e]; });
 }
 
 /// Stores one lane's PER_LANE consecutive results of an output row, converted to T (two at a
@@ -230,6 +239,15 @@ __device__ __forceinline__ float4 load_cluster_v4_f32(unsigned addr) {
   return v;
 }
 
+/// One lane's PER_LANE consecutive floats of another CTA's partial O row at the shared::cluster
+/// address `src` (as load_lane_row, from distributed shared memory).
+template <int PER_LANE>
+__device__ __forceinline__ void load_cluster_lane_row(float (&x)[PER_LANE], unsigned src) {
+  lane_row<PER_LANE>(
+      x, [src](int e) { return load_cluster_v4_f32(src + 4 * e); },
+      [src](int e) { return load_cluster_f32(src + 4 * e); });
+}
+
 /// The end of a split CTA merged in a cluster (CLUSTER > 1, see the file comment). `buf_addr`:
 /// the shared address of the CTA's normalised O rows ([BLOCK_M][D + 8] fp32, the warps' merge);
 /// w_max / w_sum: the warps' row maxima (log2 units) and sums ([WARPS][BLOCK_M]). The row's
@@ -293,22 +311,9 @@ __device__ __forceinline__ void cluster_merge(const FlashDecodeArgs& args, unsig
     for (int s0 = 0; s0 < BATCHED; s0 += BATCH) {
       float x[BATCH][PER_LANE];
 #pragma unroll
-      for (int u = 0; u < BATCH; ++u) {
-        const unsigned src = cluster::map_shared(at, static_cast<unsigned>(s0 + u));
-        if constexpr (PER_LANE % 4 == 0) {
-#pragma unroll
-          for (int e = 0; e < PER_LANE; e += 4) {
-            const float4 v = load_cluster_v4_f32(src + 4 * e);
-            x[u][e] = v.x;
-            x[u][e + 1] = v.y;
-            x[u][e + 2] = v.z;
-            x[u][e + 3] = v.w;
-          }
-        } else {
-#pragma unroll
-          for (int e = 0; e < PER_LANE; ++e) x[u][e] = load_cluster_f32(src + 4 * e);
-        }
-      }
+      for (int u = 0; u < BATCH; ++u)
+        load_cluster_lane_row<PER_LANE>(x[u],
+                                        cluster::map_shared(at, static_cast<unsigned>(s0 + u)));
 #pragma unroll
       for (int u = 0; u < BATCH; ++u) {
         const float ws = __shfl_sync(0xffffffffu, w, s0 + u);
@@ -318,21 +323,8 @@ __device__ __forceinline__ void cluster_merge(const FlashDecodeArgs& args, unsig
     }
 #pragma unroll
     for (int u = BATCHED; u < CLUSTER; ++u) {
-      const unsigned src = cluster::map_shared(at, static_cast<unsigned>(u));
       float x[PER_LANE];
-      if constexpr (PER_LANE % 4 == 0) {
-#pragma unroll
-        for (int e = 0; e < PER_LANE; e += 4) {
-          const float4 v = load_cluster_v4_f32(src + 4 * e);
-          x[e] = v.x;
-          x[e + 1] = v.y;
-          x[e + 2] = v.z;
-          x[e + 3] = v.w;
-        }
-      } else {
-#pragma unroll
-        for (int e = 0; e < PER_LANE; ++e) x[e] = load_cluster_f32(src + 4 * e);
-      }
+      load_cluster_lane_row<PER_LANE>(x, cluster::map_shared(at, static_cast<unsigned>(u)));
       const float ws = __shfl_sync(0xffffffffu, w, u);
 #pragma unroll
       for (int e = 0; e < PER_LANE; ++e) acc[e] += ws * x[e];
