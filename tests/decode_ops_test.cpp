@@ -48,6 +48,14 @@ std::size_t kv_split_index() {
   return ts.size();
 }
 
+/// The bf16 default for `problem` on `dev`, which must be a point the op can run there.
+Params checked_default(const std::string& problem, const DeviceInfo& dev) {
+  const Problem p = op().parse_problem(problem);
+  const Params params = op().default_params(p, DType::bf16, dev);
+  EXPECT_EQ(op().invalid_reason(params, p, DType::bf16, dev), std::nullopt) << problem;
+  return params;
+}
+
 bool contains(const std::string& s, const std::string& part) {
   return s.find(part) != std::string::npos;
 }
@@ -2498,11 +2506,8 @@ TEST(DecodeVarlen, DefaultsSplitMixedLengthsAsPagedBatchesDo) {
 TEST(DecodeDefaults, HeadDimsBelow96TakeTwoCtasPerSmAndD80D96SplitTheirRows) {
   const DeviceInfo h100 = device("sm_90a");
   ASSERT_EQ(h100.sm_count, 132);
-  const auto key = [&](const std::string& problem, const DeviceInfo& dev) {
-    const Problem p = op().parse_problem(problem);
-    const Params params = op().default_params(p, DType::bf16, dev);
-    EXPECT_EQ(op().invalid_reason(params, p, DType::bf16, dev), std::nullopt) << problem;
-    return op().params_key(params);
+  const auto key = [](const std::string& problem, const DeviceInfo& dev) {
+    return op().params_key(checked_default(problem, dev));
   };
   const std::string pairs64 = "b=8,hq=32,hkv=8,nq=1,nk=8192";  // 64 (batch, KV head) pairs
   EXPECT_EQ(key(pairs64 + ",d=72", h100), "splits=4,block_m=16,block_n=64,warps=4,stages=3");
@@ -2536,10 +2541,7 @@ TEST(DecodeDefaults, ManyPairsTakeAStageFewerWhereThatSavesAWave) {
   const DeviceInfo h100 = device("sm_90a");
   ASSERT_EQ(h100.sm_count, 132);
   const auto key = [&](const std::string& problem) {
-    const Problem p = op().parse_problem(problem);
-    const Params params = op().default_params(p, DType::bf16, h100);
-    EXPECT_EQ(op().invalid_reason(params, p, DType::bf16, h100), std::nullopt) << problem;
-    return op().params_key(params);
+    return op().params_key(checked_default(problem, h100));
   };
   EXPECT_EQ(key("b=12,hq=32,hkv=32,nq=1,nk=2000,d=80"),
             "splits=1,block_m=16,block_n=64,warps=4,stages=2,kv_split=1");
@@ -2559,10 +2561,7 @@ TEST(DecodeVarlen, FewPairsOfMixedLengthsSplitForThreeCtasPerSm) {
   const DeviceInfo h100 = device("sm_90a");
   ASSERT_EQ(h100.sm_count, 132);
   const auto splits = [&](const std::string& problem) {
-    const Problem p = op().parse_problem(problem);
-    const Params params = op().default_params(p, DType::bf16, h100);
-    EXPECT_EQ(op().invalid_reason(params, p, DType::bf16, h100), std::nullopt) << problem;
-    return params.values[0];
+    return checked_default(problem, h100).values[0];
   };
   EXPECT_EQ(splits("b=8,hq=32,hkv=4,nq=1,nk=6000,d=128,page=16"), 12);
   EXPECT_EQ(splits("b=8,hq=32,hkv=4,nq=1,nk=6000,d=128,varlen=yes"), 12);

@@ -334,18 +334,14 @@ TEST_F(Tuner, ModelSweepRecordsOnlyWhatItProposed) {
   EXPECT_GE(all.counts[TrialStatus::invalid], all.space_size - all.valid_count);
   // An exhaustive or random sweep of a few points likewise; without a budget they walk the
   // whole space.
-  o.strategy = "exhaustive";
-  o.budget = 3;
-  o.db_path = dir.path() / "exhaustive-few.db";
-  SweepResult first = run_sweep(o);
-  EXPECT_EQ(first.counts[TrialStatus::invalid], 0u);
-  EXPECT_LE(first.trials.size(), 3u + 1u);
-  o.strategy = "random";
-  o.budget = 3;
-  o.db_path = dir.path() / "random.db";
-  SweepResult few = run_sweep(o);
-  EXPECT_EQ(few.counts[TrialStatus::invalid], 0u);
-  EXPECT_LE(few.trials.size(), 3u + 1u);
+  for (const char* strategy : {"exhaustive", "random"}) {
+    o.strategy = strategy;
+    o.budget = 3;
+    o.db_path = dir.path() / (std::string(strategy) + "-few.db");
+    SweepResult few = run_sweep(o);
+    EXPECT_EQ(few.counts[TrialStatus::invalid], 0u) << strategy;
+    EXPECT_LE(few.trials.size(), 3u + 1u) << strategy;
+  }
   o.budget = 0;
   o.db_path = dir.path() / "random-all.db";
   SweepResult every = run_sweep(o);
