@@ -69,6 +69,29 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+/// Median milliseconds of `reps` calls of launch(r) (r = 0, 1, ...) after `warmup`, each timed
+/// alone with CUDA events.
+template <typename Launch>
+float median_ms(int warmup, int reps, Launch launch) {
+  cudaEvent_t t0, t1;
+  CHECK(cudaEventCreate(&t0));
+  CHECK(cudaEventCreate(&t1));
+  std::vector<float> ms;
+  for (int r = 0; r < warmup + reps; ++r) {
+    CHECK(cudaEventRecord(t0));
+    launch(r);
+    CHECK(cudaEventRecord(t1));
+    CHECK(cudaEventSynchronize(t1));
+    float x = 0;
+    CHECK(cudaEventElapsedTime(&x, t0, t1));
+    if (r >= warmup) ms.push_back(x);
+  }
+  CHECK(cudaEventDestroy(t0));
+  CHECK(cudaEventDestroy(t1));
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
 struct Result {
   int splits, cluster, smem_kib, per_sm, max_clusters;
   float us;
@@ -90,9 +113,6 @@ int main() {
   CHECK(cudaFuncSetAttribute(stream_chunks, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
   CHECK(cudaFuncSetAttribute(stream_chunks, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              120 * 1024));
-  cudaEvent_t t0, t1;
-  CHECK(cudaEventCreate(&t0));
-  CHECK(cudaEventCreate(&t1));
 
   // Copy bandwidth (read + write over time) of a 1 GiB device-to-device copy, for scale.
   {
@@ -100,19 +120,11 @@ int main() {
     void *a = nullptr, *b = nullptr;
     CHECK(cudaMalloc(&a, n));
     CHECK(cudaMalloc(&b, n));
-    std::vector<float> ms;
-    for (int r = 0; r < 12; ++r) {
-      CHECK(cudaEventRecord(t0));
+    const float ms = median_ms(2, 10, [&](int) {
       CHECK(cudaMemcpyAsync(b, a, n, cudaMemcpyDeviceToDevice));
-      CHECK(cudaEventRecord(t1));
-      CHECK(cudaEventSynchronize(t1));
-      float x = 0;
-      CHECK(cudaEventElapsedTime(&x, t0, t1));
-      if (r >= 2) ms.push_back(x);
-    }
-    std::sort(ms.begin(), ms.end());
+    });
     std::printf("copy: %.2f TB/s (read + write, 1 GiB, median of 10)\n",
-                2.0 * n / (ms[ms.size() / 2] * 1e-3) / 1e12);
+                2.0 * n / (ms * 1e-3) / 1e12);
     CHECK(cudaFree(a));
     CHECK(cudaFree(b));
   }
@@ -144,20 +156,11 @@ int main() {
             continue;
           }
         }
-        std::vector<float> ms;
-        for (int r = 0; r < 35; ++r) {
-          CHECK(cudaEventRecord(t0));
+        const float ms = median_ms(5, 30, [&](int r) {
           CHECK(cudaLaunchKernelEx(&cfg, stream_chunks, static_cast<const uint4*>(buf[r & 1]),
                                    vec_per_pair, splits, cluster > 1 ? 1 : 0, out));
-          CHECK(cudaEventRecord(t1));
-          CHECK(cudaEventSynchronize(t1));
-          float x = 0;
-          CHECK(cudaEventElapsedTime(&x, t0, t1));
-          if (r >= 5) ms.push_back(x);
-        }
-        std::sort(ms.begin(), ms.end());
-        results.push_back({splits, cluster, smem_kib, per_sm, max_clusters,
-                           1000.f * ms[ms.size() / 2]});
+        });
+        results.push_back({splits, cluster, smem_kib, per_sm, max_clusters, 1000.f * ms});
       }
 
   std::printf("\n| splits | cluster | smem KiB | CTAs/SM | max active clusters | us | TB/s read "
