@@ -148,6 +148,12 @@ std::int64_t ctas(const Config& c, const Shape& s) {
   return s.b * s.hkv * row_tiles(s, c.block_m) * c.splits;
 }
 
+/// CTAs of `c` that one SM's shared memory holds (the driver reserves 1 KiB per CTA); the
+/// device's shared memory per SM must be known (> 0).
+std::int64_t smem_fits(const Config& c, const Shape& s, const DeviceInfo& device) {
+  return device.smem_per_sm / (smem_bytes(c, s) + 1024);
+}
+
 /// The row's tiles at block_m, with the largest listed split count whose CTAs still fit in one
 /// wave of sm_count * ctas_per_sm (fewer when shared memory allows fewer CTAs per SM), with at
 /// least split_keys keys each and no empty split (see default_params).
@@ -155,11 +161,9 @@ Config with_splits(const DecodeDefaults& r, const Shape& s, const DeviceInfo& de
                    int split_keys) {
   Config c{1, block_m, r.block_n, r.warps, r.stages, 0};
   if (device.sm_count > 0) {
-    const unsigned smem = smem_bytes(c, s) + 1024;  // the driver reserves 1 KiB per CTA
     const std::int64_t per_sm =
         device.smem_per_sm > 0
-            ? std::max<std::int64_t>(
-                  1, std::min<std::int64_t>(r.ctas_per_sm, device.smem_per_sm / smem))
+            ? std::clamp<std::int64_t>(smem_fits(c, s, device), 1, r.ctas_per_sm)
             : r.ctas_per_sm;
     const std::int64_t base = s.b * s.hkv * row_tiles(s, c.block_m);
     const std::int64_t span = split_span(s, c.block_n);
@@ -174,7 +178,7 @@ Config with_splits(const DecodeDefaults& r, const Shape& s, const DeviceInfo& de
     // whole CTA to end streams nothing meanwhile).
     if (s.paged() || s.varlen) {
       want = std::max(want, s.nk / kPagedSplitKeys);
-      const bool two_fit = device.smem_per_sm <= 0 || device.smem_per_sm / smem >= 2;
+      const bool two_fit = device.smem_per_sm <= 0 || smem_fits(c, s, device) >= 2;
       if (two_fit)
         want = std::max(want, std::min(kMixedLengthsCtasPerSm * device.sm_count / base,
                                        std::max<std::int64_t>(1, span / split_keys)));
@@ -304,9 +308,7 @@ Config with_kv_split(Config c, const DecodeDefaults& r, const Shape& s, std::int
 
 /// Waves of CTAs of `c` on the device: CTAs over (CTAs per SM that shared memory allows x SMs).
 std::int64_t waves(const Config& c, const Shape& s, const DeviceInfo& device) {
-  const std::int64_t per_sm =
-      std::max<std::int64_t>(1, device.smem_per_sm / (smem_bytes(c, s) + 1024));
-  const std::int64_t slots = per_sm * device.sm_count;
+  const std::int64_t slots = std::max<std::int64_t>(1, smem_fits(c, s, device)) * device.sm_count;
   return (ctas(c, s) + slots - 1) / slots;
 }
 
