@@ -588,6 +588,20 @@ HELD_OUT = [
     ("flash_decode", "b=40,hq=16,hkv=16,nq=1,nk=2500,d=64,causal=no"),
     ("flash_decode", "b=75,hq=32,hkv=8,nq=1,nk=1500,d=32,causal=no"),
     ("flash_decode", "b=12,hq=32,hkv=32,nq=1,nk=3000,d=64,causal=no"),
+    # Outcome (H200, 2026-12-04, stop 56): held, 4 of 4 at 1.17-1.28x (2 stages the fastest point
+    # or within 0.2 % of it), 363 0.97x at 2 stages (the rule leaves it). fewer_waves now takes
+    # d=32 and d=64 (and the head dims below 64 on d=64's tiles).
+    # 364-369: its check set (stop 56, written before any sweep of them). 364-367 go from 3 to 2
+    # stages (560-768 pairs at d = 32/48/64, MHA and GQA); 368 (1000 pairs of d=64, two waves
+    # either way) and 369 (500 pairs of d=32, one wave either way) are unchanged: controls.
+    # Prediction: the new default >= 1.08x faster than the same point at 3 stages (same sweep) at
+    # 3 or more of 364-367 and >= 0.95 of the fastest point at each of them.
+    ("flash_decode", "b=35,hq=16,hkv=16,nq=1,nk=4000,d=64,causal=no"),
+    ("flash_decode", "b=90,hq=64,hkv=8,nq=1,nk=1200,d=64,causal=no"),
+    ("flash_decode", "b=24,hq=32,hkv=32,nq=1,nk=2000,d=32,causal=no"),
+    ("flash_decode", "b=40,hq=16,hkv=16,nq=1,nk=3000,d=48,causal=no"),
+    ("flash_decode", "b=125,hq=8,hkv=8,nq=1,nk=1000,d=64,causal=no"),
+    ("flash_decode", "b=125,hq=32,hkv=4,nq=1,nk=3000,d=32,causal=no"),
 ]
 
 

@@ -2533,7 +2533,7 @@ TEST(DecodeDefaults, HeadDimsBelow96TakeTwoCtasPerSmAndD80D96SplitTheirRows) {
             "splits=1,block_m=16,block_n=64,warps=4,stages=2");
 }
 
-// Unsplit grids of many pairs at d=96's and d=128's tiles (contiguous, one row tile, sm_90):
+// Unsplit grids of many pairs at d = 32-128's tiles (contiguous, one row tile, sm_90):
 // two stages where they fit the grid in fewer waves (three stages: 2 CTAs per SM, 264 slots;
 // two: 3 (d=128) or 4 (d=96) per SM). 384 and 352 pairs: one wave instead of two; 256 pairs
 // fit one wave at three stages, 512 pairs of d=128 take two waves either way; paged keeps three.
@@ -2555,6 +2555,21 @@ TEST(DecodeDefaults, ManyPairsTakeAStageFewerWhereThatSavesAWave) {
             "splits=1,block_m=16,block_n=64,warps=4,stages=3");
   EXPECT_NE(key("b=12,hq=32,hkv=32,nq=1,nk=2000,d=128,page=16").find("stages=3"),
             std::string::npos);
+  // d=64's and d=32's row tiles: 4 CTAs per SM at three stages (528 slots), 6 at two (792).
+  // 600-640 pairs (d=48 on d=64's tiles too): one wave instead of two; 384 and 500 pairs fit one
+  // wave at three stages, 1000 pairs take two either way.
+  EXPECT_EQ(key("b=20,hq=32,hkv=32,nq=1,nk=2000,d=64"),
+            "splits=1,block_m=16,block_n=64,warps=4,stages=2");
+  EXPECT_EQ(key("b=40,hq=16,hkv=16,nq=1,nk=3000,d=48"),
+            "splits=1,block_m=16,block_n=64,warps=4,stages=2");
+  EXPECT_EQ(key("b=75,hq=32,hkv=8,nq=1,nk=1500,d=32"),
+            "splits=1,block_m=16,block_n=128,warps=4,stages=2");
+  EXPECT_EQ(key("b=12,hq=32,hkv=32,nq=1,nk=3000,d=64"),
+            "splits=1,block_m=16,block_n=64,warps=4,stages=3");
+  EXPECT_EQ(key("b=125,hq=32,hkv=4,nq=1,nk=3000,d=32"),
+            "splits=1,block_m=16,block_n=128,warps=4,stages=3");
+  EXPECT_EQ(key("b=125,hq=8,hkv=8,nq=1,nk=1000,d=64"),
+            "splits=1,block_m=16,block_n=64,warps=4,stages=3");
 }
 
 TEST(DecodeVarlen, FewPairsOfMixedLengthsSplitForThreeCtasPerSm) {

@@ -45,8 +45,9 @@ constexpr int kBetweenTilesCtasPerSm = 2;
 // Head dims whose default takes kv_split=1 (see with_kv_split).
 constexpr std::int64_t kKvSplitHeadDims[] = {80, 96};
 // Head dims (of the tiles) whose unsplit grids of many (batch, KV head) pairs take one stage
-// fewer where that puts them in fewer waves (see fewer_waves).
-constexpr std::int64_t kFewerWavesHeadDims[] = {96, 128};
+// fewer where that puts them in fewer waves (see fewer_waves). d=256's row tiles hold one CTA
+// per SM at 3 stages and at 2: never fewer waves.
+constexpr std::int64_t kFewerWavesHeadDims[] = {32, 64, 96, 128};
 
 /// Built-in configuration per architecture and head dimension: first row with cc_major <= the
 /// device's and the problem's d. Should not affect results, only speed. Not yet measured: chosen
@@ -313,14 +314,19 @@ std::int64_t waves(const Config& c, const Shape& s, const DeviceInfo& device) {
 }
 
 /// An unsplit grid of many (batch, KV head) pairs, contiguous K/V, one row tile, the row's tiles
-/// at d=96's and d=128's tiles on sm_90: one stage fewer (not under 2) where that gives fewer
-/// waves. Three 64-key stages of d=96 or d=128 rows fit two CTAs per SM, two stages three or
-/// four: 384 pairs then run in one wave instead of 1.45, whose second wave leaves SMs idle. On
-/// the H200 (2026-12-04, stop 55) both 384-pair problems (d=80) ran 1.14-1.20x faster at two
-/// stages, with kv_split 0 or 1; at 256 pairs (one wave either way) 0.95-0.99x, at 512 (1.94
-/// waves at three stages, 0.97 at two) 1.00x (benchmarks/results/fallback-h200-2026-12-04-
+/// at a head dim of kFewerWavesHeadDims on sm_90: one stage fewer (not under 2) where that
+/// gives fewer waves. Three 64-key stages of d=96 or d=128 rows fit two CTAs per SM, two stages
+/// three or four: 384 pairs then run in one wave instead of 1.45, whose second wave leaves SMs
+/// idle. On the H200 (2026-12-04, stop 55) both 384-pair problems (d=80) ran 1.14-1.20x faster
+/// at two stages, with kv_split 0 or 1; at 256 pairs (one wave either way) 0.95-0.99x, at 512
+/// (1.94 waves at three stages, 0.97 at two) 1.00x (benchmarks/results/fallback-h200-2026-12-04-
 /// d96-tiles-check-trials.csv.gz, -kv-split-check-trials.csv.gz, decode-kv-split-h200-2026-12-04-
-/// trials.csv.gz).
+/// trials.csv.gz); the check set written with it (353-358 of benchmarks/fallback_quality.py)
+/// 1.11-1.28x at all five it changed. d=64's and d=32's row tiles fit four CTAs per SM at three
+/// stages, six or seven at two: at 600-640 pairs (1.1-1.2 waves at three stages) two stages ran
+/// 1.17-1.28x faster at all four problems swept (359-362, stop 56), the fastest point or within
+/// 0.2 % of it; at 384 pairs (one wave either way, 363) 0.97x, which the rule leaves at three
+/// (benchmarks/results/fallback-h200-2026-12-04-fewer-waves-d64-trials.csv.gz).
 Config fewer_waves(Config c, const DecodeDefaults& r, const Shape& s, const DeviceInfo& device) {
   if (c.splits != 1 || c.block_n != r.block_n || c.stages != r.stages || c.stages <= 2 ||
       s.rows() > 16 || s.paged() || s.varlen || device.cc_major < 9 || device.sm_count <= 0 ||
