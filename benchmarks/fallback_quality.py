@@ -602,6 +602,9 @@ HELD_OUT = [
     ("flash_decode", "b=40,hq=16,hkv=16,nq=1,nk=3000,d=48,causal=no"),
     ("flash_decode", "b=125,hq=8,hkv=8,nq=1,nk=1000,d=64,causal=no"),
     ("flash_decode", "b=125,hq=32,hkv=4,nq=1,nk=3000,d=32,causal=no"),
+    # Outcome (H200, 2026-12-04, stop 56): in part. 1.06-1.20x at all four, >= 1.08x at two (365
+    # and 366, 720-768 pairs, 6-7 %); 0.985-1.000 of the fastest at each; controls right (368:
+    # two stages 0.878x). As dispatched 0.991, worst 0.981.
 ]
 
 
