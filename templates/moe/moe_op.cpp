@@ -1035,7 +1035,7 @@ class MoeOp final : public Op {
     w.gy = static_cast<int>(moe_gemm_grid_y(s.i, c.g1.bn));
     w.blocks_per_expert = warm_blocks_per_expert(c, s);
     w.tiles = static_cast<int>(warm_tiles(c, s, blocks));
-    launch(moe_warm_blocks(w.tiles, w.bn, w.row_bytes), 1, kMoeWarmThreads, 0, &w, sizeof w);
+    launch(1, 1, kMoeWarmThreads, 0, &w, sizeof w);
   }
 
   /// persist=2: the tile counters (gemm1's, then gemm2's) zeroed, first in the call

@@ -7,20 +7,14 @@
 // (as alignment lays them out when every expert gets about t * k / e rows), maps gemm1's first
 // `tiles` tiles through gemm1's own order (moe::gemm_tile_of<GROUP_M>, gx x gy) to (expert,
 // column block) and prefetches each tile's gate rows (w1[e, n0 .. n0 + bn)) and up rows
-// (w1[e, I + n0 ..)) with cp.async.bulk.prefetch.L2 in pieces of kMoeWarmPiece bytes, one piece
-// per thread, a warp per block (moe_warm_blocks): one SM's bulk prefetches went at ~250 GB/s
-// on the H200 (one block for 32 MiB delayed the call by 132 us, the next kernel's wait ending
-// only when this grid had), so the pieces are spread over the SMs. A wrong guess costs DRAM time
-// that was idle and L2 lines nothing else holds; the results never depend on it (a prefetch is
-// a hint, nothing is written). The tuner measures whether it pays.
+// (w1[e, I + n0 ..)) with cp.async.bulk.prefetch.L2 in pieces of kMoeWarmPiece bytes. A wrong
+// guess costs DRAM time that was idle and L2 lines nothing else holds; the results never depend
+// on it (a prefetch is a hint, nothing is written). The tuner measures whether it pays.
 #pragma once
 
 #if defined(__CUDACC__)
 #include "common/pdl.cuh"
 #include "moe/tile_order.cuh"
-#define KTUNE_MOE_HD __host__ __device__
-#else
-#define KTUNE_MOE_HD
 #endif
 
 namespace ktune {
@@ -37,20 +31,9 @@ struct MoeWarmArgs {
   int tiles;               // gemm1 tiles to warm, in its order
 };
 
-/// Threads per block of moe_warm_kernel (a piece each) and the bytes one prefetch asks for.
-constexpr int kMoeWarmThreads = 32;
-constexpr int kMoeWarmPiece = 8 * 1024;
-
-/// Pieces (one prefetch each) of `tiles` tiles of bn rows of row_bytes: gate and up rows.
-KTUNE_MOE_HD constexpr long long moe_warm_pieces(long long tiles, long long bn, long long row_bytes) {
-  return tiles * 2 * ((bn * row_bytes + kMoeWarmPiece - 1) / kMoeWarmPiece);
-}
-
-/// Blocks of moe_warm_kernel: a piece per thread.
-KTUNE_MOE_HD constexpr unsigned moe_warm_blocks(long long tiles, long long bn, long long row_bytes) {
-  return static_cast<unsigned>((moe_warm_pieces(tiles, bn, row_bytes) + kMoeWarmThreads - 1) /
-                               kMoeWarmThreads);
-}
+/// Threads of moe_warm_kernel (one block) and the bytes one prefetch instruction asks for.
+constexpr int kMoeWarmThreads = 256;
+constexpr int kMoeWarmPiece = 32 * 1024;
 
 #if defined(__CUDACC__)
 
@@ -66,8 +49,7 @@ __global__ void __launch_bounds__(kMoeWarmThreads) moe_warm_kernel(const MoeWarm
   const long long end_all = args.total_bytes & ~15ll;
   // Item = (tile, gate or up, piece), tile-major: the first tiles are asked for first.
   const int items = args.tiles * 2 * pieces;
-  for (int item = static_cast<int>(blockIdx.x * kMoeWarmThreads + threadIdx.x); item < items;
-       item += static_cast<int>(gridDim.x) * kMoeWarmThreads) {
+  for (int item = static_cast<int>(threadIdx.x); item < items; item += kMoeWarmThreads) {
     const int tile = item / (2 * pieces);
     const int half = item / pieces % 2;
     const int piece = item % pieces;
