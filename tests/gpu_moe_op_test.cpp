@@ -969,27 +969,6 @@ std::vector<Case> fused_cases() {
   return out;
 }
 
-/// l2_warm > 0 (the L2 warm-up first in the call, sm_90) on the defaults: every routing mode,
-/// both gemm1 orders, fp16 and e4m3, DeepSeek-like widths at 32 MiB (small layers' tiles all fit
-/// in 16).
-std::vector<Case> warm_cases() {
-  std::vector<Case> out;
-  const auto with = [&](int routing, int e, int k, int t, const std::string& set,
-                        DType dt = DType::bf16, int h = 136, int i = 200) {
-    out.push_back(make_case(routing, e, k, t, dt, "", h, i));
-    out.back().set = set;
-  };
-  with(moe_softmax_renorm, 8, 2, 300, "l2_warm=16");
-  with(moe_softmax_renorm, 8, 2, 300, "l2_warm=16,group1=8", DType::f16);
-  with(moe_sigmoid_group, 64, 8, 17, "l2_warm=16");
-  with(moe_precomputed, 8, 2, 333, "l2_warm=16");
-  with(moe_expert_choice, 64, 8, 17, "l2_warm=16");
-  with(moe_softmax, 8, 1, 33, "l2_warm=16", DType::e4m3, 144, 208);
-  with(moe_sigmoid_group, 64, 8, 128, "l2_warm=32", DType::bf16, 1024, 1408);
-  with(moe_sigmoid_group, 64, 8, 128, "l2_warm=32,group1=8", DType::bf16, 1024, 1408);
-  return out;
-}
-
 /// FP8 weights (dtype e4m3): every routing mode, H and I multiples of 16 but of no tile, the
 /// defaults and planted mma.sync configurations (e4m3 k steps of 64 to 256, block_m 16 to 128,
 /// the shared-memory epilogue, split-k, the multi-block align path).
@@ -1089,8 +1068,6 @@ TEST(MoeOpCases, EveryConfigurationIsValid) {
     const DeviceInfo dev = *device_for_arch(arch);
     std::vector<Case> cases = all_cases();
     for (const Case& c : fused_cases()) cases.push_back(c);
-    if (dev.cc_major >= 9)
-      for (const Case& c : warm_cases()) cases.push_back(c);
     for (const Case& c : cases) {
       const Problem p = c.problem();
       EXPECT_EQ(moe_op().problem_reason(p), std::nullopt) << c.tag();
@@ -1222,30 +1199,6 @@ TEST_F(GpuMoeOp, FusedRouteAlignEqualsSeparateKernels) {
   }
 }
 
-// l2_warm > 0 against both references, and against the same configuration at l2_warm=0 on the
-// same inputs: every output bit for bit (the warm-up only asks L2 for w1 bytes).
-TEST_F(GpuMoeOp, L2WarmAgainstBothReferencesAndEqualsNoWarm) {
-  if (device_.cc_major < 9) GTEST_SKIP() << "l2_warm needs compute capability 9.0 (bulk prefetch)";
-  const std::vector<Case> cases = selected(warm_cases());
-  if (cases.empty()) GTEST_SKIP() << "no case matches KTUNE_MOE_OP_CASE";
-  run_cases(cases, device_);
-  std::mt19937 rng(2028);
-  for (const Case& c : cases) {
-    SCOPED_TRACE(c.tag());
-    Case cold = c;
-    cold.set.replace(cold.set.find("l2_warm="), 10, "l2_warm=0");
-    MoeCall warm(c, device_), plain(cold, device_);
-    const Inputs in = make_inputs(c, rng);
-    warm.upload(in);
-    plain.upload(in);
-    warm.poison();
-    plain.poison();
-    warm.launch(true);
-    plain.launch(true);
-    EXPECT_TRUE(warm.outputs() == plain.outputs()) << c.tag() << ": differs from l2_warm=0";
-  }
-}
-
 /// The driver's graph entry points (not in ktune's Driver table: the runtime does not use them).
 struct GraphApi {
   CUresult (*begin)(CUstream, CUstreamCaptureMode) = nullptr;
@@ -1312,7 +1265,6 @@ TEST_F(GpuMoeOp, GraphCaptureReplaysBitForBitOnFreshInputs) {
     cases.push_back(ws[8]);
     cases.push_back(ws[9]);
     cases.push_back(ws[16]);  // clusters of two (cluster launches captured)
-    cases.push_back(warm_cases()[2]);  // the L2 warm-up first in the graph
     // FP8 weights: the quantisation kernels between the GEMMs replay too.
     const std::vector<Case> fp8 = fp8_cases();
     cases.push_back(fp8[3]);

@@ -38,7 +38,6 @@
 #include "common/types.cuh"
 #include "moe/args.h"
 #include "moe/gemm_args.h"
-#include "moe/tile_order.cuh"
 
 namespace ktune {
 namespace moe {
@@ -170,6 +169,26 @@ struct Loader {
     }
   }
 };
+
+/// Tile `id` of a gx x gy grid of (row block, column block) tiles: launch order (id = col_block
+/// * gx + block), or with GROUP_M > 0 renumbered group by group (GROUP_M row blocks run through
+/// every column block, their weights shared in L2). The last group holds the remaining
+/// gx % GROUP_M row blocks (or GROUP_M), so the map is one to one.
+template <int GROUP_M>
+__device__ __forceinline__ void gemm_tile_of(int id, int gx, int gy, int& block, int& col_block) {
+  if constexpr (GROUP_M == 0) {
+    block = id % gx;
+    col_block = id / gx;
+  } else {
+    const int per_group = GROUP_M * gy;
+    const int group = id / per_group;
+    const int first = group * GROUP_M;
+    const int size = gx - first < GROUP_M ? gx - first : GROUP_M;
+    const int in = id - group * per_group;
+    block = first + in % size;
+    col_block = in / size;
+  }
+}
 
 /// The (row block, column block) a CTA computes: gemm_tile_of of its launch index.
 template <int GROUP_M>

@@ -18,7 +18,6 @@
 #include "templates/kernel_tensor_map.hpp"
 #include "templates/moe/reference.cuh"
 #include "templates/moe/reference_mlp.cuh"
-#include "templates/moe/warm.cuh"
 #include "templates/moe/zero.cuh"
 
 namespace ktune {
@@ -56,7 +55,7 @@ const char* kernel_type(DType t) {
 
 /// The kernels of one configuration, in launch order.
 enum class Stage {
-  warm, zero_tiles, zero, route, align, align_count, align_scan, align_scatter, route_align, ec_scores,
+  zero_tiles, zero, route, align, align_count, align_scan, align_scatter, route_align, ec_scores,
   ec_select, quant_x, gemm1, quant_act, gemm2, combine, ec_combine
 };
 
@@ -80,7 +79,6 @@ void add_gemms(std::vector<Stage>& out, const Config& c) {
 
 std::vector<Stage> stages_of(const Config& c, const Shape& s) {
   std::vector<Stage> out;
-  if (c.l2_warm > 0) out.push_back(Stage::warm);  // first: its prefetches overlap the rest
   if (counted(c)) out.push_back(Stage::zero_tiles);  // the GEMMs' tile counters
   if (s.expert_choice()) {
     out.insert(out.end(), {Stage::ec_scores, Stage::ec_select});
@@ -395,10 +393,6 @@ class MoeOp final : public Op {
              "into both (less L2 traffic)",
              1},
             {"cluster2", {1, 2}, "impl2=2, persist2=0: as cluster1, for gemm2", 1},
-            {"l2_warm", {0, 16, 32},
-             "MiB of w1 that a first kernel asks L2 for (sm_90 bulk prefetch) while routing and "
-             "alignment run, the tiles gemm1 takes first assuming t*k/e rows per expert; 0: none",
-             0},
         },
         scalars_{{"routed_scaling", 1.0, "sigmoid_group: weights are multiplied by it"}} {}
 
@@ -505,10 +499,6 @@ class MoeOp final : public Op {
     if (auto why = static_reason(params, problem, t)) return why;
     if (auto why = needs_sm80_reason(device)) return why;
     const Config c = config_of(params, t);
-    if (c.l2_warm > 0 && device.cc_major < 9)
-      return "l2_warm=" + str(c.l2_warm) + " prefetches with cp.async.bulk.prefetch.L2, which "
-             "needs compute capability 9.0 or later; the device is " +
-             std::to_string(device.cc_major) + "." + std::to_string(device.cc_minor);
     if (c.fp8 && device.cc_major * 10 + device.cc_minor < 89)
       return "dtype e4m3 needs FP8 tensor cores (compute capability 8.9 or later); the device "
              "is " + std::to_string(device.cc_major) + "." + std::to_string(device.cc_minor);
@@ -567,9 +557,6 @@ class MoeOp final : public Op {
     std::vector<KernelSource> out;
     for (const Stage st : stages_of(c, s)) {
       switch (st) {
-        case Stage::warm:
-          out.push_back({"moe/warm.cuh", "ktune::moe_warm_kernel<" + str(c.g1.group_m) + ">"});
-          break;
         case Stage::zero_tiles:
         case Stage::zero: out.push_back({"moe/zero.cuh", "ktune::moe_zero_kernel"}); break;
         case Stage::route:
@@ -634,7 +621,6 @@ class MoeOp final : public Op {
     const Config c = config_of(params, t);
     const Shape s = shape_of(problem);
     switch (stage(c, s, index)) {
-      case Stage::warm: return kMoeWarmThreads;
       case Stage::zero_tiles:
       case Stage::zero: return kMoeZeroThreads;
       case Stage::route: return kRouteThreads;
@@ -700,7 +686,6 @@ class MoeOp final : public Op {
     const int max_blocks = static_cast<int>(moe_max_blocks(pairs, s.e, c.block_m));
 
     KernelSequence launch(a, launcher);
-    warm(launch, c, s, tensor(a, 5), max_blocks);
     int* const tiles = zero_tiles(launch, c, l, a.workspace);
     MoeRouteArgs r{};
     if (routed) {
@@ -942,7 +927,7 @@ class MoeOp final : public Op {
              {"impl2", "bn2", "bk2", "warps2", "warps_m2"},
              {"stages2", "group2", "prefetch2", "epi2", "split2", "persist2", "cluster2"},
              {"align_chunk"},
-             {"route_lanes", "route_vec", "fuse_route", "l2_warm"},
+             {"route_lanes", "route_vec", "fuse_route"},
              {"combine_vec"}},
             [this](Params p) { return fit_block_m(std::move(p)); }};
   }
@@ -1006,37 +991,6 @@ class MoeOp final : public Op {
     const float* w1_scale;
     const float* w2_scale;
   };
-
-  /// gemm1's tiles that l2_warm MiB of w1 cover (at least one), at most all of them.
-  static long long warm_tiles(const Config& c, const Shape& s, long long blocks) {
-    const long long tile_bytes = 2LL * c.g1.bn * s.h * c.eb();
-    const long long all = blocks * moe_gemm_grid_y(s.i, c.g1.bn);
-    return std::min(all, std::max(1LL, (c.l2_warm * 1048576LL + tile_bytes - 1) / tile_bytes));
-  }
-
-  /// Row blocks per expert the warm-up assumes: the mean rows an expert gets over block_m.
-  static int warm_blocks_per_expert(const Config& c, const Shape& s) {
-    return static_cast<int>(std::max<long long>(1, (s.mean_rows() + c.block_m - 1) / c.block_m));
-  }
-
-  /// l2_warm > 0: the warm-up (moe/warm.cuh), first in the call (Stage::warm); gemm1's grid of
-  /// tiles is `blocks` x its column blocks.
-  static void warm(KernelSequence& launch, const Config& c, const Shape& s, const void* w1,
-                   long long blocks) {
-    if (c.l2_warm <= 0) return;
-    MoeWarmArgs w{};
-    w.w = static_cast<const unsigned char*>(w1);
-    w.row_bytes = static_cast<long long>(s.h) * c.eb();
-    w.total_bytes = static_cast<long long>(s.e) * 2 * s.i * w.row_bytes;
-    w.experts = s.e;
-    w.n = s.i;
-    w.bn = c.g1.bn;
-    w.gx = static_cast<int>(blocks);
-    w.gy = static_cast<int>(moe_gemm_grid_y(s.i, c.g1.bn));
-    w.blocks_per_expert = warm_blocks_per_expert(c, s);
-    w.tiles = static_cast<int>(warm_tiles(c, s, blocks));
-    launch(1, 1, kMoeWarmThreads, 0, &w, sizeof w);
-  }
 
   /// persist=2: the tile counters (gemm1's, then gemm2's) zeroed, first in the call
   /// (Stage::zero_tiles); nullptr without them.
@@ -1132,7 +1086,6 @@ class MoeOp final : public Op {
     void* pair_out = ws(l.pair_out);
     const int blocks = static_cast<int>(padded_rows_of(c, s) / c.block_m);
     KernelSequence launch(a, launcher);
-    warm(launch, c, s, tensor(a, 5), blocks);
     int* const tiles = zero_tiles(launch, c, l, a.workspace);
     MoeExpertChoiceArgs ec{};
     ec.logits = static_cast<const float*>(tensor(a, 1));
@@ -1357,23 +1310,6 @@ class MoeOp final : public Op {
              "layout): only align_chunk=" + str(tunables_[kAlignChunk].values.front()) +
              " is searched";
     // Can never win: said, not dropped.
-    if (c.l2_warm > 0) {
-      if (!s.expert_choice() && s.pairs() < 2LL * s.e)
-        return "l2_warm=" + str(c.l2_warm) + " warms the w1 tiles of gemm1's first row blocks, "
-               "their experts guessed before routing; at t*k=" + str(s.pairs()) + " < 2e=" +
-               str(2LL * s.e) + " random routing leaves too many experts without a row (e^-2 "
-               "of them or more) for the guess to hold: only l2_warm=0 is searched";
-      const long long blocks = padded_rows_of(c, s) / c.block_m;
-      const long long tiles = warm_tiles(c, s, blocks);
-      for (const std::int64_t v : tunables_[kL2Warm].values) {
-        if (v <= 0 || v >= c.l2_warm) continue;
-        Config smaller = c;
-        smaller.l2_warm = static_cast<int>(v);
-        if (warm_tiles(smaller, s, blocks) == tiles)
-          return "l2_warm=" + str(c.l2_warm) + " warms the same " + str(tiles) +
-                 " gemm1 tiles as l2_warm=" + str(v) + " (all of them)";
-      }
-    }
     if (c.align_chunk > 0 && s.pairs() <= c.align_chunk)
       return "align_chunk=" + str(c.align_chunk) + " with t*k=" + str(s.pairs()) +
              " pairs is one chunk: the count/scan/scatter path does the one-block kernel's work "
