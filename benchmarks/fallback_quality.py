@@ -605,6 +605,19 @@ HELD_OUT = [
     # Outcome (H200, 2026-12-04, stop 56): in part. 1.06-1.20x at all four, >= 1.08x at two (365
     # and 366, 720-768 pairs, 6-7 %); 0.985-1.000 of the fastest at each; controls right (368:
     # two stages 0.878x). As dispatched 0.991, worst 0.981.
+    # 370-376: short spans of keys (1000-4000 in reach, a window of 1024 among them) over few
+    # pairs (16-48) at d = 80-128 (stop 56, written before any sweep; no rule yet). The worst
+    # held-out decode problem, 351 (a 2048-key window at d=80, 32 pairs: 0.834), ran fastest in 16
+    # merged splits of 32-key tiles (128 keys each) where the default takes 6 of 64-key tiles
+    # (split_keys 256 caps the count). Prediction: at 4 or more of the 7 the fastest point has at
+    # least twice the default's split count, and there the default is <= 0.92 of it.
+    ("flash_decode", "b=4,hq=32,hkv=8,nq=1,nk=2048,d=80,causal=no"),
+    ("flash_decode", "b=2,hq=32,hkv=8,nq=1,nk=3000,d=128,causal=no"),
+    ("flash_decode", "b=4,hq=32,hkv=8,nq=1,nk=1500,d=128,causal=no"),
+    ("flash_decode", "b=8,hq=16,hkv=4,nq=1,nk=2500,d=96,causal=no"),
+    ("flash_decode", "b=1,hq=32,hkv=32,nq=1,nk=2048,d=128,causal=no"),
+    ("flash_decode", "b=6,hq=32,hkv=8,nq=1,nk=16000,d=128,causal=no,window=1024"),
+    ("flash_decode", "b=3,hq=32,hkv=8,nq=1,nk=4000,d=112,causal=no"),
 ]
 
 
