@@ -618,6 +618,21 @@ HELD_OUT = [
     ("flash_decode", "b=1,hq=32,hkv=32,nq=1,nk=2048,d=128,causal=no"),
     ("flash_decode", "b=6,hq=32,hkv=8,nq=1,nk=16000,d=128,causal=no,window=1024"),
     ("flash_decode", "b=3,hq=32,hkv=8,nq=1,nk=4000,d=112,causal=no"),
+    # Outcome (H200, 2026-12-04, stop 56): held, 6 of 7 (370, d=80, already 8 splits: 0.976);
+    # defaults 0.854 (worst 0.806). Rule `short_spans` (decode_defaults.cpp) read from them and 351.
+    # 377-384: its check set (stop 56, written with the rule, before any sweep). 377-382 change
+    # (16-48 pairs, 1200-4096 keys in reach, a 3000-key window, d = 72-128); 383 (64 pairs) and
+    # 384 (6000 keys) are outside it: controls, unchanged. Prediction: the new default >= 0.93 of
+    # the fastest at 5 or more of 377-382, >= 1.08x the old default's time (same sweep) at 4 or
+    # more, geometric mean of the six >= 0.95.
+    ("flash_decode", "b=2,hq=32,hkv=8,nq=1,nk=1400,d=128,causal=no"),
+    ("flash_decode", "b=5,hq=32,hkv=8,nq=1,nk=2600,d=96,causal=no"),
+    ("flash_decode", "b=24,hq=16,hkv=2,nq=1,nk=3500,d=128,causal=no"),
+    ("flash_decode", "b=4,hq=32,hkv=4,nq=1,nk=1200,d=72,causal=no"),
+    ("flash_decode", "b=2,hq=16,hkv=16,nq=1,nk=20000,d=128,causal=no,window=3000"),
+    ("flash_decode", "b=12,hq=32,hkv=2,nq=1,nk=4096,d=112,causal=no"),
+    ("flash_decode", "b=8,hq=32,hkv=8,nq=1,nk=3000,d=128,causal=no"),
+    ("flash_decode", "b=2,hq=32,hkv=8,nq=1,nk=6000,d=128,causal=no"),
 ]
 
 

@@ -2517,11 +2517,13 @@ TEST(DecodeDefaults, HeadDimsBelow96TakeTwoCtasPerSmAndD80D96SplitTheirRows) {
   EXPECT_EQ(key(pairs64 + ",d=96", h100),
             "splits=2,block_m=16,block_n=64,warps=4,stages=3,kv_split=1");
   EXPECT_EQ(key(pairs64 + ",d=128", h100), "splits=2,block_m=16,block_n=64,warps=4,stages=3");
-  // 256 pairs: one split either way; a window splits what it reaches.
+  // 256 pairs: one split either way; a window splits what it reaches (2048 keys over 32 pairs:
+  // the short-span rule's merged 32-key tiles, ShortSpansOverFewPairsMergeSmallTiles; at 64
+  // pairs the row's tiles).
   EXPECT_EQ(key("b=8,hq=32,hkv=32,nq=1,nk=3000,d=80", h100),
             "splits=1,block_m=16,block_n=64,warps=4,stages=3,kv_split=1");
-  EXPECT_EQ(key("b=4,hq=32,hkv=8,nq=1,nk=12000,d=80,window=2048", h100),
-            "splits=6,block_m=16,block_n=64,warps=4,stages=3,kv_split=1");
+  EXPECT_EQ(key("b=8,hq=32,hkv=8,nq=1,nk=12000,d=80,window=2048", h100),
+            "splits=4,block_m=16,block_n=64,warps=4,stages=3,kv_split=1");
   // Not: paged or varlen K/V (their own split rule), 32 packed rows (two row tiles' worth of
   // the multi-row rule), the few-pairs tiles (96 pairs: two stages), sm_80.
   for (const char* tail : {",d=80,page=16", ",d=80,varlen=yes"})
@@ -2570,6 +2572,40 @@ TEST(DecodeDefaults, ManyPairsTakeAStageFewerWhereThatSavesAWave) {
             "splits=1,block_m=16,block_n=128,warps=4,stages=3");
   EXPECT_EQ(key("b=125,hq=8,hkv=8,nq=1,nk=1000,d=64"),
             "splits=1,block_m=16,block_n=64,warps=4,stages=3");
+}
+
+// Short spans over few pairs at d=96's and d=128's tiles (contiguous, one row tile, sm_90):
+// 16-48 pairs, at most 4096 keys in reach: 32-key tiles of 2 warps, 2 stages, the most of 16,
+// 8, 4, 2 merged splits of >= 80 keys with none empty (kv_split at d = 80/96); not paged, not
+// on sm_80, not at 64 pairs, 6000 keys or d=64.
+TEST(DecodeDefaults, ShortSpansOverFewPairsMergeSmallTiles) {
+  const DeviceInfo h100 = device("sm_90a");
+  const auto key = [&](const std::string& problem, const DeviceInfo& dev) {
+    return op().params_key(checked_default(problem, dev));
+  };
+  EXPECT_EQ(key("b=4,hq=32,hkv=8,nq=1,nk=1500,d=128", h100),
+            "splits=16,block_m=16,block_n=32,warps=2,stages=2,merge=1");
+  EXPECT_EQ(key("b=4,hq=32,hkv=8,nq=1,nk=12000,d=80,window=2048", h100),
+            "splits=16,block_m=16,block_n=32,warps=2,stages=2,merge=1,kv_split=1");
+  // 1024 keys in reach: 64 per split at 16, so 8.
+  EXPECT_EQ(key("b=6,hq=32,hkv=8,nq=1,nk=16000,d=128,window=1024", h100),
+            "splits=8,block_m=16,block_n=32,warps=2,stages=2,merge=1");
+  // 1400 keys: 44 tiles leave the 16th split empty, so 8.
+  EXPECT_EQ(key("b=2,hq=32,hkv=8,nq=1,nk=1400,d=128", h100),
+            "splits=8,block_m=16,block_n=32,warps=2,stages=2,merge=1");
+  EXPECT_EQ(key("b=4,hq=32,hkv=4,nq=1,nk=1200,d=72", h100),
+            "splits=8,block_m=16,block_n=32,warps=2,stages=2,merge=1");
+  // Measured at one query row only: four (causal) keep the row's tiles.
+  EXPECT_EQ(key("b=6,hq=32,hkv=8,nq=4,nk=2200,d=128,causal=yes", h100).find("merge=1"),
+            std::string::npos);
+  for (const char* outside : {"b=8,hq=32,hkv=8,nq=1,nk=3000,d=128", "b=2,hq=32,hkv=8,nq=1,nk=6000,d=128",
+                              "b=4,hq=32,hkv=8,nq=1,nk=1500,d=128,page=16",
+                              "b=4,hq=32,hkv=8,nq=1,nk=1500,d=128,varlen=yes",
+                              "b=4,hq=32,hkv=8,nq=1,nk=1500,d=256"})
+    EXPECT_EQ(key(outside, h100).find("block_n=32,warps=2,stages=2,merge=1"), std::string::npos)
+        << outside;
+  EXPECT_EQ(key("b=4,hq=32,hkv=8,nq=1,nk=1500,d=128", device("sm_80")).find("merge=1"),
+            std::string::npos);
 }
 
 TEST(DecodeVarlen, FewPairsOfMixedLengthsSplitForThreeCtasPerSm) {

@@ -142,6 +142,25 @@ constexpr std::int64_t kRowMergeHeadDim = 64;
 constexpr int kRowMergeCtasPerSm = 3;
 constexpr std::int64_t kRowMergeMinPairs = 16;
 
+/// Short spans over few pairs at d=96's and d=128's tiles (one row tile, sm_90, contiguous
+/// fixed-length K/V): kShortSpanMinPairs-kShortSpanMaxPairs (batch, KV head) pairs and at most
+/// kShortSpanMaxKeys keys in reach take 32-key tiles of 2 warps, 2 stages, in as many of 16, 8,
+/// 4 or 2 splits as leave each kShortSpanSplitKeys keys, merged in a cluster (see short_spans).
+/// Read on the H200 (2026-12-04, stop 56) from 8 exhaustive sweeps (16-48 pairs, 1000-4000 keys
+/// in reach, windows of 1024 and 2048 among them, d = 80-128;
+/// benchmarks/results/fallback-h200-2026-12-04-short-spans-trials.csv.gz and the window problem of
+/// -d96-tiles-check-trials.csv.gz): the fastest point was merged splits at all 8, 8-16 of them,
+/// 32-key tiles at 6; the defaults before took 4-8 splits of 64-key tiles, split_keys 256 capping
+/// the count (0.806-0.976 of the fastest, geometric mean 0.854 over the seven of 370-376). This
+/// rule: 0.946-1.000 at all 8 (geometric mean 0.979). The keys per split lie between two of
+/// them: 16 splits of a 1024-key window (64 keys each) ran 0.672 of its fastest point (8 splits:
+/// 0.982), 16 of 1500 keys (94 each) its fastest.
+constexpr std::int64_t kShortSpanMinPairs = 16;
+constexpr std::int64_t kShortSpanMaxPairs = 48;
+constexpr std::int64_t kShortSpanMaxKeys = 4096;
+constexpr std::int64_t kShortSpanSplitKeys = 80;
+constexpr FewPairsTiles kShortSpanTiles = {0, 32, 2, 2};
+
 /// Smallest tiles, for a device with less shared memory than the rows above assume.
 constexpr DecodeDefaults kSmallest = {8, 0, 32, 2, 2, 1, 256};
 
@@ -241,6 +260,30 @@ std::optional<Params> row_merged(const DecodeDefaults& r, const Shape& s, const 
   for (int v : {8, 4, 2})
     if (v <= want && flash_decode_used_splits(span, r.block_n, v) == v)
       return Params{{v, block_m, r.block_n, r.warps, r.stages, 1, 0}};
+  return std::nullopt;
+}
+
+/// The short-span tiles in merged splits (kShortSpanTiles), or nothing where the rule does not
+/// apply: one query row (all it was read from), d=96's or d=128's tiles,
+/// kShortSpanMinPairs-kShortSpanMaxPairs pairs, at most
+/// kShortSpanMaxKeys keys in reach, and a count of 2-16 splits of kShortSpanSplitKeys keys or
+/// more with none empty. kv_split=1 at the data head dims that take it (kKvSplitHeadDims): at
+/// d = 80/96 the merged 32-key tiles ran 1.02-1.08x faster with it in the same sweeps.
+std::optional<Params> short_spans(const Shape& s, std::int64_t data_d, const DeviceInfo& device,
+                                  int block_m) {
+  const std::int64_t pairs = s.b * s.hkv;
+  const FewPairsTiles& t = kShortSpanTiles;
+  const std::int64_t span = split_span(s, t.block_n);
+  if (s.nq != 1 || (s.d != 96 && s.d != 128) || !merged_tiles_apply(s, device) ||
+      pairs < kShortSpanMinPairs ||
+      pairs > kShortSpanMaxPairs || span > kShortSpanMaxKeys)
+    return std::nullopt;
+  const bool kv_split =
+      s.d == 96 && std::find(std::begin(kKvSplitHeadDims), std::end(kKvSplitHeadDims), data_d) !=
+                       std::end(kKvSplitHeadDims);
+  for (int v : {16, 8, 4, 2})
+    if (span / v >= kShortSpanSplitKeys && flash_decode_used_splits(span, t.block_n, v) == v)
+      return Params{{v, block_m, t.block_n, t.warps, t.stages, 1, kv_split ? 1 : 0}};
   return std::nullopt;
 }
 
@@ -380,6 +423,8 @@ Params params_for(const DecodeDefaults& r, const Shape& s, std::int64_t data_d,
     if (c.splits > 1) return merged_params(c, s, device);
   }
   if (const std::optional<Params> merged = row_merged(row, s, device, static_cast<int>(block_m)))
+    return *merged;
+  if (const std::optional<Params> merged = short_spans(s, data_d, device, static_cast<int>(block_m)))
     return *merged;
   // Few (batch, KV head) pairs at d <= 64 (a grid under 3/4 of the SMs unsplit): on the H200
   // (2026-12-02) the fastest points of two held-out decode problems (32 pairs, d=64) ran 16
