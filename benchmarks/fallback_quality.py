@@ -633,6 +633,18 @@ HELD_OUT = [
     ("flash_decode", "b=12,hq=32,hkv=2,nq=1,nk=4096,d=112,causal=no"),
     ("flash_decode", "b=8,hq=32,hkv=8,nq=1,nk=3000,d=128,causal=no"),
     ("flash_decode", "b=2,hq=32,hkv=8,nq=1,nk=6000,d=128,causal=no"),
+    # Outcome (H200, 2026-12-04, stop 56): refuted in part. 1.18-1.26x at four of the six, 0.90x
+    # at 379 (48 pairs x 3500 keys: 86 MB, a stream) and 0.81x at 381 (a 3000-key window over 32
+    # MHA pairs: merged 16 splits 0.742 of the fastest, the same unmerged 0.980); >= 0.93 of the
+    # fastest at three; the six 0.818 -> 0.885. The rule then bounded at 128K (pair, key)
+    # products (379 leaves it). 385-388: a last small check (written before its sweeps): 385,
+    # 386, 388 inside (24-40 pairs, 72-100K, a 2500-key window), 387 outside by the bound (160K).
+    # Prediction: the new default >= 1.08x the old default's point (same sweep) at 2 or more of
+    # 385, 386, 388.
+    ("flash_decode", "b=3,hq=32,hkv=8,nq=1,nk=3000,d=128,causal=no"),
+    ("flash_decode", "b=10,hq=16,hkv=4,nq=1,nk=2500,d=96,causal=no"),
+    ("flash_decode", "b=20,hq=16,hkv=2,nq=1,nk=4000,d=128,causal=no"),
+    ("flash_decode", "b=2,hq=32,hkv=16,nq=1,nk=30000,d=128,causal=no,window=2500"),
 ]
 
 
