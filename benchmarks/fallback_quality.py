@@ -640,7 +640,7 @@ HELD_OUT = [
     # products (379 leaves it). 385-388: a last small check (written before its sweeps): 385,
     # 386, 388 inside (24-40 pairs, 72-100K, a 2500-key window), 387 outside by the bound (160K).
     # Prediction: the new default >= 1.08x the old default's point (same sweep) at 2 or more of
-    # 385, 386, 388.
+    # 385, 386, 388. Not yet swept (stop 56's device time was spent).
     ("flash_decode", "b=3,hq=32,hkv=8,nq=1,nk=3000,d=128,causal=no"),
     ("flash_decode", "b=10,hq=16,hkv=4,nq=1,nk=2500,d=96,causal=no"),
     ("flash_decode", "b=20,hq=16,hkv=2,nq=1,nk=4000,d=128,causal=no"),
