@@ -2599,7 +2599,8 @@ TEST(DecodeDefaults, ShortSpansOverFewPairsMergeSmallTiles) {
   EXPECT_EQ(key("b=6,hq=32,hkv=8,nq=4,nk=2200,d=128,causal=yes", h100).find("merge=1"),
             std::string::npos);
   // Not: 64 pairs, 6000 keys, 48 pairs x 3500 keys (past 128K products), paged, varlen, d=256.
-  for (const char* outside : {"b=8,hq=32,hkv=8,nq=1,nk=3000,d=128", "b=2,hq=32,hkv=8,nq=1,nk=6000,d=128",
+  for (const char* outside : {"b=8,hq=32,hkv=8,nq=1,nk=3000,d=128",
+                              "b=2,hq=32,hkv=8,nq=1,nk=6000,d=128",
                               "b=24,hq=16,hkv=2,nq=1,nk=3500,d=128",
                               "b=4,hq=32,hkv=8,nq=1,nk=1500,d=128,page=16",
                               "b=4,hq=32,hkv=8,nq=1,nk=1500,d=128,varlen=yes",

@@ -152,9 +152,14 @@ constexpr std::int64_t kRowMergeMinPairs = 16;
 /// -d96-tiles-check-trials.csv.gz): the fastest point was merged splits at all 8, 8-16 of them,
 /// 32-key tiles at 6; the defaults before took 4-8 splits of 64-key tiles, split_keys 256 capping
 /// the count (0.806-0.976 of the fastest, geometric mean 0.854 over the seven of 370-376). This
-/// rule: 0.946-1.000 at all 8 (geometric mean 0.979). The keys per split lie between two of
+/// rule: 0.946-1.000 at all 8 (geometric mean 0.980). The keys per split lie between two of
 /// them: 16 splits of a 1024-key window (64 keys each) ran 0.672 of its fastest point (8 splits:
-/// 0.982), 16 of 1500 keys (94 each) its fastest.
+/// 0.982), 16 of 1500 keys (94 each) its fastest. Its check set (377-382, swept after it was
+/// written; benchmarks/results/fallback-h200-2026-12-04-short-spans.md): 1.18-1.26x at four,
+/// 0.90x at 48 pairs x 3500 keys (hence kShortSpanMaxPairKeys) and 0.81x at a 3000-key window
+/// over 32 MHA pairs (merged 0.742 of the fastest, the same splits unmerged 0.980; 374, MHA
+/// without a window, ran the merged point fastest: not explained); the six 0.818 -> 0.900 with
+/// the bound. Not measured on the H100.
 constexpr std::int64_t kShortSpanMinPairs = 16;
 constexpr std::int64_t kShortSpanMaxPairs = 48;
 constexpr std::int64_t kShortSpanMaxKeys = 4096;
@@ -163,7 +168,7 @@ constexpr std::int64_t kShortSpanSplitKeys = 80;
 // 86 MB at d=128, a stream, not a fixed cost) ran 0.90x the rows' tiles' time with the rule; the
 // design set's largest was 96K.
 constexpr std::int64_t kShortSpanMaxPairKeys = 131072;
-constexpr FewPairsTiles kShortSpanTiles = {0, 32, 2, 2};
+constexpr FewPairsTiles kShortSpanTiles = {0, 32, 2, 2};  // any of the two tiles' head dims
 
 /// Smallest tiles, for a device with less shared memory than the rows above assume.
 constexpr DecodeDefaults kSmallest = {8, 0, 32, 2, 2, 1, 256};
@@ -279,8 +284,7 @@ std::optional<Params> short_spans(const Shape& s, std::int64_t data_d, const Dev
   const FewPairsTiles& t = kShortSpanTiles;
   const std::int64_t span = split_span(s, t.block_n);
   if (s.nq != 1 || (s.d != 96 && s.d != 128) || !merged_tiles_apply(s, device) ||
-      pairs < kShortSpanMinPairs ||
-      pairs > kShortSpanMaxPairs || span > kShortSpanMaxKeys ||
+      pairs < kShortSpanMinPairs || pairs > kShortSpanMaxPairs || span > kShortSpanMaxKeys ||
       pairs * span > kShortSpanMaxPairKeys)
     return std::nullopt;
   const bool kv_split =
@@ -429,8 +433,9 @@ Params params_for(const DecodeDefaults& r, const Shape& s, std::int64_t data_d,
   }
   if (const std::optional<Params> merged = row_merged(row, s, device, static_cast<int>(block_m)))
     return *merged;
-  if (const std::optional<Params> merged = short_spans(s, data_d, device, static_cast<int>(block_m)))
-    return *merged;
+  if (const std::optional<Params> short_merged =
+          short_spans(s, data_d, device, static_cast<int>(block_m)))
+    return *short_merged;
   // Few (batch, KV head) pairs at d <= 64 (a grid under 3/4 of the SMs unsplit): on the H200
   // (2026-12-02) the fastest points of two held-out decode problems (32 pairs, d=64) ran 16
   // splits at four CTAs per SM, where the one-CTA-per-SM default (4 splits) reached 0.75-0.79x
