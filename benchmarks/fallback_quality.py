@@ -645,6 +645,20 @@ HELD_OUT = [
     ("flash_decode", "b=10,hq=16,hkv=4,nq=1,nk=2500,d=96,causal=no"),
     ("flash_decode", "b=20,hq=16,hkv=2,nq=1,nk=4000,d=128,causal=no"),
     ("flash_decode", "b=2,hq=32,hkv=16,nq=1,nk=30000,d=128,causal=no,window=2500"),
+    # 389-395: two splits merged in a cluster at the defaults' own tiles (stop 56, written before
+    # any sweep; no rule yet). In the recorded trials, wherever the default takes 2 splits of its
+    # 64-key rows (six problems, 64-128 pairs, d = 72-128), the same point merged ran 1.011-1.103x
+    # faster; 4-16 merged splits of those tiles 0.66-0.89x (benchmarks/decode/NOTES.md, stop 56).
+    # 389-394 take 2 splits by default (64-128 pairs, 2500-9000 keys, d = 72-128, MHA and GQA);
+    # 395 takes 4 (a control). Prediction: the default's point merged >= 1.02x faster than the
+    # default (same sweep) at 5 or more of 389-394; at 395 merged slower.
+    ("flash_decode", "b=8,hq=32,hkv=8,nq=1,nk=5000,d=128,causal=no"),
+    ("flash_decode", "b=16,hq=64,hkv=4,nq=1,nk=7000,d=128,causal=no"),
+    ("flash_decode", "b=4,hq=16,hkv=16,nq=1,nk=9000,d=96,causal=no"),
+    ("flash_decode", "b=32,hq=32,hkv=4,nq=1,nk=2500,d=80,causal=no"),
+    ("flash_decode", "b=8,hq=16,hkv=16,nq=1,nk=6000,d=72,causal=no"),
+    ("flash_decode", "b=10,hq=48,hkv=6,nq=1,nk=4000,d=112,causal=no"),
+    ("flash_decode", "b=4,hq=32,hkv=8,nq=1,nk=8000,d=128,causal=no"),
 ]
 
 
