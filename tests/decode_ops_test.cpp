@@ -2576,8 +2576,8 @@ TEST(DecodeDefaults, ManyPairsTakeAStageFewerWhereThatSavesAWave) {
 
 // Short spans over few pairs at d=96's and d=128's tiles (contiguous, one row tile, sm_90):
 // 16-48 pairs, at most 4096 keys in reach: 32-key tiles of 2 warps, 2 stages, the most of 16,
-// 8, 4, 2 merged splits of >= 80 keys with none empty (kv_split at d = 80/96); not paged, not
-// on sm_80, not at 64 pairs, 6000 keys or d=64.
+// 8, 4, 2 merged splits of >= 80 keys with none empty (kv_split at d = 80/96), at most 128K
+// (pair, key) products; not paged or varlen, not on sm_80, not at several query rows or d=256.
 TEST(DecodeDefaults, ShortSpansOverFewPairsMergeSmallTiles) {
   const DeviceInfo h100 = device("sm_90a");
   const auto key = [&](const std::string& problem, const DeviceInfo& dev) {
