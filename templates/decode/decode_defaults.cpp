@@ -177,6 +177,19 @@ std::int64_t ctas(const Config& c, const Shape& s) {
   return s.b * s.hkv * row_tiles(s, c.block_m) * c.splits;
 }
 
+/// Whether `v` is one of `list`'s values.
+template <std::size_t N>
+bool listed(const std::int64_t (&list)[N], std::int64_t v) {
+  return std::find(std::begin(list), std::end(list), v) != std::end(list);
+}
+
+/// Whether d=96's tiles split their K/V rows (kv_split=1) for data of head dim `data_d`
+/// (kKvSplitHeadDims; see with_kv_split): one row tile, contiguous fixed-length K/V, sm_90.
+bool takes_kv_split(const Shape& s, std::int64_t data_d, const DeviceInfo& device) {
+  return s.d == 96 && s.rows() <= 16 && !s.paged() && !s.varlen && device.cc_major >= 9 &&
+         listed(kKvSplitHeadDims, data_d);
+}
+
 /// CTAs of `c` that one SM's shared memory holds (the driver reserves 1 KiB per CTA); the
 /// device's shared memory per SM must be known (> 0).
 std::int64_t smem_fits(const Config& c, const Shape& s, const DeviceInfo& device) {
@@ -287,12 +300,10 @@ std::optional<Params> short_spans(const Shape& s, std::int64_t data_d, const Dev
       pairs < kShortSpanMinPairs || pairs > kShortSpanMaxPairs || span > kShortSpanMaxKeys ||
       pairs * span > kShortSpanMaxPairKeys)
     return std::nullopt;
-  const bool kv_split =
-      s.d == 96 && std::find(std::begin(kKvSplitHeadDims), std::end(kKvSplitHeadDims), data_d) !=
-                       std::end(kKvSplitHeadDims);
+  const int kv_split = takes_kv_split(s, data_d, device) ? 1 : 0;
   for (int v : {16, 8, 4, 2})
     if (span / v >= kShortSpanSplitKeys && flash_decode_used_splits(span, t.block_n, v) == v)
-      return Params{{v, block_m, t.block_n, t.warps, t.stages, 1, kv_split ? 1 : 0}};
+      return Params{{v, block_m, t.block_n, t.warps, t.stages, 1, kv_split}};
   return std::nullopt;
 }
 
@@ -351,10 +362,7 @@ DecodeDefaults few_pairs(const DecodeDefaults& r, const Shape& s, const DeviceIn
 /// benchmarks/fallback_quality.py (kv_split alone 1.015-1.055x at the three it changed alone).
 Config with_kv_split(Config c, const DecodeDefaults& r, const Shape& s, std::int64_t data_d,
                      const DeviceInfo& device) {
-  if (s.d == 96 && s.rows() <= 16 && !s.paged() && !s.varlen && device.cc_major >= 9 &&
-      c.block_n == r.block_n && c.stages == r.stages &&
-      std::find(std::begin(kKvSplitHeadDims), std::end(kKvSplitHeadDims), data_d) !=
-          std::end(kKvSplitHeadDims))
+  if (takes_kv_split(s, data_d, device) && c.block_n == r.block_n && c.stages == r.stages)
     c.kv_split = 1;
   return c;
 }
@@ -382,9 +390,7 @@ std::int64_t waves(const Config& c, const Shape& s, const DeviceInfo& device) {
 Config fewer_waves(Config c, const DecodeDefaults& r, const Shape& s, const DeviceInfo& device) {
   if (c.splits != 1 || c.block_n != r.block_n || c.stages != r.stages || c.stages <= 2 ||
       s.rows() > 16 || s.paged() || s.varlen || device.cc_major < 9 || device.sm_count <= 0 ||
-      device.smem_per_sm <= 0 ||
-      std::find(std::begin(kFewerWavesHeadDims), std::end(kFewerWavesHeadDims), s.d) ==
-          std::end(kFewerWavesHeadDims))
+      device.smem_per_sm <= 0 || !listed(kFewerWavesHeadDims, s.d))
     return c;
   Config fewer = c;
   --fewer.stages;
