@@ -659,6 +659,22 @@ HELD_OUT = [
     ("flash_decode", "b=8,hq=16,hkv=16,nq=1,nk=6000,d=72,causal=no"),
     ("flash_decode", "b=10,hq=48,hkv=6,nq=1,nk=4000,d=112,causal=no"),
     ("flash_decode", "b=4,hq=32,hkv=8,nq=1,nk=8000,d=128,causal=no"),
+    # 396-401: sliding windows of 1500-3500 keys over 16-40 pairs, and a no-window twin of 381
+    # (stop 57, written before any sweep). 381 (a 3000-key window over 32 MHA pairs) ran its
+    # default, 16 merged splits of short_spans' tiles, at 0.742 of the fastest and the same splits
+    # unmerged at 0.980, where 374 (32 MHA pairs, 2048 keys, no window) ran the merged point
+    # fastest; the window skips tiles but splits what it keeps as 374 does, so no mechanism is
+    # known. All seven take 16 merged splits. Prediction, two readings: if the window is the
+    # cause, 16 merged splits <= 0.88 of the fastest at 3 or more of the windows 396-400 and >= 0.95
+    # at 401 (381 without its window); if 381's figure was the GPU's placement of 32 clusters of
+    # 16 on that run, 381 swept again (with these) >= 0.93 and the windows as the no-window
+    # problems of 370-376 (>= 0.93 at 4 or more).
+    ("flash_decode", "b=1,hq=32,hkv=32,nq=1,nk=8000,d=128,causal=no,window=2000"),
+    ("flash_decode", "b=4,hq=32,hkv=8,nq=1,nk=12000,d=128,causal=no,window=3000"),
+    ("flash_decode", "b=3,hq=32,hkv=8,nq=1,nk=9000,d=96,causal=no,window=1500"),
+    ("flash_decode", "b=5,hq=32,hkv=8,nq=1,nk=10000,d=128,causal=no,window=2500"),
+    ("flash_decode", "b=1,hq=16,hkv=16,nq=1,nk=50000,d=128,causal=no,window=3500"),
+    ("flash_decode", "b=2,hq=16,hkv=16,nq=1,nk=3000,d=128,causal=no"),
 ]
 
 
