@@ -675,6 +675,52 @@ HELD_OUT = [
     ("flash_decode", "b=5,hq=32,hkv=8,nq=1,nk=10000,d=128,causal=no,window=2500"),
     ("flash_decode", "b=1,hq=16,hkv=16,nq=1,nk=50000,d=128,causal=no,window=3500"),
     ("flash_decode", "b=2,hq=16,hkv=16,nq=1,nk=3000,d=128,causal=no"),
+    # Outcome (H200, 2026-12-04, stop 57): the window is the cause. 16 merged splits ran 0.70-0.75
+    # of the fastest at every window over 32-40 pairs (381 again 0.753, 388, 396, 397, 399), 0.92
+    # at 24 pairs (398, d=96), 1.00 at 16 (400); the no-window twin 401 0.985. Compiled: the
+    # window's (and soft-capping's) kernels of these tiles take 193-197 registers, the plain one
+    # 161-164. 389-394 (two splits merged): held, 1.032-1.121x at all six; 395 merged 0.961x.
+    # Rules from them: `two_merged` and the variants' cap in `short_spans` (decode_defaults.cpp).
+    # 402-414: their check set (stop 57, written with the rules, before any sweep). 402-408: a
+    # mask variant over 20-44 pairs where the rule before took 16 merged splits and now 8 at three
+    # stages (windows 402-405, d = 96-128; soft-capping 406 and 408, ALiBi 407, which test the
+    # registers reading: no variant but windows was measured). 409: a window over 16 pairs, a
+    # control (unchanged). Prediction: the new default >= 1.10x the old default's point (same
+    # sweep) at 5 or more of 402-408 and >= 0.90 of the fastest at 5 or more; if soft-capping and
+    # ALiBi do not gain, the cap narrows to windows. 410-414: two splits merged (64-130 pairs,
+    # 2000-16000 keys, d = 72-128): the new default >= 1.02x the old default's point at 4 or more.
+    ("flash_decode", "b=6,hq=32,hkv=4,nq=1,nk=7000,d=128,causal=no,window=3000"),
+    ("flash_decode", "b=5,hq=32,hkv=4,nq=1,nk=9000,d=128,causal=no,window=2500"),
+    ("flash_decode", "b=9,hq=32,hkv=4,nq=1,nk=40000,d=112,causal=no,window=2048"),
+    ("flash_decode", "b=11,hq=32,hkv=4,nq=1,nk=15000,d=96,causal=no,window=2000"),
+    ("flash_decode", "b=2,hq=32,hkv=16,nq=1,nk=3000,d=128,causal=no,softcap=yes"),
+    ("flash_decode", "b=4,hq=32,hkv=8,nq=1,nk=2048,d=128,causal=no,alibi=yes"),
+    ("flash_decode", "b=3,hq=40,hkv=8,nq=1,nk=3000,d=96,causal=no,softcap=yes"),
+    ("flash_decode", "b=1,hq=16,hkv=16,nq=1,nk=30000,d=128,causal=no,window=3000"),
+    ("flash_decode", "b=31,hq=32,hkv=4,nq=1,nk=2000,d=72,causal=no"),
+    ("flash_decode", "b=2,hq=32,hkv=32,nq=1,nk=5000,d=112,causal=no"),
+    ("flash_decode", "b=65,hq=8,hkv=2,nq=1,nk=3000,d=80,causal=no"),
+    ("flash_decode", "b=30,hq=16,hkv=4,nq=1,nk=16000,d=80,causal=no"),
+    ("flash_decode", "b=8,hq=64,hkv=8,nq=1,nk=4000,d=128,causal=no"),
+    # Outcome (H200, 2026-12-04, stop 57): two splits merged held (1.010-1.090x the old default
+    # at 410-414, >= 1.02x at four; 0.966-1.000 of the fastest). The variants' cap refuted in
+    # part: 1.25-1.45x at all four of 32-44 pairs (soft-capping and ALiBi too: the registers
+    # reading stands), 0.87-0.91x at all three of 20-24 pairs (16 merged splits there 0.94-0.99
+    # of the fastest); 409 unchanged. The cap now starts at 32 pairs (kVariantSpanMinPairs).
+    # 415-422: its check set (written with that bound, before any sweep). 416-420 change (32-48
+    # pairs; window, soft-capping, ALiBi, both at once; d = 96-128); 415 (28 pairs), 421 (24)
+    # and 422 (20) keep 16 merged splits. Prediction: the new default >= 1.10x the old default's
+    # point (same sweep) at 4 or more of 416-420 and >= 0.90 of the fastest at 4 or more; at
+    # 415, 421, 422 16 merged splits >= 0.90 of the fastest and faster than 8 at three stages
+    # at 2 or more.
+    ("flash_decode", "b=7,hq=32,hkv=4,nq=1,nk=8000,d=128,causal=no,window=3000"),
+    ("flash_decode", "b=4,hq=32,hkv=8,nq=1,nk=2500,d=112,causal=no,softcap=yes"),
+    ("flash_decode", "b=5,hq=32,hkv=8,nq=1,nk=2048,d=128,causal=no,alibi=yes"),
+    ("flash_decode", "b=9,hq=32,hkv=4,nq=1,nk=12000,d=128,causal=no,window=3500"),
+    ("flash_decode", "b=6,hq=64,hkv=8,nq=1,nk=10000,d=96,causal=no,window=2500"),
+    ("flash_decode", "b=2,hq=32,hkv=16,nq=1,nk=9000,d=128,causal=no,window=3000,softcap=yes"),
+    ("flash_decode", "b=3,hq=32,hkv=8,nq=1,nk=3000,d=128,causal=no,alibi=yes"),
+    ("flash_decode", "b=5,hq=16,hkv=4,nq=1,nk=3500,d=128,causal=no,softcap=yes"),
 ]
 
 

@@ -425,10 +425,13 @@ TEST(DecodeDefaults, SplitsFillTheDevice) {
             std::string::npos);
   EXPECT_EQ(key("b=9,hq=32,hkv=8,nq=1,nk=3500,d=32", device("sm_80")).find("merge"),
             std::string::npos);
-  // Elsewhere the defaults keep the combine kernel (merge=0): clusters win only when the GPU
-  // holds all of them at once, which the defaults cannot tell (benchmarks/decode/NOTES.md).
+  // Elsewhere the defaults keep the combine kernel (merge=0) past 2 splits: clusters win only
+  // when the GPU holds all of them at once, which the defaults cannot tell
+  // (benchmarks/decode/NOTES.md); two splits merge (TwoSplitsOfTheRowsTilesMergeInACluster).
+  EXPECT_EQ(key("b=4,hq=32,hkv=8,nq=1,nk=8000,d=128", h100),
+            "splits=4,block_m=16,block_n=64,warps=4,stages=3");
   EXPECT_EQ(key("b=8,hq=32,hkv=8,nq=1,nk=4096,d=128", h100),
-            "splits=2,block_m=16,block_n=64,warps=4,stages=3");
+            "splits=2,block_m=16,block_n=64,warps=4,stages=3,merge=1");
   // A grid under half a wave (8 (batch, KV head) pairs, one 32-row tile, 6 splits: 48 CTAs)
   // takes 16-row tiles and splits of 128 keys or more: 2 x 8 x 8 = 128 CTAs.
   EXPECT_EQ(key("b=4,hq=16,hkv=2,nq=4,nk=2000,d=128,causal=yes", h100),
@@ -2514,9 +2517,11 @@ TEST(DecodeDefaults, HeadDimsBelow96TakeTwoCtasPerSmAndD80D96SplitTheirRows) {
   EXPECT_EQ(key(pairs64 + ",d=80", h100),
             "splits=4,block_m=16,block_n=64,warps=4,stages=3,kv_split=1");
   EXPECT_EQ(key(pairs64 + ",d=88", h100), "splits=4,block_m=16,block_n=64,warps=4,stages=3");
+  // (2 splits merged in a cluster: TwoSplitsOfTheRowsTilesMergeInACluster.)
   EXPECT_EQ(key(pairs64 + ",d=96", h100),
-            "splits=2,block_m=16,block_n=64,warps=4,stages=3,kv_split=1");
-  EXPECT_EQ(key(pairs64 + ",d=128", h100), "splits=2,block_m=16,block_n=64,warps=4,stages=3");
+            "splits=2,block_m=16,block_n=64,warps=4,stages=3,merge=1,kv_split=1");
+  EXPECT_EQ(key(pairs64 + ",d=128", h100),
+            "splits=2,block_m=16,block_n=64,warps=4,stages=3,merge=1");
   // 256 pairs: one split either way; a window splits what it reaches (2048 keys over 32 pairs:
   // the short-span rule's merged 32-key tiles, ShortSpansOverFewPairsMergeSmallTiles; at 64
   // pairs the row's tiles).
@@ -2578,6 +2583,8 @@ TEST(DecodeDefaults, ManyPairsTakeAStageFewerWhereThatSavesAWave) {
 // 16-48 pairs, at most 4096 keys in reach: 32-key tiles of 2 warps, 2 stages, the most of 16,
 // 8, 4, 2 merged splits of >= 80 keys with none empty (kv_split at d = 80/96), at most 128K
 // (pair, key) products; not paged or varlen, not on sm_80, not at several query rows or d=256.
+// With a mask variant (window, soft-capping, ALiBi) over 32 pairs or more: at most 8 splits, 3
+// stages.
 TEST(DecodeDefaults, ShortSpansOverFewPairsMergeSmallTiles) {
   const DeviceInfo h100 = device("sm_90a");
   const auto key = [&](const std::string& problem, const DeviceInfo& dev) {
@@ -2585,11 +2592,23 @@ TEST(DecodeDefaults, ShortSpansOverFewPairsMergeSmallTiles) {
   };
   EXPECT_EQ(key("b=4,hq=32,hkv=8,nq=1,nk=1500,d=128", h100),
             "splits=16,block_m=16,block_n=32,warps=2,stages=2,merge=1");
+  EXPECT_EQ(key("b=2,hq=16,hkv=16,nq=1,nk=3000,d=128", h100),
+            "splits=16,block_m=16,block_n=32,warps=2,stages=2,merge=1");
+  // The same 32 pairs with a variant: 8 splits at three stages; 16 and 24 pairs keep 16 at two.
+  for (const char* variant : {"nk=20000,d=128,window=3000", "nk=3000,d=128,softcap=yes",
+                              "nk=3000,d=128,alibi=yes"})
+    EXPECT_EQ(key(std::string("b=2,hq=16,hkv=16,nq=1,") + variant, h100),
+              "splits=8,block_m=16,block_n=32,warps=2,stages=3,merge=1")
+        << variant;
+  EXPECT_EQ(key("b=1,hq=16,hkv=16,nq=1,nk=50000,d=128,window=3500", h100),
+            "splits=16,block_m=16,block_n=32,warps=2,stages=2,merge=1");
+  EXPECT_EQ(key("b=6,hq=32,hkv=4,nq=1,nk=7000,d=128,window=3000", h100),
+            "splits=16,block_m=16,block_n=32,warps=2,stages=2,merge=1");
   EXPECT_EQ(key("b=4,hq=32,hkv=8,nq=1,nk=12000,d=80,window=2048", h100),
-            "splits=16,block_m=16,block_n=32,warps=2,stages=2,merge=1,kv_split=1");
-  // 1024 keys in reach: 64 per split at 16, so 8.
+            "splits=8,block_m=16,block_n=32,warps=2,stages=3,merge=1,kv_split=1");
+  // 1024 keys in reach: 64 per split at 16, so 8 (at three stages: a window over 48 pairs).
   EXPECT_EQ(key("b=6,hq=32,hkv=8,nq=1,nk=16000,d=128,window=1024", h100),
-            "splits=8,block_m=16,block_n=32,warps=2,stages=2,merge=1");
+            "splits=8,block_m=16,block_n=32,warps=2,stages=3,merge=1");
   // 1400 keys: 44 tiles leave the 16th split empty, so 8.
   EXPECT_EQ(key("b=2,hq=32,hkv=8,nq=1,nk=1400,d=128", h100),
             "splits=8,block_m=16,block_n=32,warps=2,stages=2,merge=1");
@@ -2608,6 +2627,31 @@ TEST(DecodeDefaults, ShortSpansOverFewPairsMergeSmallTiles) {
     EXPECT_EQ(key(outside, h100).find("block_n=32,warps=2,stages=2,merge=1"), std::string::npos)
         << outside;
   EXPECT_EQ(key("b=4,hq=32,hkv=8,nq=1,nk=1500,d=128", device("sm_80")).find("merge=1"),
+            std::string::npos);
+}
+
+// Two splits of the row's tiles at d=96's and d=128's tiles (contiguous, one row tile, sm_90)
+// merge in a cluster; not at 4 splits, not paged or varlen, not on sm_80 (no clusters), not at
+// d=64's tiles (their own merged rule) nor d=256's.
+TEST(DecodeDefaults, TwoSplitsOfTheRowsTilesMergeInACluster) {
+  const DeviceInfo h100 = device("sm_90a");
+  const auto key = [&](const std::string& problem, const DeviceInfo& dev) {
+    return op().params_key(checked_default(problem, dev));
+  };
+  EXPECT_EQ(key("b=8,hq=32,hkv=8,nq=1,nk=5000,d=128", h100),
+            "splits=2,block_m=16,block_n=64,warps=4,stages=3,merge=1");
+  EXPECT_EQ(key("b=32,hq=32,hkv=4,nq=1,nk=2500,d=80", h100),
+            "splits=2,block_m=16,block_n=64,warps=4,stages=3,merge=1,kv_split=1");
+  EXPECT_EQ(key("b=10,hq=48,hkv=6,nq=1,nk=4000,d=112", h100),
+            "splits=2,block_m=16,block_n=64,warps=4,stages=3,merge=1");
+  EXPECT_EQ(key("b=4,hq=32,hkv=8,nq=1,nk=8000,d=128", h100),  // 4 splits: the combine
+            "splits=4,block_m=16,block_n=64,warps=4,stages=3");
+  EXPECT_EQ(key("b=8,hq=32,hkv=8,nq=1,nk=5000,d=256", h100),
+            "splits=2,block_m=16,block_n=64,warps=4,stages=3");
+  for (const char* outside : {"b=8,hq=32,hkv=8,nq=1,nk=5000,d=128,page=16",
+                              "b=8,hq=32,hkv=8,nq=1,nk=5000,d=128,varlen=yes"})
+    EXPECT_EQ(key(outside, h100).find("merge=1"), std::string::npos) << outside;
+  EXPECT_EQ(key("b=8,hq=32,hkv=8,nq=1,nk=5000,d=128", device("sm_80")).find("merge=1"),
             std::string::npos);
 }
 

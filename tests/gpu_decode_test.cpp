@@ -724,6 +724,8 @@ const VariantCase kVariantCases[] = {
     // d=32's) under each mask variant.
     {"b=3,hq=16,hkv=8,nq=1,nk=3000,window=1200", 0},
     {"b=3,hq=24,hkv=8,nq=1,nk=2500,softcap=yes,alibi=yes", 2.0},
+    // 32 pairs: d=128's short-span default under a variant takes 8 merged splits at 3 stages.
+    {"b=4,hq=32,hkv=8,nq=1,nk=3000,window=1200", 0},
 };
 
 /// The case's problem at head dim d, its shape for the double reference (slopes set later).

@@ -169,6 +169,22 @@ constexpr std::int64_t kShortSpanSplitKeys = 80;
 // design set's largest was 96K.
 constexpr std::int64_t kShortSpanMaxPairKeys = 131072;
 constexpr FewPairsTiles kShortSpanTiles = {0, 32, 2, 2};  // any of the two tiles' head dims
+// With a mask variant (window, soft-capping, ALiBi) over kVariantSpanMinPairs pairs or more: at
+// most kVariantSpanSplits splits, kVariantSpanStages stages. On the H200 (2026-12-04, stop 57;
+// benchmarks/results/fallback-h200-2026-12-04-windows.md) 16 merged splits of windows of
+// 1024-3000 keys over 32-48 pairs ran 0.67-0.74 of the fastest point at all six such problems,
+// 8 merged splits at three stages 0.92-1.00; without a window 32 pairs ran 16 merged splits at
+// 0.95-1.00 (five problems). The check set written with a first bound of 17 pairs (402-408 of
+// benchmarks/fallback_quality.py) took the cap 1.25-1.45x faster at all four of 32-44 pairs
+// (soft-capping and ALiBi among them) and 0.87-0.91x slower at all three of 20-24 pairs, where
+// 16 merged splits stayed within 0.93-0.99 of the fastest (and 1.00 at 16 pairs): hence 32.
+// Reading (compiled, not profiled): the variants' kernels of these tiles take 193-197
+// registers a thread where the plain one takes 161-164, one CTA fewer per SM, and 16-CTA
+// clusters of 32 pairs or more then no longer run in one round. The bound's own check set
+// (415-422) is written, not yet swept; not measured on the H100.
+constexpr std::int64_t kVariantSpanMinPairs = 32;
+constexpr int kVariantSpanSplits = 8;
+constexpr int kVariantSpanStages = 3;
 
 /// Smallest tiles, for a device with less shared memory than the rows above assume.
 constexpr DecodeDefaults kSmallest = {8, 0, 32, 2, 2, 1, 256};
@@ -289,8 +305,10 @@ std::optional<Params> row_merged(const DecodeDefaults& r, const Shape& s, const 
 /// apply: one query row (all it was read from), d=96's or d=128's tiles,
 /// kShortSpanMinPairs-kShortSpanMaxPairs pairs, at most
 /// kShortSpanMaxKeys keys in reach, and a count of 2-16 splits of kShortSpanSplitKeys keys or
-/// more with none empty. kv_split=1 at the data head dims that take it (kKvSplitHeadDims): at
-/// d = 80/96 the merged 32-key tiles ran 1.02-1.08x faster with it in the same sweeps.
+/// more with none empty (with a mask variant over kVariantSpanMinPairs pairs or more, at most
+/// kVariantSpanSplits at kVariantSpanStages stages). kv_split=1 at the data head dims that take
+/// it (kKvSplitHeadDims): at d = 80/96 the merged 32-key tiles ran 1.02-1.08x faster with it in
+/// the same sweeps.
 std::optional<Params> short_spans(const Shape& s, std::int64_t data_d, const DeviceInfo& device,
                                   int block_m) {
   const std::int64_t pairs = s.b * s.hkv;
@@ -301,9 +319,12 @@ std::optional<Params> short_spans(const Shape& s, std::int64_t data_d, const Dev
       pairs * span > kShortSpanMaxPairKeys)
     return std::nullopt;
   const int kv_split = takes_kv_split(s, data_d, device) ? 1 : 0;
+  const bool variant_cap = s.variants() && pairs >= kVariantSpanMinPairs;
   for (int v : {16, 8, 4, 2})
-    if (span / v >= kShortSpanSplitKeys && flash_decode_used_splits(span, t.block_n, v) == v)
-      return Params{{v, block_m, t.block_n, t.warps, t.stages, 1, kv_split}};
+    if ((!variant_cap || v <= kVariantSpanSplits) && span / v >= kShortSpanSplitKeys &&
+        flash_decode_used_splits(span, t.block_n, v) == v)
+      return Params{{v, block_m, t.block_n, t.warps, variant_cap ? kVariantSpanStages : t.stages,
+                     1, kv_split}};
   return std::nullopt;
 }
 
@@ -397,6 +418,23 @@ Config fewer_waves(Config c, const DecodeDefaults& r, const Shape& s, const Devi
   return waves(fewer, s, device) < waves(c, s, device) ? fewer : c;
 }
 
+/// The row's tiles (as the table has them: not the few-pairs tiles) in 2 splits at d=96's and
+/// d=128's tiles (one row tile, contiguous fixed-length K/V, sm_90): the two merged in a
+/// cluster (merge=1) instead of by the combine kernel. On the
+/// H200 the same point merged ran 1.011-1.103x faster at all seven such problems of the stop-56
+/// sweeps (64-128 pairs, d = 72-128; benchmarks/decode/NOTES.md), and at all six of the check
+/// set written from them before its sweeps (389-394 of benchmarks/fallback_quality.py, 64-128
+/// pairs, 2500-9000 keys, MHA and GQA, kv_split 0 and 1) 1.032-1.121x; at 4 splits (395) merged
+/// ran 0.961x, so only 2 (benchmarks/results/fallback-h200-2026-12-04-windows.md). A cluster of
+/// two is two SMs of one GPC, which every grid finds free as often as one. Not measured on the
+/// H100.
+Config two_merged(Config c, const DecodeDefaults& r, const Shape& s, const DeviceInfo& device) {
+  if (c.splits == 2 && (s.d == 96 || s.d == 128) && merged_tiles_apply(s, device) &&
+      c.block_n == r.block_n && c.warps == r.warps && c.stages == r.stages)
+    c.merge = 1;
+  return c;
+}
+
 Params params_for(const DecodeDefaults& r, const Shape& s, std::int64_t data_d,
                   const DeviceInfo& device) {
   std::int64_t block_m = 16;
@@ -479,7 +517,8 @@ Params params_for(const DecodeDefaults& r, const Shape& s, std::int64_t data_d,
       c = smaller;
     }
   c = fewer_waves(with_kv_split(c, r, s, data_d, device), r, s, device);
-  // merge stays 0 here (d=32 and d=64 merge above): the splits merged in a cluster took
+  c = two_merged(c, r, s, device);
+  // merge stays 0 here past 2 splits (d=32 and d=64 merge above): the splits merged took
   // 0.84-0.95x the combine's time within one wave of clusters on the H200, but clusters of 16
   // and grids of more clusters than the GPCs hold at once took 1.05-1.78x (they wait for free
   // SMs of one GPC); on six held-out problems (d = 64-256) a merge=1 default of those days was
