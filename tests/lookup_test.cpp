@@ -159,9 +159,10 @@ TEST_F(Lookup, NearestShapeStaysInItsD256Regime) {
   // d=256 on Hopper: two consumers' 128 x 80 tiles tuned on a causal grid of 512 128-row tiles
   // are not served to a causal grid of 256 (under two waves of the 132 SMs: the default's one
   // consumer, persistent, 1.17x faster on such a sweep), nor to a short grid; 448 tiles are.
+  // (Without kv_apart: the row must not be its problem's default, which serves no neighbour.)
   const Op& fa = get_op("flash_attention");
   const char* tuned_params = "block_m=128,block_n=80,warps=12,stages=2,q_regs=0,smem_pad=0,"
-                             "impl=1,pingpong=1,kv_apart=1";
+                             "impl=1,pingpong=1";
   const std::filesystem::path p = make_db(
       "fa.db", {{h100, "b=2,hq=8,hkv=8,nq=4096,nk=4096,d=256,causal=yes", tuned_params}}, {},
       &fa);
@@ -277,6 +278,15 @@ TEST_F(Lookup, ANeighbourServesOnlyWhereItBeatTheDefault) {
     TuningDatabases dbs(db_with_default("failed.db", 0.0, TrialStatus::launch_error), {});
     EXPECT_EQ(dbs.find(op, DType::bf16, asked, h100).kind, Match::nearest_shape);
   }
+  {
+    // A row that is its own problem's default gained nothing there: the asked problem's own
+    // default serves, with the note (no trial needed).
+    TuningDatabases dbs(make_db("is_default.db", {{h100, op.problem_key(at), def}}), {});
+    const LookupResult r = dbs.find(op, DType::bf16, asked, h100);
+    EXPECT_EQ(r.kind, Match::default_config);
+    EXPECT_EQ(r.params, op.default_params(asked, DType::bf16, h100));
+    EXPECT_NE(r.note.find("1.00x"), std::string::npos) << r.note;
+  }
 }
 
 TEST_F(Lookup, DecodeIsNeverServedFromPrefillRows) {
@@ -296,7 +306,17 @@ TEST_F(Lookup, DecodeIsNeverServedFromPrefillRows) {
       b.op = "flash_attention";
       b.dtype = DType::bf16;
       b.problem_key = fa.problem_key(fa.parse_problem(problem));
-      b.params_key = fa.params_key(fa.default_params(fa.parse_problem(problem), DType::bf16, h100));
+      // Not the problem's default (such a row serves no neighbour): its default at 2 stages.
+      std::string params =
+          fa.params_key(fa.default_params(fa.parse_problem(problem), DType::bf16, h100));
+      const std::size_t at = params.find("stages=3");
+      ASSERT_NE(at, std::string::npos) << params;
+      params.replace(at, 8, "stages=2");
+      ASSERT_EQ(fa.invalid_reason(fa.parse_params(params), fa.parse_problem(problem), DType::bf16,
+                                  h100),
+                std::nullopt)
+          << params;
+      b.params_key = params;
       b.template_hash = fa.template_hash();
       b.median_us = 10.0;
       s.set_best(b);

@@ -357,7 +357,11 @@ std::optional<double> TuningDatabases::neighbour_gain(Entry& e, const Op& op, DT
   *missing = false;
   const std::string wanted =
       op.params_key(op.default_params(op.parse_problem(row.problem_key), dtype, device));
-  if (wanted == row.params_key) return std::nullopt;  // the default is the row itself
+  // The row is its problem's default: nothing beat the default there, so it gains nothing over
+  // the asked problem's own default either (it served neighbours unasked until 2026-12-04,
+  // when a re-timed row that had become its default served a 40-pair decode problem at 0.842 of
+  // the fastest point, where that problem's own default ran 0.912).
+  if (wanted == row.params_key) return 1.0;
   Rows<TrialRecord> trials;
   try {
     trials = e.store->trials(row.device_key, row.op, dtype, row.problem_key, row.template_hash);
