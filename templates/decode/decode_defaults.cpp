@@ -178,6 +178,8 @@ constexpr FewPairsTiles kShortSpanTiles = {0, 32, 2, 2};  // any of the two tile
 // benchmarks/fallback_quality.py) took the cap 1.25-1.45x faster at all four of 32-44 pairs
 // (soft-capping and ALiBi among them) and 0.87-0.91x slower at all three of 20-24 pairs, where
 // 16 merged splits stayed within 0.93-0.99 of the fastest (and 1.00 at 16 pairs): hence 32.
+// Over the eleven variant problems of 32-48 pairs swept by then 0.755 -> 0.952 of the fastest
+// (computed); one lost: 351 (a 2048-key window over 32 pairs, d=80) 1.000 -> 0.944.
 // Reading (compiled, not profiled): the variants' kernels of these tiles take 193-197
 // registers a thread where the plain one takes 161-164, one CTA fewer per SM, and 16-CTA
 // clusters of 32 pairs or more then no longer run in one round. The bound's own check set
