@@ -422,14 +422,14 @@ Config fewer_waves(Config c, const DecodeDefaults& r, const Shape& s, const Devi
 
 /// The row's tiles (as the table has them: not the few-pairs tiles) in 2 splits at d=96's and
 /// d=128's tiles (one row tile, contiguous fixed-length K/V, sm_90): the two merged in a
-/// cluster (merge=1) instead of by the combine kernel. On the
-/// H200 the same point merged ran 1.011-1.103x faster at all seven such problems of the stop-56
-/// sweeps (64-128 pairs, d = 72-128; benchmarks/decode/NOTES.md), and at all six of the check
-/// set written from them before its sweeps (389-394 of benchmarks/fallback_quality.py, 64-128
-/// pairs, 2500-9000 keys, MHA and GQA, kv_split 0 and 1) 1.032-1.121x; at 4 splits (395) merged
-/// ran 0.961x, so only 2 (benchmarks/results/fallback-h200-2026-12-04-windows.md). A cluster of
-/// two is two SMs of one GPC, which every grid finds free as often as one. Not measured on the
-/// H100.
+/// cluster (merge=1) instead of by the combine kernel. On the H200 the same point merged ran
+/// 1.011-1.103x faster at all seven such problems of the stop-56 sweeps (64-128 pairs,
+/// d = 72-128; benchmarks/decode/NOTES.md); of the two check sets written before their sweeps
+/// (benchmarks/fallback_quality.py; benchmarks/results/fallback-h200-2026-12-04-windows.md),
+/// 389-394 (64-128 pairs, 2500-9000 keys, MHA and GQA, kv_split 0 and 1) ran 1.032-1.121x
+/// faster and 410-414 (64-130 pairs, 2000-16000 keys) 1.010-1.090x. At 4 splits (395) merged
+/// ran 0.961x: only 2. Reading (not measured): a cluster of two needs two free SMs of one GPC,
+/// which a grid of such CTAs finds as readily as one. Not measured on the H100.
 Config two_merged(Config c, const DecodeDefaults& r, const Shape& s, const DeviceInfo& device) {
   if (c.splits == 2 && (s.d == 96 || s.d == 128) && merged_tiles_apply(s, device) &&
       c.block_n == r.block_n && c.warps == r.warps && c.stages == r.stages)
