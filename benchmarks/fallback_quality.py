@@ -721,6 +721,23 @@ HELD_OUT = [
     ("flash_decode", "b=2,hq=32,hkv=16,nq=1,nk=9000,d=128,causal=no,window=3000,softcap=yes"),
     ("flash_decode", "b=3,hq=32,hkv=8,nq=1,nk=3000,d=128,causal=no,alibi=yes"),
     ("flash_decode", "b=5,hq=16,hkv=4,nq=1,nk=3500,d=128,causal=no,softcap=yes"),
+    # 423-430: medium spans (4800-9000 keys) over 16-40 pairs at d = 80-128, no variant, outside
+    # `short_spans` (stop 57, written before any sweep; no rule yet). Read from the recorded
+    # trials (benchmarks/results/fallback-h200-2026-12-04-windows.md's 127 problems): where such a
+    # problem's span is at most ~8000 keys, 8 or 16 merged splits of the row's 64-key tiles at two
+    # stages were the fastest point or within 5 % of it (384: 16 pairs x 6000, default 0.845;
+    # 387: 40 x 4000, 0.912; 395: 32 x 8000, 0.939), while at 10000-20000 keys the unmerged
+    # defaults held (0.975-1.000; merged 0.948-0.973). Prediction: 8 or 16 merged splits of
+    # 64-key tiles at two stages >= 0.97 of the fastest at 6 or more of the 8, and >= 1.05x the
+    # default's time at 4 or more.
+    ("flash_decode", "b=2,hq=32,hkv=8,nq=1,nk=5000,d=128,causal=no"),
+    ("flash_decode", "b=1,hq=16,hkv=16,nq=1,nk=7000,d=128,causal=no"),
+    ("flash_decode", "b=3,hq=32,hkv=8,nq=1,nk=6500,d=96,causal=no"),
+    ("flash_decode", "b=6,hq=32,hkv=4,nq=1,nk=5500,d=112,causal=no"),
+    ("flash_decode", "b=4,hq=32,hkv=8,nq=1,nk=4800,d=128,causal=no"),
+    ("flash_decode", "b=2,hq=32,hkv=16,nq=1,nk=9000,d=80,causal=no"),
+    ("flash_decode", "b=10,hq=32,hkv=4,nq=1,nk=5000,d=128,causal=no"),
+    ("flash_decode", "b=5,hq=64,hkv=8,nq=1,nk=7500,d=96,causal=no"),
 ]
 
 
