@@ -180,8 +180,9 @@ constexpr FewPairsTiles kShortSpanTiles = {0, 32, 2, 2};  // any of the two tile
 // 16 merged splits stayed within 0.93-0.99 of the fastest (and 1.00 at 16 pairs): hence 32.
 // Over the eleven variant problems of 32-48 pairs swept by then 0.755 -> 0.952 of the fastest
 // (computed); one lost: 351 (a 2048-key window over 32 pairs, d=80) 1.000 -> 0.944.
-// Reading (compiled, not profiled): the variants' kernels of these tiles take 193-197
-// registers a thread where the plain one takes 161-164, one CTA fewer per SM, and 16-CTA
+// Reading (compiled, not profiled): the variants' kernels of these tiles take more registers,
+// so fewer CTAs per SM (d=128's: 193-197 a thread, 5 CTAs of 64 threads, where the plain one
+// takes 161-164, 6; d=96's: 145-158, 6, where the plain one takes 119-120, 8), and 16-CTA
 // clusters of 32 pairs or more then no longer run in one round. The bound's own check set
 // (415-422) is written, not yet swept; not measured on the H100.
 constexpr std::int64_t kVariantSpanMinPairs = 32;
