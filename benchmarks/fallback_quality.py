@@ -16,6 +16,7 @@ fallback-trials.csv.gz).
 Usage (GPU machine, after scripts/gpu_bundle.sh, carrying .gpu):
   python3 benchmarks/fallback_quality.py --ktune .gpu/bin/ktune --out $OUT [--only N,M]
 The bundle's shipped databases (share/ktune/db) are the ones the lookup reads.
+Without a GPU (ctest's fallback_problems_test): --validate checks the list itself.
 """
 import argparse
 import csv
@@ -758,6 +759,32 @@ def trial_medians(db, op, problem_key):
     return dict(rows)
 
 
+def validate(ktune):
+    """0 if HELD_OUT holds no problem twice and ktune answers for every one (for a generic sm_90a
+    GPU, no GPU needed), else 1 with the reasons: a typo in a shape costs device time."""
+    seen, twice = set(), []
+    for i, problem in enumerate(HELD_OUT):
+        if problem in seen:
+            twice.append(f"{i}: {problem[0]} {problem[1]}")
+        seen.add(problem)
+    with tempfile.TemporaryDirectory(prefix="ktune-fallback-validate-") as work:
+        plan = os.path.join(work, "held_out.txt")
+        with open(plan, "w") as f:
+            f.writelines(f"{op} bf16 {shape}\n" for op, shape in HELD_OUT)
+        p = subprocess.run([ktune, "best", "--plan", plan, "--arch", "sm_90a", "--no-shipped",
+                            "--db", os.path.join(work, "none.db")],
+                           capture_output=True, text=True)
+    if twice:
+        print("problems listed twice (index: problem):\n  " + "\n  ".join(twice))
+    if p.returncode != 0:
+        print(f"ktune best --plan over the {len(HELD_OUT)} problems failed (exit "
+              f"{p.returncode}): {p.stderr.strip()[-2000:]}")
+    if twice or p.returncode != 0:
+        return 1
+    print(f"{len(HELD_OUT)} held-out problems, none twice, every one parsed")
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--ktune", default=".gpu/bin/ktune")
@@ -768,7 +795,12 @@ def main():
                          "report then covers the problems measured; 0: none)")
     ap.add_argument("--shipped", nargs="*", default=None,
                     help="databases whose rows are not held out (default: db/shipped/*.db)")
+    ap.add_argument("--validate", action="store_true",
+                    help="no GPU: check that the list holds no problem twice and that ktune "
+                         "parses every problem (one `ktune best --plan` over all), then exit")
     args = ap.parse_args()
+    if args.validate:
+        return validate(args.ktune)
     problems = HELD_OUT
     if args.only:
         problems = [HELD_OUT[int(i)] for i in args.only.split(",")]
