@@ -6,10 +6,12 @@
 #include <algorithm>
 #include <optional>
 
+#include "templates/decode/default_rules.hpp"
 #include "templates/device_class.hpp"
 
 namespace ktune::decode {
 namespace {
+using namespace rules;  // NOLINT: the types and rules shared with merged_defaults.cpp
 
 constexpr std::int64_t kPagedSplitKeys = 1024;  // paged defaults: keys per split at most
 // Paged and varlen defaults: CTAs per SM the split count aims at with every sequence at the
@@ -49,19 +51,6 @@ constexpr std::int64_t kKvSplitHeadDims[] = {80, 96};
 // per SM at 3 stages and at 2: never fewer waves.
 constexpr std::int64_t kFewerWavesHeadDims[] = {32, 64, 96, 128};
 
-/// Built-in configuration per architecture and head dimension: first row with cc_major <= the
-/// device's and the problem's d. Should not affect results, only speed. Not yet measured: chosen
-/// so that 2 CTAs per SM keep 2-4 K/V tiles (64-130 KiB) in flight per SM, well above the ~25 KiB
-/// per SM that H100's bandwidth-latency product asks (benchmarks/decode/NOTES.md).
-struct DecodeDefaults {
-  int cc_major;     // first compute capability (major) this row applies to
-  int d;            // head dimension
-  int block_n;      // keys per K/V tile
-  int warps;        // warps per CTA; each takes block_n / warps keys of every tile
-  int stages;       // depth of the cp.async K/V ring
-  int ctas_per_sm;  // CTAs per SM the split count aims to fill (capped by shared memory)
-  int split_keys;   // fewest keys a split should get (its prologue and the combine amortised)
-};
 constexpr DecodeDefaults kDefaults[] = {
     // Hopper: 227 KiB per block, 228 KiB per SM. One CTA per SM: on the H100 (2026-11-23,
     // benchmarks/results/decode-h100-2026-11-23.md) the fastest split count of three exhaustive
@@ -92,9 +81,6 @@ constexpr DecodeDefaults kDefaults[] = {
 /// benchmarks/results/fallback-h200-2026-12-03-decode-few-pairs.md): at d=96 and 128 two
 /// stages (3-4 CTAs per SM) were 0.94-1.0x of each fastest point, the three-stage rows' two CTAs
 /// per SM 0.87-0.94x; at d=256 only 32-key tiles of 2 warps fit more than one CTA per SM.
-struct FewPairsTiles {
-  int d, block_n, warps, stages;
-};
 constexpr FewPairsTiles kFewPairsTiles[] = {{96, 64, 4, 2}, {128, 64, 4, 2}, {256, 32, 2, 2}};
 constexpr int kFewPairsCtasPerSm = 4;  // at most, as shared memory allows
 
@@ -103,98 +89,11 @@ constexpr int kFewPairsCtasPerSm = 4;  // at most, as shared memory allows
 /// warps, 3 stages (twice the row's bytes in flight per CTA; see params_for). Head dims 64 and
 /// 128, where they were measured.
 constexpr FewPairsTiles kWideTiles[] = {{64, 128, 8, 3}, {128, 128, 8, 3}};
-constexpr std::int64_t kWideTilesMinKeys = 1024;  // keys in reach: a window of 128 is not a stream
-
-/// Tiles for one row tile at d=32 on sm_90, contiguous fixed-length K/V, where they give 2
-/// splits or more (see merged_tiles): 64-key tiles of 2 warps, two stages (more where the grid
-/// leaves an SM few CTAs), up to kMergedCtasPerSm CTAs per SM, the splits merged in a cluster
-/// where a cluster holds them (2-16). A d=32 key is 128 bytes of K and V: these calls stream
-/// 5-200 MB in 10-75 us, so the combine kernel's ~3 us and the SMs a small grid leaves idle
-/// weigh more than at larger head dims. Read from exhaustive sweeps on the H200 (2026-12-03,
-/// benchmarks/results/fallback-h200-2026-12-03-decode-d32.md): over 26 problems (8-800 pairs,
-/// 1000-100000 keys) the rows before gave 0.906 of each fastest point (worst 0.766), this rule
-/// 0.970 (worst 0.851, 800 pairs left to the row's tiles); on 6 more swept after it was fixed,
-/// 0.991 (worst 0.951) against the rows' 0.909 (0.765). Merged grids of 8 CTAs per SM or more
-/// (1024-1280 CTAs) ran 0.81-0.83x in three of four sweeps: hence 7.
-constexpr FewPairsTiles kMergedTiles[] = {{32, 64, 2, 2}};
-constexpr int kMergedCtasPerSm = 7;  // at most, as shared memory allows
-// K/V bytes in flight per SM the merged tiles' ring aims at: where the grid gives an SM few
-// CTAs (splits capped by the no-empty-split rule), up to 4 stages. ~1.3 us of the H200's ~36
-// GB/s per SM; 8 pairs of 60000 keys (2 CTAs per SM) ran 1.25x faster at 4 stages than at 2.
-constexpr double kMergedBytesInFlight = 48 * 1024;
-constexpr int kMergedMaxStages = 4;
-
-/// d=64, one row tile, sm_90, contiguous fixed-length K/V, more than kRowMergeMinPairs (batch,
-/// KV head) pairs: the row's tiles in 2, 4 or 8 splits merged in a cluster, the most of those
-/// within kRowMergeCtasPerSm CTAs per SM (see row_merged). Read from exhaustive sweeps of 16
-/// held-out problems on the H200 (2026-12-03, 8-400 pairs, 1500-65536 keys,
-/// benchmarks/results/fallback-h200-2026-12-03-decode-d64-merged.md): their fastest points were
-/// merged splits at ~1.5-3 CTAs per SM in clusters of at most 8 wherever there were more than 16
-/// pairs; the rows before reached 0.944 of the fastest point (worst 0.892), this rule 0.977
-/// (worst 0.932); on 8 more swept after it was written 0.976 (worst 0.910) against the rows'
-/// 0.928 (0.903). At 16 pairs or fewer the row's unmerged splits (16-64) stay: a cluster of 16
-/// waits for 16 free SMs of one GPC, and 8 merged splits of so few pairs leave SMs idle. Keys
-/// in reach from kWideTilesMinKeys (the problems measured had 1024-65536; a short window is not
-/// a stream). Not measured on the H100, which runs it too (its SMs and clusters are the same).
-/// (d=32's 64-key tiles of 2 warps at up to 7 CTAs per SM, kMergedTiles, were 0.981 on the
-/// first 8 of these problems and 0.936, worst 0.835, on the next 8.)
-constexpr std::int64_t kRowMergeHeadDim = 64;
-constexpr int kRowMergeCtasPerSm = 3;
-constexpr std::int64_t kRowMergeMinPairs = 16;
-
-/// Short spans over few pairs at d=96's and d=128's tiles (one row tile, sm_90, contiguous
-/// fixed-length K/V): kShortSpanMinPairs-kShortSpanMaxPairs (batch, KV head) pairs and at most
-/// kShortSpanMaxKeys keys in reach take 32-key tiles of 2 warps, 2 stages, in as many of 16, 8,
-/// 4 or 2 splits as leave each kShortSpanSplitKeys keys, merged in a cluster (see short_spans).
-/// Read on the H200 (2026-12-04, stop 56) from 8 exhaustive sweeps (16-48 pairs, 1000-4000 keys
-/// in reach, windows of 1024 and 2048 among them, d = 80-128;
-/// benchmarks/results/fallback-h200-2026-12-04-short-spans-trials.csv.gz and the window problem of
-/// -d96-tiles-check-trials.csv.gz): the fastest point was merged splits at all 8, 8-16 of them,
-/// 32-key tiles at 6; the defaults before took 4-8 splits of 64-key tiles, split_keys 256 capping
-/// the count (0.806-0.976 of the fastest, geometric mean 0.854 over the seven of 370-376). This
-/// rule: 0.946-1.000 at all 8 (geometric mean 0.980). The keys per split lie between two of
-/// them: 16 splits of a 1024-key window (64 keys each) ran 0.672 of its fastest point (8 splits:
-/// 0.982), 16 of 1500 keys (94 each) its fastest. Its check set (377-382, swept after it was
-/// written; benchmarks/results/fallback-h200-2026-12-04-short-spans.md): 1.18-1.26x at four,
-/// 0.90x at 48 pairs x 3500 keys (hence kShortSpanMaxPairKeys) and 0.81x at a 3000-key window
-/// over 32 MHA pairs (merged 0.742 of the fastest, the same splits unmerged 0.980; 374, MHA
-/// without a window, ran the merged point fastest: not explained); the six 0.818 -> 0.900 with
-/// the bound. Not measured on the H100.
-constexpr std::int64_t kShortSpanMinPairs = 16;
-constexpr std::int64_t kShortSpanMaxPairs = 48;
-constexpr std::int64_t kShortSpanMaxKeys = 4096;
-constexpr std::int64_t kShortSpanSplitKeys = 80;
-// At most this many (pair, key in reach) products: the check set's 48 pairs of 3500 keys (168K,
-// 86 MB at d=128, a stream, not a fixed cost) ran 0.90x the rows' tiles' time with the rule; the
-// design set's largest was 96K.
-constexpr std::int64_t kShortSpanMaxPairKeys = 131072;
-constexpr FewPairsTiles kShortSpanTiles = {0, 32, 2, 2};  // any of the two tiles' head dims
-// With a mask variant (window, soft-capping, ALiBi) over kVariantSpanMinPairs pairs or more: at
-// most kVariantSpanSplits splits, kVariantSpanStages stages. On the H200 (2026-12-04, stop 57;
-// benchmarks/results/fallback-h200-2026-12-04-windows.md) 16 merged splits of windows of
-// 1024-3000 keys over 32-48 pairs ran 0.67-0.74 of the fastest point at all six such problems,
-// 8 merged splits at three stages 0.92-1.00; without a window 32 pairs ran 16 merged splits at
-// 0.95-1.00 (five problems). The check set written with a first bound of 17 pairs (402-408 of
-// benchmarks/fallback_quality.py) took the cap 1.25-1.45x faster at all four of 32-44 pairs
-// (soft-capping and ALiBi among them) and 0.87-0.91x slower at all three of 20-24 pairs, where
-// 16 merged splits stayed within 0.93-0.99 of the fastest (and 1.00 at 16 pairs): hence 32.
-// Over the eleven variant problems of 32-48 pairs swept by then 0.755 -> 0.952 of the fastest
-// (computed); one lost: 351 (a 2048-key window over 32 pairs, d=80) 1.000 -> 0.944.
-// Reading (compiled, not profiled): the variants' kernels of these tiles take more registers,
-// so fewer CTAs per SM (d=128's: 193-197 a thread, 5 CTAs of 64 threads, where the plain one
-// takes 161-164, 6; d=96's: 145-158, 6, where the plain one takes 119-120, 8), and 16-CTA
-// clusters of 32 pairs or more then no longer run in one round. The bound's own check set
-// (415-422) is written, not yet swept; not measured on the H100.
-constexpr std::int64_t kVariantSpanMinPairs = 32;
-constexpr int kVariantSpanSplits = 8;
-constexpr int kVariantSpanStages = 3;
+// (kWideTilesMinKeys, the keys in reach they need, is in default_rules.hpp: d=64's merged row
+// tiles ask the same.)
 
 /// Smallest tiles, for a device with less shared memory than the rows above assume.
 constexpr DecodeDefaults kSmallest = {8, 0, 32, 2, 2, 1, 256};
-
-std::int64_t ctas(const Config& c, const Shape& s) {
-  return s.b * s.hkv * row_tiles(s, c.block_m) * c.splits;
-}
 
 /// Whether `v` is one of `list`'s values.
 template <std::size_t N>
@@ -202,12 +101,20 @@ bool listed(const std::int64_t (&list)[N], std::int64_t v) {
   return std::find(std::begin(list), std::end(list), v) != std::end(list);
 }
 
-/// Whether d=96's tiles split their K/V rows (kv_split=1) for data of head dim `data_d`
-/// (kKvSplitHeadDims; see with_kv_split): one row tile, contiguous fixed-length K/V, sm_90.
-bool takes_kv_split(const Shape& s, std::int64_t data_d, const DeviceInfo& device) {
+}  // namespace
+
+std::int64_t rules::ctas(const Config& c, const Shape& s) {
+  return s.b * s.hkv * row_tiles(s, c.block_m) * c.splits;
+}
+
+// d=96's tiles at a data head dim of kKvSplitHeadDims (see with_kv_split): one row tile,
+// contiguous fixed-length K/V, sm_90.
+bool rules::takes_kv_split(const Shape& s, std::int64_t data_d, const DeviceInfo& device) {
   return s.d == 96 && s.rows() <= 16 && !s.paged() && !s.varlen && device.cc_major >= 9 &&
          listed(kKvSplitHeadDims, data_d);
 }
+
+namespace {
 
 /// CTAs of `c` that one SM's shared memory holds (the driver reserves 1 KiB per CTA); the
 /// device's shared memory per SM must be known (> 0).
@@ -251,85 +158,6 @@ Config with_splits(const DecodeDefaults& r, const Shape& s, const DeviceInfo& de
   return c;
 }
 
-/// One row tile, sm_90 (clusters), contiguous fixed-length K/V (what merge=1 merges).
-bool merged_tiles_apply(const Shape& s, const DeviceInfo& device) {
-  return s.rows() <= 16 && device.cc_major >= 9 && device.sm_count > 0 && !s.paged() && !s.varlen;
-}
-
-/// The merged tiles (kMergedTiles) for this problem and device, or nullptr: one row tile,
-/// sm_90 (clusters), contiguous fixed-length K/V (what merge=1 merges) and a listed head dim;
-/// params_for uses them where they give at least 2 splits (as in every sweep they were read
-/// from). Not measured on the H100: the same SMs, where a fixed cost weighs no less.
-const FewPairsTiles* merged_tiles(const Shape& s, const DeviceInfo& device) {
-  if (!merged_tiles_apply(s, device)) return nullptr;
-  for (const FewPairsTiles& t : kMergedTiles)
-    if (t.d == s.d) return &t;
-  return nullptr;
-}
-
-/// The merged tiles' configuration from their split count (at least 2): merged in a cluster
-/// where the count allows one, and the stages for kMergedBytesInFlight per SM.
-Params merged_params(Config c, const Shape& s, const DeviceInfo& device) {
-  // A cluster holds 2, 4, 8 or 16 splits: under 32, the most of those the count allows.
-  if (c.splits < 32) {
-    const std::int64_t span = split_span(s, c.block_n);
-    for (int v : {16, 8, 4, 2})
-      if (v <= c.splits && flash_decode_used_splits(span, c.block_n, v) == v) {
-        c.splits = v;
-        c.merge = 1;
-        break;
-      }
-  }
-  // Stages for kMergedBytesInFlight per SM at the grid's CTAs per SM (16-bit K and V).
-  const double per_sm = static_cast<double>(ctas(c, s)) / device.sm_count;
-  const double stage_bytes = 2.0 * c.block_n * static_cast<double>(s.d) * 2.0;
-  while (c.stages < kMergedMaxStages && per_sm * c.stages * stage_bytes < kMergedBytesInFlight)
-    ++c.stages;
-  return Params{{c.splits, c.block_m, c.block_n, c.warps, c.stages, c.merge, c.kv_split}};
-}
-
-/// The row's tiles in merged splits at d=64 (kRowMergeHeadDim; see kRowMergeCtasPerSm), or
-/// nothing where the rule does not apply or no count of 2, 4 or 8 splits fits.
-std::optional<Params> row_merged(const DecodeDefaults& r, const Shape& s, const DeviceInfo& device,
-                                 int block_m) {
-  const std::int64_t pairs = s.b * s.hkv;
-  const std::int64_t span = split_span(s, r.block_n);
-  if (s.d != kRowMergeHeadDim || !merged_tiles_apply(s, device) || pairs <= kRowMergeMinPairs ||
-      span < kWideTilesMinKeys)
-    return std::nullopt;
-  const std::int64_t want = kRowMergeCtasPerSm * device.sm_count / (pairs * row_tiles(s, block_m));
-  for (int v : {8, 4, 2})
-    if (v <= want && flash_decode_used_splits(span, r.block_n, v) == v)
-      return Params{{v, block_m, r.block_n, r.warps, r.stages, 1, 0}};
-  return std::nullopt;
-}
-
-/// The short-span tiles in merged splits (kShortSpanTiles), or nothing where the rule does not
-/// apply: one query row (all it was read from), d=96's or d=128's tiles,
-/// kShortSpanMinPairs-kShortSpanMaxPairs pairs, at most
-/// kShortSpanMaxKeys keys in reach, and a count of 2-16 splits of kShortSpanSplitKeys keys or
-/// more with none empty (with a mask variant over kVariantSpanMinPairs pairs or more, at most
-/// kVariantSpanSplits at kVariantSpanStages stages). kv_split=1 at the data head dims that take
-/// it (kKvSplitHeadDims): at d = 80/96 the merged 32-key tiles ran 1.02-1.08x faster with it in
-/// the same sweeps.
-std::optional<Params> short_spans(const Shape& s, std::int64_t data_d, const DeviceInfo& device,
-                                  int block_m) {
-  const std::int64_t pairs = s.b * s.hkv;
-  const FewPairsTiles& t = kShortSpanTiles;
-  const std::int64_t span = split_span(s, t.block_n);
-  if (s.nq != 1 || (s.d != 96 && s.d != 128) || !merged_tiles_apply(s, device) ||
-      pairs < kShortSpanMinPairs || pairs > kShortSpanMaxPairs || span > kShortSpanMaxKeys ||
-      pairs * span > kShortSpanMaxPairKeys)
-    return std::nullopt;
-  const int kv_split = takes_kv_split(s, data_d, device) ? 1 : 0;
-  const bool variant_cap = s.variants() && pairs >= kVariantSpanMinPairs;
-  for (int v : {16, 8, 4, 2})
-    if ((!variant_cap || v <= kVariantSpanSplits) && span / v >= kShortSpanSplitKeys &&
-        flash_decode_used_splits(span, t.block_n, v) == v)
-      return Params{{v, block_m, t.block_n, t.warps, variant_cap ? kVariantSpanStages : t.stages,
-                     1, kv_split}};
-  return std::nullopt;
-}
 
 /// The wide tiles (kWideTiles) for this problem and device, or nullptr: one row tile, sm_90,
 /// contiguous K/V, a listed head dim, the H200's fast memory per SM (fast_memory_per_sm;
@@ -421,22 +249,6 @@ Config fewer_waves(Config c, const DecodeDefaults& r, const Shape& s, const Devi
   return waves(fewer, s, device) < waves(c, s, device) ? fewer : c;
 }
 
-/// The row's tiles (as the table has them: not the few-pairs tiles) in 2 splits at d=96's and
-/// d=128's tiles (one row tile, contiguous fixed-length K/V, sm_90): the two merged in a
-/// cluster (merge=1) instead of by the combine kernel. On the H200 the same point merged ran
-/// 1.011-1.103x faster at all seven such problems of the stop-56 sweeps (64-128 pairs,
-/// d = 72-128; benchmarks/decode/NOTES.md); of the two check sets written before their sweeps
-/// (benchmarks/fallback_quality.py; benchmarks/results/fallback-h200-2026-12-04-windows.md),
-/// 389-394 (64-128 pairs, 2500-9000 keys, MHA and GQA, kv_split 0 and 1) ran 1.032-1.121x
-/// faster and 410-414 (64-130 pairs, 2000-16000 keys) 1.010-1.090x. At 4 splits (395) merged
-/// ran 0.961x: only 2. Reading (not measured): a cluster of two needs two free SMs of one GPC,
-/// which a grid of such CTAs finds as readily as one. Not measured on the H100.
-Config two_merged(Config c, const DecodeDefaults& r, const Shape& s, const DeviceInfo& device) {
-  if (c.splits == 2 && (s.d == 96 || s.d == 128) && merged_tiles_apply(s, device) &&
-      c.block_n == r.block_n && c.warps == r.warps && c.stages == r.stages)
-    c.merge = 1;
-  return c;
-}
 
 Params params_for(const DecodeDefaults& r, const Shape& s, std::int64_t data_d,
                   const DeviceInfo& device) {
