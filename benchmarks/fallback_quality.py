@@ -620,7 +620,7 @@ HELD_OUT = [
     ("flash_decode", "b=6,hq=32,hkv=8,nq=1,nk=16000,d=128,causal=no,window=1024"),
     ("flash_decode", "b=3,hq=32,hkv=8,nq=1,nk=4000,d=112,causal=no"),
     # Outcome (H200, 2026-12-04, stop 56): held, 6 of 7 (370, d=80, already 8 splits: 0.976);
-    # defaults 0.854 (worst 0.806). Rule `short_spans` (decode_defaults.cpp) read from them and 351.
+    # defaults 0.854 (worst 0.806). Rule `short_spans` (merged_defaults.cpp) read from them and 351.
     # 377-384: its check set (stop 56, written with the rule, before any sweep). 377-382 change
     # (16-48 pairs, 1200-4096 keys in reach, a 3000-key window, d = 72-128); 383 (64 pairs) and
     # 384 (6000 keys) are outside it: controls, unchanged. Prediction: the new default >= 0.93 of
@@ -681,7 +681,7 @@ HELD_OUT = [
     # at 24 pairs (398, d=96), 1.00 at 16 (400); the no-window twin 401 0.985. Compiled: the
     # window's (and soft-capping's) kernels of these tiles take 193-197 registers, the plain one
     # 161-164. 389-394 (two splits merged): held, 1.032-1.121x at all six; 395 merged 0.961x.
-    # Rules from them: `two_merged` and the variants' cap in `short_spans` (decode_defaults.cpp).
+    # Rules from them: `two_merged` and the variants' cap in `short_spans` (merged_defaults.cpp).
     # 402-414: their check set (stop 57, written with the rules, before any sweep). 402-408: a
     # mask variant over 20-44 pairs where the rule before took 16 merged splits and now 8 at three
     # stages (windows 402-405, d = 96-128; soft-capping 406 and 408, ALiBi 407, which test the
