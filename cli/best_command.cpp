@@ -73,8 +73,9 @@ class Answers {
         device_ = dbs_->find_device(name);
         if (!device_)
           throw InvalidArgument("--device " + ktune::quoted(name) +
-                                " is recorded in none of the databases (ktune db list shows the "
-                                "devices tuned for; --arch answers for a generic GPU)");
+                                " is recorded in none of the databases (ktune db list --shipped "
+                                "and ktune db list show the devices tuned for; --arch answers "
+                                "for a generic GPU)");
       }
     } else {
       RuntimeOptions ro;

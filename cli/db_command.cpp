@@ -1,4 +1,7 @@
 #include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
 
 #include <boost/program_options.hpp>
 
@@ -17,7 +20,8 @@ namespace {
 Store open_existing(const DbLocation& db) {
   if (!db_exists(db))
     throw InvalidArgument("database " + db.describe() +
-                          " does not exist (run ktune sweep first, or pass --db)");
+                          " does not exist (run ktune sweep first, or pass --db; ktune db list --shipped lists "
+                          "the databases shipped with ktune)");
   return Store::open(db.path, Store::Mode::read_only);
 }
 
@@ -33,35 +37,61 @@ void warn_skipped(const char* command, const Store& store, const std::vector<Row
                shown(first.reason, 300).c_str());
 }
 
-int db_list(const Args& args) {
-  po::options_description desc("db list options");
-  desc.add_options()("op", po::value<std::string>()->default_value(""), "only this op")
-      ("db", po::value<std::string>(), "database")("json", "print JSON");
-  po::variables_map vm;
-  if (!parse_options("db list", "[--op OP] [--db PATH] [--json]", desc, args, vm)) return 0;
-  Store store = open_existing(db_option(vm));
-  Rows<BestRecord> found = store.all_bests(vm["op"].as<std::string>());
+/// The rows of one database: a table (with a header when `header` is set) or JSON objects.
+void list_rows(Store& store, const std::string& op, bool json, Json& j, bool header) {
+  Rows<BestRecord> found = store.all_bests(op);
   warn_skipped("db list", store, found.skipped);
   const std::vector<BestRecord>& rows = found.rows;
-  if (vm.count("json")) {
-    Json j;
-    j.begin_array();
+  const std::string path = store.path().string();
+  if (json) {
     for (const BestRecord& b : rows) {
-      j.begin_object().field("device", b.device_name).field("device_key", b.device_key).field("arch", b.arch);
+      j.begin_object().field("database", path).field("device", b.device_name);
+      j.field("device_key", b.device_key).field("arch", b.arch);
       j.field("op", b.op).field("dtype", dtype_name(b.dtype)).field("problem", b.problem_key);
       j.field("params", b.params_key).field("median_us", b.median_us);
       j.field("template_hash", b.template_hash).field("updated_at", b.updated_at).end_object();
     }
-    j.end_array();
-    std::printf("%s\n", j.str().c_str());
-    return 0;
+    return;
   }
+  if (header) std::printf("%s:\n", shown(path).c_str());
   std::vector<std::vector<std::string>> t = {{"device", "op", "dtype", "problem", "best", "us", "updated"}};
   for (const BestRecord& b : rows)
     t.push_back({b.device_name, b.op, dtype_name(b.dtype), b.problem_key, b.params_key,
                  fmt("%.2f", b.median_us), b.updated_at});
   std::printf("%s", table(t).c_str());
-  std::printf("%zu best configurations in %s\n", rows.size(), shown(store.path().string()).c_str());
+  std::printf("%zu best configurations in %s\n", rows.size(), shown(path).c_str());
+}
+
+int db_list(const Args& args) {
+  po::options_description desc("db list options");
+  desc.add_options()("op", po::value<std::string>()->default_value(""), "only this op")
+      ("db", po::value<std::string>(), "database")
+      ("shipped", "list the read-only databases shipped with ktune (and those in "
+                  "$KTUNE_DB_PATH), in the order lookups read them, instead of --db")
+      ("json", "print JSON");
+  po::variables_map vm;
+  if (!parse_options("db list", "[--op OP] [--db PATH | --shipped] [--json]", desc, args, vm))
+    return 0;
+  const std::string op = vm["op"].as<std::string>();
+  const bool json = vm.count("json") > 0;
+  Json j;
+  j.begin_array();
+  if (vm.count("shipped")) {
+    if (vm.count("db")) throw UsageError{"--shipped and --db are exclusive: pass one"};
+    const std::vector<std::filesystem::path> paths = shipped_db_paths();
+    if (paths.empty() && !json)
+      std::printf("no databases are shipped with this ktune (nor listed in $KTUNE_DB_PATH)\n");
+    for (std::size_t i = 0; i < paths.size(); ++i) {
+      if (i > 0 && !json) std::printf("\n");
+      Store store = Store::open(paths[i], Store::Mode::read_only);
+      list_rows(store, op, json, j, true);
+    }
+  } else {
+    Store store = open_existing(db_option(vm));
+    list_rows(store, op, json, j, false);
+  }
+  j.end_array();
+  if (json) std::printf("%s\n", j.str().c_str());
   return 0;
 }
 

@@ -121,6 +121,37 @@ TEST_F(Cli, DbCommandsOnAMissingDatabase) {
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.err.find("does not exist"), std::string::npos) << r.err;
   EXPECT_FALSE(std::filesystem::exists(dir.path() / "none.db"));
+  // No database of the user's yet: the message points at the shipped ones.
+  CliRun u = ktune("db list");
+  EXPECT_NE(u.code, 0);
+  EXPECT_NE(u.err.find("ktune db list --shipped"), std::string::npos) << u.err;
+  EXPECT_EQ(lines(u.err), 1u) << u.err;
+  EXPECT_FALSE(std::filesystem::exists(dir.path() / "data")) << "nothing created";
+}
+
+TEST_F(Cli, DbListShippedListsTheReadOnlyDatabasesInLookupOrder) {
+  // A database in $KTUNE_DB_PATH is read before those installed with ktune: listed first, each
+  // under its path; --json names each row's database.
+  const std::filesystem::path db = make_db();
+  const std::string env = "KTUNE_DB_PATH='" + db.string() + "'";
+  CliRun r = ktune("db list --shipped", env);
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out.find(db.string() + ":"), 0u) << r.out;
+  EXPECT_NE(r.out.find("threads=256,rows=1,vec=8,regs=1"), std::string::npos) << r.out;
+  CliRun j = ktune("db list --shipped --json --op add_rmsnorm", env);
+  EXPECT_EQ(j.code, 0) << j.err;
+  EXPECT_EQ(j.out.find("[{\"database\":\"" + db.string() + "\""), 0u) << j.out;
+  CliRun both = ktune("db list --shipped --db " + db.string(), env);
+  EXPECT_EQ(both.code, 2);
+  EXPECT_NE(both.err.find("--shipped and --db are exclusive"), std::string::npos) << both.err;
+}
+
+TEST_F(Cli, BestWithoutAGpuPointsAtDevice) {
+  if (test::gpu_missing_reason().empty()) GTEST_SKIP() << "a GPU is present";
+  CliRun r = ktune("best --op add_rmsnorm --shape m=64,n=4096");
+  EXPECT_EQ(r.code, 3);
+  EXPECT_NE(r.err.find("--device NAME or --arch A"), std::string::npos) << r.err;
+  EXPECT_EQ(lines(r.err), 1u) << r.err;
 }
 
 }  // namespace

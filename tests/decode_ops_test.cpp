@@ -152,6 +152,9 @@ TEST(DecodeProblem, KeysRoundTripAndBadProblemsSayWhy) {
   EXPECT_EQ(op().family(), "decode");
   EXPECT_EQ(find_op("flash_decode"), &op());
   EXPECT_EQ(op().layout_size(), 12u);
+  // nq defaults to 1 (decode) and stays in the key.
+  EXPECT_EQ(op().problem_key(op().parse_problem("b=2,hq=8,hkv=2,nk=300,d=64")),
+            "b=2,hq=8,hkv=2,nq=1,nk=300,d=64,causal=no");
 
   EXPECT_TRUE(contains(problem_error("b=1,hq=8,hkv=8,nq=1,nk=1,d=84"),
                        "d=84 is not a multiple of 8 (rows of 16-byte chunks; 8 to 256)"));

@@ -206,7 +206,8 @@ class FlashDecodeOp final : public Op {
               {"hq", 1, kMaxGrid, {}, std::nullopt, "query heads (b * hq <= 65535)"},
               {"hkv", 1, kMaxGrid, {}, std::nullopt,
                "key/value heads, dividing hq; the hq / hkv query heads of a group share a tile"},
-              {"nq", 1, kMaxNq, {}, std::nullopt,
+              // Defaults to 1 (decode), and stays in every key (keyed_at_default).
+              {"nq", 1, kMaxNq, {}, 1,
                "query rows per sequence (1: decode; up to 256: speculative, chunked prefill)",
                false, {16}},
               {"nk", 1, kMaxSeq, {}, std::nullopt, "key/value rows (the KV cache length)"},
