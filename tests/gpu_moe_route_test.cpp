@@ -63,7 +63,7 @@ std::string fused_name(int routing, RouteConfig c, int experts) {
          std::to_string(c.vec) + ", " + std::to_string(items) + ">";
 }
 
-/// The op's one-block align kernel for `pairs` (moe_op.cpp: a warp per 128 pairs, 128..1024).
+/// The op's one-block align kernel for `pairs` (moe_plan.cpp: a warp per 128 pairs, 128..1024).
 int align_threads(int pairs) {
   int threads = 128;
   while (threads < 1024 && threads * 4 < pairs) threads *= 2;

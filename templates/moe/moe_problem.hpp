@@ -1,5 +1,6 @@
 // The MoE layer op's problem and tunables on the host: dims and parameters by index, the shape a
-// problem describes and the configuration a parameter point names (moe_op.cpp, moe_defaults.cpp).
+// problem describes and the configuration a parameter point names (moe_op.cpp and its parts,
+// moe_parts.hpp; moe_defaults.cpp).
 #pragma once
 
 #include <algorithm>
