@@ -145,15 +145,12 @@ std::vector<Kind> kinds_of(const PlanRun& run, const SweepOptions& base, const P
   return kinds;
 }
 
-}  // namespace
-
-int sweep_plan(const PlanRun& run, SweepOptions base) {
-  // Everything is checked before anything starts: the plan, the shard, each line's strategy.
+/// The plan (the run's shard of it), every line's strategy checked before anything starts.
+Plan checked_plan(const PlanRun& run, const SweepOptions& base, Shard& shard) {
   const Plan whole = load_plan(run.path);
-  Shard shard;
   if (!run.shard.empty())
     shard = parse_shard(run.shard, [](const char* name) { return std::getenv(name); });
-  const Plan plan = shard_plan(whole, shard);
+  Plan plan = shard_plan(whole, shard);
   for (const PlanLine& l : plan.lines) {
     try {
       check_strategy_name(get_op(l.op), base.strategy);
@@ -163,77 +160,80 @@ int sweep_plan(const PlanRun& run, SweepOptions base) {
                             "strategy), or leave --strategy out for each op's own");
     }
   }
+  return plan;
+}
 
-  std::optional<Store> store;
-  std::error_code ec;
-  if (std::filesystem::exists(base.db_path, ec))
-    store.emplace(Store::open(base.db_path, Store::Mode::read_only));
-  std::string note;
-  const std::vector<Kind> kinds = kinds_of(run, base, plan, store ? &*store : nullptr, note);
-  store.reset();  // the sweeps open it for writing
-
+/// What a run covers, for its first and last lines.
+struct Scope {
+  std::string slice;     // "the whole plan" or "shard I/N (...)"
+  std::string per_kind;  // " for each of N kinds of GPU", or empty
+  std::string note;      // how resume decisions were made (dry runs)
   std::size_t todo = 0, skipped = 0;
+  bool several_kinds = false;
+};
+
+Scope scope_of(const PlanRun& run, const Shard& shard, const std::vector<Kind>& kinds,
+               std::string note) {
+  Scope sc;
   for (const Kind& k : kinds) {
-    todo += k.todo;
-    skipped += k.done;
+    sc.todo += k.todo;
+    sc.skipped += k.done;
   }
-  const bool several_kinds = kinds.size() > 1;
-  const std::string slice = run.shard.empty()
-                                ? std::string("the whole plan")
-                                : "shard " + std::to_string(shard.index) + "/" +
-                                      std::to_string(shard.count) + " (lines k with k % " +
-                                      std::to_string(shard.count) + " == " +
-                                      std::to_string(shard.index) + ")";
-  const std::string per_kind =
-      several_kinds ? " for each of " + std::to_string(kinds.size()) + " kinds of GPU" : "";
+  sc.several_kinds = kinds.size() > 1;
+  sc.slice = run.shard.empty() ? std::string("the whole plan")
+                               : "shard " + std::to_string(shard.index) + "/" +
+                                     std::to_string(shard.count) + " (lines k with k % " +
+                                     std::to_string(shard.count) + " == " +
+                                     std::to_string(shard.index) + ")";
+  sc.per_kind =
+      sc.several_kinds ? " for each of " + std::to_string(kinds.size()) + " kinds of GPU" : "";
+  sc.note = std::move(note);
+  return sc;
+}
 
-  if (run.dry_run) {
-    if (run.json) {
-      Json j;
-      j.begin_object().field("plan", run.path).field("shard_index", static_cast<long long>(shard.index));
-      j.field("shard_count", static_cast<long long>(shard.count)).field("database", base.db_path.string());
-      j.key("problems").begin_array();
-      for (const Kind& k : kinds)
-        for (const PlanLineState& s : k.states) {
-          for (const std::string& p : s.done) json_line(j, s.todo, p, "done", k, !run.devices.empty());
-          for (const std::string& p : s.todo.problem_keys)
-            json_line(j, s.todo, p, "todo", k, !run.devices.empty());
-        }
-      j.end_array().field("todo", static_cast<long long>(todo));
-      j.field("done", static_cast<long long>(skipped)).end_object();
-      std::printf("%s\n", j.str().c_str());
-      return 0;
-    }
-    std::printf("plan %s, %s: %zu problems on %zu lines%s; %zu to sweep, %zu in the database\n",
-                shown(run.path).c_str(), slice.c_str(), plan.problems(), plan.lines.size(),
-                per_kind.c_str(), todo, skipped);
-    if (!note.empty()) std::printf("  (%s)\n", note.c_str());
-    for (const Kind& k : kinds) {
-      if (several_kinds)
-        std::printf("%s: %zu to sweep, %zu in the database\n", kind_name(k).c_str(), k.todo, k.done);
+/// --dry-run: every problem of the plan, to sweep or in the database, as text or JSON.
+void print_dry_run(const PlanRun& run, const SweepOptions& base, const Plan& plan,
+                   const Shard& shard, const std::vector<Kind>& kinds, const Scope& sc) {
+  if (run.json) {
+    Json j;
+    j.begin_object().field("plan", run.path).field("shard_index", static_cast<long long>(shard.index));
+    j.field("shard_count", static_cast<long long>(shard.count)).field("database", base.db_path.string());
+    j.key("problems").begin_array();
+    for (const Kind& k : kinds)
       for (const PlanLineState& s : k.states) {
-        for (const std::string& p : s.done)
-          std::printf("skip   line %-4zu %s %s %s (in the database)\n", s.todo.line,
-                      s.todo.op.c_str(), dtype_name(s.todo.dtype), p.c_str());
+        for (const std::string& p : s.done) json_line(j, s.todo, p, "done", k, !run.devices.empty());
         for (const std::string& p : s.todo.problem_keys)
-          std::printf("sweep  line %-4zu %s %s %s\n", s.todo.line, s.todo.op.c_str(),
-                      dtype_name(s.todo.dtype), p.c_str());
+          json_line(j, s.todo, p, "todo", k, !run.devices.empty());
       }
-    }
-    return 0;
+    j.end_array().field("todo", static_cast<long long>(sc.todo));
+    j.field("done", static_cast<long long>(sc.skipped)).end_object();
+    std::printf("%s\n", j.str().c_str());
+    return;
   }
+  std::printf("plan %s, %s: %zu problems on %zu lines%s; %zu to sweep, %zu in the database\n",
+              shown(run.path).c_str(), sc.slice.c_str(), plan.problems(), plan.lines.size(),
+              sc.per_kind.c_str(), sc.todo, sc.skipped);
+  if (!sc.note.empty()) std::printf("  (%s)\n", sc.note.c_str());
+  for (const Kind& k : kinds) {
+    if (sc.several_kinds)
+      std::printf("%s: %zu to sweep, %zu in the database\n", kind_name(k).c_str(), k.todo, k.done);
+    for (const PlanLineState& s : k.states) {
+      for (const std::string& p : s.done)
+        std::printf("skip   line %-4zu %s %s %s (in the database)\n", s.todo.line,
+                    s.todo.op.c_str(), dtype_name(s.todo.dtype), p.c_str());
+      for (const std::string& p : s.todo.problem_keys)
+        std::printf("sweep  line %-4zu %s %s %s\n", s.todo.line, s.todo.op.c_str(),
+                    dtype_name(s.todo.dtype), p.c_str());
+    }
+  }
+}
 
-  std::vector<SweepDevice> devices;
-  for (const Kind& k : kinds) devices.insert(devices.end(), k.devices.begin(), k.devices.end());
-  const bool several = devices.size() > 1;
-  std::fprintf(stderr, "plan %s, %s: %zu problems%s; %zu to sweep, %zu already in %s%s\n",
-               shown(run.path).c_str(), slice.c_str(), plan.problems(), per_kind.c_str(), todo,
-               skipped, shown(base.db_path.string()).c_str(),
-               several ? (" (on " + gpu_list(devices) + ")").c_str() : "");
-  SweepBoard board("plan: ", devices, run.tty, plan.problems() * kinds.size(), skipped,
-                   base.progress);
-  // Jobs in plan order. A kind with one GPU sweeps a line at a time (one worker start for a moe
-  // line's buckets); with several, a problem at a time, so that the buckets spread too.
+/// The sweeps to run, in plan order (the problems in the database said on the board). A kind
+/// with one GPU sweeps a line at a time (one worker start for a moe line's buckets); with
+/// several, a problem at a time, so that the buckets spread too.
+std::vector<DeviceSweepJob> plan_jobs(const Plan& plan, const std::vector<Kind>& kinds,
+                                      const SweepOptions& base, bool several_kinds,
+                                      SweepBoard& board) {
   std::vector<DeviceSweepJob> jobs;
   for (std::size_t i = 0; i < plan.lines.size(); ++i) {
     for (const Kind& k : kinds) {
@@ -265,44 +265,57 @@ int sweep_plan(const PlanRun& run, SweepOptions base) {
       }
     }
   }
-  const std::vector<DeviceJobOutcome> outcomes = sweep_jobs(jobs, devices, base, board);
+  return jobs;
+}
 
-  // Results in plan order, whichever GPU swept them.
-  struct Row {
-    const SweepResult* result = nullptr;  // null: failed or not swept
-    const DeviceSweepJob* job = nullptr;
-    std::string problem;
-    int gpu = -1;
-    std::string error;
-  };
+/// One problem's outcome, in plan order, whichever GPU swept it.
+struct Row {
+  const SweepResult* result = nullptr;  // null: failed or not swept
+  const DeviceSweepJob* job = nullptr;
+  std::string problem;
+  int gpu = -1;
+  std::string error;
+};
+
+struct Tally {
   std::vector<Row> rows;
   std::size_t swept = 0, not_swept = 0, failed = 0;
   bool all_best = true;
+};
+
+Tally tally(const std::vector<DeviceSweepJob>& jobs,
+            const std::vector<DeviceJobOutcome>& outcomes) {
+  Tally t;
   for (std::size_t i = 0; i < jobs.size(); ++i) {
     const DeviceJobOutcome& o = outcomes[i];
     if (o.swept()) {
       for (const SweepResult& r : o.results) {
         // A result with nothing measured is a problem the time limit left out.
-        if (r.not_measured > 0 && r.trials.empty()) ++not_swept;
-        else ++swept;
-        all_best = all_best && r.best.has_value();
-        rows.push_back({&r, &jobs[i], r.problem_key, o.device, {}});
+        if (r.not_measured > 0 && r.trials.empty()) ++t.not_swept;
+        else ++t.swept;
+        t.all_best = t.all_best && r.best.has_value();
+        t.rows.push_back({&r, &jobs[i], r.problem_key, o.device, {}});
       }
-      not_swept += jobs[i].problem_keys.size() - std::min(jobs[i].problem_keys.size(), o.results.size());
+      t.not_swept += jobs[i].problem_keys.size() - std::min(jobs[i].problem_keys.size(), o.results.size());
     } else if (!o.errors.empty()) {
-      failed += jobs[i].problem_keys.size();
+      t.failed += jobs[i].problem_keys.size();
       std::string error;
       for (const std::string& e : o.errors) error += (error.empty() ? "" : "; ") + e;
-      for (const std::string& p : jobs[i].problem_keys) rows.push_back({nullptr, &jobs[i], p, -1, error});
+      for (const std::string& p : jobs[i].problem_keys) t.rows.push_back({nullptr, &jobs[i], p, -1, error});
     } else {
-      not_swept += jobs[i].problem_keys.size();
+      t.not_swept += jobs[i].problem_keys.size();
     }
   }
+  return t;
+}
 
+/// The results: JSON, or a table (a gpu column with several GPUs) and the run's last line.
+void print_plan_results(const PlanRun& run, const SweepOptions& base, const Scope& sc,
+                        const Tally& t, bool several, double seconds) {
   if (run.json) {
     Json j;
     j.begin_array();
-    for (const Row& row : rows) {
+    for (const Row& row : t.rows) {
       const DeviceSweepJob& job = *row.job;
       j.begin_object().field("op", job.options.op).field("dtype", dtype_name(job.options.dtype));
       j.field("problem", row.problem);
@@ -316,44 +329,80 @@ int sweep_plan(const PlanRun& run, SweepOptions base) {
     }
     j.end_array();
     std::printf("%s\n", j.str().c_str());
-  } else {
-    std::vector<std::vector<std::string>> t = {{"op", "dtype", "best us", "default us", "speedup", "problem"}};
-    if (several) t.front().insert(t.front().begin(), "gpu");
-    for (const Row& row : rows) {
-      const SweepResult* r = row.result;
-      const bool has_default =
-          r && r->best && r->default_config && r->default_config->status == TrialStatus::ok;
-      std::vector<std::string> cells = {
-          row.job->options.op, dtype_name(row.job->options.dtype),
-          !r ? "failed"
-             : r->best ? fmt("%.2f", r->best->median_us) : (r->not_measured ? "not swept" : "none"),
-          has_default ? fmt("%.2f", r->default_config->median_us) : "-",
-          has_default ? fmt("%.2f", r->default_config->median_us / r->best->median_us) + "x" : "-",
-          row.problem};
-      if (several) cells.insert(cells.begin(), row.gpu >= 0 ? std::to_string(row.gpu) : "-");
-      t.push_back(std::move(cells));
-    }
-    if (several) {
-      std::printf("%s", table(t).c_str());
-    } else {
-      // One GPU: the columns as they always were.
-      for (const auto& c : t)
-        std::printf("%-16s %-5s %12s %12s %8s  %s\n", c[0].c_str(), c[1].c_str(), c[2].c_str(),
-                    c[3].c_str(), c[4].c_str(), shown(c[5]).c_str());
-    }
-    std::printf("plan %s, %s: %zu swept, %zu skipped (in the database), %zu not swept (time "
-                "limit: run again to resume)%s in %s; stored in %s\n",
-                shown(run.path).c_str(), slice.c_str(), swept, skipped, not_swept,
-                failed ? (", " + std::to_string(failed) + " failed (above)").c_str() : "",
-                duration_text(seconds_since(board.start())).c_str(),
-                shown(base.db_path.string()).c_str());
+    return;
   }
-  for (const Row& row : rows)
+  std::vector<std::vector<std::string>> table_rows = {
+      {"op", "dtype", "best us", "default us", "speedup", "problem"}};
+  if (several) table_rows.front().insert(table_rows.front().begin(), "gpu");
+  for (const Row& row : t.rows) {
+    const SweepResult* r = row.result;
+    const bool has_default =
+        r && r->best && r->default_config && r->default_config->status == TrialStatus::ok;
+    std::vector<std::string> cells = {
+        row.job->options.op, dtype_name(row.job->options.dtype),
+        !r ? "failed"
+           : r->best ? fmt("%.2f", r->best->median_us) : (r->not_measured ? "not swept" : "none"),
+        has_default ? fmt("%.2f", r->default_config->median_us) : "-",
+        has_default ? fmt("%.2f", r->default_config->median_us / r->best->median_us) + "x" : "-",
+        row.problem};
+    if (several) cells.insert(cells.begin(), row.gpu >= 0 ? std::to_string(row.gpu) : "-");
+    table_rows.push_back(std::move(cells));
+  }
+  if (several) {
+    std::printf("%s", table(table_rows).c_str());
+  } else {
+    // One GPU: the columns as they always were.
+    for (const auto& c : table_rows)
+      std::printf("%-16s %-5s %12s %12s %8s  %s\n", c[0].c_str(), c[1].c_str(), c[2].c_str(),
+                  c[3].c_str(), c[4].c_str(), shown(c[5]).c_str());
+  }
+  std::printf("plan %s, %s: %zu swept, %zu skipped (in the database), %zu not swept (time "
+              "limit: run again to resume)%s in %s; stored in %s\n",
+              shown(run.path).c_str(), sc.slice.c_str(), t.swept, sc.skipped, t.not_swept,
+              t.failed ? (", " + std::to_string(t.failed) + " failed (above)").c_str() : "",
+              duration_text(seconds).c_str(), shown(base.db_path.string()).c_str());
+}
+
+}  // namespace
+
+int sweep_plan(const PlanRun& run, SweepOptions base) {
+  // Everything is checked before anything starts: the plan, the shard, each line's strategy.
+  Shard shard;
+  const Plan plan = checked_plan(run, base, shard);
+
+  std::optional<Store> store;
+  std::error_code ec;
+  if (std::filesystem::exists(base.db_path, ec))
+    store.emplace(Store::open(base.db_path, Store::Mode::read_only));
+  std::string note;
+  const std::vector<Kind> kinds = kinds_of(run, base, plan, store ? &*store : nullptr, note);
+  store.reset();  // the sweeps open it for writing
+  const Scope sc = scope_of(run, shard, kinds, std::move(note));
+
+  if (run.dry_run) {
+    print_dry_run(run, base, plan, shard, kinds, sc);
+    return 0;
+  }
+
+  std::vector<SweepDevice> devices;
+  for (const Kind& k : kinds) devices.insert(devices.end(), k.devices.begin(), k.devices.end());
+  const bool several = devices.size() > 1;
+  std::fprintf(stderr, "plan %s, %s: %zu problems%s; %zu to sweep, %zu already in %s%s\n",
+               shown(run.path).c_str(), sc.slice.c_str(), plan.problems(), sc.per_kind.c_str(),
+               sc.todo, sc.skipped, shown(base.db_path.string()).c_str(),
+               several ? (" (on " + gpu_list(devices) + ")").c_str() : "");
+  SweepBoard board("plan: ", devices, run.tty, plan.problems() * kinds.size(), sc.skipped,
+                   base.progress);
+  const std::vector<DeviceSweepJob> jobs = plan_jobs(plan, kinds, base, sc.several_kinds, board);
+  const std::vector<DeviceJobOutcome> outcomes = sweep_jobs(jobs, devices, base, board);
+  const Tally t = tally(jobs, outcomes);
+  print_plan_results(run, base, sc, t, several, seconds_since(board.start()));
+  for (const Row& row : t.rows)
     if (!row.error.empty())
       std::fprintf(stderr, "ktune sweep: %s %s %s not swept: %s\n", row.job->options.op.c_str(),
                    dtype_name(row.job->options.dtype), shown(row.problem).c_str(),
                    shown(row.error, 2000).c_str());
-  return all_best && not_swept + failed == 0 ? 0 : 1;
+  return t.all_best && t.not_swept + t.failed == 0 ? 0 : 1;
 }
 
 }  // namespace ktune::cli
