@@ -323,9 +323,8 @@ int sweep_misses(const std::string& path, SweepOptions o, bool json,
   return code;
 }
 
-}  // namespace
-
-int cmd_sweep(const Args& args) {
+/// ktune sweep's options.
+po::options_description sweep_options() {
   po::options_description desc("sweep options");
   desc.add_options()
       ("op", po::value<std::string>()->default_value("add_rmsnorm"), "op name (see ktune ops)")
@@ -363,17 +362,11 @@ int cmd_sweep(const Args& args) {
                         "first")
       ("db", po::value<std::string>(), "database (default: $KTUNE_DB or the data directory)")
       ("json", "print the summary as JSON");
-  po::variables_map vm;
-  if (!parse_options("sweep", "[--op OP] [--shape S] [--tokens LIST] [--from-misses FILE] "
-                              "[--plan FILE [--shard I/N|auto] [--dry-run]] [--dtype T] "
-                              "[--strategy exhaustive|random|model|staged] "
-                              "[--budget N] [--time-limit S] [--jobs N] [--timeout S] "
-                              "[--compile-timeout S] [--device N | --devices all|LIST] "
-                              "[--db PATH] [--force] [--no-warm-start]",
-                     desc, args, vm))
-    return 0;
+  return desc;
+}
 
-  // Validate before anything is created or started.
+/// Options that exclude each other, refused before anything is created or started.
+void check_option_combinations(const po::variables_map& vm) {
   if (vm.count("devices") && !vm["device"].defaulted())
     throw InvalidArgument("--device " + ktune::quoted(vm["device"].as<std::string>()) +
                           " and --devices " + ktune::quoted(vm["devices"].as<std::string>()) +
@@ -395,8 +388,19 @@ int cmd_sweep(const Args& args) {
         throw InvalidArgument(std::string("--from-misses names each problem's op, dtype and shape: "
                                           "leave out --") + o);
   }
-  const Op& op = op_option(vm["op"].as<std::string>());
+}
+
+/// What the options ask for, each value checked in the order the options are read (every
+/// problem valid, the listed GPUs present, the database's place usable), nothing started yet.
+struct SweepSetup {
   SweepOptions o;
+  std::vector<SweepDevice> devices;  // --devices: the GPUs to spread over (empty: --device)
+  DbLocation db;
+};
+
+SweepSetup setup_of(const po::variables_map& vm, const Op& op, const Args& args) {
+  SweepSetup setup;
+  SweepOptions& o = setup.o;
   o.op = std::string(op.name());
   o.dtype = dtype_option(vm["dtype"].as<std::string>());
   check_dtype(op, o.dtype);
@@ -436,12 +440,11 @@ int cmd_sweep(const Args& args) {
   o.compile_timeout_s = number_option(vm, "compile-timeout", 0, 3600);
   o.device = static_cast<int>(integer_option(vm, "device", 0, 1023));
   // The listed GPUs must exist (driver attributes only: no context yet).
-  const std::vector<SweepDevice> devices =
-      vm.count("devices") ? find_devices(vm["devices"].as<std::string>()) : std::vector<SweepDevice>();
+  if (vm.count("devices")) setup.devices = find_devices(vm["devices"].as<std::string>());
   o.force = vm.count("force") > 0;
   o.warm_start = vm.count("no-warm-start") == 0;
   o.disk_cache = vm.count("no-cache") == 0;
-  const DbLocation db = db_option(vm);
+  const DbLocation& db = setup.db = db_option(vm);
   check_db_location(db);
   o.db_path = db.path;
   // The default location is ours to create (once a GPU is found); a path the user gave, with
@@ -449,6 +452,60 @@ int cmd_sweep(const Args& args) {
   o.create_db_directory = db.ktune_places_it;
   for (const std::string& a : args) o.command_line += (o.command_line.empty() ? "ktune sweep " : " ") + a;
   if (args.empty()) o.command_line = "ktune sweep";
+  return setup;
+}
+
+/// One line per bucket: what the runtime now dispatches, against the built-in default.
+void print_buckets(const std::vector<SweepResult>& results, const Op& op, const SweepOptions& o,
+                   const std::vector<SweepDevice>& devices, const std::vector<int>& gpus,
+                   double wall_seconds) {
+  const std::string_view bucket_dim = op.bucket_dim();
+  const bool gpu_column = devices.size() > 1;
+  double seconds = 0;
+  std::printf("\n%s%-10s %12s %10s %9s %12s %8s  %s\n", gpu_column ? "gpu  " : "",
+              std::string(bucket_dim).c_str(), "best us", r_unit(results), "% copy",
+              "default us", "speedup", "best params");
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    const SweepResult& r = results[i];
+    seconds += r.seconds;
+    if (gpu_column) std::printf("%-4s ", gpus[i] >= 0 ? std::to_string(gpus[i]).c_str() : "-");
+    const std::string t = std::to_string(op.dim(op.parse_problem(r.problem_key), bucket_dim));
+    if (!r.best) {
+      std::printf("%-10s %12s\n", t.c_str(), r.not_measured ? "not measured" : "none passed");
+      continue;
+    }
+    const double us = r.best->median_us;
+    const bool has_default = r.default_config && r.default_config->status == TrialStatus::ok;
+    std::printf("%-10s %12.2f %10.1f %9.1f %12s %8s  %s\n", t.c_str(), us,
+                r.flops > 0 ? tflop_per_s(r, us) : tb_per_s(r, us),
+                100.0 * tb_per_s(r, us) * 1e12 / r.copy_bandwidth,
+                has_default ? fmt("%.2f", r.default_config->median_us).c_str() : "-",
+                has_default ? (fmt("%.2f", r.default_config->median_us / us) + "x").c_str() : "-",
+                r.best->params_key.c_str());
+  }
+  std::printf("%zu problems in %.1f s; stored in %s\n", results.size(),
+              devices.empty() ? seconds : wall_seconds, shown(o.db_path.string()).c_str());
+}
+
+}  // namespace
+
+int cmd_sweep(const Args& args) {
+  po::options_description desc = sweep_options();
+  po::variables_map vm;
+  if (!parse_options("sweep", "[--op OP] [--shape S] [--tokens LIST] [--from-misses FILE] "
+                              "[--plan FILE [--shard I/N|auto] [--dry-run]] [--dtype T] "
+                              "[--strategy exhaustive|random|model|staged] "
+                              "[--budget N] [--time-limit S] [--jobs N] [--timeout S] "
+                              "[--compile-timeout S] [--device N | --devices all|LIST] "
+                              "[--db PATH] [--force] [--no-warm-start]",
+                     desc, args, vm))
+    return 0;
+  check_option_combinations(vm);
+  const Op& op = op_option(vm["op"].as<std::string>());
+  SweepSetup setup = setup_of(vm, op, args);
+  SweepOptions& o = setup.o;
+  const std::vector<SweepDevice>& devices = setup.devices;
+  const DbLocation& db = setup.db;
   const bool tty = isatty(fileno(stderr));
   const bool json = vm.count("json") > 0;
   o.progress = [&](const SweepProgress& p) { print_progress(p, tty); };
@@ -457,6 +514,7 @@ int cmd_sweep(const Args& args) {
     std::fprintf(stderr, "ktune sweep: warning: %s\n", shown(w, 500).c_str());
   };
 
+  const std::string_view bucket_dim = op.bucket_dim();
   std::vector<SweepResult> results;
   std::vector<int> gpus;      // with --devices: the GPU of each result (-1: none)
   std::size_t failed = 0;     // with --devices: problems whose sweep failed (reported)
@@ -499,34 +557,8 @@ int cmd_sweep(const Args& args) {
           ? 1
           : 0;
   if (json) return code;
-  if (results.size() > 1 && !bucket_dim.empty()) {
-    // One line per bucket: what the runtime now dispatches, against the built-in default.
-    const bool gpu_column = devices.size() > 1;
-    double seconds = 0;
-    std::printf("\n%s%-10s %12s %10s %9s %12s %8s  %s\n", gpu_column ? "gpu  " : "",
-                std::string(bucket_dim).c_str(), "best us", r_unit(results), "% copy",
-                "default us", "speedup", "best params");
-    for (std::size_t i = 0; i < results.size(); ++i) {
-      const SweepResult& r = results[i];
-      seconds += r.seconds;
-      if (gpu_column) std::printf("%-4s ", gpus[i] >= 0 ? std::to_string(gpus[i]).c_str() : "-");
-      const std::string t = std::to_string(op.dim(op.parse_problem(r.problem_key), bucket_dim));
-      if (!r.best) {
-        std::printf("%-10s %12s\n", t.c_str(), r.not_measured ? "not measured" : "none passed");
-        continue;
-      }
-      const double us = r.best->median_us;
-      const bool has_default = r.default_config && r.default_config->status == TrialStatus::ok;
-      std::printf("%-10s %12.2f %10.1f %9.1f %12s %8s  %s\n", t.c_str(), us,
-                  r.flops > 0 ? tflop_per_s(r, us) : tb_per_s(r, us),
-                  100.0 * tb_per_s(r, us) * 1e12 / r.copy_bandwidth,
-                  has_default ? fmt("%.2f", r.default_config->median_us).c_str() : "-",
-                  has_default ? (fmt("%.2f", r.default_config->median_us / us) + "x").c_str() : "-",
-                  r.best->params_key.c_str());
-    }
-    std::printf("%zu problems in %.1f s; stored in %s\n", results.size(),
-                devices.empty() ? seconds : wall_seconds, shown(o.db_path.string()).c_str());
-  }
+  if (results.size() > 1 && !bucket_dim.empty())
+    print_buckets(results, op, o, devices, gpus, wall_seconds);
   return code;
 }
 
