@@ -348,6 +348,182 @@ int cmd_ops(const Args& args) {
   return 0;
 }
 
+namespace {
+
+/// The device whose limits judge the points: --arch, else GPU 0, else sm_90a (`note` says so).
+DeviceInfo space_device(const po::variables_map& vm, std::string& note) {
+  if (vm.count("arch")) return arch_option(vm["arch"].as<std::string>());
+  if (Driver::available() && device_count() > 0) return query_device(0);
+  note = " (no GPU here: using sm_90a limits; --arch chooses another)";
+  return *device_for_arch("sm_90a");
+}
+
+/// A space too large to list (MoE's), described by a fixed-seed sample of its points.
+struct SpaceSample {
+  std::vector<SpacePoint> points;
+  std::size_t valid = 0;
+  std::map<std::string, std::size_t> reasons;
+};
+
+SpaceSample sample_of(const Space& space) {
+  constexpr std::size_t kSample = 100000;
+  SpaceSample s;
+  if (space.enumerated()) return s;
+  s.points = space.sample(kSample, 1);
+  for (const SpacePoint& p : s.points) {
+    if (p.invalid) ++s.reasons[*p.invalid];
+    else ++s.valid;
+  }
+  return s;
+}
+
+/// One compiled kernel of a valid point (" #k" after the params for a point's k-th kernel).
+struct CompiledKernel {
+  std::string params;
+  std::string verdict;
+  KernelResources res;
+  std::string error;
+};
+
+/// --compile: every valid point's kernels (a sampled space: its first valid points), in parallel.
+std::vector<CompiledKernel> compile_points(const Space& space, const SpaceSample& sample,
+                                           const std::string& arch, int jobs_option,
+                                           double compile_timeout) {
+  constexpr std::size_t kSampleCompiles = 64;
+  const Op& op = space.op();
+  std::vector<CompileJob> jobs;
+  std::vector<std::pair<std::size_t, std::size_t>> owner;  // (point, kernel)
+  std::vector<Params> valid = space.valid_points();
+  for (const SpacePoint& p : sample.points)
+    if (!p.invalid && valid.size() < kSampleCompiles &&
+        std::find(valid.begin(), valid.end(), p.params) == valid.end())
+      valid.push_back(p.params);
+  for (std::size_t i = 0; i < valid.size(); ++i) {
+    std::vector<KernelSource> ks = op.kernels(valid[i], space.problem(), space.dtype());
+    for (std::size_t k = 0; k < ks.size(); ++k) {
+      jobs.push_back({ks[k], arch, {}});
+      owner.push_back({i, k});
+    }
+  }
+  // Each compile in a child process past the time limit is stopped (compile_timeout).
+  Compiler compiler(Compiler::default_cache_dir(),
+                    compile_timeout > 0 ? child_builder(default_compile_command(), compile_timeout)
+                                        : Compiler::Builder());
+  if (!compiler.cache_disabled_reason().empty())
+    std::fprintf(stderr, "ktune space: warning: %s; kernels compile in memory\n",
+                 shown(compiler.cache_disabled_reason(), 500).c_str());
+  std::size_t finished = 0;
+  const bool tty = isatty(fileno(stderr));
+  std::vector<CompileOutcome> out = compile_parallel(compiler, jobs, jobs_option, [&](std::size_t) {
+    ++finished;
+    if (tty) std::fprintf(stderr, "\rcompiling %zu/%zu", finished, jobs.size());
+  });
+  if (tty) std::fprintf(stderr, "\n");
+  std::vector<CompiledKernel> compiled;
+  for (std::size_t j = 0; j < jobs.size(); ++j) {
+    CompiledKernel r;
+    r.params = op.params_key(valid[owner[j].first]) +
+               (owner[j].second ? " #" + std::to_string(owner[j].second) : "");
+    if (out[j].kernel) {
+      r.res = out[j].kernel->resources;
+      r.verdict = "ok";
+    } else {
+      r.verdict = out[j].timed_out ? "compile_timeout" : "compile_error";
+      r.error = out[j].error;
+    }
+    compiled.push_back(std::move(r));
+  }
+  return compiled;
+}
+
+/// What `ktune space` shows: the space, its sample, the listing and the compiles asked for.
+struct SpaceReport {
+  const Space& space;
+  const SpaceSample& sample;
+  bool list = false;
+  bool compile = false;
+  const std::vector<CompiledKernel>& compiled;
+  std::size_t failures = 0;
+};
+
+void print_space_json(const SpaceReport& r) {
+  const Space& space = r.space;
+  const Op& op = space.op();
+  Json j;
+  j.begin_object().field("op", std::string(op.name())).field("problem", op.problem_key(space.problem()));
+  j.field("dtype", dtype_name(space.dtype())).field("arch", space.device().arch());
+  j.field("points", static_cast<long long>(space.size()));
+  if (space.enumerated()) {
+    j.field("valid", static_cast<long long>(space.valid_count()));
+    j.key("invalid_reasons").begin_object();
+    for (const auto& [reason, n] : space.invalid_reasons()) j.field(reason, static_cast<long long>(n));
+    j.end_object();
+  } else {
+    j.key("sample").begin_object().field("points", static_cast<long long>(r.sample.points.size()));
+    j.field("valid", static_cast<long long>(r.sample.valid));
+    j.key("invalid_reasons").begin_object();
+    for (const auto& [reason, n] : r.sample.reasons) j.field(reason, static_cast<long long>(n));
+    j.end_object().end_object();
+  }
+  if (r.list) {
+    j.key("list").begin_array();
+    for (const SpacePoint& p : space.points()) {
+      j.begin_object().field("params", op.params_key(p.params));
+      if (p.invalid) j.field("invalid", *p.invalid);
+      j.end_object();
+    }
+    j.end_array();
+  }
+  if (r.compile) {
+    j.key("compiled").begin_array();
+    for (const CompiledKernel& c : r.compiled) {
+      j.begin_object().field("params", c.params).field("status", c.verdict);
+      j.field("registers", c.res.registers).field("shared_bytes", c.res.shared_bytes);
+      j.field("spill_bytes", c.res.spill_stores + c.res.spill_loads);
+      if (!c.error.empty()) j.field("error", c.error);
+      j.end_object();
+    }
+    j.end_array();
+  }
+  j.end_object();
+  std::printf("%s\n", j.str().c_str());
+}
+
+void print_space_text(const SpaceReport& r, const std::string& device_note) {
+  const Space& space = r.space;
+  const Op& op = space.op();
+  std::printf("%s %s %s on %s%s\n", std::string(op.name()).c_str(), dtype_name(space.dtype()),
+              op.problem_key(space.problem()).c_str(), shown(space.device().name).c_str(),
+              device_note.c_str());
+  if (space.enumerated()) {
+    std::printf("%zu points: %zu valid, %zu invalid\n", space.points().size(), space.valid_count(),
+                space.points().size() - space.valid_count());
+    for (const auto& [reason, n] : space.invalid_reasons())
+      std::printf("  %4zu invalid: %s\n", n, reason.c_str());
+  } else {
+    const SpaceSample& s = r.sample;
+    std::printf("%zu points, too many to list; a fixed-seed sample of %zu: %zu valid, %zu invalid\n",
+                space.size(), s.points.size(), s.valid, s.points.size() - s.valid);
+    for (const auto& [reason, n] : s.reasons) std::printf("  %6zu invalid: %s\n", n, reason.c_str());
+  }
+  if (r.list)
+    for (const SpacePoint& p : space.points())
+      std::printf("  %s  %s\n", op.params_key(p.params).c_str(), p.invalid ? p.invalid->c_str() : "valid");
+  if (r.compile) {
+    std::vector<std::vector<std::string>> rows = {{"params", "status", "regs", "smem", "spill"}};
+    for (const CompiledKernel& c : r.compiled)
+      rows.push_back({c.params, c.verdict, std::to_string(c.res.registers),
+                      std::to_string(c.res.shared_bytes),
+                      std::to_string(c.res.spill_stores + c.res.spill_loads)});
+    std::printf("\ncompiled for %s:\n%s", space.device().arch().c_str(), table(rows).c_str());
+    for (const CompiledKernel& c : r.compiled)
+      if (!c.error.empty()) std::printf("\n%s: %s\n", c.params.c_str(), c.error.c_str());
+    std::printf("%zu compiled, %zu failed\n", r.compiled.size() - r.failures, r.failures);
+  }
+}
+
+}  // namespace
+
 int cmd_space(const Args& args) {
   po::options_description desc("space options");
   desc.add_options()
@@ -373,156 +549,25 @@ int cmd_space(const Args& args) {
   Problem problem = shape.empty() ? op.default_problem() : op.parse_problem(shape);
   const int jobs_option = static_cast<int>(integer_option(vm, "jobs", 0, 1024));
   const double compile_timeout = number_option(vm, "compile-timeout", 0, 3600);
-  DeviceInfo device;
   std::string device_note;
-  if (vm.count("arch")) {
-    device = arch_option(vm["arch"].as<std::string>());
-  } else if (Driver::available() && device_count() > 0) {
-    device = query_device(0);
-  } else {
-    device = *device_for_arch("sm_90a");
-    device_note = " (no GPU here: using sm_90a limits; --arch chooses another)";
-  }
+  const DeviceInfo device = space_device(vm, device_note);
   Space space(op, problem, dtype, device);
-  const std::string arch = device.arch();
-  // A space too large to list (MoE's) is described by a fixed-seed sample of its points;
-  // --compile compiles the sample's first valid points.
-  constexpr std::size_t kSample = 100000, kSampleCompiles = 64;
   if (!space.enumerated() && vm.count("list"))
     throw InvalidArgument("the " + std::string(op.name()) + " space has " +
                           std::to_string(space.size()) + " points, too many to list (at most " +
                           std::to_string(Space::kEnumerateLimit) + "); sweeps walk it with the "
                           "staged strategy");
-  const std::vector<SpacePoint> sampled =
-      space.enumerated() ? std::vector<SpacePoint>{} : space.sample(kSample, 1);
-  std::size_t sample_valid = 0;
-  std::map<std::string, std::size_t> sample_reasons;
-  for (const SpacePoint& p : sampled) {
-    if (p.invalid) ++sample_reasons[*p.invalid];
-    else ++sample_valid;
-  }
-
-  struct Row {
-    std::string params;
-    std::string verdict;
-    KernelResources res;
-    std::string error;
-  };
-  std::vector<Row> compiled;
-  std::size_t failures = 0;
-  if (vm.count("compile")) {
-    std::vector<CompileJob> jobs;
-    std::vector<std::pair<std::size_t, std::size_t>> owner;  // (point, kernel)
-    std::vector<Params> valid = space.valid_points();
-    for (const SpacePoint& p : sampled)
-      if (!p.invalid && valid.size() < kSampleCompiles &&
-          std::find(valid.begin(), valid.end(), p.params) == valid.end())
-        valid.push_back(p.params);
-    for (std::size_t i = 0; i < valid.size(); ++i) {
-      std::vector<KernelSource> ks = op.kernels(valid[i], problem, dtype);
-      for (std::size_t k = 0; k < ks.size(); ++k) {
-        jobs.push_back({ks[k], arch, {}});
-        owner.push_back({i, k});
-      }
-    }
-    // Each compile in a child process past the time limit is stopped (compile_timeout).
-    Compiler compiler(Compiler::default_cache_dir(),
-                      compile_timeout > 0 ? child_builder(default_compile_command(), compile_timeout)
-                                          : Compiler::Builder());
-    if (!compiler.cache_disabled_reason().empty())
-      std::fprintf(stderr, "ktune space: warning: %s; kernels compile in memory\n",
-                   shown(compiler.cache_disabled_reason(), 500).c_str());
-    std::size_t finished = 0;
-    const bool tty = isatty(fileno(stderr));
-    std::vector<CompileOutcome> out = compile_parallel(compiler, jobs, jobs_option, [&](std::size_t) {
-      ++finished;
-      if (tty) std::fprintf(stderr, "\rcompiling %zu/%zu", finished, jobs.size());
-    });
-    if (tty) std::fprintf(stderr, "\n");
-    for (std::size_t j = 0; j < jobs.size(); ++j) {
-      Row r;
-      r.params = op.params_key(valid[owner[j].first]) +
-                 (owner[j].second ? " #" + std::to_string(owner[j].second) : "");
-      if (out[j].kernel) {
-        r.res = out[j].kernel->resources;
-        r.verdict = "ok";
-      } else {
-        r.verdict = out[j].timed_out ? "compile_timeout" : "compile_error";
-        r.error = out[j].error;
-        ++failures;
-      }
-      compiled.push_back(std::move(r));
-    }
-  }
-
-  if (vm.count("json")) {
-    Json j;
-    j.begin_object().field("op", std::string(op.name())).field("problem", op.problem_key(problem));
-    j.field("dtype", dtype_name(dtype)).field("arch", arch);
-    j.field("points", static_cast<long long>(space.size()));
-    if (space.enumerated()) {
-      j.field("valid", static_cast<long long>(space.valid_count()));
-      j.key("invalid_reasons").begin_object();
-      for (const auto& [reason, n] : space.invalid_reasons()) j.field(reason, static_cast<long long>(n));
-      j.end_object();
-    } else {
-      j.key("sample").begin_object().field("points", static_cast<long long>(sampled.size()));
-      j.field("valid", static_cast<long long>(sample_valid));
-      j.key("invalid_reasons").begin_object();
-      for (const auto& [reason, n] : sample_reasons) j.field(reason, static_cast<long long>(n));
-      j.end_object().end_object();
-    }
-    if (vm.count("list")) {
-      j.key("list").begin_array();
-      for (const SpacePoint& p : space.points()) {
-        j.begin_object().field("params", op.params_key(p.params));
-        if (p.invalid) j.field("invalid", *p.invalid);
-        j.end_object();
-      }
-      j.end_array();
-    }
-    if (vm.count("compile")) {
-      j.key("compiled").begin_array();
-      for (const Row& r : compiled) {
-        j.begin_object().field("params", r.params).field("status", r.verdict);
-        j.field("registers", r.res.registers).field("shared_bytes", r.res.shared_bytes);
-        j.field("spill_bytes", r.res.spill_stores + r.res.spill_loads);
-        if (!r.error.empty()) j.field("error", r.error);
-        j.end_object();
-      }
-      j.end_array();
-    }
-    j.end_object();
-    std::printf("%s\n", j.str().c_str());
-    return failures ? 1 : 0;
-  }
-  std::printf("%s %s %s on %s%s\n", std::string(op.name()).c_str(), dtype_name(dtype),
-              op.problem_key(problem).c_str(), shown(device.name).c_str(), device_note.c_str());
-  if (space.enumerated()) {
-    std::printf("%zu points: %zu valid, %zu invalid\n", space.points().size(), space.valid_count(),
-                space.points().size() - space.valid_count());
-    for (const auto& [reason, n] : space.invalid_reasons())
-      std::printf("  %4zu invalid: %s\n", n, reason.c_str());
-  } else {
-    std::printf("%zu points, too many to list; a fixed-seed sample of %zu: %zu valid, %zu invalid\n",
-                space.size(), sampled.size(), sample_valid, sampled.size() - sample_valid);
-    for (const auto& [reason, n] : sample_reasons) std::printf("  %6zu invalid: %s\n", n, reason.c_str());
-  }
-  if (vm.count("list"))
-    for (const SpacePoint& p : space.points())
-      std::printf("  %s  %s\n", op.params_key(p.params).c_str(), p.invalid ? p.invalid->c_str() : "valid");
-  if (vm.count("compile")) {
-    std::vector<std::vector<std::string>> rows = {{"params", "status", "regs", "smem", "spill"}};
-    for (const Row& r : compiled)
-      rows.push_back({r.params, r.verdict, std::to_string(r.res.registers),
-                      std::to_string(r.res.shared_bytes),
-                      std::to_string(r.res.spill_stores + r.res.spill_loads)});
-    std::printf("\ncompiled for %s:\n%s", arch.c_str(), table(rows).c_str());
-    for (const Row& r : compiled)
-      if (!r.error.empty()) std::printf("\n%s: %s\n", r.params.c_str(), r.error.c_str());
-    std::printf("%zu compiled, %zu failed\n", compiled.size() - failures, failures);
-  }
-  return failures ? 1 : 0;
+  const SpaceSample sample = sample_of(space);
+  std::vector<CompiledKernel> compiled;
+  if (vm.count("compile"))
+    compiled = compile_points(space, sample, device.arch(), jobs_option, compile_timeout);
+  SpaceReport report{space, sample, vm.count("list") > 0, vm.count("compile") > 0, compiled};
+  for (const CompiledKernel& c : compiled) report.failures += c.verdict == "ok" ? 0 : 1;
+  if (vm.count("json"))
+    print_space_json(report);
+  else
+    print_space_text(report, device_note);
+  return report.failures ? 1 : 0;
 }
 
 }  // namespace ktune::cli
