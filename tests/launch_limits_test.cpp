@@ -1,0 +1,151 @@
+// Every op's launches stay within what CUDA accepts, on problems drawn across each dim's whole
+// range (its extremes included), for the built-in defaults and random points of the space, on
+// sm_80, sm_90a and an H200-like sm_90a (the defaults branch on memory bandwidth per SM). For
+// each configuration the op calls valid: its launches through a recording launcher have grids
+// within 2^31 - 1 x 65535 x 65535, at most 1024 threads a block, at most 227 KiB of shared
+// memory, whole clusters, and the block size and shared memory the op declares for that kernel
+// (block_threads, dynamic_shared_bytes: what the tuner checks against the compiled kernel before
+// a launch). A run may refuse a configuration only with InvalidArgument and a message. No GPU:
+// the wgmma kernels' tensor maps need the driver, so their launches are checked where one is.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "ktune/error.hpp"
+#include "runtime/core/types.hpp"
+#include "templates/op.hpp"
+
+namespace ktune {
+namespace {
+
+struct Recorder final : Launcher {
+  std::vector<KernelLaunch> launches;
+  void launch(const KernelLaunch& l) override { launches.push_back(l); }
+};
+
+/// A problem of `op` with each dim drawn log-uniformly over its range, its minimum or maximum
+/// one time in ten each; page sizes from the listed ones, sizes that are multiples of 8 where
+/// rows are read in 16-byte chunks. The op may refuse it (then it is not counted).
+Problem draw_problem(const Op& op, std::mt19937_64& rng) {
+  Problem p;
+  for (const DimSpec& d : op.dims()) {
+    std::int64_t v = 0;
+    if (d.enumerated()) {
+      v = static_cast<std::int64_t>(rng() % d.choices.size());
+    } else if (d.name == "page") {
+      const std::int64_t pages[] = {0, 16, 32, 64, 128, 256};
+      v = pages[rng() % 6];
+    } else {
+      const int r = static_cast<int>(rng() % 10);
+      const double lo = std::log(static_cast<double>(d.min));
+      const double hi = std::log(static_cast<double>(d.max));
+      v = r == 0   ? d.max
+          : r == 1 ? d.min
+                   : static_cast<std::int64_t>(
+                         std::exp(lo + (hi - lo) * static_cast<double>(rng() % 100000) / 1e5));
+      if (d.name == "d" || d.name == "h" || d.name == "i" || d.name == "n") v = (v + 7) / 8 * 8;
+      v = std::min(std::max(v, d.min), d.max);
+    }
+    p.values.push_back(v);
+  }
+  return p;
+}
+
+std::string what(const Op& op, const Problem& p, DType t, const DeviceInfo& dev,
+                 const Params& q) {
+  return std::string(op.name()) + " " + dtype_name(t) + " " + op.problem_key(p) + " on " +
+         dev.arch() + " (" + std::to_string(dev.memory_bandwidth) + " B/s): " + op.params_key(q);
+}
+
+TEST(LaunchLimits, EveryOpsLaunchesFitCudaAndWhatTheOpDeclares) {
+  DeviceInfo h200 = *device_for_arch("sm_90a");
+  h200.memory_bandwidth = 4'800'000'000'000;
+  const DeviceInfo devices[] = {*device_for_arch("sm_80"), *device_for_arch("sm_90a"), h200};
+  for (const Op* op_ptr : all_ops()) {
+    const Op& op = *op_ptr;
+    std::mt19937_64 rng(std::hash<std::string_view>{}(op.name()));
+    std::size_t problems = 0, configs = 0, launches = 0, failures = 0;
+    // Problems until 300 are accepted (most draws of the attention and MoE ops break a rule
+    // between dims: hq a multiple of hkv, k at most e, ...).
+    for (int draw = 0; draw < 100000 && problems < 300 && failures < 10; ++draw) {
+      const Problem p = draw_problem(op, rng);
+      try {
+        op.check_problem(p);
+      } catch (const InvalidArgument&) {
+        continue;
+      }
+      ++problems;
+      for (const DeviceInfo& dev : devices)
+        for (DType t : op.dtypes())
+          for (int point = 0; point < 4; ++point) {
+            Params q;
+            if (point == 0) {
+              q = op.default_params(p, t, dev);
+            } else {
+              for (const Tunable& tu : op.tunables())
+                q.values.push_back(tu.values[rng() % tu.values.size()]);
+            }
+            if (op.invalid_reason(q, p, t, dev)) continue;
+            ++configs;
+            const std::vector<KernelSource> kernels = op.kernels(q, p, t);
+            std::vector<KernelHandle> handles;
+            for (std::size_t i = 0; i < kernels.size(); ++i)
+              handles.push_back(reinterpret_cast<KernelHandle>(0x1000 + i));
+            std::uint64_t tensors[16];
+            for (int i = 0; i < 16; ++i) tensors[i] = 0x100000000ull * static_cast<unsigned>(i + 1);
+            const double scalars[4] = {0.125, 30.0, 1.0, 1.0};
+            RunArgs a;
+            a.params = &q;
+            a.problem = &p;
+            a.dtype = t;
+            a.tensors = tensors;
+            a.scalars = scalars;
+            a.workspace = op.workspace_bytes(q, p, t) > 0 ? 0x7000000000ull : 0;
+            a.kernels = handles.data();
+            a.sm_count = dev.sm_count;
+            Recorder r;
+            try {
+              op.run(a, r);
+            } catch (const NoDevice&) {
+              continue;  // a tensor map to encode: the driver is needed
+            } catch (const InvalidArgument& e) {
+              EXPECT_FALSE(std::string(e.what()).empty()) << what(op, p, t, dev, q);
+              continue;
+            }
+            for (const KernelLaunch& l : r.launches) {
+              ++launches;
+              const auto index = reinterpret_cast<std::uintptr_t>(l.kernel) - 0x1000;
+              const bool ok =
+                  index < kernels.size() && l.grid[0] >= 1 && l.grid[0] <= 2147483647u &&
+                  l.grid[1] >= 1 && l.grid[1] <= 65535 && l.grid[2] >= 1 && l.grid[2] <= 65535 &&
+                  l.block[0] >= 1 && l.block[0] * l.block[1] * l.block[2] <= 1024 &&
+                  l.shared_bytes <= 227 * 1024 && l.cluster >= 1 &&
+                  l.grid[0] % l.cluster == 0 &&
+                  static_cast<int>(l.block[0]) == op.block_threads(q, p, t, index) &&
+                  l.shared_bytes == op.dynamic_shared_bytes(q, p, t, index);
+              if (!ok) {
+                ++failures;
+                ADD_FAILURE() << what(op, p, t, dev, q) << ": kernel " << index << " grid "
+                              << l.grid[0] << "x" << l.grid[1] << "x" << l.grid[2] << ", block "
+                              << l.block[0] << " (declared "
+                              << (index < kernels.size() ? op.block_threads(q, p, t, index) : -1)
+                              << "), shared " << l.shared_bytes << ", cluster " << l.cluster;
+                break;
+              }
+            }
+          }
+    }
+    std::printf("%-16s %5zu problems, %7zu configurations, %7zu launches checked\n",
+                std::string(op.name()).c_str(), problems, configs, launches);
+    // Not vacuous: the draws reach the op's space and its launches.
+    EXPECT_EQ(problems, 300u) << op.name();
+    EXPECT_GT(launches, 1000u) << op.name();
+  }
+}
+
+}  // namespace
+}  // namespace ktune
