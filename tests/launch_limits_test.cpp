@@ -5,13 +5,16 @@
 // within 2^31 - 1 x 65535 x 65535, at most 1024 threads a block, at most 227 KiB of shared
 // memory, whole clusters, and the block size and shared memory the op declares for that kernel
 // (block_threads, dynamic_shared_bytes: what the tuner checks against the compiled kernel before
-// a launch). A run may refuse a configuration only with InvalidArgument and a message. The
+// a launch); every workspace address in their arguments lies inside the workspace the op asks
+// for (the workspace sits at an address no other argument can take: 0x7B5AD << 44). A run may
+// refuse a configuration only with InvalidArgument and a message. The
 // wgmma kernels' tensor maps are encoded by the driver: ctest runs this test over the stand-in
 // driver of tests/support/stub_driver.c (no device needed), so their launches are checked too.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -23,6 +26,21 @@
 
 namespace ktune {
 namespace {
+
+constexpr std::uint64_t kWorkspace = 0x7B5AD00000000000ull;
+
+/// The 8-byte-aligned words of `l`'s arguments that point into [kWorkspace, kWorkspace + 2^40):
+/// workspace addresses (no tensor, size or packed pair of ints takes such a value).
+std::vector<std::uint64_t> workspace_offsets(const KernelLaunch& l) {
+  std::vector<std::uint64_t> out;
+  const auto* bytes = static_cast<const unsigned char*>(l.args);
+  for (std::size_t at = 0; at + 8 <= l.args_size; at += 8) {
+    std::uint64_t v = 0;
+    std::memcpy(&v, bytes + at, 8);
+    if (v >= kWorkspace && v - kWorkspace < (std::uint64_t{1} << 40)) out.push_back(v - kWorkspace);
+  }
+  return out;
+}
 
 struct Recorder final : Launcher {
   std::vector<KernelLaunch> launches;
@@ -70,7 +88,8 @@ TEST(LaunchLimits, EveryOpsLaunchesFitCudaAndWhatTheOpDeclares) {
   for (const Op* op_ptr : all_ops()) {
     const Op& op = *op_ptr;
     std::mt19937_64 rng(std::hash<std::string_view>{}(op.name()));
-    std::size_t problems = 0, configs = 0, launches = 0, failures = 0, no_driver = 0;
+    std::size_t problems = 0, configs = 0, launches = 0, failures = 0, no_driver = 0,
+                workspace_addresses = 0;
     // Problems until 300 are accepted (most draws of the attention and MoE ops break a rule
     // between dims: hq a multiple of hkv, k at most e, ...).
     for (int draw = 0; draw < 100000 && problems < 300 && failures < 10; ++draw) {
@@ -106,7 +125,8 @@ TEST(LaunchLimits, EveryOpsLaunchesFitCudaAndWhatTheOpDeclares) {
             a.dtype = t;
             a.tensors = tensors;
             a.scalars = scalars;
-            a.workspace = op.workspace_bytes(q, p, t) > 0 ? 0x7000000000ull : 0;
+            const std::size_t workspace = op.workspace_bytes(q, p, t);
+            a.workspace = workspace > 0 ? kWorkspace : 0;
             a.kernels = handles.data();
             a.sm_count = dev.sm_count;
             Recorder r;
@@ -130,6 +150,15 @@ TEST(LaunchLimits, EveryOpsLaunchesFitCudaAndWhatTheOpDeclares) {
                   l.grid[0] % l.cluster == 0 &&
                   static_cast<int>(l.block[0]) == op.block_threads(q, p, t, index) &&
                   l.shared_bytes == op.dynamic_shared_bytes(q, p, t, index);
+              for (std::uint64_t offset : workspace_offsets(l)) {
+                ++workspace_addresses;
+                if (offset >= workspace) {
+                  ++failures;
+                  ADD_FAILURE() << what(op, p, t, dev, q) << ": kernel " << index
+                                << " is passed workspace + " << offset << " of " << workspace
+                                << " bytes";
+                }
+              }
               if (!ok) {
                 ++failures;
                 ADD_FAILURE() << what(op, p, t, dev, q) << ": kernel " << index << " grid "
@@ -142,9 +171,10 @@ TEST(LaunchLimits, EveryOpsLaunchesFitCudaAndWhatTheOpDeclares) {
             }
           }
     }
-    std::printf("%-16s %5zu problems, %7zu configurations, %7zu launches checked, %zu not run "
-                "(no driver to encode tensor maps)\n",
-                std::string(op.name()).c_str(), problems, configs, launches, no_driver);
+    std::printf("%-16s %4zu problems, %6zu configurations, %6zu launches, %5zu workspace "
+                "addresses checked, %zu not run (no driver to encode tensor maps)\n",
+                std::string(op.name()).c_str(), problems, configs, launches, workspace_addresses,
+                no_driver);
     if (Driver::available()) {
       EXPECT_EQ(no_driver, 0u) << op.name();
     }
