@@ -75,6 +75,54 @@ Problem draw_problem(const Op& op, std::mt19937_64& rng) {
   return p;
 }
 
+/// `n` problems of `op` that it accepts, drawn with draw_problem() from `seed` (most draws of
+/// the attention and MoE ops break a rule between dims: hq a multiple of hkv, k at most e, ...).
+std::vector<Problem> accepted_problems(const Op& op, std::size_t n, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<Problem> out;
+  for (int draw = 0; draw < 100000 && out.size() < n; ++draw) {
+    Problem p = draw_problem(op, rng);
+    try {
+      op.check_problem(p);
+    } catch (const InvalidArgument&) {
+      continue;
+    }
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+/// Kernel handles 0x1000 + i for `count` kernels; fake tensors 2^32 * (i + 1).
+struct FakeCall {
+  std::vector<KernelHandle> handles;
+  std::uint64_t tensors[16];
+  double scalars[4] = {0.125, 30.0, 1.0, 1.0};
+  explicit FakeCall(std::size_t count) {
+    for (std::size_t i = 0; i < count; ++i)
+      handles.push_back(reinterpret_cast<KernelHandle>(0x1000 + i));
+    for (int i = 0; i < 16; ++i) tensors[i] = 0x100000000ull * static_cast<unsigned>(i + 1);
+  }
+  RunArgs args(const Params& q, const Problem& p, DType t, std::uint64_t workspace) const {
+    RunArgs a;
+    a.params = &q;
+    a.problem = &p;
+    a.dtype = t;
+    a.tensors = tensors;
+    a.scalars = scalars;
+    a.workspace = workspace;
+    a.kernels = handles.data();
+    return a;
+  }
+};
+
+/// Within what cudaLaunchKernel accepts (grid, block, shared memory, whole clusters).
+bool fits_cuda(const KernelLaunch& l) {
+  return l.grid[0] >= 1 && l.grid[0] <= 2147483647u && l.grid[1] >= 1 && l.grid[1] <= 65535 &&
+         l.grid[2] >= 1 && l.grid[2] <= 65535 && l.block[0] >= 1 &&
+         l.block[0] * l.block[1] * l.block[2] <= 1024 && l.shared_bytes <= 227 * 1024 &&
+         l.cluster >= 1 && l.grid[0] % l.cluster == 0;
+}
+
 std::string what(const Op& op, const Problem& p, DType t, const DeviceInfo& dev,
                  const Params& q) {
   return std::string(op.name()) + " " + dtype_name(t) + " " + op.problem_key(p) + " on " +
@@ -87,18 +135,13 @@ TEST(LaunchLimits, EveryOpsLaunchesFitCudaAndWhatTheOpDeclares) {
   const DeviceInfo devices[] = {*device_for_arch("sm_80"), *device_for_arch("sm_90a"), h200};
   for (const Op* op_ptr : all_ops()) {
     const Op& op = *op_ptr;
-    std::mt19937_64 rng(std::hash<std::string_view>{}(op.name()));
+    const std::uint64_t seed = std::hash<std::string_view>{}(op.name());
+    const std::vector<Problem> drawn = accepted_problems(op, 300, seed);
+    std::mt19937_64 rng(seed + 1);  // the random points
     std::size_t problems = 0, configs = 0, launches = 0, failures = 0, no_driver = 0,
                 workspace_addresses = 0;
-    // Problems until 300 are accepted (most draws of the attention and MoE ops break a rule
-    // between dims: hq a multiple of hkv, k at most e, ...).
-    for (int draw = 0; draw < 100000 && problems < 300 && failures < 10; ++draw) {
-      const Problem p = draw_problem(op, rng);
-      try {
-        op.check_problem(p);
-      } catch (const InvalidArgument&) {
-        continue;
-      }
+    for (std::size_t at = 0; at < drawn.size() && failures < 10; ++at) {
+      const Problem& p = drawn[at];
       ++problems;
       for (const DeviceInfo& dev : devices)
         for (DType t : op.dtypes())
@@ -113,21 +156,9 @@ TEST(LaunchLimits, EveryOpsLaunchesFitCudaAndWhatTheOpDeclares) {
             if (op.invalid_reason(q, p, t, dev)) continue;
             ++configs;
             const std::vector<KernelSource> kernels = op.kernels(q, p, t);
-            std::vector<KernelHandle> handles;
-            for (std::size_t i = 0; i < kernels.size(); ++i)
-              handles.push_back(reinterpret_cast<KernelHandle>(0x1000 + i));
-            std::uint64_t tensors[16];
-            for (int i = 0; i < 16; ++i) tensors[i] = 0x100000000ull * static_cast<unsigned>(i + 1);
-            const double scalars[4] = {0.125, 30.0, 1.0, 1.0};
-            RunArgs a;
-            a.params = &q;
-            a.problem = &p;
-            a.dtype = t;
-            a.tensors = tensors;
-            a.scalars = scalars;
+            const FakeCall call(kernels.size());
             const std::size_t workspace = op.workspace_bytes(q, p, t);
-            a.workspace = workspace > 0 ? kWorkspace : 0;
-            a.kernels = handles.data();
+            RunArgs a = call.args(q, p, t, workspace > 0 ? kWorkspace : 0);
             a.sm_count = dev.sm_count;
             Recorder r;
             try {
@@ -143,11 +174,7 @@ TEST(LaunchLimits, EveryOpsLaunchesFitCudaAndWhatTheOpDeclares) {
               ++launches;
               const auto index = reinterpret_cast<std::uintptr_t>(l.kernel) - 0x1000;
               const bool ok =
-                  index < kernels.size() && l.grid[0] >= 1 && l.grid[0] <= 2147483647u &&
-                  l.grid[1] >= 1 && l.grid[1] <= 65535 && l.grid[2] >= 1 && l.grid[2] <= 65535 &&
-                  l.block[0] >= 1 && l.block[0] * l.block[1] * l.block[2] <= 1024 &&
-                  l.shared_bytes <= 227 * 1024 && l.cluster >= 1 &&
-                  l.grid[0] % l.cluster == 0 &&
+                  index < kernels.size() && fits_cuda(l) &&
                   static_cast<int>(l.block[0]) == op.block_threads(q, p, t, index) &&
                   l.shared_bytes == op.dynamic_shared_bytes(q, p, t, index);
               for (std::uint64_t offset : workspace_offsets(l)) {
@@ -181,6 +208,60 @@ TEST(LaunchLimits, EveryOpsLaunchesFitCudaAndWhatTheOpDeclares) {
     // Not vacuous: the draws reach the op's space and its launches.
     EXPECT_EQ(problems, 300u) << op.name();
     EXPECT_GT(launches, 1000u) << op.name();
+  }
+}
+
+// The references the tuner checks every candidate against, on the same problems: their launches
+// fit CUDA, name their own kernels, and pass workspace addresses inside
+// reference_workspace_bytes(); with no workspace (every output row computed) they pass none.
+TEST(LaunchLimits, EveryOpsReferenceLaunchesFitCudaAndItsWorkspace) {
+  const DeviceInfo dev = *device_for_arch("sm_90a");
+  for (const Op* op_ptr : all_ops()) {
+    const Op& op = *op_ptr;
+    std::size_t launches = 0, workspace_addresses = 0, failures = 0;
+    const std::vector<Problem> drawn =
+        accepted_problems(op, 300, std::hash<std::string_view>{}(op.name()));
+    for (std::size_t at = 0; at < drawn.size() && failures < 10; ++at) {
+      const Problem& p = drawn[at];
+      for (DType t : op.dtypes()) {
+        const Params q = op.default_params(p, t, dev);
+        const std::vector<KernelSource> kernels = op.reference_kernels(p, t);
+        const FakeCall call(kernels.size());
+        const std::size_t workspace = op.reference_workspace_bytes(p, t);
+        for (const bool with_workspace : {true, false}) {
+          if (with_workspace && workspace == 0) continue;
+          Recorder r;
+          try {
+            op.run_reference(call.args(q, p, t, with_workspace ? kWorkspace : 0), r);
+          } catch (const InvalidArgument& e) {
+            EXPECT_FALSE(std::string(e.what()).empty()) << what(op, p, t, dev, q);
+            continue;
+          }
+          for (const KernelLaunch& l : r.launches) {
+            ++launches;
+            const auto index = reinterpret_cast<std::uintptr_t>(l.kernel) - 0x1000;
+            for (std::uint64_t offset : workspace_offsets(l)) {
+              ++workspace_addresses;
+              if (offset >= (with_workspace ? workspace : 0)) {
+                ++failures;
+                ADD_FAILURE() << what(op, p, t, dev, q) << ": reference kernel " << index
+                              << " is passed workspace + " << offset << " of "
+                              << (with_workspace ? workspace : 0) << " bytes";
+              }
+            }
+            if (index >= kernels.size() || !fits_cuda(l)) {
+              ++failures;
+              ADD_FAILURE() << what(op, p, t, dev, q) << ": reference kernel " << index
+                            << " grid " << l.grid[0] << "x" << l.grid[1] << "x" << l.grid[2]
+                            << ", block " << l.block[0] << ", shared " << l.shared_bytes;
+            }
+          }
+        }
+      }
+    }
+    std::printf("%-16s reference: %6zu launches, %5zu workspace addresses checked\n",
+                std::string(op.name()).c_str(), launches, workspace_addresses);
+    EXPECT_GT(launches, 300u) << op.name();
   }
 }
 
