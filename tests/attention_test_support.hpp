@@ -1,0 +1,90 @@
+// Shared by the flash attention op's host-side tests (attention_ops_test.cpp,
+// attention_space_test.cpp, attention_run_test.cpp): the op, device limits, reasons and errors
+// as strings, a launcher that records launches with their argument structs, a run with fake
+// device addresses, the multi-head problem most tests start from.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "ktune/error.hpp"
+#include "search/space.hpp"
+#include "templates/attention/args.h"
+#include "templates/attention/args_sm90.h"
+#include "templates/attention/attention_op.hpp"
+
+namespace ktune::attention_test {
+
+inline const Op& op() { return flash_attention_op(); }
+inline DeviceInfo device(std::string_view arch) { return *device_for_arch(arch); }
+
+inline std::string problem_error(const char* shape) {
+  try {
+    op().parse_problem(shape);
+  } catch (const InvalidArgument& e) {
+    return e.what();
+  }
+  return "";
+}
+
+inline bool contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
+
+/// Records launches and copies each argument struct (it lives on run()'s stack).
+class RecordingLauncher final : public Launcher {
+ public:
+  void launch(const KernelLaunch& l) override {
+    launches.push_back(l);
+    FlashAttentionArgs a{};
+    EXPECT_EQ(l.args_size, sizeof a);
+    std::memcpy(&a, l.args, sizeof a);
+    args.push_back(a);
+  }
+  std::vector<KernelLaunch> launches;
+  std::vector<FlashAttentionArgs> args;
+};
+
+/// Runs the op (or its reference) with tensors at 0x10000 * (i + 1), one fake kernel handle.
+inline RecordingLauncher run(const Params& params, const Problem& p, double scale = 0.0,
+                      const std::int64_t* layout = nullptr, bool reference = false,
+                      double softcap = 50.0, std::uint64_t slopes = 0x60000,
+                      std::uint64_t cu_q = 0x70000, std::uint64_t cu_k = 0x80000) {
+  const std::uint64_t tensors[8] = {0x10000, 0x20000, 0x30000, 0x40000,
+                                    0x50000, slopes,  cu_q,    cu_k};
+  const KernelHandle kernel = reinterpret_cast<KernelHandle>(0x100);
+  const double scalars[2] = {scale, softcap};
+  RunArgs a;
+  a.params = &params;
+  a.problem = &p;
+  a.tensors = tensors;
+  a.scalars = scalars;
+  a.kernels = &kernel;
+  a.layout = layout;
+  RecordingLauncher l;
+  if (reference)
+    op().run_reference(a, l);
+  else
+    op().run(a, l);
+  return l;
+}
+
+inline std::string run_error(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const InvalidArgument& e) {
+    return e.what();
+  }
+  return "";
+}
+
+const char* const kMha = "b=2,hq=16,hkv=16,nq=4096,nk=4096,d=128";
+
+}  // namespace ktune::attention_test
