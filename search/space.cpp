@@ -70,7 +70,8 @@ std::vector<SpacePoint> Space::sample(std::size_t count, std::uint64_t seed) con
 }
 
 std::optional<std::string> Space::check(const Params& params) const {
-  if (std::optional<std::string> r = op_->check_params(params)) return r;
+  // Every op's invalid_reason starts with point_reason(): the dtype, the parameters against the
+  // tunables' lists, the problem (search_test holds every registered op to it).
   return op_->invalid_reason(params, problem_, dtype_, device_);
 }
 

@@ -65,6 +65,35 @@ TEST(Space, CheckRejectsValuesOutsideTheLists) {
   EXPECT_TRUE(s.check(p).has_value());
 }
 
+// Space::check relies on it: every registered op's invalid_reason() judges the parameters
+// against the tunables' lists first (point_reason), with check_params()' message, for any value
+// of any tunable and for a wrong count.
+TEST(Space, EveryOpsInvalidReasonChecksTheParametersFirst) {
+  for (const Op* op : all_ops()) {
+    const Problem problem = op->default_problem();
+    for (const char* arch : {"sm_80", "sm_90a"}) {
+      const DeviceInfo dev = *device_for_arch(arch);
+      const Params good = op->default_params(problem, DType::bf16, dev);
+      for (std::size_t i = 0; i < good.values.size(); ++i) {
+        Params bad = good;
+        bad.values[i] = 1234567;  // in no tunable's list
+        const std::optional<std::string> expected = op->check_params(bad);
+        ASSERT_TRUE(expected.has_value()) << op->name() << " " << i;
+        EXPECT_EQ(op->invalid_reason(bad, problem, DType::bf16, dev), expected)
+            << op->name() << ", tunable " << op->tunables()[i].name;
+        EXPECT_EQ(space_for(std::string(op->name()), op->problem_key(problem), arch).check(bad),
+                  expected)
+            << op->name();
+      }
+      Params short_one = good;
+      short_one.values.pop_back();
+      EXPECT_EQ(op->invalid_reason(short_one, problem, DType::bf16, dev),
+                op->check_params(short_one))
+          << op->name();
+    }
+  }
+}
+
 TEST(Strategy, ExhaustiveVisitsEveryPointOnce) {
   Space s = space_for("softmax", "m=128,n=1024");
   std::vector<Params> valid = s.valid_points();
