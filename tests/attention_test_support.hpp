@@ -19,6 +19,7 @@
 #include "templates/attention/args.h"
 #include "templates/attention/args_sm90.h"
 #include "templates/attention/attention_op.hpp"
+#include "tests/support/launch_recorder.hpp"
 
 namespace ktune::attention_test {
 
@@ -38,25 +39,14 @@ inline bool contains(const std::string& s, const std::string& part) {
   return s.find(part) != std::string::npos;
 }
 
-/// Records launches and copies each argument struct (it lives on run()'s stack).
-class RecordingLauncher final : public Launcher {
- public:
-  void launch(const KernelLaunch& l) override {
-    launches.push_back(l);
-    FlashAttentionArgs a{};
-    EXPECT_EQ(l.args_size, sizeof a);
-    std::memcpy(&a, l.args, sizeof a);
-    args.push_back(a);
-  }
-  std::vector<KernelLaunch> launches;
-  std::vector<FlashAttentionArgs> args;
-};
+/// Records launches with their FlashAttentionArgs.
+using RecordingLauncher = test::RecordingLauncher<FlashAttentionArgs>;
 
 /// Runs the op (or its reference) with tensors at 0x10000 * (i + 1), one fake kernel handle.
 inline RecordingLauncher run(const Params& params, const Problem& p, double scale = 0.0,
-                      const std::int64_t* layout = nullptr, bool reference = false,
-                      double softcap = 50.0, std::uint64_t slopes = 0x60000,
-                      std::uint64_t cu_q = 0x70000, std::uint64_t cu_k = 0x80000) {
+                             const std::int64_t* layout = nullptr, bool reference = false,
+                             double softcap = 50.0, std::uint64_t slopes = 0x60000,
+                             std::uint64_t cu_q = 0x70000, std::uint64_t cu_k = 0x80000) {
   const std::uint64_t tensors[8] = {0x10000, 0x20000, 0x30000, 0x40000,
                                     0x50000, slopes,  cu_q,    cu_k};
   const KernelHandle kernel = reinterpret_cast<KernelHandle>(0x100);

@@ -25,6 +25,7 @@
 #include "templates/decode/args.h"
 #include "templates/decode/decode_op.hpp"
 #include "tests/support/compile_report.hpp"
+#include "tests/support/launch_recorder.hpp"
 
 namespace ktune::decode_test {
 
@@ -68,34 +69,21 @@ inline std::string run_error(const std::function<void()>& f) {
 }
 
 inline std::string why(const std::string& params, const std::string& problem,
-                const char* arch = "sm_90a") {
+                       const char* arch = "sm_90a") {
   return op()
       .invalid_reason(op().parse_params(params), op().parse_problem(problem), DType::bf16,
                       device(arch))
       .value_or("");
 }
 
-/// Records launches and copies each argument struct (it lives on run()'s stack).
-template <typename Args>
-class RecordingLauncher final : public Launcher {
- public:
-  void launch(const KernelLaunch& l) override {
-    launches.push_back(l);
-    Args a{};
-    EXPECT_EQ(l.args_size, sizeof a);
-    std::memcpy(&a, l.args, sizeof a);
-    args.push_back(a);
-  }
-  std::vector<KernelLaunch> launches;
-  std::vector<Args> args;
-};
+using test::RecordingLauncher;
 
 /// Runs the op with `tensors` (its table of device pointers), the workspace at `workspace`,
 /// kernel handles 0x100 and 0x200 and scalars scale and softcap; the launches are recorded.
 inline RecordingLauncher<FlashDecodeArgs> run_with(const Params& params, const Problem& p,
-                                            const std::uint64_t* tensors,
-                                            std::uint64_t workspace, double scale,
-                                            const std::int64_t* layout, double softcap) {
+                                                   const std::uint64_t* tensors,
+                                                   std::uint64_t workspace, double scale,
+                                                   const std::int64_t* layout, double softcap) {
   const KernelHandle kernels[2] = {reinterpret_cast<KernelHandle>(0x100),
                                    reinterpret_cast<KernelHandle>(0x200)};
   const double scalars[2] = {scale, softcap};
@@ -115,9 +103,11 @@ inline RecordingLauncher<FlashDecodeArgs> run_with(const Params& params, const P
 /// Runs the op with tensors at 0x10000 * (i + 1) (alibi_slopes at `slopes`), the workspace at
 /// 0x100000, kernel handles 0x100 and 0x200, scalars scale and softcap.
 inline RecordingLauncher<FlashDecodeArgs> run(const Params& params, const Problem& p,
-                                       std::uint64_t workspace = 0x100000, double scale = 0.0,
-                                       const std::int64_t* layout = nullptr,
-                                       double softcap = 50.0, std::uint64_t slopes = 0x60000) {
+                                              std::uint64_t workspace = 0x100000,
+                                              double scale = 0.0,
+                                              const std::int64_t* layout = nullptr,
+                                              double softcap = 50.0,
+                                              std::uint64_t slopes = 0x60000) {
   const std::uint64_t tensors[6] = {0x10000, 0x20000, 0x30000, 0x40000, 0x50000, slopes};
   return run_with(params, p, tensors, workspace, scale, layout, softcap);
 }
@@ -125,10 +115,10 @@ inline RecordingLauncher<FlashDecodeArgs> run(const Params& params, const Proble
 /// Runs a paged problem with tensors q, k_cache, v_cache, o, lse, block_table, seq_lens,
 /// alibi_slopes at 0x10000 * (i + 1) (the slopes at `slopes`), scalars scale (0) and softcap.
 inline RecordingLauncher<FlashDecodeArgs> run_paged(const Params& params, const Problem& p,
-                                             const std::int64_t* layout = nullptr,
-                                             std::uint64_t block_table = 0x60000,
-                                             double softcap = 50.0,
-                                             std::uint64_t slopes = 0x80000) {
+                                                    const std::int64_t* layout = nullptr,
+                                                    std::uint64_t block_table = 0x60000,
+                                                    double softcap = 50.0,
+                                                    std::uint64_t slopes = 0x80000) {
   const std::uint64_t tensors[8] = {0x10000, 0x20000,     0x30000, 0x40000,
                                     0x50000, block_table, 0x70000, slopes};
   return run_with(params, p, tensors, 0x100000, 0.0, layout, softcap);
@@ -146,8 +136,8 @@ struct Partial {
 
 /// Softmax attention of one query over keys [k0, k1) visible below `limit`, normalised.
 inline Partial attend(const std::vector<double>& q, const std::vector<std::vector<double>>& k,
-               const std::vector<std::vector<double>>& v, double scale, long long k0,
-               long long k1, long long limit) {
+                      const std::vector<std::vector<double>>& v, double scale, long long k0,
+                      long long k1, long long limit) {
   const std::size_t d = q.size();
   Partial p;
   p.o.assign(d, 0.0);

@@ -23,29 +23,24 @@
 #include "runtime/core/driver.hpp"
 #include "runtime/core/types.hpp"
 #include "templates/op.hpp"
+#include "tests/support/launch_recorder.hpp"
 
 namespace ktune {
 namespace {
 
 constexpr std::uint64_t kWorkspace = 0x7B5AD00000000000ull;
 
-/// The 8-byte-aligned words of `l`'s arguments that point into [kWorkspace, kWorkspace + 2^40):
-/// workspace addresses (no tensor, size or packed pair of ints takes such a value).
-std::vector<std::uint64_t> workspace_offsets(const KernelLaunch& l) {
+/// The 8-byte-aligned words of a launch's arguments that point into [kWorkspace, kWorkspace +
+/// 2^40): workspace addresses (no tensor, size or packed pair of ints takes such a value).
+std::vector<std::uint64_t> workspace_offsets(const test::RecordedLaunch& r) {
   std::vector<std::uint64_t> out;
-  const auto* bytes = static_cast<const unsigned char*>(l.args);
-  for (std::size_t at = 0; at + 8 <= l.args_size; at += 8) {
+  for (std::size_t at = 0; at + 8 <= r.args.size(); at += 8) {
     std::uint64_t v = 0;
-    std::memcpy(&v, bytes + at, 8);
+    std::memcpy(&v, r.args.data() + at, 8);
     if (v >= kWorkspace && v - kWorkspace < (std::uint64_t{1} << 40)) out.push_back(v - kWorkspace);
   }
   return out;
 }
-
-struct Recorder final : Launcher {
-  std::vector<KernelLaunch> launches;
-  void launch(const KernelLaunch& l) override { launches.push_back(l); }
-};
 
 /// A problem of `op` with each dim drawn log-uniformly over its range, its minimum or maximum
 /// one time in ten each; page sizes from the listed ones, sizes that are multiples of 8 where
@@ -160,7 +155,7 @@ TEST(LaunchLimits, EveryOpsLaunchesFitCudaAndWhatTheOpDeclares) {
             const std::size_t workspace = op.workspace_bytes(q, p, t);
             RunArgs a = call.args(q, p, t, workspace > 0 ? kWorkspace : 0);
             a.sm_count = dev.sm_count;
-            Recorder r;
+            test::LaunchRecorder r;
             try {
               op.run(a, r);
             } catch (const NoDevice&) {
@@ -170,14 +165,15 @@ TEST(LaunchLimits, EveryOpsLaunchesFitCudaAndWhatTheOpDeclares) {
               EXPECT_FALSE(std::string(e.what()).empty()) << what(op, p, t, dev, q);
               continue;
             }
-            for (const KernelLaunch& l : r.launches) {
+            for (const test::RecordedLaunch& rec : r.launches) {
+              const KernelLaunch& l = rec.launch;
               ++launches;
               const auto index = reinterpret_cast<std::uintptr_t>(l.kernel) - 0x1000;
               const bool ok =
                   index < kernels.size() && fits_cuda(l) &&
                   static_cast<int>(l.block[0]) == op.block_threads(q, p, t, index) &&
                   l.shared_bytes == op.dynamic_shared_bytes(q, p, t, index);
-              for (std::uint64_t offset : workspace_offsets(l)) {
+              for (std::uint64_t offset : workspace_offsets(rec)) {
                 ++workspace_addresses;
                 if (offset >= workspace) {
                   ++failures;
@@ -230,17 +226,18 @@ TEST(LaunchLimits, EveryOpsReferenceLaunchesFitCudaAndItsWorkspace) {
         const std::size_t workspace = op.reference_workspace_bytes(p, t);
         for (const bool with_workspace : {true, false}) {
           if (with_workspace && workspace == 0) continue;
-          Recorder r;
+          test::LaunchRecorder r;
           try {
             op.run_reference(call.args(q, p, t, with_workspace ? kWorkspace : 0), r);
           } catch (const InvalidArgument& e) {
             EXPECT_FALSE(std::string(e.what()).empty()) << what(op, p, t, dev, q);
             continue;
           }
-          for (const KernelLaunch& l : r.launches) {
+          for (const test::RecordedLaunch& rec : r.launches) {
+            const KernelLaunch& l = rec.launch;
             ++launches;
             const auto index = reinterpret_cast<std::uintptr_t>(l.kernel) - 0x1000;
-            for (std::uint64_t offset : workspace_offsets(l)) {
+            for (std::uint64_t offset : workspace_offsets(rec)) {
               ++workspace_addresses;
               if (offset >= (with_workspace ? workspace : 0)) {
                 ++failures;

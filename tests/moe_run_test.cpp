@@ -11,28 +11,8 @@ using namespace moe_test;
 
 // ---- run() ----
 
-struct Recorded {
-  KernelLaunch launch;
-  std::vector<unsigned char> args;
-  template <typename A>
-  A as() const {
-    A a{};
-    EXPECT_EQ(args.size(), sizeof a);
-    std::memcpy(&a, args.data(), sizeof a);
-    return a;
-  }
-};
-
-class RecordingLauncher final : public Launcher {
- public:
-  void launch(const KernelLaunch& l) override {
-    Recorded r{l, {}};
-    const auto* b = static_cast<const unsigned char*>(l.args);
-    r.args.assign(b, b + l.args_size);
-    launches.push_back(r);
-  }
-  std::vector<Recorded> launches;
-};
+/// Records each launch with a copy of its argument bytes (`as<Args>()`).
+using RecordingLauncher = test::LaunchRecorder;
 
 constexpr std::uint64_t kWorkspace = 0x100000000ull;
 

@@ -24,6 +24,7 @@
 #include "templates/moe/reference.cuh"
 #include "templates/moe/reference_mlp.cuh"
 #include "templates/moe/zero.cuh"
+#include "tests/support/launch_recorder.hpp"
 
 namespace ktune::moe_test {
 
