@@ -87,7 +87,15 @@ class Answers {
   }
 
   MatchInfo find(const Op& op, DType dtype, const Problem& problem) {
-    if (runtime_) return runtime_->query(op.name(), op.problem_key(problem), dtype);
+    if (runtime_) {
+      try {
+        return runtime_->query(op.name(), op.problem_key(problem), dtype);
+      } catch (const NoDevice& e) {
+        throw NoDevice(std::string(e.what()) +
+                       " (without a GPU, --device NAME or --arch A answers from the databases "
+                       "alone)");
+      }
+    }
     return match_info(op, problem, dbs_->find(op, dtype, problem, *device_));
   }
 

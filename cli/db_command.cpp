@@ -20,8 +20,8 @@ namespace {
 Store open_existing(const DbLocation& db) {
   if (!db_exists(db))
     throw InvalidArgument("database " + db.describe() +
-                          " does not exist (run ktune sweep first, or pass --db; ktune db list --shipped lists "
-                          "the databases shipped with ktune)");
+                          " does not exist (run ktune sweep first, or pass --db; ktune db "
+                          "list --shipped lists the databases shipped with ktune)");
   return Store::open(db.path, Store::Mode::read_only);
 }
 

@@ -81,12 +81,7 @@ int run(const ktune::cli::Command& c, const ktune::cli::Args& args) {
     say(e.what());
     return 2;
   } catch (const ktune::NoDevice& e) {
-    // best answers without a GPU when told which one to answer for.
-    const bool has_device_option = std::string(c.name) == "best";
-    say(std::string("no CUDA device found: ") + e.what() +
-        (has_device_option ? " (without a GPU, --device NAME or --arch A answers from the "
-                             "databases alone)"
-                           : ""));
+    say(std::string("no CUDA device found: ") + e.what());
     return 3;
   } catch (const ktune::DatabaseError& e) {
     say(std::string("database error: ") + e.what());
