@@ -299,14 +299,13 @@ class MoeOp final : public Op {
   SearchStages search_stages() const override {
     // Each kernel's time depends on block_m and its own tunables only, and the op's time is
     // their sum: for each block_m, gemm1's tile, gemm2's tile and the small kernels are searched
-    // one group at a time (hundreds of points instead of the whole product). The early reads
-    // and launch at the seams between kernels (early1, early2) once the tiles are chosen.
+    // one group at a time (hundreds of points instead of the whole product).
     return {{"block_m"},
             {{"impl1", "bn1", "bk1", "warps1", "warps_m1"},
-             {"stages1", "group1", "prefetch1", "epi1", "persist1", "cluster1"},
+             {"stages1", "group1", "prefetch1", "epi1", "persist1", "cluster1", "early1"},
              {"impl2", "bn2", "bk2", "warps2", "warps_m2"},
-             {"stages2", "group2", "prefetch2", "epi2", "split2", "persist2", "cluster2"},
-             {"early1", "early2"},
+             {"stages2", "group2", "prefetch2", "epi2", "split2", "persist2", "cluster2",
+              "early2"},
              {"align_chunk"},
              {"route_lanes", "route_vec", "fuse_route"},
              {"combine_vec"}},
