@@ -186,26 +186,13 @@ std::vector<Job> jobs() {
         "ktune::moe_gemm_kernel<ktune::fp16, 16, 32, 128, 2, 1, 4, true, 0, 256, 1, 1, false, "
         "1024>",
         arch, nullptr, false);
-    // early2: gemm1 launching its dependents from its start, gemm2's own rows asked of L2 (with
-    // and without split-k).
-    add("moe/gemm.cuh",
-        "ktune::moe_gemm_kernel<ktune::bf16, 32, 64, 64, 4, 1, 3, true, 8, 0, 1, 0, false, 0, "
-        "true>",
-        arch, nullptr, false);
-    add("moe/gemm.cuh",
-        "ktune::moe_gemm_kernel<ktune::bf16, 32, 64, 64, 2, 1, 3, false, 8, 0, 1, 0, false, 1024>",
-        arch, nullptr, false);
-    add("moe/gemm.cuh",
-        "ktune::moe_gemm_kernel<ktune::fp16, 16, 64, 256, 4, 1, 3, false, 0, 0, 1, 0, true, 1024>",
-        arch, nullptr, false);
   }
   add("moe/gemm.cuh",
       "ktune::moe_gemm_kernel<ktune::e4m3, 32, 64, 128, 4, 1, 3, true, 8, 0, 1, 0, false, 512>",
       "sm_90a", nullptr, false);
   add("moe/gemm.cuh",
-      "ktune::moe_gemm_kernel<ktune::bf16, 32, 64, 64, 4, 1, 3, false, 8, 0, 1, 0, false, 0, "
-      "true>",
-      "sm_90a", "LAUNCH_EARLY is gemm1's", false);
+      "ktune::moe_gemm_kernel<ktune::bf16, 32, 64, 64, 4, 1, 3, false, 8, 0, 1, 0, false, 512>",
+      "sm_90a", "EARLY (gemm1 only) must be 0, 256, 512 or 1024", false);
   add("moe/gemm.cuh",
       "ktune::moe_gemm_kernel<ktune::bf16, 128, 256, 32, 8, 2, 2, false, 0, 0, 1, 1>", "sm_90a",
       "EPI=1: the ring must hold the BLOCK_M x (BLOCK_N + 8) output tile", false);

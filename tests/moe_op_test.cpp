@@ -101,7 +101,7 @@ TEST(MoeSpace, SizeValidCountAndReasons) {
       EXPECT_EQ(s.size(), product);
       EXPECT_FALSE(s.enumerated());
       EXPECT_TRUE(s.points().empty());
-      const std::vector<SpacePoint> sample = s.sample(1000000, 7);
+      const std::vector<SpacePoint> sample = s.sample(300000, 7);
       const double ms = std::chrono::duration<double, std::milli>(
                             std::chrono::steady_clock::now() - start).count();
       std::size_t valid = 0;
@@ -372,45 +372,6 @@ TEST(MoeSpace, EarlyWeightReadsOnTheMmaSyncGemm1) {
   EXPECT_TRUE(contains(
       op().invalid_reason(m, problem(kMixtral, 4096), DType::bf16, h100).value_or(""),
       "early1=1024 is the mma.sync gemm1's (impl1=0)"));
-}
-
-// early2: gemm1 launches gemm2 from its start (LAUNCH_EARLY), and at 2 gemm2 asks L2 for 1024
-// bytes of its rows (its EARLY); both mma.sync GEMMs, 16-bit.
-TEST(MoeSpace, EarlyLaunchOfGemm2) {
-  const DeviceInfo h100 = device("sm_90a");
-  const Problem p = problem(kMixtral, 16);
-  const auto gemms = [&](const Params& w) {
-    std::vector<std::string> out;
-    for (const KernelSource& k : op().kernels(w, p, DType::bf16))
-      if (k.name_expression.find("moe_gemm_kernel<") != std::string::npos)
-        out.push_back(k.name_expression);
-    return out;
-  };
-  Params w = op().default_params(p, DType::bf16, h100);
-  ASSERT_EQ(op().param(w, "impl1"), 0);
-  ASSERT_EQ(op().param(w, "impl2"), 0);
-  const std::vector<std::string> plain = gemms(w);
-  ASSERT_EQ(plain.size(), 2u);
-  w.values[op().param_index("early2")] = 1;
-  EXPECT_EQ(op().invalid_reason(w, p, DType::bf16, h100), std::nullopt);
-  std::vector<std::string> g = gemms(w);
-  EXPECT_NE(g[0].find(", false, 0, true>"), std::string::npos) << g[0];
-  EXPECT_EQ(g[1], plain[1]);
-  w.values[op().param_index("early2")] = 2;
-  w.values[op().param_index("early1")] = 512;
-  EXPECT_NE(op().params_key(w).find("early1=512,early2=2"), std::string::npos);
-  g = gemms(w);
-  EXPECT_NE(g[0].find(", false, 512, true>"), std::string::npos) << g[0];
-  EXPECT_NE(g[1].find(", false, 1024>"), std::string::npos) << g[1];
-  Params e = op().default_params(p, DType::e4m3, h100);
-  e.values[op().param_index("early2")] = 1;
-  EXPECT_TRUE(contains(op().invalid_reason(e, p, DType::e4m3, h100).value_or(""),
-                       "early2=1 joins the mma.sync GEMMs"));
-  Params m = op().default_params(problem(kMixtral, 4096), DType::bf16, h100);
-  m.values[op().param_index("early2")] = 2;
-  EXPECT_TRUE(contains(
-      op().invalid_reason(m, problem(kMixtral, 4096), DType::bf16, h100).value_or(""),
-      "impl1=2, impl2=2"));
 }
 
 TEST(MoeSpace, ThreeConsumerWarpSpecialisedGemm) {

@@ -202,40 +202,12 @@ __device__ __forceinline__ void gemm_block_of(int& block, int& col_block) {
   }
 }
 
-/// Asks L2 for bytes [from, from + bytes) of each of the weight rows n0 .. n0 + BLOCK_N - 1 (below
-/// n) of `w` (rows of row_bytes; NB = 2: also the rows n later, gemm1's up projection), cut at
-/// the row's end. Fire and forget: nothing is read from these lines but by the normal loads.
-template <int BLOCK_N, int THREADS, int NB, int BYTES>
-__device__ __forceinline__ void prefetch_weight_rows(const char* w, int n, long long row_bytes,
-                                                     int n0, long long from) {
-  if (from >= row_bytes) return;
-  const int bytes = row_bytes - from < BYTES ? static_cast<int>(row_bytes - from) : BYTES;
-#if __CUDA_ARCH__ >= 900
-  // One bulk request per row (16-byte multiples: rows and k-tiles are whole 16-byte chunks).
-  for (int r = static_cast<int>(threadIdx.x); r < NB * BLOCK_N; r += THREADS) {
-    const int row = n0 + r % BLOCK_N;
-    if (row >= n) continue;
-    const char* p = w + (static_cast<long long>(r / BLOCK_N) * n + row) * row_bytes + from;
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(p), "r"(bytes) : "memory");
-  }
-#else
-  constexpr int LINES = (BYTES + 127) / 128;
-  for (int i = static_cast<int>(threadIdx.x); i < NB * BLOCK_N * LINES; i += THREADS) {
-    const int r = i / LINES;
-    const int row = n0 + r % BLOCK_N;
-    if (row >= n || (i % LINES) * 128 >= bytes) continue;
-    const char* p = w + (static_cast<long long>(r / BLOCK_N) * n + row) * row_bytes + from +
-                    (i % LINES) * 128;
-    asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p));
-  }
-#endif
-}
-
 /// gemm1's early weight reads (EARLY > 0), before its wait for the alignment: DRAM idles while
 /// routing and alignment run, and this CTA's expert is not known until the alignment ends. So
 /// it asks L2 for the first EARLY bytes of each of its weight rows (gate and up, this column
 /// block) of the expert its row block would hold if every expert had the mean rows (pairs /
-/// experts, padded to BLOCK_M). A wrong guess costs DRAM time, never a result.
+/// experts, padded to BLOCK_M). A wrong guess costs DRAM time, never a result: nothing is read
+/// from these lines but through the normal loads after the wait.
 template <typename T, int BLOCK_M, int BLOCK_N, int THREADS, int GROUP_M, int EARLY>
 __device__ __forceinline__ void gemm_early_weights(const MoeGemmArgs& args) {
   int block, col_block;
@@ -246,8 +218,28 @@ __device__ __forceinline__ void gemm_early_weights(const MoeGemmArgs& args) {
   const int per = mean <= BLOCK_M ? 1 : (mean + BLOCK_M - 1) / BLOCK_M;
   const int expert = block / per < experts ? block / per : experts - 1;
   const long long row_bytes = static_cast<long long>(args.kdim) * sizeof(T);
+  const int bytes = row_bytes < EARLY ? static_cast<int>(row_bytes) : EARLY;
   const char* w = static_cast<const char*>(args.w) + expert * 2LL * args.n * row_bytes;
-  prefetch_weight_rows<BLOCK_N, THREADS, 2, EARLY>(w, args.n, row_bytes, col_block * BLOCK_N, 0);
+  const int n0 = col_block * BLOCK_N;
+#if __CUDA_ARCH__ >= 900
+  // One bulk request per row (16-byte multiples: rows are whole 16-byte chunks).
+  for (int r = static_cast<int>(threadIdx.x); r < 2 * BLOCK_N; r += THREADS) {
+    const int row = n0 + r % BLOCK_N;
+    if (row >= args.n) continue;
+    const char* p = w + (static_cast<long long>(r / BLOCK_N) * args.n + row) * row_bytes;
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(p), "r"(bytes) : "memory");
+  }
+#else
+  constexpr int LINES = (EARLY + 127) / 128;
+  for (int i = static_cast<int>(threadIdx.x); i < 2 * BLOCK_N * LINES; i += THREADS) {
+    const int r = i / LINES;
+    const int row = n0 + r % BLOCK_N;
+    if (row >= args.n || (i % LINES) * 128 >= bytes) continue;
+    const char* p =
+        w + (static_cast<long long>(r / BLOCK_N) * args.n + row) * row_bytes + (i % LINES) * 128;
+    asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p));
+  }
+#endif
 }
 
 /// The loader of expert `expert`'s column block n0 for thread `tid`, its ring at s_base.
@@ -401,11 +393,9 @@ __device__ __forceinline__ void k_tile_mode(int mode, float (&acc)[NB][MF][NF][4
 /// per) of per = ceil(k-tiles / gridDim.z) and storing its fp32 sums times the routing weight at
 /// out = partial [gridDim.z][pairs][n] (fp32; a split past the last k-tile stores zeros); the
 /// combine kernel sums the splits. At small T the weight stream of few row blocks then spreads
-/// over gridDim.z times more CTAs. EARLY (0, 256, 512 or 1024), before the grid wait: gemm1 asks
-/// L2 for the first EARLY bytes of its weight rows of the expert its row block most likely
-/// holds (moe::gemm_early_weights; args.experts must be set), gemm2 for the EARLY bytes of its
-/// own expert's rows after its prologue's k-tiles; 0: none. LAUNCH_EARLY (gemm1): the next
-/// kernel may launch once every CTA has started, not after every main loop.
+/// over gridDim.z times more CTAs. EARLY (gemm1; 0, 256, 512 or 1024): before its wait for the
+/// alignment, each CTA asks L2 for the first EARLY bytes of its weight rows of the expert its
+/// row block most likely holds (moe::gemm_early_weights; args.experts must be set); 0: none.
 ///
 /// Requirements: n and kdim multiples of 8 (16-byte rows; moe_gemm_shape_invalid_reason);
 /// sorted_pairs entries in [0, pairs] (pairs = padding); block_expert of every block below
@@ -419,7 +409,7 @@ __device__ __forceinline__ void k_tile_mode(int mode, float (&acc)[NB][MF][NF][4
 /// (raise the kernel's dynamic limit first above 48 KiB). Blocks past *padded_rows exit at once.
 template <typename T, int BLOCK_M, int BLOCK_N, int BLOCK_K, int WARPS, int WARPS_M, int STAGES,
           bool GATED, int GROUP_M = 0, int W_PREFETCH = 0, int MIN_CTAS = 1, int EPI = 0,
-          bool PARTIAL = false, int EARLY = 0, bool LAUNCH_EARLY = false>
+          bool PARTIAL = false, int EARLY = 0>
 __global__ void __launch_bounds__(WARPS * 32, MIN_CTAS)
     moe_gemm_kernel(const __grid_constant__ MoeGemmArgs args) {
   static_assert(sizeof(T) == 2 || sizeof(T) == 1, "T must be bf16, fp16 or e4m3");
@@ -456,9 +446,8 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_CTAS)
                     moe_gemm_acc_regs(BLOCK_M, BLOCK_N, WARPS, GATED) + 32,
                 "MIN_CTAS leaves fewer registers per thread than the accumulators plus 32");
   static_assert(EPI == 0 || EPI == 1, "EPI must be 0 or 1");
-  static_assert(EARLY == 0 || EARLY == 256 || EARLY == 512 || EARLY == 1024,
-                "EARLY must be 0, 256, 512 or 1024");
-  static_assert(!LAUNCH_EARLY || GATED, "LAUNCH_EARLY is gemm1's");
+  static_assert(EARLY == 0 || (GATED && (EARLY == 256 || EARLY == 512 || EARLY == 1024)),
+                "EARLY (gemm1 only) must be 0, 256, 512 or 1024");
   static_assert(!PARTIAL || (!GATED && EPI == 0),
                 "PARTIAL (split-k fp32 partial sums) is gemm2's, with EPI=0");
   static_assert(EPI == 0 || moe_gemm_epi_smem_bytes(BLOCK_M, BLOCK_N) <=
@@ -495,10 +484,6 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_CTAS)
   if constexpr (EARLY > 0)
     moe::gemm_early_weights<T, BLOCK_M, BLOCK_N, THREADS, GROUP_M, EARLY>(args);
   if constexpr (GATED) griddep_wait();
-  // LAUNCH_EARLY: gemm2 may be scheduled as soon as every gemm1 CTA has started (its CTAs then
-  // take the SMs this grid's last wave leaves, and stream their first weight tiles before they
-  // wait for gemm1); after the wait, so that gemm2's early reads of the alignment see it done.
-  if constexpr (LAUNCH_EARLY) griddep_launch_dependents();
   int block, col_block;
   moe::gemm_block_of<GROUP_M>(block, col_block);
   const int m0 = block * BLOCK_M;
@@ -542,12 +527,6 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_CTAS)
 #pragma unroll
       for (int part = 0; part < LD::PARTS; ++part)
         ld.template load<false, LD::LOAD_B>(s, kt0 + s, part);
-  // gemm2 (EARLY > 0): the EARLY bytes of its weight rows after the prologue's k-tiles too, into
-  // L2, while gemm1's last wave still runs (LAUNCH_EARLY on gemm1).
-  if constexpr (!GATED && EARLY > 0)
-    moe::prefetch_weight_rows<BLOCK_N, THREADS, 1, EARLY>(
-        reinterpret_cast<const char*>(ld.w), n, static_cast<long long>(kdim) * EB, n0,
-        static_cast<long long>(kt0 + STAGES - 1) * BLOCK_K * EB);
 
   if constexpr (!GATED) griddep_wait();
   // gemm2's routing weights are read now and published after the main loop (the epilogue is
@@ -616,7 +595,7 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_CTAS)
   }
   // Past the main loop this CTA needs its SM for the epilogue only: the next kernel (gemm2 or
   // the combine) may be scheduled into the last wave's tail.
-  if constexpr (!LAUNCH_EARLY) griddep_launch_dependents();
+  griddep_launch_dependents();
   cp_async_wait<0>();
   // EPI=1 overwrites the ring: every warp must be past its last ldmatrix (gemm2's barrier
   // below serves as well).

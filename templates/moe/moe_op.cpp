@@ -97,12 +97,6 @@ class MoeOp final : public Op {
              "bytes of each of its weight rows, of the expert its row block holds if every "
              "expert gets t*k/e rows (DRAM idles during routing and alignment); 0 none",
              0},
-            {"early2", {0, 1, 2},
-             "impl1=impl2=0, 16-bit: 1 = gemm1 lets gemm2 launch once its last CTA has started "
-             "(gemm2's CTAs take the SMs gemm1's last wave leaves and load their first weight "
-             "tiles before waiting for gemm1); 2 = and each gemm2 CTA asks L2 for 1024 more "
-             "bytes of its weight rows; 0 gemm2 launches after gemm1's last main loop",
-             0},
         },
         scalars_{{"routed_scaling", 1.0, "sigmoid_group: weights are multiplied by it"}} {}
 
@@ -304,8 +298,7 @@ class MoeOp final : public Op {
             {{"impl1", "bn1", "bk1", "warps1", "warps_m1"},
              {"stages1", "group1", "prefetch1", "epi1", "persist1", "cluster1", "early1"},
              {"impl2", "bn2", "bk2", "warps2", "warps_m2"},
-             {"stages2", "group2", "prefetch2", "epi2", "split2", "persist2", "cluster2",
-              "early2"},
+             {"stages2", "group2", "prefetch2", "epi2", "split2", "persist2", "cluster2"},
              {"align_chunk"},
              {"route_lanes", "route_vec", "fuse_route"},
              {"combine_vec"}},
@@ -322,7 +315,7 @@ class MoeOp final : public Op {
     for (const char* n : {"warps_m1", "warps_m2", "cluster1", "cluster2"})
       p.values[param_index(n)] = 1;
     for (const char* n :
-         {"prefetch1", "prefetch2", "epi1", "epi2", "persist1", "persist2", "early1", "early2"})
+         {"prefetch1", "prefetch2", "epi1", "epi2", "persist1", "persist2", "early1"})
       p.values[param_index(n)] = 0;
     for (const char* n : {"bk1", "bk2"}) p.values[param_index(n)] = 64;
     p.values[param_index("split2")] = 1;

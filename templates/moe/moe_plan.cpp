@@ -148,17 +148,6 @@ Layout layout_of(const Config& c, const Shape& s, DType t) {
   return l;
 }
 
-namespace {
-/// moe_gemm_kernel's template arguments after EPI: PARTIAL, EARLY, LAUNCH_EARLY, each written
-/// only where it or one after it differs from its default (the names of configurations
-/// without them stay as they were).
-std::string early_arguments(bool partial, int early, bool launch_early) {
-  if (launch_early) return std::string(partial ? ", true, " : ", false, ") + str(early) + ", true";
-  if (early > 0) return std::string(partial ? ", true, " : ", false, ") + str(early);
-  return partial ? ", true" : "";
-}
-}  // namespace
-
 std::vector<KernelSource> kernel_sources(const Config& c, const Shape& s, DType t) {
   const std::string T = kernel_type(t);            // GEMM operands
   const std::string IO = kernel_type(io_type(t));  // act, pair outputs, y
@@ -187,7 +176,9 @@ std::vector<KernelSource> kernel_sources(const Config& c, const Shape& s, DType 
                                 str(g.warps_m) + ", " + str(g.stages) + ", " +
                                 (gated ? "true" : "false") + ", " + str(g.group_m) + ", " +
                                 str(g.prefetch) + ", 1, " + str(g.epi) +
-                                early_arguments(partial, g.early, gated && c.early2 > 0) +
+                                (partial ? ", true"
+                                 : g.early > 0 ? ", false, " + str(g.early)
+                                               : "") +
                                 ">"};
   };
   const std::string chunk = str(kAlignThreads) + ", " + str(c.align_chunk) + ">";

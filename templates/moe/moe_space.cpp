@@ -40,7 +40,7 @@ std::optional<std::string> config_reason(const Config& c, const Shape& s,
       return std::string(gated ? "cluster1=" : "cluster2=") + str(g.cluster) +
              " is the warp-specialised kernel's (impl" + (gated ? "1" : "2") +
              "=2); only 1 is searched with impl" + (gated ? "1=" : "2=") + str(g.impl);
-    if (gated && g.early > 0 && g.impl != 0)
+    if (g.early > 0 && g.impl != 0)
       return "early1=" + str(g.early) + " is the mma.sync gemm1's (impl1=0); only 0 is "
              "searched with impl1=" + str(g.impl);
     if (g.impl == 2) {
@@ -104,10 +104,6 @@ std::optional<std::string> config_reason(const Config& c, const Shape& s,
                                                   g.epi, c.eb()))
       return std::string(gated ? "gemm1" : "gemm2") + " tile: " + why;
   }
-  if (c.early2 > 0 && (c.g1.impl != 0 || c.g2.impl != 0 || c.fp8))
-    return "early2=" + str(c.early2) + " joins the mma.sync GEMMs (impl1=impl2=0) with nothing "
-           "between them (16-bit: e4m3 quantises act there): impl1=" + str(c.g1.impl) +
-           ", impl2=" + str(c.g2.impl) + (c.fp8 ? ", e4m3" : "");
   if (c.split2 > 1) {
     // Split-k: the mma.sync kernel's fragment epilogue writes the fp32 partial sums, and the
     // top-k combine adds them.
