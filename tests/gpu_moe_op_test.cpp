@@ -969,27 +969,6 @@ std::vector<Case> fused_cases() {
   return out;
 }
 
-/// early1 (gemm1's weight rows asked of L2 before its grid wait, impl1=0) on the defaults:
-/// guesses right (each expert its mean rows: top-8 of 64 at t=128) and wrong (top-1, expert
-/// choice, few tokens), column blocks past i, fp16 and e4m3, the DeepSeek-like widths.
-std::vector<Case> early_cases() {
-  std::vector<Case> out;
-  const auto with = [&](int routing, int e, int k, int t, const std::string& set,
-                        DType dt = DType::bf16, int h = 136, int i = 200) {
-    out.push_back(make_case(routing, e, k, t, dt, "", h, i));
-    out.back().set = set;
-  };
-  with(moe_softmax_renorm, 8, 2, 1, "early1=512");
-  with(moe_softmax_renorm, 8, 2, 17, "early1=1024");
-  with(moe_sigmoid_group, 64, 8, 128, "early1=512", DType::bf16, 1024, 1408);
-  with(moe_sigmoid_group, 64, 8, 16, "early1=1024", DType::f16, 1024, 1408);
-  with(moe_precomputed, 8, 2, 100, "early1=512", DType::f16);
-  with(moe_expert_choice, 64, 8, 100, "early1=512");
-  with(moe_softmax, 8, 1, 33, "early1=1024");
-  with(moe_softmax_renorm, 8, 2, 17, "early1=512", DType::e4m3, 144, 208);
-  return out;
-}
-
 /// FP8 weights (dtype e4m3): every routing mode, H and I multiples of 16 but of no tile, the
 /// defaults and planted mma.sync configurations (e4m3 k steps of 64 to 256, block_m 16 to 128,
 /// the shared-memory epilogue, split-k, the multi-block align path).
@@ -1089,8 +1068,6 @@ TEST(MoeOpCases, EveryConfigurationIsValid) {
     const DeviceInfo dev = *device_for_arch(arch);
     std::vector<Case> cases = all_cases();
     for (const Case& c : fused_cases()) cases.push_back(c);
-    for (const Case& c : early_cases())
-      if (c.dtype != DType::e4m3 || dev.cc_major * 10 + dev.cc_minor >= 89) cases.push_back(c);
     for (const Case& c : cases) {
       const Problem p = c.problem();
       EXPECT_EQ(moe_op().problem_reason(p), std::nullopt) << c.tag();
@@ -1195,37 +1172,6 @@ TEST_F(GpuMoeOp, WarpSpecialisedGemmsAgainstBothReferences) {
 }
 
 TEST_F(GpuMoeOp, FusedRouteAlignAgainstBothReferences) { run_cases(fused_cases(), device_); }
-
-TEST_F(GpuMoeOp, EarlyWeightReadsAgainstBothReferences) {
-  std::vector<Case> cases;
-  for (const Case& c : early_cases())
-    if (c.dtype != DType::e4m3 || device_.cc_major * 10 + device_.cc_minor >= 89)
-      cases.push_back(c);
-  run_cases(cases, device_);
-}
-
-// early1 > 0 against the same configuration at early1=0 on the same inputs: the early reads
-// are L2 prefetches, so every output is the same bit for bit.
-TEST_F(GpuMoeOp, EarlyWeightReadsChangeNoBit) {
-  const std::vector<Case> cases = selected(early_cases());
-  if (cases.empty()) GTEST_SKIP() << "no case matches KTUNE_MOE_OP_CASE";
-  std::mt19937 rng(2028);
-  for (const Case& c : cases) {
-    if (c.dtype == DType::e4m3 && device_.cc_major * 10 + device_.cc_minor < 89) continue;
-    SCOPED_TRACE(c.tag());
-    Case plain = c;
-    plain.set = "early1=0";
-    MoeCall early(c, device_), base(plain, device_);
-    const Inputs in = make_inputs(c, rng);
-    early.upload(in);
-    base.upload(in);
-    early.poison();
-    base.poison();
-    early.launch(true);
-    base.launch(true);
-    EXPECT_TRUE(early.outputs() == base.outputs()) << c.tag() << ": differs from early1=0";
-  }
-}
 
 // fuse_route=1 against the same configuration at fuse_route=0 on the same inputs: every output
 // (y, ids, weights, counts, aux loss) bit for bit, with and without the optional outputs.

@@ -177,22 +177,7 @@ std::vector<Job> jobs() {
     add("moe/gemm.cuh",
         "ktune::moe_gemm_kernel<ktune::fp16, 16, 64, 256, 4, 1, 3, false, 0, 0, 1, 0, true>",
         arch, nullptr, false);
-    // gemm1's early weight reads before its grid wait (bulk L2 prefetches on sm_90a, line
-    // prefetches before), in CTA order and launch order (e4m3 below, sm_90a).
-    add("moe/gemm.cuh",
-        "ktune::moe_gemm_kernel<ktune::bf16, 32, 64, 64, 4, 1, 3, true, 8, 0, 1, 0, false, 512>",
-        arch, nullptr, false);
-    add("moe/gemm.cuh",
-        "ktune::moe_gemm_kernel<ktune::fp16, 16, 32, 128, 2, 1, 4, true, 0, 256, 1, 1, false, "
-        "1024>",
-        arch, nullptr, false);
   }
-  add("moe/gemm.cuh",
-      "ktune::moe_gemm_kernel<ktune::e4m3, 32, 64, 128, 4, 1, 3, true, 8, 0, 1, 0, false, 512>",
-      "sm_90a", nullptr, false);
-  add("moe/gemm.cuh",
-      "ktune::moe_gemm_kernel<ktune::bf16, 32, 64, 64, 4, 1, 3, false, 8, 0, 1, 0, false, 512>",
-      "sm_90a", "EARLY (gemm1 only) must be 0, 256, 512 or 1024", false);
   add("moe/gemm.cuh",
       "ktune::moe_gemm_kernel<ktune::bf16, 128, 256, 32, 8, 2, 2, false, 0, 0, 1, 1>", "sm_90a",
       "EPI=1: the ring must hold the BLOCK_M x (BLOCK_N + 8) output tile", false);

@@ -345,35 +345,6 @@ TEST(MoeSpace, ClusteredWarpSpecialisedGemm) {
       "cluster1=2 is the warp-specialised kernel's (impl1=2)"));
 }
 
-// early1: gemm1's weight rows asked of L2 before its grid wait, the mma.sync kernel's only;
-// left out of keys at 0, the kernel's last template argument otherwise.
-TEST(MoeSpace, EarlyWeightReadsOnTheMmaSyncGemm1) {
-  const DeviceInfo h100 = device("sm_90a");
-  const Problem p = problem(kMixtral, 16);
-  Params w = op().default_params(p, DType::bf16, h100);
-  ASSERT_EQ(op().param(w, "impl1"), 0);
-  EXPECT_EQ(op().params_key(w).find("early1"), std::string::npos);
-  const std::size_t ws = op().workspace_bytes(w, p, DType::bf16);
-  w.values[op().param_index("early1")] = 512;
-  EXPECT_EQ(op().invalid_reason(w, p, DType::bf16, h100), std::nullopt);
-  EXPECT_NE(op().params_key(w).find("early1=512"), std::string::npos);
-  EXPECT_EQ(op().workspace_bytes(w, p, DType::bf16), ws);
-  std::vector<std::string> gemms;
-  for (const KernelSource& k : op().kernels(w, p, DType::bf16))
-    if (k.name_expression.find("moe_gemm_kernel<") != std::string::npos)
-      gemms.push_back(k.name_expression);
-  ASSERT_EQ(gemms.size(), 2u);
-  EXPECT_NE(gemms[0].find(", true, "), std::string::npos) << gemms[0];
-  EXPECT_NE(gemms[0].find(", false, 512>"), std::string::npos) << gemms[0];
-  EXPECT_EQ(gemms[1].find("512>"), std::string::npos) << gemms[1];  // gemm2 never
-  Params m = op().default_params(problem(kMixtral, 4096), DType::bf16, h100);
-  ASSERT_EQ(op().param(m, "impl1"), 2);
-  m.values[op().param_index("early1")] = 1024;
-  EXPECT_TRUE(contains(
-      op().invalid_reason(m, problem(kMixtral, 4096), DType::bf16, h100).value_or(""),
-      "early1=1024 is the mma.sync gemm1's (impl1=0)"));
-}
-
 TEST(MoeSpace, ThreeConsumerWarpSpecialisedGemm) {
   const DeviceInfo h100 = device("sm_90a");
   const Problem p = problem(kMixtral, 4096);

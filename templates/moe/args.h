@@ -137,7 +137,6 @@ struct MoeGemmArgs {
                                  // gemm2 [E, H]
   int* tile_counter;             // moe_gemm_ws_persistent_kernel only: tiles taken so far, zero
                                  // at launch (the op zeroes it with moe_zero_kernel)
-  int experts;                   // E: moe_gemm_kernel's EARLY guess of a block's expert
 };
 
 /// Rows of 16-bit elements quantised to e4m3 with one fp32 scale per row (FP8 MoE): scale[r] =

@@ -202,46 +202,6 @@ __device__ __forceinline__ void gemm_block_of(int& block, int& col_block) {
   }
 }
 
-/// gemm1's early weight reads (EARLY > 0), before its wait for the alignment: DRAM idles while
-/// routing and alignment run, and this CTA's expert is not known until the alignment ends. So
-/// it asks L2 for the first EARLY bytes of each of its weight rows (gate and up, this column
-/// block) of the expert its row block would hold if every expert had the mean rows (pairs /
-/// experts, padded to BLOCK_M). A wrong guess costs DRAM time, never a result: nothing is read
-/// from these lines but through the normal loads after the wait.
-template <typename T, int BLOCK_M, int BLOCK_N, int THREADS, int GROUP_M, int EARLY>
-__device__ __forceinline__ void gemm_early_weights(const MoeGemmArgs& args) {
-  int block, col_block;
-  gemm_block_of<GROUP_M>(block, col_block);
-  const int experts = args.experts;
-  if (experts <= 0) return;
-  const int mean = args.pairs / experts;
-  const int per = mean <= BLOCK_M ? 1 : (mean + BLOCK_M - 1) / BLOCK_M;
-  const int expert = block / per < experts ? block / per : experts - 1;
-  const long long row_bytes = static_cast<long long>(args.kdim) * sizeof(T);
-  const int bytes = row_bytes < EARLY ? static_cast<int>(row_bytes) : EARLY;
-  const char* w = static_cast<const char*>(args.w) + expert * 2LL * args.n * row_bytes;
-  const int n0 = col_block * BLOCK_N;
-#if __CUDA_ARCH__ >= 900
-  // One bulk request per row (16-byte multiples: rows are whole 16-byte chunks).
-  for (int r = static_cast<int>(threadIdx.x); r < 2 * BLOCK_N; r += THREADS) {
-    const int row = n0 + r % BLOCK_N;
-    if (row >= args.n) continue;
-    const char* p = w + (static_cast<long long>(r / BLOCK_N) * args.n + row) * row_bytes;
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(p), "r"(bytes) : "memory");
-  }
-#else
-  constexpr int LINES = (EARLY + 127) / 128;
-  for (int i = static_cast<int>(threadIdx.x); i < 2 * BLOCK_N * LINES; i += THREADS) {
-    const int r = i / LINES;
-    const int row = n0 + r % BLOCK_N;
-    if (row >= args.n || (i % LINES) * 128 >= bytes) continue;
-    const char* p =
-        w + (static_cast<long long>(r / BLOCK_N) * args.n + row) * row_bytes + (i % LINES) * 128;
-    asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p));
-  }
-#endif
-}
-
 /// The loader of expert `expert`'s column block n0 for thread `tid`, its ring at s_base.
 template <class LD>
 __device__ __forceinline__ void gemm_loader_init(LD& ld, const MoeGemmArgs& args, int expert,
@@ -393,9 +353,7 @@ __device__ __forceinline__ void k_tile_mode(int mode, float (&acc)[NB][MF][NF][4
 /// per) of per = ceil(k-tiles / gridDim.z) and storing its fp32 sums times the routing weight at
 /// out = partial [gridDim.z][pairs][n] (fp32; a split past the last k-tile stores zeros); the
 /// combine kernel sums the splits. At small T the weight stream of few row blocks then spreads
-/// over gridDim.z times more CTAs. EARLY (gemm1; 0, 256, 512 or 1024): before its wait for the
-/// alignment, each CTA asks L2 for the first EARLY bytes of its weight rows of the expert its
-/// row block most likely holds (moe::gemm_early_weights; args.experts must be set); 0: none.
+/// over gridDim.z times more CTAs.
 ///
 /// Requirements: n and kdim multiples of 8 (16-byte rows; moe_gemm_shape_invalid_reason);
 /// sorted_pairs entries in [0, pairs] (pairs = padding); block_expert of every block below
@@ -409,7 +367,7 @@ __device__ __forceinline__ void k_tile_mode(int mode, float (&acc)[NB][MF][NF][4
 /// (raise the kernel's dynamic limit first above 48 KiB). Blocks past *padded_rows exit at once.
 template <typename T, int BLOCK_M, int BLOCK_N, int BLOCK_K, int WARPS, int WARPS_M, int STAGES,
           bool GATED, int GROUP_M = 0, int W_PREFETCH = 0, int MIN_CTAS = 1, int EPI = 0,
-          bool PARTIAL = false, int EARLY = 0>
+          bool PARTIAL = false>
 __global__ void __launch_bounds__(WARPS * 32, MIN_CTAS)
     moe_gemm_kernel(const __grid_constant__ MoeGemmArgs args) {
   static_assert(sizeof(T) == 2 || sizeof(T) == 1, "T must be bf16, fp16 or e4m3");
@@ -446,8 +404,6 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_CTAS)
                     moe_gemm_acc_regs(BLOCK_M, BLOCK_N, WARPS, GATED) + 32,
                 "MIN_CTAS leaves fewer registers per thread than the accumulators plus 32");
   static_assert(EPI == 0 || EPI == 1, "EPI must be 0 or 1");
-  static_assert(EARLY == 0 || (GATED && (EARLY == 256 || EARLY == 512 || EARLY == 1024)),
-                "EARLY (gemm1 only) must be 0, 256, 512 or 1024");
   static_assert(!PARTIAL || (!GATED && EPI == 0),
                 "PARTIAL (split-k fp32 partial sums) is gemm2's, with EPI=0");
   static_assert(EPI == 0 || moe_gemm_epi_smem_bytes(BLOCK_M, BLOCK_N) <=
@@ -481,8 +437,6 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_CTAS)
   // Programmatic launch (common/pdl.cuh): gemm1 reads the alignment its predecessor wrote, so it
   // waits first; gemm2 reads only what kernels before gemm1 wrote until its A loads (act, gemm1's
   // output), so it waits just before them: its weight tiles stream during gemm1's tail.
-  if constexpr (EARLY > 0)
-    moe::gemm_early_weights<T, BLOCK_M, BLOCK_N, THREADS, GROUP_M, EARLY>(args);
   if constexpr (GATED) griddep_wait();
   int block, col_block;
   moe::gemm_block_of<GROUP_M>(block, col_block);

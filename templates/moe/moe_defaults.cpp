@@ -165,7 +165,7 @@ Params default_params(const Shape& s, DType t, const DeviceInfo& device, const L
                    r.g2.group_m, r.g2.prefetch, r.g2.epi, r.g2.impl,
                    s.pairs() > r.align_chunk && !s.expert_choice() ? r.align_chunk : 0,
                    s.route_kernel() ? lanes : 8, s.route_kernel() ? vec : 1,
-                   s.combines() ? r.combine_vec : lists.combine_vec, 1, 0, 0, 0, 1, 1, 0}};
+                   s.combines() ? r.combine_vec : lists.combine_vec, 1, 0, 0, 0, 1, 1}};
   };
   // Few pairs routed by softmax: route and align in one block (fuse_route; worth ~1-3 % of
   // such calls in the sweeps); sigmoid_group's longer per-token selection is faster spread

@@ -218,7 +218,6 @@ void run_expert_choice(const RunArgs& a, Launcher& launcher, const Shape& s, con
   g1.max_blocks = blocks;
   g1.pair_token = tokens;
   g1.tile_counter = tiles;
-  g1.experts = s.e;
   MoeGemmArgs g2 = g1;
   g2.a = g1.out;
   g2.w = tensor(a, 6);
@@ -332,7 +331,6 @@ void launch_layer(const RunArgs& a, Launcher& launcher) {
   g1.kdim = s.h;
   g1.max_blocks = max_blocks;
   g1.tile_counter = tiles;
-  g1.experts = s.e;
   MoeGemmArgs g2 = g1;
   g2.a = act;
   g2.w = tensor(a, 6);

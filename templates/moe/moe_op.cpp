@@ -92,11 +92,6 @@ class MoeOp final : public Op {
              "into both (less L2 traffic)",
              1},
             {"cluster2", {1, 2}, "impl2=2, persist2=0: as cluster1, for gemm2", 1},
-            {"early1", {0, 512, 1024},
-             "impl1=0: before waiting for the alignment, each gemm1 CTA asks L2 for this many "
-             "bytes of each of its weight rows, of the expert its row block holds if every "
-             "expert gets t*k/e rows (DRAM idles during routing and alignment); 0 none",
-             0},
         },
         scalars_{{"routed_scaling", 1.0, "sigmoid_group: weights are multiplied by it"}} {}
 
@@ -296,7 +291,7 @@ class MoeOp final : public Op {
     // one group at a time (hundreds of points instead of the whole product).
     return {{"block_m"},
             {{"impl1", "bn1", "bk1", "warps1", "warps_m1"},
-             {"stages1", "group1", "prefetch1", "epi1", "persist1", "cluster1", "early1"},
+             {"stages1", "group1", "prefetch1", "epi1", "persist1", "cluster1"},
              {"impl2", "bn2", "bk2", "warps2", "warps_m2"},
              {"stages2", "group2", "prefetch2", "epi2", "split2", "persist2", "cluster2"},
              {"align_chunk"},
@@ -314,8 +309,7 @@ class MoeOp final : public Op {
     for (const char* n : {"warps1", "warps2"}) p.values[param_index(n)] = 12;
     for (const char* n : {"warps_m1", "warps_m2", "cluster1", "cluster2"})
       p.values[param_index(n)] = 1;
-    for (const char* n :
-         {"prefetch1", "prefetch2", "epi1", "epi2", "persist1", "persist2", "early1"})
+    for (const char* n : {"prefetch1", "prefetch2", "epi1", "epi2", "persist1", "persist2"})
       p.values[param_index(n)] = 0;
     for (const char* n : {"bk1", "bk2"}) p.values[param_index(n)] = 64;
     p.values[param_index("split2")] = 1;

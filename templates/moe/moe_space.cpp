@@ -40,9 +40,6 @@ std::optional<std::string> config_reason(const Config& c, const Shape& s,
       return std::string(gated ? "cluster1=" : "cluster2=") + str(g.cluster) +
              " is the warp-specialised kernel's (impl" + (gated ? "1" : "2") +
              "=2); only 1 is searched with impl" + (gated ? "1=" : "2=") + str(g.impl);
-    if (g.early > 0 && g.impl != 0)
-      return "early1=" + str(g.early) + " is the mma.sync gemm1's (impl1=0); only 0 is "
-             "searched with impl1=" + str(g.impl);
     if (g.impl == 2) {
       // The warp-specialised kernel: a producer warpgroup plus one consumer warpgroup per 64
       // rows (its warps tunable counts the consumers' warps), k step 64, its own ring.
