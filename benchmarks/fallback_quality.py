@@ -739,6 +739,29 @@ HELD_OUT = [
     ("flash_decode", "b=2,hq=32,hkv=16,nq=1,nk=9000,d=80,causal=no"),
     ("flash_decode", "b=10,hq=32,hkv=4,nq=1,nk=5000,d=128,causal=no"),
     ("flash_decode", "b=5,hq=64,hkv=8,nq=1,nk=7500,d=96,causal=no"),
+    # Outcome (H200, 2026-12-05, stop 59; benchmarks/results/
+    # fallback-h200-2026-12-05-cap-medium-spans.md). The cap held: at 416-420 the new default
+    # ran 1.27-1.45x the old default's point (same sweeps; 5 of 5 >= 1.10x) at 0.924-1.000 of
+    # the fastest (5 of 5 >= 0.90); 415, 421, 422 kept 16 merged splits at 0.961 / 1.000 /
+    # 0.989 of the fastest, faster than 8 at three stages at all three. Medium spans: the
+    # predicted point (8 or 16 merged splits of 64-key tiles, two stages) >= 0.97 of the fastest
+    # at 5 of the 8 (prediction: 6; 425 0.917, 426 0.962, 428 0.954), >= 1.05x the default's
+    # time at 6 (prediction: 4); the default there 0.841-1.000, 0.904 (computed). From these and
+    # two earlier sweeps (384, 395) the rule `medium_spans` (templates/decode/
+    # merged_defaults.cpp): 16-40 pairs, 2048-8000 keys, no variant, 16 merged splits where 16
+    # per pair stay within 2 CTAs per SM, else 8, three stages under 1.5 CTAs per SM.
+    # 431-438: its check set (written with the rule, before any sweep): 16-40 pairs, 3500-8000
+    # keys, d = 96-128, MHA and GQA of 2-10 query heads per KV head. Prediction: the rule's point
+    # >= 0.95 of the fastest at 6 or more of the 8, geometric mean >= 0.97, and >= 1.05x the old
+    # default's time (the point it replaced, same sweep) at 5 or more.
+    ("flash_decode", "b=1,hq=32,hkv=16,nq=1,nk=6000,d=128,causal=no"),
+    ("flash_decode", "b=4,hq=24,hkv=4,nq=1,nk=7000,d=96,causal=no"),
+    ("flash_decode", "b=5,hq=40,hkv=4,nq=1,nk=5000,d=128,causal=no"),
+    ("flash_decode", "b=7,hq=28,hkv=4,nq=1,nk=6500,d=112,causal=no"),
+    ("flash_decode", "b=9,hq=32,hkv=4,nq=1,nk=4500,d=128,causal=no"),
+    ("flash_decode", "b=3,hq=48,hkv=12,nq=1,nk=7800,d=96,causal=no"),
+    ("flash_decode", "b=20,hq=16,hkv=2,nq=1,nk=3500,d=128,causal=no"),
+    ("flash_decode", "b=2,hq=8,hkv=8,nq=1,nk=8000,d=128,causal=no"),
 ]
 
 

@@ -303,8 +303,9 @@ TEST(DecodeDefaults, SplitsFillTheDevice) {
             std::string::npos);
   // Elsewhere the defaults keep the combine kernel (merge=0) past 2 splits: clusters win only
   // when the GPU holds all of them at once, which the defaults cannot tell
-  // (benchmarks/decode/NOTES.md); two splits merge (TwoSplitsOfTheRowsTilesMergeInACluster).
-  EXPECT_EQ(key("b=4,hq=32,hkv=8,nq=1,nk=8000,d=128", h100),
+  // (benchmarks/decode/NOTES.md); two splits merge (TwoSplitsOfTheRowsTilesMergeInACluster), and
+  // so do medium spans over few pairs (MediumSpansOverFewPairsMergeTheRowsTiles).
+  EXPECT_EQ(key("b=4,hq=32,hkv=8,nq=1,nk=9000,d=128", h100),
             "splits=4,block_m=16,block_n=64,warps=4,stages=3");
   EXPECT_EQ(key("b=8,hq=32,hkv=8,nq=1,nk=4096,d=128", h100),
             "splits=2,block_m=16,block_n=64,warps=4,stages=3,merge=1");
@@ -454,6 +455,43 @@ TEST(DecodeDefaults, ShortSpansOverFewPairsMergeSmallTiles) {
             std::string::npos);
 }
 
+// Medium spans over few pairs at d=96's and d=128's tiles (one query row, contiguous, sm_90, no
+// mask variant), past short_spans: 16-40 pairs, 2048-8000 keys in reach: the row's 64-key tiles
+// in 16 merged splits where 16 per pair stay within 2 CTAs per SM, else 8; two stages, three
+// under 1.5 CTAs per SM; kv_split at d = 80/96. Not past 8000 keys or 40 pairs, not at several
+// query rows, with a variant, paged, at d=256 or on sm_80.
+TEST(DecodeDefaults, MediumSpansOverFewPairsMergeTheRowsTiles) {
+  const DeviceInfo h100 = device("sm_90a");
+  const auto key = [&](const std::string& problem, const DeviceInfo& dev) {
+    return op().params_key(checked_default(problem, dev));
+  };
+  EXPECT_EQ(key("b=2,hq=32,hkv=8,nq=1,nk=5000,d=128", h100),  // 16 pairs: 256 CTAs
+            "splits=16,block_m=16,block_n=64,warps=4,stages=2,merge=1");
+  EXPECT_EQ(key("b=1,hq=16,hkv=16,nq=1,nk=7000,d=128", h100),
+            "splits=16,block_m=16,block_n=64,warps=4,stages=2,merge=1");
+  EXPECT_EQ(key("b=3,hq=32,hkv=8,nq=1,nk=6500,d=96", h100),  // 24 x 8: 1.45 CTAs per SM
+            "splits=8,block_m=16,block_n=64,warps=4,stages=3,merge=1,kv_split=1");
+  EXPECT_EQ(key("b=6,hq=32,hkv=4,nq=1,nk=5500,d=112", h100),
+            "splits=8,block_m=16,block_n=64,warps=4,stages=3,merge=1");
+  EXPECT_EQ(key("b=4,hq=32,hkv=8,nq=1,nk=8000,d=128", h100),
+            "splits=8,block_m=16,block_n=64,warps=4,stages=2,merge=1");
+  EXPECT_EQ(key("b=5,hq=64,hkv=8,nq=1,nk=7500,d=96", h100),
+            "splits=8,block_m=16,block_n=64,warps=4,stages=2,merge=1,kv_split=1");
+  // 40 pairs of 4000 keys: past short_spans' 128K products, so here.
+  EXPECT_EQ(key("b=20,hq=16,hkv=2,nq=1,nk=4000,d=128", h100),
+            "splits=8,block_m=16,block_n=64,warps=4,stages=2,merge=1");
+  for (const char* outside : {"b=2,hq=32,hkv=16,nq=1,nk=9000,d=80",
+                              "b=6,hq=32,hkv=8,nq=1,nk=8000,d=128",
+                              "b=3,hq=32,hkv=4,nq=1,nk=6000,d=128",
+                              "b=4,hq=32,hkv=8,nq=4,nk=8000,d=128",
+                              "b=4,hq=32,hkv=8,nq=1,nk=8000,d=128,window=6000",
+                              "b=4,hq=32,hkv=8,nq=1,nk=8000,d=128,page=16",
+                              "b=2,hq=32,hkv=8,nq=1,nk=6000,d=256"})
+    EXPECT_EQ(key(outside, h100).find("merge=1"), std::string::npos) << outside;
+  EXPECT_EQ(key("b=2,hq=32,hkv=8,nq=1,nk=5000,d=128", device("sm_80")).find("merge=1"),
+            std::string::npos);
+}
+
 // Two splits of the row's tiles at d=96's and d=128's tiles (contiguous, one row tile, sm_90)
 // merge in a cluster; not at 4 splits, not paged or varlen, not on sm_80 (no clusters), not at
 // d=64's tiles (their own merged rule) nor d=256's.
@@ -468,7 +506,7 @@ TEST(DecodeDefaults, TwoSplitsOfTheRowsTilesMergeInACluster) {
             "splits=2,block_m=16,block_n=64,warps=4,stages=3,merge=1,kv_split=1");
   EXPECT_EQ(key("b=10,hq=48,hkv=6,nq=1,nk=4000,d=112", h100),
             "splits=2,block_m=16,block_n=64,warps=4,stages=3,merge=1");
-  EXPECT_EQ(key("b=4,hq=32,hkv=8,nq=1,nk=8000,d=128", h100),  // 4 splits: the combine
+  EXPECT_EQ(key("b=4,hq=32,hkv=8,nq=1,nk=9000,d=128", h100),  // 4 splits: the combine
             "splits=4,block_m=16,block_n=64,warps=4,stages=3");
   EXPECT_EQ(key("b=8,hq=32,hkv=8,nq=1,nk=5000,d=256", h100),
             "splits=2,block_m=16,block_n=64,warps=4,stages=3");

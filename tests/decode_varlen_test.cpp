@@ -336,7 +336,7 @@ TEST(DecodeVarlen, FewPairsOfMixedLengthsSplitForThreeCtasPerSm) {
   };
   EXPECT_EQ(splits("b=8,hq=32,hkv=4,nq=1,nk=6000,d=128,page=16"), 12);
   EXPECT_EQ(splits("b=8,hq=32,hkv=4,nq=1,nk=6000,d=128,varlen=yes"), 12);
-  EXPECT_EQ(splits("b=8,hq=32,hkv=4,nq=1,nk=6000,d=128"), 4);
+  EXPECT_EQ(splits("b=8,hq=32,hkv=4,nq=1,nk=9000,d=128"), 4);  // past medium_spans' 8000 keys
   EXPECT_EQ(splits("b=2,hq=32,hkv=8,nq=1,nk=12000,d=128,page=32"), 24);
   EXPECT_EQ(splits("b=16,hq=32,hkv=4,nq=1,nk=5000,d=128,page=16"), 6);
   EXPECT_EQ(splits("b=2,hq=32,hkv=4,nq=1,nk=1500,d=128,varlen=yes"), 4);

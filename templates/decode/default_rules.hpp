@@ -50,6 +50,8 @@ std::optional<Params> row_merged(const DecodeDefaults& r, const Shape& s, const 
                                  int block_m);
 std::optional<Params> short_spans(const Shape& s, std::int64_t data_d, const DeviceInfo& device,
                                   int block_m);
+std::optional<Params> medium_spans(const DecodeDefaults& r, const Shape& s, std::int64_t data_d,
+                                   const DeviceInfo& device, int block_m);
 Config two_merged(Config c, const DecodeDefaults& r, const Shape& s, const DeviceInfo& device);
 
 }  // namespace ktune::decode::rules

@@ -95,6 +95,26 @@ constexpr std::int64_t kVariantSpanMinPairs = 32;
 constexpr int kVariantSpanSplits = 8;
 constexpr int kVariantSpanStages = 3;
 
+/// Medium spans over few pairs at d=96's and d=128's tiles (one query row, sm_90, contiguous
+/// fixed-length K/V, no mask variant), where short_spans does not apply:
+/// kMediumSpanMinPairs-kMediumSpanMaxPairs pairs and kMediumSpanMinKeys-kMediumSpanMaxKeys keys
+/// in reach take the row's tiles in 16 merged splits where 16 per pair keep the grid within
+/// kMediumSpanCtasPerSm CTAs per SM, else 8; at 2 stages, 3 where the grid gives an SM under 1.5
+/// CTAs (see medium_spans). Read on the H200 (2026-12-05, stop 59;
+/// benchmarks/results/fallback-h200-2026-12-05-cap-medium-spans.md) from nine exhaustive sweeps
+/// (16-40 pairs, 4800-8000 keys, d = 96-128: 423-427, 429, 430 and the earlier 384 and 395):
+/// the row's unmerged splits (3-12 of 64-key tiles) ran 0.841-0.981 of the fastest point
+/// (geometric mean 0.89, computed), this rule 0.964-1.000 (0.996, computed). At 9000-12000 keys
+/// (428 and two earlier sweeps, d = 72-80) the unmerged splits stayed fastest, 8 merged at
+/// 0.954-0.957: hence the 8000-key bound. 3 stages lost 0.68-0.82x wherever the grid gave 2 or
+/// more CTAs per SM, and won 0.917 -> 1.000 at 24 pairs x 8 (1.45 per SM, d=96). Not measured
+/// on the H100.
+constexpr std::int64_t kMediumSpanMinPairs = 16;
+constexpr std::int64_t kMediumSpanMaxPairs = 40;
+constexpr std::int64_t kMediumSpanMinKeys = 2048;
+constexpr std::int64_t kMediumSpanMaxKeys = 8000;
+constexpr std::int64_t kMediumSpanCtasPerSm = 2;
+
 }  // namespace
 
 /// One row tile, sm_90 (clusters), contiguous fixed-length K/V (what merge=1 merges).
@@ -174,6 +194,27 @@ std::optional<Params> short_spans(const Shape& s, std::int64_t data_d, const Dev
         flash_decode_used_splits(span, t.block_n, v) == v)
       return Params{{v, block_m, t.block_n, t.warps, variant_cap ? kVariantSpanStages : t.stages,
                      1, kv_split}};
+  return std::nullopt;
+}
+
+/// The row's tiles in merged splits over medium spans (kMediumSpanMinPairs etc.), or nothing
+/// where the rule does not apply or neither 16 nor 8 splits leave every split a tile.
+/// kv_split=1 at the data head dims that take it (the row's own choice there).
+std::optional<Params> medium_spans(const DecodeDefaults& r, const Shape& s, std::int64_t data_d,
+                                   const DeviceInfo& device, int block_m) {
+  const std::int64_t pairs = s.b * s.hkv;
+  const std::int64_t span = split_span(s, r.block_n);
+  if (s.nq != 1 || (s.d != 96 && s.d != 128) || s.variants() ||
+      !merged_tiles_apply(s, device) || pairs < kMediumSpanMinPairs ||
+      pairs > kMediumSpanMaxPairs || span < kMediumSpanMinKeys || span > kMediumSpanMaxKeys)
+    return std::nullopt;
+  const int kv_split = takes_kv_split(s, data_d, device) ? 1 : 0;
+  for (int v : {16, 8}) {
+    if (v == 16 && pairs * v > kMediumSpanCtasPerSm * device.sm_count) continue;
+    if (flash_decode_used_splits(span, r.block_n, v) != v) continue;
+    const int stages = 2 * pairs * v < 3 * static_cast<std::int64_t>(device.sm_count) ? 3 : 2;
+    return Params{{v, block_m, r.block_n, r.warps, stages, 1, kv_split}};
+  }
   return std::nullopt;
 }
 
