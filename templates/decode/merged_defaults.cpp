@@ -107,8 +107,10 @@ constexpr int kVariantSpanStages = 3;
 /// (geometric mean 0.89, computed), this rule 0.964-1.000 (0.996, computed). At 9000-12000 keys
 /// (428 and two earlier sweeps, d = 72-80) the unmerged splits stayed fastest, 8 merged at
 /// 0.954-0.957: hence the 8000-key bound. 3 stages lost 0.68-0.82x wherever the grid gave 2 or
-/// more CTAs per SM, and won 0.917 -> 1.000 at 24 pairs x 8 (1.45 per SM, d=96). Not measured
-/// on the H100.
+/// more CTAs per SM, and won 0.917 -> 1.000 at 24 pairs x 8 (1.45 per SM, d=96). Its check set
+/// (431-436 of benchmarks/fallback_quality.py, written with the rule, swept after): 0.975-1.000
+/// of the fastest (0.992) where the defaults before ran 0.821-0.913 (0.870), 1.10-1.19x faster
+/// at all six. Not measured on the H100.
 constexpr std::int64_t kMediumSpanMinPairs = 16;
 constexpr std::int64_t kMediumSpanMaxPairs = 40;
 constexpr std::int64_t kMediumSpanMinKeys = 2048;
