@@ -20,23 +20,18 @@
 #include "templates/attention/args_sm90.h"
 #include "templates/attention/attention_op.hpp"
 #include "tests/support/launch_recorder.hpp"
+#include "tests/support/test_strings.hpp"
 
 namespace ktune::attention_test {
+
+using test::contains;
+using test::run_error;
 
 inline const Op& op() { return flash_attention_op(); }
 inline DeviceInfo device(std::string_view arch) { return *device_for_arch(arch); }
 
 inline std::string problem_error(const char* shape) {
-  try {
-    op().parse_problem(shape);
-  } catch (const InvalidArgument& e) {
-    return e.what();
-  }
-  return "";
-}
-
-inline bool contains(const std::string& s, const std::string& part) {
-  return s.find(part) != std::string::npos;
+  return test::run_error([&] { op().parse_problem(shape); });
 }
 
 /// Records launches with their FlashAttentionArgs.
@@ -64,15 +59,6 @@ inline RecordingLauncher run(const Params& params, const Problem& p, double scal
   else
     op().run(a, l);
   return l;
-}
-
-inline std::string run_error(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const InvalidArgument& e) {
-    return e.what();
-  }
-  return "";
 }
 
 const char* const kMha = "b=2,hq=16,hkv=16,nq=4096,nk=4096,d=128";

@@ -26,8 +26,12 @@
 #include "templates/decode/decode_op.hpp"
 #include "tests/support/compile_report.hpp"
 #include "tests/support/launch_recorder.hpp"
+#include "tests/support/test_strings.hpp"
 
 namespace ktune::decode_test {
+
+using test::contains;
+using test::run_error;
 
 inline const Op& op() { return flash_decode_op(); }
 inline DeviceInfo device(std::string_view arch) { return *device_for_arch(arch); }
@@ -46,26 +50,8 @@ inline Params checked_default(const std::string& problem, const DeviceInfo& dev)
   return params;
 }
 
-inline bool contains(const std::string& s, const std::string& part) {
-  return s.find(part) != std::string::npos;
-}
-
 inline std::string problem_error(const std::string& shape) {
-  try {
-    op().parse_problem(shape);
-  } catch (const InvalidArgument& e) {
-    return e.what();
-  }
-  return "";
-}
-
-inline std::string run_error(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const InvalidArgument& e) {
-    return e.what();
-  }
-  return "";
+  return test::run_error([&] { op().parse_problem(shape); });
 }
 
 inline std::string why(const std::string& params, const std::string& problem,

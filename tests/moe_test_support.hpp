@@ -25,23 +25,17 @@
 #include "templates/moe/reference_mlp.cuh"
 #include "templates/moe/zero.cuh"
 #include "tests/support/launch_recorder.hpp"
+#include "tests/support/test_strings.hpp"
 
 namespace ktune::moe_test {
+
+using test::contains;
 
 inline const Op& op() { return moe_op(); }
 inline DeviceInfo device(std::string_view arch) { return *device_for_arch(arch); }
 
 inline std::string problem_error(const std::string& shape) {
-  try {
-    op().check_problem(op().parse_problem(shape));
-  } catch (const InvalidArgument& e) {
-    return e.what();
-  }
-  return "";
-}
-
-inline bool contains(const std::string& s, const std::string& part) {
-  return s.find(part) != std::string::npos;
+  return test::run_error([&] { op().check_problem(op().parse_problem(shape)); });
 }
 
 const char* const kMixtral = "e=8,k=2,h=4096,i=14336";
