@@ -110,7 +110,8 @@ constexpr int kVariantSpanStages = 3;
 /// more CTAs per SM, and won 0.917 -> 1.000 at 24 pairs x 8 (1.45 per SM, d=96). Its check set
 /// (431-436 of benchmarks/fallback_quality.py, written with the rule, swept after): 0.975-1.000
 /// of the fastest (0.992) where the defaults before ran 0.821-0.913 (0.870), 1.10-1.19x faster
-/// at all six. Not measured on the H100.
+/// at all six. On the H100 (2026-12-05, stop 60; benchmarks/results/h100-bars-2026-12-05.md)
+/// all eight of 431-438: 0.921 -> 0.977 of the fastest (computed), 1.01-1.12x faster at all.
 constexpr std::int64_t kMediumSpanMinPairs = 16;
 constexpr std::int64_t kMediumSpanMaxPairs = 40;
 constexpr std::int64_t kMediumSpanMinKeys = 2048;
