@@ -101,6 +101,14 @@ void json_result(Json& j, const SweepResult& r, const SweepOptions& o) {
     j.begin_object().field("params", w.params_key).field("from", w.problem_key)
         .field("device", w.device_key).field("distance", w.distance).end_object();
   j.end_array();
+  j.key("given").begin_array();
+  for (const TrialOutcome& g : r.given) {
+    j.begin_object().field("params", g.params_key).field("status", status_name(g.status));
+    if (g.status == TrialStatus::ok) j.field("median_us", g.median_us);
+    else j.field("detail", g.detail);
+    j.end_object();
+  }
+  j.end_array();
   j.field("not_measured", static_cast<long long>(r.not_measured));
   j.field("seconds", r.seconds).field("database", o.db_path.string()).end_object();
 }
@@ -145,6 +153,16 @@ void print_result(const SweepResult& r, const SweepOptions& o) {
     std::printf("  default: %s\n           %.2f us; tuned is %.2fx faster\n",
                 r.default_config->params_key.c_str(), r.default_config->median_us,
                 r.default_config->median_us / us);
+  for (const TrialOutcome& g : r.given) {
+    std::printf("  given:   %s\n", g.params_key.c_str());
+    if (g.status != TrialStatus::ok)
+      std::printf("           %s: %s\n", status_name(g.status), shown(g.detail, 300).c_str());
+    else if (r.default_config && r.default_config->status == TrialStatus::ok)
+      std::printf("           %.2f us; %.2fx the default's speed\n", g.median_us,
+                  r.default_config->median_us / g.median_us);
+    else
+      std::printf("           %.2f us\n", g.median_us);
+  }
   std::printf("  %.1f s; stored in %s\n", r.seconds, shown(o.db_path.string()).c_str());
 }
 
@@ -356,6 +374,9 @@ po::options_description sweep_options() {
       ("devices", po::value<std::string>(),
        "GPUs to spread the problems over (plans, buckets, miss logs): all, or ordinals such as "
        "0,1; one worker per GPU, one database, --jobs split between them (instead of --device)")
+      ("params", po::value<std::vector<std::string>>()->composing(),
+       "a configuration to time beside the default, as name=value items over it (e.g. "
+       "block_m=32,bn2=64); repeat for more. Without --strategy nothing else is measured")
       ("force", "measure again configurations the database already has")
       ("no-cache", "do not use the on-disk compile cache")
       ("no-warm-start", "do not measure the bests of the nearest tuned problems in the database "
@@ -373,7 +394,7 @@ void check_option_combinations(const po::variables_map& vm) {
                           " both choose GPUs: give --device N for one, or --devices all|LIST "
                           "for several");
   if (vm.count("plan")) {
-    for (const char* o : {"op", "shape", "tokens", "dtype", "causal", "from-misses"})
+    for (const char* o : {"op", "shape", "tokens", "dtype", "causal", "from-misses", "params"})
       if (vm.count(o) && !vm[o].defaulted())
         throw InvalidArgument(std::string("--plan names each problem's op, dtype and shape: "
                                           "leave out --") + o);
@@ -383,7 +404,7 @@ void check_option_combinations(const po::variables_map& vm) {
         throw InvalidArgument(std::string("--") + o + " applies to --plan FILE");
   }
   if (vm.count("from-misses")) {
-    for (const char* o : {"op", "shape", "tokens", "dtype", "causal"})
+    for (const char* o : {"op", "shape", "tokens", "dtype", "causal", "params"})
       if (vm.count(o) && !vm[o].defaulted())
         throw InvalidArgument(std::string("--from-misses names each problem's op, dtype and shape: "
                                           "leave out --") + o);
@@ -430,6 +451,10 @@ SweepSetup setup_of(const po::variables_map& vm, const Op& op, const Args& args)
     if (one_op && o.strategy == "staged" && op.search_stages().empty())
       throw InvalidArgument("strategy staged: op " + std::string(op.name()) +
                             " declares no search stages (allowed for it: exhaustive, random, model)");
+  }
+  if (vm.count("params")) {
+    o.params = vm["params"].as<std::vector<std::string>>();
+    check_given_params(op, o.params);
   }
   o.budget = static_cast<std::size_t>(integer_option(vm, "budget", 0, 1000000000));
   o.time_limit_s = number_option(vm, "time-limit", 0, 604800);
@@ -497,7 +522,7 @@ int cmd_sweep(const Args& args) {
                               "[--strategy exhaustive|random|model|staged] "
                               "[--budget N] [--time-limit S] [--jobs N] [--timeout S] "
                               "[--compile-timeout S] [--device N | --devices all|LIST] "
-                              "[--db PATH] [--force] [--no-warm-start]",
+                              "[--db PATH] [--params P]... [--force] [--no-warm-start]",
                      desc, args, vm))
     return 0;
   check_option_combinations(vm);

@@ -9,6 +9,7 @@
 #include "runtime/core/types.hpp"
 #include "templates/common/check_args.h"
 #include "templates/embedded.hpp"
+#include "templates/params_over.hpp"
 
 namespace ktune {
 namespace {
@@ -155,6 +156,29 @@ bool under(std::string_view path, std::string_view folder) {
          path[folder.size()] == '/';
 }
 
+/// The values `text` names, by tunable index (nullopt where it names none), each checked against
+/// its tunable's list; `fail` makes the error.
+template <typename Fail>
+std::vector<std::optional<std::int64_t>> given_values(std::string_view text,
+                                                      const std::vector<Tunable>& ts,
+                                                      const Fail& fail) {
+  std::vector<std::optional<std::int64_t>> given(ts.size());
+  const std::string_view body = trim(text);
+  if (body.empty()) return given;
+  std::string error;
+  const std::vector<KeyItem> items = key_items(body, ts, "parameter", tunable_names(ts), error);
+  if (!error.empty()) throw fail(error);
+  for (const KeyItem& item : items) {
+    const Tunable& t = ts[item.index];
+    std::int64_t v = 0;
+    if (parse_int(item.value, v) != IntParse::ok)
+      throw fail(t.name + "=" + ktune::quoted(item.value) + " is not one of " + values_text(t.values));
+    if (auto why = tunable_value_reason(t, v)) throw fail(*why);
+    given[item.index] = v;
+  }
+  return given;
+}
+
 }  // namespace
 
 // ---- problems ----
@@ -281,21 +305,7 @@ Params Op::parse_params(std::string_view text) const {
     return InvalidArgument("invalid parameters " + ktune::quoted(text) + " for " + std::string(name()) +
                            ": " + why);
   };
-  std::vector<std::optional<std::int64_t>> given(ts.size());
-  const std::string_view body = trim(text);
-  if (!body.empty()) {
-    std::string error;
-    const std::vector<KeyItem> items = key_items(body, ts, "parameter", tunable_names(ts), error);
-    if (!error.empty()) throw fail(error);
-    for (const KeyItem& item : items) {
-      const Tunable& t = ts[item.index];
-      std::int64_t v = 0;
-      if (parse_int(item.value, v) != IntParse::ok)
-        throw fail(t.name + "=" + ktune::quoted(item.value) + " is not one of " + values_text(t.values));
-      if (auto why = tunable_value_reason(t, v)) throw fail(*why);
-      given[item.index] = v;
-    }
-  }
+  std::vector<std::optional<std::int64_t>> given = given_values(text, ts, fail);
   Params p;
   p.values.reserve(ts.size());
   for (std::size_t i = 0; i < ts.size(); ++i) {
@@ -303,6 +313,20 @@ Params Op::parse_params(std::string_view text) const {
     if (!given[i]) throw fail("missing parameter " + ts[i].name);
     p.values.push_back(*given[i]);
   }
+  return p;
+}
+
+Params parse_params_over(const Op& op, std::string_view text, const Params& base) {
+  const std::vector<Tunable>& ts = op.tunables();
+  const auto fail = [&](const std::string& why) -> InvalidArgument {
+    return InvalidArgument("invalid parameters " + ktune::quoted(text) + " for " +
+                           std::string(op.name()) + ": " + why);
+  };
+  if (auto why = op.check_params(base)) throw fail("the base configuration: " + *why);
+  const std::vector<std::optional<std::int64_t>> given = given_values(text, ts, fail);
+  Params p = base;
+  for (std::size_t i = 0; i < ts.size(); ++i)
+    if (given[i]) p.values[i] = *given[i];
   return p;
 }
 

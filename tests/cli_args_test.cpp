@@ -86,6 +86,15 @@ TEST_F(Cli, EveryNumberIsFiniteAndInItsRange) {
       {"sweep --from-misses /nonexistent/misses.tsv", "cannot read the miss log \"/nonexistent/misses.tsv\""},
       {"sweep --from-misses /dev/null --op softmax", "--from-misses names each problem's op, dtype and shape: leave out --op"},
       {"sweep --from-misses /dev/null", "the miss log \"/dev/null\" lists no problem to tune"},
+      {"sweep --op softmax --params vec=3",
+       "invalid parameters \"vec=3\" for softmax: vec=3 is not one of 1, 2, 4, 8"},
+      {"sweep --op moe --params block_m=32 --params tile=4",
+       "invalid parameters \"tile=4\" for moe: unknown parameter \"tile\""},
+      {"sweep --op softmax --params vec=4,vec=8", "given twice"},
+      {"sweep --plan /dev/null --params vec=4",
+       "--plan names each problem's op, dtype and shape: leave out --params"},
+      {"sweep --from-misses /dev/null --params vec=4",
+       "--from-misses names each problem's op, dtype and shape: leave out --params"},
   };
   for (const auto& c : cases) {
     const std::string args = c.args + (c.args.rfind("sweep", 0) == 0 ? " --db " + db : "");

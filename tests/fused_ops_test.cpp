@@ -12,6 +12,7 @@
 #include "ktune/error.hpp"
 #include "templates/fused/args.h"
 #include "templates/op.hpp"
+#include "templates/params_over.hpp"
 
 namespace ktune {
 namespace {
@@ -215,6 +216,25 @@ TEST(ParamsKey, BadParamsSayWhatIsWrong) {
             "add_rmsnorm has no parameter \"tile\" (parameters: threads, rows, vec, regs)");
 }
 
+TEST(ParamsKey, ItemsOverABaseChangeOnlyWhatTheyName) {
+  const Op& op = get_op("add_rmsnorm");
+  const Params base = op.parse_params("threads=256,rows=1,vec=8,regs=1");
+  EXPECT_EQ(op.params_key(parse_params_over(op, "vec=4", base)), "threads=256,rows=1,vec=4,regs=1");
+  EXPECT_EQ(op.params_key(parse_params_over(op, " regs=0 , threads=128 ", base)),
+            "threads=128,rows=1,vec=8,regs=0");
+  EXPECT_EQ(parse_params_over(op, "", base), base);
+  const auto msg = [&](const char* text) {
+    return error_of([&] { parse_params_over(op, text, base); });
+  };
+  EXPECT_EQ(msg("vec=3"),
+            "invalid parameters \"vec=3\" for add_rmsnorm: vec=3 is not one of 1, 2, 4, 8");
+  EXPECT_NE(msg("tile=4").find("unknown parameter \"tile\" (parameters: threads, rows, vec, regs)"),
+            std::string::npos);
+  EXPECT_NE(msg("vec=4,vec=8").find("given twice"), std::string::npos);
+  EXPECT_NE(error_of([&] { parse_params_over(op, "vec=4", Params{{256, 1, 8}}); })
+                .find("the base configuration: expected 4 parameter values"),
+            std::string::npos);
+}
 // ---- validity ----
 
 TEST(InvalidReason, RowOpsNameTheValues) {

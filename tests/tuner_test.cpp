@@ -15,6 +15,7 @@
 #include "ktune/error.hpp"
 #include "runtime/core/device.hpp"
 #include "search/space.hpp"
+#include "templates/params_over.hpp"
 #include "tests/support/test_env.hpp"
 #include "tuner/queue_hold.hpp"
 #include "tuner/sweep.hpp"
@@ -346,6 +347,42 @@ TEST_F(Tuner, ModelSweepRecordsOnlyWhatItProposed) {
   o.db_path = dir.path() / "random-all.db";
   SweepResult every = run_sweep(o);
   EXPECT_GE(every.counts[TrialStatus::invalid], every.space_size - every.valid_count);
+}
+
+// ktune sweep --params: the given points (items over the default) are verified and measured
+// beside the default whatever the budget, re-timed with it, and nothing else runs without a
+// strategy; one invalid for the problem is reported with its reason; with a strategy the search
+// follows them.
+TEST_F(Tuner, GivenPointsAreMeasuredBesideTheDefault) {
+  // n = 1002: vec=4 and vec=8 do not divide a row (invalid), vec=2 and 1 do.
+  SweepOptions o = options("add_rmsnorm", "m=96,n=1002");
+  o.params = {"vec=1", "vec=4", "vec=1", "threads=64,vec=2"};
+  o.budget = 1;  // the given points are measured anyway
+  SweepResult r = run_sweep(o);
+  EXPECT_EQ(r.strategy, "given");
+  const Op& op = get_op("add_rmsnorm");
+  const Params def = op.default_params(op.parse_problem("m=96,n=1002"), DType::bf16, r.device);
+  ASSERT_EQ(r.given.size(), 4u);  // one for each text, in order
+  for (std::size_t i = 0; i < 4; ++i)
+    EXPECT_EQ(r.given[i].params_key, op.params_key(parse_params_over(op, o.params[i], def))) << i;
+  EXPECT_EQ(r.given[0].status, TrialStatus::ok);
+  EXPECT_EQ(r.given[1].status, TrialStatus::invalid);
+  EXPECT_EQ(r.given[1].detail, "n=1002 is not a multiple of vec=4");
+  EXPECT_EQ(r.given[2].status, TrialStatus::ok);
+  EXPECT_EQ(r.given[2].median_us, r.given[0].median_us);  // measured once
+  EXPECT_EQ(r.given[3].status, TrialStatus::ok);
+  ASSERT_TRUE(r.default_config.has_value());
+  std::set<std::string> measured;
+  for (const TrialOutcome& t : r.trials) measured.insert(t.params_key);
+  EXPECT_EQ(measured, (std::set<std::string>{r.default_config->params_key, r.given[0].params_key,
+                                             r.given[3].params_key}));
+  // With a strategy, its search follows the given points.
+  o.strategy = "random";
+  o.budget = 6;
+  o.db_path = dir.path() / "searched.db";
+  SweepResult searched = run_sweep(o);
+  EXPECT_EQ(searched.given.size(), 4u);
+  EXPECT_GT(searched.trials.size(), 3u);
 }
 
 // MoE through the tuner: every routing mode's inputs are filled as the op declares (scaled

@@ -16,6 +16,7 @@
 #include "runtime/core/compiler.hpp"
 #include "search/space.hpp"
 #include "search/strategy.hpp"
+#include "templates/params_over.hpp"
 #include "tuner/compile_child.hpp"
 #include "tuner/compile_pool.hpp"
 #include "tuner/devices.hpp"
@@ -101,6 +102,7 @@ void validate(const Op& op, const SweepOptions& o) {
                           " does not exist");
   // Rejects an unknown strategy name, or staged for an op without stages, before any work.
   check_strategy_name(op, o.strategy);
+  check_given_params(op, o.params);
   if (!(o.compile_timeout_s >= 0) || !std::isfinite(o.compile_timeout_s))
     throw InvalidArgument("compile time limit " + std::to_string(o.compile_timeout_s) +
                           " s is not allowed: expected a finite number of seconds, 0 for none");
@@ -129,7 +131,7 @@ struct Session {
 /// lists them with their reasons.
 void record_invalid_points(const Op& op, const Space& space, std::size_t budget, TrialBook& book,
                            SweepResult& res) {
-  if (res.strategy == "staged" || res.strategy == "model") return;
+  if (res.strategy == "staged" || res.strategy == "model" || res.strategy == "given") return;
   if (budget > 0 && budget < space.valid_count()) return;
   for (const SpacePoint& p : space.points()) {
     if (!p.invalid) continue;
@@ -158,15 +160,19 @@ struct Batches {
   std::size_t fresh = 0;   // of which not in the database: what the budget counts
 };
 
+bool among(const std::vector<Params>& list, const Params& p) {
+  return std::find(list.begin(), list.end(), p) != list.end();
+}
+
 /// The candidates of `batch` to measure: those the budget still allows (a point the database
-/// has costs nothing), less `skip`; `forced` is measured whatever the budget.
+/// has costs nothing), less `skip`; `forced` are measured whatever the budget.
 std::vector<Params> within_budget(Batches& b, const std::vector<Params>& batch,
-                                  const Params* forced, const Params* skip) {
+                                  const std::vector<Params>& forced, const Params* skip) {
   std::vector<Params> todo;
   for (const Params& p : batch) {
     if (skip && p == *skip) continue;
     if (!b.book.known(b.s.op.params_key(p))) {
-      if (b.s.o.budget > 0 && b.fresh >= b.s.o.budget && !(forced && p == *forced)) continue;
+      if (b.s.o.budget > 0 && b.fresh >= b.s.o.budget && !among(forced, p)) continue;
       ++b.fresh;
     }
     todo.push_back(p);
@@ -217,12 +223,12 @@ void evaluate(Batches& b, const Params& p, bool proposed, const WarmStartPoint* 
 /// Evaluates `todo` in order (compiled in the background); false once the time limit stops it
 /// (what is left counts as not measured). `warm`: the warm-start points, matched by params.
 bool evaluate_all(Batches& b, const std::vector<Params>& todo, bool proposed,
-                  const Params* forced, const std::vector<WarmStartPoint>& warm) {
+                  const std::vector<Params>& forced, const std::vector<WarmStartPoint>& warm) {
   b.known += todo.size();
   b.bench.queue(todo);
   for (const Params& p : todo) {
     if (b.s.o.time_limit_s > 0 && seconds_since(b.s.t0) > b.s.o.time_limit_s &&
-        !(forced && p == *forced)) {
+        !among(forced, p)) {
       b.res.not_measured += b.known - b.done;
       return false;
     }
@@ -235,23 +241,69 @@ bool evaluate_all(Batches& b, const std::vector<Params>& todo, bool proposed,
 }
 
 /// The default configuration first (the speedup baseline, measured whatever the budget and the
-/// time limit), then the warm-start points, both observed by the strategy; then the strategy's
-/// batches, each reported before it is asked again; within the budget and the time limit.
-void measure_batches(Batches& b, const Params& default_params,
+/// time limit) and the given points (SweepOptions::params, likewise), then the warm-start points,
+/// all observed by the strategy; then, unless points were given without a strategy, the
+/// strategy's batches, each reported before it is asked again; within the budget and the time
+/// limit.
+void measure_batches(Batches& b, const Params& default_params, const std::vector<Params>& given,
                      const std::vector<WarmStartPoint>& warm) {
-  std::vector<Params> first = {default_params};
+  std::vector<Params> forced = {default_params};
+  for (const Params& p : given)
+    if (!among(forced, p)) forced.push_back(p);
+  std::vector<Params> first = forced;
   for (const WarmStartPoint& w : warm)
-    if (w.params != default_params) first.push_back(w.params);
-  if (!evaluate_all(b, within_budget(b, first, &default_params, nullptr), false, &default_params,
-                    warm))
-    return;
+    if (!among(first, w.params)) first.push_back(w.params);
+  if (!evaluate_all(b, within_budget(b, first, forced, nullptr), false, forced, warm)) return;
+  if (!b.s.o.params.empty() && b.s.o.strategy.empty()) return;  // the given points alone
   for (;;) {
     const std::vector<Params> batch = b.strategy.next_batch();
     if (batch.empty()) return;
-    if (!evaluate_all(b, within_budget(b, batch, nullptr, &default_params), true, nullptr, {}))
-      return;
+    if (!evaluate_all(b, within_budget(b, batch, {}, &default_params), true, {}, {})) return;
     if (b.s.o.budget > 0 && b.fresh >= b.s.o.budget) return;
   }
+}
+
+/// SweepOptions::params over this problem's default (templates/params_over.hpp), one for each
+/// text, with the reason where the point is invalid for the problem on this device.
+struct GivenPoint {
+  Params params;
+  std::optional<std::string> invalid;
+};
+
+std::vector<GivenPoint> given_points(Session& s, const Problem& problem,
+                                     const Params& default_params) {
+  std::vector<GivenPoint> out;
+  for (const std::string& text : s.o.params) {
+    GivenPoint g{parse_params_over(s.op, text, default_params), std::nullopt};
+    g.invalid = s.op.invalid_reason(g.params, problem, s.o.dtype, s.device);
+    out.push_back(std::move(g));
+  }
+  return out;
+}
+
+/// The outcomes of the given points, one for each, in order: a measured point's trial (as
+/// re-timed), an invalid one's reason.
+std::vector<TrialOutcome> given_outcomes(const Op& op, const std::vector<GivenPoint>& given,
+                                         const std::vector<TrialOutcome>& trials) {
+  std::vector<TrialOutcome> out;
+  for (const GivenPoint& g : given) {
+    TrialOutcome t;
+    t.params = g.params;
+    t.params_key = op.params_key(g.params);
+    if (g.invalid) {
+      t.status = TrialStatus::invalid;
+      t.detail = *g.invalid;
+    } else {
+      const auto x = std::find_if(trials.begin(), trials.end(), [&](const TrialOutcome& y) {
+        return y.params_key == t.params_key;
+      });
+      // Given points are measured whatever the budget and the time limit: always found.
+      if (x == trials.end()) throw Error("given point " + t.params_key + " was not measured");
+      t = *x;
+    }
+    out.push_back(std::move(t));
+  }
+  return out;
 }
 
 /// The warm-start points of this problem (none when turned off): the bests of the nearest tuned
@@ -304,7 +356,8 @@ std::optional<TrialOutcome> stored_best(Session& s, const TrialRecord& base,
 /// best. The database's earlier best is re-timed beside them: a run that measures less than an
 /// earlier one never replaces a faster stored best with its own (res.stored_best).
 void choose_best(Session& s, ProblemBench& bench, const TrialRecord& base, const Problem& problem,
-                 const std::string& default_key, SweepResult& res) {
+                 const std::string& default_key, const std::vector<std::string>& given_keys,
+                 SweepResult& res) {
   std::vector<TrialOutcome*> ok;
   TrialOutcome* default_trial = nullptr;
   for (TrialOutcome& t : res.trials) {
@@ -322,6 +375,12 @@ void choose_best(Session& s, ProblemBench& bench, const TrialRecord& base, const
   // default it replaces.
   if (default_trial && std::find(ok.begin(), ok.end(), default_trial) == ok.end())
     ok.push_back(default_trial);
+  // The given points too (ktune sweep --params): their times then compare with the default's.
+  for (TrialOutcome& t : res.trials)
+    if (t.status == TrialStatus::ok &&
+        std::find(given_keys.begin(), given_keys.end(), t.params_key) != given_keys.end() &&
+        std::find(ok.begin(), ok.end(), &t) == ok.end())
+      ok.push_back(&t);
   res.stored_best = stored_best(s, base, problem, res);
   if (res.stored_best) {
     if (ok.empty()) return;  // nothing of this run passed: the stored row stays as it is
@@ -354,7 +413,10 @@ SweepResult sweep_problem(Session& s, const Problem& problem, std::size_t index,
   res.op = std::string(op.name());
   res.dtype = o.dtype;
   res.problem_key = op.problem_key(problem);
-  res.strategy = std::string(o.strategy.empty() ? op.default_strategy() : o.strategy);
+  // "given": only the default and SweepOptions::params were measured (no search).
+  res.strategy = !o.strategy.empty()  ? o.strategy
+                 : !o.params.empty() ? std::string("given")
+                                     : std::string(op.default_strategy());
   res.min_bytes = op.min_bytes(problem, o.dtype);
   res.flops = op.flops(problem, o.dtype);
   res.copy_bandwidth = s.copy_bandwidth;
@@ -391,9 +453,19 @@ SweepResult sweep_problem(Session& s, const Problem& problem, std::size_t index,
   std::unique_ptr<Strategy> strategy =
       make_space_strategy(space, o.strategy, default_params, o.seed, o.budget);
   Batches batches{s, *strategy, bench, book, res, index, count};
-  measure_batches(batches, default_params, warm_start_of(s, space, default_params));
+  const std::vector<GivenPoint> given = given_points(s, problem, default_params);
+  std::vector<Params> measured_given;
+  std::vector<std::string> given_keys;
+  for (const GivenPoint& g : given)
+    if (!g.invalid && !among(measured_given, g.params)) {
+      measured_given.push_back(g.params);
+      given_keys.push_back(op.params_key(g.params));
+    }
+  measure_batches(batches, default_params, measured_given,
+                  warm_start_of(s, space, default_params));
   const std::string default_key = op.params_key(default_params);
-  choose_best(s, bench, base, problem, default_key, res);
+  choose_best(s, bench, base, problem, default_key, given_keys, res);
+  res.given = given_outcomes(op, given, res.trials);
 
   for (const TrialOutcome& t : res.trials) {
     if (t.params_key == default_key) res.default_config = t;
@@ -406,6 +478,13 @@ SweepResult sweep_problem(Session& s, const Problem& problem, std::size_t index,
 }
 
 }  // namespace
+
+void check_given_params(const Op& op, const std::vector<std::string>& texts) {
+  // Each problem's default is the base later; any base of listed values finds the same errors.
+  Params any;
+  for (const Tunable& t : op.tunables()) any.values.push_back(t.values.front());
+  for (const std::string& text : texts) parse_params_over(op, text, any);
+}
 
 std::vector<SweepResult> run_sweeps(const SweepOptions& o) {
   const Clock::time_point t0 = Clock::now();

@@ -55,6 +55,12 @@ struct SweepOptions {
   /// (warm_start.hpp); they count in the budget.
   bool warm_start = true;
   std::size_t warm_start_count = kWarmStartCount;  // at most this many such points
+  /// Configurations to measure beside the default (`ktune sweep --params`), each name=value
+  /// items over the problem's default (templates/params_over.hpp); measured whatever the budget
+  /// and the time limit, and re-timed beside the default. One invalid for a problem is not
+  /// measured there (SweepResult::given gives the reason). With `strategy` empty nothing else
+  /// is measured; with a strategy its search follows them.
+  std::vector<std::string> params;
   std::filesystem::path db_path;          // required
   bool create_db_directory = false;       // create db_path's directory once a device is found
   int device = 0;
@@ -96,6 +102,9 @@ struct SweepResult {
   bool space_enumerated = true;
   std::vector<TrialOutcome> trials;      // this run's and resumed ones
   std::vector<WarmStartPoint> warm_start;  // measured (or resumed) before the strategy's points
+  std::vector<TrialOutcome> given;         // one for each of SweepOptions::params, in order:
+                                           // as re-timed in the final phase, or invalid with
+                                           // the reason
   std::optional<TrialOutcome> best;
   std::optional<TrialOutcome> default_config;
   // The database's best before this run, where this run did not propose it: re-timed beside the
@@ -118,6 +127,10 @@ struct SweepResult {
 std::vector<Problem> sweep_problems(const Op& op, const SweepOptions& options);
 /// True when a "name=value,..." shape sets `dim`.
 bool shape_names_dim(const std::string& shape, std::string_view dim);
+
+/// Throws InvalidArgument where a `ktune sweep --params` text names a tunable `op` lacks or a
+/// value outside its list (whether a point suits a problem is known per problem, on the device).
+void check_given_params(const Op& op, const std::vector<std::string>& texts);
 
 /// Runs a sweep of every problem (the shape, or one per bucket value), sharing one worker, one
 /// compile pool and one database. Throws InvalidArgument for bad options, NoDevice without a

@@ -64,18 +64,30 @@ class _Progress:
             self.bar.close()
 
 
+def _items(value):
+    """ "a=1,b=2" as given, or a dict as "a=1,b=2"."""
+    if isinstance(value, dict):
+        return ",".join(f"{k}={v}" for k, v in value.items())
+    return str(value)
+
+
 def sweep(op, shape=None, *, dtype="bf16", db=None, strategy=None, budget=None,
-          time_limit=None, tokens=None, force=False, device=None, progress=True):
+          time_limit=None, tokens=None, force=False, device=None, params=None, progress=True):
     """Tunes `op` on a problem (shape: "m=16384,n=4096" or a dict) with the package's `ktune
     sweep`, and returns its result as a dict (the best configuration and its time, the counts
-    of every trial status, the space). Progress: a tqdm bar when tqdm is installed, the command's
-    lines on stderr otherwise, nothing with progress=False. Raises RuntimeError with the
-    command's message when the sweep fails (no GPU among the reasons)."""
+    of every trial status, the space). params: configurations to time beside the default, each
+    "name=value,..." or a dict over the default (`ktune sweep --params`; without strategy only
+    they and the default are measured, the result's "given" lists them). Progress: a tqdm bar
+    when tqdm is installed, the command's lines on stderr otherwise, nothing with
+    progress=False. Raises RuntimeError with the command's message when the sweep fails (no GPU
+    among the reasons)."""
     args = [command(), "sweep", "--op", str(op), "--dtype", str(dtype), "--json"]
     if shape is not None:
-        if isinstance(shape, dict):
-            shape = ",".join(f"{k}={v}" for k, v in shape.items())
-        args += ["--shape", str(shape)]
+        args += ["--shape", _items(shape)]
+    if isinstance(params, (str, dict)):
+        params = [params]
+    for p in params or []:
+        args += ["--params", _items(p)]
     for flag, value in (("--db", db), ("--strategy", strategy), ("--budget", budget),
                         ("--time-limit", time_limit), ("--device", device)):
         if value is not None:

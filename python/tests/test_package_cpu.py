@@ -173,6 +173,13 @@ def test_the_packaged_command(tmp_path):
                         progress=False)
         assert "ktune sweep failed" in str(info.value)
         assert re.search(r"CUDA|cuda|driver|device", str(info.value)), str(info.value)
+    # A configuration of one's own is checked before any GPU is looked for.
+    with pytest.raises(RuntimeError) as info:
+        ktune.sweep("add_rmsnorm", {"m": 64, "n": 256}, db=tmp_path / "t.db",
+                    params=[{"vec": 4}, "vec=3"], progress=False)
+    assert 'invalid parameters "vec=3" for add_rmsnorm: vec=3 is not one of 1, 2, 4, 8' in \
+        str(info.value), str(info.value)
+    assert not (tmp_path / "t.db").exists()
 
 
 ATTENTION_ARGS = dict(
