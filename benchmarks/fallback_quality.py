@@ -15,6 +15,10 @@ fallback-trials.csv.gz).
 
 Usage (GPU machine, after scripts/gpu_bundle.sh, carrying .gpu):
   python3 benchmarks/fallback_quality.py --ktune .gpu/bin/ktune --out $OUT [--only N,M]
+    [--deadline S]
+A run stopped by --deadline goes on in a later call with --continue $OUT/fallback.json (its
+problems not reached); --merge RUN1/fallback.json RUN2/fallback.json ... --out DIR writes one
+report of them (no GPU).
 The bundle's shipped databases (share/ktune/db) are the ones the lookup reads.
 Without a GPU (ctest's fallback_problems_test): --validate checks the list itself.
 """
@@ -815,6 +819,63 @@ def validate(ktune):
     return 0
 
 
+def write_report(out, gpu, stamp, commands, results, skipped, unreached, deadline):
+    """fallback.md and fallback.json in `out`; True when both bars hold."""
+    ratios = [r["ratio"] for r in results if r["ratio"]]
+    geomean = math.exp(sum(math.log(x) for x in ratios) / len(ratios)) if ratios else 0.0
+    worst = min(ratios) if ratios else 0.0
+    lines = [f"# Fallback quality on held-out problems ({gpu}, {stamp})", ""]
+    lines += [f"command: `{c}`" for c in commands]
+    lines += ["", "ratio = fastest configuration / dispatched configuration, both medians of one "
+              "exhaustive sweep of the exact problem (1.0: the lookup found the optimum).", "",
+              "| problem | match | ratio | dispatched us | fastest us | candidates |",
+              "|---|---|---|---|---|---|"]
+    for r in results:
+        ratio = f"{r['ratio']:.3f}" if r["ratio"] else "failed"
+        disp = f"{r['dispatched_us']:.1f}" if r["dispatched_us"] else "-"
+        lines.append(f"| {r['op']} {r['problem']} | {r['match']} | {ratio} | {disp} | "
+                     f"{r['fastest_us']:.1f} | {r['candidates']} |")
+    if skipped:
+        lines += ["", "not held out on this GPU (a shipped row for it: `exact`): " +
+                  "; ".join(skipped)]
+    if unreached:
+        when = f" before --deadline {deadline:g} s" if deadline else ""
+        lines += ["", f"not reached{when}: " + "; ".join(unreached)]
+    lines += ["", f"geometric mean {geomean:.3f} (bar >= 0.95), worst {worst:.3f} (bar >= 0.85)"]
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "fallback.md"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    with open(os.path.join(out, "fallback.json"), "w") as f:
+        json.dump({"device": gpu, "date": stamp, "commands": commands, "geomean": geomean,
+                   "worst": worst, "problems": results, "skipped": skipped,
+                   "unreached": unreached, "deadline": deadline}, f, indent=1)
+    print("\n".join(lines[-3:]))
+    return geomean >= 0.95 and worst >= 0.85
+
+
+def merge(paths, out):
+    """One report of several runs of one GPU, in order (a run, then its --continue runs): their
+    problems, each once (the last run's measurement), and as not reached the last run's list."""
+    runs = []
+    for path in paths:
+        with open(path) as f:
+            runs.append(json.load(f))
+    devices = {r["device"] for r in runs}
+    if len(devices) != 1:
+        sys.exit(f"--merge: the runs are of different GPUs ({', '.join(sorted(devices))})")
+    by_key, skipped = {}, []
+    for r in runs:
+        for p in r["problems"]:
+            by_key[(p["op"], p["problem"])] = p
+        skipped += [s for s in r.get("skipped", []) if s not in skipped]
+    commands = [c for r in runs for c in r.get("commands", [])]
+    commands.append("python3 benchmarks/fallback_quality.py --merge " + " ".join(paths))
+    ok = write_report(out, runs[0]["device"], " and ".join(r["date"] for r in runs), commands,
+                      list(by_key.values()), skipped, runs[-1].get("unreached", []),
+                      runs[-1].get("deadline", 0))
+    return 0 if ok else 1
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--ktune", default=".gpu/bin/ktune")
@@ -825,15 +886,26 @@ def main():
                          "report then covers the problems measured; 0: none)")
     ap.add_argument("--shipped", nargs="*", default=None,
                     help="databases whose rows are not held out (default: db/shipped/*.db)")
+    ap.add_argument("--continue", dest="cont", metavar="JSON",
+                    help="sweep the problems an earlier run's fallback.json lists as not reached "
+                         "(instead of --only)")
+    ap.add_argument("--merge", nargs="+", metavar="JSON",
+                    help="no GPU: one report of several runs' fallback.json (e.g. a run and its "
+                         "--continue runs) to --out, then exit")
     ap.add_argument("--validate", action="store_true",
                     help="no GPU: check that the list holds no problem twice and that ktune "
                          "parses every problem (one `ktune best --plan` over all), then exit")
     args = ap.parse_args()
     if args.validate:
         return validate(args.ktune)
+    if args.merge:
+        return merge(args.merge, args.out)
     problems = HELD_OUT
     if args.only:
         problems = [HELD_OUT[int(i)] for i in args.only.split(",")]
+    if args.cont:
+        with open(args.cont) as f:
+            problems = [tuple(u.split(" ", 1)) for u in json.load(f)["unreached"]]
     env = dict(os.environ)
     env.pop("KTUNE_DB", None)
     work = tempfile.mkdtemp(prefix="ktune-fallback-")
@@ -886,36 +958,11 @@ def main():
               if row["ratio"] else
               f"{key}: {best['match']}, dispatched configuration failed in the sweep", flush=True)
 
-    ratios = [r["ratio"] for r in results if r["ratio"]]
-    geomean = math.exp(sum(math.log(x) for x in ratios) / len(ratios)) if ratios else 0.0
-    worst = min(ratios) if ratios else 0.0
     gpu = run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], env).strip()
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    lines = [f"# Fallback quality on held-out problems ({gpu}, {stamp})", "",
-             f"command: `python3 benchmarks/fallback_quality.py {' '.join(sys.argv[1:])}`", "",
-             "ratio = fastest configuration / dispatched configuration, both medians of one "
-             "exhaustive sweep of the exact problem (1.0: the lookup found the optimum).", "",
-             "| problem | match | ratio | dispatched us | fastest us | candidates |",
-             "|---|---|---|---|---|---|"]
-    for r in results:
-        ratio = f"{r['ratio']:.3f}" if r["ratio"] else "failed"
-        disp = f"{r['dispatched_us']:.1f}" if r["dispatched_us"] else "-"
-        lines.append(f"| {r['op']} {r['problem']} | {r['match']} | {ratio} | {disp} | "
-                     f"{r['fastest_us']:.1f} | {r['candidates']} |")
-    if skipped:
-        lines += ["", "not held out on this GPU (a shipped row for it: `exact`): " +
-                  "; ".join(skipped)]
-    if unreached:
-        lines += ["", f"not reached before --deadline {args.deadline:g} s: " +
-                  "; ".join(unreached)]
-    lines += ["", f"geometric mean {geomean:.3f} (bar >= 0.95), worst {worst:.3f} (bar >= 0.85)"]
-    os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, "fallback.md"), "w") as f:
-        f.write("\n".join(lines) + "\n")
-    with open(os.path.join(args.out, "fallback.json"), "w") as f:
-        json.dump({"device": gpu, "date": stamp, "geomean": geomean, "worst": worst,
-                   "problems": results, "skipped": skipped,
-                   "unreached": unreached}, f, indent=1)
+    command = f"python3 benchmarks/fallback_quality.py {' '.join(sys.argv[1:])}"
+    ok = write_report(args.out, gpu, stamp, [command], results, skipped, unreached,
+                      args.deadline)
     # Every trial of the exact sweeps (parameters and timings only): which points come close,
     # not just the fastest, when a default is chosen from them.
     shutil.copyfile(sweep_db, os.path.join(args.out, "fallback-sweeps.db"))
@@ -928,8 +975,7 @@ def main():
         w.writerows(con.execute("SELECT op, dtype, problem_key, params_key, median_us FROM "
                                 "trials WHERE status = 'ok'"))
     con.close()
-    print("\n".join(lines[-3:]))
-    return 0 if geomean >= 0.95 and worst >= 0.85 else 1
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":
