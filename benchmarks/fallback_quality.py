@@ -773,6 +773,20 @@ HELD_OUT = [
     # H100 (2026-12-05, stop 60; benchmarks/results/h100-bars-2026-12-05.md): all eight swept,
     # 437-438 included: the rule's point 0.950-1.000 (0.977) where the defaults before ran
     # 0.893-0.957 (0.921, computed), 1.01-1.12x faster at all eight.
+    # 439-446: the check set of short_spans' three stages (merged_defaults.cpp, stop 60: 3 stages
+    # where pairs x splits is at most 3 CTAs per SM at d=128's tiles, 4 at d=96's; no variant),
+    # written before any run; each problem's default is the rule's point at 3 stages (2 before).
+    # Prediction, on either GPU: the 3-stage point at least as fast as the same point at 2 stages
+    # (both in the sweep) at >= 6 of the 8, none below 0.97x of it; the defaults' geometric mean
+    # >= 0.97 of the fastest.
+    ("flash_decode", "b=2,hq=32,hkv=8,nq=1,nk=2200,d=128,causal=no"),
+    ("flash_decode", "b=3,hq=24,hkv=8,nq=1,nk=3500,d=128,causal=no"),
+    ("flash_decode", "b=1,hq=64,hkv=16,nq=1,nk=1800,d=128,causal=no"),
+    ("flash_decode", "b=4,hq=16,hkv=4,nq=1,nk=2800,d=96,causal=no"),
+    ("flash_decode", "b=6,hq=32,hkv=4,nq=1,nk=3200,d=80,causal=no"),
+    ("flash_decode", "b=9,hq=16,hkv=2,nq=1,nk=3800,d=128,causal=no"),
+    ("flash_decode", "b=7,hq=24,hkv=3,nq=1,nk=2400,d=72,causal=no"),
+    ("flash_decode", "b=2,hq=40,hkv=10,nq=1,nk=1100,d=128,causal=no"),
 ]
 
 
