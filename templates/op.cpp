@@ -156,6 +156,12 @@ bool under(std::string_view path, std::string_view folder) {
          path[folder.size()] == '/';
 }
 
+/// The error of a parameter text `text` of op `op`.
+InvalidArgument params_error(std::string_view op, std::string_view text, const std::string& why) {
+  return InvalidArgument("invalid parameters " + ktune::quoted(text) + " for " + std::string(op) +
+                         ": " + why);
+}
+
 /// The values `text` names, by tunable index (nullopt where it names none), each checked against
 /// its tunable's list; `fail` makes the error.
 template <typename Fail>
@@ -301,10 +307,7 @@ std::string Op::params_key(const Params& p) const {
 
 Params Op::parse_params(std::string_view text) const {
   const std::vector<Tunable>& ts = tunables();
-  const auto fail = [&](const std::string& why) -> InvalidArgument {
-    return InvalidArgument("invalid parameters " + ktune::quoted(text) + " for " + std::string(name()) +
-                           ": " + why);
-  };
+  const auto fail = [&](const std::string& why) { return params_error(name(), text, why); };
   std::vector<std::optional<std::int64_t>> given = given_values(text, ts, fail);
   Params p;
   p.values.reserve(ts.size());
@@ -318,10 +321,7 @@ Params Op::parse_params(std::string_view text) const {
 
 Params parse_params_over(const Op& op, std::string_view text, const Params& base) {
   const std::vector<Tunable>& ts = op.tunables();
-  const auto fail = [&](const std::string& why) -> InvalidArgument {
-    return InvalidArgument("invalid parameters " + ktune::quoted(text) + " for " +
-                           std::string(op.name()) + ": " + why);
-  };
+  const auto fail = [&](const std::string& why) { return params_error(op.name(), text, why); };
   if (auto why = op.check_params(base)) throw fail("the base configuration: " + *why);
   const std::vector<std::optional<std::int64_t>> given = given_values(text, ts, fail);
   Params p = base;

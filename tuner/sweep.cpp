@@ -254,7 +254,7 @@ void measure_batches(Batches& b, const Params& default_params, const std::vector
   for (const WarmStartPoint& w : warm)
     if (!among(first, w.params)) first.push_back(w.params);
   if (!evaluate_all(b, within_budget(b, first, forced, nullptr), false, forced, warm)) return;
-  if (!b.s.o.params.empty() && b.s.o.strategy.empty()) return;  // the given points alone
+  if (b.res.strategy == "given") return;  // the default and the given points alone
   for (;;) {
     const std::vector<Params> batch = b.strategy.next_batch();
     if (batch.empty()) return;
@@ -356,7 +356,7 @@ std::optional<TrialOutcome> stored_best(Session& s, const TrialRecord& base,
 /// best. The database's earlier best is re-timed beside them: a run that measures less than an
 /// earlier one never replaces a faster stored best with its own (res.stored_best).
 void choose_best(Session& s, ProblemBench& bench, const TrialRecord& base, const Problem& problem,
-                 const std::string& default_key, const std::vector<std::string>& given_keys,
+                 const std::string& default_key, const std::vector<Params>& given,
                  SweepResult& res) {
   std::vector<TrialOutcome*> ok;
   TrialOutcome* default_trial = nullptr;
@@ -376,11 +376,15 @@ void choose_best(Session& s, ProblemBench& bench, const TrialRecord& base, const
   if (default_trial && std::find(ok.begin(), ok.end(), default_trial) == ok.end())
     ok.push_back(default_trial);
   // The given points too (ktune sweep --params): their times then compare with the default's.
-  for (TrialOutcome& t : res.trials)
-    if (t.status == TrialStatus::ok &&
-        std::find(given_keys.begin(), given_keys.end(), t.params_key) != given_keys.end() &&
-        std::find(ok.begin(), ok.end(), &t) == ok.end())
-      ok.push_back(&t);
+  for (const Params& p : given) {
+    const std::string key = s.op.params_key(p);
+    for (TrialOutcome& t : res.trials)
+      if (t.params_key == key && t.status == TrialStatus::ok &&
+          std::find(ok.begin(), ok.end(), &t) == ok.end()) {
+        ok.push_back(&t);
+        break;
+      }
+  }
   res.stored_best = stored_best(s, base, problem, res);
   if (res.stored_best) {
     if (ok.empty()) return;  // nothing of this run passed: the stored row stays as it is
@@ -455,16 +459,12 @@ SweepResult sweep_problem(Session& s, const Problem& problem, std::size_t index,
   Batches batches{s, *strategy, bench, book, res, index, count};
   const std::vector<GivenPoint> given = given_points(s, problem, default_params);
   std::vector<Params> measured_given;
-  std::vector<std::string> given_keys;
   for (const GivenPoint& g : given)
-    if (!g.invalid && !among(measured_given, g.params)) {
-      measured_given.push_back(g.params);
-      given_keys.push_back(op.params_key(g.params));
-    }
+    if (!g.invalid && !among(measured_given, g.params)) measured_given.push_back(g.params);
   measure_batches(batches, default_params, measured_given,
                   warm_start_of(s, space, default_params));
   const std::string default_key = op.params_key(default_params);
-  choose_best(s, bench, base, problem, default_key, given_keys, res);
+  choose_best(s, bench, base, problem, default_key, measured_given, res);
   res.given = given_outcomes(op, given, res.trials);
 
   for (const TrialOutcome& t : res.trials) {

@@ -89,6 +89,7 @@ constexpr FewPairsTiles kShortSpanTiles = {0, 32, 2, 2};  // any of the two tile
 // check set (439-446, written before any run) is not yet swept.
 constexpr std::int64_t kShortSpanDeepCtasPerSm128 = 3;
 constexpr std::int64_t kShortSpanDeepCtasPerSm96 = 4;
+constexpr int kShortSpanDeepStages = 3;
 // With a mask variant (window, soft-capping, ALiBi) over kVariantSpanMinPairs pairs or more: at
 // most kVariantSpanSplits splits, kVariantSpanStages stages. On the H200 (2026-12-04, stop 57;
 // benchmarks/results/fallback-h200-2026-12-04-windows.md) 16 merged splits of windows of
@@ -213,7 +214,7 @@ std::optional<Params> short_spans(const Shape& s, std::int64_t data_d, const Dev
         flash_decode_used_splits(span, t.block_n, v) != v)
       continue;
     const int stages = variant_cap                              ? kVariantSpanStages
-                       : !s.variants() && pairs * v <= deep_ctas ? 3
+                       : !s.variants() && pairs * v <= deep_ctas ? kShortSpanDeepStages
                                                                  : t.stages;
     return Params{{v, block_m, t.block_n, t.warps, stages, 1, kv_split}};
   }
