@@ -25,6 +25,8 @@
 // - paged K/V, a sample like varlen's: defaults of d=64, 128 and 256 with pages smaller than,
 //   equal to and larger than the key tiles, a paged varlen batch, one with window and ALiBi, and
 //   their references; on sm_90a every tenth valid wgmma point of a page-16 problem;
+// - e4m3 (sm_90a): the defaults, every fourth valid point, and at d=128 early=1 on the
+//   default, with and without a window;
 // - d=256's 80-key wgmma tiles, with and without turns, and with turns and K and V freed apart
 //   (kv_apart=1; six kernels, sm_90a); kv_apart=1 elsewhere through the covering samples.
 #include <gtest/gtest.h>
@@ -154,8 +156,19 @@ std::vector<Job> attention_jobs() {
           if (seen.insert({arch, k.name_expression}).second)
             jobs.push_back({{k, arch, {}}, op.problem_key(p) + " e4m3 reference", false});
         if (dev.cc_major != 9) continue;
-        add(p, DType::e4m3, op.default_params(p, DType::e4m3, dev), arch, true);
-        const std::vector<Params> valid = Space(op, p, DType::e4m3, dev).valid_points();
+        const Params def = op.default_params(p, DType::e4m3, dev);
+        add(p, DType::e4m3, def, arch, true);
+        if (d == 128) {  // early=1 on the default, and under a window
+          const Params early = op.parse_params(op.params_key(def) + ",early=1");
+          add(p, DType::e4m3, early, arch, false);
+          const Problem windowed = problem(d, causal, ",window=700");
+          add(windowed, DType::e4m3, early, arch, false);
+        }
+        // Every fourth valid point without early=1 (its kernels differ only in the mask-free
+        // softmax body, compiled above on the default and under a window).
+        std::vector<Params> valid;
+        for (const Params& v : Space(op, p, DType::e4m3, dev).valid_points())
+          if (op.params_key(v).find("early=1") == std::string::npos) valid.push_back(v);
         for (std::size_t i = causal ? 1 : 0; i < valid.size(); i += 4)
           add(p, DType::e4m3, valid[i], arch, false);
       }

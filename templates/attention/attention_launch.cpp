@@ -244,8 +244,12 @@ std::vector<KernelSource> kernel_sources(const Config& c, const Shape& s, std::i
   // spelled, then DV.
   const bool between = dv != s.d;
   if (c.impl == 1) {
+    // early=1 (e4m3, contiguous, dv = d): every argument spelled, then EARLY.
     const std::string tail =
-        between ? std::string(", ") + cpp_bool(c.persistent) + ", " +
+        c.early     ? std::string(", ") + cpp_bool(c.persistent) + ", " +
+                      cpp_bool(c.reg_split) + ", false, 0, " + cpp_bool(c.kv_apart) + ", " +
+                      str(s.d) + ", true"
+        : between ? std::string(", ") + cpp_bool(c.persistent) + ", " +
                       cpp_bool(c.reg_split) + ", " + cpp_bool(s.varlen) + ", " + str(s.page) +
                       ", " + cpp_bool(c.kv_apart) + ", " + str(dv)
                 : (c.persistent || !c.reg_split || s.varlen_or_paged() || c.kv_apart

@@ -139,6 +139,11 @@ class FlashAttentionOp final : public Op {
              "once P V has (two barriers), so the next K tile loads a whole tile earlier; 0 = "
              "both freed after P V",
              0},
+            {"early", {0, 1},
+             "impl=1, e4m3, d=128: 1 = each tile's exp2s start as its scores land, against the "
+             "row's reference maximum, beside the tile's own maxima (checked after, the rare "
+             "tile whose maximum moved rescaled or computed again); 0 = after the maxima",
+             0},
         },
         scalars_{{"scale", 0.0, "softmax scale; <= 0: 1/sqrt(d)"},
                  {"softcap", 50.0, "tanh cap of the scaled scores with softcap=yes (> 0; Gemma 2 "

@@ -29,6 +29,7 @@ struct Config {
   bool persistent;
   bool reg_split;
   bool kv_apart;
+  bool early;
 };
 
 inline Config config_of(const Params& p) {
@@ -36,7 +37,7 @@ inline Config config_of(const Params& p) {
   return {at(kBlockM),    at(kBlockN),        at(kWarps),
           at(kStages),    at(kQRegs) != 0,    at(kSmemPad) != 0,
           at(kImpl),      at(kPingpong) != 0, at(kPersistent) != 0,
-          at(kRegSplit) != 0, at(kKvApart) != 0};
+          at(kRegSplit) != 0, at(kKvApart) != 0, at(kEarly) != 0};
 }
 
 
