@@ -8,9 +8,9 @@
 #           stop 60) through benchmarks/given_ab.py
 #   STEP=2  short_spans' three stages: fallback_quality.py --only 439-446; gpu_decode_test's
 #           defaults and d=96 tiles
-#   STEP=3  e4m3 early=1 (benchmarks/attention/NOTES.md, stop 61): gpu_attention_test's e4m3
-#           cases, then early=1 against the default over benchmarks/attention/fp8_early.txt
-#           (bundle TESTS="gpu_attention_test ..." for this step)
+#   STEP=3  e4m3 early=1 and vt_smem=1 (benchmarks/attention/NOTES.md, stop 61):
+#           gpu_attention_test's e4m3 cases, then each against the default over
+#           benchmarks/attention/fp8_early.txt (bundle TESTS="gpu_attention_test ..." for this step)
 set -uo pipefail
 OUT=${OUT:-/tmp/ktune-pending}
 G=${G:-.gpu}
@@ -59,9 +59,9 @@ $(grep -cE '^\[  FAILED  \] .*\(' "$OUT/decode_test.log") failed"
   note "gpu_attention_test e4m3 rc=$? $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/e4m3_test.log" \
     | tr '\n' ' ')"
   python3 benchmarks/given_ab.py --ktune "$K" --problems benchmarks/attention/fp8_early.txt \
-    --params early=1 --params persistent=1,early=1 --params persistent=1 \
+    --params early=1 --params vt_smem=1 --params early=1,vt_smem=1 \
     --out "$OUT/fp8_early" --deadline 280 >"$OUT/fp8_early.log" 2>&1
-  note "fp8 early rc=$?: $(grep -E '^- point|not reached' "$OUT/fp8_early/given_ab.md" \
+  note "fp8 early / vt_smem rc=$?: $(grep -E '^- point|not reached' "$OUT/fp8_early/given_ab.md" \
     2>/dev/null | tr '\n' ' ')"
   ;;
 *) echo "STEP=1, 2 or 3" >&2; exit 2 ;;

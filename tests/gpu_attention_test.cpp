@@ -518,18 +518,22 @@ TEST(GpuAttentionLazyRescale, RowMaximaGrowingAlongTheKeysMatchTheReference) {
   }
 }
 
-// ---- e4m3 exp2s started before the maxima (early=1) ----
+// ---- e4m3: exp2s started before the maxima (early=1), V transposed in shared memory ----
 
 /// early=1 takes each unmasked tile's exp2s against the rows' reference maxima as the scores
-/// land, the tile's own maxima checked after (flash_attention_sm90.cuh, softmax_tile_early). Each
-/// case runs three points with early=1 and the same points with early=0, e4m3 at d=128, against
-/// the double reference, through the runtime (planted databases):
+/// land, the tile's own maxima checked after (flash_attention_sm90.cuh, softmax_tile_early);
+/// vt_smem=1 has the producer warpgroup transpose each V tile in shared memory instead of a
+/// kernel writing Vt to the workspace (no workspace then). Each case runs three points as they
+/// are and with early=1, vt_smem=1 and both, e4m3 at d=128, against the double reference,
+/// through the runtime (planted databases):
+/// - vt_smem=1 writes the Vt tile fp8_v_transpose writes, zeros past the keys included: the
+///   same bits as the point without it, on every case;
 /// - random keys: no row's maximum moves by more than 2^8 after its first tile, where early=1
 ///   runs softmax_tile's operations in its order: o and lse bit for bit early=0's;
 /// - keys from 256 on raised so that every row's maximum jumps at the third key tile by ~40 log2
 ///   units (the rows rescaled in place) or by ~130 (past the 64 at which the warp computes the
 ///   tile's scores again with mma.sync): the data is checked to make those jumps.
-TEST(GpuAttentionE4m3Early, MatchesTheReferenceAndEarlyZero) {
+TEST(GpuAttentionE4m3Variants, EarlyAndVtSmemMatchTheReferenceAndTheirBase) {
   KTUNE_REQUIRE_GPU();
   ensure_context(0);
   const DeviceInfo dev = query_device(0);
@@ -549,6 +553,7 @@ TEST(GpuAttentionE4m3Early, MatchesTheReferenceAndEarlyZero) {
   const EarlyCase cases[] = {
       {"b=2,hq=4,hkv=2,nq=300,nk=1100,d=128", 0, 0, 0},
       {"b=1,hq=4,hkv=2,nq=257,nk=900,d=128,causal=yes", 0, 0, 0},
+      {"b=3,hq=6,hkv=3,nq=130,nk=77,d=128", 0, 0, 0},  // one key tile, mostly past the keys
       {"b=1,hq=2,hkv=1,nq=300,nk=700,d=128", 2.5, 24, 60},
       {"b=1,hq=2,hkv=1,nq=300,nk=700,d=128,causal=yes", 2.5, 24, 60},
       {"b=1,hq=2,hkv=1,nq=300,nk=700,d=128", 8.0, 70, 1e9},
@@ -598,6 +603,9 @@ TEST(GpuAttentionE4m3Early, MatchesTheReferenceAndEarlyZero) {
     int n = 0;
     // Plants `params`, runs it once, checks it against the reference; o's bits and lse.
     const auto run = [&](const std::string& params) {
+      EXPECT_EQ(op().workspace_bytes(op().parse_params(params), p, DType::e4m3) == 0,
+                params.find("vt_smem=1") != std::string::npos)
+          << params;
       const std::filesystem::path db = dir.path() / ("early-" + std::to_string(n++) + ".db");
       plant(db, dev, DType::e4m3, p, params.c_str());
       ro.db_path = db.string();
@@ -621,18 +629,25 @@ TEST(GpuAttentionE4m3Early, MatchesTheReferenceAndEarlyZero) {
       return std::make_pair(out.o_bits(), out.lse_values());
     };
     for (const char* point : points) {
-      const std::string early = std::string(point) + ",early=1";
-      const std::optional<std::string> why =
-          op().invalid_reason(op().parse_params(early), p, DType::e4m3, dev);
-      ASSERT_FALSE(why.has_value()) << name << " " << early << ": " << why.value_or("");
-      const auto without = run(point);
-      const auto with = run(early);
-      if (c.raised == 0) {
-        EXPECT_EQ(with.first, without.first) << name << " " << point << ": o differs";
-        EXPECT_EQ(std::memcmp(with.second.data(), without.second.data(),
-                              with.second.size() * sizeof(float)),
+      const auto base_run = run(point);
+      std::pair<std::vector<std::uint16_t>, std::vector<float>> early_run;
+      for (const char* extra : {",early=1", ",vt_smem=1", ",early=1,vt_smem=1"}) {
+        const std::string params = std::string(point) + extra;
+        const std::optional<std::string> why =
+            op().invalid_reason(op().parse_params(params), p, DType::e4m3, dev);
+        ASSERT_FALSE(why.has_value()) << name << " " << params << ": " << why.value_or("");
+        const auto got = run(params);
+        // vt_smem=1: its base's bits (early=1's for both); early=1: early=0's on random keys.
+        const bool early = std::string(extra).find("early") != std::string::npos;
+        const bool vt = std::string(extra).find("vt_smem") != std::string::npos;
+        if (early && !vt) early_run = got;
+        if (!vt && c.raised != 0) continue;
+        const auto& want = vt && early ? early_run : base_run;
+        EXPECT_EQ(got.first, want.first) << name << " " << params << ": o differs";
+        EXPECT_EQ(std::memcmp(got.second.data(), want.second.data(),
+                              got.second.size() * sizeof(float)),
                   0)
-            << name << " " << point << ": lse differs";
+            << name << " " << params << ": lse differs";
       }
     }
   }

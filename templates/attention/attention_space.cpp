@@ -145,6 +145,13 @@ std::optional<std::string> config_reason(const Config& c, const Shape& s, std::i
       return std::string("early=1 keeps a tile's K until its P is packed (a moved row's "
                          "scores may be computed again from it): kv_apart=0");
   }
+  if (c.vt_smem) {
+    if (t != DType::e4m3 || s.d != 128)
+      return "vt_smem=1 is for e4m3 at d=128 (" + std::string(dtype_name(t)) + ", d=" +
+             str(s.d) + "): 16-bit V needs no transpose";
+    if (c.kv_apart)
+      return std::string("vt_smem=1 frees a slot's K and V together: kv_apart=0");
+  }
   if (c.impl == 1) return sm90_reason(c, s, op, params, t);
   if (c.block_n == 80)
     return std::string("block_n=80 is for impl=1 (d=256); impl=0 takes 32, 64 or 128");

@@ -71,6 +71,12 @@
 // far for its P to stay finite computes its scores again from the resident Q and K tiles
 // (mma.sync, scores_again_e4m3), so no barrier joins the warps. K stays resident until the
 // tile's P is packed, hence not KV_APART.
+//
+// VT_SMEM (e4m3, D = 128, contiguous, not KV_APART): no workspace and no fp8_v_transpose. The
+// v map reads V as the k map reads K, into a staging tile per stage; the producer warpgroup's
+// 128 threads transpose each into its stage's V slot, in the layout fp8_v_transpose writes, one
+// fill after its copy was issued (transpose_vt_e4m3), and the leader arrives on the slot's V
+// barrier once all have written (a named barrier). The producer then keeps GATHER's registers.
 #pragma once
 
 #include "attention/args_sm90.h"
@@ -91,7 +97,8 @@ namespace attn90 {
 /// keys: as many bytes as a K tile. D = 96 takes two blocks, the second half used (its columns
 /// 96..127 come as zeros from the box past the tensor's d, or are left unwritten by the
 /// producer's copies; no product reads them).
-template <int D, int BLOCK_N, int CONSUMERS, int STAGES, int BYTES = 2, bool KV_APART = false>
+template <int D, int BLOCK_N, int CONSUMERS, int STAGES, int BYTES = 2, bool KV_APART = false,
+          bool VT_SMEM = false>
 struct Layout {
   static constexpr int COLS = 128 / BYTES;                         // columns per block
   static constexpr int BLOCKS = (D + COLS - 1) / COLS;             // column blocks of a row
@@ -102,16 +109,21 @@ struct Layout {
   static constexpr unsigned Q = 0;
   static constexpr unsigned K = Q + CONSUMERS * Q_TILE;
   static constexpr unsigned V = K + STAGES * KV_TILE;
-  static constexpr unsigned BARS = V + STAGES * KV_TILE;
+  // VT_SMEM: per stage the V tile as TMA writes it (keys as rows), which the producer's threads
+  // transpose into the stage's V slot.
+  static constexpr unsigned STG = V + STAGES * KV_TILE;
+  static constexpr unsigned BARS = STG + (VT_SMEM ? STAGES * KV_TILE : 0);
   // Barriers, 8 bytes each: Q landed, Q free, then per stage K landed, V landed, slot empty
-  // (KV_APART: the slot's K free), then (KV_APART) per stage the slot's V free.
+  // (KV_APART: the slot's K free), then (KV_APART) per stage the slot's V free, then (VT_SMEM)
+  // per stage the staging tile landed.
   static constexpr unsigned Q_FULL = BARS;
   static constexpr unsigned Q_EMPTY = BARS + 8;
   static constexpr unsigned K_FULL = BARS + 16;
   static constexpr unsigned V_FULL = K_FULL + 8 * STAGES;
   static constexpr unsigned EMPTY = V_FULL + 8 * STAGES;
   static constexpr unsigned V_EMPTY = EMPTY + 8 * STAGES;
-  static constexpr unsigned END = V_EMPTY + (KV_APART ? 8 * STAGES : 0);
+  static constexpr unsigned STG_FULL = V_EMPTY + (KV_APART ? 8 * STAGES : 0);  // VT_SMEM
+  static constexpr unsigned END = STG_FULL + (VT_SMEM ? 8 * STAGES : 0);
 };
 
 /// Registers per thread after reallocation, (producer, consumer), by consumer count: the totals
@@ -381,6 +393,55 @@ __device__ __forceinline__ void scores_again_e4m3(float (&x)[BLOCK_N / 2], unsig
   }
 }
 
+/// VT_SMEM: the named barrier of the producer warpgroup's 128 threads after each transpose (0 is
+/// __syncthreads', 1 .. 3 the consumers' turns).
+constexpr int kVtBarrier = 4;
+
+/// VT_SMEM: the e4m3 V tile `stg` (128 keys x 128 bytes of d, keys as rows, as TMA writes it in
+/// the 128-byte swizzle) transposed by the producer warpgroup's 128 threads (ptid) into the Vt
+/// tile `vt` the consumers read (128 rows of d x 128 keys in the 128-byte swizzle, each 32-key
+/// slice in fp8_key_of_column's order: what fp8_v_transpose writes to global memory). Thread
+/// lane writes word `lane` (columns 4 lane .. 4 lane + 3, keys k, k + 1, k + 8, k + 9) of 4
+/// consecutive rows d0 .. d0 + 3 per round, from one 32-bit load of each of those 4 key rows
+/// and 8 byte permutes; over its warp's 8 rounds and the 4 warps, d0 / 4 covers all 32 row
+/// groups for every word. The row groups are chosen so that both the loads (rows k.. at byte
+/// d0: 16-byte chunk (d0 / 16) ^ (k & 7)) and the stores (rows d0 + i at word lane: chunk
+/// (lane / 4) ^ ((d0 + i) & 7)) fall in 32 distinct banks across a warp.
+__device__ __forceinline__ void transpose_vt_e4m3(unsigned vt, unsigned stg, int ptid) {
+  const int lane = ptid & 31, warp = ptid >> 5;
+  const int a = lane >> 2, b = lane & 3;
+  const int col = 4 * lane;
+  const int k = (col & ~31) + fp8_key_of_column(col & 31);  // even: k & 7 and (k + 1) & 7
+  const int f = k & 7;
+  const auto ld = [](unsigned addr) {
+    unsigned v;
+    asm volatile("ld.shared.u32 %0, [%1];" : "=r"(v) : "r"(addr));
+    return v;
+  };
+  const auto st = [](unsigned addr, unsigned v) {
+    asm volatile("st.shared.u32 [%0], %1;" : : "r"(addr), "r"(v) : "memory");
+  };
+#pragma unroll 2
+  for (int round = 0; round < 8; ++round) {
+    const int rho = 8 * warp + round;  // 0 .. 31 over the warpgroup
+    const int beta = (b + rho) & 3;
+    const int alpha = ((a + (rho >> 2)) & 7) ^ f;  // the loads' chunk: alpha ^ f, distinct in a
+    const int d0 = 16 * alpha + 4 * beta;
+    const unsigned w0 = ld(stg + wg::sw128_offset(k, alpha) + 4 * beta);
+    const unsigned w1 = ld(stg + wg::sw128_offset(k + 1, alpha) + 4 * beta);
+    const unsigned w2 = ld(stg + wg::sw128_offset(k + 8, alpha) + 4 * beta);
+    const unsigned w3 = ld(stg + wg::sw128_offset(k + 9, alpha) + 4 * beta);
+    // Byte i of row d0 + i's word: byte i of w0, w1, w2, w3 (keys k, k + 1, k + 8, k + 9).
+    const unsigned t0 = __byte_perm(w0, w1, 0x5140), t1 = __byte_perm(w0, w1, 0x7362);
+    const unsigned t2 = __byte_perm(w2, w3, 0x5140), t3 = __byte_perm(w2, w3, 0x7362);
+    const unsigned chunk = static_cast<unsigned>(col >> 4), within = static_cast<unsigned>(col & 15);
+    st(vt + wg::sw128_offset(d0, chunk) + within, __byte_perm(t0, t2, 0x5410));
+    st(vt + wg::sw128_offset(d0 + 1, chunk) + within, __byte_perm(t0, t2, 0x7632));
+    st(vt + wg::sw128_offset(d0 + 2, chunk) + within, __byte_perm(t1, t3, 0x5410));
+    st(vt + wg::sw128_offset(d0 + 3, chunk) + within, __byte_perm(t1, t3, 0x7632));
+  }
+}
+
 /// The key tiles a block of query rows [row0, row0 + rows) of a sequence of nq queries and nk
 /// keys visits: [begin, end) in BLOCK_N units (causal: up to its last row's diagonal; window:
 /// from its first row's window).
@@ -438,7 +499,7 @@ __device__ __forceinline__ void quad_transpose(unsigned (&w)[4], int t) {
 template <typename T, int D, int BLOCK_N, int CONSUMERS, int STAGES, bool PINGPONG, bool CAUSAL,
           bool WINDOW = false, bool SOFTCAP = false, bool ALIBI = false, bool PERSISTENT = false,
           bool REG_SPLIT = true, bool VARLEN = false, int PAGE = 0, bool KV_APART = false,
-          int DV = D, bool EARLY = false>
+          int DV = D, bool EARLY = false, bool VT_SMEM = false>
 __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
     flash_attention_sm90(const __grid_constant__ FlashAttentionSm90Args args) {
   static_assert(D == 64 || D == 96 || D == 128 || D == 256, "D must be 64, 96, 128 or 256");
@@ -468,10 +529,16 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
                 "KV_APART: the TMA producer of contiguous K/V only");
   static_assert(!EARLY || (FP8 && D == 128 && !SOFTCAP && !ALIBI && !KV_APART),
                 "EARLY: e4m3 at D = 128 without softcap or ALiBi, K resident until P is packed");
+  static_assert(!VT_SMEM || (FP8 && D == 128 && BLOCK_N == 128 && !KV_APART && !GATHER &&
+                             !PAGED_TMA),
+                "VT_SMEM: e4m3 at D = 128 from contiguous V, the slot freed whole");
   using OT = typename OutputOf<T>::type;
 #if KTUNE_WGMMA
-  using L = attn90::Layout<D, BLOCK_N, CONSUMERS, STAGES, static_cast<int>(sizeof(T)), KV_APART>;
-  using R = attn90::Registers<CONSUMERS, GATHER || (PAGED_TMA && D == 256),
+  using L = attn90::Layout<D, BLOCK_N, CONSUMERS, STAGES, static_cast<int>(sizeof(T)), KV_APART,
+                          VT_SMEM>;
+  // VT_SMEM: the producer's threads transpose V, with GATHER's 40 registers (at 24 the
+  // persistent form spilled).
+  using R = attn90::Registers<CONSUMERS, GATHER || VT_SMEM || (PAGED_TMA && D == 256),
                               PAGED_TMA && D != 256>;
   constexpr int BLOCK_M = kSm90RowsPerConsumer * CONSUMERS;
   const FlashAttentionArgs& a = args.base;
@@ -545,6 +612,7 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
       mbar::init(base + L::V_FULL + 8 * s, FILL_ARRIVALS);
       mbar::init(base + L::EMPTY + 8 * s, 4 * CONSUMERS);  // one arrival per consumer warp
       if constexpr (KV_APART) mbar::init(base + L::V_EMPTY + 8 * s, 4 * CONSUMERS);
+      if constexpr (VT_SMEM) mbar::init(base + L::STG_FULL + 8 * s, 1);
     }
     mbar::fence_init();
   }
@@ -670,6 +738,54 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
           if (tile == it.t_begin) load_q();
         }
       }
+    } else if constexpr (VT_SMEM) {
+      // Every producer thread walks the items and tiles; the leader issues the copies (K into
+      // the slot, V into the slot's staging tile). V of fill f is transposed into its slot by
+      // all 128 threads one fill later, after fill f + 1's copies are issued, so that its copy
+      // has time to land; the leader arrives on the slot's V barrier once all have written
+      // (named barrier kVtBarrier) and fenced their writes for the async proxy. A fill's wait
+      // for its slot needs the consumers to free fill f + 1 - STAGES, whose V is long written.
+      const bool leader = wgrp::warp_in_warpgroup() == 0 && wgrp::elect_one();
+      const int ptid = static_cast<int>(threadIdx.x);
+      if (leader) {
+        tma::prefetch_map(&args.q_map);
+        tma::prefetch_map(&args.k_map);
+        tma::prefetch_map(&args.v_map);
+      }
+      const auto transpose = [&](int fill) {
+        const int s = fill % STAGES;
+        mbar::wait_parity(base + L::STG_FULL + 8 * s, (fill / STAGES) & 1);
+        attn90::transpose_vt_e4m3(base + L::V + s * L::KV_TILE, base + L::STG + s * L::KV_TILE,
+                                  ptid);
+        wg::fence_proxy_async();
+        wgrp::bar_sync(attn90::kVtBarrier, wgrp::kWarpgroupThreads);
+        if (leader) mbar::arrive(base + L::V_FULL + 8 * s);
+      };
+      int fills = 0;  // K/V tiles issued so far, over every item
+      int items = 0;
+      for (long long w = work(0); w >= 0; w = work(++items)) {
+        const Item it = item(w);
+        const auto load_q = [&]() {
+          if (leader) attn90::load_q<L, CONSUMERS>(base, &args.q_map, items, it.m0, it.h, it.b);
+        };
+        if (it.t_end == it.t_begin) load_q();
+        for (int tile = it.t_begin; tile < it.t_end; ++tile, ++fills) {
+          const int s = fills % STAGES;
+          if (fills >= STAGES) mbar::wait_parity(base + L::EMPTY + 8 * s, ((fills / STAGES) - 1) & 1);
+          if (leader) {
+            const int key0 = tile * BLOCK_N;
+            mbar::arrive_expect_tx(base + L::K_FULL + 8 * s, L::KV_TILE);
+            tma::load(base + L::K + s * L::KV_TILE, &args.k_map, base + L::K_FULL + 8 * s, 0,
+                      key0, it.hk, it.b);
+            mbar::arrive_expect_tx(base + L::STG_FULL + 8 * s, L::KV_TILE);
+            tma::load(base + L::STG + s * L::KV_TILE, &args.v_map, base + L::STG_FULL + 8 * s, 0,
+                      key0, it.hk, it.b);
+          }
+          if (tile == it.t_begin) load_q();
+          if (fills > 0) transpose(fills - 1);
+        }
+      }
+      if (fills > 0) transpose(fills - 1);
     } else if (wgrp::warp_in_warpgroup() == 0 && wgrp::elect_one()) {
       tma::prefetch_map(&args.q_map);
       tma::prefetch_map(&args.k_map);
@@ -761,7 +877,7 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
   int item_nk = 0;
   const auto v_ready = [&](int tile) {
     mbar::wait_parity(base + L::V_FULL + 8 * slot(tile), fill(tile));
-    if constexpr (GATHER) wg::fence_proxy_async();
+    if constexpr (GATHER || VT_SMEM) wg::fence_proxy_async();
     if constexpr (PAGED_TMA)
       if ((tile + 1) * BLOCK_N > item_nk) wg::fence_proxy_async();
     return base + L::V + slot(tile) * L::KV_TILE;
