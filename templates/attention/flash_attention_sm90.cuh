@@ -434,7 +434,8 @@ __device__ __forceinline__ void transpose_vt_e4m3(unsigned vt, unsigned stg, int
     // Byte i of row d0 + i's word: byte i of w0, w1, w2, w3 (keys k, k + 1, k + 8, k + 9).
     const unsigned t0 = __byte_perm(w0, w1, 0x5140), t1 = __byte_perm(w0, w1, 0x7362);
     const unsigned t2 = __byte_perm(w2, w3, 0x5140), t3 = __byte_perm(w2, w3, 0x7362);
-    const unsigned chunk = static_cast<unsigned>(col >> 4), within = static_cast<unsigned>(col & 15);
+    const unsigned chunk = static_cast<unsigned>(col >> 4);
+    const unsigned within = static_cast<unsigned>(col & 15);
     st(vt + wg::sw128_offset(d0, chunk) + within, __byte_perm(t0, t2, 0x5410));
     st(vt + wg::sw128_offset(d0 + 1, chunk) + within, __byte_perm(t0, t2, 0x7632));
     st(vt + wg::sw128_offset(d0 + 2, chunk) + within, __byte_perm(t1, t3, 0x5410));
@@ -771,7 +772,8 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
         if (it.t_end == it.t_begin) load_q();
         for (int tile = it.t_begin; tile < it.t_end; ++tile, ++fills) {
           const int s = fills % STAGES;
-          if (fills >= STAGES) mbar::wait_parity(base + L::EMPTY + 8 * s, ((fills / STAGES) - 1) & 1);
+          if (fills >= STAGES)
+            mbar::wait_parity(base + L::EMPTY + 8 * s, ((fills / STAGES) - 1) & 1);
           if (leader) {
             const int key0 = tile * BLOCK_N;
             mbar::arrive_expect_tx(base + L::K_FULL + 8 * s, L::KV_TILE);
