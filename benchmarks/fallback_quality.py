@@ -779,6 +779,9 @@ HELD_OUT = [
     # Prediction, on either GPU: the 3-stage point at least as fast as the same point at 2 stages
     # (both in the sweep) at >= 6 of the 8, none below 0.97x of it; the defaults' geometric mean
     # >= 0.97 of the fastest.
+    # H100 (2026-12-05, stop 61; benchmarks/results/pending-checks-h100-2026-12-05-stop61.md):
+    # refuted. The defaults 0.871 (worst 0.816); 3 stages slower than 2 at six of the eight, the
+    # 2-stage points 0.835-0.952 of the fastest (64-key tiles of 4 warps won six). Removed.
     ("flash_decode", "b=2,hq=32,hkv=8,nq=1,nk=2200,d=128,causal=no"),
     ("flash_decode", "b=3,hq=24,hkv=8,nq=1,nk=3500,d=128,causal=no"),
     ("flash_decode", "b=1,hq=64,hkv=16,nq=1,nk=1800,d=128,causal=no"),

@@ -25,8 +25,6 @@
 // - paged K/V, a sample like varlen's: defaults of d=64, 128 and 256 with pages smaller than,
 //   equal to and larger than the key tiles, a paged varlen batch, one with window and ALiBi, and
 //   their references; on sm_90a every tenth valid wgmma point of a page-16 problem;
-// - e4m3 (sm_90a): the defaults, every fourth valid point, and at d=128 early=1, vt_smem=1 and
-//   both on the default, with and without a window, and on one consumer;
 // - d=256's 80-key wgmma tiles, with and without turns, and with turns and K and V freed apart
 //   (kv_apart=1; six kernels, sm_90a); kv_apart=1 elsewhere through the covering samples.
 #include <gtest/gtest.h>
@@ -156,30 +154,8 @@ std::vector<Job> attention_jobs() {
           if (seen.insert({arch, k.name_expression}).second)
             jobs.push_back({{k, arch, {}}, op.problem_key(p) + " e4m3 reference", false});
         if (dev.cc_major != 9) continue;
-        const Params def = op.default_params(p, DType::e4m3, dev);
-        add(p, DType::e4m3, def, arch, true);
-        if (d == 128) {  // early=1 and vt_smem=1 on the default, and under a window
-          const Problem windowed = problem(d, causal, ",window=700");
-          for (const char* extra : {",early=1", ",vt_smem=1", ",early=1,vt_smem=1"}) {
-            const Params with = op.parse_params(op.params_key(def) + extra);
-            add(p, DType::e4m3, with, arch, false);
-            add(windowed, DType::e4m3, with, arch, false);
-          }
-          // And on one consumer (one CTA per tile, its own register budget).
-          add(p, DType::e4m3,
-              op.parse_params("block_m=64,block_n=128,warps=8,stages=4,q_regs=0,smem_pad=0,"
-                              "impl=1,early=1,vt_smem=1"),
-              arch, false);
-        }
-        // Every fourth valid point without early=1 or vt_smem=1 (compiled above on the default,
-        // under a window and on one consumer).
-        std::vector<Params> valid;
-        for (const Params& v : Space(op, p, DType::e4m3, dev).valid_points()) {
-          const std::string key = op.params_key(v);
-          if (key.find("early=1") == std::string::npos &&
-              key.find("vt_smem=1") == std::string::npos)
-            valid.push_back(v);
-        }
+        add(p, DType::e4m3, op.default_params(p, DType::e4m3, dev), arch, true);
+        const std::vector<Params> valid = Space(op, p, DType::e4m3, dev).valid_points();
         for (std::size_t i = causal ? 1 : 0; i < valid.size(); i += 4)
           add(p, DType::e4m3, valid[i], arch, false);
       }

@@ -12,7 +12,7 @@ using namespace attention_test;
 TEST(AttentionSpace, InvalidPointsCarryTheirReason) {
   const Problem p = op().parse_problem(kMha);
   const Space h100(op(), p, DType::bf16, device("sm_90a"));
-  EXPECT_EQ(h100.points().size(), 4u * 4 * 4 * 3 * 2 * 2 * 2 * 2 * 2 * 2 * 2 * 2 * 2);
+  EXPECT_EQ(h100.points().size(), 4u * 4 * 4 * 3 * 2 * 2 * 2 * 2 * 2 * 2 * 2);
   // impl=0: (block_m, warps) in {(64,4), (128,4), (128,8), (256,8)}, every block_n, stages,
   // q_regs and pad, less the shared-memory overflows at d=128: 128x128 s3 with pad (both warp
   // counts) and 256x128 s3 (with and without pad), each with both q_regs. impl=1: block_m 64,
@@ -20,8 +20,7 @@ TEST(AttentionSpace, InvalidPointsCarryTheirReason) {
   // or 3 consumers, less 192x128 at d=128 (it spills; s3 also needs 240 KiB); each persistent or
   // not; and without register reallocation (reg_split=0) the 2-consumer points of block_n=64
   // (stages, ping-pong, persistent: 8), the only ones that fit at d=128. block_n=80 is d=256's.
-  // And kv_apart=1 for each of those 40 with stages=2 (20). early=1 and vt_smem=1 are e4m3's:
-  // none in bf16.
+  // And kv_apart=1 for each of those 40 with stages=2 (20).
   EXPECT_EQ(h100.valid_count(),
             (4u * 3 * 2 * 2 * 2 - 2 * 2 - 2 * 2) + ((4 + 8 + 2 * 2) * 2 + 8) * 3 / 2);
   std::size_t counted = 0;
@@ -297,70 +296,6 @@ TEST(AttentionSpace, E4m3PointsKernelsAndTensors) {
   EXPECT_EQ(op().invalid_reason(def256, d256, DType::e4m3, device("sm_90a")), std::nullopt);
   EXPECT_EQ(op().params_key(def256), "block_m=128,block_n=128,warps=12,stages=2,q_regs=0,"
                                      "smem_pad=0,impl=1,pingpong=1,kv_apart=1");
-
-  // early: e4m3 at d=128 only, left out of keys at 0; on, every kernel argument is spelled,
-  // then EARLY = true. Its reasons name what it needs.
-  const std::string early = op().params_key(def) + ",early=1";
-  EXPECT_EQ(op().params_key(op().parse_params(early)), early);
-  EXPECT_EQ(op().params_key(op().parse_params(op().params_key(def) + ",early=0")),
-            op().params_key(def));
-  EXPECT_EQ(why(early.c_str(), kMha), "");
-  EXPECT_EQ(why(early.c_str(), "b=1,hq=8,hkv=2,nq=300,nk=1000,d=128,causal=yes,window=100"), "");
-  EXPECT_EQ(op().kernels(op().parse_params(early), p, DType::e4m3)[0].name_expression,
-            "ktune::flash_attention_sm90<ktune::e4m3, 128, 128, 2, 4, true, false, false, false, "
-            "false, false, true, false, 0, false, 128, true>");
-  EXPECT_EQ(why((std::string(four) + ",persistent=1,early=1").c_str(), kMha), "");
-  EXPECT_EQ(op().kernels(op().parse_params(std::string(four) + ",persistent=1,early=1"), p,
-                         DType::e4m3)[0]
-                .name_expression,
-            "ktune::flash_attention_sm90<ktune::e4m3, 128, 128, 2, 4, false, false, false, false, "
-            "false, true, true, false, 0, false, 128, true>");
-  EXPECT_EQ(why("block_m=128,block_n=128,warps=12,stages=2,q_regs=0,smem_pad=0,impl=1,"
-                "pingpong=1,early=1",
-                "b=2,hq=16,hkv=16,nq=4096,nk=4096,d=256"),
-            "early=1 is for e4m3 at d=128 (e4m3, d=256)");
-  EXPECT_EQ(why(early.c_str(), "b=2,hq=16,hkv=16,nq=4096,nk=4096,d=128,softcap=yes"),
-            "early=1 takes no softcap or ALiBi (they transform every score before its maximum)");
-  EXPECT_TRUE(contains(why("block_m=128,block_n=128,warps=12,stages=2,q_regs=0,smem_pad=0,"
-                           "impl=1,kv_apart=1,early=1",
-                           kMha),
-                       "early=1 keeps a tile's K until its P is packed"));
-  EXPECT_EQ(op().invalid_reason(op().parse_params("block_m=128,block_n=64,warps=12,stages=2,"
-                                                  "q_regs=0,smem_pad=0,impl=1,early=1"),
-                                p, DType::bf16, device("sm_90a"))
-                .value_or(""),
-            "early=1 is for e4m3 at d=128 (bf16, d=128)");
-
-  // vt_smem: e4m3 at d=128, left out of keys at 0; on, one kernel (no V transpose), no
-  // workspace, a staging tile and a barrier per stage more shared memory; spelled after EARLY.
-  const std::string in_smem = op().params_key(def) + ",vt_smem=1";
-  const Params vt = op().parse_params(in_smem);
-  EXPECT_EQ(op().params_key(vt), in_smem);
-  EXPECT_EQ(why(in_smem.c_str(), kMha), "");
-  const std::vector<KernelSource> vk = op().kernels(vt, p, DType::e4m3);
-  ASSERT_EQ(vk.size(), 1u);
-  EXPECT_EQ(vk[0].name_expression,
-            "ktune::flash_attention_sm90<ktune::e4m3, 128, 128, 2, 4, true, false, false, false, "
-            "false, false, true, false, 0, false, 128, false, true>");
-  EXPECT_EQ(op().kernels(op().parse_params(early + ",vt_smem=1"), p, DType::e4m3)[0]
-                .name_expression,
-            "ktune::flash_attention_sm90<ktune::e4m3, 128, 128, 2, 4, true, false, false, false, "
-            "false, false, true, false, 0, false, 128, true, true>");
-  EXPECT_EQ(op().workspace_bytes(vt, p, DType::e4m3), 0u);
-  EXPECT_GT(op().workspace_bytes(def, p, DType::e4m3), 0u);
-  EXPECT_EQ(op().dynamic_shared_bytes(vt, p, DType::e4m3, 0),
-            op().dynamic_shared_bytes(def, p, DType::e4m3, 0) + 4 * (128 * 128 + 8));
-  EXPECT_EQ(why((std::string(four) + ",persistent=1,vt_smem=1").c_str(),
-                "b=1,hq=8,hkv=2,nq=300,nk=1000,d=128,causal=yes,window=100"),
-            "");
-  EXPECT_EQ(why("block_m=128,block_n=128,warps=12,stages=2,q_regs=0,smem_pad=0,impl=1,"
-                "vt_smem=1",
-                "b=2,hq=16,hkv=16,nq=4096,nk=4096,d=256"),
-            "vt_smem=1 is for e4m3 at d=128 (e4m3, d=256): 16-bit V needs no transpose");
-  EXPECT_EQ(why("block_m=128,block_n=128,warps=12,stages=2,q_regs=0,smem_pad=0,impl=1,"
-                "kv_apart=1,vt_smem=1",
-                kMha),
-            "vt_smem=1 frees a slot's K and V together: kv_apart=0");
 
   const std::vector<KernelSource> ks = op().kernels(def, p, DType::e4m3);
   ASSERT_EQ(ks.size(), 2u);

@@ -11,13 +11,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
-#include <filesystem>
 #include <limits>
-#include <optional>
 #include <random>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "db/store.hpp"
@@ -515,141 +511,6 @@ TEST(GpuAttentionLazyRescale, RowMaximaGrowingAlongTheKeysMatchTheReference) {
     EXPECT_EQ(mi.kind, Match::exact);
     EXPECT_NE(mi.params, def.params) << name;
     call(name + " " + mi.params);
-  }
-}
-
-// ---- e4m3: exp2s started before the maxima (early=1), V transposed in shared memory ----
-
-/// early=1 takes each unmasked tile's exp2s against the rows' reference maxima as the scores
-/// land, the tile's own maxima checked after (flash_attention_sm90.cuh, softmax_tile_early);
-/// vt_smem=1 has the producer warpgroup transpose each V tile in shared memory instead of a
-/// kernel writing Vt to the workspace (no workspace then). Each case runs three points as they
-/// are and with early=1, vt_smem=1 and both, e4m3 at d=128, against the double reference,
-/// through the runtime (planted databases):
-/// - vt_smem=1 writes the Vt tile fp8_v_transpose writes, zeros past the keys included: the
-///   same bits as the point without it, on every case;
-/// - random keys: no row's maximum moves by more than 2^8 after its first tile, where early=1
-///   runs softmax_tile's operations in its order: o and lse bit for bit early=0's;
-/// - keys from 256 on raised so that every row's maximum jumps at the third key tile by ~40 log2
-///   units (the rows rescaled in place) or by ~130 (past the 64 at which the warp computes the
-///   tile's scores again with mma.sync): the data is checked to make those jumps.
-TEST(GpuAttentionE4m3Variants, EarlyAndVtSmemMatchTheReferenceAndTheirBase) {
-  KTUNE_REQUIRE_GPU();
-  ensure_context(0);
-  const DeviceInfo dev = query_device(0);
-  if (dev.cc_major != 9)
-    GTEST_SKIP() << "e4m3 attention runs on sm_90a only; this is " << dev.arch();
-  test::TempDir dir;
-  const char* const points[] = {
-      "block_m=128,block_n=128,warps=12,stages=4,q_regs=0,smem_pad=0,impl=1,pingpong=1",
-      "block_m=128,block_n=128,warps=12,stages=3,q_regs=0,smem_pad=0,impl=1,persistent=1",
-      "block_m=64,block_n=128,warps=8,stages=4,q_regs=0,smem_pad=0,impl=1",
-  };
-  struct EarlyCase {
-    const char* dims;
-    double raised;            // keys from 256 on: raised + U(-0.5, 0.5); 0: all keys random
-    double min_jump, max_jump;  // every row's jump at key 256, log2 units
-  };
-  const EarlyCase cases[] = {
-      {"b=2,hq=4,hkv=2,nq=300,nk=1100,d=128", 0, 0, 0},
-      {"b=1,hq=4,hkv=2,nq=257,nk=900,d=128,causal=yes", 0, 0, 0},
-      {"b=3,hq=6,hkv=3,nq=130,nk=77,d=128", 0, 0, 0},  // one key tile, mostly past the keys
-      {"b=1,hq=2,hkv=1,nq=300,nk=700,d=128", 2.5, 24, 60},
-      {"b=1,hq=2,hkv=1,nq=300,nk=700,d=128,causal=yes", 2.5, 24, 60},
-      {"b=1,hq=2,hkv=1,nq=300,nk=700,d=128", 8.0, 70, 1e9},
-  };
-  for (const EarlyCase& c : cases) {
-    const Problem p = op().parse_problem(c.dims);
-    const AttentionShape s = shape_from(p);
-    const std::string name = std::string(c.dims) + " e4m3 keys raised by " +
-                             std::to_string(c.raised);
-    std::mt19937 rng(static_cast<unsigned>(std::hash<std::string>()(name)));
-    const DeviceTensor v(DType::e4m3, s.b, s.hkv, s.nk, s.d, false, rng);
-    AttentionTensor q, k;
-    test::attention_strides(s.b, s.hq, s.nq, s.d, false, q);
-    test::attention_strides(s.b, s.hkv, s.nk, s.d, false, k);
-    std::uniform_real_distribution<double> u(-1.0, 1.0);
-    // Raised keys need rows of one sign to raise every row's scores: q in [0.5, 1.5) then.
-    for (double& x : q.data) x = c.raised > 0 ? 1.0 + 0.5 * u(rng) : u(rng);
-    for (std::int64_t b = 0; b < s.b; ++b)
-      for (std::int64_t h = 0; h < s.hkv; ++h)
-        for (std::int64_t j = 0; j < s.nk; ++j)
-          for (std::int64_t i = 0; i < s.d; ++i)
-            k.data[static_cast<std::size_t>(b * k.batch + h * k.head + j * k.seq + i)] =
-                c.raised > 0 && j >= 256 ? c.raised + 0.5 * u(rng) : u(rng);
-    const DeviceBuffer qd = test::upload_values(DType::e4m3, q.data);  // rounds q.data
-    const DeviceBuffer kd = test::upload_values(DType::e4m3, k.data);
-    if (c.raised > 0) {
-      // Each row's maximum over keys 256.. against its maximum over the keys before (head 0).
-      const double to_log2 = 1.4426950408889634 / std::sqrt(static_cast<double>(s.d));
-      double least = 1e300, most = -1e300;
-      for (std::int64_t r = 0; r < s.nq; ++r) {
-        double before = -1e300, after = -1e300;
-        for (std::int64_t j = 0; j < s.nk; ++j) {
-          double dot = 0;
-          for (std::int64_t i = 0; i < s.d; ++i) dot += q.at(0, 0, r, i) * k.at(0, 0, j, i);
-          (j < 256 ? before : after) = std::max(j < 256 ? before : after, dot * to_log2);
-        }
-        least = std::min(least, after - before);
-        most = std::max(most, after - before);
-      }
-      ASSERT_GE(least, c.min_jump) << name << ": the data does not make every row jump enough";
-      ASSERT_LE(most, c.max_jump) << name << ": the data makes a row jump too far";
-    }
-    const AttentionResult ref = test::attention_ref(s, q, k, v.host);
-
-    RuntimeOptions ro = options_with(dir.path() / "empty.db");
-    Runtime rt(ro);
-    int n = 0;
-    // Plants `params`, runs it once, checks it against the reference; o's bits and lse.
-    const auto run = [&](const std::string& params) {
-      EXPECT_EQ(op().workspace_bytes(op().parse_params(params), p, DType::e4m3) == 0,
-                params.find("vt_smem=1") != std::string::npos)
-          << params;
-      const std::filesystem::path db = dir.path() / ("early-" + std::to_string(n++) + ".db");
-      plant(db, dev, DType::e4m3, p, params.c_str());
-      ro.db_path = db.string();
-      rt.configure(ro);
-      const MatchInfo mi = rt.query("flash_attention", op().problem_key(p), DType::e4m3);
-      EXPECT_EQ(mi.kind, Match::exact);
-      EXPECT_EQ(mi.params, params);
-      Outputs out(s, false);
-      out.poison(DType::e4m3);
-      AttentionArgs a;
-      a.q = reinterpret_cast<const void*>(qd.get());
-      a.k = reinterpret_cast<const void*>(kd.get());
-      a.v = v.ptr(), a.o = out.o_ptr(), a.lse = out.lse_ptr();
-      a.b = s.b, a.hq = s.hq, a.hkv = s.hkv, a.nq = s.nq, a.nk = s.nk, a.d = s.d;
-      a.causal = s.causal;
-      a.dtype = DType::e4m3;
-      a.q_scale = a.k_scale = a.v_scale = 1.0f;
-      rt.attention(a, nullptr);
-      KTUNE_CU(Driver::get().cuCtxSynchronize());
-      check_outputs(s, DType::e4m3, out, ref, true, name + " " + params);
-      return std::make_pair(out.o_bits(), out.lse_values());
-    };
-    for (const char* point : points) {
-      const auto base_run = run(point);
-      std::pair<std::vector<std::uint16_t>, std::vector<float>> early_run;
-      for (const char* extra : {",early=1", ",vt_smem=1", ",early=1,vt_smem=1"}) {
-        const std::string params = std::string(point) + extra;
-        const std::optional<std::string> why =
-            op().invalid_reason(op().parse_params(params), p, DType::e4m3, dev);
-        ASSERT_FALSE(why.has_value()) << name << " " << params << ": " << why.value_or("");
-        const auto got = run(params);
-        // vt_smem=1: its base's bits (early=1's for both); early=1: early=0's on random keys.
-        const bool early = std::string(extra).find("early") != std::string::npos;
-        const bool vt = std::string(extra).find("vt_smem") != std::string::npos;
-        if (early && !vt) early_run = got;
-        if (!vt && c.raised != 0) continue;
-        const auto& want = vt && early ? early_run : base_run;
-        EXPECT_EQ(got.first, want.first) << name << " " << params << ": o differs";
-        EXPECT_EQ(std::memcmp(got.second.data(), want.second.data(),
-                              got.second.size() * sizeof(float)),
-                  0)
-            << name << " " << params << ": lse differs";
-      }
-    }
   }
 }
 

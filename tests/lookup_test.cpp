@@ -356,10 +356,34 @@ TEST_F(Lookup, OtherDeviceOfTheSameArchitectureOnly) {
   Problem p = problem("m=16384,n=4096");
   std::string params = tuned(p, h100);
   auto same_arch = make_db("a.db", {{other_h100, op.problem_key(p), params}});
+  {
+    // Unjudged (no trial of this device's default beside the row): the default serves, and says
+    // why.
+    TuningDatabases a(same_arch, {});
+    const LookupResult r = a.find(op, DType::bf16, p, h100);
+    EXPECT_EQ(r.kind, Match::default_config);
+    EXPECT_NE(r.note.find("was tuned on another device (" + other_h100.key() + ")"),
+              std::string::npos)
+        << r.note;
+  }
+  {
+    // With this device's default timed there, slower than the row by more than
+    // kNeighbourMinGain: the row serves.
+    Store s = Store::open(same_arch, Store::Mode::read_write);
+    TrialRecord t;
+    t.device_key = other_h100.key();
+    t.op = std::string(op.name());
+    t.problem_key = op.problem_key(p);
+    t.params_key = op.params_key(op.default_params(p, DType::bf16, h100));
+    t.template_hash = op.template_hash();
+    t.median_us = 20.0;  // the row: 10 us
+    s.record_trial(t);
+  }
   TuningDatabases a(same_arch, {});
   LookupResult r = a.find(op, DType::bf16, p, h100);
   EXPECT_EQ(r.kind, Match::other_device);
   EXPECT_EQ(r.tuned_device, other_h100.key());
+  EXPECT_TRUE(r.note.empty()) << r.note;
 
   auto other_arch = make_db("b.db", {{a100, op.problem_key(p), params}});
   TuningDatabases b(other_arch, {});

@@ -315,6 +315,18 @@ LookupResult TuningDatabases::find(const Op& op, DType dtype, const Problem& pro
       note = "the nearest tuned problem, " + x.row.problem_key + ", ran its best at " + gain;
       break;
     }
+    // Another device's row serves only judged: its database must hold a trial of this device's
+    // default on the row's problem. On the H100 (2026-12-05) two decode problems were served
+    // unjudged H200 rows at 0.813 and 0.817 of their fastest point, where the H100's own
+    // default ran 0.990 and 0.991 (the defaults differ by memory bandwidth per SM), and two MoE
+    // layers 1.008-1.013x slower than the default
+    // (benchmarks/results/pending-checks-h100-2026-12-05-stop61.md).
+    if (unjudged && c == &other) {
+      note = "the nearest tuned problem, " + x.row.problem_key + ", was tuned on another "
+             "device (" + x.row.device_key + ") whose database holds no trial of this device's "
+             "default there";
+      break;
+    }
     std::string served_note;
     if (unjudged)
       served_note = "unjudged: its database holds no trial of the default on " +

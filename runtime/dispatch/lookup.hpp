@@ -1,7 +1,8 @@
 // The lookup policy: exact (device, op, dtype, problem) -> nearest tuned problem on this device
 // -> nearest tuned problem on another device of the same architecture -> built-in default; a
 // neighbour counts only within the op's fallback radius, in the same regime, with every exact dim
-// equal.
+// equal, and serves only where it beat the default there by kNeighbourMinGain (another device's
+// row only when its database holds a trial of this device's default to judge it by).
 // Only rows whose template hash matches the compiled-in kernels count (stale rows are skipped),
 // and every parameter read from a database is validated against the op's space first.
 // Nothing is skipped silently: each database's state, each row a lookup skips and each query

@@ -71,14 +71,10 @@ KTUNE_ATTN90_HD constexpr int flash_attention_sm90_tile_cols(int d, int elem_byt
 KTUNE_ATTN90_HD constexpr unsigned flash_attention_sm90_smem_bytes(int d, int block_n,
                                                                    int consumers, int stages,
                                                                    int elem_bytes = 2,
-                                                                   bool kv_apart = false,
-                                                                   bool vt_smem = false) {
-  // vt_smem: a staging tile of V per stage and its barrier (flash_attention_sm90.cuh).
+                                                                   bool kv_apart = false) {
   return static_cast<unsigned>(elem_bytes * flash_attention_sm90_tile_cols(d, elem_bytes) *
-                                   (kSm90RowsPerConsumer * consumers +
-                                    (vt_smem ? 3 : 2) * block_n * stages) +
-                               8 * (2 + (kv_apart ? 4 : 3) * stages + (vt_smem ? stages : 0)) +
-                               1024);
+                                   (kSm90RowsPerConsumer * consumers + 2 * block_n * stages) +
+                               8 * (2 + (kv_apart ? 4 : 3) * stages) + 1024);
 }
 
 /// Query tiles of flash_attention_sm90 over all (batch, head) pairs: the work items a persistent

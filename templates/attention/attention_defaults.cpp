@@ -343,12 +343,12 @@ Params default_params(const Shape& s, DType t, const DeviceInfo& device,
     // At d=256 K and V freed apart: 1.2x the same point without on the H200
     // (b=2,hq=16,nq=nk=4096: 491 against 588 us, attention-kv-apart-h200-2026-12-03.md).
     return Params{{128, 128, 12, s.d == 256 ? 2 : 4, 0, 0, 1, 1, persistent, 1,
-                   s.d == 256 ? 1 : 0, 0, 0}};
+                   s.d == 256 ? 1 : 0}};
   }
   const auto params = [](const AttentionDefaults& r) {
     return Params{
         {r.block_m, r.block_n, r.warps, r.stages, r.q_regs, r.smem_pad, r.impl, r.pingpong,
-         r.persistent, 1, r.kv_apart, 0, 0}};
+         r.persistent, 1, r.kv_apart}};
   };
   for (const AttentionDefaults& row : kDefaults) {
     if (row.d != s.d || device.cc_major < row.cc_major) continue;

@@ -220,9 +220,8 @@ FlashAttentionSm90Args make_sm90_args(const FlashAttentionArgs& k, const Shape& 
                         k.q_batch_stride, kSm90RowsPerConsumer);
   a.k_map = operand_map(k.k, t, s.d, s.nk, s.hkv, s.b, k.k_row_stride, k.k_head_stride,
                         k.k_batch_stride, block_n);
-  if (t == DType::e4m3 && vt != nullptr) {
-    // Vt [b, hkv, d, nk_pad] (fp8_transpose.cuh): a box of block_n keys by d rows. Without it
-    // (vt_smem=1) V's map is K's: the kernel transposes each tile in shared memory.
+  if (t == DType::e4m3) {
+    // Vt [b, hkv, d, nk_pad] (fp8_transpose.cuh): a box of block_n keys by d rows.
     const std::uint64_t kp = static_cast<std::uint64_t>(fp8_vt_keys(s.nk));
     const std::uint64_t d = static_cast<std::uint64_t>(s.d);
     a.v_map = kernel_tensor_map(swizzled_map(
@@ -245,14 +244,8 @@ std::vector<KernelSource> kernel_sources(const Config& c, const Shape& s, std::i
   // spelled, then DV.
   const bool between = dv != s.d;
   if (c.impl == 1) {
-    // early=1 or vt_smem=1 (e4m3, contiguous, dv = d): every argument spelled, then EARLY
-    // (and VT_SMEM).
     const std::string tail =
-        c.early || c.vt_smem
-            ? std::string(", ") + cpp_bool(c.persistent) + ", " + cpp_bool(c.reg_split) +
-                  ", false, 0, " + cpp_bool(c.kv_apart) + ", " + str(s.d) + ", " +
-                  cpp_bool(c.early) + (c.vt_smem ? ", true" : "")
-        : between ? std::string(", ") + cpp_bool(c.persistent) + ", " +
+        between ? std::string(", ") + cpp_bool(c.persistent) + ", " +
                       cpp_bool(c.reg_split) + ", " + cpp_bool(s.varlen) + ", " + str(s.page) +
                       ", " + cpp_bool(c.kv_apart) + ", " + str(dv)
                 : (c.persistent || !c.reg_split || s.varlen_or_paged() || c.kv_apart
@@ -268,7 +261,7 @@ std::vector<KernelSource> kernel_sources(const Config& c, const Shape& s, std::i
              str(c.block_n) + ", " + str(consumers(c)) + ", " + str(c.stages) + ", " +
              cpp_bool(c.pingpong) + ", " + cpp_bool(s.causal) + variant_args(s, false) + tail +
              ">"}};
-    if (t == DType::e4m3 && !c.vt_smem)
+    if (t == DType::e4m3)
       out.push_back({"attention/fp8_transpose.cuh",
                      "ktune::fp8_v_transpose<" + str(s.d) + ">"});
     return out;
@@ -300,7 +293,7 @@ void launch_attention(const RunArgs& a, Launcher& launcher) {
   l.block[0] = static_cast<unsigned>(c.warps * 32);
   l.shared_bytes = smem_bytes(c, tile_head_dim(s.d), a.dtype, s.page);
   const void* vt = nullptr;
-  if (a.dtype == DType::e4m3 && !c.vt_smem) {
+  if (a.dtype == DType::e4m3) {
     // V -> Vt in the workspace first (same stream), then the kernel reads Vt.
     if (a.workspace == 0)
       throw InvalidArgument("flash_attention: e4m3 needs a workspace of " +

@@ -139,16 +139,6 @@ class FlashAttentionOp final : public Op {
              "once P V has (two barriers), so the next K tile loads a whole tile earlier; 0 = "
              "both freed after P V",
              0},
-            {"early", {0, 1},
-             "impl=1, e4m3, d=128: 1 = each tile's exp2s start as its scores land, against the "
-             "row's reference maximum, beside the tile's own maxima (checked after, the rare "
-             "tile whose maximum moved rescaled or computed again); 0 = after the maxima",
-             0},
-            {"vt_smem", {0, 1},
-             "impl=1, e4m3, d=128: 1 = the producer warpgroup transposes each V tile in shared "
-             "memory (no workspace, no transpose kernel); 0 = a kernel writes V transposed to "
-             "the workspace first",
-             0},
         },
         scalars_{{"scale", 0.0, "softmax scale; <= 0: 1/sqrt(d)"},
                  {"softcap", 50.0, "tanh cap of the scaled scores with softcap=yes (> 0; Gemma 2 "
@@ -255,10 +245,9 @@ class FlashAttentionOp final : public Op {
 
   std::size_t alignment(const Params&, const Problem&, DType) const override { return 16; }
 
-  /// e4m3: V transposed into Vt [b, hkv, d, fp8_vt_keys(nk)] (fp8_transpose.cuh) each call,
-  /// unless the kernel transposes it in shared memory (vt_smem=1).
-  std::size_t workspace_bytes(const Params& params, const Problem& p, DType t) const override {
-    return config_of(params).vt_smem ? 0 : vt_workspace_bytes(shape_of(p), t);
+  /// e4m3: V transposed into Vt [b, hkv, d, fp8_vt_keys(nk)] (fp8_transpose.cuh) each call.
+  std::size_t workspace_bytes(const Params&, const Problem& p, DType t) const override {
+    return vt_workspace_bytes(shape_of(p), t);
   }
 
   /// tile_reason(), naming the tiles a head dim between them runs in.

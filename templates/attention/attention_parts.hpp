@@ -29,8 +29,6 @@ struct Config {
   bool persistent;
   bool reg_split;
   bool kv_apart;
-  bool early;
-  bool vt_smem;
 };
 
 inline Config config_of(const Params& p) {
@@ -38,8 +36,7 @@ inline Config config_of(const Params& p) {
   return {at(kBlockM),    at(kBlockN),        at(kWarps),
           at(kStages),    at(kQRegs) != 0,    at(kSmemPad) != 0,
           at(kImpl),      at(kPingpong) != 0, at(kPersistent) != 0,
-          at(kRegSplit) != 0, at(kKvApart) != 0, at(kEarly) != 0,
-          at(kVtSmem) != 0};
+          at(kRegSplit) != 0, at(kKvApart) != 0};
 }
 
 
@@ -53,7 +50,7 @@ inline int elem_bytes(DType t) { return static_cast<int>(dtype_size(t)); }
 inline unsigned smem_bytes(const Config& c, std::int64_t d, DType t, std::int64_t page = 0) {
   if (c.impl == 1)
     return flash_attention_sm90_smem_bytes(static_cast<int>(d), c.block_n, consumers(c),
-                                           c.stages, elem_bytes(t), c.kv_apart, c.vt_smem);
+                                           c.stages, elem_bytes(t), c.kv_apart);
   return flash_attention_smem_bytes(static_cast<int>(d), c.block_m, c.block_n, c.stages,
                                     c.smem_pad, static_cast<int>(page));
 }

@@ -19,7 +19,7 @@ enum Dim : std::size_t {
 };
 enum Param : std::size_t {
   kBlockM, kBlockN, kWarps, kStages, kQRegs, kSmemPad, kImpl, kPingpong, kPersistent, kRegSplit,
-  kKvApart, kEarly, kVtSmem
+  kKvApart
 };
 
 struct Shape {

@@ -132,26 +132,6 @@ std::optional<std::string> config_reason(const Config& c, const Shape& s, std::i
   if (t != DType::e4m3 && c.stages == 4)
     return std::string("stages=4 is for e4m3 tiles (half the bytes); 16-bit tiles take 2 or "
                        "3");
-  if (c.early) {
-    // Its gain is the e4m3 softmax's (the exp2s, not the tensor cores, set the pace there); at
-    // d=256 two consumers keep one softmax body (240 registers).
-    if (t != DType::e4m3 || s.d != 128)
-      return "early=1 is for e4m3 at d=128 (" + std::string(dtype_name(t)) + ", d=" +
-             str(s.d) + ")";
-    if (s.softcap || s.alibi)
-      return std::string("early=1 takes no softcap or ALiBi (they transform every score "
-                         "before its maximum)");
-    if (c.kv_apart)
-      return std::string("early=1 keeps a tile's K until its P is packed (a moved row's "
-                         "scores may be computed again from it): kv_apart=0");
-  }
-  if (c.vt_smem) {
-    if (t != DType::e4m3 || s.d != 128)
-      return "vt_smem=1 is for e4m3 at d=128 (" + std::string(dtype_name(t)) + ", d=" +
-             str(s.d) + "): 16-bit V needs no transpose";
-    if (c.kv_apart)
-      return std::string("vt_smem=1 frees a slot's K and V together: kv_apart=0");
-  }
   if (c.impl == 1) return sm90_reason(c, s, op, params, t);
   if (c.block_n == 80)
     return std::string("block_n=80 is for impl=1 (d=256); impl=0 takes 32, 64 or 128");

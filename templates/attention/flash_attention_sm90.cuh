@@ -62,21 +62,6 @@
 // so Vt stores each slice's keys in that order (fp8_key_of_column) and no register moves. The
 // host folds the dequantisation scales of Q and K into args.base.scale; O is multiplied by
 // args.base.o_scale (V's) and written in bf16.
-//
-// EARLY (e4m3, D = 128, no softcap or ALiBi, not KV_APART): a tile without a mask, past a
-// warpgroup's first, takes its exp2s against the rows' reference maxima (lazy rescaling's) as
-// soon as S lands, and checks the tile's own maxima after them (softmax_tile_early): at e4m3
-// the exp2s set the softmax's pace, and the maxima's chain no longer delays them. The check is
-// the warp's own: a row that moved is rescaled in place, and a warp with a row that moved too
-// far for its P to stay finite computes its scores again from the resident Q and K tiles
-// (mma.sync, scores_again_e4m3), so no barrier joins the warps. K stays resident until the
-// tile's P is packed, hence not KV_APART.
-//
-// VT_SMEM (e4m3, D = 128, contiguous, not KV_APART): no workspace and no fp8_v_transpose. The
-// v map reads V as the k map reads K, into a staging tile per stage; the producer warpgroup's
-// 128 threads transpose each into its stage's V slot, in the layout fp8_v_transpose writes, one
-// fill after its copy was issued (transpose_vt_e4m3), and the leader arrives on the slot's V
-// barrier once all have written (a named barrier). The producer then keeps GATHER's registers.
 #pragma once
 
 #include "attention/args_sm90.h"
@@ -97,8 +82,7 @@ namespace attn90 {
 /// keys: as many bytes as a K tile. D = 96 takes two blocks, the second half used (its columns
 /// 96..127 come as zeros from the box past the tensor's d, or are left unwritten by the
 /// producer's copies; no product reads them).
-template <int D, int BLOCK_N, int CONSUMERS, int STAGES, int BYTES = 2, bool KV_APART = false,
-          bool VT_SMEM = false>
+template <int D, int BLOCK_N, int CONSUMERS, int STAGES, int BYTES = 2, bool KV_APART = false>
 struct Layout {
   static constexpr int COLS = 128 / BYTES;                         // columns per block
   static constexpr int BLOCKS = (D + COLS - 1) / COLS;             // column blocks of a row
@@ -109,21 +93,16 @@ struct Layout {
   static constexpr unsigned Q = 0;
   static constexpr unsigned K = Q + CONSUMERS * Q_TILE;
   static constexpr unsigned V = K + STAGES * KV_TILE;
-  // VT_SMEM: per stage the V tile as TMA writes it (keys as rows), which the producer's threads
-  // transpose into the stage's V slot.
-  static constexpr unsigned STG = V + STAGES * KV_TILE;
-  static constexpr unsigned BARS = STG + (VT_SMEM ? STAGES * KV_TILE : 0);
+  static constexpr unsigned BARS = V + STAGES * KV_TILE;
   // Barriers, 8 bytes each: Q landed, Q free, then per stage K landed, V landed, slot empty
-  // (KV_APART: the slot's K free), then (KV_APART) per stage the slot's V free, then (VT_SMEM)
-  // per stage the staging tile landed.
+  // (KV_APART: the slot's K free), then (KV_APART) per stage the slot's V free.
   static constexpr unsigned Q_FULL = BARS;
   static constexpr unsigned Q_EMPTY = BARS + 8;
   static constexpr unsigned K_FULL = BARS + 16;
   static constexpr unsigned V_FULL = K_FULL + 8 * STAGES;
   static constexpr unsigned EMPTY = V_FULL + 8 * STAGES;
   static constexpr unsigned V_EMPTY = EMPTY + 8 * STAGES;
-  static constexpr unsigned STG_FULL = V_EMPTY + (KV_APART ? 8 * STAGES : 0);  // VT_SMEM
-  static constexpr unsigned END = STG_FULL + (VT_SMEM ? 8 * STAGES : 0);
+  static constexpr unsigned END = V_EMPTY + (KV_APART ? 8 * STAGES : 0);
 };
 
 /// Registers per thread after reallocation, (producer, consumer), by consumer count: the totals
@@ -288,161 +267,6 @@ __device__ __forceinline__ void softmax_tile(float (&x)[BLOCK_N / 2], int key0, 
   }
 }
 
-/// How far (log2 units) a row's maximum may pass its reference before softmax_tile_early gives
-/// the tile up (its P, 2^(score - reference), would near fp32's range: 64 of them sum below
-/// 2^(kEarlyLimit + 6)).
-constexpr float kEarlyLimit = 64.f;
-
-/// softmax_tile's lazy, mask-free, fused form (no softcap, no ALiBi) with the exp2s taken
-/// against each row's reference maximum as soon as S lands, beside this tile's maxima instead
-/// of after them: the maxima's dependency chain and the quad's shuffles leave the path from S to
-/// P (early=1, e4m3; file comment). Every row of the warp must have a finite reference.
-/// - No row passes its reference by more than kRescaleSlack (almost every tile): the same
-///   operations in the same order as softmax_tile, so the same bits.
-/// - A row passes it by less than kEarlyLimit: that row's P and sum are rescaled to the new
-///   maximum (one multiply each), alpha as softmax_tile's.
-/// - A row passes it by kEarlyLimit or more: returns false, with x overwritten and nothing else
-///   changed; the warp computes the scores again (scores_again_e4m3) and runs softmax_tile.
-/// Warp-uniform result (the shuffles and the vote take the whole warp).
-template <int BLOCK_N>
-__device__ __forceinline__ bool softmax_tile_early(float (&x)[BLOCK_N / 2], const SoftmaxRows& s,
-                                                   float (&row_max)[2], float (&row_sum)[2],
-                                                   float (&alpha)[2]) {
-  // The maxima in 4 chains a row (a maximum is the same in any order), off the exp2s' path.
-  float mx[2][4], sum[2] = {0.f, 0.f};
-#pragma unroll
-  for (int r = 0; r < 2; ++r)
-#pragma unroll
-    for (int j = 0; j < BLOCK_N / 8; ++j)
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const int idx = 4 * j + 2 * r + e;
-        const float v = x[idx];
-        mx[r][j % 4] = j < 4 && e == 0 ? v : fmaxf(mx[r][j % 4], v);
-        // Volatile: left as a plain exp2, the compiler sinks the exp2s below the check (their
-        // results are dead where it fails), which puts the maxima back in front of them.
-        float pe;
-        asm volatile("ex2.approx.ftz.f32 %0, %1;" : "=f"(pe) : "f"(fmaf(v, s.scale_log2,
-                                                                        -row_max[r])));
-        x[idx] = pe;
-        sum[r] += pe;
-      }
-  // The sums before the check, for the same reason (they too are dead where it fails).
-  asm volatile("" : : "f"(sum[0]), "f"(sum[1]));
-  float m[2];
-  bool far = false;
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    m[r] = attn::quad_max(fmaxf(fmaxf(mx[r][0], mx[r][1]), fmaxf(mx[r][2], mx[r][3]))) *
-           s.scale_log2;
-    far = far || m[r] >= row_max[r] + kEarlyLimit;
-  }
-  if (__any_sync(0xffffffffu, far)) return false;
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    alpha[r] = 1.f;
-    if (m[r] > row_max[r] + kRescaleSlack) {  // rare: the row's reference moves up to m[r]
-      alpha[r] = attn::exp2_approx(row_max[r] - m[r]);
-#pragma unroll
-      for (int j = 0; j < BLOCK_N / 8; ++j)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) x[4 * j + 2 * r + e] *= alpha[r];
-      sum[r] *= alpha[r];
-      row_max[r] = m[r];
-    }
-    row_sum[r] = row_sum[r] * alpha[r] + sum[r];
-  }
-  return true;
-}
-
-/// S = Q K^T of one warp's 16 rows (rows 16 warp .. 16 warp + 15 of its warpgroup's 64) and the
-/// tile's BLOCK_N keys again, e4m3, from the Q and K tiles in shared memory (128-byte swizzled
-/// rows, column blocks `q_block` and `kv_block` bytes apart): mma.sync m16n8k32 per n8 block of
-/// keys, whose accumulators sit as wgmma's do in a warp (x[4 j + 2 r + e]: row g + 8 r, key
-/// 8 j + 2 t + e), and whose A fragment (row g, bytes 4 t .. 4 t + 3 and 16 + 4 t ..; the same
-/// for g + 8) and B fragment (key 8 j + g, the same bytes) are 32-bit loads. STEPS k32 steps.
-template <int BLOCK_N, int STEPS>
-__device__ __forceinline__ void scores_again_e4m3(float (&x)[BLOCK_N / 2], unsigned q_tile,
-                                                  unsigned k_tile, unsigned q_block,
-                                                  unsigned kv_block, int warp, int g, int t) {
-#pragma unroll
-  for (int i = 0; i < BLOCK_N / 2; ++i) x[i] = 0.f;
-  const auto ld = [](unsigned addr) {
-    unsigned v;
-    asm volatile("ld.shared.u32 %0, [%1];" : "=r"(v) : "r"(addr));
-    return v;
-  };
-  for (int kk = 0; kk < STEPS; ++kk) {
-    const unsigned qb = q_tile + (kk / 4) * q_block, kb = k_tile + (kk / 4) * kv_block;
-    const int c0 = 2 * (kk % 4), row = 16 * warp + g;
-    unsigned a[4];
-    a[0] = ld(qb + wg::sw128_offset(row, c0) + 4 * t);
-    a[1] = ld(qb + wg::sw128_offset(row + 8, c0) + 4 * t);
-    a[2] = ld(qb + wg::sw128_offset(row, c0 + 1) + 4 * t);
-    a[3] = ld(qb + wg::sw128_offset(row + 8, c0 + 1) + 4 * t);
-#pragma unroll
-    for (int j = 0; j < BLOCK_N / 8; ++j) {
-      const unsigned b0 = ld(kb + wg::sw128_offset(8 * j + g, c0) + 4 * t);
-      const unsigned b1 = ld(kb + wg::sw128_offset(8 * j + g, c0 + 1) + 4 * t);
-      asm volatile(
-          "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-          "{%8,%9}, {%0,%1,%2,%3};\n"
-          : "+f"(x[4 * j]), "+f"(x[4 * j + 1]), "+f"(x[4 * j + 2]), "+f"(x[4 * j + 3])
-          : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-    }
-  }
-}
-
-/// VT_SMEM: the named barrier of the producer warpgroup's 128 threads after each transpose (0 is
-/// __syncthreads', 1 .. 3 the consumers' turns).
-constexpr int kVtBarrier = 4;
-
-/// VT_SMEM: the e4m3 V tile `stg` (128 keys x 128 bytes of d, keys as rows, as TMA writes it in
-/// the 128-byte swizzle) transposed by the producer warpgroup's 128 threads (ptid) into the Vt
-/// tile `vt` the consumers read (128 rows of d x 128 keys in the 128-byte swizzle, each 32-key
-/// slice in fp8_key_of_column's order: what fp8_v_transpose writes to global memory). Thread
-/// lane writes word `lane` (columns 4 lane .. 4 lane + 3, keys k, k + 1, k + 8, k + 9) of 4
-/// consecutive rows d0 .. d0 + 3 per round, from one 32-bit load of each of those 4 key rows
-/// and 8 byte permutes; over its warp's 8 rounds and the 4 warps, d0 / 4 covers all 32 row
-/// groups for every word. The row groups are chosen so that both the loads (rows k.. at byte
-/// d0: 16-byte chunk (d0 / 16) ^ (k & 7)) and the stores (rows d0 + i at word lane: chunk
-/// (lane / 4) ^ ((d0 + i) & 7)) fall in 32 distinct banks across a warp.
-__device__ __forceinline__ void transpose_vt_e4m3(unsigned vt, unsigned stg, int ptid) {
-  const int lane = ptid & 31, warp = ptid >> 5;
-  const int a = lane >> 2, b = lane & 3;
-  const int col = 4 * lane;
-  const int k = (col & ~31) + fp8_key_of_column(col & 31);  // even: k & 7 and (k + 1) & 7
-  const int f = k & 7;
-  const auto ld = [](unsigned addr) {
-    unsigned v;
-    asm volatile("ld.shared.u32 %0, [%1];" : "=r"(v) : "r"(addr));
-    return v;
-  };
-  const auto st = [](unsigned addr, unsigned v) {
-    asm volatile("st.shared.u32 [%0], %1;" : : "r"(addr), "r"(v) : "memory");
-  };
-#pragma unroll 2
-  for (int round = 0; round < 8; ++round) {
-    const int rho = 8 * warp + round;  // 0 .. 31 over the warpgroup
-    const int beta = (b + rho) & 3;
-    const int alpha = ((a + (rho >> 2)) & 7) ^ f;  // the loads' chunk: alpha ^ f, distinct in a
-    const int d0 = 16 * alpha + 4 * beta;
-    const unsigned w0 = ld(stg + wg::sw128_offset(k, alpha) + 4 * beta);
-    const unsigned w1 = ld(stg + wg::sw128_offset(k + 1, alpha) + 4 * beta);
-    const unsigned w2 = ld(stg + wg::sw128_offset(k + 8, alpha) + 4 * beta);
-    const unsigned w3 = ld(stg + wg::sw128_offset(k + 9, alpha) + 4 * beta);
-    // Byte i of row d0 + i's word: byte i of w0, w1, w2, w3 (keys k, k + 1, k + 8, k + 9).
-    const unsigned t0 = __byte_perm(w0, w1, 0x5140), t1 = __byte_perm(w0, w1, 0x7362);
-    const unsigned t2 = __byte_perm(w2, w3, 0x5140), t3 = __byte_perm(w2, w3, 0x7362);
-    const unsigned chunk = static_cast<unsigned>(col >> 4);
-    const unsigned within = static_cast<unsigned>(col & 15);
-    st(vt + wg::sw128_offset(d0, chunk) + within, __byte_perm(t0, t2, 0x5410));
-    st(vt + wg::sw128_offset(d0 + 1, chunk) + within, __byte_perm(t0, t2, 0x7632));
-    st(vt + wg::sw128_offset(d0 + 2, chunk) + within, __byte_perm(t1, t3, 0x5410));
-    st(vt + wg::sw128_offset(d0 + 3, chunk) + within, __byte_perm(t1, t3, 0x7632));
-  }
-}
-
 /// The key tiles a block of query rows [row0, row0 + rows) of a sequence of nq queries and nk
 /// keys visits: [begin, end) in BLOCK_N units (causal: up to its last row's diagonal; window:
 /// from its first row's window).
@@ -500,7 +324,7 @@ __device__ __forceinline__ void quad_transpose(unsigned (&w)[4], int t) {
 template <typename T, int D, int BLOCK_N, int CONSUMERS, int STAGES, bool PINGPONG, bool CAUSAL,
           bool WINDOW = false, bool SOFTCAP = false, bool ALIBI = false, bool PERSISTENT = false,
           bool REG_SPLIT = true, bool VARLEN = false, int PAGE = 0, bool KV_APART = false,
-          int DV = D, bool EARLY = false, bool VT_SMEM = false>
+          int DV = D>
 __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
     flash_attention_sm90(const __grid_constant__ FlashAttentionSm90Args args) {
   static_assert(D == 64 || D == 96 || D == 128 || D == 256, "D must be 64, 96, 128 or 256");
@@ -528,18 +352,10 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
                 "a key tile covers whole pages or lies in one");
   static_assert(!KV_APART || (!GATHER && !PAGED_TMA),
                 "KV_APART: the TMA producer of contiguous K/V only");
-  static_assert(!EARLY || (FP8 && D == 128 && !SOFTCAP && !ALIBI && !KV_APART),
-                "EARLY: e4m3 at D = 128 without softcap or ALiBi, K resident until P is packed");
-  static_assert(!VT_SMEM || (FP8 && D == 128 && BLOCK_N == 128 && !KV_APART && !GATHER &&
-                             !PAGED_TMA),
-                "VT_SMEM: e4m3 at D = 128 from contiguous V, the slot freed whole");
   using OT = typename OutputOf<T>::type;
 #if KTUNE_WGMMA
-  using L = attn90::Layout<D, BLOCK_N, CONSUMERS, STAGES, static_cast<int>(sizeof(T)), KV_APART,
-                          VT_SMEM>;
-  // VT_SMEM: the producer's threads transpose V, with GATHER's 40 registers (at 24 the
-  // persistent form spilled).
-  using R = attn90::Registers<CONSUMERS, GATHER || VT_SMEM || (PAGED_TMA && D == 256),
+  using L = attn90::Layout<D, BLOCK_N, CONSUMERS, STAGES, static_cast<int>(sizeof(T)), KV_APART>;
+  using R = attn90::Registers<CONSUMERS, GATHER || (PAGED_TMA && D == 256),
                               PAGED_TMA && D != 256>;
   constexpr int BLOCK_M = kSm90RowsPerConsumer * CONSUMERS;
   const FlashAttentionArgs& a = args.base;
@@ -613,7 +429,6 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
       mbar::init(base + L::V_FULL + 8 * s, FILL_ARRIVALS);
       mbar::init(base + L::EMPTY + 8 * s, 4 * CONSUMERS);  // one arrival per consumer warp
       if constexpr (KV_APART) mbar::init(base + L::V_EMPTY + 8 * s, 4 * CONSUMERS);
-      if constexpr (VT_SMEM) mbar::init(base + L::STG_FULL + 8 * s, 1);
     }
     mbar::fence_init();
   }
@@ -739,55 +554,6 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
           if (tile == it.t_begin) load_q();
         }
       }
-    } else if constexpr (VT_SMEM) {
-      // Every producer thread walks the items and tiles; the leader issues the copies (K into
-      // the slot, V into the slot's staging tile). V of fill f is transposed into its slot by
-      // all 128 threads one fill later, after fill f + 1's copies are issued, so that its copy
-      // has time to land; the leader arrives on the slot's V barrier once all have written
-      // (named barrier kVtBarrier) and fenced their writes for the async proxy. A fill's wait
-      // for its slot needs the consumers to free fill f + 1 - STAGES, whose V is long written.
-      const bool leader = wgrp::warp_in_warpgroup() == 0 && wgrp::elect_one();
-      const int ptid = static_cast<int>(threadIdx.x);
-      if (leader) {
-        tma::prefetch_map(&args.q_map);
-        tma::prefetch_map(&args.k_map);
-        tma::prefetch_map(&args.v_map);
-      }
-      const auto transpose = [&](int fill) {
-        const int s = fill % STAGES;
-        mbar::wait_parity(base + L::STG_FULL + 8 * s, (fill / STAGES) & 1);
-        attn90::transpose_vt_e4m3(base + L::V + s * L::KV_TILE, base + L::STG + s * L::KV_TILE,
-                                  ptid);
-        wg::fence_proxy_async();
-        wgrp::bar_sync(attn90::kVtBarrier, wgrp::kWarpgroupThreads);
-        if (leader) mbar::arrive(base + L::V_FULL + 8 * s);
-      };
-      int fills = 0;  // K/V tiles issued so far, over every item
-      int items = 0;
-      for (long long w = work(0); w >= 0; w = work(++items)) {
-        const Item it = item(w);
-        const auto load_q = [&]() {
-          if (leader) attn90::load_q<L, CONSUMERS>(base, &args.q_map, items, it.m0, it.h, it.b);
-        };
-        if (it.t_end == it.t_begin) load_q();
-        for (int tile = it.t_begin; tile < it.t_end; ++tile, ++fills) {
-          const int s = fills % STAGES;
-          if (fills >= STAGES)
-            mbar::wait_parity(base + L::EMPTY + 8 * s, ((fills / STAGES) - 1) & 1);
-          if (leader) {
-            const int key0 = tile * BLOCK_N;
-            mbar::arrive_expect_tx(base + L::K_FULL + 8 * s, L::KV_TILE);
-            tma::load(base + L::K + s * L::KV_TILE, &args.k_map, base + L::K_FULL + 8 * s, 0,
-                      key0, it.hk, it.b);
-            mbar::arrive_expect_tx(base + L::STG_FULL + 8 * s, L::KV_TILE);
-            tma::load(base + L::STG + s * L::KV_TILE, &args.v_map, base + L::STG_FULL + 8 * s, 0,
-                      key0, it.hk, it.b);
-          }
-          if (tile == it.t_begin) load_q();
-          if (fills > 0) transpose(fills - 1);
-        }
-      }
-      if (fills > 0) transpose(fills - 1);
     } else if (wgrp::warp_in_warpgroup() == 0 && wgrp::elect_one()) {
       tma::prefetch_map(&args.q_map);
       tma::prefetch_map(&args.k_map);
@@ -879,7 +645,7 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
   int item_nk = 0;
   const auto v_ready = [&](int tile) {
     mbar::wait_parity(base + L::V_FULL + 8 * slot(tile), fill(tile));
-    if constexpr (GATHER || VT_SMEM) wg::fence_proxy_async();
+    if constexpr (GATHER) wg::fence_proxy_async();
     if constexpr (PAGED_TMA)
       if ((tile + 1) * BLOCK_N > item_nk) wg::fence_proxy_async();
     return base + L::V + slot(tile) * L::KV_TILE;
@@ -1017,11 +783,7 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
     constexpr bool LAZY = D == 256 || FP8;
     const attn90::SoftmaxRows rows{row_base, t, Nk, shift, WINDOW ? a.window : 0, scale_log2,
                                    cap_in, cap_out, slope_log2};
-    // EARLY: whether every row of this warp has a finite reference maximum (softmax_tile_early
-    // needs one); once it does, it keeps it for the item.
-    bool warm = false;
-    const auto softmax = [&](float (&x)[BLOCK_N / 2], int tile, float (&alpha)[2],
-                             unsigned k_tile, bool first) {
+    const auto softmax = [&](float (&x)[BLOCK_N / 2], int tile, float (&alpha)[2]) {
       const int key0 = tile * BLOCK_N;
       const bool mask =
           key0 + BLOCK_N > Nk || (CAUSAL && key0 + BLOCK_N - 1 > wg_row0 + shift) ||
@@ -1029,25 +791,12 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
       // Softcap and ALiBi transform every score anyway: their variants keep one body, as d=256
       // with two consumers does (a second body made those spill, 160 and 240 registers).
       constexpr bool ONE_BODY = SOFTCAP || ALIBI || (D == 256 && CONSUMERS > 1 && BLOCK_N != 80);
-      if (ONE_BODY || mask) {
+      if (ONE_BODY || mask)
         attn90::softmax_tile<BLOCK_N, true, CAUSAL, WINDOW, SOFTCAP, ALIBI, LAZY>(
             x, key0, mask, rows, row_max, row_sum, alpha);
-        return;
-      }
-      if constexpr (EARLY) {
-        if (!first) {
-          if (!warm)
-            warm = __all_sync(0xffffffffu, row_max[0] != kNegInf && row_max[1] != kNegInf);
-          if (warm) {
-            if (attn90::softmax_tile_early<BLOCK_N>(x, rows, row_max, row_sum, alpha)) return;
-            // A row jumped by kEarlyLimit or more: its P overflowed; S again, the usual way.
-            attn90::scores_again_e4m3<BLOCK_N, QK_STEPS>(x, q_tile, k_tile, L::Q_BLOCK,
-                                                         L::KV_BLOCK, warp, g, t);
-          }
-        }
-      }
-      attn90::softmax_tile<BLOCK_N, false, CAUSAL, WINDOW, SOFTCAP, ALIBI, LAZY>(
-          x, key0, false, rows, row_max, row_sum, alpha);
+      else
+        attn90::softmax_tile<BLOCK_N, false, CAUSAL, WINDOW, SOFTCAP, ALIBI, LAZY>(
+            x, key0, false, rows, row_max, row_sum, alpha);
     };
 
     mbar::wait_parity(base + L::Q_FULL, items & 1);
@@ -1063,15 +812,17 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
       float x[BLOCK_N / 2];
       unsigned p[P_SLICES][4];
       float alpha[2];
-      const unsigned k_first = k_ready(w_begin);
-      turn_begin();
-      wg::fence();
-      mma_qk(x, k_first);
-      turn_end();
+      {
+        const unsigned k_tile = k_ready(w_begin);
+        turn_begin();
+        wg::fence();
+        mma_qk(x, k_tile);
+        turn_end();
+      }
       wg::wait<0>();
       wg::fence_acc(x);
       release_k(w_begin);
-      softmax(x, w_begin, alpha, k_first, true);  // O is still 0: no rescale
+      softmax(x, w_begin, alpha);  // O is still 0: no rescale
       pack(x, p);
       for (int tile = w_begin + 1; tile < w_end; ++tile) {
         // Both tiles' operands are waited for and addressed before the first wgmma.
@@ -1084,7 +835,7 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
         wg::wait<1>();  // S of `tile` has landed; O += P V of the previous tile may still run
         wg::fence_acc(x);
         release_k(tile);
-        softmax(x, tile, alpha, k_tile, false);
+        softmax(x, tile, alpha);
         wg::wait<0>();
         wg::fence_acc(o);
         release(tile - 1);

@@ -50,9 +50,8 @@ constexpr std::int64_t kRowMergeMinPairs = 16;
 
 /// Short spans over few pairs at d=96's and d=128's tiles (one row tile, sm_90, contiguous
 /// fixed-length K/V): kShortSpanMinPairs-kShortSpanMaxPairs (batch, KV head) pairs and at most
-/// kShortSpanMaxKeys keys in reach take 32-key tiles of 2 warps, 2 stages (3 on small grids:
-/// kShortSpanDeepCtasPerSm128), in as many of 16, 8, 4 or 2 splits as leave each
-/// kShortSpanSplitKeys keys, merged in a cluster (see short_spans).
+/// kShortSpanMaxKeys keys in reach take 32-key tiles of 2 warps, 2 stages, in as many of 16, 8,
+/// 4 or 2 splits as leave each kShortSpanSplitKeys keys, merged in a cluster (see short_spans).
 /// Read on the H200 (2026-12-04, stop 56) from 8 exhaustive sweeps (16-48 pairs, 1000-4000 keys
 /// in reach, windows of 1024 and 2048 among them, d = 80-128;
 /// benchmarks/results/fallback-h200-2026-12-04-short-spans-trials.csv.gz and the window problem of
@@ -66,7 +65,10 @@ constexpr std::int64_t kRowMergeMinPairs = 16;
 /// 0.90x at 48 pairs x 3500 keys (hence kShortSpanMaxPairKeys) and 0.81x at a 3000-key window
 /// over 32 MHA pairs (merged 0.742 of the fastest, the same splits unmerged 0.980; 374, MHA
 /// without a window, ran the merged point fastest: not explained); the six 0.818 -> 0.900 with
-/// the bound. Not measured on the H100.
+/// the bound. On the H100 (2026-12-05, benchmarks/results/pending-checks-h100-2026-12-05-stop61.md)
+/// its points were 0.835-0.952 of the fastest at 439-446, where 64-key tiles of 4 warps won six
+/// of eight; three stages on small grids (stop 60, read from recorded sweeps) were slower there
+/// than two at six of the eight and were removed.
 constexpr std::int64_t kShortSpanMinPairs = 16;
 constexpr std::int64_t kShortSpanMaxPairs = 48;
 constexpr std::int64_t kShortSpanMaxKeys = 4096;
@@ -76,20 +78,6 @@ constexpr std::int64_t kShortSpanSplitKeys = 80;
 // design set's largest was 96K.
 constexpr std::int64_t kShortSpanMaxPairKeys = 131072;
 constexpr FewPairsTiles kShortSpanTiles = {0, 32, 2, 2};  // any of the two tiles' head dims
-// Three stages instead of the tiles' two where the grid (pairs x splits) holds at most this many
-// CTAs per SM, without a mask variant: at d=128's tiles 3, at d=96's 4. Read (stop 60, no new
-// run) from the rule's points in exhaustive sweeps already recorded: 13 problems on the H200
-// (370-382 of benchmarks/fallback_quality.py and the d=96 tiles' check set) and 4 on the H100
-// (benchmarks/results/fallback-h100-2026-12-05-*-trials.csv.gz). At the 11 problems this
-// changes, the same point at 3 stages ran 1.013-1.089x the speed of 2 at nine and tied at two
-// (0.998, 1.000); the H100's gained most (b=5, d=96: 0.915 -> 0.996 of the fastest; b=4, d=72:
-// 0.950 -> 1.000). d=128's tiles at 512 CTAs (32 pairs x 16 splits) ran 3 stages at 0.72-0.73
-// of 2's speed (a round of 16-CTA clusters no longer fits), hence the bound. In sample: 0.965 ->
-// 0.978 of the fastest over the H200's 13, 0.923 -> 0.959 over the H100's 4 (computed). Its
-// check set (439-446, written before any run) is not yet swept.
-constexpr std::int64_t kShortSpanDeepCtasPerSm128 = 3;
-constexpr std::int64_t kShortSpanDeepCtasPerSm96 = 4;
-constexpr int kShortSpanDeepStages = 3;
 // With a mask variant (window, soft-capping, ALiBi) over kVariantSpanMinPairs pairs or more: at
 // most kVariantSpanSplits splits, kVariantSpanStages stages. On the H200 (2026-12-04, stop 57;
 // benchmarks/results/fallback-h200-2026-12-04-windows.md) 16 merged splits of windows of
@@ -207,17 +195,11 @@ std::optional<Params> short_spans(const Shape& s, std::int64_t data_d, const Dev
     return std::nullopt;
   const int kv_split = takes_kv_split(s, data_d, device) ? 1 : 0;
   const bool variant_cap = s.variants() && pairs >= kVariantSpanMinPairs;
-  const std::int64_t deep_ctas =
-      (s.d == 128 ? kShortSpanDeepCtasPerSm128 : kShortSpanDeepCtasPerSm96) * device.sm_count;
-  for (int v : {16, 8, 4, 2}) {
-    if ((variant_cap && v > kVariantSpanSplits) || span / v < kShortSpanSplitKeys ||
-        flash_decode_used_splits(span, t.block_n, v) != v)
-      continue;
-    const int stages = variant_cap                              ? kVariantSpanStages
-                       : !s.variants() && pairs * v <= deep_ctas ? kShortSpanDeepStages
-                                                                 : t.stages;
-    return Params{{v, block_m, t.block_n, t.warps, stages, 1, kv_split}};
-  }
+  for (int v : {16, 8, 4, 2})
+    if ((!variant_cap || v <= kVariantSpanSplits) && span / v >= kShortSpanSplitKeys &&
+        flash_decode_used_splits(span, t.block_n, v) == v)
+      return Params{{v, block_m, t.block_n, t.warps, variant_cap ? kVariantSpanStages : t.stages,
+                     1, kv_split}};
   return std::nullopt;
 }
 
