@@ -16,8 +16,8 @@
 // and with events; printed: operations per cycle per SM (ops = the kernel's named instruction,
 // per lane) and the mix's time against ex2 + e4m3 alone (1.0: one pipe; 0.67: two).
 //
-// Build: nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a \
-//          benchmarks/attention/pipe_probe.cu -o pipe_probe
+// Build (from the repository root): nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a \
+//          -I . benchmarks/attention/pipe_probe.cu -o pipe_probe
 // Run:   ./pipe_probe      (~2 s)
 #include <cuda_runtime.h>
 
@@ -25,14 +25,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#define CHECK(x)                                                                  \
-  do {                                                                            \
-    cudaError_t e_ = (x);                                                         \
-    if (e_ != cudaSuccess) {                                                      \
-      std::fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e_)); \
-      std::exit(1);                                                               \
-    }                                                                             \
-  } while (0)
+#include "benchmarks/dev_check.hpp"
 
 constexpr int kIters = 4096;
 constexpr int kThreads = 512;
@@ -125,18 +118,18 @@ void run(const char* name, double ops_per_round, int sms, const float* in, unsig
          long long* cycles, double* result) {
   const int blocks = sms * 2;  // 1024 threads an SM: 32 warps, 8 a scheduler
   cudaEvent_t a, b;
-  CHECK(cudaEventCreate(&a));
-  CHECK(cudaEventCreate(&b));
+  CK(cudaEventCreate(&a));
+  CK(cudaEventCreate(&b));
   probe<KIND><<<blocks, kThreads>>>(in, out, cycles);  // warm-up
-  CHECK(cudaMemset(cycles, 0, sizeof(long long) * blocks));
-  CHECK(cudaEventRecord(a));
+  CK(cudaMemset(cycles, 0, sizeof(long long) * blocks));
+  CK(cudaEventRecord(a));
   probe<KIND><<<blocks, kThreads>>>(in, out, cycles);
-  CHECK(cudaEventRecord(b));
-  CHECK(cudaEventSynchronize(b));
+  CK(cudaEventRecord(b));
+  CK(cudaEventSynchronize(b));
   float ms = 0.f;
-  CHECK(cudaEventElapsedTime(&ms, a, b));
+  CK(cudaEventElapsedTime(&ms, a, b));
   long long* host = new long long[blocks];
-  CHECK(cudaMemcpy(host, cycles, sizeof(long long) * blocks, cudaMemcpyDeviceToHost));
+  CK(cudaMemcpy(host, cycles, sizeof(long long) * blocks, cudaMemcpyDeviceToHost));
   const long long worst = *std::max_element(host, host + blocks);
   delete[] host;
   // Two blocks an SM run together: per SM, 2 * kThreads lanes did kIters rounds in `worst`.
@@ -147,11 +140,11 @@ void run(const char* name, double ops_per_round, int sms, const float* in, unsig
 
 int main() {
   int dev = 0, sms = 0, clock_khz = 0;
-  CHECK(cudaGetDevice(&dev));
-  CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-  CHECK(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, dev));
+  CK(cudaGetDevice(&dev));
+  CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  CK(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, dev));
   cudaDeviceProp prop;
-  CHECK(cudaGetDeviceProperties(&prop, dev));
+  CK(cudaGetDeviceProperties(&prop, dev));
   std::printf("%s, %d SMs, max clock %d MHz; %d rounds, %d threads x 2 blocks an SM\n\n",
               prop.name, sms, clock_khz / 1000, kIters, kThreads);
   float host_in[256];
@@ -159,10 +152,10 @@ int main() {
   float* in;
   unsigned* out;
   long long* cycles;
-  CHECK(cudaMalloc(&in, sizeof host_in));
-  CHECK(cudaMemcpy(in, host_in, sizeof host_in, cudaMemcpyHostToDevice));
-  CHECK(cudaMalloc(&out, sizeof(unsigned) * sms * 2 * kThreads));
-  CHECK(cudaMalloc(&cycles, sizeof(long long) * sms * 2));
+  CK(cudaMalloc(&in, sizeof host_in));
+  CK(cudaMemcpy(in, host_in, sizeof host_in, cudaMemcpyHostToDevice));
+  CK(cudaMalloc(&out, sizeof(unsigned) * sms * 2 * kThreads));
+  CK(cudaMalloc(&cycles, sizeof(long long) * sms * 2));
   std::printf("| kernel | ms | cycles (slowest block) | ops / cycle / SM |\n|---|---|---|---|\n");
   double ex2_c = 0, e4_c = 0, bf_c = 0, mix_c = 0, int_c = 0;
   run<kEx2>("ex2", 8, sms, in, out, cycles, &ex2_c);     // ops: MUFU.EX2
