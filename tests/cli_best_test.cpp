@@ -193,7 +193,8 @@ TEST_F(Best, PlanOptionsThatCannotGoTogetherAreRefused) {
 TEST_F(Best, ShippedDatabasesCoverEveryShippedPlanOnTheirGpu) {
   const fs::path source = KTUNE_SOURCE_DIR;
   // The GPUs whose shipped database is built from the plans (scripts/build_shipped_db.sh);
-  // h100.db holds the ANCHORS attention rows only (db/shipped/README.md).
+  // h100.db holds the ANCHORS attention rows and the two benchmark MoE layers
+  // (db/shipped/README.md; H100ShipsTheBenchmarkMoeLayersEveryBucket).
   for (const std::string device : {"NVIDIA H200"}) {
     for (const auto& plan : fs::directory_iterator(source / "plans")) {
       CliRun r = ktune("best --plan '" + plan.path().string() + "' --require-exact --db none.db "
@@ -202,6 +203,22 @@ TEST_F(Best, ShippedDatabasesCoverEveryShippedPlanOnTheirGpu) {
       EXPECT_TRUE(contains(r.out, " problems: ")) << r.out;
     }
   }
+}
+
+// h100.db's MoE rows (swept on the H100 on 2026-12-05, stop 63): both layers of
+// benchmarks/run_moe.sh at every bucket swept dispatch `exact` on the H100 from the shipped
+// database alone; a change of the MoE kernels that leaves them stale fails here until they
+// are re-hashed (scripts/same_machine_code.py) or re-tuned.
+TEST_F(Best, H100ShipsTheBenchmarkMoeLayersEveryBucket) {
+  std::ofstream(dir.path() / "moe-h100.txt")
+      << "moe bf16 e=8,k=2,h=4096,i=14336,routing=softmax_renorm "
+         "tokens=1,2,4,8,16,32,64,128,256,512,1024,2048,4096\n"
+      << "moe bf16 e=64,k=8,h=2048,i=1408,routing=sigmoid_group,n_group=8,topk_group=4 "
+         "tokens=1,16,32,64,128,256,512,1024,2048,4096\n";
+  CliRun r = ktune("best --plan moe-h100.txt --require-exact --db none.db "
+                   "--device 'NVIDIA H100 80GB HBM3'");
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_TRUE(contains(r.out, "23 problems: ")) << r.out;
 }
 
 // The lookup lets a tuned row serve its neighbours only where it beat the built-in default there
