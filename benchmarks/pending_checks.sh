@@ -7,7 +7,12 @@
 #   STEP=1 (stop 64, ~6 min): where DeepSeek-like T=128 loses its last 3 % on the H100, and
 #   whether the H100's gemm1 is L2-bound as the H200's: the layer's timeline and ncu of every
 #   kernel of one call on the shipped H100 rows, then benchmarks/moe/ncu_ws.sh at Mixtral T=1024
-#   and 4096. Predictions in benchmarks/moe/NOTES.md (stop 64). Earlier checks are recorded in
+#   and 4096. Predictions in benchmarks/moe/NOTES.md (stop 64).
+#   STEP=2 (stop 64, ~9 min; bundle with gpu_moe_op_test): cols1/cols2 (several column blocks
+#   per CTA on the mma.sync GEMMs): their GPU cases, then each point beside the default on the
+#   check set benchmarks/moe/cols_check.txt, then DeepSeek-like T=16..128 swept with them and
+#   benched (graph, copy in the same process). Prediction in benchmarks/moe/NOTES.md (stop 64).
+#   Earlier checks are recorded in
 #   benchmarks/results/h100-stop63-2026-12-05.md and pending-checks-h100-2026-12-05-stop61.md.
 set -uo pipefail
 OUT=${OUT:-/tmp/ktune-pending}
@@ -31,7 +36,8 @@ case "${STEP:-1}" in
   done
   # Every kernel of the fourth call (five kernels a call; calls 1-3 skipped as warm-up).
   m=gpu__time_duration.sum,dram__bytes_read.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed
-  m=$m,lts__throughput.avg.pct_of_peak_sustained_elapsed,sm__warps_active.avg.pct_of_peak_sustained_active
+  m=$m,lts__throughput.avg.pct_of_peak_sustained_elapsed
+  m=$m,sm__warps_active.avg.pct_of_peak_sustained_active
   timeout 200 ncu --clock-control none --metrics "$m" -k regex:moe_ --launch-skip 15 \
     --launch-count 5 python3 benchmarks/moe_profile.py --lib "$G/lib/libktune.so" \
     --db "$OUT/h100.db" --layer deepseek --tokens 128 --calls 4 >"$OUT/ncu_deepseek_128.log" 2>&1
@@ -43,7 +49,27 @@ case "${STEP:-1}" in
     >"$OUT/ncu_ws.log" 2>&1
   note "ncu_ws mixtral 1024/4096 rc=$?: $(tail -6 "$OUT/ncu_ws.log" | tr '\n' ' ')"
   ;;
-*) echo "STEP=1 only" >&2; exit 2 ;;
+2)
+  timeout 150 "$G/tests/gpu_moe_op_test" --gtest_filter='*ColumnBlocks*:MoeOpCases.*' \
+    >"$OUT/cols_tests.log" 2>&1
+  note "gpu_moe_op_test cols rc=$?: $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/cols_tests.log" \
+    | tr '\n' ' ')"
+  timeout 200 python3 benchmarks/given_ab.py --ktune "$K" \
+    --problems benchmarks/moe/cols_check.txt --params cols1=2 --params cols2=4 \
+    --params cols1=2,cols2=4 --params cols1=4,cols2=4 \
+    --out "$OUT/cols_ab" --deadline 190 >"$OUT/cols_ab.log" 2>&1
+  note "cols A/B rc=$?: $(grep -E '^- point|not reached' "$OUT/cols_ab/given_ab.md" \
+    2>/dev/null | tr '\n' ' ')"
+  cp db/shipped/h100.db "$OUT/h100.db"
+  OUT="$OUT/ds" DB="$OUT/ds.db" LAYERS=deepseek TOKENS=16,32,64,128 timeout 230 \
+    benchmarks/run_moe.sh sweep >"$OUT/ds_sweep.log" 2>&1
+  note "deepseek sweep rc=$?: $(tail -1 "$OUT/ds/sweeps.txt" 2>/dev/null)"
+  OUT="$OUT/ds" DB="$OUT/ds.db" LAYERS=deepseek TOKENS=16,32,64,128 timeout 150 \
+    benchmarks/run_moe.sh bench >"$OUT/ds_bench.log" 2>&1
+  note "deepseek bench rc=$?"
+  grep -E '^deepseek ' "$OUT/ds_bench.log" | tail -4
+  ;;
+*) echo "STEP=1 or 2" >&2; exit 2 ;;
 esac
 echo "==== pending_checks.sh STEP=${STEP:-1}"
 printf '%s\n' "${summary[@]}"

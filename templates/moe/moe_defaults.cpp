@@ -2,6 +2,8 @@
 #include "templates/moe/moe_defaults.hpp"
 
 #include <algorithm>
+#include <stdexcept>
+#include <string>
 
 namespace ktune::moe {
 namespace {
@@ -165,7 +167,7 @@ Params default_params(const Shape& s, DType t, const DeviceInfo& device, const L
                    r.g2.group_m, r.g2.prefetch, r.g2.epi, r.g2.impl,
                    s.pairs() > r.align_chunk && !s.expert_choice() ? r.align_chunk : 0,
                    s.route_kernel() ? lanes : 8, s.route_kernel() ? vec : 1,
-                   s.combines() ? r.combine_vec : lists.combine_vec, 1, 0, 0, 0, 1, 1}};
+                   s.combines() ? r.combine_vec : lists.combine_vec, 1, 0, 0, 0, 1, 1, 1, 1}};
   };
   // Few pairs routed by softmax: route and align in one block (fuse_route; worth ~1-3 % of
   // such calls in the sweeps); sigmoid_group's longer per-token selection is faster spread
@@ -173,6 +175,9 @@ Params default_params(const Shape& s, DType t, const DeviceInfo& device, const L
   const bool fuse = s.route_kernel() && s.routing != moe_sigmoid_group &&
                     s.pairs() <= kFuseDefaultMaxPairs;
   const auto valid = [&](Params& p) {
+    if (p.values.size() != kCols2 + 1)
+      throw std::logic_error("moe defaults: a row has " + std::to_string(p.values.size()) +
+                             " values for " + std::to_string(kCols2 + 1) + " tunables");
     fit_columns(p, s, lists);
     if (fuse && p.values[kAlignChunk] == 0) {
       // The one block routes its tokens a few at a time: a warp per token, a score per lane,
