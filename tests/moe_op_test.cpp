@@ -375,6 +375,12 @@ TEST(MoeSpace, ColumnBlocksPerCtaOnTheMmaSyncGemms) {
       << reason(w, narrow);
   w.values[op().param_index("cols1")] = 2;
   EXPECT_EQ(reason(w, narrow), "");
+  // Searched while the GEMMs stream weights: up to 128 rows per expert on average.
+  const Problem many = problem(kDeepSeek, 2048);  // 256 rows per expert
+  Params m = d;
+  EXPECT_EQ(reason(m, many), "");
+  m.values[op().param_index("cols2")] = 2;
+  EXPECT_TRUE(contains(reason(m, many), "cols2=2 at ~256 rows per expert")) << reason(m, many);
   // The wgmma kernels take one column block per CTA.
   const Problem big = problem(kMixtral, 4096);
   Params b = op().default_params(big, DType::bf16, h100);

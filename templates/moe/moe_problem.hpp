@@ -85,5 +85,7 @@ inline Config config_of(const Params& p, DType t) {
 
 /// gemm2's split-k is searched up to this many rows per expert on average (t * k / e).
 constexpr long long kSplitMaxRows = 128;
+/// cols1/cols2 > 1 are searched up to this many rows per expert on average.
+constexpr long long kColsMaxRows = 128;
 
 }  // namespace ktune::moe

@@ -186,6 +186,15 @@ std::optional<std::string> config_reason(const Config& c, const Shape& s,
     return "align_chunk=" + str(c.align_chunk) + " with t*k=" + str(s.pairs()) +
            " pairs is one chunk: the count/scan/scatter path does the one-block kernel's work "
            "in three launches";
+  for (const bool gated : {true, false}) {
+    const GemmTile& g = gated ? c.g1 : c.g2;
+    if (g.cols > 1 && s.mean_rows() > kColsMaxRows)
+      return std::string(gated ? "cols1=" : "cols2=") + str(g.cols) + " at ~" +
+             str(s.mean_rows()) + " rows per expert (t*k=" + str(s.pairs()) + ", e=" +
+             str(s.e) + "): several column blocks per CTA pay while the GEMMs stream weights "
+             "(<= " + str(kColsMaxRows) + " rows per expert); here each tile's products "
+             "outlast its start and drain";
+  }
   if (c.split2 > 1 && s.pairs() > kSplitMaxRows * std::min<long long>(s.e, s.pairs()))
     return "split2=" + str(c.split2) + " at ~" +
            str(s.pairs() / std::min<long long>(s.e, s.pairs())) + " rows per expert (t*k=" +
