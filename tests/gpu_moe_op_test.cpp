@@ -971,7 +971,7 @@ std::vector<Case> cols_cases() {
       "impl2=0" + tail;
   with(moe_softmax_renorm, 8, 2, 300, DType::bf16, mid, "cols1=4,cols2=2");
   with(moe_precomputed, 8, 2, 100, DType::bf16, mid, "cols1=2,cols2=2");
-  with(moe_expert_choice, 8, 2, 777, DType::f16, mid, "cols1=2,cols2=2");
+  with(moe_expert_choice, 8, 2, 301, DType::f16, mid, "cols1=2,cols2=2");
   with(moe_softmax, 8, 1, 33, DType::f16, shallow, "cols1=2,cols2=2", 40, 72);
   with(moe_sigmoid_group, 64, 8, 128, DType::bf16, deep, "cols1=4,cols2=4", 1024, 1408);
   with(moe_sigmoid_group, 64, 8, 100, DType::bf16, deep, "cols2=2", 1024, 1408);
