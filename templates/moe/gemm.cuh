@@ -169,15 +169,13 @@ struct Loader {
     }
   }
 
-  /// load() of the column block c blocks to the right of this loader's (a CTA of several
-  /// column blocks, moe_gemm_kernel's NCOLS): the same A rows, the weight rows c * TILE_N on.
-  /// FAST: that column block lies below n (and the k-tile below kdim).
-  template <bool FAST, int WHAT = LOAD_AB>
-  __device__ __forceinline__ void load_col(int slot, int kt, int part, int c) const {
+  /// This loader moved c column blocks to the right (a CTA of several column blocks,
+  /// moe_gemm_kernel's NCOLS): the same A rows, the weight rows c * TILE_N on.
+  __device__ __forceinline__ Loader at_col(int c) const {
     Loader l = *this;
     l.w_row += static_cast<long long>(c) * TILE_N * kdim;
     l.n0 += c * TILE_N;
-    l.template load<FAST, WHAT>(slot, kt, part);
+    return l;
   }
 };
 
@@ -336,41 +334,6 @@ __device__ __forceinline__ void k_tile_mode(int mode, float (&acc)[NB][MF][NF][4
     k_tile<T, FULL, 2, MF, NF, NB, BLOCK_K, BLOCK_N, PITCH, A_FRAG>(acc, ld, st, a_lane, b_lane,
                                                                     a_x, b_x, mf_live,
                                                                     load_slot, next);
-}
-
-/// k_tile for a CTA of several column blocks: the copies (LOAD as k_tile's) are of k-tile
-/// next_kt of column block next_c (Loader::load_col).
-template <typename T, bool FULL, int LOAD, int MF, int NF, int NB, int BLOCK_N, int PITCH,
-          int A_FRAG, class LD>
-__device__ __forceinline__ void k_tile_col(float (&acc)[NB][MF][NF][4], const LD& ld, unsigned st,
-                                           unsigned a_lane, unsigned b_lane, int a_x, int b_x,
-                                           int mf_live, int load_slot, int next_kt, int next_c) {
-#pragma unroll
-  for (int kk = 0; kk < LD::PARTS; ++kk) {
-    if constexpr (LOAD == 1) ld.template load_col<true>(load_slot, next_kt, kk, next_c);
-    if constexpr (LOAD == 2) ld.template load_col<false>(load_slot, next_kt, kk, next_c);
-    mma_k16<T, FULL, MF, NF, NB, BLOCK_N, PITCH, A_FRAG>(
-        acc, st + a_lane + (((2 * kk) ^ a_x) << 4), st + b_lane + (((2 * kk) ^ b_x) << 4),
-        mf_live);
-  }
-}
-
-/// k_tile_col with the copies `mode` selects (as k_tile_mode's).
-template <typename T, bool FULL, int MF, int NF, int NB, int BLOCK_N, int PITCH, int A_FRAG,
-          class LD>
-__device__ __forceinline__ void k_tile_col_mode(int mode, float (&acc)[NB][MF][NF][4],
-                                                const LD& ld, unsigned st, unsigned a_lane,
-                                                unsigned b_lane, int a_x, int b_x, int mf_live,
-                                                int load_slot, int next_kt, int next_c) {
-  if (mode == 1)
-    k_tile_col<T, FULL, 1, MF, NF, NB, BLOCK_N, PITCH, A_FRAG>(
-        acc, ld, st, a_lane, b_lane, a_x, b_x, mf_live, load_slot, next_kt, next_c);
-  else if (mode == 0)
-    k_tile_col<T, FULL, 0, MF, NF, NB, BLOCK_N, PITCH, A_FRAG>(
-        acc, ld, st, a_lane, b_lane, a_x, b_x, mf_live, load_slot, next_kt, next_c);
-  else
-    k_tile_col<T, FULL, 2, MF, NF, NB, BLOCK_N, PITCH, A_FRAG>(
-        acc, ld, st, a_lane, b_lane, a_x, b_x, mf_live, load_slot, next_kt, next_c);
 }
 
 }  // namespace moe
@@ -541,7 +504,7 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_CTAS)
       if (s < tiles)
 #pragma unroll
         for (int part = 0; part < LD::PARTS; ++part)
-          ld.template load_col<false, LD::LOAD_B>(s, s % k_all, part, s / k_all);
+          ld.at_col(s / k_all).template load<false, LD::LOAD_B>(s, s % k_all, part);
   } else {
 #pragma unroll
     for (int s = 0; s < STAGES - 1; ++s)
@@ -564,7 +527,7 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_CTAS)
       if (s < tiles)
 #pragma unroll
         for (int part = 0; part < LD::PARTS; ++part)
-          ld.template load_col<false, LD::LOAD_A>(s, s % k_all, part, s / k_all);
+          ld.at_col(s / k_all).template load<false, LD::LOAD_A>(s, s % k_all, part);
     } else if (kt0 + s < kt1) {
 #pragma unroll
       for (int part = 0; part < LD::PARTS; ++part)
@@ -679,12 +642,13 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_CTAS)
                            ? 1
                            : 2;
       const unsigned st = ld.s_base + slot * STAGE_BYTES;
+      const LD lc = ld.at_col(next_c);  // copies k-tile next_kt of column block next_c
       if (mf_live == MF)
-        moe::k_tile_col_mode<T, true, MF, NF, NB, BLOCK_N, PITCH, A_FRAG>(
-            mode, acc, ld, st, a_lane, b_lane, a_x, b_x, mf_live, load_slot, next_kt, next_c);
+        moe::k_tile_mode<T, true, MF, NF, NB, BLOCK_K, BLOCK_N, PITCH, A_FRAG>(
+            mode, acc, lc, st, a_lane, b_lane, a_x, b_x, mf_live, load_slot, next_kt);
       else
-        moe::k_tile_col_mode<T, false, MF, NF, NB, BLOCK_N, PITCH, A_FRAG>(
-            mode, acc, ld, st, a_lane, b_lane, a_x, b_x, mf_live, load_slot, next_kt, next_c);
+        moe::k_tile_mode<T, false, MF, NF, NB, BLOCK_K, BLOCK_N, PITCH, A_FRAG>(
+            mode, acc, lc, st, a_lane, b_lane, a_x, b_x, mf_live, load_slot, next_kt);
       cp_async_commit();
       slot = slot + 1 == STAGES ? 0 : slot + 1;
       if (++next_kt == k_all) {

@@ -161,13 +161,19 @@ Params default_params(const Shape& s, DType t, const DeviceInfo& device, const L
     // e4m3 rows hold half the bytes: twice the k step keeps a ring slot's bytes (and covers
     // the e4m3 minimum of 64).
     const auto bk = [&](int k) { return t == DType::e4m3 ? std::min(256, 2 * k) : k; };
-    return Params{{bm, r.g1.bn, bk(r.g1.bk), r.g1.warps, std::min(r.g1.warps_m, bm / 16),
-                   r.g1.stages, r.g1.group_m, r.g1.prefetch, r.g1.epi, r.g1.impl, r.g2.bn,
-                   bk(r.g2.bk), r.g2.warps, std::min(r.g2.warps_m, bm / 16), r.g2.stages,
-                   r.g2.group_m, r.g2.prefetch, r.g2.epi, r.g2.impl,
-                   s.pairs() > r.align_chunk && !s.expert_choice() ? r.align_chunk : 0,
-                   s.route_kernel() ? lanes : 8, s.route_kernel() ? vec : 1,
-                   s.combines() ? r.combine_vec : lists.combine_vec, 1, 0, 0, 0, 1, 1, 1, 1}};
+    Params p{{bm, r.g1.bn, bk(r.g1.bk), r.g1.warps, std::min(r.g1.warps_m, bm / 16),
+              r.g1.stages, r.g1.group_m, r.g1.prefetch, r.g1.epi, r.g1.impl, r.g2.bn,
+              bk(r.g2.bk), r.g2.warps, std::min(r.g2.warps_m, bm / 16), r.g2.stages,
+              r.g2.group_m, r.g2.prefetch, r.g2.epi, r.g2.impl,
+              s.pairs() > r.align_chunk && !s.expert_choice() ? r.align_chunk : 0,
+              s.route_kernel() ? lanes : 8, s.route_kernel() ? vec : 1,
+              s.combines() ? r.combine_vec : lists.combine_vec, 1, 0, 0, 0, 1, 1, 1, 1}};
+    // One value per tunable, in the Param enum's order (a row that misses one would be read
+    // past its end).
+    if (p.values.size() != kCols2 + 1)
+      throw std::logic_error("moe defaults: a row has " + std::to_string(p.values.size()) +
+                             " values for " + std::to_string(kCols2 + 1) + " tunables");
+    return p;
   };
   // Few pairs routed by softmax: route and align in one block (fuse_route; worth ~1-3 % of
   // such calls in the sweeps); sigmoid_group's longer per-token selection is faster spread
@@ -175,9 +181,6 @@ Params default_params(const Shape& s, DType t, const DeviceInfo& device, const L
   const bool fuse = s.route_kernel() && s.routing != moe_sigmoid_group &&
                     s.pairs() <= kFuseDefaultMaxPairs;
   const auto valid = [&](Params& p) {
-    if (p.values.size() != kCols2 + 1)
-      throw std::logic_error("moe defaults: a row has " + std::to_string(p.values.size()) +
-                             " values for " + std::to_string(kCols2 + 1) + " tunables");
     fit_columns(p, s, lists);
     if (fuse && p.values[kAlignChunk] == 0) {
       // The one block routes its tokens a few at a time: a warp per token, a score per lane,
