@@ -943,41 +943,6 @@ std::vector<Case> ws_cases() {
   return out;
 }
 
-/// Several column blocks per CTA on the mma.sync GEMMs (cols1/cols2): column counts that leave
-/// the last CTA short (i=200 at bn1=32: 7 blocks in CTAs of 4; h=136 at bn2=64: 3 in CTAs of
-/// 2), k loops shorter than the ring (h=40: one k-tile of gemm1 at 4 stages, so the prologue
-/// reaches two column blocks ahead), CTA groups (group=8), every routing mode, fp16, and the
-/// DeepSeek-like layer's widths at T=128 with its H100 row's tiles.
-std::vector<Case> cols_cases() {
-  std::vector<Case> out;
-  const auto with = [&](int routing, int e, int k, int t, DType dt, const std::string& params,
-                        const std::string& set, int h = 136, int i = 200) {
-    out.push_back(make_case(routing, e, k, t, dt, "", h, i));
-    out.back().params = params;
-    out.back().set = set;
-  };
-  const std::string tail = ",align_chunk=0,route_lanes=8,route_vec=1,combine_vec=4,split2=1";
-  const std::string mid =
-      "block_m=64,bn1=32,bk1=64,warps1=4,warps_m1=2,stages1=4,group1=0,prefetch1=0,epi1=0,"
-      "impl1=0,bn2=64,bk2=32,warps2=4,warps_m2=1,stages2=3,group2=8,prefetch2=0,epi2=0,"
-      "impl2=0" + tail;
-  const std::string deep =
-      "block_m=32,bn1=64,bk1=128,warps1=4,warps_m1=1,stages1=4,group1=8,prefetch1=0,epi1=0,"
-      "impl1=0,bn2=32,bk2=128,warps2=4,warps_m2=2,stages2=3,group2=8,prefetch2=0,epi2=0,"
-      "impl2=0" + tail;
-  const std::string shallow =
-      "block_m=16,bn1=32,bk1=64,warps1=2,warps_m1=1,stages1=4,group1=0,prefetch1=0,epi1=0,"
-      "impl1=0,bn2=32,bk2=64,warps2=2,warps_m2=1,stages2=4,group2=0,prefetch2=0,epi2=0,"
-      "impl2=0" + tail;
-  with(moe_softmax_renorm, 8, 2, 300, DType::bf16, mid, "cols1=4,cols2=2");
-  with(moe_precomputed, 8, 2, 100, DType::bf16, mid, "cols1=2,cols2=2");
-  with(moe_expert_choice, 8, 2, 301, DType::f16, mid, "cols1=2,cols2=2");
-  with(moe_softmax, 8, 1, 33, DType::f16, shallow, "cols1=2,cols2=2", 40, 72);
-  with(moe_sigmoid_group, 64, 8, 128, DType::bf16, deep, "cols1=4,cols2=4", 1024, 1408);
-  with(moe_sigmoid_group, 64, 8, 100, DType::bf16, deep, "cols2=2", 1024, 1408);
-  return out;
-}
-
 /// fuse_route=1 (routing and alignment in one block) on the defaults: every mode with a route
 /// kernel, T in {1, 7, 128, 300}, (E, k) in {(8, 2), (64, 8)} at the default route lanes (8 and
 /// 32), 8 lanes with 4-float loads at E=64, E=256 (256 threads), k=1 in fp16, and DeepSeek-like
@@ -1032,12 +997,6 @@ std::vector<Case> fp8_cases() {
        "block_m=128,bn1=64,bk1=128,warps1=8,warps_m1=2,stages1=3,group1=8,prefetch1=256,epi1=1,"
        "impl1=0,bn2=128,bk2=128,warps2=8,warps_m2=2,stages2=3,group2=8,prefetch2=256,epi2=1,"
        "impl2=0,align_chunk=0,split2=1" + tail);
-  // Several column blocks per CTA (cols1/cols2), the last CTA short of them: e4m3 dequantises
-  // each column block by its own channel scales.
-  with(moe_softmax_renorm, 8, 2, 300,
-       "block_m=64,bn1=32,bk1=64,warps1=4,warps_m1=2,stages1=4,group1=0,prefetch1=0,epi1=0,"
-       "impl1=0,bn2=64,bk2=64,warps2=4,warps_m2=1,stages2=3,group2=8,prefetch2=0,epi2=0,"
-       "impl2=0,align_chunk=0,split2=1,cols1=4,cols2=2" + tail);
   with(moe_sigmoid_group, 64, 8, 100,
        "block_m=16,bn1=64,bk1=256,warps1=4,warps_m1=1,stages1=2,group1=0,prefetch1=0,epi1=0,"
        "impl1=0,bn2=64,bk2=64,warps2=4,warps_m2=1,stages2=3,group2=0,prefetch2=0,epi2=0,"
@@ -1109,7 +1068,6 @@ TEST(MoeOpCases, EveryConfigurationIsValid) {
     const DeviceInfo dev = *device_for_arch(arch);
     std::vector<Case> cases = all_cases();
     for (const Case& c : fused_cases()) cases.push_back(c);
-    for (const Case& c : cols_cases()) cases.push_back(c);
     for (const Case& c : cases) {
       const Problem p = c.problem();
       EXPECT_EQ(moe_op().problem_reason(p), std::nullopt) << c.tag();
@@ -1238,30 +1196,6 @@ TEST_F(GpuMoeOp, FusedRouteAlignEqualsSeparateKernels) {
       EXPECT_TRUE(a == b) << c.tag() << (all ? "" : " without the optional outputs")
                           << ": differs from fuse_route=0";
     }
-  }
-}
-
-// cols1/cols2 > 1 against both references, and against the same configuration with one column
-// block per CTA on the same inputs: the same products in the same order, so y bit for bit.
-TEST_F(GpuMoeOp, ColumnBlocksPerCtaAgainstBothReferencesAndOneBlockPerCta) {
-  const std::vector<Case> cases = selected(cols_cases());
-  if (cases.empty()) GTEST_SKIP() << "no case matches KTUNE_MOE_OP_CASE";
-  run_cases(cases, device_);
-  std::mt19937 rng(2028);
-  for (const Case& c : cases) {
-    SCOPED_TRACE(c.tag());
-    Case one = c;
-    one.set = "cols1=1,cols2=1";
-    MoeCall cols(c, device_), single(one, device_);
-    const Inputs in = make_inputs(c, rng);
-    cols.upload(in);
-    single.upload(in);
-    cols.poison();
-    single.poison();
-    cols.launch(true);
-    single.launch(true);
-    const Outputs a = cols.outputs(), b = single.outputs();
-    EXPECT_TRUE(a == b) << c.tag() << ": differs from one column block per CTA";
   }
 }
 

@@ -101,7 +101,7 @@ TEST(MoeSpace, SizeValidCountAndReasons) {
       EXPECT_EQ(s.size(), product);
       EXPECT_FALSE(s.enumerated());
       EXPECT_TRUE(s.points().empty());
-      const std::vector<SpacePoint> sample = s.sample(1000000, 7);
+      const std::vector<SpacePoint> sample = s.sample(300000, 7);
       const double ms = std::chrono::duration<double, std::milli>(
                             std::chrono::steady_clock::now() - start).count();
       std::size_t valid = 0;
@@ -345,51 +345,6 @@ TEST(MoeSpace, ClusteredWarpSpecialisedGemm) {
       "cluster1=2 is the warp-specialised kernel's (impl1=2)"));
 }
 
-TEST(MoeSpace, ColumnBlocksPerCtaOnTheMmaSyncGemms) {
-  const DeviceInfo h100 = device("sm_90a");
-  const Problem p = problem(kDeepSeek, 128);
-  const Params d = op().default_params(p, DType::bf16, h100);
-  EXPECT_EQ(op().params_key(d).find("cols"), std::string::npos);  // 1: left out of keys
-  const auto reason = [&](const Params& q, const Problem& pr) {
-    return op().invalid_reason(q, pr, DType::bf16, h100).value_or("");
-  };
-  Params q = d;
-  q.values[op().param_index("cols1")] = 4;
-  q.values[op().param_index("cols2")] = 2;
-  EXPECT_EQ(reason(q, p), "");
-  q.values[op().param_index("epi1")] = 1;
-  EXPECT_TRUE(contains(reason(q, p), "cols1=4 stores each tile from its fragments"))
-      << reason(q, p);
-  q = d;
-  q.values[op().param_index("cols2")] = 2;
-  q.values[op().param_index("split2")] = 2;
-  EXPECT_TRUE(contains(reason(q, p), "cols2=2 gives a CTA several column blocks, split2=2"))
-      << reason(q, p);
-  // Wider than the columns there are: i=128 at bn1=64 is two column blocks.
-  const Problem narrow = problem("e=8,k=2,h=256,i=128", 16);
-  Params w = op().default_params(narrow, DType::bf16, h100);
-  w.values[op().param_index("bn1")] = 64;
-  w.values[op().param_index("cols1")] = 4;
-  EXPECT_TRUE(
-      contains(reason(w, narrow), "cols1=4 exceeds the 2 column blocks of i=128 at bn1=64"))
-      << reason(w, narrow);
-  w.values[op().param_index("cols1")] = 2;
-  EXPECT_EQ(reason(w, narrow), "");
-  // Searched while the GEMMs stream weights: up to 128 rows per expert on average.
-  const Problem many = problem(kDeepSeek, 2048);  // 256 rows per expert
-  Params m = d;
-  EXPECT_EQ(reason(m, many), "");
-  m.values[op().param_index("cols2")] = 2;
-  EXPECT_TRUE(contains(reason(m, many), "cols2=2 at ~256 rows per expert")) << reason(m, many);
-  // The wgmma kernels take one column block per CTA.
-  const Problem big = problem(kMixtral, 4096);
-  Params b = op().default_params(big, DType::bf16, h100);
-  ASSERT_EQ(op().param(b, "impl1"), 2);
-  b.values[op().param_index("cols1")] = 2;
-  EXPECT_TRUE(contains(reason(b, big), "cols1=2 is the mma.sync kernel's (impl1=0)"))
-      << reason(b, big);
-}
-
 TEST(MoeSpace, ThreeConsumerWarpSpecialisedGemm) {
   const DeviceInfo h100 = device("sm_90a");
   const Problem p = problem(kMixtral, 4096);
@@ -466,8 +421,9 @@ TEST(MoeSpace, StagedSweepReachesThreeConsumerTiles) {
 
 // The 20-minute bar on a whole Mixtral sweep (issue 8) depends on how many points the staged
 // search proposes over the 13 buckets. Driven here on fake times (no GPU) as the sweep drives it:
-// 5557 points at stop 64 (4777 before cols1/cols2), ~690 s on the H100 before them. A tunable
-// that grows this past the bound needs a sweep re-timed on a GPU, or pruning with reasons.
+// 4777 points (~690 s cold on the H100, stop 63); stop 64's cols1/cols2 took it to 5557 and were
+// removed at stop 65 (never faster). A tunable that grows this past the bound needs a sweep
+// re-timed on a GPU, or pruning with reasons.
 TEST(MoeSpace, StagedSweepOfEveryBucketStaysBounded) {
   const DeviceInfo h100 = device("sm_90a");
   std::size_t total = 0;
@@ -672,17 +628,6 @@ TEST(MoeCompile, DefaultsAndReferenceCompile) {
         EXPECT_EQ(op().invalid_reason(f, p, DType::bf16, device(arch)), std::nullopt) << shape;
         add(op().kernels(f, p, DType::bf16)[0], arch);
       }
-    // Several column blocks per CTA (cols1/cols2) on both mma.sync GEMMs, 16-bit and (sm_90a)
-    // e4m3, where the column count leaves a partial last CTA.
-    for (const DType dt : {DType::bf16, DType::e4m3}) {
-      if (dt == DType::e4m3 && std::string(arch) != "sm_90a") continue;
-      const Problem p = problem(kDeepSeek, 128);
-      Params cp = op().default_params(p, dt, device(arch));
-      cp.values[op().param_index("cols1")] = 4;
-      cp.values[op().param_index("cols2")] = 2;
-      EXPECT_EQ(op().invalid_reason(cp, p, dt, device(arch)), std::nullopt);
-      for (const KernelSource& k : op().kernels(cp, p, dt)) add(k, arch);
-    }
     // gemm2 split-k: the fp32 partial epilogue and the combine that adds the splits (k = 1).
     const Problem one = problem("e=8,k=1,h=4096,i=14336", 16);
     Params sp = op().default_params(one, DType::f16, device(arch));

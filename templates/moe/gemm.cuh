@@ -168,15 +168,6 @@ struct Loader {
       }
     }
   }
-
-  /// This loader moved c column blocks to the right (a CTA of several column blocks,
-  /// moe_gemm_kernel's NCOLS): the same A rows, the weight rows c * TILE_N on.
-  __device__ __forceinline__ Loader at_col(int c) const {
-    Loader l = *this;
-    l.w_row += static_cast<long long>(c) * TILE_N * kdim;
-    l.n0 += c * TILE_N;
-    return l;
-  }
 };
 
 /// Tile `id` of a gx x gy grid of (row block, column block) tiles: launch order (id = col_block
@@ -362,12 +353,7 @@ __device__ __forceinline__ void k_tile_mode(int mode, float (&acc)[NB][MF][NF][4
 /// per) of per = ceil(k-tiles / gridDim.z) and storing its fp32 sums times the routing weight at
 /// out = partial [gridDim.z][pairs][n] (fp32; a split past the last k-tile stores zeros); the
 /// combine kernel sums the splits. At small T the weight stream of few row blocks then spreads
-/// over gridDim.z times more CTAs. NCOLS (EPI=0, not PARTIAL): a CTA computes NCOLS consecutive
-/// column blocks of its row block (those below n) one after another through one ring: the
-/// copies run on into the next column block's first k-tiles while the last ones are multiplied
-/// and the tile is stored, so the ring is filled once per CTA rather than once per tile, and a
-/// short k loop (DeepSeek-like gemm2: 11 k-tiles of 128) pays its start, drain and exit once per
-/// NCOLS tiles. The A rows stay; only the weight rows move.
+/// over gridDim.z times more CTAs.
 ///
 /// Requirements: n and kdim multiples of 8 (16-byte rows; moe_gemm_shape_invalid_reason);
 /// sorted_pairs entries in [0, pairs] (pairs = padding); block_expert of every block below
@@ -375,13 +361,13 @@ __device__ __forceinline__ void k_tile_mode(int mode, float (&acc)[NB][MF][NF][4
 /// block_expert gridDim.x: every CTA reads its block's entries before it compares with
 /// *padded_rows (values past it are never used).
 ///
-/// Launch: grid (args.max_blocks, moe_gemm_grid_y(n, BLOCK_N, NCOLS), splits (1 unless PARTIAL)),
+/// Launch: grid (args.max_blocks, moe_gemm_grid_y(n, BLOCK_N), splits (1 unless PARTIAL)),
 /// WARPS * 32 threads,
 /// moe_gemm_smem_bytes(BLOCK_M, BLOCK_N, BLOCK_K, STAGES, GATED) bytes of dynamic shared memory
 /// (raise the kernel's dynamic limit first above 48 KiB). Blocks past *padded_rows exit at once.
 template <typename T, int BLOCK_M, int BLOCK_N, int BLOCK_K, int WARPS, int WARPS_M, int STAGES,
           bool GATED, int GROUP_M = 0, int W_PREFETCH = 0, int MIN_CTAS = 1, int EPI = 0,
-          bool PARTIAL = false, int NCOLS = 1>
+          bool PARTIAL = false>
 __global__ void __launch_bounds__(WARPS * 32, MIN_CTAS)
     moe_gemm_kernel(const __grid_constant__ MoeGemmArgs args) {
   static_assert(sizeof(T) == 2 || sizeof(T) == 1, "T must be bf16, fp16 or e4m3");
@@ -420,10 +406,6 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_CTAS)
   static_assert(EPI == 0 || EPI == 1, "EPI must be 0 or 1");
   static_assert(!PARTIAL || (!GATED && EPI == 0),
                 "PARTIAL (split-k fp32 partial sums) is gemm2's, with EPI=0");
-  static_assert(NCOLS == 1 || NCOLS == 2 || NCOLS == 4, "NCOLS must be 1, 2 or 4");
-  static_assert(NCOLS == 1 || (EPI == 0 && !PARTIAL),
-                "NCOLS > 1 stores each tile from its fragments (EPI=0; the staged epilogue "
-                "would overwrite the ring the next column block's copies fill), without split-k");
   static_assert(EPI == 0 || moe_gemm_epi_smem_bytes(BLOCK_M, BLOCK_N) <=
                                 moe_gemm_smem_bytes(BLOCK_M, BLOCK_N, BLOCK_K, STAGES, GATED, EB),
                 "EPI=1: the ring must hold the BLOCK_M x (BLOCK_N + 8) output tile");
@@ -472,8 +454,7 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_CTAS)
     pair_of[i] = BLOCK_M % THREADS == 0 || r < BLOCK_M ? args.sorted_pairs[m0 + r] : -1;
   }
   if (m0 >= padded_rows || expert < 0) return;
-  constexpr bool COLS = NCOLS > 1;
-  const int n0 = col_block * (NCOLS * BLOCK_N);
+  const int n0 = col_block * BLOCK_N;
   const int n = args.n;
   const int kdim = args.kdim;
 
@@ -494,25 +475,12 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_CTAS)
     kt0 = min(k_all, static_cast<int>(blockIdx.z) * per);
     kt1 = min(k_all, kt0 + per);
   }
-  // NCOLS: the CTA's column blocks below n, and its k-tiles over all of them: tile v is k-tile
-  // v % k_all of column block v / k_all (the prologue may reach past the first).
-  const int cols = COLS ? min(NCOLS, (n - n0 + BLOCK_N - 1) / BLOCK_N) : 1;
-  const int tiles = cols * k_all;
-  if constexpr (COLS) {
 #pragma unroll
-    for (int s = 0; s < STAGES - 1; ++s)
-      if (s < tiles)
+  for (int s = 0; s < STAGES - 1; ++s)
+    if (kt0 + s < kt1)
 #pragma unroll
-        for (int part = 0; part < LD::PARTS; ++part)
-          ld.at_col(s / k_all).template load<false, LD::LOAD_B>(s, s % k_all, part);
-  } else {
-#pragma unroll
-    for (int s = 0; s < STAGES - 1; ++s)
-      if (kt0 + s < kt1)
-#pragma unroll
-        for (int part = 0; part < LD::PARTS; ++part)
-          ld.template load<false, LD::LOAD_B>(s, kt0 + s, part);
-  }
+      for (int part = 0; part < LD::PARTS; ++part)
+        ld.template load<false, LD::LOAD_B>(s, kt0 + s, part);
 
   if constexpr (!GATED) griddep_wait();
   // gemm2's routing weights are read now and published after the main loop (the epilogue is
@@ -523,16 +491,10 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_CTAS)
 
 #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) {
-    if constexpr (COLS) {
-      if (s < tiles)
-#pragma unroll
-        for (int part = 0; part < LD::PARTS; ++part)
-          ld.at_col(s / k_all).template load<false, LD::LOAD_A>(s, s % k_all, part);
-    } else if (kt0 + s < kt1) {
+    if (kt0 + s < kt1)
 #pragma unroll
       for (int part = 0; part < LD::PARTS; ++part)
         ld.template load<false, LD::LOAD_A>(s, kt0 + s, part);
-    }
     cp_async_commit();
   }
 
@@ -564,107 +526,6 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_CTAS)
       for (int j = 0; j < NF; ++j)
 #pragma unroll
         for (int e = 0; e < 4; ++e) acc[b][i][j][e] = 0.f;
-
-  if constexpr (COLS) {
-    // gemm2's routing weights are read by every column block's epilogue: published now (the
-    // loop's first barrier orders them before any reader).
-    if constexpr (!GATED) {
-#pragma unroll
-      for (int i = 0; i < ROWS_PER_THREAD; ++i) {
-        const int r = tid + i * THREADS;
-        if (BLOCK_M % THREADS == 0 || r < BLOCK_M) s_scale[r] = scale_of[i];
-      }
-    }
-    OutT* out = static_cast<OutT*>(args.out);
-    const int g = lane >> 2;
-    const int t = lane & 3;
-    const float* const w_scale =
-        QUANT ? args.w_scale + static_cast<long long>(expert) * NB * n : nullptr;
-    // The tile of column block c from the accumulators (the fragment stores of EPI=0, see the
-    // one-column epilogue below), which are then cleared for the next column block.
-    const auto store_tile = [&](int c) {
-      const int nc = n0 + c * BLOCK_N;
-      const auto deq = [&](int b, int i, int j, int r, float ra) {
-        float2 v = make_float2(acc[b][i][j][2 * r], acc[b][i][j][2 * r + 1]);
-        if constexpr (QUANT) {
-          const int col = nc + warp_n * WTN + j * 8 + 2 * t;
-          const float2 cs = col < n ? __ldg(reinterpret_cast<const float2*>(w_scale + b * n + col))
-                                    : make_float2(0.f, 0.f);
-          v.x = v.x * ra * cs.x;
-          v.y = v.y * ra * cs.y;
-        }
-        return v;
-      };
-#pragma unroll
-      for (int i = 0; i < MF; ++i)
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          const int row = (i * WARPS_M + warp_m) * 16 + r * 8 + g;
-          const int dst = s_dst[row];
-          if (dst < 0) continue;
-          const float scale = GATED ? 1.f : s_scale[row];
-          const float ra = QUANT ? s_ascale[row] : 1.f;
-          const long long o = static_cast<long long>(dst) * n;
-#pragma unroll
-          for (int j = 0; j < NF; ++j) {
-            const int col = nc + warp_n * WTN + j * 8 + 2 * t;
-            if (col >= n) continue;
-            unsigned w;
-            if constexpr (GATED) {
-              const float2 gate = deq(0, i, j, r, ra), up = deq(1, i, j, r, ra);
-              w = pack2<OutT>(gate.x * sigmoid_approx(gate.x) * up.x,
-                              gate.y * sigmoid_approx(gate.y) * up.y);
-            } else {
-              const float2 v = deq(0, i, j, r, ra);
-              w = pack2<OutT>(v.x * scale, v.y * scale);
-            }
-            *reinterpret_cast<unsigned*>(out + o + col) = w;
-          }
-        }
-#pragma unroll
-      for (int b = 0; b < NB; ++b)
-#pragma unroll
-        for (int i = 0; i < MF; ++i)
-#pragma unroll
-          for (int j = 0; j < NF; ++j)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) acc[b][i][j][e] = 0.f;
-    };
-    int slot = 0;
-    int c = 0, kt = 0;                                               // the tile multiplied
-    int next_c = (STAGES - 1) / k_all, next_kt = (STAGES - 1) % k_all;  // the tile copied
-    for (int v = 0; v < tiles; ++v) {
-      cp_async_wait<STAGES - 2>();
-      __syncthreads();
-      const int load_slot = slot == 0 ? STAGES - 1 : slot - 1;
-      const int mode = v + STAGES - 1 >= tiles ? 0
-                       : n0 + (next_c + 1) * BLOCK_N <= n && (next_kt + 1) * BLOCK_K <= kdim
-                           ? 1
-                           : 2;
-      const unsigned st = ld.s_base + slot * STAGE_BYTES;
-      const LD lc = ld.at_col(next_c);  // copies k-tile next_kt of column block next_c
-      if (mf_live == MF)
-        moe::k_tile_mode<T, true, MF, NF, NB, BLOCK_K, BLOCK_N, PITCH, A_FRAG>(
-            mode, acc, lc, st, a_lane, b_lane, a_x, b_x, mf_live, load_slot, next_kt);
-      else
-        moe::k_tile_mode<T, false, MF, NF, NB, BLOCK_K, BLOCK_N, PITCH, A_FRAG>(
-            mode, acc, lc, st, a_lane, b_lane, a_x, b_x, mf_live, load_slot, next_kt);
-      cp_async_commit();
-      slot = slot + 1 == STAGES ? 0 : slot + 1;
-      if (++next_kt == k_all) {
-        next_kt = 0;
-        ++next_c;
-      }
-      if (++kt == k_all) {
-        // Column block c is summed; the next one's first k-tiles are landing meanwhile.
-        if (v + 1 == tiles) griddep_launch_dependents();
-        store_tile(c);
-        kt = 0;
-        ++c;
-      }
-    }
-    return;
-  }
 
   int slot = 0;
   for (int kt = kt0; kt < kt1; ++kt) {

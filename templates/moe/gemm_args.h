@@ -110,11 +110,11 @@ KTUNE_MOE_HD constexpr const char* moe_gemm_shape_invalid_reason(long long hidde
   return nullptr;
 }
 
-/// Grid of moe_gemm_kernel: x = max_blocks (moe_max_blocks(...)), y = this many CTAs of `cols`
-/// column blocks each (NCOLS; n = I for gemm1, where each block covers BLOCK_N gate and BLOCK_N
-/// up columns; n = H for gemm2).
-KTUNE_MOE_HD constexpr unsigned moe_gemm_grid_y(int n, int block_n, int cols = 1) {
-  return static_cast<unsigned>((n + block_n * cols - 1) / (block_n * cols));
+/// Grid of moe_gemm_kernel: x = max_blocks (moe_max_blocks(...)), y = this many column blocks
+/// (n = I for gemm1, where each block covers BLOCK_N gate and BLOCK_N up columns; n = H for
+/// gemm2).
+KTUNE_MOE_HD constexpr unsigned moe_gemm_grid_y(int n, int block_n) {
+  return static_cast<unsigned>((n + block_n - 1) / block_n);
 }
 
 /// nullptr when moe_combine_kernel<T, THREADS, VEC> compiles for rows of `hidden` elements.

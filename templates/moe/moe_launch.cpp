@@ -152,8 +152,8 @@ void launch_gemms(KernelSequence& launch, DType t, const Shape& s, const Config&
     launch(gx, gy, gemm_threads(c, true), gemm_smem(c, true), &w, sizeof w, 1,
            static_cast<unsigned>(c.g1.cluster));
   } else {
-    launch(blocks, moe_gemm_grid_y(s.i, c.g1.bn, c.g1.cols), gemm_threads(c, true),
-           gemm_smem(c, true), &g1, sizeof g1);
+    launch(blocks, moe_gemm_grid_y(s.i, c.g1.bn), gemm_threads(c, true), gemm_smem(c, true),
+           &g1, sizeof g1);
   }
   if (c.fp8) {
     const MoeQuantArgs qa{g1.out, q.actq, q.acts, static_cast<int>(act_rows), s.i,
@@ -169,7 +169,7 @@ void launch_gemms(KernelSequence& launch, DType t, const Shape& s, const Config&
     launch(gx, gy, gemm_threads(c, false), gemm_smem(c, false), &w, sizeof w, 1,
            static_cast<unsigned>(c.g2.cluster));
   } else {
-    launch(blocks, moe_gemm_grid_y(s.h, c.g2.bn, c.g2.cols), gemm_threads(c, false),
+    launch(blocks, moe_gemm_grid_y(s.h, c.g2.bn), gemm_threads(c, false),
            gemm_smem(c, false), &g2, sizeof g2, static_cast<unsigned>(c.split2));
   }
 }

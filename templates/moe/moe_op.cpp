@@ -93,16 +93,10 @@ class MoeOp final : public Op {
              "into both (less L2 traffic)",
              1},
             {"cluster2", {1, 2}, "impl2=2, persist2=0: as cluster1, for gemm2", 1},
-            {"cols1", {1, 2, 4},
-             "impl1=0: column blocks per CTA, computed one after another through one cp.async "
-             "ring (the next block's copies run during each tile's last k-tiles and epilogue: "
-             "one ring fill and one CTA start per cols1 tiles, for short k loops at few rows)",
-             1},
-            {"cols2", {1, 2, 4}, "impl2=0: as cols1, for gemm2", 1},
         },
         scalars_{{"routed_scaling", 1.0, "sigmoid_group: weights are multiplied by it"}} {
     // The Param enum (moe_problem.hpp) indexes this list, and the defaults' table fills it.
-    if (tunables_.size() != kCols2 + 1)
+    if (tunables_.size() != kCluster2 + 1)
       throw std::logic_error("moe: the tunables and the Param enum disagree");
   }
 
@@ -302,9 +296,9 @@ class MoeOp final : public Op {
     // one group at a time (hundreds of points instead of the whole product).
     return {{"block_m"},
             {{"impl1", "bn1", "bk1", "warps1", "warps_m1"},
-             {"stages1", "group1", "prefetch1", "epi1", "persist1", "cluster1", "cols1"},
+             {"stages1", "group1", "prefetch1", "epi1", "persist1", "cluster1"},
              {"impl2", "bn2", "bk2", "warps2", "warps_m2"},
-             {"stages2", "group2", "prefetch2", "epi2", "split2", "persist2", "cluster2", "cols2"},
+             {"stages2", "group2", "prefetch2", "epi2", "split2", "persist2", "cluster2"},
              {"align_chunk"},
              {"route_lanes", "route_vec", "fuse_route"},
              {"combine_vec"}},
@@ -318,7 +312,7 @@ class MoeOp final : public Op {
     if (p.values[kBlockM] != 192) return p;
     for (const char* n : {"impl1", "impl2"}) p.values[param_index(n)] = 2;
     for (const char* n : {"warps1", "warps2"}) p.values[param_index(n)] = 12;
-    for (const char* n : {"warps_m1", "warps_m2", "cluster1", "cluster2", "cols1", "cols2"})
+    for (const char* n : {"warps_m1", "warps_m2", "cluster1", "cluster2"})
       p.values[param_index(n)] = 1;
     for (const char* n : {"prefetch1", "prefetch2", "epi1", "epi2", "persist1", "persist2"})
       p.values[param_index(n)] = 0;

@@ -176,10 +176,7 @@ std::vector<KernelSource> kernel_sources(const Config& c, const Shape& s, DType 
                                 str(g.warps_m) + ", " + str(g.stages) + ", " +
                                 (gated ? "true" : "false") + ", " + str(g.group_m) + ", " +
                                 str(g.prefetch) + ", 1, " + str(g.epi) +
-                                (partial       ? ", true"
-                                 : g.cols > 1 ? ", false, " + str(g.cols)
-                                              : "") +
-                                ">"};
+                                (partial ? ", true" : "") + ">"};
   };
   const std::string chunk = str(kAlignThreads) + ", " + str(c.align_chunk) + ">";
   std::vector<KernelSource> out;

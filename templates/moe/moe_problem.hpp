@@ -17,7 +17,7 @@ enum Param : std::size_t {
   kBn1, kBk1, kWarps1, kWarpsM1, kStages1, kGroup1, kPrefetch1, kEpi1, kImpl1,
   kBn2, kBk2, kWarps2, kWarpsM2, kStages2, kGroup2, kPrefetch2, kEpi2, kImpl2,
   kAlignChunk, kRouteLanes, kRouteVec, kCombineVec, kSplit2, kPersist1, kPersist2, kFuseRoute,
-  kCluster1, kCluster2, kCols1, kCols2
+  kCluster1, kCluster2
 };
 
 struct Shape {
@@ -58,7 +58,6 @@ struct GemmTile {
   int persist = 0;  // impl 2: a CTA per SM looping over tiles: 1 = moe_gemm_ws_persistent_kernel
                     // (a fixed stride), 2 = moe_gemm_ws_dynamic_kernel (tiles from a counter)
   int cluster = 1;  // impl 2, persist 0: CTAs per cluster (2: pairs share the weight tile)
-  int cols = 1;     // impl 0: column blocks per CTA, one after another through one ring
 };
 
 struct Config {
@@ -76,16 +75,14 @@ inline Config config_of(const Params& p, DType t) {
   const auto at = [&](Param i) { return static_cast<int>(p.values[i]); };
   return {at(kBlockM),
           {at(kBn1), at(kBk1), at(kWarps1), at(kWarpsM1), at(kStages1), at(kGroup1), at(kPrefetch1),
-           at(kEpi1), at(kImpl1), at(kPersist1), at(kCluster1), at(kCols1)},
+           at(kEpi1), at(kImpl1), at(kPersist1), at(kCluster1)},
           {at(kBn2), at(kBk2), at(kWarps2), at(kWarpsM2), at(kStages2), at(kGroup2), at(kPrefetch2),
-           at(kEpi2), at(kImpl2), at(kPersist2), at(kCluster2), at(kCols2)},
+           at(kEpi2), at(kImpl2), at(kPersist2), at(kCluster2)},
           at(kAlignChunk), at(kRouteLanes), at(kRouteVec), at(kCombineVec), at(kSplit2),
           at(kFuseRoute) != 0, t == DType::e4m3};
 }
 
 /// gemm2's split-k is searched up to this many rows per expert on average (t * k / e).
 constexpr long long kSplitMaxRows = 128;
-/// cols1/cols2 > 1 are searched up to this many rows per expert on average.
-constexpr long long kColsMaxRows = 128;
 
 }  // namespace ktune::moe

@@ -36,25 +36,6 @@ std::optional<std::string> config_reason(const Config& c, const Shape& s,
              " is the warp-specialised " +
              "kernel's (impl" + (gated ? "1" : "2") + "=2); only 0 is searched with impl" +
              (gated ? "1=" : "2=") + str(g.impl);
-    if (g.cols > 1) {
-      const std::string n = gated ? "1" : "2";
-      const std::string name = "cols" + n + "=" + str(g.cols);
-      if (g.impl != 0)
-        return name + " is the mma.sync kernel's (impl" + n + "=0); only 1 is searched with "
-               "impl" + n + "=" + str(g.impl);
-      if (g.epi != 0)
-        return name + " stores each tile from its fragments while the next column block's "
-               "copies fill the ring (epi" + n + "=0): epi" + n + "=1 stages the tile in that "
-               "ring";
-      if (!gated && c.split2 > 1)
-        return name + " gives a CTA several column blocks, split2=" + str(c.split2) +
-               " several CTAs one block's k-tiles: one or the other (cols2=1 or split2=1)";
-      const int blocks = static_cast<int>(moe_gemm_grid_y(gated ? s.i : s.h, g.bn));
-      if (g.cols > blocks)
-        return name + " exceeds the " + str(blocks) + " column block" +
-               (blocks == 1 ? "" : "s") + " of " + (gated ? "i=" + str(s.i) : "h=" + str(s.h)) +
-               " at bn" + n + "=" + str(g.bn) + ": the CTA's extra blocks would be empty";
-    }
     if (g.cluster > 1 && g.impl != 2)
       return std::string(gated ? "cluster1=" : "cluster2=") + str(g.cluster) +
              " is the warp-specialised kernel's (impl" + (gated ? "1" : "2") +
@@ -186,15 +167,6 @@ std::optional<std::string> config_reason(const Config& c, const Shape& s,
     return "align_chunk=" + str(c.align_chunk) + " with t*k=" + str(s.pairs()) +
            " pairs is one chunk: the count/scan/scatter path does the one-block kernel's work "
            "in three launches";
-  for (const bool gated : {true, false}) {
-    const GemmTile& g = gated ? c.g1 : c.g2;
-    if (g.cols > 1 && s.mean_rows() > kColsMaxRows)
-      return std::string(gated ? "cols1=" : "cols2=") + str(g.cols) + " at ~" +
-             str(s.mean_rows()) + " rows per expert (t*k=" + str(s.pairs()) + ", e=" +
-             str(s.e) + "): several column blocks per CTA pay while the GEMMs stream weights "
-             "(<= " + str(kColsMaxRows) + " rows per expert); here each tile's products "
-             "outlast its start and drain";
-  }
   if (c.split2 > 1 && s.pairs() > kSplitMaxRows * std::min<long long>(s.e, s.pairs()))
     return "split2=" + str(c.split2) + " at ~" +
            str(s.pairs() / std::min<long long>(s.e, s.pairs())) + " rows per expert (t*k=" +
