@@ -1,0 +1,165 @@
+// Probe (stop 65): how fast can one kernel launch read N bytes once from DRAM, as a fraction
+// of the 1 GiB device-to-device copy rate the decode bars are measured against?
+//
+// Why: bar 2 of the serving-attention issue (b=1, hq=64, hkv=8, nk=32768, d=128) asks a decode
+// call to read its 134 MB of K and V at >= 90 % of copy bandwidth. Ours reads at 83-85 % on the
+// H100 (1.06x cuDNN), and every measured loss is fixed cost around the stream (launch, first
+// loads, the tail, the combine: benchmarks/decode/NOTES.md). On the H200 a bare stream of 128
+// CTAs read the 134 MB at 88 % of copy (cluster_probe.cu, 2026-12-04). This probe gives the
+// H100's ceiling for any single launch: no compute, no partials, no combine; grids of 1-16 CTAs
+// per SM, 4-16 loads of 16 bytes in flight per thread, each CTA reading one contiguous chunk
+// (as a decode split does) or the grid striding over the whole buffer. If its best is under
+// 90 % at 134 MB, no kernel that reads K and V once in one launch meets bar 2 as written.
+//
+// Sizes: 134 MB (bar 2), 268 MB (bar 1) and 537 MB (for the fixed part: t = a + bytes / rate).
+// Each launch reads a different buffer than the one before (two buffers of 537 MB alternate), so
+// none starts with its bytes in the 50 MB L2. Median of 30 launches after 5, each timed alone
+// with CUDA events (as the decode bench times a call).
+//
+// Build and run on the GPU machine (one call, ~20 s):
+//   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a \
+//        benchmarks/decode/read_ceiling.cu -o $OUT/read_ceiling && $OUT/read_ceiling
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#define CHECK(x)                                                                  \
+  do {                                                                            \
+    cudaError_t e_ = (x);                                                         \
+    if (e_ != cudaSuccess) {                                                      \
+      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x,             \
+                   cudaGetErrorString(e_));                                       \
+      std::exit(1);                                                               \
+    }                                                                             \
+  } while (0)
+
+constexpr int kThreads = 512;
+constexpr long long kMaxBytes = 536870912;
+
+/// Reads vecs 16-byte words of buf once. CHUNKED: CTA b reads the b-th contiguous chunk;
+/// otherwise the grid strides over the whole buffer. UNROLL loads in flight per thread.
+template <int UNROLL, bool CHUNKED>
+__global__ void __launch_bounds__(kThreads) read_once(const uint4* __restrict__ buf,
+                                                      long long vecs, unsigned* out) {
+  long long first, end, step;
+  if (CHUNKED) {
+    const long long per = (vecs + gridDim.x - 1) / gridDim.x;
+    first = blockIdx.x * per + threadIdx.x;
+    end = min((blockIdx.x + 1LL) * per, vecs);
+    step = kThreads;
+  } else {
+    first = static_cast<long long>(blockIdx.x) * kThreads + threadIdx.x;
+    end = vecs;
+    step = static_cast<long long>(gridDim.x) * kThreads;
+  }
+  unsigned acc = 0;
+  for (long long i = first; i < end; i += step * UNROLL) {
+    uint4 v[UNROLL];
+#pragma unroll
+    for (int u = 0; u < UNROLL; ++u) {
+      const long long j = i + u * step;
+      v[u] = j < end ? __ldcs(buf + j) : make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int u = 0; u < UNROLL; ++u) acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
+  }
+  if (acc == 0x9e3779b9u) out[blockIdx.x & 63] = acc;  // never in practice; keeps the loads
+}
+
+template <typename Launch>
+float median_ms(int warmup, int reps, Launch launch) {
+  cudaEvent_t t0, t1;
+  CHECK(cudaEventCreate(&t0));
+  CHECK(cudaEventCreate(&t1));
+  std::vector<float> ms;
+  for (int r = 0; r < warmup + reps; ++r) {
+    CHECK(cudaEventRecord(t0));
+    launch(r);
+    CHECK(cudaEventRecord(t1));
+    CHECK(cudaEventSynchronize(t1));
+    float x = 0;
+    CHECK(cudaEventElapsedTime(&x, t0, t1));
+    if (r >= warmup) ms.push_back(x);
+  }
+  CHECK(cudaEventDestroy(t0));
+  CHECK(cudaEventDestroy(t1));
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+float copy_tbs() {
+  const size_t n = size_t{1} << 30;
+  void *a = nullptr, *b = nullptr;
+  CHECK(cudaMalloc(&a, n));
+  CHECK(cudaMalloc(&b, n));
+  CHECK(cudaMemset(a, 1, n));
+  const float ms =
+      median_ms(2, 10, [&](int) { CHECK(cudaMemcpyAsync(b, a, n, cudaMemcpyDeviceToDevice)); });
+  CHECK(cudaFree(a));
+  CHECK(cudaFree(b));
+  return static_cast<float>(2.0 * n / (ms * 1e-3) / 1e12);
+}
+
+using Kernel = void (*)(const uint4*, long long, unsigned*);
+
+int main() {
+  cudaDeviceProp prop{};
+  CHECK(cudaGetDeviceProperties(&prop, 0));
+  const int sms = prop.multiProcessorCount;
+  std::printf("%s, %d SMs, L2 %d MB\n", prop.name, sms, prop.l2CacheSize >> 20);
+  const float copy0 = copy_tbs();
+  uint4* buf[2];
+  for (auto& b : buf) {
+    CHECK(cudaMalloc(&b, kMaxBytes));
+    CHECK(cudaMemset(b, 1, kMaxBytes));
+  }
+  unsigned* out = nullptr;
+  CHECK(cudaMalloc(&out, 64 * sizeof(unsigned)));
+  struct K {
+    const char* name;
+    Kernel f;
+  };
+  const K kernels[] = {{"chunk u4", read_once<4, true>},   {"chunk u8", read_once<8, true>},
+                       {"chunk u16", read_once<16, true>}, {"stride u4", read_once<4, false>},
+                       {"stride u8", read_once<8, false>}, {"stride u16", read_once<16, false>}};
+  for (const K& k : kernels)
+    CHECK(cudaFuncSetAttribute(k.f, cudaFuncAttributePreferredSharedMemoryCarveout, 0));
+  struct Row {
+    long long bytes;
+    const char* name;
+    int per_sm;
+    float us;
+  };
+  std::vector<Row> rows;
+  for (const long long bytes : {134217728LL, 268435456LL, 536870912LL})
+    for (const K& k : kernels)
+      for (const int per_sm : {1, 2, 4}) {
+        const long long vecs = bytes / 16;
+        const float ms = median_ms(5, 30, [&](int r) {
+          k.f<<<sms * per_sm, kThreads>>>(buf[r & 1], vecs, out);
+          CHECK(cudaGetLastError());
+        });
+        rows.push_back({bytes, k.name, per_sm, 1000.f * ms});
+      }
+  const float copy1 = copy_tbs();
+  const float copy = 0.5f * (copy0 + copy1);
+  std::printf("copy: %.3f TB/s at the start, %.3f at the end (read + write, 1 GiB, median of "
+              "10); %.3f used\n\n",
+              copy0, copy1, copy);
+  std::printf("| MB | kernel | CTAs/SM | us | TB/s read | %% of copy |\n|---|---|---|---|---|---|\n");
+  for (const Row& r : rows)
+    std::printf("| %lld | %s | %d | %.1f | %.3f | %.1f |\n", r.bytes >> 20, r.name, r.per_sm,
+                r.us, r.bytes / (r.us * 1e-6) / 1e12, 100.0 * r.bytes / (r.us * 1e-6) / 1e12 / copy);
+  std::printf("\nbest per size:\n");
+  for (const long long bytes : {134217728LL, 268435456LL, 536870912LL}) {
+    const Row* best = nullptr;
+    for (const Row& r : rows)
+      if (r.bytes == bytes && (!best || r.us < best->us)) best = &r;
+    std::printf("%lld MB: %.1f us (%s, %d CTAs/SM), %.1f %% of copy\n", bytes >> 20, best->us,
+                best->name, best->per_sm, 100.0 * bytes / (best->us * 1e-6) / 1e12 / copy);
+  }
+  return 0;
+}
