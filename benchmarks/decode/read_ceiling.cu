@@ -157,7 +157,9 @@ int main() {
   std::printf("copy: %.3f TB/s at the start, %.3f at the end (read + write, 2 GiB, median of "
               "20 x 3); %.3f used\n\n",
               copy0, copy1, copy);
-  const auto pct = [&](long long bytes, float us) { return 100.0 * bytes / (us * 1e-6) / 1e12 / copy; };
+  const auto pct = [&](long long bytes, float us) {
+    return 100.0 * bytes / (us * 1e-6) / 1e12 / copy;
+  };
   std::printf("| MB | kernel | CTAs/SM | us alone | %% of copy | us in 10 | %% of copy |\n"
               "|---|---|---|---|---|---|---|\n");
   for (const Row& r : rows)
