@@ -7,6 +7,9 @@
 #   STEP=1 (stop 64, ~4 min): whether the H100's gemm1 is L2-bound as the H200's:
 #   benchmarks/moe/ncu_ws.sh at Mixtral T=1024 and 4096 on the shipped H100 rows. Prediction in
 #   benchmarks/moe/NOTES.md (stop 64). (Its DeepSeek-like timeline and ncu ran at stop 65.)
+#   STEP=2 (stop 65, ~1 min): the H100's ceiling for one launch reading K/V once
+#   (benchmarks/decode/read_ceiling.cu, nvcc there): 34-537 MB, against copy in the same
+#   process. Prediction and what it decides in benchmarks/decode/NOTES.md (stop 65).
 #   Earlier checks are recorded in
 #   benchmarks/results/h100-stop65-2026-12-05.md, h100-stop63-2026-12-05.md and
 #   pending-checks-h100-2026-12-05-stop61.md.
@@ -31,7 +34,15 @@ case "${STEP:-1}" in
   note "ncu_ws mixtral 1024/4096 rc=$?: $(tail -6 "$OUT/ncu_ws.log" | tr '\n' ' ')"
   tail -60 "$OUT/ncu_ws.log"
   ;;
-*) echo "STEP=1" >&2; exit 2 ;;
+2)
+  nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a benchmarks/decode/read_ceiling.cu \
+    -o "$OUT/read_ceiling" >"$OUT/read_ceiling.log" 2>&1 &&
+    timeout 200 "$OUT/read_ceiling" >>"$OUT/read_ceiling.log" 2>&1
+  note "read_ceiling rc=$?: $(grep -E '^[0-9]+ MB:|^fit|^copy' "$OUT/read_ceiling.log" \
+    | tr '\n' ' ')"
+  rm -f "$OUT/read_ceiling"
+  ;;
+*) echo "STEP=1 or 2" >&2; exit 2 ;;
 esac
 echo "==== pending_checks.sh STEP=${STEP:-1}"
 printf '%s\n' "${summary[@]}"

@@ -11,9 +11,10 @@
 // (as a decode split does) or the grid striding over the whole buffer. If its best is under
 // 90 % at 134 MB, no kernel that reads K and V once in one launch meets bar 2 as written.
 //
-// Sizes: 134 MB (bar 2), 268 MB (bar 1) and 537 MB (for the fixed part: t = a + bytes / rate).
-// Each launch reads a different buffer than the one before (two buffers of 537 MB alternate), so
-// none starts with its bytes in the 50 MB L2. CUDA events: the median of 30 launches each timed
+// Sizes: 34, 67, 134 (bar 2), 268 (bar 1) and 537 MB, decode_scaling.py's families, and the fit
+// t = a + bytes / rate of each kernel's best over them (the fixed part no decode kernel can go
+// under). Launches rotate over regions of one 1 GiB pool, at least 200 MB of them (4x the L2),
+// so none starts with its bytes in the 50 MB L2. CUDA events: the median of 30 launches each timed
 // alone, and the median of 30 batches of 10 back-to-back launches (decode_bench.py's method);
 // copy is decode_bench.py's too (2 GiB device to device, read + write).
 //
@@ -116,11 +117,9 @@ int main() {
   const int sms = prop.multiProcessorCount;
   std::printf("%s, %d SMs, L2 %d MB\n", prop.name, sms, prop.l2CacheSize >> 20);
   const float copy0 = copy_tbs();
-  uint4* buf[2];
-  for (auto& b : buf) {
-    CHECK(cudaMalloc(&b, kMaxBytes));
-    CHECK(cudaMemset(b, 1, kMaxBytes));
-  }
+  uint4* pool = nullptr;
+  CHECK(cudaMalloc(&pool, 2 * kMaxBytes));
+  CHECK(cudaMemset(pool, 1, 2 * kMaxBytes));
   unsigned* out = nullptr;
   CHECK(cudaMalloc(&out, 64 * sizeof(unsigned)));
   struct K {
@@ -140,12 +139,14 @@ int main() {
     float us10;   // batches of 10 back-to-back launches, per launch
   };
   std::vector<Row> rows;
-  for (const long long bytes : {134217728LL, 268435456LL, 536870912LL})
+  const long long sizes[] = {33554432LL, 67108864LL, 134217728LL, 268435456LL, 536870912LL};
+  for (const long long bytes : sizes)
     for (const K& k : kernels)
       for (const int per_sm : {1, 2, 4}) {
         const long long vecs = bytes / 16;
+        const long long regions = std::max(2LL, (200LL << 20) / bytes + 1);
         const auto launch = [&](int r) {
-          k.f<<<sms * per_sm, kThreads>>>(buf[r & 1], vecs, out);
+          k.f<<<sms * per_sm, kThreads>>>(pool + (r % regions) * vecs, vecs, out);
           CHECK(cudaGetLastError());
         };
         const float ms = median_ms(5, 30, 1, launch);
@@ -160,13 +161,14 @@ int main() {
   const auto pct = [&](long long bytes, float us) {
     return 100.0 * bytes / (us * 1e-6) / 1e12 / copy;
   };
-  std::printf("| MB | kernel | CTAs/SM | us alone | %% of copy | us in 10 | %% of copy |\n"
+  std::printf("| MB | kernel | grid / SMs | us alone | %% of copy | us in 10 | %% of copy |\n"
               "|---|---|---|---|---|---|---|\n");
   for (const Row& r : rows)
-    std::printf("| %lld | %s | %d | %.1f | %.1f | %.1f | %.1f |\n", r.bytes >> 20, r.name,
+    std::printf("| %.0f | %s | %d | %.1f | %.1f | %.1f | %.1f |\n", r.bytes / 1e6, r.name,
                 r.per_sm, r.us, pct(r.bytes, r.us), r.us10, pct(r.bytes, r.us10));
   std::printf("\nbest per size:\n");
-  for (const long long bytes : {134217728LL, 268435456LL, 536870912LL}) {
+  std::vector<double> x, y;  // bytes, best us in batches of 10
+  for (const long long bytes : sizes) {
     const Row* best = nullptr;
     const Row* best10 = nullptr;
     for (const Row& r : rows) {
@@ -174,10 +176,26 @@ int main() {
       if (!best || r.us < best->us) best = &r;
       if (!best10 || r.us10 < best10->us10) best10 = &r;
     }
-    std::printf("%lld MB: alone %.1f us (%s, %d CTAs/SM) %.1f %% of copy; in 10 %.1f us (%s, %d) "
-                "%.1f %%\n",
-                bytes >> 20, best->us, best->name, best->per_sm, pct(bytes, best->us),
+    std::printf("%.0f MB: alone %.1f us (%s, grid %d x SMs) %.1f %% of copy; in 10 %.1f us "
+                "(%s, %d) %.1f %%\n",
+                bytes / 1e6, best->us, best->name, best->per_sm, pct(bytes, best->us),
                 best10->us10, best10->name, best10->per_sm, pct(bytes, best10->us10));
+    x.push_back(static_cast<double>(bytes));
+    y.push_back(best10->us10);
   }
+  // Least squares t = a + bytes / rate over the five best times (batches of 10).
+  const double n = static_cast<double>(x.size());
+  double sx = 0, sy = 0, sxx = 0, sxy = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    sx += x[i];
+    sy += y[i];
+    sxx += x[i] * x[i];
+    sxy += x[i] * y[i];
+  }
+  const double slope = (n * sxy - sx * sy) / (n * sxx - sx * sx);  // us per byte
+  const double a = (sy - slope * sx) / n;
+  std::printf("fit over the best (batches of 10): fixed %.2f us, rate %.3f TB/s (%.1f %% of "
+              "copy)\n",
+              a, 1e-6 / slope, 100.0 * (1e-6 / slope) / copy);
   return 0;
 }
