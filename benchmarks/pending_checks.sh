@@ -9,7 +9,9 @@
 #   benchmarks/moe/NOTES.md (stop 64). (Its DeepSeek-like timeline and ncu ran at stop 65.)
 #   STEP=2 (stop 65, ~1 min): the H100's ceiling for one launch reading K/V once
 #   (benchmarks/decode/read_ceiling.cu, nvcc there): 34-537 MB, against copy in the same
-#   process. Prediction and what it decides in benchmarks/decode/NOTES.md (stop 65).
+#   process. Prediction and what it decides in benchmarks/decode/NOTES.md (stop 65). Then
+#   benchmarks/moe/prewait_probe.cu: what a gemm1-shaped weight stream saves by asking for its
+#   first ring stages before griddepcontrol.wait (prediction in benchmarks/moe/NOTES.md, stop 65).
 #   Earlier checks are recorded in
 #   benchmarks/results/h100-stop65-2026-12-05.md, h100-stop63-2026-12-05.md and
 #   pending-checks-h100-2026-12-05-stop61.md.
@@ -41,6 +43,12 @@ case "${STEP:-1}" in
   note "read_ceiling rc=$?: $(grep -E '^[0-9]+ MB:|^fit|^copy' "$OUT/read_ceiling.log" \
     | tr '\n' ' ')"
   rm -f "$OUT/read_ceiling"
+  nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I templates \
+    benchmarks/moe/prewait_probe.cu -o "$OUT/prewait_probe" >"$OUT/prewait_probe.log" 2>&1 &&
+    timeout 120 "$OUT/prewait_probe" >>"$OUT/prewait_probe.log" 2>&1
+  note "prewait_probe rc=$?: $(grep -E '^stream alone|^\| [0-9]' "$OUT/prewait_probe.log" \
+    | tr '\n' ' ')"
+  rm -f "$OUT/prewait_probe"
   ;;
 *) echo "STEP=1 or 2" >&2; exit 2 ;;
 esac
