@@ -12,8 +12,10 @@
 // rows at bk1=128, plus 32 KiB for the A tiles; 512 KiB a CTA, 738 MiB in all), which either
 // waits first (today) or asks for its first 3 stages and then waits (proposed).
 //
-// Prints, for S = 5 and 10 us: the stream alone, the prologue alone, and the two chained forms;
-// the saving is wait-first minus early. Medians of 30 calls after 5, CUDA events around each call.
+// Prints, for S = 5 and 10 us: the stream alone, the prologue alone, the two launched serially
+// (no programmatic launch: if "wait first" is no faster, the programmatic launch did not take
+// effect), and the two chained forms; the saving is wait-first minus early. Medians of 30 calls
+// after 5, CUDA events around each call.
 //
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I templates \
 //        benchmarks/moe/prewait_probe.cu -o prewait_probe && ./prewait_probe
@@ -97,17 +99,18 @@ __global__ void __launch_bounds__(kThreads, 1) stream(const char* w, int* sink) 
   if (acc == 0x12345678) *sink = acc;
 }
 
+/// Median microseconds of call() on stream st over 30 calls after 5.
 template <class Call>
-float median_us(Call call) {
+float median_us(cudaStream_t st, Call call) {
   cudaEvent_t a, b;
   CHECK(cudaEventCreate(&a));
   CHECK(cudaEventCreate(&b));
   for (int i = 0; i < 5; ++i) call();
   std::vector<float> t;
   for (int i = 0; i < 30; ++i) {
-    CHECK(cudaEventRecord(a));
+    CHECK(cudaEventRecord(a, st));
     call();
-    CHECK(cudaEventRecord(b));
+    CHECK(cudaEventRecord(b, st));
     CHECK(cudaEventSynchronize(b));
     float ms = 0;
     CHECK(cudaEventElapsedTime(&ms, a, b));
@@ -132,6 +135,8 @@ int main() {
   CHECK(cudaMemset(w, 1, bytes));
   for (auto k : {stream<false>, stream<true>})
     CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+  cudaStream_t st = nullptr;  // a stream of its own for the programmatic launches
+  CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
   int per_sm = 0;
   CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, stream<true>, kThreads, kSmem));
   std::printf("%s, %d SMs; stream: %d CTAs of %d threads, %d KiB shared (%d per SM), %zu MiB\n",
@@ -142,6 +147,7 @@ int main() {
     cfg.gridDim = dim3(ctas);
     cfg.blockDim = dim3(kThreads);
     cfg.dynamicSmemBytes = kSmem;
+    cfg.stream = st;
     cudaLaunchAttribute attr{};
     attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attr.val.programmaticStreamSerializationAllowed = 1;
@@ -150,22 +156,26 @@ int main() {
     CHECK(cudaLaunchKernelEx(&cfg, early ? stream<true> : stream<false>,
                              static_cast<const char*>(w), sink));
   };
-  const float alone = median_us([&] { launch_stream(false, false); });
+  const float alone = median_us(st, [&] { launch_stream(false, false); });
   std::printf("stream alone: %.1f us (%.3f TB/s)\n", alone, bytes / (alone * 1e-6) / 1e12);
-  std::printf("\n| spin us | prologue alone | wait first | early | wait first - stream | "
-              "early - stream | saving |\n|---|---|---|---|---|---|---|\n");
+  std::printf("\n| spin us | prologue alone | serial | wait first | early | wait first - stream "
+              "| early - stream | saving |\n|---|---|---|---|---|---|---|---|\n");
   for (const long long spin_ns : {5000LL, 10000LL}) {
-    const float pro = median_us([&] { prologue<<<1, 32>>>(spin_ns, sink); });
-    const float first = median_us([&] {
-      prologue<<<1, 32>>>(spin_ns, sink);
+    const float pro = median_us(st, [&] { prologue<<<1, 32, 0, st>>>(spin_ns, sink); });
+    const float serial = median_us(st, [&] {  // no programmatic launch: the stream waits
+      prologue<<<1, 32, 0, st>>>(spin_ns, sink);
+      launch_stream(false, false);
+    });
+    const float first = median_us(st, [&] {
+      prologue<<<1, 32, 0, st>>>(spin_ns, sink);
       launch_stream(false, true);
     });
-    const float early = median_us([&] {
-      prologue<<<1, 32>>>(spin_ns, sink);
+    const float early = median_us(st, [&] {
+      prologue<<<1, 32, 0, st>>>(spin_ns, sink);
       launch_stream(true, true);
     });
-    std::printf("| %.0f | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f |\n", spin_ns / 1000.0, pro,
-                first, early, first - alone, early - alone, first - early);
+    std::printf("| %.0f | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f |\n", spin_ns / 1000.0,
+                pro, serial, first, early, first - alone, early - alone, first - early);
   }
   return 0;
 }
