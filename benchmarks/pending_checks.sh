@@ -37,13 +37,13 @@ case "${STEP:-1}" in
   tail -60 "$OUT/ncu_ws.log"
   ;;
 2)
-  nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a benchmarks/decode/read_ceiling.cu \
-    -o "$OUT/read_ceiling" >"$OUT/read_ceiling.log" 2>&1 &&
+  nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I . \
+    benchmarks/decode/read_ceiling.cu -o "$OUT/read_ceiling" >"$OUT/read_ceiling.log" 2>&1 &&
     timeout 200 "$OUT/read_ceiling" >>"$OUT/read_ceiling.log" 2>&1
   note "read_ceiling rc=$?: $(grep -E '^[0-9]+ MB:|^fit|^copy' "$OUT/read_ceiling.log" \
     | tr '\n' ' ')"
   rm -f "$OUT/read_ceiling"
-  nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I templates \
+  nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I . -I templates \
     benchmarks/moe/prewait_probe.cu -o "$OUT/prewait_probe" >"$OUT/prewait_probe.log" 2>&1 &&
     timeout 120 "$OUT/prewait_probe" >>"$OUT/prewait_probe.log" 2>&1
   note "prewait_probe rc=$?: $(grep -E '^stream alone|^\| [0-9]' "$OUT/prewait_probe.log" \

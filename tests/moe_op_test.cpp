@@ -389,6 +389,21 @@ TEST(MoeSpace, ThreeConsumerWarpSpecialisedGemm) {
                        "WARPS must be 1, 2, 4 or 8"));
 }
 
+// Drives the staged strategy (the op's default) over `space` from the op's default, as the sweep
+// drives it: every proposed point goes to visit(q, n) (n counts from 1), which returns the fake
+// time reported for it. Returns the number of points.
+template <class Visit>
+std::size_t drive_staged(const Space& space, const Problem& p, const DeviceInfo& dev,
+                         Visit visit) {
+  std::unique_ptr<Strategy> staged =
+      make_space_strategy(space, "staged", op().default_params(p, DType::bf16, dev), 0);
+  std::size_t n = 0;
+  for (std::vector<Params> batch = staged->next_batch(); !batch.empty();
+       batch = staged->next_batch())
+    for (const Params& q : batch) staged->report(q, visit(q, ++n));
+  return n;
+}
+
 // The staged sweep (the op's default strategy) reaches block_m=192 where experts get more than
 // 128 rows, though the default's other tunables are invalid there (its repair finds 12 warps,
 // 128-column gemm2 tiles and three stages), and never there on sm_80.
@@ -398,18 +413,13 @@ TEST(MoeSpace, StagedSweepReachesThreeConsumerTiles) {
       const DeviceInfo dev = device(arch);
       const Problem p = problem(kMixtral, t);
       const Space space(op(), p, DType::bf16, dev);
-      std::unique_ptr<Strategy> staged = make_space_strategy(
-          space, "staged", op().default_params(p, DType::bf16, dev), 0);
-      std::size_t tall = 0, n = 0;
-      for (std::vector<Params> batch = staged->next_batch(); !batch.empty();
-           batch = staged->next_batch())
-        for (const Params& q : batch) {
-          ++n;
-          EXPECT_EQ(space.check(q), std::nullopt) << op().params_key(q);
-          if (op().param(q, "block_m") == 192) ++tall;
-          // Fake times that favour nothing in particular: the point's position.
-          staged->report(q, 100.0 + static_cast<double>(n % 7));
-        }
+      std::size_t tall = 0;
+      const std::size_t n = drive_staged(space, p, dev, [&](const Params& q, std::size_t i) {
+        EXPECT_EQ(space.check(q), std::nullopt) << op().params_key(q);
+        if (op().param(q, "block_m") == 192) ++tall;
+        // Fake times that favour nothing in particular: the point's position.
+        return 100.0 + static_cast<double>(i % 7);
+      });
       std::printf("%s t=%lld: %zu points, %zu at block_m=192\n", arch,
                   static_cast<long long>(t), n, tall);
       if (std::string(arch) == "sm_90a")
@@ -430,16 +440,9 @@ TEST(MoeSpace, StagedSweepOfEveryBucketStaysBounded) {
   for (const std::int64_t t : op().default_buckets()) {
     const Problem p = problem(kMixtral, static_cast<int>(t));
     const Space space(op(), p, DType::bf16, h100);
-    std::unique_ptr<Strategy> staged =
-        make_space_strategy(space, "staged", op().default_params(p, DType::bf16, h100), 0);
-    std::size_t n = 0;
-    for (std::vector<Params> batch = staged->next_batch(); !batch.empty();
-         batch = staged->next_batch())
-      for (const Params& q : batch) {
-        ++n;
-        staged->report(q, 100.0 + static_cast<double>((n * 7919) % 13));
-      }
-    total += n;
+    total += drive_staged(space, p, h100, [](const Params&, std::size_t i) {
+      return 100.0 + static_cast<double>((i * 7919) % 13);
+    });
   }
   std::printf("Mixtral, 13 buckets: %zu staged points\n", total);
   EXPECT_LE(total, 6000u);

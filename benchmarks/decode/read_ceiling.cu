@@ -18,8 +18,8 @@
 // alone, and the median of 30 batches of 10 back-to-back launches (decode_bench.py's method);
 // copy is decode_bench.py's too (2 GiB device to device, read + write).
 //
-// Build and run on the GPU machine (one call, ~20 s):
-//   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a \
+// Build and run on the GPU machine, from the repository root (one call, ~20 s):
+//   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I . \
 //        benchmarks/decode/read_ceiling.cu -o $OUT/read_ceiling && $OUT/read_ceiling
 #include <cuda_runtime.h>
 
@@ -28,15 +28,7 @@
 #include <cstdlib>
 #include <vector>
 
-#define CHECK(x)                                                                  \
-  do {                                                                            \
-    cudaError_t e_ = (x);                                                         \
-    if (e_ != cudaSuccess) {                                                      \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x,             \
-                   cudaGetErrorString(e_));                                       \
-      std::exit(1);                                                               \
-    }                                                                             \
-  } while (0)
+#include "benchmarks/dev_check.hpp"  // CK
 
 constexpr int kThreads = 512;
 constexpr long long kMaxBytes = 536870912;
@@ -76,22 +68,22 @@ __global__ void __launch_bounds__(kThreads) read_once(const uint4* __restrict__ 
 template <typename Launch>
 float median_ms(int warmup, int reps, int batch, Launch launch) {
   cudaEvent_t t0, t1;
-  CHECK(cudaEventCreate(&t0));
-  CHECK(cudaEventCreate(&t1));
+  CK(cudaEventCreate(&t0));
+  CK(cudaEventCreate(&t1));
   int r = 0;
   for (; r < warmup; ++r) launch(r);
   std::vector<float> ms;
   for (int s = 0; s < reps; ++s) {
-    CHECK(cudaEventRecord(t0));
+    CK(cudaEventRecord(t0));
     for (int b = 0; b < batch; ++b) launch(r++);
-    CHECK(cudaEventRecord(t1));
-    CHECK(cudaEventSynchronize(t1));
+    CK(cudaEventRecord(t1));
+    CK(cudaEventSynchronize(t1));
     float x = 0;
-    CHECK(cudaEventElapsedTime(&x, t0, t1));
+    CK(cudaEventElapsedTime(&x, t0, t1));
     ms.push_back(x / static_cast<float>(batch));
   }
-  CHECK(cudaEventDestroy(t0));
-  CHECK(cudaEventDestroy(t1));
+  CK(cudaEventDestroy(t0));
+  CK(cudaEventDestroy(t1));
   std::sort(ms.begin(), ms.end());
   return ms[ms.size() / 2];
 }
@@ -99,13 +91,13 @@ float median_ms(int warmup, int reps, int batch, Launch launch) {
 float copy_tbs() {
   const size_t n = size_t{2} << 30;  // 2 GiB, as decode_bench.py's copy
   void *a = nullptr, *b = nullptr;
-  CHECK(cudaMalloc(&a, n));
-  CHECK(cudaMalloc(&b, n));
-  CHECK(cudaMemset(a, 1, n));
+  CK(cudaMalloc(&a, n));
+  CK(cudaMalloc(&b, n));
+  CK(cudaMemset(a, 1, n));
   const float ms =
-      median_ms(2, 20, 3, [&](int) { CHECK(cudaMemcpyAsync(b, a, n, cudaMemcpyDeviceToDevice)); });
-  CHECK(cudaFree(a));
-  CHECK(cudaFree(b));
+      median_ms(2, 20, 3, [&](int) { CK(cudaMemcpyAsync(b, a, n, cudaMemcpyDeviceToDevice)); });
+  CK(cudaFree(a));
+  CK(cudaFree(b));
   return static_cast<float>(2.0 * n / (ms * 1e-3) / 1e12);
 }
 
@@ -113,15 +105,15 @@ using Kernel = void (*)(const uint4*, long long, unsigned*);
 
 int main() {
   cudaDeviceProp prop{};
-  CHECK(cudaGetDeviceProperties(&prop, 0));
+  CK(cudaGetDeviceProperties(&prop, 0));
   const int sms = prop.multiProcessorCount;
   std::printf("%s, %d SMs, L2 %d MB\n", prop.name, sms, prop.l2CacheSize >> 20);
   const float copy0 = copy_tbs();
   uint4* pool = nullptr;
-  CHECK(cudaMalloc(&pool, 2 * kMaxBytes));
-  CHECK(cudaMemset(pool, 1, 2 * kMaxBytes));
+  CK(cudaMalloc(&pool, 2 * kMaxBytes));
+  CK(cudaMemset(pool, 1, 2 * kMaxBytes));
   unsigned* out = nullptr;
-  CHECK(cudaMalloc(&out, 64 * sizeof(unsigned)));
+  CK(cudaMalloc(&out, 64 * sizeof(unsigned)));
   struct K {
     const char* name;
     Kernel f;
@@ -130,7 +122,7 @@ int main() {
                        {"chunk u16", read_once<16, true>}, {"stride u4", read_once<4, false>},
                        {"stride u8", read_once<8, false>}, {"stride u16", read_once<16, false>}};
   for (const K& k : kernels)
-    CHECK(cudaFuncSetAttribute(k.f, cudaFuncAttributePreferredSharedMemoryCarveout, 0));
+    CK(cudaFuncSetAttribute(k.f, cudaFuncAttributePreferredSharedMemoryCarveout, 0));
   struct Row {
     long long bytes;
     const char* name;
@@ -147,7 +139,7 @@ int main() {
         const long long regions = std::max(2LL, (200LL << 20) / bytes + 1);
         const auto launch = [&](int r) {
           k.f<<<sms * per_sm, kThreads>>>(pool + (r % regions) * vecs, vecs, out);
-          CHECK(cudaGetLastError());
+          CK(cudaGetLastError());
         };
         const float ms = median_ms(5, 30, 1, launch);
         const float ms10 = median_ms(5, 30, 10, launch);

@@ -17,7 +17,7 @@
 // effect), and the two chained forms; the saving is wait-first minus early. Medians of 30 calls
 // after 5, CUDA events around each call.
 //
-//   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I templates \
+//   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I . -I templates \
 //        benchmarks/moe/prewait_probe.cu -o prewait_probe && ./prewait_probe
 #include <cuda_runtime.h>
 
@@ -27,19 +27,11 @@
 #include <vector>
 
 #include "attention/mma.cuh"  // cp_async_16, cp_async_commit, cp_async_wait
+#include "benchmarks/dev_check.hpp"  // CK
 #include "common/pdl.cuh"
 
 using namespace ktune;
 using namespace ktune::attn;
-
-#define CHECK(x)                                                                    \
-  do {                                                                              \
-    cudaError_t e_ = (x);                                                           \
-    if (e_ != cudaSuccess) {                                                        \
-      std::fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                 \
-    }                                                                               \
-  } while (0)
 
 constexpr int kThreads = 128;
 constexpr int kStages = 4;
@@ -103,42 +95,42 @@ __global__ void __launch_bounds__(kThreads, 1) stream(const char* w, int* sink) 
 template <class Call>
 float median_us(cudaStream_t st, Call call) {
   cudaEvent_t a, b;
-  CHECK(cudaEventCreate(&a));
-  CHECK(cudaEventCreate(&b));
+  CK(cudaEventCreate(&a));
+  CK(cudaEventCreate(&b));
   for (int i = 0; i < 5; ++i) call();
   std::vector<float> t;
   for (int i = 0; i < 30; ++i) {
-    CHECK(cudaEventRecord(a, st));
+    CK(cudaEventRecord(a, st));
     call();
-    CHECK(cudaEventRecord(b, st));
-    CHECK(cudaEventSynchronize(b));
+    CK(cudaEventRecord(b, st));
+    CK(cudaEventSynchronize(b));
     float ms = 0;
-    CHECK(cudaEventElapsedTime(&ms, a, b));
+    CK(cudaEventElapsedTime(&ms, a, b));
     t.push_back(ms * 1000.f);
   }
-  CHECK(cudaGetLastError());
-  CHECK(cudaEventDestroy(a));
-  CHECK(cudaEventDestroy(b));
+  CK(cudaGetLastError());
+  CK(cudaEventDestroy(a));
+  CK(cudaEventDestroy(b));
   std::sort(t.begin(), t.end());
   return t[t.size() / 2];
 }
 
 int main() {
   cudaDeviceProp p{};
-  CHECK(cudaGetDeviceProperties(&p, 0));
+  CK(cudaGetDeviceProperties(&p, 0));
   const size_t bytes = size_t{738} << 20;  // gemm1's weights, all 64 experts
   const int ctas = static_cast<int>(bytes / kCtaBytes);
   char* w = nullptr;
   int* sink = nullptr;
-  CHECK(cudaMalloc(&w, bytes));
-  CHECK(cudaMalloc(&sink, 4));
-  CHECK(cudaMemset(w, 1, bytes));
+  CK(cudaMalloc(&w, bytes));
+  CK(cudaMalloc(&sink, 4));
+  CK(cudaMemset(w, 1, bytes));
   for (auto k : {stream<false>, stream<true>})
-    CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+    CK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
   cudaStream_t st = nullptr;  // a stream of its own for the programmatic launches
-  CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
   int per_sm = 0;
-  CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, stream<true>, kThreads, kSmem));
+  CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, stream<true>, kThreads, kSmem));
   std::printf("%s, %d SMs; stream: %d CTAs of %d threads, %d KiB shared (%d per SM), %zu MiB\n",
               p.name, p.multiProcessorCount, ctas, kThreads, kSmem / 1024, per_sm, bytes >> 20);
 
@@ -153,7 +145,7 @@ int main() {
     attr.val.programmaticStreamSerializationAllowed = 1;
     cfg.attrs = &attr;
     cfg.numAttrs = programmatic ? 1 : 0;
-    CHECK(cudaLaunchKernelEx(&cfg, early ? stream<true> : stream<false>,
+    CK(cudaLaunchKernelEx(&cfg, early ? stream<true> : stream<false>,
                              static_cast<const char*>(w), sink));
   };
   const float alone = median_us(st, [&] { launch_stream(false, false); });
