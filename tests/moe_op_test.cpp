@@ -389,6 +389,53 @@ TEST(MoeSpace, ThreeConsumerWarpSpecialisedGemm) {
                        "WARPS must be 1, 2, 4 or 8"));
 }
 
+// expert_grid=1: both mma.sync GEMMs on (expert, column block) grids that find their own rows;
+// no align kernel runs. Valid at DeepSeek-like T=128 on the tuned row, with a block up to 4x
+// the mean rows per expert (one size past where expert_grid=0 stops); each reason names it.
+TEST(MoeSpace, ExpertGridKernelsAndReasons) {
+  const DeviceInfo h100 = device("sm_90a");
+  const Problem p = problem(kDeepSeek, 128);
+  const Params w = op().parse_params(
+      "block_m=32,bn1=64,bk1=128,warps1=4,warps_m1=1,stages1=4,group1=8,prefetch1=0,epi1=1,"
+      "impl1=0,bn2=32,bk2=128,warps2=4,warps_m2=2,stages2=3,group2=8,prefetch2=0,epi2=0,"
+      "impl2=0,align_chunk=0,route_lanes=32,route_vec=1,combine_vec=8,split2=1,expert_grid=1");
+  ASSERT_EQ(op().invalid_reason(w, p, DType::bf16, h100), std::nullopt)
+      << *op().invalid_reason(w, p, DType::bf16, h100);
+  std::size_t grids = 0;
+  for (const KernelSource& k : op().kernels(w, p, DType::bf16)) {
+    EXPECT_EQ(k.file.find("align"), std::string::npos) << k.name_expression;
+    if (k.name_expression.find("moe_gemm_kernel<") != std::string::npos)
+      grids += k.name_expression.find(", false, true>") != std::string::npos;
+  }
+  EXPECT_EQ(grids, 2u);
+  using Set = std::initializer_list<std::pair<const char*, std::int64_t>>;
+  const auto why = [&](const Problem& q, DType t, Set set_to) {
+    Params v = w;
+    for (const auto& [n, x] : set_to) set(v, n, x);
+    return op().invalid_reason(v, q, t, h100).value_or("");
+  };
+  const auto expect = [&](const Problem& q, DType t, Set set_to, const char* text) {
+    const std::string r = why(q, t, set_to);
+    EXPECT_TRUE(contains(r, text)) << r;
+  };
+  EXPECT_EQ(why(p, DType::bf16, {{"block_m", 64}}), "");
+  expect(p, DType::bf16, {{"block_m", 64}, {"expert_grid", 0}}, "exceeds block_m=32");
+  expect(p, DType::bf16, {{"block_m", 128}, {"stages1", 2}},
+         "exceeds block_m=64 with expert_grid=1");
+  expect(p, DType::bf16, {{"align_chunk", 4096}}, "runs no align kernel");
+  expect(p, DType::bf16, {{"fuse_route", 1}}, "fuse_route=1");
+  expect(p, DType::bf16,
+         {{"block_m", 64}, {"impl2", 1}, {"bn2", 64}, {"warps2", 4}, {"warps_m2", 1},
+          {"bk2", 64}, {"epi2", 0}},
+         "mma.sync kernels'");
+  expect(p, DType::e4m3, {{"bk1", 256}, {"bk2", 256}}, "16-bit GEMMs'");
+  expect(problem(kDeepSeek, 2048), DType::bf16, {{"block_m", 128}, {"stages1", 2}},
+         "searched up to 8192 pairs");
+  Problem ec = p;
+  ec.values[5] = moe_expert_choice;
+  expect(ec, DType::bf16, {{"route_lanes", 8}}, "expert_choice");
+}
+
 // Drives the staged strategy (the op's default) over `space` from the op's default, as the sweep
 // drives it: every proposed point goes to visit(q, n) (n counts from 1), which returns the fake
 // time reported for it. Returns the number of points.
