@@ -7,13 +7,11 @@
 #   STEP=1 (stop 64, ~4 min): whether the H100's gemm1 is L2-bound as the H200's:
 #   benchmarks/moe/ncu_ws.sh at Mixtral T=1024 and 4096 on the shipped H100 rows. Prediction in
 #   benchmarks/moe/NOTES.md (stop 64). (Its DeepSeek-like timeline and ncu ran at stop 65.)
-#   STEP=2 (stop 65, ~1 min): the H100's ceiling for one launch reading K/V once
-#   (benchmarks/decode/read_ceiling.cu, nvcc there): 34-537 MB, against copy in the same
-#   process. Prediction and what it decides in benchmarks/decode/NOTES.md (stop 65). Then
-#   benchmarks/moe/prewait_probe.cu: what a gemm1-shaped weight stream saves by asking for its
-#   first ring stages before griddepcontrol.wait (prediction in benchmarks/moe/NOTES.md, stop 65).
-#   Earlier checks are recorded in
-#   benchmarks/results/h100-stop65-2026-12-05.md, h100-stop63-2026-12-05.md and
+#   STEP=2 (stop 66, ~2 min): benchmarks/moe/expert_grid_check.sh: expert_grid=1 with one block
+#   holding the heavy experts' rows (block_m up to 4x the mean) against the tuned expert_grid=0
+#   rows at DeepSeek-like T=64 and 128. Prediction in benchmarks/moe/NOTES.md (stop 66).
+#   Earlier checks are recorded in benchmarks/results/h100-stop66-2026-12-05.md (the read
+#   ceiling and the pre-wait probe), h100-stop65-2026-12-05.md, h100-stop63-2026-12-05.md and
 #   pending-checks-h100-2026-12-05-stop61.md.
 set -uo pipefail
 OUT=${OUT:-/tmp/ktune-pending}
@@ -37,18 +35,10 @@ case "${STEP:-1}" in
   tail -60 "$OUT/ncu_ws.log"
   ;;
 2)
-  nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I . \
-    benchmarks/decode/read_ceiling.cu -o "$OUT/read_ceiling" >"$OUT/read_ceiling.log" 2>&1 &&
-    timeout 200 "$OUT/read_ceiling" >>"$OUT/read_ceiling.log" 2>&1
-  note "read_ceiling rc=$?: $(grep -E '^[0-9]+ MB:|^fit|^copy' "$OUT/read_ceiling.log" \
-    | tr '\n' ' ')"
-  rm -f "$OUT/read_ceiling"
-  nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I . -I templates \
-    benchmarks/moe/prewait_probe.cu -o "$OUT/prewait_probe" >"$OUT/prewait_probe.log" 2>&1 &&
-    timeout 120 "$OUT/prewait_probe" >>"$OUT/prewait_probe.log" 2>&1
-  note "prewait_probe rc=$?: $(grep -E '^stream alone|^\| [0-9]' "$OUT/prewait_probe.log" \
-    | tr '\n' ' ')"
-  rm -f "$OUT/prewait_probe"
+  OUT="$OUT/expert_grid" G="$G" timeout 300 bash benchmarks/moe/expert_grid_check.sh \
+    >"$OUT/expert_grid.log" 2>&1
+  note "expert_grid_check rc=$?"
+  tail -14 "$OUT/expert_grid.log" | cut -c1-200
   ;;
 *) echo "STEP=1 or 2" >&2; exit 2 ;;
 esac
