@@ -2,7 +2,7 @@
 # On the GPU machine (bundle in $G, default .gpu): expert_grid=1 against expert_grid=0 at
 # DeepSeek-like T=64 and T=128, each point timed by `ktune sweep --params` in one process per
 # problem (the layer's median, as the sweep times it), block_m one and two sizes up for the
-# expert grid. Written for stop 66 (benchmarks/moe/NOTES.md); table in $OUT/expert_grid.md.
+# expert grid (TS="128" for one problem). Written for stop 66 (benchmarks/moe/NOTES.md); table in $OUT/expert_grid.md.
 set -uo pipefail
 OUT=${OUT:-/tmp/ktune-eg}
 G=${G:-.gpu}
@@ -25,7 +25,7 @@ block_m=16,bn1=64,bk1=128,warps1=4,warps_m1=1,stages1=2,group1=0,epi1=0,bn2=32,w
 block_m=32,$g1_32,$g2_32$tail,expert_grid=1
 block_m=32,$g1_32,${g2_32/stages2=3/stages2=2}$tail,expert_grid=1"
 )
-for t in 128 64; do
+for t in ${TS:-128 64}; do
   args=()
   while read -r p; do args+=(--params "$p"); done <<<"${POINTS[$t]}"
   "${KTUNE:-$G/bin/ktune}" sweep --op moe --shape "$SHAPE,t=$t" --dtype bf16 --db "$OUT/eg.db" "${args[@]}" \
