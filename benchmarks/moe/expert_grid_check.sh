@@ -2,7 +2,8 @@
 # On the GPU machine (bundle in $G, default .gpu): expert_grid=1 against expert_grid=0 at
 # DeepSeek-like T=64 and T=128, each point timed by `ktune sweep --params` in one process per
 # problem (the layer's median, as the sweep times it), block_m one and two sizes up for the
-# expert grid (TS="128" for one problem). Written for stop 66 (benchmarks/moe/NOTES.md); table in $OUT/expert_grid.md.
+# expert grid (TS="128" for one problem). Written for stop 66 (benchmarks/moe/NOTES.md);
+# table in $OUT/expert_grid.md.
 set -uo pipefail
 OUT=${OUT:-/tmp/ktune-eg}
 G=${G:-.gpu}
