@@ -495,6 +495,24 @@ TEST(MoeSpace, StagedSweepOfEveryBucketStaysBounded) {
   EXPECT_LE(total, 6000u);
 }
 
+// The staged sweep reaches expert_grid=1 at a block that holds the heavy experts' rows (block_m
+// 64 at DeepSeek-like T=128, ~16 rows per expert), which only the expert grid may take: the
+// outer block_m's start is repaired by setting expert_grid in its group.
+TEST(MoeSpace, StagedSweepReachesTheExpertGridsWiderBlock) {
+  const DeviceInfo h100 = device("sm_90a");
+  const Problem p = problem(kDeepSeek, 128);
+  const Space space(op(), p, DType::bf16, h100);
+  std::size_t wide = 0, grid = 0;
+  drive_staged(space, p, h100, [&](const Params& q, std::size_t i) {
+    const bool eg = op().param(q, "expert_grid") == 1;
+    grid += eg;
+    wide += eg && op().param(q, "block_m") == 64;
+    return 100.0 + static_cast<double>((i * 7919) % 13);
+  });
+  EXPECT_GT(grid, 0u);
+  EXPECT_GT(wide, 0u);
+}
+
 TEST(MoeSpace, WarpSpecialisedGemmIsATunable) {
   const DeviceInfo h100 = device("sm_90a");
   const Problem p = problem(kMixtral, 4096);
