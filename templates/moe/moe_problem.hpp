@@ -86,6 +86,9 @@ inline Config config_of(const Params& p, DType t) {
 
 /// expert_grid=1 is searched up to this many pairs (t * k): every CTA reads every id.
 constexpr long long kExpertGridMaxPairs = 8192;
+/// expert_grid=1 is searched with blocks up to the first holding this many times the mean rows
+/// per expert (widest_expert_grid_block_m).
+constexpr int kExpertGridRowsOverMean = 4;
 /// gemm2's split-k is searched up to this many rows per expert on average (t * k / e).
 constexpr long long kSplitMaxRows = 128;
 
