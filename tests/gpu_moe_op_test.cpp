@@ -969,6 +969,33 @@ std::vector<Case> fused_cases() {
   return out;
 }
 
+/// fuse_route=2 (routing and alignment in the route kernel's grid, its blocks meeting at a
+/// barrier) on the defaults: every mode with a route kernel, T in {1, 7, 128, 250} (one to 63
+/// blocks at 32 lanes), (E, k) in {(8, 2), (64, 8)}, 8 lanes with 4-float loads, E=256, k=1 in
+/// fp16, 300 tokens at 8 lanes, and DeepSeek-like widths.
+std::vector<Case> sorted_cases() {
+  std::vector<Case> out;
+  const auto with = [&](int routing, int e, int k, int t, const std::string& set,
+                        DType dt = DType::bf16, int h = 136, int i = 200) {
+    out.push_back(make_case(routing, e, k, t, dt, "", h, i));
+    out.back().set = set;
+  };
+  const std::string sort = "fuse_route=2,align_chunk=0,route_lanes=32";
+  const std::string narrow = "fuse_route=2,align_chunk=0,route_lanes=8";
+  for (int routing : {moe_softmax_renorm, moe_softmax, moe_sigmoid_group}) {
+    for (int t : {1, 7, 128, 250}) {
+      with(routing, 8, 2, t, sort);
+      with(routing, 64, 8, t, sort);
+    }
+    with(routing, 64, 8, 128, narrow + ",route_vec=4");
+  }
+  with(moe_sigmoid_group, 256, 8, 7, narrow + ",route_vec=1");
+  with(moe_softmax, 8, 1, 300, narrow, DType::f16);
+  with(moe_sigmoid_group, 64, 8, 16, sort, DType::bf16, 1024, 1408);
+  with(moe_sigmoid_group, 64, 8, 128, sort, DType::f16, 1024, 1408);
+  return out;
+}
+
 /// expert_grid=1 (both mma.sync GEMMs on (expert, column block) grids finding their own rows,
 /// no align kernel) on planted configurations: every mode with an align kernel, T in {1, 3, 17,
 /// 1000}, (E, k) in {(8, 2), (64, 8)}, skewed routing (expert 0 has every token: at T=1000 its
@@ -1255,6 +1282,12 @@ TEST_F(GpuMoeOp, FusedRouteAlignEqualsSeparateKernels) {
   expect_same_outputs(fused_cases(), "fuse_route=1", "fuse_route=0", device_, 2027);
 }
 
+// fuse_route=2 against the same configuration at fuse_route=0 (the route kernel, then the
+// one-block align kernel): the same layout, so every output bit for bit.
+TEST_F(GpuMoeOp, SortInTheRouteGridEqualsSeparateKernels) {
+  expect_same_outputs(sorted_cases(), "fuse_route=2", "fuse_route=0", device_, 2029);
+}
+
 TEST_F(GpuMoeOp, ExpertGridAgainstBothReferences) { run_cases(expert_grid_cases(), device_); }
 
 // expert_grid=1 against the align kernel's layout (expert_grid=0): act's rows are the same rows
@@ -1309,6 +1342,9 @@ TEST_F(GpuMoeOp, GraphCaptureReplaysBitForBitOnFreshInputs) {
     Case c;  // routing and alignment in one block
     c.routing = moe_sigmoid_group, c.e = 64, c.k = 8, c.t = 17, c.set = "fuse_route=1";
     set_groups(c);
+    cases.push_back(c);
+    // ... and in the route kernel's grid: its barrier zeroed again at every replay
+    c.t = 128, c.set = "fuse_route=2,align_chunk=0";
     cases.push_back(c);
   }
   {

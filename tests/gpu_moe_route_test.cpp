@@ -63,6 +63,23 @@ std::string fused_name(int routing, RouteConfig c, int experts) {
          std::to_string(c.vec) + ", " + std::to_string(items) + ">";
 }
 
+/// The route kernel's grid sorting its own pairs (fuse_route=2), at the op's 128 threads.
+std::string sort_name(int routing, RouteConfig c, int experts) {
+  const int items = (experts + c.lanes * c.vec - 1) / (c.lanes * c.vec);
+  return "ktune::moe_route_sort_kernel<" + std::to_string(routing) + ", 128, " +
+         std::to_string(c.lanes) + ", " + std::to_string(c.vec) + ", " + std::to_string(items) +
+         ">";
+}
+int sort_blocks(RouteConfig c, int tokens) {
+  const int per_block = 128 / c.lanes;
+  return (tokens + per_block - 1) / per_block;
+}
+/// Whether the op searches fuse_route=2 there (moe_space.cpp).
+bool sort_valid(RouteConfig c, int tokens, int experts) {
+  const int blocks = sort_blocks(c, tokens);
+  return c.threads == 128 && blocks <= kMoeSortMaxBlocks && blocks * experts <= kMoeSortMaxTable;
+}
+
 /// The op's one-block align kernel for `pairs` (moe_plan.cpp: a warp per 128 pairs, 128..1024).
 int align_threads(int pairs) {
   int threads = 128;
@@ -199,6 +216,7 @@ class GpuMoeRoute : public ::testing::Test {
           if (route_valid(routing, c, e)) {
             kernels_->add("moe/route.cuh", route_name(routing, c, e));
             kernels_->add("moe/route_align.cuh", fused_name(routing, c, e));
+            kernels_->add("moe/route_sort.cuh", sort_name(routing, c, e));
           }
     for (int threads : {128, 256, 512, 1024})
       kernels_->add("moe/align.cuh", align_name("", {threads, 0}));
@@ -411,12 +429,18 @@ struct Routed {
   float aux = NAN;
 };
 
-/// Routes and aligns problem p on device logits and bias with route geometry c: the route kernel
-/// then the op's one-block align kernel, or (fused) moe_route_align_kernel. outputs: ids and the
-/// aux loss requested (the fused kernel then keeps the ids in shared memory only).
+/// How routing and alignment run: the route kernel then the op's one-block align kernel
+/// (fuse_route=0), moe_route_align_kernel (1), moe_route_sort_kernel (2).
+enum class Path { separate, one_block, grid };
+
+/// Routes and aligns problem p on device logits and bias with route geometry c along `path`.
+/// outputs: ids and the aux loss requested (the one-kernel paths then keep the ids in shared
+/// memory only). The grid path's scratch starts as garbage but for its zeroed header, as the
+/// op's zero kernel leaves it.
 Routed route_and_align(Kernels& kernels, const MoeRouteProblem& p, const Buf<float>& logits,
-                       const Buf<float>& bias, RouteConfig c, int block_m, bool fused,
+                       const Buf<float>& bias, RouteConfig c, int block_m, Path path,
                        bool outputs) {
+  const bool fused = path != Path::separate;
   const int pairs = p.tokens * p.k, E = p.experts;
   Buf<int> ids(static_cast<std::size_t>(pairs));
   Buf<float> w(static_cast<std::size_t>(pairs)), aux(1);
@@ -434,7 +458,17 @@ Routed route_and_align(Kernels& kernels, const MoeRouteProblem& p, const Buf<flo
                                     outputs && !fused ? scratch.ptr() : nullptr);
   const MoeAlignArgs a{fused ? nullptr : ids.ptr(), sorted.ptr(), blocks.ptr(), padded.ptr(),
                        counts.ptr(), nullptr, pairs, E, block_m};
-  if (fused) {
+  const int grid = sort_blocks(c, p.tokens);
+  Buf<unsigned long long> sort_scratch(static_cast<std::size_t>(moe_sort_header(E)) +
+                                       (static_cast<std::size_t>(grid) * E + 1) / 2);
+  if (path == Path::grid) {
+    sort_scratch.poison();
+    KTUNE_CU(Driver::get().cuMemsetD8Async(sort_scratch.dev.get(), 0,
+                                           8u * static_cast<std::size_t>(moe_sort_header(E)),
+                                           nullptr));
+    kernels.launch(sort_name(p.routing, c, E), grid, 128,
+                   MoeRouteSortArgs{r, a, sort_scratch.ptr()});
+  } else if (fused) {
     kernels.launch(fused_name(p.routing, c, E), 1, fused_threads(c, E), MoeRouteAlignArgs{r, a});
   } else {
     const int per_block = c.threads / c.lanes;
@@ -458,12 +492,13 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
-// fuse_route: every output of the one-block kernel equals the route kernel's followed by the
-// align kernel's, bit for bit (ids, weights, aux loss, sorted_pairs, padded_rows, block_expert,
-// counts), for every mode (sigmoid_group with groups), T in {1, 7, 128, 300}, E in {8, 64, 256},
-// k in {1, 2, 8}, the op's route_lanes x route_vec and two block_m; and without the optional
-// outputs (ids in shared memory only) the same alignment and weights.
-TEST_F(GpuMoeRoute, FusedRouteAlignMatchesRouteThenAlign) {
+// fuse_route 1 and 2: every output of the one-block kernel and of the sort kernel's grid equals
+// the route kernel's followed by the align kernel's, bit for bit (ids, weights, aux loss,
+// sorted_pairs, padded_rows, block_expert, counts), for every mode (sigmoid_group with groups),
+// T in {1, 7, 128, 300}, E in {8, 64, 256}, k in {1, 2, 8}, the op's route_lanes x route_vec
+// (where the op allows the path) and two block_m; and without the optional outputs (ids in
+// shared memory only) the same alignment and weights.
+void compare_with_route_then_align(Kernels& kernels, Path path, const char* name) {
   const unsigned seed = std::random_device{}();
   std::printf("seed %u\n", seed);
   std::mt19937 rng(seed);
@@ -481,14 +516,17 @@ TEST_F(GpuMoeRoute, FusedRouteAlignMatchesRouteThenAlign) {
           for (int block_m : {16, 64})
             for (RouteConfig c : kOpRouteConfigs) {
               if (!route_valid(routing, c, E)) continue;
-              const std::string what = fused_name(routing, c, E) + " T=" + std::to_string(T) +
+              if (path == Path::grid && !sort_valid(c, T, E)) continue;
+              const std::string what = (path == Path::grid ? sort_name(routing, c, E)
+                                                           : fused_name(routing, c, E)) +
+                                       " T=" + std::to_string(T) +
                                        " E=" + std::to_string(E) + " k=" + std::to_string(k) +
                                        " block_m=" + std::to_string(block_m);
-              const auto run = [&](bool fused, bool outputs) {
-                return route_and_align(*kernels_, p, dlogits, dbias, c, block_m, fused, outputs);
+              const auto run = [&](Path along, bool outputs) {
+                return route_and_align(kernels, p, dlogits, dbias, c, block_m, along, outputs);
               };
-              const Routed want = run(false, true);
-              const Routed got = run(true, true);
+              const Routed want = run(Path::separate, true);
+              const Routed got = run(path, true);
               ++cases;
               EXPECT_EQ(got.ids, want.ids) << what;
               EXPECT_TRUE(same_bits(got.weights, want.weights)) << what << " weights";
@@ -502,17 +540,26 @@ TEST_F(GpuMoeRoute, FusedRouteAlignMatchesRouteThenAlign) {
               const test::MoeAlignResult ref = test::moe_align_ref(want.ids, E, block_m);
               EXPECT_EQ(got.sorted, ref.sorted_pairs) << what;
               EXPECT_EQ(got.blocks, ref.block_expert) << what;
-              const Routed bare = run(true, false);
+              const Routed bare = run(path, false);
               EXPECT_TRUE(same_bits(bare.weights, want.weights)) << what << " without outputs";
               EXPECT_TRUE(std::isnan(bare.aux)) << what << " aux written without being asked";
               EXPECT_EQ(bare.sorted, want.sorted) << what << " without outputs";
               EXPECT_EQ(bare.blocks, want.blocks) << what << " without outputs";
               EXPECT_EQ(bare.counts, want.counts) << what << " without outputs";
               EXPECT_EQ(bare.padded, want.padded) << what << " without outputs";
-              if (HasFailure()) return;
+              if (::testing::Test::HasFailure()) return;
             }
         }
-  std::printf("%d fused launches checked against route + align\n", cases);
+  std::printf("%d %s launches checked against route + align\n", cases, name);
+  EXPECT_GT(cases, 0);
+}
+
+TEST_F(GpuMoeRoute, FusedRouteAlignMatchesRouteThenAlign) {
+  compare_with_route_then_align(*kernels_, Path::one_block, "one-block");
+}
+
+TEST_F(GpuMoeRoute, SortInTheRouteGridMatchesRouteThenAlign) {
+  compare_with_route_then_align(*kernels_, Path::grid, "route-grid sort");
 }
 
 TEST_F(GpuMoeRoute, AlignEdgeCases) {
@@ -622,8 +669,20 @@ TEST_F(GpuMoeRoute, Times) {
           kernels_->launch(fused_name(routing, c, E), 1, fused_threads(c, E),
                            MoeRouteAlignArgs{r, a});
         });
-        std::printf("route+align %-48s T=%-4d E=%-3d k=%d: %7.2f us, fused %7.2f us\n",
-                    fused_name(routing, c, E).c_str(), T, E, k, separate, fused);
+        // fuse_route=2: its header zeroed before each launch, as the op's zero kernel does.
+        const int sort_grid = sort_blocks(c, T);
+        Buf<unsigned long long> scratch(static_cast<std::size_t>(moe_sort_header(E)) +
+                                        (static_cast<std::size_t>(sort_grid) * E + 1) / 2);
+        const double grid = time([&] {
+          KTUNE_CU(Driver::get().cuMemsetD8Async(scratch.dev.get(), 0,
+                                                 8u * static_cast<std::size_t>(moe_sort_header(E)),
+                                                 nullptr));
+          kernels_->launch(sort_name(routing, c, E), sort_grid, 128,
+                           MoeRouteSortArgs{r, a, scratch.ptr()});
+        });
+        std::printf("route+align %-48s T=%-4d E=%-3d k=%d: %7.2f us, fused %7.2f us, "
+                    "route-grid sort (with its zeroing) %7.2f us\n",
+                    fused_name(routing, c, E).c_str(), T, E, k, separate, fused, grid);
       }
   KTUNE_CU(Driver::get().cuCtxSynchronize());
   for (int pairs : {2, 1024, 8 * 4096, 8 * 65536}) {

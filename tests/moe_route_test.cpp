@@ -248,6 +248,13 @@ std::vector<KernelSource> sample_kernels() {
                             {8, 1, 256}, {8, 4, 160}};
     for (const auto& f : fused)
       out.push_back({"moe/route_align.cuh", route_align_kernel(routing, f[0], f[1], f[2])});
+    // The route kernel's grid aligning its own pairs (fuse_route=2, 128 threads): 4 tokens a
+    // block at 32 lanes (E=64: 2 scores each), 16 at 8 lanes (E=64 in 4-float loads; and
+    // DeepSeek-V3's E=256, 32 scores each, for sigmoid_group).
+    const std::string sort = "ktune::moe_route_sort_kernel<" + std::to_string(routing) + ", 128, ";
+    out.push_back({"moe/route_sort.cuh", sort + "32, 1, 2>"});
+    out.push_back({"moe/route_sort.cuh",
+                   sort + (routing == moe_sigmoid_group ? "8, 1, 32>" : "8, 4, 2>")});
   }
   for (int threads : {128, 256, 1024})
     out.push_back({"moe/align.cuh", "ktune::moe_align_kernel<" + std::to_string(threads) + ">"});

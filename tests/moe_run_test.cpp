@@ -19,7 +19,7 @@ constexpr std::uint64_t kWorkspace = 0x100000000ull;
 /// Runs with tensors at 0x10000 * (i + 1) (those in `null` passed as null), kernel handle i at
 /// 0x100 + i.
 RecordingLauncher run(const Params& params, const Problem& p, std::set<int> null = {},
-                      bool reference = false, DType dtype = DType::bf16) {
+                      bool reference = false, DType dtype = DType::bf16, int sm_count = 0) {
   std::uint64_t tensors[12];
   for (int i = 0; i < 12; ++i) tensors[i] = null.count(i) ? 0 : 0x10000ull * (i + 1);
   KernelHandle kernels[16];
@@ -33,6 +33,7 @@ RecordingLauncher run(const Params& params, const Problem& p, std::set<int> null
   a.kernels = kernels;
   a.workspace = kWorkspace;
   a.dtype = dtype;
+  a.sm_count = sm_count;
   RecordingLauncher l;
   if (reference)
     op().run_reference(a, l);
@@ -399,6 +400,115 @@ TEST(MoeRun, FusedRouteAndAlign) {
   EXPECT_EQ(bare.launches[2].as<MoeGemmArgs>().topk_weights, rb.route.topk_weights);
 }
 
+// fuse_route=2: routing and alignment in the route kernel's grid, its blocks meeting at a
+// barrier: a zero kernel first (the barrier count, and the aux sums when asked), then the sort
+// kernel, no align kernel; keys, reasons, launches and the workspace it takes.
+TEST(MoeRun, SortedInTheRouteGrid) {
+  const DeviceInfo h100 = device("sm_90a");
+  const auto sort = [](Params p) {
+    p.values[op().param_index("fuse_route")] = 2;
+    p.values[op().param_index("align_chunk")] = 0;
+    return p;
+  };
+  const auto reason = [&](const Params& q, const Problem& p) {
+    return op().invalid_reason(q, p, DType::bf16, h100).value_or("");
+  };
+  const Problem ds = problem(kDeepSeek, 128);
+  const Params plain = op().default_params(ds, DType::bf16, h100);
+  ASSERT_EQ(op().param(plain, "route_lanes"), 32);
+  const Params sorted = sort(plain);
+  EXPECT_TRUE(contains(op().params_key(sorted), ",fuse_route=2"));
+  EXPECT_EQ(op().parse_params(op().params_key(sorted)), sorted);
+  EXPECT_EQ(reason(sorted, ds), "");
+
+  // Where it does not apply, with the reason.
+  const Problem pre = problem(std::string(kMixtral) + ",routing=precomputed", 16);
+  EXPECT_TRUE(contains(reason(sort(op().default_params(pre, DType::bf16, h100)), pre),
+                       "fuse_route=2 has no effect with routing=precomputed"));
+  const Problem ec = problem(kExpertChoice, 16);
+  EXPECT_TRUE(contains(reason(sort(op().default_params(ec, DType::bf16, h100)), ec),
+                       "fuse_route=2 has no effect with routing=expert_choice"));
+  // 64 blocks: 4 tokens a block at 32 lanes (t <= 256), 16 at 8 lanes (t <= 1024); and at
+  // most 8192 counts in the table (e=256: 32 blocks).
+  const std::string wide_shape = "e=256,k=8,h=7168,i=2048,routing=sigmoid_group,n_group=8,"
+                                 "topk_group=4";
+  for (const auto& [shape, t, lanes, ok] :
+       {std::tuple{std::string(kDeepSeek), 256, 32, true},
+        std::tuple{std::string(kDeepSeek), 257, 32, false},
+        std::tuple{std::string(kMixtral), 1024, 8, true},
+        std::tuple{std::string(kMixtral), 1025, 8, false},
+        std::tuple{wide_shape, 512, 8, true},
+        std::tuple{wide_shape, 513, 8, false}}) {
+    const Problem q = problem(shape, t);
+    Params f = sort(op().default_params(q, DType::bf16, h100));
+    f.values[op().param_index("route_lanes")] = lanes;
+    f.values[op().param_index("route_vec")] = 1;
+    const std::string why = reason(f, q);
+    EXPECT_EQ(why.empty(), ok) << shape << " t=" << t << ": " << why;
+    if (!ok)
+      EXPECT_TRUE(contains(why, shape == wide_shape ? "at most 8192 (33 blocks x e=256)"
+                                                    : "at most 64 blocks of"))
+          << why;
+  }
+  Params chunked = sorted;
+  chunked.values[op().param_index("align_chunk")] = 4096;
+  EXPECT_TRUE(contains(reason(chunked, ds), "fuse_route=2 aligns the pairs inside its route "
+                                            "blocks: only align_chunk=0"));
+  Params grid = sorted;
+  grid.values[op().param_index("expert_grid")] = 1;
+  EXPECT_TRUE(contains(reason(grid, ds), "fuse_route=2 (route and align in one kernel) is "
+                                         "searched with expert_grid=0 only"));
+
+  // Kernels: the zero kernel, the sort kernel, the GEMMs, the combine.
+  EXPECT_EQ(kernel_names(sorted, ds),
+            (std::vector<std::string>{"moe_zero_kernel", "moe_route_sort_kernel",
+                                      "moe_gemm_kernel", "moe_gemm_kernel",
+                                      "moe_combine_kernel"}));
+  const auto ks = op().kernels(sorted, ds, DType::bf16);
+  EXPECT_EQ(ks[1].file, "moe/route_sort.cuh");
+  EXPECT_EQ(ks[1].name_expression, "ktune::moe_route_sort_kernel<2, 128, 32, 1, 2>");
+  EXPECT_EQ(op().block_threads(sorted, ds, DType::bf16, 1), 128);
+  EXPECT_EQ(op().dynamic_shared_bytes(sorted, ds, DType::bf16, 1), 0u);
+
+  // Launches: the zero kernel first (not programmatic) over the barrier and the aux sums, then
+  // 32 blocks of the sort kernel (programmatic), its scratch and count table in the workspace.
+  const std::size_t ws = op().workspace_bytes(sorted, ds, DType::bf16);
+  const RecordingLauncher all = run(sorted, ds, {}, false, DType::bf16, 132);
+  ASSERT_EQ(all.launches.size(), ks.size());
+  const auto z = all.launches[0].as<MoeZeroArgs>();
+  EXPECT_FALSE(all.launches[0].launch.programmatic);
+  EXPECT_EQ(z.count, 1 + 2 * 64);
+  const KernelLaunch& l = all.launches[1].launch;
+  EXPECT_TRUE(l.programmatic);
+  EXPECT_EQ(l.grid[0], 32u);
+  EXPECT_EQ(l.block[0], 128u);
+  const auto rs = all.launches[1].as<MoeRouteSortArgs>();
+  EXPECT_EQ(rs.scratch, z.data);
+  expect_inside(rs.scratch, 8u * moe_sort_header(64) + 4u * 32 * 64, ws, "sort scratch");
+  EXPECT_GE(reinterpret_cast<std::uintptr_t>(rs.scratch), kWorkspace);
+  EXPECT_EQ(rs.route.aux_scratch, nullptr);
+  EXPECT_EQ(rs.route.aux_loss, reinterpret_cast<float*>(0xa0000));
+  EXPECT_EQ(rs.route.topk_ids, reinterpret_cast<int*>(0x40000));
+  EXPECT_EQ(rs.route.tokens, 128);
+  EXPECT_EQ(rs.align.pairs, 128 * 8);
+  EXPECT_EQ(rs.align.block_m, op().param(sorted, "block_m"));
+  const auto g1 = all.launches[2].as<MoeGemmArgs>();
+  EXPECT_EQ(g1.sorted_pairs, rs.align.sorted_pairs);
+  EXPECT_EQ(g1.block_expert, rs.align.block_expert);
+  EXPECT_EQ(g1.padded_rows, rs.align.padded_rows);
+  // Without the optional outputs: no ids written anywhere, the barrier alone zeroed.
+  const RecordingLauncher bare = run(sorted, ds, {3, 4, 8, 9}, false, DType::bf16, 132);
+  EXPECT_EQ(bare.launches[0].as<MoeZeroArgs>().count, 1);
+  const auto rb = bare.launches[1].as<MoeRouteSortArgs>();
+  EXPECT_EQ(rb.route.topk_ids, nullptr);
+  EXPECT_EQ(rb.route.aux_loss, nullptr);
+  expect_inside(rb.route.topk_weights, 4u * 128 * 8, ws, "weights");
+  // The workspace: no routed ids, no aux region of its own, the scratch instead.
+  EXPECT_NE(ws, op().workspace_bytes(plain, ds, DType::bf16));
+  // A GPU with fewer SMs than blocks cannot hold them all: refused before any launch.
+  EXPECT_THROW(run(sorted, ds, {}, false, DType::bf16, 16), InvalidArgument);
+}
+
 TEST(MoeRun, PrecomputedAndReference) {
   const DeviceInfo h100 = device("sm_90a");
   const Problem p = problem(std::string(kMixtral) + ",routing=precomputed", 3);
@@ -532,7 +642,8 @@ TEST(MoeExpertChoice, TunablesWithoutEffectSayWhy) {
                        "a larger block only adds padding rows"));
   const Space space(op(), p, DType::bf16, h100);
   std::size_t valid = 0;
-  for (const SpacePoint& pt : space.sample(400000, 3)) valid += pt.invalid ? 0 : 1;
+  for (const SpacePoint& pt : space.sample(3000000, 3)) valid += pt.invalid ? 0 : 1;
+  std::printf("%zu valid of 3000000 sampled points\n", valid);
   EXPECT_GT(valid, 0u);
 }
 
@@ -724,7 +835,7 @@ TEST(MoeFp8, TensorsSpaceAndReasons) {
   // kernel, each with e4m3's k steps (the warp-specialised point is the default above).
   const Space space(op(), problem(kDeepSeek, 1024), DType::e4m3, h100);
   std::size_t valid = 0;
-  for (const SpacePoint& pt : space.sample(20000, 11)) {
+  for (const SpacePoint& pt : space.sample(60000, 11)) {
     if (pt.invalid) continue;
     ++valid;
     for (const char* n : {"1", "2"}) {

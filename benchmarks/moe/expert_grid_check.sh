@@ -35,17 +35,5 @@ for t in ${TS:-128 64}; do
     --db "$OUT/eg.db" "${args[@]}" >"$OUT/sweep-t$t.log" 2>&1
   echo "t=$t rc=$?"
 done
-{
-  echo "| t | us (median) | expert_grid | params |"
-  echo "|---|---|---|---|"
-  python3 - "$OUT/eg.db" <<'PY'
-import sqlite3, sys
-rows = sqlite3.connect(sys.argv[1]).execute(
-    "select problem_key, median_us, params_key from trials where status = 'ok'"
-    " order by problem_key, median_us").fetchall()
-for problem, us, params in rows:
-    t = problem.split("t=")[1].split(",")[0]
-    print(f"| {t} | {us:.1f} | {int('expert_grid=1' in params)} | {params} |")
-PY
-} >"$OUT/expert_grid.md" 2>&1
+python3 benchmarks/moe/trials_table.py "$OUT/eg.db" expert_grid >"$OUT/expert_grid.md" 2>&1
 cat "$OUT/expert_grid.md"

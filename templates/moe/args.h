@@ -93,6 +93,31 @@ struct MoeRouteAlignArgs {
   MoeAlignArgs align;
 };
 
+/// moe_route_sort_kernel (moe/route_sort.cuh): the route kernel's grid, every block then
+/// aligning its own pairs after one grid-wide barrier. route and align as for
+/// moe_route_align_kernel (topk_ids may be nullptr; align.topk_ids and align.scratch unused).
+/// scratch: kMoeSortHeader unsigned long longs (the barrier's arrival count, then the aux-loss
+/// sums of MoeRouteArgs::aux_scratch), all zeroed before the kernel runs (by moe_zero_kernel,
+/// first in the call: the kernel waits for it before it touches them), then the blocks' expert
+/// counts, int [gridDim.x][E], which every block writes before it arrives.
+struct MoeRouteSortArgs {
+  MoeRouteArgs route;
+  MoeAlignArgs align;
+  unsigned long long* scratch;
+};
+
+/// The sort kernel's grid is at most this many blocks (all resident at once: they meet at a
+/// barrier) and its count table at most kMoeSortMaxTable ints (blocks x E), each block reading
+/// all of it.
+constexpr int kMoeSortMaxBlocks = 64;
+constexpr int kMoeSortMaxTable = 8192;
+
+/// Unsigned long longs before the sort kernel's count table: the barrier's count, then the
+/// aux-loss sums (2 * E + 1, as MoeRouteArgs::aux_scratch), rounded up to 32 (256 bytes).
+KTUNE_MOE_HD constexpr int moe_sort_header(int experts) {
+  return (1 + 2 * experts + 1 + 31) / 32 * 32;
+}
+
 /// Most scores (threads x ITEMS * VEC per thread) a route block holds at once: the
 /// moe_sigmoid_group scratch (a float each, 32 KiB) and, in the one-block kernel, registers.
 constexpr int kMoeRouteMaxScores = 8192;

@@ -253,11 +253,13 @@ void launch_layer(const RunArgs& a, Launcher& launcher) {
     throw InvalidArgument("moe: routing=precomputed needs topk_ids and topk_weights");
   // fuse_route: the ids stay in the kernel's shared memory unless the caller asks for them.
   const bool one_block = fused(c, s);
-  if (routed && !ids && !one_block) ids = static_cast<int*>(ws(l.ids));
+  const bool sort = sorted_in_route(c, s);
+  if (routed && !ids && !one_block && !sort) ids = static_cast<int*>(ws(l.ids));
   if (routed && !weights) weights = static_cast<float*>(ws(l.weights));
   int* counts = tensor(a, 8) ? static_cast<int*>(tensor(a, 8)) : static_cast<int*>(ws(l.counts));
   float* aux = s.route_kernel() ? static_cast<float*>(tensor(a, 9)) : nullptr;
-  auto* aux_scratch = one_block ? nullptr : static_cast<unsigned long long*>(ws(l.aux));
+  auto* aux_scratch =
+      one_block || sort ? nullptr : static_cast<unsigned long long*>(ws(l.aux));
   int* sorted_pairs = static_cast<int*>(ws(l.sorted_pairs));
   int* block_expert = static_cast<int*>(ws(l.block_expert));
   int* padded_rows = static_cast<int*>(ws(l.padded_rows));
@@ -297,6 +299,18 @@ void launch_layer(const RunArgs& a, Launcher& launcher) {
   if (one_block) {
     const MoeRouteAlignArgs ra{r, al};
     launch(1, 1, static_cast<unsigned>(route_align_threads(c, s)), 0, &ra, sizeof ra);
+  } else if (sort) {
+    // Its blocks meet at a barrier: all resident at once (moe/route_sort.cuh).
+    const int blocks = route_blocks(c, s);
+    if (a.sm_count > 0 && blocks > a.sm_count)
+      throw InvalidArgument("moe: fuse_route=2 needs its " + str(blocks) + " route blocks "
+                            "resident at once, at most one per SM here (" + str(a.sm_count) +
+                            " SMs); use fuse_route=0");
+    const MoeRouteSortArgs rs{r, al, static_cast<unsigned long long*>(ws(l.align))};
+    // The barrier count, and the aux sums when the loss is asked for.
+    const MoeZeroArgs z{rs.scratch, aux ? 1 + 2 * s.e : 1};
+    launch(1, 1, kMoeZeroThreads, 0, &z, sizeof z);
+    launch(static_cast<unsigned>(blocks), 1, kRouteThreads, 0, &rs, sizeof rs);
   } else {
     if (routed) {
       const MoeZeroArgs z{aux_scratch, 2 * s.e + 1};

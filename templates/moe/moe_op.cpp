@@ -83,9 +83,11 @@ class MoeOp final : public Op {
              "fixed stride, 2: each next tile taken from a counter",
              0},
             {"persist2", {0, 1, 2}, "impl2=2: as persist1, for gemm2", 0},
-            {"fuse_route", {0, 1},
+            {"fuse_route", {0, 1, 2},
              "1: route and align in one kernel of one block (t <= 1024, t*k <= 4096: the ids "
-             "stay in shared memory, one launch fewer); 0: the route kernel, then align",
+             "stay in shared memory, one launch fewer); 2: in the route kernel's grid, each "
+             "block placing its own pairs after a grid-wide barrier (at most 64 blocks; no "
+             "align kernel); 0: the route kernel, then align",
              0},
             {"cluster1", {1, 2},
              "impl1=2, persist1=0: 2 = clusters of two CTAs along the rows; a pair computing the "

@@ -55,8 +55,8 @@ inline void* tensor(const RunArgs& a, std::size_t i) {
 
 /// The kernels of one configuration, in launch order.
 enum class Stage {
-  zero_tiles, zero, route, align, align_count, align_scan, align_scatter, route_align, ec_scores,
-  ec_select, quant_x, gemm1, quant_act, gemm2, combine, ec_combine
+  zero_tiles, zero, route, align, align_count, align_scan, align_scatter, route_align,
+  route_sort, ec_scores, ec_select, quant_x, gemm1, quant_act, gemm2, combine, ec_combine
 };
 
 /// A combine kernel runs after gemm2: it sums k > 1 pairs (or expert choice's) or gemm2's splits.
@@ -64,6 +64,11 @@ bool has_combine(const Config& c, const Shape& s);
 /// Routing and alignment in one block (moe_route_align_kernel): no routed ids in the workspace
 /// (they stay in its shared memory) and no aux scratch (it sums the loss in shared memory).
 bool fused(const Config& c, const Shape& s);
+/// Routing and alignment in the route kernel's grid, its blocks meeting at a barrier
+/// (moe_route_sort_kernel, fuse_route=2): after the zero kernel, which clears its barrier.
+bool sorted_in_route(const Config& c, const Shape& s);
+/// Blocks of the route kernel (and of the sort kernel): THREADS / route_lanes tokens each.
+int route_blocks(const Config& c, const Shape& s);
 /// persist=2: a GEMM that takes its tiles from a counter in the workspace (Layout::tiles).
 bool counted(const Config& c);
 /// The kernels of the configuration, in launch order.
@@ -103,10 +108,14 @@ constexpr int kWsGather = moe_ws_gather_cp_async;
 ///   tiles        int [2]                tile counters of gemm1 and gemm2 (persist=2 only),
 ///                                       zeroed by moe_zero_kernel first in the call
 ///   counts       int [E]                expert_counts when the caller passes none
-///   align        int [moe_align_scratch_ints(T * k, E, chunk)]  multi-block align only
+///   align        int [moe_align_scratch_ints(T * k, E, chunk)]  multi-block align only; with
+///                                       fuse_route=2 the sort kernel's scratch instead:
+///                                       u64 [moe_sort_header(E)] (barrier, aux sums; zeroed
+///                                       by moe_zero_kernel first in the call), then int
+///                                       [route_blocks][E] (every block's expert counts)
 ///   aux          u64 [2E + 1]           route's aux-loss scratch, zeroed by moe_zero_kernel in
 ///                                       the same stream (route-kernel modes only, not with
-///                                       fuse_route)
+///                                       fuse_route 1 or 2)
 ///   scores       float [E, T]           expert_choice only: softmax scores, transposed
 ///   act          T [padded_rows_of, I]  gemm1 -> gemm2
 ///   pair_out     T [pairs, H]           gemm2 -> combine (when there is a combine), or with

@@ -21,7 +21,16 @@ int align_one_threads(std::int64_t pairs) {
 
 bool has_combine(const Config& c, const Shape& s) { return s.combines() || c.split2 > 1; }
 
-bool fused(const Config& c, const Shape& s) { return c.fuse_route && s.route_kernel(); }
+bool fused(const Config& c, const Shape& s) { return c.fuse_route == 1 && s.route_kernel(); }
+
+bool sorted_in_route(const Config& c, const Shape& s) {
+  return c.fuse_route == 2 && s.route_kernel();
+}
+
+int route_blocks(const Config& c, const Shape& s) {
+  const int per_block = kRouteThreads / c.route_lanes;
+  return (s.t + per_block - 1) / per_block;
+}
 
 bool counted(const Config& c) { return c.g1.persist == 2 || c.g2.persist == 2; }
 
@@ -48,6 +57,8 @@ std::vector<Stage> stages_of(const Config& c, const Shape& s) {
   }
   if (fused(c, s)) {
     out.push_back(Stage::route_align);  // one block: no aux scratch to zero
+  } else if (sorted_in_route(c, s)) {
+    out.insert(out.end(), {Stage::zero, Stage::route_sort});  // its barrier zeroed first
   } else {
     if (s.routed()) {
       out.push_back(Stage::zero);  // aux scratch; launched only when aux_loss is requested
@@ -121,7 +132,7 @@ Layout layout_of(const Config& c, const Shape& s, DType t) {
   const auto pairs = static_cast<std::size_t>(s.pairs());
   const auto padded = static_cast<std::size_t>(padded_rows_of(c, s));
   const std::size_t es = dtype_size(io_type(t));
-  l.ids = take(s.routed() && !fused(c, s) ? pairs * 4 : 0);
+  l.ids = take(s.routed() && !fused(c, s) && !sorted_in_route(c, s) ? pairs * 4 : 0);
   l.weights = take(s.routed() ? pairs * 4 : 0);
   l.sorted_pairs = take(padded * 4);
   l.block_expert = take(padded / static_cast<std::size_t>(c.block_m) * 4);
@@ -131,9 +142,14 @@ Layout layout_of(const Config& c, const Shape& s, DType t) {
   const auto align_ints = [&] {
     return static_cast<std::size_t>(moe_align_scratch_ints(s.pairs(), s.e, c.align_chunk));
   };
-  l.align = take(c.align_chunk > 0 ? align_ints() * 4 : 0);
-  l.aux = take(s.route_kernel() && !fused(c, s) ? (2 * static_cast<std::size_t>(s.e) + 1) * 8
-                                                 : 0);
+  const auto sort_bytes = [&] {
+    return static_cast<std::size_t>(moe_sort_header(s.e)) * 8 +
+           static_cast<std::size_t>(route_blocks(c, s)) * static_cast<std::size_t>(s.e) * 4;
+  };
+  l.align = take(sorted_in_route(c, s) ? sort_bytes() : c.align_chunk > 0 ? align_ints() * 4 : 0);
+  l.aux = take(s.route_kernel() && !fused(c, s) && !sorted_in_route(c, s)
+                   ? (2 * static_cast<std::size_t>(s.e) + 1) * 8
+                   : 0);
   l.scores = take(s.expert_choice() ? static_cast<std::size_t>(s.e) * s.t * 4 : 0);
   l.act = take(padded * static_cast<std::size_t>(s.i) * es);
   const std::size_t out_rows = pairs * static_cast<std::size_t>(s.h);
@@ -202,6 +218,12 @@ std::vector<KernelSource> kernel_sources(const Config& c, const Shape& s, DType 
                            str(route_align_threads(c, s)) + ", " + str(c.route_lanes) + ", " +
                            str(c.route_vec) + ", " + str(route_items(c, s)) + ">"});
         break;
+      case Stage::route_sort:
+        out.push_back({"moe/route_sort.cuh",
+                       "ktune::moe_route_sort_kernel<" + str(s.routing) + ", " +
+                           str(kRouteThreads) + ", " + str(c.route_lanes) + ", " +
+                           str(c.route_vec) + ", " + str(route_items(c, s)) + ">"});
+        break;
       case Stage::align:
         out.push_back({"moe/align.cuh",
                        "ktune::moe_align_kernel<" + str(align_one_threads(s.pairs())) + ">"});
@@ -251,7 +273,8 @@ int stage_threads(const Config& c, const Shape& s, std::size_t index) {
   switch (stage_at(c, s, index)) {
     case Stage::zero_tiles:
     case Stage::zero: return kMoeZeroThreads;
-    case Stage::route: return kRouteThreads;
+    case Stage::route:
+    case Stage::route_sort: return kRouteThreads;
     case Stage::align: return align_one_threads(s.pairs());
     case Stage::route_align: return route_align_threads(c, s);
     case Stage::align_count:

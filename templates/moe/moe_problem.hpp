@@ -66,7 +66,8 @@ struct Config {
   int align_chunk;  // 0: one-block align kernel
   int route_lanes, route_vec, combine_vec;
   int split2;  // gemm2 split-k: > 1 writes fp32 partial sums that the combine adds
-  bool fuse_route;  // route and align in one block (moe_route_align_kernel)
+  int fuse_route;  // 1: route and align in one block (moe_route_align_kernel); 2: in the
+                   // route kernel's grid, meeting at a barrier (moe_route_sort_kernel)
   bool fp8;    // dtype e4m3: FP8 weights; x and act quantised per row before each GEMM
   bool expert_grid;  // both GEMMs on (expert, column block) grids, aligning their own rows: no
                      // align kernel (moe_gemm_kernel's EXPERT_GRID)
@@ -81,7 +82,7 @@ inline Config config_of(const Params& p, DType t) {
           {at(kBn2), at(kBk2), at(kWarps2), at(kWarpsM2), at(kStages2), at(kGroup2), at(kPrefetch2),
            at(kEpi2), at(kImpl2), at(kPersist2), at(kCluster2)},
           at(kAlignChunk), at(kRouteLanes), at(kRouteVec), at(kCombineVec), at(kSplit2),
-          at(kFuseRoute) != 0, t == DType::e4m3, at(kExpertGrid) != 0};
+          at(kFuseRoute), t == DType::e4m3, at(kExpertGrid) != 0};
 }
 
 /// expert_grid=1 is searched up to this many pairs (t * k): every CTA reads every id.

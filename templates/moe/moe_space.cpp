@@ -137,15 +137,27 @@ std::optional<std::string> config_reason(const Config& c, const Shape& s,
       return "sigmoid_group keeps a float of shared memory per score of every token in a "
              "route block: at most " + str(kMoeRouteMaxScores) + " (" + str(kRouteThreads) +
              " threads x " + str(per_thread) + " scores)";
-    if (c.fuse_route && (s.t > kMoeFuseMaxTokens || s.pairs() > kMoeFuseMaxPairs))
+    if (c.fuse_route == 1 && (s.t > kMoeFuseMaxTokens || s.pairs() > kMoeFuseMaxPairs))
       return "fuse_route=1 routes every token and aligns every pair in one block: at most " +
              str(kMoeFuseMaxTokens) + " tokens and " + str(kMoeFuseMaxPairs) +
              " pairs (t=" + str(s.t) + ", t*k=" + str(s.pairs()) + ")";
+    if (c.fuse_route == 2) {
+      const int blocks = route_blocks(c, s);
+      if (blocks > kMoeSortMaxBlocks)
+        return "fuse_route=2 meets its route blocks at a barrier, all resident at once: at "
+               "most " + str(kMoeSortMaxBlocks) + " blocks of " +
+               str(kRouteThreads / c.route_lanes) + " tokens (route_lanes=" +
+               str(c.route_lanes) + "), not " + str(blocks) + " (t=" + str(s.t) + ")";
+      if (static_cast<long long>(blocks) * s.e > kMoeSortMaxTable)
+        return "fuse_route=2: every block reads every block's expert counts, at most " +
+               str(kMoeSortMaxTable) + " (" + str(blocks) + " blocks x e=" + str(s.e) + ")";
+    }
     if (c.fuse_route && c.align_chunk > 0)
-      return "fuse_route=1 aligns the pairs inside its one block (the one-block align "
-             "path): only align_chunk=0 is searched with it, not " + str(c.align_chunk);
+      return "fuse_route=" + str(c.fuse_route) + " aligns the pairs inside its " +
+             (c.fuse_route == 1 ? "one block (the one-block align path)" : "route blocks") +
+             ": only align_chunk=0 is searched with it, not " + str(c.align_chunk);
   } else if (c.fuse_route) {
-    return std::string("fuse_route=1 has no effect with routing=") +
+    return "fuse_route=" + str(c.fuse_route) + " has no effect with routing=" +
            (s.expert_choice() ? "expert_choice (its scores and select kernels route and lay "
                                 "out the pairs)"
                               : "precomputed (no route kernel)") +
@@ -168,9 +180,9 @@ std::optional<std::string> config_reason(const Config& c, const Shape& s,
     if (c.g1.impl != 0 || c.g2.impl != 0)
       return "expert_grid=1 is the mma.sync kernels' (impl1=0, impl2=0), not impl1=" +
              str(c.g1.impl) + ", impl2=" + str(c.g2.impl);
-    if (fused(c, s))
-      return "expert_grid=1 runs no align kernel and reads the ids from memory: fuse_route=1 "
-             "(route and align in one block, the ids in its shared memory) is searched with "
+    if (fused(c, s) || sorted_in_route(c, s))
+      return "expert_grid=1 runs no align kernel and reads the ids from memory: fuse_route=" +
+             str(c.fuse_route) + " (route and align in one kernel) is searched with "
              "expert_grid=0 only";
     if (c.align_chunk > 0)
       return "expert_grid=1 runs no align kernel: only align_chunk=0 is searched with it, not " +

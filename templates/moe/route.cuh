@@ -119,7 +119,11 @@ __device__ __forceinline__ void check_route() {
 /// One token routed by the aligned group of LANES lanes that holds it: its scores and choices,
 /// each lane holding its share (expert j in lane (j / VEC) % LANES, score n = j's position in
 /// that lane). route() is called by whole warps, every group of a warp on its own token.
-template <int ROUTING, int LANES, int VEC, int ITEMS>
+/// EARLY_BIAS: moe_sigmoid_group's correction bias is read beside the logits, both loads in
+/// flight together; otherwise (the route kernel's and the one-block kernel's machine code, which
+/// shipped databases were timed with) it is read after the first sigmoid, a second round trip
+/// to memory that the scores wait for.
+template <int ROUTING, int LANES, int VEC, int ITEMS, bool EARLY_BIAS = false>
 struct RoutedToken {
   static constexpr int N = ITEMS * VEC;                         // scores per lane
   static constexpr int SLOTS = (kMoeMaxK + LANES - 1) / LANES;  // output slots per lane
@@ -157,6 +161,15 @@ struct RoutedToken {
 #pragma unroll
       for (int e = 0; e < VEC; ++e) x[i * VEC + e] = f[e];
     }
+    float early_bias[EARLY_BIAS && kSigmoid ? N : 1];
+    if constexpr (EARLY_BIAS && kSigmoid) {
+#pragma unroll
+      for (int n = 0; n < N; ++n) {
+        const int j = expert(n);
+        early_bias[n] =
+            j < E && args.correction_bias != nullptr ? __ldg(args.correction_bias + j) : 0.0f;
+      }
+    }
     unsigned long long excluded = 0;  // bit n: score n past E, outside the chosen groups, taken
 #pragma unroll
     for (int n = 0; n < N; ++n)
@@ -172,7 +185,11 @@ struct RoutedToken {
         const int j = expert(n);
         const bool in = j < E;
         x[n] = in ? sigmoid(x[n]) : 0.0f;
-        const float b = in && args.correction_bias != nullptr ? args.correction_bias[j] : 0.0f;
+        float b;
+        if constexpr (EARLY_BIAS)
+          b = early_bias[n];
+        else
+          b = in && args.correction_bias != nullptr ? args.correction_bias[j] : 0.0f;
         sel[n] = x[n] + b;
         total += x[n];
       }
@@ -254,6 +271,16 @@ struct RoutedToken {
         if (ids_out != nullptr) ids_out[o] = static_cast<short>(slot_id[q]);
         args.topk_weights[o] = slot_w[q];
       }
+    }
+  }
+
+  /// Writes the token's ids as 16 bits to ids_out[local * k + slot] (-1 for an empty slot).
+  __device__ __forceinline__ void store_ids(const MoeRouteArgs& args, int local,
+                                            short* ids_out) const {
+#pragma unroll
+    for (int q = 0; q < SLOTS; ++q) {
+      const int s = q * LANES + lane;
+      if (s < args.k) ids_out[local * args.k + s] = static_cast<short>(slot_id[q]);
     }
   }
 
