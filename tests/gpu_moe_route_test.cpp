@@ -458,9 +458,12 @@ Routed route_and_align(Kernels& kernels, const MoeRouteProblem& p, const Buf<flo
                                     outputs && !fused ? scratch.ptr() : nullptr);
   const MoeAlignArgs a{fused ? nullptr : ids.ptr(), sorted.ptr(), blocks.ptr(), padded.ptr(),
                        counts.ptr(), nullptr, pairs, E, block_m};
+  // The sort kernel's scratch (only on that path; it lives until the launch has finished).
   const int grid = sort_blocks(c, p.tokens);
-  Buf<unsigned long long> sort_scratch(static_cast<std::size_t>(moe_sort_header(E)) +
-                                       (static_cast<std::size_t>(grid) * E + 1) / 2);
+  Buf<unsigned long long> sort_scratch(
+      path != Path::grid ? 0
+                         : static_cast<std::size_t>(moe_sort_header(E)) +
+                               (static_cast<std::size_t>(grid) * E + 1) / 2);
   if (path == Path::grid) {
     sort_scratch.poison();
     KTUNE_CU(Driver::get().cuMemsetD8Async(sort_scratch.dev.get(), 0,

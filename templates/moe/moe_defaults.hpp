@@ -30,9 +30,10 @@ int fitting_block_m(const Shape& s, const std::vector<std::int64_t>& block_ms);
 /// choice gives every expert exactly its capacity: no spread.
 int widest_block_m(const Shape& s, const std::vector<std::int64_t>& block_ms);
 /// expert_grid=1's largest block_m worth searching: the first listed one holding
-/// kExpertGridRowsOverMean (moe_problem.hpp) times the mean rows per expert (a CTA walks its expert's row blocks
-/// one after another, each reading the expert's weights again, so its block should hold the
-/// heavy experts' rows at once; the padding rows cost neither reads nor products there).
+/// kExpertGridRowsOverMean (moe_problem.hpp) times the mean rows per expert (a CTA walks its
+/// expert's row blocks one after another, each reading the expert's weights again, so its block
+/// should hold the heavy experts' rows at once; the padding rows cost neither reads nor products
+/// there).
 int widest_expert_grid_block_m(const Shape& s, const std::vector<std::int64_t>& block_ms);
 
 /// Smallest listed block_n covering n columns in one block, but at least 64: a 32-column
