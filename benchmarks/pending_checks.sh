@@ -10,10 +10,11 @@
 #   STEP=2 (stop 66, ~2 min): benchmarks/moe/expert_grid_check.sh: expert_grid=1 with one block
 #   holding the heavy experts' rows (block_m up to 4x the mean) against the tuned expert_grid=0
 #   rows at DeepSeek-like T=64 and 128. Prediction in benchmarks/moe/NOTES.md (stop 66).
-#   STEP=3 (stop 67, ~5 min): benchmarks/moe/route_sort_check.sh: fuse_route=2 (routing and
-#   alignment in the route kernel's grid) against the shipped H100 rows at DeepSeek-like T=16-128,
-#   the layer bench on the faster rows, the T=128 timeline of both. Prediction in
-#   benchmarks/moe/NOTES.md (stop 67).
+#   STEP=3 (stops 67-68, ~6 min): benchmarks/moe/fusion_check.sh: fuse_route=2 (routing and
+#   alignment in the route kernel's grid), fuse_combine=1 (the combine inside gemm2) and both,
+#   against the shipped H100 rows at DeepSeek-like T=16-128, the layer bench on the fastest
+#   rows, the T=128 timeline of the fastest and the shipped row. Predictions in
+#   benchmarks/moe/NOTES.md (stops 67 and 68).
 #   Earlier checks are recorded in benchmarks/results/h100-stop66-2026-12-05.md (the read
 #   ceiling and the pre-wait probe), h100-stop65-2026-12-05.md, h100-stop63-2026-12-05.md and
 #   pending-checks-h100-2026-12-05-stop61.md.
@@ -45,10 +46,10 @@ case "${STEP:-1}" in
   tail -14 "$OUT/expert_grid.log" | cut -c1-200
   ;;
 3)
-  OUT="$OUT/route_sort" G="$G" timeout 300 bash benchmarks/moe/route_sort_check.sh \
-    >"$OUT/route_sort.log" 2>&1
-  note "route_sort_check rc=$?"
-  tail -30 "$OUT/route_sort.log" | cut -c1-200
+  OUT="$OUT/fusion" G="$G" timeout 360 bash benchmarks/moe/fusion_check.sh \
+    >"$OUT/fusion.log" 2>&1
+  note "fusion_check rc=$?"
+  tail -40 "$OUT/fusion.log" | cut -c1-200
   ;;
 *) echo "STEP=1, 2 or 3" >&2; exit 2 ;;
 esac

@@ -509,6 +509,84 @@ TEST(MoeRun, SortedInTheRouteGrid) {
   EXPECT_THROW(run(sorted, ds, {}, false, DType::bf16, 16), InvalidArgument);
 }
 
+// fuse_combine=1: no combine kernel; gemm1 zeroes the combine counts (t x gemm2's column
+// blocks, in the workspace), gemm2 sums into y; where it does not apply, the reasons.
+TEST(MoeRun, CombinedInGemm2) {
+  const DeviceInfo h100 = device("sm_90a");
+  const auto fuse = [](Params p) {
+    p.values[op().param_index("fuse_combine")] = 1;
+    p.values[op().param_index("combine_vec")] = 4;
+    return p;
+  };
+  const auto reason = [&](const Params& q, const Problem& p) {
+    return op().invalid_reason(q, p, DType::bf16, h100).value_or("");
+  };
+  const Problem ds = problem(kDeepSeek, 128);
+  const Params plain = op().default_params(ds, DType::bf16, h100);
+  ASSERT_EQ(op().param(plain, "split2"), 1);
+  ASSERT_EQ(op().param(plain, "impl2"), 0);
+  const Params fused = fuse(plain);
+  EXPECT_TRUE(contains(op().params_key(fused), ",fuse_combine=1"));
+  EXPECT_FALSE(contains(op().params_key(plain), "fuse_combine"));  // old keys unchanged
+  EXPECT_EQ(op().parse_params(op().params_key(fused)), fused);
+  EXPECT_EQ(reason(fused, ds), "");
+
+  // Kernels: no combine; both GEMMs carry COMBINE (gemm1 zeroes, gemm2 sums).
+  std::vector<std::string> names = kernel_names(plain, ds);
+  ASSERT_EQ(names.back(), "moe_combine_kernel");
+  names.pop_back();
+  EXPECT_EQ(kernel_names(fused, ds), names);
+  const auto ks = op().kernels(fused, ds, DType::bf16);
+  const std::size_t n = ks.size();
+  for (const std::size_t i : {n - 2, n - 1})
+    EXPECT_TRUE(contains(ks[i].name_expression, ", false, false, true>"))
+        << ks[i].name_expression;
+
+  // Launches: gemm1 gets the counts and their number, gemm2 the same counts and y; pair_out
+  // stays in the workspace.
+  const std::size_t ws = op().workspace_bytes(fused, ds, DType::bf16);
+  EXPECT_GT(ws, op().workspace_bytes(plain, ds, DType::bf16));
+  const RecordingLauncher l = run(fused, ds, {}, false, DType::bf16, 132);
+  ASSERT_EQ(l.launches.size(), n);
+  const auto g1 = l.launches[n - 2].as<MoeGemmArgs>();
+  const auto g2 = l.launches[n - 1].as<MoeGemmArgs>();
+  const int cols = (2048 + static_cast<int>(op().param(fused, "bn2")) - 1) /
+                   static_cast<int>(op().param(fused, "bn2"));
+  EXPECT_EQ(g1.combine_count_n, 128 * cols);
+  expect_inside(g1.combine_counts, 4u * 128 * cols, ws, "combine counts");
+  EXPECT_EQ(g2.combine_counts, g1.combine_counts);
+  EXPECT_EQ(g2.y, reinterpret_cast<void*>(0x80000));  // tensor 7
+  expect_inside(g2.out, 2u * 128 * 8 * 2048, ws, "pair_out");
+  EXPECT_EQ(l.launches[n - 1].launch.grid[1], static_cast<unsigned>(cols));
+  // Without it, nothing is counted.
+  const RecordingLauncher p0 = run(plain, ds, {}, false, DType::bf16, 132);
+  EXPECT_EQ(p0.launches[n - 1].as<MoeGemmArgs>().combine_counts, nullptr);
+  EXPECT_EQ(p0.launches[n].as<MoeCombineArgs>().pair_out, p0.launches[n - 1].as<MoeGemmArgs>().out);
+
+  // Where it does not apply.
+  const Problem one = problem("e=8,k=1,h=4096,i=14336", 16);
+  EXPECT_TRUE(contains(reason(fuse(op().default_params(one, DType::bf16, h100)), one),
+                       "fuse_combine=1 has no effect at k=1 without split2"));
+  const Problem ec = problem(kExpertChoice, 16);
+  EXPECT_TRUE(contains(reason(fuse(op().default_params(ec, DType::bf16, h100)), ec),
+                       "fuse_combine=1 with routing=expert_choice"));
+  Params split = fused;
+  split.values[op().param_index("split2")] = 2;
+  split.values[op().param_index("epi2")] = 0;
+  EXPECT_TRUE(contains(reason(split, ds), "only split2=1 is searched with it")) << reason(split, ds);
+  Params grid = fused;
+  grid.values[op().param_index("expert_grid")] = 1;
+  EXPECT_TRUE(contains(reason(grid, ds), "block-major grid (expert_grid=0)")) << reason(grid, ds);
+  Params vec = fused;
+  vec.values[op().param_index("combine_vec")] = 8;
+  EXPECT_TRUE(contains(reason(vec, ds), "combine_vec has no effect with fuse_combine=1"));
+  const Problem big = problem(kMixtral, 4096);
+  Params wg = fuse(op().default_params(big, DType::bf16, h100));
+  if (op().param(wg, "impl1") != 0 || op().param(wg, "impl2") != 0)
+    EXPECT_TRUE(contains(reason(wg, big), "fuse_combine=1 is the mma.sync GEMMs'"))
+        << reason(wg, big);
+}
+
 TEST(MoeRun, PrecomputedAndReference) {
   const DeviceInfo h100 = device("sm_90a");
   const Problem p = problem(std::string(kMixtral) + ",routing=precomputed", 3);
