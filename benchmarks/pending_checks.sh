@@ -10,12 +10,8 @@
 #   STEP=2 (stop 66, ~2 min): benchmarks/moe/expert_grid_check.sh: expert_grid=1 with one block
 #   holding the heavy experts' rows (block_m up to 4x the mean) against the tuned expert_grid=0
 #   rows at DeepSeek-like T=64 and 128. Prediction in benchmarks/moe/NOTES.md (stop 66).
-#   STEP=3 (stops 67-68, ~6 min): benchmarks/moe/fusion_check.sh: fuse_route=2 (routing and
-#   alignment in the route kernel's grid), fuse_combine=1 (the combine inside gemm2) and both,
-#   against the shipped H100 rows at DeepSeek-like T=16-128, the layer bench on the fastest
-#   rows, the T=128 timeline of the fastest and the shipped row. Predictions in
-#   benchmarks/moe/NOTES.md (stops 67 and 68).
-#   Earlier checks are recorded in benchmarks/results/h100-stop66-2026-12-05.md (the read
+#   Earlier checks are recorded in benchmarks/results/h100-stop68-2026-12-06.md (the
+#   route-grid sort and the combine inside gemm2), h100-stop66-2026-12-05.md (the read
 #   ceiling and the pre-wait probe), h100-stop65-2026-12-05.md, h100-stop63-2026-12-05.md and
 #   pending-checks-h100-2026-12-05-stop61.md.
 set -uo pipefail
@@ -45,13 +41,7 @@ case "${STEP:-1}" in
   note "expert_grid_check rc=$?"
   tail -14 "$OUT/expert_grid.log" | cut -c1-200
   ;;
-3)
-  OUT="$OUT/fusion" G="$G" timeout 360 bash benchmarks/moe/fusion_check.sh \
-    >"$OUT/fusion.log" 2>&1
-  note "fusion_check rc=$?"
-  tail -40 "$OUT/fusion.log" | cut -c1-200
-  ;;
-*) echo "STEP=1, 2 or 3" >&2; exit 2 ;;
+*) echo "STEP=1 or 2" >&2; exit 2 ;;
 esac
 echo "==== pending_checks.sh STEP=${STEP:-1}"
 printf '%s\n' "${summary[@]}"

@@ -1044,56 +1044,6 @@ std::vector<Case> expert_grid_cases() {
   return out;
 }
 
-/// fuse_combine=1 (the combine inside gemm2, gemm1 zeroing its counts) on planted mma.sync
-/// configurations: every mode with a top-k combine, T in {1, 3, 17, 1000}, (E, k) in {(8, 2),
-/// (64, 8)}, skewed routing (expert 0 has every token, expert E-1 none), both gemm2 epilogues,
-/// h=136 (a partial last column block of 32 or 64), block_m 16 to 128, fp16, E=256, with the
-/// route-grid sort (fuse_route=2), DeepSeek-like widths, and e4m3 weights on their defaults.
-std::vector<Case> combined_cases() {
-  std::vector<Case> out;
-  const auto with = [&](int routing, int e, int k, int t, const std::string& params,
-                        DType dt = DType::bf16, int h = 136, int i = 200,
-                        const std::string& extra = "") {
-    out.push_back(make_case(routing, e, k, t, dt, "", h, i));
-    out.back().params = params;
-    out.back().set = "fuse_combine=1" + extra;
-  };
-  const std::string tail = ",align_chunk=0,route_lanes=8,route_vec=1,combine_vec=4";
-  // DeepSeek-like T=128's tuned H100 row at block_m=32; at 16 gemm2 with one warp along M and
-  // 64 columns.
-  const auto base = [&](int bm, int epi2) {
-    const std::string g2 = bm == 16 ? "bn2=64,bk2=128,warps2=4,warps_m2=1"
-                                    : "bn2=32,bk2=128,warps2=4,warps_m2=2";
-    return "block_m=" + std::to_string(bm) +
-           ",bn1=64,bk1=128,warps1=4,warps_m1=1,stages1=4,group1=8,prefetch1=0,epi1=1,"
-           "impl1=0," + g2 + ",stages2=3,group2=8,prefetch2=0,epi2=" + std::to_string(epi2) +
-           ",impl2=0,split2=1" + tail;
-  };
-  for (int routing : {moe_softmax_renorm, moe_softmax, moe_sigmoid_group, moe_precomputed})
-    for (int t : {1, 3, 17, 1000}) {
-      with(routing, 8, 2, t, base(t < 1000 ? 16 : 32, t < 1000 ? 1 : 0));
-      with(routing, 64, 8, t, base(t < 1000 ? 16 : 32, t < 1000 ? 0 : 1));
-    }
-  with(moe_softmax_renorm, 8, 2, 1000,
-       "block_m=128,bn1=64,bk1=128,warps1=8,warps_m1=2,stages1=2,group1=0,prefetch1=0,epi1=0,"
-       "impl1=0,bn2=128,bk2=128,warps2=8,warps_m2=2,stages2=2,group2=0,prefetch2=0,epi2=1,"
-       "impl2=0,split2=1" + tail);
-  with(moe_sigmoid_group, 64, 8, 17, base(16, 1), DType::f16);
-  with(moe_sigmoid_group, 256, 8, 7, base(16, 0));
-  with(moe_sigmoid_group, 64, 8, 128, base(32, 1), DType::bf16, 1024, 1408);
-  with(moe_sigmoid_group, 64, 8, 128, base(32, 0), DType::f16, 1024, 1408);
-  // The sort kernel's zero kernel first, then routing in the route grid (32 lanes).
-  const std::string sort = ",fuse_route=2,route_lanes=32";
-  with(moe_sigmoid_group, 64, 8, 128, base(32, 1), DType::bf16, 1024, 1408, sort);
-  with(moe_softmax_renorm, 8, 2, 250, base(32, 1), DType::bf16, 136, 200, sort);
-  // e4m3 weights on their defaults (mma.sync at these sizes; h, i multiples of 16 only).
-  for (int t : {3, 100}) {
-    out.push_back(make_case(moe_sigmoid_group, 64, 8, t, DType::e4m3, "", 144, 208));
-    out.back().set = "fuse_combine=1,combine_vec=4";
-  }
-  return out;
-}
-
 /// FP8 weights (dtype e4m3): every routing mode, H and I multiples of 16 but of no tile, the
 /// defaults and planted mma.sync configurations (e4m3 k steps of 64 to 256, block_m 16 to 128,
 /// the shared-memory epilogue, split-k, the multi-block align path).
@@ -1338,14 +1288,6 @@ TEST_F(GpuMoeOp, SortInTheRouteGridEqualsSeparateKernels) {
   expect_same_outputs(sorted_cases(), "fuse_route=2", "fuse_route=0", device_, 2029);
 }
 
-TEST_F(GpuMoeOp, CombineInGemm2AgainstBothReferences) { run_cases(combined_cases(), device_); }
-
-// fuse_combine=1 against the same configuration with the combine kernel: the same sums in the
-// same order, so every output bit for bit (twice per case: the counts start from the last run's).
-TEST_F(GpuMoeOp, CombineInGemm2EqualsCombineKernel) {
-  expect_same_outputs(combined_cases(), "fuse_combine=1", "fuse_combine=0", device_, 2030);
-}
-
 TEST_F(GpuMoeOp, ExpertGridAgainstBothReferences) { run_cases(expert_grid_cases(), device_); }
 
 // expert_grid=1 against the align kernel's layout (expert_grid=0): act's rows are the same rows
@@ -1403,9 +1345,6 @@ TEST_F(GpuMoeOp, GraphCaptureReplaysBitForBitOnFreshInputs) {
     cases.push_back(c);
     // ... and in the route kernel's grid: its barrier zeroed again at every replay
     c.t = 128, c.set = "fuse_route=2,align_chunk=0";
-    cases.push_back(c);
-    // ... and with the combine inside gemm2: its counts zeroed by gemm1 at every replay
-    c.set = "fuse_route=2,align_chunk=0,fuse_combine=1,combine_vec=4";
     cases.push_back(c);
   }
   {

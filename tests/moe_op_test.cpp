@@ -101,7 +101,7 @@ TEST(MoeSpace, SizeValidCountAndReasons) {
       EXPECT_EQ(s.size(), product);
       EXPECT_FALSE(s.enumerated());
       EXPECT_TRUE(s.points().empty());
-      const std::vector<SpacePoint> sample = s.sample(1000000, 7);
+      const std::vector<SpacePoint> sample = s.sample(300000, 7);
       const double ms = std::chrono::duration<double, std::milli>(
                             std::chrono::steady_clock::now() - start).count();
       std::size_t valid = 0;
@@ -719,30 +719,10 @@ TEST(MoeCompile, DefaultsAndReferenceCompile) {
           << op().invalid_reason(g, ds, DType::bf16, device(arch)).value_or("");
       for (const KernelSource& k : op().kernels(g, ds, DType::bf16)) add(k, arch);
     }
-    // fuse_combine: the combine inside gemm2 (and gemm1 zeroing its counts), both epilogues,
-    // 16-bit and (sm_90a) e4m3.
-    for (const std::int64_t epi : {0, 1}) {
-      Params g = row;
-      set(g, "expert_grid", 0);
-      set(g, "combine_vec", 4);
-      set(g, "fuse_combine", 1);
-      set(g, "epi2", epi);
-      for (const DType dt : {DType::bf16, DType::f16, DType::e4m3}) {
-        if (dt == DType::e4m3 && std::string(arch) != "sm_90a") continue;
-        // e4m3 from its own defaults (the 16-bit row's tiles at twice the k step spill).
-        Params q = dt == DType::e4m3 ? op().default_params(ds, dt, device(arch)) : g;
-        for (const auto& [n, v] : Set{{"combine_vec", 4}, {"fuse_combine", 1}, {"epi2", epi}})
-          set(q, n, v);
-        EXPECT_EQ(op().invalid_reason(q, ds, dt, device(arch)), std::nullopt)
-            << op().invalid_reason(q, ds, dt, device(arch)).value_or("");
-        for (const KernelSource& k : op().kernels(q, ds, dt)) add(k, arch);
-      }
-    }
   }
   const Compiler compiler(std::nullopt);
   const std::vector<CompileOutcome> outcomes = compile_parallel(compiler, jobs, 0);
   ASSERT_EQ(outcomes.size(), jobs.size());
-  int combined = 0;
   for (std::size_t i = 0; i < jobs.size(); ++i) {
     const std::string what = jobs[i].arch + " " + jobs[i].source.name_expression;
     ASSERT_TRUE(outcomes[i].kernel) << what << ":\n" << outcomes[i].error;
@@ -753,15 +733,7 @@ TEST(MoeCompile, DefaultsAndReferenceCompile) {
     if (what.find("moe_gemm_kernel<") != std::string::npos &&
         what.compare(what.size() - 6, 6, " true>") == 0)
       EXPECT_EQ(r.spill_stores, 0) << what;
-    // ... and so does the combine inside gemm2.
-    if (what.find("false, false, true>") != std::string::npos) {
-      EXPECT_EQ(r.spill_stores, 0) << what;
-      ++combined;
-    }
   }
-  // fuse_combine's kernels: per dtype (sm_80 two, sm_90a three) one gemm1 and a gemm2 per
-  // epilogue.
-  EXPECT_EQ(combined, (2 + 3) * 3);
 }
 
 }  // namespace

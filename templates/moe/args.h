@@ -167,12 +167,6 @@ struct MoeGemmArgs {
   const int* topk_ids;           // [pairs] each pair's expert (the route kernel's or the caller's)
   int experts;                   // E: the grid's x
   int* expert_counts;            // gemm1: [E] out, pairs per expert (written by column block 0)
-  // fuse_combine (moe_gemm_kernel's COMBINE): gemm1 zeroes combine_counts; gemm2 counts there
-  // the pairs of each (token, column block) it has stored, and the CTA that stores the k-th
-  // sums the token's k rows of that column block into y (no combine kernel).
-  int* combine_counts;           // [T, gemm2's column blocks]
-  int combine_count_n;           // its entries (what gemm1 zeroes)
-  void* y;                       // gemm2: [T, H], the layer's output
 };
 
 /// Rows of 16-bit elements quantised to e4m3 with one fp32 scale per row (FP8 MoE): scale[r] =

@@ -36,7 +36,6 @@
 #include "common/math.cuh"
 #include "common/pdl.cuh"
 #include "common/types.cuh"
-#include "common/vec.cuh"
 #include "moe/args.h"
 #include "moe/gemm_args.h"
 #include "moe/own_rows.cuh"
@@ -352,63 +351,6 @@ __device__ __noinline__ void request_weight_tiles_out_of_line(const LD ld, int k
 
 }  // namespace moe
 
-namespace moe {
-
-/// COMBINE's epilogue of gemm2 (moe_gemm_kernel): after the CTA stored its tile of pair_out
-/// (`out`, rows s_dst of its live rows, columns n0 .. n0 + BLOCK_N), each stored pair is added
-/// to its (token, column block) count; for each count this CTA brought to k, it sums the
-/// token's k rows of that column block in slot order, in fp32, into y, as moe_combine_kernel
-/// does. s_last (BLOCK_M ints of shared memory no longer read: gemm2's gather sources) holds
-/// the tokens to sum.
-template <typename OutT, int BLOCK_M, int BLOCK_N, int THREADS>
-__device__ __forceinline__ void combine_in_gemm2(const MoeGemmArgs& args, const OutT* out,
-                                                 const int* s_dst, int* s_last, int live,
-                                                 int col_block, int n0) {
-  static_assert(BLOCK_N % 8 == 0, "16-byte chunks of BLOCK_N columns");
-  constexpr int CH = BLOCK_N / 8;
-  const int tid = static_cast<int>(threadIdx.x);
-  const int k = args.k;
-  const int gy = static_cast<int>(gridDim.y);
-  // Release: every thread's stores of the tile are visible at device scope before any count.
-  __threadfence();
-  __syncthreads();
-  for (int r = tid; r < live; r += THREADS) {
-    const int dst = s_dst[r];
-    int token = -1;
-    if (dst >= 0) {
-      const int t = dst / k;
-      if (atomicAdd(args.combine_counts + t * gy + col_block, 1) == k - 1) token = t;
-    }
-    s_last[r] = token;
-  }
-  // Acquire: the other CTAs' rows, counted before this CTA's add, are read after it.
-  __syncthreads();
-  __threadfence();
-  const int n = args.n;
-  for (int idx = tid; idx < live * CH; idx += THREADS) {
-    const int token = s_last[idx / CH];
-    const int col = n0 + (idx % CH) * 8;
-    if (token < 0 || col >= n) continue;
-    const OutT* in = out + static_cast<long long>(token) * k * n + col;
-    float sum[8];
-#pragma unroll
-    for (int e = 0; e < 8; ++e) sum[e] = 0.f;
-    for (int s = 0; s < k; ++s) {
-      const uint4 raw = __ldcg(reinterpret_cast<const uint4*>(in + static_cast<long long>(s) * n));
-      Vec<OutT, 8> v;
-      *reinterpret_cast<uint4*>(&v) = raw;
-      float f[8];
-      unpack(v, f);
-#pragma unroll
-      for (int e = 0; e < 8; ++e) sum[e] += f[e];
-    }
-    store_vec(static_cast<OutT*>(args.y) + static_cast<long long>(token) * n + col,
-              pack<OutT>(sum));
-  }
-}
-
-}  // namespace moe
-
 /// out = (gathered rows of a) x w[expert]^T with the epilogue of gemm1 (GATED) or gemm2, for the
 /// blocks of sorted_pairs; see MoeGemmArgs and the file comment.
 ///
@@ -442,13 +384,6 @@ __device__ __forceinline__ void combine_in_gemm2(const MoeGemmArgs& args, const 
 /// weight tiles before it waits for the routing, and gemm2 aligns its rows before it waits for
 /// gemm1; gemm1's column block 0 writes args.expert_counts. Needs
 /// moe_gemm_own_smem_bytes(BLOCK_M, WARPS) more dynamic shared memory, after the ring.
-/// COMBINE (not with PARTIAL or EXPERT_GRID): the combine runs inside gemm2. gemm1 zeroes
-/// args.combine_counts first (one int per (token, gemm2 column block); the call's earlier
-/// kernels never touch them and the previous call's gemm2 has finished before this call's first
-/// kernel starts); gemm2, once its tile is stored, adds each stored pair to its (token, column
-/// block) count, and the CTA that brings a count to k sums that token's k rows of pair_out over
-/// its columns, in slot order in fp32, into y: what moe_combine_kernel computes, bit for bit,
-/// without its launch (the sum reads rows other CTAs stored: fenced, read from L2).
 ///
 /// Requirements: n and kdim multiples of 8 (16-byte rows; moe_gemm_shape_invalid_reason);
 /// sorted_pairs entries in [0, pairs] (pairs = padding); block_expert of every block below
@@ -462,7 +397,7 @@ __device__ __forceinline__ void combine_in_gemm2(const MoeGemmArgs& args, const 
 /// (raise the kernel's dynamic limit first above 48 KiB). Blocks past *padded_rows exit at once.
 template <typename T, int BLOCK_M, int BLOCK_N, int BLOCK_K, int WARPS, int WARPS_M, int STAGES,
           bool GATED, int GROUP_M = 0, int W_PREFETCH = 0, int MIN_CTAS = 1, int EPI = 0,
-          bool PARTIAL = false, bool EXPERT_GRID = false, bool COMBINE = false>
+          bool PARTIAL = false, bool EXPERT_GRID = false>
 __global__ void __launch_bounds__(WARPS * 32, MIN_CTAS)
     moe_gemm_kernel(const __grid_constant__ MoeGemmArgs args) {
   static_assert(sizeof(T) == 2 || sizeof(T) == 1, "T must be bf16, fp16 or e4m3");
@@ -507,8 +442,6 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_CTAS)
   static_assert(!EXPERT_GRID || EB == 2,
                 "EXPERT_GRID is the 16-bit kernels' (FP8's act quantisation reads the align "
                 "kernel's rows)");
-  static_assert(!COMBINE || (!PARTIAL && !EXPERT_GRID),
-                "COMBINE sums whole pair rows of the block-major grid (not PARTIAL, EXPERT_GRID)");
 
   using namespace attn;
   using OutT = typename OutputOf<T>::type;
@@ -537,16 +470,6 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_CTAS)
   // Programmatic launch (common/pdl.cuh): gemm1 reads the alignment its predecessor wrote, so it
   // waits first; gemm2 reads only what kernels before gemm1 wrote until its A loads (act, gemm1's
   // output), so it waits just before them: its weight tiles stream during gemm1's tail.
-  if constexpr (COMBINE && GATED) {
-    // gemm2's combine counts, zeroed by every CTA's share before the wait: nothing earlier in
-    // the call reads or writes them.
-    const int cta =
-        static_cast<int>(blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z));
-    const int stride = static_cast<int>(gridDim.x * gridDim.y * gridDim.z) * THREADS;
-    for (int i = cta * THREADS + static_cast<int>(threadIdx.x); i < args.combine_count_n;
-         i += stride)
-      args.combine_counts[i] = 0;
-  }
   if constexpr (GATED && !EXPERT_GRID) griddep_wait();
   int block, col_block;
   moe::gemm_block_of<GROUP_M>(block, col_block);
@@ -796,8 +719,6 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_CTAS)
           }
         }
     }
-    if constexpr (COMBINE && !GATED) moe::combine_in_gemm2<OutT, BLOCK_M, BLOCK_N, THREADS>(
-        args, out, s_dst, s_src, s_live, col_block, n0);
     if (EXPERT_GRID && ++rb < row_blocks) {
       // The expert's next row block: every warp is past its reads of the ring and of the row
       // table before they are refilled.

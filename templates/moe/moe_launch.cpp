@@ -264,7 +264,7 @@ void launch_layer(const RunArgs& a, Launcher& launcher) {
   int* block_expert = static_cast<int*>(ws(l.block_expert));
   int* padded_rows = static_cast<int*>(ws(l.padded_rows));
   void* act = ws(l.act);
-  void* pair_out = sums_pairs(c, s) ? ws(l.pair_out) : tensor(a, 7);
+  void* pair_out = has_combine(c, s) ? ws(l.pair_out) : tensor(a, 7);
   const int pairs = static_cast<int>(s.pairs());
   const int max_blocks = static_cast<int>(moe_max_blocks(pairs, s.e, c.block_m));
 
@@ -352,12 +352,6 @@ void launch_layer(const RunArgs& a, Launcher& launcher) {
   g1.topk_ids = ids;
   g1.experts = s.e;
   g1.expert_counts = counts;
-  if (combined_in_gemm2(c, s)) {
-    // gemm1 zeroes the counts, gemm2 counts its stored pairs there and sums them into y.
-    g1.combine_counts = static_cast<int*>(ws(l.combine));
-    g1.combine_count_n = static_cast<int>(combine_counts(c, s));
-    g1.y = tensor(a, 7);
-  }
   MoeGemmArgs g2 = g1;
   g2.a = act;
   g2.w = tensor(a, 6);

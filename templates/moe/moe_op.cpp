@@ -100,15 +100,10 @@ class MoeOp final : public Op {
              "expert's row blocks and finding their pairs itself from the ids, so no align "
              "kernel runs and gemm1 requests its first weight tiles before the routing ends",
              0},
-            {"fuse_combine", {0, 1},
-             "1: no combine kernel: gemm2 counts the pairs it stores per (token, column block) "
-             "and the CTA storing a token's last pair sums its k rows into y (impl1=impl2=0, "
-             "split2=1); 0: the combine kernel after gemm2",
-             0},
         },
         scalars_{{"routed_scaling", 1.0, "sigmoid_group: weights are multiplied by it"}} {
     // The Param enum (moe_problem.hpp) indexes this list, and the defaults' table fills it.
-    if (tunables_.size() != kFuseCombine + 1)
+    if (tunables_.size() != kExpertGrid + 1)
       throw std::logic_error("moe: the tunables and the Param enum disagree");
   }
 
@@ -313,7 +308,7 @@ class MoeOp final : public Op {
              {"stages2", "group2", "prefetch2", "epi2", "split2", "persist2", "cluster2"},
              {"align_chunk", "expert_grid"},
              {"route_lanes", "route_vec", "fuse_route"},
-             {"combine_vec", "fuse_combine"}},
+             {"combine_vec"}},
             [this](Params p) { return fit_block_m(std::move(p)); }};
   }
 
@@ -331,7 +326,6 @@ class MoeOp final : public Op {
     for (const char* n : {"bk1", "bk2"}) p.values[param_index(n)] = 64;
     p.values[param_index("split2")] = 1;
     p.values[param_index("expert_grid")] = 0;
-    p.values[param_index("fuse_combine")] = 0;
     p.values[param_index("bn2")] = std::min<std::int64_t>(p.values[param_index("bn2")], 128);
     p.values[param_index("stages1")] = std::min<std::int64_t>(p.values[param_index("stages1")], 3);
     return p;

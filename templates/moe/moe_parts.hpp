@@ -59,16 +59,8 @@ enum class Stage {
   route_sort, ec_scores, ec_select, quant_x, gemm1, quant_act, gemm2, combine, ec_combine
 };
 
-/// gemm2 writes pair rows that are summed into y: k > 1 pairs (or expert choice's) or gemm2's
-/// splits (else gemm2 writes y itself).
-bool sums_pairs(const Config& c, const Shape& s);
-/// A combine kernel sums them after gemm2 (sums_pairs, without fuse_combine).
+/// A combine kernel runs after gemm2: it sums k > 1 pairs (or expert choice's) or gemm2's splits.
 bool has_combine(const Config& c, const Shape& s);
-/// fuse_combine: gemm2 sums them itself (moe_gemm_kernel's COMBINE), counting the pairs it has
-/// stored per (token, column block) in the workspace's combine counts, which gemm1 zeroes.
-bool combined_in_gemm2(const Config& c, const Shape& s);
-/// Entries of the combine counts: t x gemm2's column blocks.
-long long combine_counts(const Config& c, const Shape& s);
 /// Routing and alignment in one block (moe_route_align_kernel): no routed ids in the workspace
 /// (they stay in its shared memory) and no aux scratch (it sums the loss in shared memory).
 bool fused(const Config& c, const Shape& s);
@@ -116,8 +108,6 @@ constexpr int kWsGather = moe_ws_gather_cp_async;
 ///   tiles        int [2]                tile counters of gemm1 and gemm2 (persist=2 only),
 ///                                       zeroed by moe_zero_kernel first in the call
 ///   counts       int [E]                expert_counts when the caller passes none
-///   combine      int [combine_counts]   fuse_combine only: gemm2's pairs stored per (token,
-///                                       column block), zeroed by gemm1
 ///   align        int [moe_align_scratch_ints(T * k, E, chunk)]  multi-block align only; with
 ///                                       fuse_route=2 the sort kernel's scratch instead:
 ///                                       u64 [moe_sort_header(E)] (barrier, aux sums; zeroed
@@ -135,7 +125,7 @@ constexpr int kWsGather = moe_ws_gather_cp_async;
 ///   actq, acts   e4m3 [padded_rows_of, I], float [padded_rows_of]  act per row
 struct Layout {
   std::size_t ids = 0, weights = 0, sorted_pairs = 0, block_expert = 0, padded_rows = 0,
-              tiles = 0, counts = 0, combine = 0, align = 0, aux = 0, scores = 0, act = 0, pair_out = 0,
+              tiles = 0, counts = 0, align = 0, aux = 0, scores = 0, act = 0, pair_out = 0,
               xq = 0, xs = 0, actq = 0, acts = 0, total = 0;
 };
 

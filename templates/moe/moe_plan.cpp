@@ -19,13 +19,7 @@ int align_one_threads(std::int64_t pairs) {
   return threads;
 }
 
-bool sums_pairs(const Config& c, const Shape& s) { return s.combines() || c.split2 > 1; }
-
-bool has_combine(const Config& c, const Shape& s) { return sums_pairs(c, s) && !c.fuse_combine; }
-
-bool combined_in_gemm2(const Config& c, const Shape& s) {
-  return c.fuse_combine && sums_pairs(c, s);
-}
+bool has_combine(const Config& c, const Shape& s) { return s.combines() || c.split2 > 1; }
 
 bool fused(const Config& c, const Shape& s) { return c.fuse_route == 1 && s.route_kernel(); }
 
@@ -39,10 +33,6 @@ int route_blocks(const Config& c, const Shape& s) {
 }
 
 bool counted(const Config& c) { return c.g1.persist == 2 || c.g2.persist == 2; }
-
-long long combine_counts(const Config& c, const Shape& s) {
-  return static_cast<long long>(s.t) * moe_gemm_grid_y(s.h, c.g2.bn);
-}
 
 namespace {
 
@@ -149,8 +139,6 @@ Layout layout_of(const Config& c, const Shape& s, DType t) {
   l.padded_rows = take(4);
   l.tiles = take(counted(c) ? 8 : 0);
   l.counts = take(static_cast<std::size_t>(s.e) * 4);
-  l.combine = take(combined_in_gemm2(c, s) ? static_cast<std::size_t>(combine_counts(c, s)) * 4
-                                           : 0);
   const auto align_ints = [&] {
     return static_cast<std::size_t>(moe_align_scratch_ints(s.pairs(), s.e, c.align_chunk));
   };
@@ -209,8 +197,7 @@ std::vector<KernelSource> kernel_sources(const Config& c, const Shape& s, DType 
                                 str(g.prefetch) + ", 1, " + str(g.epi) +
                                 (c.expert_grid ? partial ? ", true, true" : ", false, true"
                                  : partial     ? ", true"
-                                 : combined_in_gemm2(c, s) ? ", false, false, true"
-                                                           : "") +
+                                               : "") +
                                 ">"};
   };
   const std::string chunk = str(kAlignThreads) + ", " + str(c.align_chunk) + ">";

@@ -17,7 +17,7 @@ enum Param : std::size_t {
   kBn1, kBk1, kWarps1, kWarpsM1, kStages1, kGroup1, kPrefetch1, kEpi1, kImpl1,
   kBn2, kBk2, kWarps2, kWarpsM2, kStages2, kGroup2, kPrefetch2, kEpi2, kImpl2,
   kAlignChunk, kRouteLanes, kRouteVec, kCombineVec, kSplit2, kPersist1, kPersist2, kFuseRoute,
-  kCluster1, kCluster2, kExpertGrid, kFuseCombine
+  kCluster1, kCluster2, kExpertGrid
 };
 
 struct Shape {
@@ -71,7 +71,6 @@ struct Config {
   bool fp8;    // dtype e4m3: FP8 weights; x and act quantised per row before each GEMM
   bool expert_grid;  // both GEMMs on (expert, column block) grids, aligning their own rows: no
                      // align kernel (moe_gemm_kernel's EXPERT_GRID)
-  bool fuse_combine;  // the combine inside gemm2 (moe_gemm_kernel's COMBINE): no combine kernel
   int eb() const { return fp8 ? 1 : 2; }  // bytes of a GEMM operand element
 };
 
@@ -83,7 +82,7 @@ inline Config config_of(const Params& p, DType t) {
           {at(kBn2), at(kBk2), at(kWarps2), at(kWarpsM2), at(kStages2), at(kGroup2), at(kPrefetch2),
            at(kEpi2), at(kImpl2), at(kPersist2), at(kCluster2)},
           at(kAlignChunk), at(kRouteLanes), at(kRouteVec), at(kCombineVec), at(kSplit2),
-          at(kFuseRoute), t == DType::e4m3, at(kExpertGrid) != 0, at(kFuseCombine) != 0};
+          at(kFuseRoute), t == DType::e4m3, at(kExpertGrid) != 0};
 }
 
 /// expert_grid=1 is searched up to this many pairs (t * k): every CTA reads every id.

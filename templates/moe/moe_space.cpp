@@ -115,27 +115,6 @@ std::optional<std::string> config_reason(const Config& c, const Shape& s,
       return "split2=" + str(c.split2) + " leaves fewer than 2 of the " + str(k_tiles) +
              " k-tiles (i=" + str(s.i) + " / bk2=" + str(c.g2.bk) + ") per split";
   }
-  if (c.fuse_combine) {
-    if (s.expert_choice())
-      return "fuse_combine=1 with routing=expert_choice: its combine sums each token's rows in "
-             "expert order (moe_expert_choice_combine_kernel); only fuse_combine=0 is searched";
-    if (!sums_pairs(c, s))
-      return "fuse_combine=1 has no effect at k=1 without split2 (gemm2 writes y, no combine): "
-             "only fuse_combine=0 is searched";
-    if (c.split2 > 1)
-      return "fuse_combine=1 sums gemm2's 16-bit pair rows; split2=" + str(c.split2) +
-             " writes fp32 partial sums, which the combine kernel adds: only split2=1 is "
-             "searched with it";
-    if (c.g1.impl != 0 || c.g2.impl != 0)
-      return "fuse_combine=1 is the mma.sync GEMMs' (impl1=0, impl2=0: gemm1 zeroes the counts "
-             "gemm2 sums by), not impl1=" + str(c.g1.impl) + ", impl2=" + str(c.g2.impl);
-    if (c.expert_grid)
-      return "fuse_combine=1 counts the pair rows of the block-major grid (expert_grid=0), not "
-             "the expert grid's";
-    if (c.combine_vec != first(kCombineVec))
-      return "combine_vec has no effect with fuse_combine=1 (no combine kernel): only "
-             "combine_vec=" + str(first(kCombineVec)) + " is searched";
-  }
   if (has_combine(c, s)) {
     if (const char* why = moe_combine_invalid_reason(kCombineThreads, c.combine_vec, s.h))
       return "combine_vec=" + str(c.combine_vec) + " at h=" + str(s.h) + ": " + why;
