@@ -10,6 +10,10 @@
 #   STEP=2 (stop 66, ~2 min): benchmarks/moe/expert_grid_check.sh: expert_grid=1 with one block
 #   holding the heavy experts' rows (block_m up to 4x the mean) against the tuned expert_grid=0
 #   rows at DeepSeek-like T=64 and 128. Prediction in benchmarks/moe/NOTES.md (stop 66).
+#   STEP=3 (stop 68, ~1 min): benchmarks/moe/gridid_probe.cu: whether %gridid is fresh at every
+#   launch (plain, programmatic, graph replays, two streams), a barrier tagged with it from
+#   garbage slots (20000 launches), and its cost against a zero kernel + counting barrier.
+#   Prediction in benchmarks/moe/NOTES.md (stop 68).
 #   Earlier checks are recorded in benchmarks/results/h100-stop68-2026-12-06.md (the
 #   route-grid sort and the combine inside gemm2), h100-stop66-2026-12-05.md (the read
 #   ceiling and the pre-wait probe), h100-stop65-2026-12-05.md, h100-stop63-2026-12-05.md and
@@ -41,7 +45,14 @@ case "${STEP:-1}" in
   note "expert_grid_check rc=$?"
   tail -14 "$OUT/expert_grid.log" | cut -c1-200
   ;;
-*) echo "STEP=1 or 2" >&2; exit 2 ;;
+3)
+  nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I . -I templates \
+    benchmarks/moe/gridid_probe.cu -o "$OUT/gridid_probe" >"$OUT/gridid.log" 2>&1 &&
+    timeout 120 "$OUT/gridid_probe" >>"$OUT/gridid.log" 2>&1
+  note "gridid_probe rc=$?"
+  tail -30 "$OUT/gridid.log" | cut -c1-200
+  ;;
+*) echo "STEP=1, 2 or 3" >&2; exit 2 ;;
 esac
 echo "==== pending_checks.sh STEP=${STEP:-1}"
 printf '%s\n' "${summary[@]}"
