@@ -56,8 +56,8 @@ __global__ void record(unsigned long long* ids, int slot) {
 
 /// The tagged barrier: block b publishes payload[b] = tag, then slot[b] = tag (release), waits
 /// until slot[0 .. G) all hold the tag (acquire), and counts in *errors every payload[i] != tag.
-/// A later launch on the same slots may start only once every block is past the barrier (its
-/// tags would hide this launch's): dependents are released after it.
+/// A later launch on the same slots may start only once every block is past the barrier and
+/// its check (its tags and payloads would hide this launch's): dependents are released last.
 __global__ void __launch_bounds__(kThreads) tagged(unsigned long long* slot,
                                                    unsigned long long* payload, int* errors) {
   const unsigned long long tag = grid_id();
@@ -75,8 +75,9 @@ __global__ void __launch_bounds__(kThreads) tagged(unsigned long long* slot,
     } while (seen != tag);
   }
   __syncthreads();
-  griddep_launch_dependents();
   if (tid < g && __ldcg(payload + tid) != tag) atomicAdd(errors, 1);
+  __syncthreads();
+  griddep_launch_dependents();
 }
 
 /// Today's form, for the cost: a count cleared by a zero kernel before it, one add per block.
