@@ -74,6 +74,11 @@ int sort_blocks(RouteConfig c, int tokens) {
   const int per_block = 128 / c.lanes;
   return (tokens + per_block - 1) / per_block;
 }
+/// Words of the sort kernel's scratch: its header, then the int count table [blocks][E].
+std::size_t sort_scratch_words(int experts, int blocks) {
+  return static_cast<std::size_t>(moe_sort_header(experts)) +
+         (static_cast<std::size_t>(blocks) * experts + 1) / 2;
+}
 /// Whether the op searches fuse_route=2 there (moe_space.cpp).
 bool sort_valid(RouteConfig c, int tokens, int experts) {
   const int blocks = sort_blocks(c, tokens);
@@ -460,10 +465,7 @@ Routed route_and_align(Kernels& kernels, const MoeRouteProblem& p, const Buf<flo
                        counts.ptr(), nullptr, pairs, E, block_m};
   // The sort kernel's scratch (only on that path; it lives until the launch has finished).
   const int grid = sort_blocks(c, p.tokens);
-  Buf<unsigned long long> sort_scratch(
-      path != Path::grid ? 0
-                         : static_cast<std::size_t>(moe_sort_header(E)) +
-                               (static_cast<std::size_t>(grid) * E + 1) / 2);
+  Buf<unsigned long long> sort_scratch(path != Path::grid ? 0 : sort_scratch_words(E, grid));
   if (path == Path::grid) {
     sort_scratch.poison();
     KTUNE_CU(Driver::get().cuMemsetD8Async(sort_scratch.dev.get(), 0,
@@ -674,8 +676,7 @@ TEST_F(GpuMoeRoute, Times) {
         });
         // fuse_route=2: its header zeroed before each launch, as the op's zero kernel does.
         const int sort_grid = sort_blocks(c, T);
-        Buf<unsigned long long> scratch(static_cast<std::size_t>(moe_sort_header(E)) +
-                                        (static_cast<std::size_t>(sort_grid) * E + 1) / 2);
+        Buf<unsigned long long> scratch(sort_scratch_words(E, sort_grid));
         const double grid = time([&] {
           KTUNE_CU(Driver::get().cuMemsetD8Async(scratch.dev.get(), 0,
                                                  8u * static_cast<std::size_t>(moe_sort_header(E)),

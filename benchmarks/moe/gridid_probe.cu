@@ -34,7 +34,7 @@
 #include <set>
 #include <vector>
 
-#include "benchmarks/dev_check.hpp"  // CK
+#include "benchmarks/dev_check.hpp"  // CK, launch_ex
 #include "common/pdl.cuh"
 
 using namespace ktune;
@@ -101,18 +101,9 @@ __global__ void __launch_bounds__(kThreads) counted(unsigned long long* count) {
   __syncthreads();
 }
 
-template <typename... Args>
-void launch(void (*k)(Args...), int blocks, cudaStream_t s, bool programmatic, Args... args) {
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(blocks);
-  cfg.blockDim = dim3(kThreads);
-  cfg.stream = s;
-  cudaLaunchAttribute attr{};
-  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr.val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = &attr;
-  cfg.numAttrs = programmatic ? 1 : 0;
-  CK(cudaLaunchKernelEx(&cfg, k, args...));
+template <typename... Params, typename... Args>
+void launch(void (*k)(Params...), int blocks, cudaStream_t s, bool programmatic, Args... args) {
+  launch_ex(k, static_cast<unsigned>(blocks), kThreads, 0, s, programmatic, args...);
 }
 
 /// Waits for the stream, failing after `seconds` (a barrier that never opens hangs).

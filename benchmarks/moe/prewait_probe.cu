@@ -27,7 +27,7 @@
 #include <vector>
 
 #include "attention/mma.cuh"  // cp_async_16, cp_async_commit, cp_async_wait
-#include "benchmarks/dev_check.hpp"  // CK
+#include "benchmarks/dev_check.hpp"  // CK, launch_ex
 #include "common/pdl.cuh"
 
 using namespace ktune;
@@ -135,18 +135,8 @@ int main() {
               p.name, p.multiProcessorCount, ctas, kThreads, kSmem / 1024, per_sm, bytes >> 20);
 
   const auto launch_stream = [&](bool early, bool programmatic) {
-    cudaLaunchConfig_t cfg{};
-    cfg.gridDim = dim3(ctas);
-    cfg.blockDim = dim3(kThreads);
-    cfg.dynamicSmemBytes = kSmem;
-    cfg.stream = st;
-    cudaLaunchAttribute attr{};
-    attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr.val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = &attr;
-    cfg.numAttrs = programmatic ? 1 : 0;
-    CK(cudaLaunchKernelEx(&cfg, early ? stream<true> : stream<false>,
-                             static_cast<const char*>(w), sink));
+    launch_ex(early ? stream<true> : stream<false>, static_cast<unsigned>(ctas), kThreads, kSmem,
+              st, programmatic, static_cast<const char*>(w), sink);
   };
   const float alone = median_us(st, [&] { launch_stream(false, false); });
   std::printf("stream alone: %.1f us (%.3f TB/s)\n", alone, bytes / (alone * 1e-6) / 1e12);

@@ -96,8 +96,8 @@ struct MoeRouteAlignArgs {
 /// moe_route_sort_kernel (moe/route_sort.cuh): the route kernel's grid, every block then
 /// aligning its own pairs after one grid-wide barrier. route and align as for
 /// moe_route_align_kernel (topk_ids may be nullptr; align.topk_ids and align.scratch unused).
-/// scratch: kMoeSortHeader unsigned long longs (the barrier's arrival count, then the aux-loss
-/// sums of MoeRouteArgs::aux_scratch), all zeroed before the kernel runs (by moe_zero_kernel,
+/// scratch: moe_sort_header(E) unsigned long longs (the barrier's arrival count, then the
+/// aux-loss sums: E probability sums and E choice counts), all zeroed before the kernel runs (by moe_zero_kernel,
 /// first in the call: the kernel waits for it before it touches them), then the blocks' expert
 /// counts, int [gridDim.x][E], which every block writes before it arrives.
 struct MoeRouteSortArgs {
@@ -113,9 +113,10 @@ constexpr int kMoeSortMaxBlocks = 64;
 constexpr int kMoeSortMaxTable = 8192;
 
 /// Unsigned long longs before the sort kernel's count table: the barrier's count, then the
-/// aux-loss sums (2 * E + 1, as MoeRouteArgs::aux_scratch), rounded up to 32 (256 bytes).
+/// aux-loss sums (2 * E: block 0 writes the loss after the barrier, so no completion count as
+/// in MoeRouteArgs::aux_scratch), rounded up to 32 (256 bytes).
 KTUNE_MOE_HD constexpr int moe_sort_header(int experts) {
-  return (1 + 2 * experts + 1 + 31) / 32 * 32;
+  return (1 + 2 * experts + 31) / 32 * 32;
 }
 
 /// Most scores (threads x ITEMS * VEC per thread) a route block holds at once: the
