@@ -40,7 +40,8 @@
 // (gemm1: silu(gate) * up; gemm2: times the routing weight in fp32, to pair_out[pair]).
 //
 // gemm2 requests the weights of its first STAGES k-tiles before griddep_wait (they depend on the
-// expert alone, which the align kernel two launches back wrote), and its act rows after it.
+// expert alone, which the align kernel two launches back wrote), and its act rows after it; in
+// clusters (CLUSTER 2), once both CTAs' barriers exist.
 #pragma once
 
 #include "common/math.cuh"
@@ -309,6 +310,15 @@ __global__ void __launch_bounds__(128 + BLOCK_M * 2, 1)
     // no rows leaves after it (its partner does not share with it).
     cluster::sync();
     if (dead) return;
+    if constexpr (!GATED) {
+      // As CLUSTER 1 above, once the partner's barriers exist: the first slots' weights (each
+      // CTA its half of a shared tile) before the wait, their act rows announced with them.
+      if (tid == 0)
+        for (int s = 0; s < STAGES && s < k_tiles; ++s) {
+          mbar::arrive_expect_tx(full(s), STAGE);
+          load_w(s, s);
+        }
+    }
   }
   if constexpr (!GATED) griddep_wait();
 
@@ -366,7 +376,7 @@ __global__ void __launch_bounds__(128 + BLOCK_M * 2, 1)
           for (int r = lane; r < live; r += 32)
             tma::load(sa + r * PITCH, &wargs.a_map, full(s), kt * KT, s_src[r]);
         } else if (lane == 0) {
-          if (CLUSTER > 1 || kt >= STAGES) {
+          if (kt >= STAGES) {
             mbar::arrive_expect_tx(full(s), STAGE);
             load_w(s, kt);
           }
