@@ -7,9 +7,6 @@
 #   STEP=1 (stop 64, ~4 min): whether the H100's gemm1 is L2-bound as the H200's:
 #   benchmarks/moe/ncu_ws.sh at Mixtral T=1024 and 4096 on the shipped H100 rows. Prediction in
 #   benchmarks/moe/NOTES.md (stop 64). (Its DeepSeek-like timeline and ncu ran at stop 65.)
-#   STEP=2 (stop 66, ~2 min): benchmarks/moe/expert_grid_check.sh: expert_grid=1 with one block
-#   holding the heavy experts' rows (block_m up to 4x the mean) against the tuned expert_grid=0
-#   rows at DeepSeek-like T=64 and 128. Prediction in benchmarks/moe/NOTES.md (stop 66).
 #   STEP=3 (stop 68, ~1 min): benchmarks/moe/gridid_probe.cu: whether %gridid is fresh at every
 #   launch (plain, programmatic, graph replays, two streams), a barrier tagged with it from
 #   garbage slots (20000 launches), and its cost against a zero kernel + counting barrier.
@@ -39,12 +36,6 @@ case "${STEP:-1}" in
   note "ncu_ws mixtral 1024/4096 rc=$?: $(tail -6 "$OUT/ncu_ws.log" | tr '\n' ' ')"
   tail -60 "$OUT/ncu_ws.log"
   ;;
-2)
-  OUT="$OUT/expert_grid" G="$G" timeout 300 bash benchmarks/moe/expert_grid_check.sh \
-    >"$OUT/expert_grid.log" 2>&1
-  note "expert_grid_check rc=$?"
-  tail -14 "$OUT/expert_grid.log" | cut -c1-200
-  ;;
 3)
   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I . -I templates \
     benchmarks/moe/gridid_probe.cu -o "$OUT/gridid_probe" >"$OUT/gridid.log" 2>&1 &&
@@ -52,7 +43,7 @@ case "${STEP:-1}" in
   note "gridid_probe rc=$?"
   tail -30 "$OUT/gridid.log" | cut -c1-200
   ;;
-*) echo "STEP=1, 2 or 3" >&2; exit 2 ;;
+*) echo "STEP=1 or 3" >&2; exit 2 ;;
 esac
 echo "==== pending_checks.sh STEP=${STEP:-1}"
 printf '%s\n' "${summary[@]}"

@@ -201,10 +201,10 @@ class GpuHopper : public ::testing::Test {
     const int* be = static_cast<const int*>(ptr(blocks));
     const int* pr = static_cast<const int*>(ptr(padded));
     const MoeGemmArgs g1{ptr(dx), ptr(dw1), ptr(act), sp, be, pr, nullptr, pairs, k, I, H,
-                         al.max_blocks, nullptr, nullptr, nullptr, nullptr, nullptr, 0, nullptr};
+                         al.max_blocks, nullptr, nullptr, nullptr, nullptr};
     const MoeGemmArgs g2{ptr(act), ptr(dw2), ptr(pair_out), sp, be, pr,
                          static_cast<const float*>(ptr(weights)), pairs, k, H, I, al.max_blocks,
-                         nullptr, nullptr, nullptr, nullptr, nullptr, 0, nullptr};
+                         nullptr, nullptr, nullptr, nullptr};
     const std::string src = test::hopper_source("moe/gemm_sm90.cuh");
     const unsigned smem1 = moe_gemm_sm90_smem_bytes(t1.block_m, t1.block_n, 64, t1.stages, true);
     const unsigned smem2 = moe_gemm_sm90_smem_bytes(t2.block_m, t2.block_n, 64, t2.stages, false);

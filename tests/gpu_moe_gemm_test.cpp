@@ -112,10 +112,10 @@ class GpuMoeGemm : public ::testing::Test {
     const int* be = static_cast<const int*>(ptr(blocks));
     const int* pr = static_cast<const int*>(ptr(padded));
     const MoeGemmArgs g1{ptr(dx), ptr(dw1), ptr(act), sp, be, pr, nullptr, pairs, k, I, H,
-                         al.max_blocks, nullptr, nullptr, nullptr, nullptr, nullptr, 0, nullptr};
+                         al.max_blocks, nullptr, nullptr, nullptr, nullptr};
     const MoeGemmArgs g2{ptr(act), ptr(dw2), ptr(pair_out), sp, be, pr,
                          static_cast<const float*>(ptr(weights)), pairs, k, H, I, al.max_blocks,
-                         nullptr, nullptr, nullptr, nullptr, nullptr, 0, nullptr};
+                         nullptr, nullptr, nullptr, nullptr};
     const MoeCombineArgs c{ptr(pair_out), ptr(y), T, k, H, 0};
     CudaLauncher launcher(nullptr);
     const auto launch = [&](CUfunction fn, unsigned gx, unsigned gy, unsigned threads,

@@ -996,54 +996,6 @@ std::vector<Case> sorted_cases() {
   return out;
 }
 
-/// expert_grid=1 (both mma.sync GEMMs on (expert, column block) grids finding their own rows,
-/// no align kernel) on planted configurations: every mode with an align kernel, T in {1, 3, 17,
-/// 1000}, (E, k) in {(8, 2), (64, 8)}, skewed routing (expert 0 has every token: at T=1000 its
-/// CTAs run 32 row blocks of 32 one after another, 63 of 16; expert E-1 has none: its CTAs leave
-/// after their weight requests), odd h and i, fp16, k=1 (gemm2 writes y), split-k, fragment
-/// epilogues, group orders, block_m 16 and 128, E=256, DeepSeek-like widths.
-std::vector<Case> expert_grid_cases() {
-  std::vector<Case> out;
-  const auto with = [&](int routing, int e, int k, int t, const std::string& params,
-                        DType dt = DType::bf16, int h = 136, int i = 200) {
-    out.push_back(make_case(routing, e, k, t, dt, "", h, i));
-    out.back().params = params;
-    out.back().set = "expert_grid=1";
-  };
-  const std::string tail = ",align_chunk=0,route_lanes=8,route_vec=1,combine_vec=4";
-  // DeepSeek-like T=128's tuned H100 row at block_m=32; at 16 (few rows per expert) gemm2 with
-  // one warp along M and 64 columns.
-  const auto base = [&](int bm) {
-    const std::string g2 = bm == 16 ? "bn2=64,bk2=128,warps2=4,warps_m2=1"
-                                    : "bn2=32,bk2=128,warps2=4,warps_m2=2";
-    return "block_m=" + std::to_string(bm) +
-           ",bn1=64,bk1=128,warps1=4,warps_m1=1,stages1=4,group1=8,prefetch1=0,epi1=1,"
-           "impl1=0," + g2 + ",stages2=3,group2=8,prefetch2=0,epi2=1,impl2=0,split2=1" + tail;
-  };
-  for (int routing : {moe_softmax_renorm, moe_softmax, moe_sigmoid_group, moe_precomputed})
-    for (int t : {1, 3, 17, 1000}) {
-      with(routing, 8, 2, t, base(t < 1000 ? 16 : 32));
-      with(routing, 64, 8, t, base(t < 1000 ? 16 : 32));
-    }
-  with(moe_softmax_renorm, 8, 2, 1000,
-       "block_m=16,bn1=32,bk1=64,warps1=2,warps_m1=1,stages1=3,group1=0,prefetch1=0,epi1=0,"
-       "impl1=0,bn2=64,bk2=64,warps2=4,warps_m2=1,stages2=4,group2=8,prefetch2=0,epi2=0,"
-       "impl2=0,split2=1" + tail);
-  with(moe_softmax_renorm, 8, 2, 1000,
-       "block_m=128,bn1=64,bk1=128,warps1=8,warps_m1=2,stages1=2,group1=0,prefetch1=0,epi1=0,"
-       "impl1=0,bn2=128,bk2=128,warps2=8,warps_m2=2,stages2=2,group2=0,prefetch2=0,epi2=1,"
-       "impl2=0,split2=1" + tail);
-  with(moe_sigmoid_group, 64, 8, 17, base(16), DType::f16);
-  with(moe_softmax, 8, 1, 300, base(32));
-  with(moe_sigmoid_group, 256, 8, 7, base(16));
-  with(moe_sigmoid_group, 64, 8, 100,
-       "block_m=16,bn1=64,bk1=128,warps1=4,warps_m1=1,stages1=4,group1=8,prefetch1=0,epi1=1,"
-       "impl1=0,bn2=64,bk2=128,warps2=4,warps_m2=1,stages2=3,group2=0,prefetch2=0,epi2=0,"
-       "impl2=0,split2=2" + tail, DType::bf16, 1024, 1408);
-  with(moe_sigmoid_group, 64, 8, 128, base(32), DType::bf16, 1024, 1408);
-  return out;
-}
-
 /// FP8 weights (dtype e4m3): every routing mode, H and I multiples of 16 but of no tile, the
 /// defaults and planted mma.sync configurations (e4m3 k steps of 64 to 256, block_m 16 to 128,
 /// the shared-memory epilogue, split-k, the multi-block align path).
@@ -1143,7 +1095,6 @@ TEST(MoeOpCases, EveryConfigurationIsValid) {
     const DeviceInfo dev = *device_for_arch(arch);
     std::vector<Case> cases = all_cases();
     for (const Case& c : fused_cases()) cases.push_back(c);
-    for (const Case& c : expert_grid_cases()) cases.push_back(c);
     for (const Case& c : cases) {
       const Problem p = c.problem();
       EXPECT_EQ(moe_op().problem_reason(p), std::nullopt) << c.tag();
@@ -1286,14 +1237,6 @@ TEST_F(GpuMoeOp, FusedRouteAlignEqualsSeparateKernels) {
 // one-block align kernel): the same layout, so every output bit for bit.
 TEST_F(GpuMoeOp, SortInTheRouteGridEqualsSeparateKernels) {
   expect_same_outputs(sorted_cases(), "fuse_route=2", "fuse_route=0", device_, 2029);
-}
-
-TEST_F(GpuMoeOp, ExpertGridAgainstBothReferences) { run_cases(expert_grid_cases(), device_); }
-
-// expert_grid=1 against the align kernel's layout (expert_grid=0): act's rows are the same rows
-// and each row's products the same, so every output matches bit for bit.
-TEST_F(GpuMoeOp, ExpertGridEqualsAlignKernel) {
-  expect_same_outputs(expert_grid_cases(), "expert_grid=1", "expert_grid=0", device_, 2028);
 }
 
 /// The driver's graph entry points (not in ktune's Driver table: the runtime does not use them).

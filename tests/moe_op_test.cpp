@@ -389,53 +389,6 @@ TEST(MoeSpace, ThreeConsumerWarpSpecialisedGemm) {
                        "WARPS must be 1, 2, 4 or 8"));
 }
 
-// expert_grid=1: both mma.sync GEMMs on (expert, column block) grids that find their own rows;
-// no align kernel runs. Valid at DeepSeek-like T=128 on the tuned row, with a block up to 4x
-// the mean rows per expert (one size past where expert_grid=0 stops); each reason names it.
-TEST(MoeSpace, ExpertGridKernelsAndReasons) {
-  const DeviceInfo h100 = device("sm_90a");
-  const Problem p = problem(kDeepSeek, 128);
-  const Params w = op().parse_params(
-      "block_m=32,bn1=64,bk1=128,warps1=4,warps_m1=1,stages1=4,group1=8,prefetch1=0,epi1=1,"
-      "impl1=0,bn2=32,bk2=128,warps2=4,warps_m2=2,stages2=3,group2=8,prefetch2=0,epi2=0,"
-      "impl2=0,align_chunk=0,route_lanes=32,route_vec=1,combine_vec=8,split2=1,expert_grid=1");
-  ASSERT_EQ(op().invalid_reason(w, p, DType::bf16, h100), std::nullopt)
-      << *op().invalid_reason(w, p, DType::bf16, h100);
-  std::size_t grids = 0;
-  for (const KernelSource& k : op().kernels(w, p, DType::bf16)) {
-    EXPECT_EQ(k.file.find("align"), std::string::npos) << k.name_expression;
-    if (k.name_expression.find("moe_gemm_kernel<") != std::string::npos)
-      grids += k.name_expression.find(", false, true>") != std::string::npos;
-  }
-  EXPECT_EQ(grids, 2u);
-  using Set = std::initializer_list<std::pair<const char*, std::int64_t>>;
-  const auto why = [&](const Problem& q, DType t, Set set_to) {
-    Params v = w;
-    for (const auto& [n, x] : set_to) set(v, n, x);
-    return op().invalid_reason(v, q, t, h100).value_or("");
-  };
-  const auto expect = [&](const Problem& q, DType t, Set set_to, const char* text) {
-    const std::string r = why(q, t, set_to);
-    EXPECT_TRUE(contains(r, text)) << r;
-  };
-  EXPECT_EQ(why(p, DType::bf16, {{"block_m", 64}}), "");
-  expect(p, DType::bf16, {{"block_m", 64}, {"expert_grid", 0}}, "exceeds block_m=32");
-  expect(p, DType::bf16, {{"block_m", 128}, {"stages1", 2}},
-         "exceeds block_m=64 with expert_grid=1");
-  expect(p, DType::bf16, {{"align_chunk", 4096}}, "runs no align kernel");
-  expect(p, DType::bf16, {{"fuse_route", 1}}, "fuse_route=1");
-  expect(p, DType::bf16,
-         {{"block_m", 64}, {"impl2", 1}, {"bn2", 64}, {"warps2", 4}, {"warps_m2", 1},
-          {"bk2", 64}, {"epi2", 0}},
-         "mma.sync kernels'");
-  expect(p, DType::e4m3, {{"bk1", 256}, {"bk2", 256}}, "16-bit GEMMs'");
-  expect(problem(kDeepSeek, 2048), DType::bf16, {{"block_m", 128}, {"stages1", 2}},
-         "searched up to 8192 pairs");
-  Problem ec = p;
-  ec.values[5] = moe_expert_choice;
-  expect(ec, DType::bf16, {{"route_lanes", 8}}, "expert_choice");
-}
-
 // Drives the staged strategy (the op's default) over `space` from the op's default, as the sweep
 // drives it: every proposed point goes to visit(q, n) (n counts from 1), which returns the fake
 // time reported for it. Returns the number of points.
@@ -493,24 +446,6 @@ TEST(MoeSpace, StagedSweepOfEveryBucketStaysBounded) {
   }
   std::printf("Mixtral, 13 buckets: %zu staged points\n", total);
   EXPECT_LE(total, 6000u);
-}
-
-// The staged sweep reaches expert_grid=1 at a block that holds the heavy experts' rows (block_m
-// 64 at DeepSeek-like T=128, ~16 rows per expert), which only the expert grid may take: the
-// outer block_m's start is repaired by setting expert_grid in its group.
-TEST(MoeSpace, StagedSweepReachesTheExpertGridsWiderBlock) {
-  const DeviceInfo h100 = device("sm_90a");
-  const Problem p = problem(kDeepSeek, 128);
-  const Space space(op(), p, DType::bf16, h100);
-  std::size_t wide = 0, grid = 0;
-  drive_staged(space, p, h100, [&](const Params& q, std::size_t i) {
-    const bool eg = op().param(q, "expert_grid") == 1;
-    grid += eg;
-    wide += eg && op().param(q, "block_m") == 64;
-    return 100.0 + static_cast<double>((i * 7919) % 13);
-  });
-  EXPECT_GT(grid, 0u);
-  EXPECT_GT(wide, 0u);
 }
 
 TEST(MoeSpace, WarpSpecialisedGemmIsATunable) {
@@ -702,23 +637,6 @@ TEST(MoeCompile, DefaultsAndReferenceCompile) {
     sp.values[op().param_index("split2")] = 4;
     EXPECT_EQ(op().invalid_reason(sp, one, DType::f16, device(arch)), std::nullopt);
     for (const KernelSource& k : op().kernels(sp, one, DType::f16)) add(k, arch);
-    // expert_grid: DeepSeek-like T=128's row on the expert grid, at block_m 32 and 64 (4x the
-    // mean rows; three stages, as sm_80's shared memory allows), and with gemm2's split-k
-    // (PARTIAL and EXPERT_GRID together).
-    const Problem ds = problem(kDeepSeek, 128);
-    const Params row = op().parse_params(
-        "block_m=32,bn1=64,bk1=128,warps1=4,warps_m1=1,stages1=4,group1=8,prefetch1=0,epi1=1,"
-        "impl1=0,bn2=32,bk2=128,warps2=4,warps_m2=2,stages2=3,group2=8,prefetch2=0,epi2=0,"
-        "impl2=0,align_chunk=0,route_lanes=32,route_vec=1,combine_vec=8,split2=1,expert_grid=1");
-    using Set = std::vector<std::pair<const char*, std::int64_t>>;
-    for (const Set& change : {Set{}, Set{{"block_m", 64}, {"stages1", 3}},
-                              Set{{"bn2", 64}, {"warps_m2", 1}, {"split2", 2}}}) {
-      Params g = row;
-      for (const auto& [n, v] : change) set(g, n, v);
-      EXPECT_EQ(op().invalid_reason(g, ds, DType::bf16, device(arch)), std::nullopt)
-          << op().invalid_reason(g, ds, DType::bf16, device(arch)).value_or("");
-      for (const KernelSource& k : op().kernels(g, ds, DType::bf16)) add(k, arch);
-    }
   }
   const Compiler compiler(std::nullopt);
   const std::vector<CompileOutcome> outcomes = compile_parallel(compiler, jobs, 0);
@@ -729,10 +647,6 @@ TEST(MoeCompile, DefaultsAndReferenceCompile) {
     const KernelResources& r = outcomes[i].kernel->resources;
     std::printf("%-75s %3d regs, %5d smem, spills %d/%d\n", what.c_str(), r.registers,
                 r.shared_bytes, r.spill_stores, r.spill_loads);
-    // The expert grid's row-block loop keeps its refills out of line so as not to spill.
-    if (what.find("moe_gemm_kernel<") != std::string::npos &&
-        what.compare(what.size() - 6, 6, " true>") == 0)
-      EXPECT_EQ(r.spill_stores, 0) << what;
   }
 }
 

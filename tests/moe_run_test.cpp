@@ -454,10 +454,6 @@ TEST(MoeRun, SortedInTheRouteGrid) {
   chunked.values[op().param_index("align_chunk")] = 4096;
   EXPECT_TRUE(contains(reason(chunked, ds), "fuse_route=2 aligns the pairs inside its route "
                                             "blocks: only align_chunk=0"));
-  Params grid = sorted;
-  grid.values[op().param_index("expert_grid")] = 1;
-  EXPECT_TRUE(contains(reason(grid, ds), "fuse_route=2 (route and align in one kernel) is "
-                                         "searched with expert_grid=0 only"));
 
   // Kernels: the zero kernel, the sort kernel, the GEMMs, the combine.
   EXPECT_EQ(kernel_names(sorted, ds),

@@ -154,7 +154,7 @@ struct MoeGemmArgs {
   int k;
   int n;                         // output columns
   int kdim;                      // reduction length
-  int max_blocks;                // grid x: moe_max_blocks(...), or E for expert-grid kernels
+  int max_blocks;                // grid bound: moe_max_blocks(...)
   const int* pair_token;         // gemm1: [pairs] token of each pair (moe_expert_choice);
                                  // nullptr: pair / k
   const float* a_scale;          // e4m3: per row of a (gemm1: x's token rows [T]; gemm2:
@@ -163,11 +163,6 @@ struct MoeGemmArgs {
                                  // gemm2 [E, H]
   int* tile_counter;             // moe_gemm_ws_persistent_kernel only: tiles taken so far, zero
                                  // at launch (the op zeroes it with moe_zero_kernel)
-  // Expert-grid kernels (moe_gemm_kernel's EXPERT_GRID) align their own rows from the ids
-  // (moe/own_rows.cuh) instead of reading sorted_pairs, block_expert and padded_rows:
-  const int* topk_ids;           // [pairs] each pair's expert (the route kernel's or the caller's)
-  int experts;                   // E: the grid's x
-  int* expert_counts;            // gemm1: [E] out, pairs per expert (written by column block 0)
 };
 
 /// Rows of 16-bit elements quantised to e4m3 with one fp32 scale per row (FP8 MoE): scale[r] =

@@ -38,7 +38,6 @@
 #include "common/types.cuh"
 #include "moe/args.h"
 #include "moe/gemm_args.h"
-#include "moe/own_rows.cuh"
 
 namespace ktune {
 namespace moe {
@@ -328,27 +327,6 @@ __device__ __forceinline__ void k_tile_mode(int mode, float (&acc)[NB][MF][NF][4
                                                                     load_slot, next);
 }
 
-/// The weight tiles of a ring fill: k-tiles kt0 .. kt0 + STAGES - 2 (those below kt1) into slots
-/// 0.. (the prologue's, requested before the rows are resolved).
-template <int STAGES, class LD>
-__device__ __forceinline__ void request_weight_tiles(const LD& ld, int kt0, int kt1) {
-#pragma unroll
-  for (int s = 0; s < STAGES - 1; ++s)
-    if (kt0 + s < kt1)
-#pragma unroll
-      for (int part = 0; part < LD::PARTS; ++part)
-        ld.template load<false, LD::LOAD_B>(s, kt0 + s, part);
-}
-
-/// request_weight_tiles for the expert-grid kernel's next row block, out of line (as
-/// own_rows_out_of_line): inlined in the row-block loop, the copies' addresses stay live across
-/// the epilogue (gemm1 at 32 x 64 went from 153 to 255 registers and spilled; 150 with both
-/// calls out of line).
-template <int STAGES, class LD>
-__device__ __noinline__ void request_weight_tiles_out_of_line(const LD ld, int kt0, int kt1) {
-  request_weight_tiles<STAGES>(ld, kt0, kt1);
-}
-
 }  // namespace moe
 
 /// out = (gathered rows of a) x w[expert]^T with the epilogue of gemm1 (GATED) or gemm2, for the
@@ -375,15 +353,7 @@ __device__ __noinline__ void request_weight_tiles_out_of_line(const LD ld, int k
 /// per) of per = ceil(k-tiles / gridDim.z) and storing its fp32 sums times the routing weight at
 /// out = partial [gridDim.z][pairs][n] (fp32; a split past the last k-tile stores zeros); the
 /// combine kernel sums the splits. At small T the weight stream of few row blocks then spreads
-/// over gridDim.z times more CTAs. EXPERT_GRID (16-bit T): the grid is (experts, column blocks,
-/// splits): a CTA computes every row block of its expert (blockIdx.x, or renumbered by GROUP_M
-/// as row blocks are) for its column block, one after another, and aligns them itself from
-/// args.topk_ids (moe::own_rows) instead of reading sorted_pairs, block_expert and padded_rows,
-/// which no kernel writes then (the align kernel is not launched; act's rows are where the
-/// align kernel would have put them). Knowing its expert at launch, gemm1 requests its first
-/// weight tiles before it waits for the routing, and gemm2 aligns its rows before it waits for
-/// gemm1; gemm1's column block 0 writes args.expert_counts. Needs
-/// moe_gemm_own_smem_bytes(BLOCK_M, WARPS) more dynamic shared memory, after the ring.
+/// over gridDim.z times more CTAs.
 ///
 /// Requirements: n and kdim multiples of 8 (16-byte rows; moe_gemm_shape_invalid_reason);
 /// sorted_pairs entries in [0, pairs] (pairs = padding); block_expert of every block below
@@ -397,7 +367,7 @@ __device__ __noinline__ void request_weight_tiles_out_of_line(const LD ld, int k
 /// (raise the kernel's dynamic limit first above 48 KiB). Blocks past *padded_rows exit at once.
 template <typename T, int BLOCK_M, int BLOCK_N, int BLOCK_K, int WARPS, int WARPS_M, int STAGES,
           bool GATED, int GROUP_M = 0, int W_PREFETCH = 0, int MIN_CTAS = 1, int EPI = 0,
-          bool PARTIAL = false, bool EXPERT_GRID = false>
+          bool PARTIAL = false>
 __global__ void __launch_bounds__(WARPS * 32, MIN_CTAS)
     moe_gemm_kernel(const __grid_constant__ MoeGemmArgs args) {
   static_assert(sizeof(T) == 2 || sizeof(T) == 1, "T must be bf16, fp16 or e4m3");
@@ -439,9 +409,6 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_CTAS)
   static_assert(EPI == 0 || moe_gemm_epi_smem_bytes(BLOCK_M, BLOCK_N) <=
                                 moe_gemm_smem_bytes(BLOCK_M, BLOCK_N, BLOCK_K, STAGES, GATED, EB),
                 "EPI=1: the ring must hold the BLOCK_M x (BLOCK_N + 8) output tile");
-  static_assert(!EXPERT_GRID || EB == 2,
-                "EXPERT_GRID is the 16-bit kernels' (FP8's act quantisation reads the align "
-                "kernel's rows)");
 
   using namespace attn;
   using OutT = typename OutputOf<T>::type;
@@ -470,30 +437,23 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_CTAS)
   // Programmatic launch (common/pdl.cuh): gemm1 reads the alignment its predecessor wrote, so it
   // waits first; gemm2 reads only what kernels before gemm1 wrote until its A loads (act, gemm1's
   // output), so it waits just before them: its weight tiles stream during gemm1's tail.
-  if constexpr (GATED && !EXPERT_GRID) griddep_wait();
+  if constexpr (GATED) griddep_wait();
   int block, col_block;
   moe::gemm_block_of<GROUP_M>(block, col_block);
+  const int m0 = block * BLOCK_M;
   const int tid = threadIdx.x;
+  // The block's row count, its expert and its pairs are independent reads (block < max_blocks,
+  // its rows inside sorted_pairs): all three in flight at once, before the early exits.
   constexpr int ROWS_PER_THREAD = (BLOCK_M + THREADS - 1) / THREADS;
+  const int padded_rows = *args.padded_rows;
+  const int expert = args.block_expert[block];
   int pair_of[ROWS_PER_THREAD];
-  int m0, expert;
-  if constexpr (EXPERT_GRID) {
-    expert = block;  // its rows are found after the weight requests
-    m0 = 0;
-  } else {
-    m0 = block * BLOCK_M;
-    // The block's row count, its expert and its pairs are independent reads (block <
-    // max_blocks, its rows inside sorted_pairs): all three in flight at once, before the early
-    // exits.
-    const int padded_rows = *args.padded_rows;
-    expert = args.block_expert[block];
 #pragma unroll
-    for (int i = 0; i < ROWS_PER_THREAD; ++i) {
-      const int r = tid + i * THREADS;
-      pair_of[i] = BLOCK_M % THREADS == 0 || r < BLOCK_M ? args.sorted_pairs[m0 + r] : -1;
-    }
-    if (m0 >= padded_rows || expert < 0) return;
+  for (int i = 0; i < ROWS_PER_THREAD; ++i) {
+    const int r = tid + i * THREADS;
+    pair_of[i] = BLOCK_M % THREADS == 0 || r < BLOCK_M ? args.sorted_pairs[m0 + r] : -1;
   }
+  if (m0 >= padded_rows || expert < 0) return;
   const int n0 = col_block * BLOCK_N;
   const int n = args.n;
   const int kdim = args.kdim;
@@ -515,221 +475,187 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_CTAS)
     kt0 = min(k_all, static_cast<int>(blockIdx.z) * per);
     kt1 = min(k_all, kt0 + per);
   }
-  moe::request_weight_tiles<STAGES>(ld, kt0, kt1);
+#pragma unroll
+  for (int s = 0; s < STAGES - 1; ++s)
+    if (kt0 + s < kt1)
+#pragma unroll
+      for (int part = 0; part < LD::PARTS; ++part)
+        ld.template load<false, LD::LOAD_B>(s, kt0 + s, part);
 
-  // EXPERT_GRID: the expert's place in the padded layout and the pairs of its first row block
-  // (gemm1 after the routing it reads; gemm2 at once, the routing having finished before gemm1
-  // let it start). An expert without pairs has nothing to compute.
-  int* const own = reinterpret_cast<int*>(
-      smem + moe_gemm_smem_bytes(BLOCK_M, BLOCK_N, BLOCK_K, STAGES, GATED, EB));
-  int row_blocks = 1, own_start = 0;
-  const auto own_window = [&](int rb) {
+  if constexpr (!GATED) griddep_wait();
+  // gemm2's routing weights are read now and published after the main loop (the epilogue is
+  // their only reader), so their latency stays off the start.
+  float scale_of[ROWS_PER_THREAD];
+  moe::gemm_resolve_rows<BLOCK_M, THREADS, GATED>(ld, args, m0, pair_of, scale_of, s_src, s_dst,
+                                                 &s_live, QUANT ? s_ascale : nullptr);
+
+#pragma unroll
+  for (int s = 0; s < STAGES - 1; ++s) {
+    if (kt0 + s < kt1)
+#pragma unroll
+      for (int part = 0; part < LD::PARTS; ++part)
+        ld.template load<false, LD::LOAD_A>(s, kt0 + s, part);
+    cp_async_commit();
+  }
+
+  const int lane = tid & 31;
+  const int warp = tid >> 5;
+  const int warp_m = warp % WARPS_M;
+  const int warp_n = warp / WARPS_M;
+  // ldmatrix lane addresses (fragment layouts in attention/mma.cuh): A rows lane & 15 of the
+  // warp's first fragment with the odd chunk for lanes 16-31; W rows (lane & 7) + 8 * (lane >> 4)
+  // with the odd chunk for lanes 8-15 and 24-31. The swizzle term only depends on the row mod 8.
+  constexpr int A_FRAG = WARPS_M * 16;  // rows between a warp's fragments
+  const int a_row = warp_m * 16 + (lane & 15);
+  const int b_row = warp_n * WTN + (lane & 7) + ((lane >> 4) << 3);
+  const unsigned a_lane = a_row * PITCH;
+  const unsigned b_lane = A_BYTES + b_row * PITCH;
+  const int a_x = (lane >> 4) ^ L::swizzle(a_row);
+  const int b_x = ((lane >> 3) & 1) ^ L::swizzle(b_row);
+  // Fragments of this warp holding at least one real row: i < mf_live.
+  const int live = s_live - warp_m * 16;
+  const int frags = live <= 0 ? 0 : (live + A_FRAG - 1) / A_FRAG;
+  const int mf_live = frags < MF ? frags : MF;
+
+  float acc[NB][MF][NF][4];
+#pragma unroll
+  for (int b = 0; b < NB; ++b)
+#pragma unroll
+    for (int i = 0; i < MF; ++i)
+#pragma unroll
+      for (int j = 0; j < NF; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[b][i][j][e] = 0.f;
+
+  int slot = 0;
+  for (int kt = kt0; kt < kt1; ++kt) {
+    // Tile kt has landed for every thread once this thread's older groups are done and the
+    // barrier passes; the barrier also retires every read of tile kt - 1, whose slot the copies
+    // issued during this tile overwrite.
+    cp_async_wait<STAGES - 2>();
+    __syncthreads();
+    const int next = kt + STAGES - 1;
+    const int load_slot = slot == 0 ? STAGES - 1 : slot - 1;
+    const int mode = next >= kt1 ? 0 : interior && (next + 1) * BLOCK_K <= kdim ? 1 : 2;
+    const unsigned st = ld.s_base + slot * STAGE_BYTES;
+    if (mf_live == MF)
+      moe::k_tile_mode<T, true, MF, NF, NB, BLOCK_K, BLOCK_N, PITCH, A_FRAG>(
+          mode, acc, ld, st, a_lane, b_lane, a_x, b_x, mf_live, load_slot, next);
+    else
+      moe::k_tile_mode<T, false, MF, NF, NB, BLOCK_K, BLOCK_N, PITCH, A_FRAG>(
+          mode, acc, ld, st, a_lane, b_lane, a_x, b_x, mf_live, load_slot, next);
+    cp_async_commit();
+    slot = slot + 1 == STAGES ? 0 : slot + 1;
+  }
+  // Past the main loop this CTA needs its SM for the epilogue only: the next kernel (gemm2 or
+  // the combine) may be scheduled into the last wave's tail.
+  griddep_launch_dependents();
+  cp_async_wait<0>();
+  // EPI=1 overwrites the ring: every warp must be past its last ldmatrix (gemm2's barrier
+  // below serves as well).
+  if constexpr (EPI == 1 && GATED) __syncthreads();
+  if constexpr (!GATED) {
 #pragma unroll
     for (int i = 0; i < ROWS_PER_THREAD; ++i) {
       const int r = tid + i * THREADS;
-      pair_of[i] = BLOCK_M % THREADS == 0 || r < BLOCK_M ? own[kMoeOwnMaxExperts + r] : -1;
+      if (BLOCK_M % THREADS == 0 || r < BLOCK_M) s_scale[r] = scale_of[i];
     }
-    m0 = own_start + rb * BLOCK_M;
-  };
-  if constexpr (EXPERT_GRID) {
-    if constexpr (GATED) griddep_wait();
-    const moe::OwnRows r = moe::own_rows<THREADS, BLOCK_M, true>(args, expert, 0, own);
-    if (GATED && col_block == 0 && tid == 0) args.expert_counts[expert] = r.count;
-    if (r.count == 0) {
-      cp_async_wait<0>();  // the weight requests land before the CTA leaves
-      return;
-    }
-    row_blocks = (r.count + BLOCK_M - 1) / BLOCK_M;
-    own_start = r.start;
-    own_window(0);
+    __syncthreads();
   }
 
-  if constexpr (!GATED) griddep_wait();
-  for (int rb = 0;;) {
-    // gemm2's routing weights are read now and published after the main loop (the epilogue is
-    // their only reader), so their latency stays off the start.
-    float scale_of[ROWS_PER_THREAD];
-    moe::gemm_resolve_rows<BLOCK_M, THREADS, GATED>(ld, args, m0, pair_of, scale_of, s_src, s_dst,
-                                                   &s_live, QUANT ? s_ascale : nullptr);
-
-#pragma unroll
-    for (int s = 0; s < STAGES - 1; ++s) {
-      if (kt0 + s < kt1)
-#pragma unroll
-        for (int part = 0; part < LD::PARTS; ++part)
-          ld.template load<false, LD::LOAD_A>(s, kt0 + s, part);
-      cp_async_commit();
+  // Each thread owns rows g and g + 8 of every m16 fragment and columns 2t, 2t + 1 of every n8
+  // fragment (n is even, so a pair is in or out); pair (i, r, j) rounds to one 32-bit word.
+  OutT* out = static_cast<OutT*>(args.out);
+  const int g = lane >> 2;
+  const int t = lane & 3;
+  // e4m3: the dequantisation scales of weight tile b's rows (output columns) col, col + 1,
+  // read where they are used (L1 hits after the first row: kept in registers across the
+  // epilogue they would cost NB x NF x 2 of them next to the accumulators).
+  const float* const w_scale =
+      QUANT ? args.w_scale + static_cast<long long>(expert) * NB * n : nullptr;
+  const auto col_scale = [&](int b, int j) {
+    const int col = n0 + warp_n * WTN + j * 8 + 2 * t;
+    return col < n ? __ldg(reinterpret_cast<const float2*>(w_scale + b * n + col))
+                   : make_float2(0.f, 0.f);
+  };
+  // The column pair acc[b][i][j][2r], [2r + 1], dequantised (e4m3) for row scale ra.
+  const auto deq = [&](int b, int i, int j, int r, float ra) {
+    float2 v = make_float2(acc[b][i][j][2 * r], acc[b][i][j][2 * r + 1]);
+    if constexpr (QUANT) {
+      const float2 cs = col_scale(b, j);
+      v.x = v.x * ra * cs.x;
+      v.y = v.y * ra * cs.y;
     }
-
-    const int lane = tid & 31;
-    const int warp = tid >> 5;
-    const int warp_m = warp % WARPS_M;
-    const int warp_n = warp / WARPS_M;
-    // ldmatrix lane addresses (fragment layouts in attention/mma.cuh): A rows lane & 15 of the
-    // warp's first fragment with the odd chunk for lanes 16-31; W rows (lane & 7) + 8 * (lane >> 4)
-    // with the odd chunk for lanes 8-15 and 24-31. The swizzle term only depends on the row mod 8.
-    constexpr int A_FRAG = WARPS_M * 16;  // rows between a warp's fragments
-    const int a_row = warp_m * 16 + (lane & 15);
-    const int b_row = warp_n * WTN + (lane & 7) + ((lane >> 4) << 3);
-    const unsigned a_lane = a_row * PITCH;
-    const unsigned b_lane = A_BYTES + b_row * PITCH;
-    const int a_x = (lane >> 4) ^ L::swizzle(a_row);
-    const int b_x = ((lane >> 3) & 1) ^ L::swizzle(b_row);
-    // Fragments of this warp holding at least one real row: i < mf_live.
-    const int live = s_live - warp_m * 16;
-    const int frags = live <= 0 ? 0 : (live + A_FRAG - 1) / A_FRAG;
-    const int mf_live = frags < MF ? frags : MF;
-
-    float acc[NB][MF][NF][4];
+    return v;
+  };
+  // scale: gemm2's routing weight; ra: the row's dequantisation scale (e4m3, else unused).
+  const auto word = [&](int i, int r, int j, float scale, float ra) {
+    if constexpr (GATED) {
+      const float2 gate = deq(0, i, j, r, ra), up = deq(1, i, j, r, ra);
+      return pack2<OutT>(gate.x * sigmoid_approx(gate.x) * up.x,
+                         gate.y * sigmoid_approx(gate.y) * up.y);
+    } else {
+      const float2 v = deq(0, i, j, r, ra);
+      return pack2<OutT>(v.x * scale, v.y * scale);
+    }
+  };
+  if constexpr (EPI == 1) {
+    constexpr int OP = BLOCK_N + 8;  // elements per staged row
+    constexpr int CH = BLOCK_N / 8;  // 16-byte chunks per row
+    unsigned* so = reinterpret_cast<unsigned*>(smem);
 #pragma unroll
-    for (int b = 0; b < NB; ++b)
+    for (int i = 0; i < MF; ++i)
 #pragma unroll
-      for (int i = 0; i < MF; ++i)
+      for (int r = 0; r < 2; ++r) {
+        const int row = (i * WARPS_M + warp_m) * 16 + r * 8 + g;
+        const float scale = GATED ? 1.f : s_scale[row];
+        const float ra = QUANT ? s_ascale[row] : 1.f;
 #pragma unroll
         for (int j = 0; j < NF; ++j)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) acc[b][i][j][e] = 0.f;
-
-    int slot = 0;
-    for (int kt = kt0; kt < kt1; ++kt) {
-      // Tile kt has landed for every thread once this thread's older groups are done and the
-      // barrier passes; the barrier also retires every read of tile kt - 1, whose slot the copies
-      // issued during this tile overwrite.
-      cp_async_wait<STAGES - 2>();
-      __syncthreads();
-      const int next = kt + STAGES - 1;
-      const int load_slot = slot == 0 ? STAGES - 1 : slot - 1;
-      const int mode = next >= kt1 ? 0 : interior && (next + 1) * BLOCK_K <= kdim ? 1 : 2;
-      const unsigned st = ld.s_base + slot * STAGE_BYTES;
-      if (mf_live == MF)
-        moe::k_tile_mode<T, true, MF, NF, NB, BLOCK_K, BLOCK_N, PITCH, A_FRAG>(
-            mode, acc, ld, st, a_lane, b_lane, a_x, b_x, mf_live, load_slot, next);
-      else
-        moe::k_tile_mode<T, false, MF, NF, NB, BLOCK_K, BLOCK_N, PITCH, A_FRAG>(
-            mode, acc, ld, st, a_lane, b_lane, a_x, b_x, mf_live, load_slot, next);
-      cp_async_commit();
-      slot = slot + 1 == STAGES ? 0 : slot + 1;
-    }
-    // Past the main loop this CTA needs its SM for the epilogue only: the next kernel (gemm2 or
-    // the combine) may be scheduled into the last wave's tail.
-    if (!EXPERT_GRID || rb + 1 == row_blocks) griddep_launch_dependents();
-    cp_async_wait<0>();
-    // EPI=1 overwrites the ring: every warp must be past its last ldmatrix (gemm2's barrier
-    // below serves as well).
-    if constexpr (EPI == 1 && GATED) __syncthreads();
-    if constexpr (!GATED) {
-#pragma unroll
-      for (int i = 0; i < ROWS_PER_THREAD; ++i) {
-        const int r = tid + i * THREADS;
-        if (BLOCK_M % THREADS == 0 || r < BLOCK_M) s_scale[r] = scale_of[i];
+          so[(row * OP + warp_n * WTN + j * 8 + 2 * t) / 2] = word(i, r, j, scale, ra);
       }
-      __syncthreads();
-    }
-
-    // Each thread owns rows g and g + 8 of every m16 fragment and columns 2t, 2t + 1 of every n8
-    // fragment (n is even, so a pair is in or out); pair (i, r, j) rounds to one 32-bit word.
-    OutT* out = static_cast<OutT*>(args.out);
-    const int g = lane >> 2;
-    const int t = lane & 3;
-    // e4m3: the dequantisation scales of weight tile b's rows (output columns) col, col + 1,
-    // read where they are used (L1 hits after the first row: kept in registers across the
-    // epilogue they would cost NB x NF x 2 of them next to the accumulators).
-    const float* const w_scale =
-        QUANT ? args.w_scale + static_cast<long long>(expert) * NB * n : nullptr;
-    const auto col_scale = [&](int b, int j) {
-      const int col = n0 + warp_n * WTN + j * 8 + 2 * t;
-      return col < n ? __ldg(reinterpret_cast<const float2*>(w_scale + b * n + col))
-                     : make_float2(0.f, 0.f);
-    };
-    // The column pair acc[b][i][j][2r], [2r + 1], dequantised (e4m3) for row scale ra.
-    const auto deq = [&](int b, int i, int j, int r, float ra) {
-      float2 v = make_float2(acc[b][i][j][2 * r], acc[b][i][j][2 * r + 1]);
-      if constexpr (QUANT) {
-        const float2 cs = col_scale(b, j);
-        v.x = v.x * ra * cs.x;
-        v.y = v.y * ra * cs.y;
-      }
-      return v;
-    };
-    // scale: gemm2's routing weight; ra: the row's dequantisation scale (e4m3, else unused).
-    const auto word = [&](int i, int r, int j, float scale, float ra) {
-      if constexpr (GATED) {
-        const float2 gate = deq(0, i, j, r, ra), up = deq(1, i, j, r, ra);
-        return pack2<OutT>(gate.x * sigmoid_approx(gate.x) * up.x,
-                           gate.y * sigmoid_approx(gate.y) * up.y);
-      } else {
-        const float2 v = deq(0, i, j, r, ra);
-        return pack2<OutT>(v.x * scale, v.y * scale);
-      }
-    };
-    if constexpr (EPI == 1) {
-      constexpr int OP = BLOCK_N + 8;  // elements per staged row
-      constexpr int CH = BLOCK_N / 8;  // 16-byte chunks per row
-      unsigned* so = reinterpret_cast<unsigned*>(smem);
-#pragma unroll
-      for (int i = 0; i < MF; ++i)
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          const int row = (i * WARPS_M + warp_m) * 16 + r * 8 + g;
-          const float scale = GATED ? 1.f : s_scale[row];
-          const float ra = QUANT ? s_ascale[row] : 1.f;
-#pragma unroll
-          for (int j = 0; j < NF; ++j)
-            so[(row * OP + warp_n * WTN + j * 8 + 2 * t) / 2] = word(i, r, j, scale, ra);
-        }
-      __syncthreads();
-      const int live_rows = s_live;
+    __syncthreads();
+    const int live_rows = s_live;
 #pragma unroll 4
-      for (int idx = tid; idx < BLOCK_M * CH; idx += THREADS) {
-        const int row = idx / CH;
-        const int c = idx % CH;
-        if (row >= live_rows) break;  // rows past the last real one are padding
-        const int dst = s_dst[row];
-        const int col = n0 + c * 8;
-        if (dst >= 0 && col < n)
-          *reinterpret_cast<uint4*>(out + static_cast<long long>(dst) * n + col) =
-              *reinterpret_cast<const uint4*>(smem + (row * OP + c * 8) * 2);
-      }
-    } else {
-      // PARTIAL: split z's fp32 sums times the routing weight (linear: the combine's sum over the
-      // splits is the weighted product) at partial[z][pair][col].
-      float* const part = PARTIAL ? static_cast<float*>(args.out) +
-                                        static_cast<long long>(blockIdx.z) * args.pairs * n
-                                  : nullptr;
-#pragma unroll
-      for (int i = 0; i < MF; ++i)
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          const int row = (i * WARPS_M + warp_m) * 16 + r * 8 + g;
-          const int dst = s_dst[row];
-          if (dst < 0) continue;
-          const float scale = GATED ? 1.f : s_scale[row];
-          const float ra = QUANT ? s_ascale[row] : 1.f;
-          const long long o = static_cast<long long>(dst) * n;
-#pragma unroll
-          for (int j = 0; j < NF; ++j) {
-            const int col = n0 + warp_n * WTN + j * 8 + 2 * t;
-            if (col >= n) continue;
-            if constexpr (PARTIAL) {
-              const float2 v = deq(0, i, j, r, ra);
-              *reinterpret_cast<float2*>(part + o + col) = make_float2(v.x * scale, v.y * scale);
-            } else {
-              *reinterpret_cast<unsigned*>(out + o + col) = word(i, r, j, scale, ra);
-            }
-          }
-        }
-    }
-    if (EXPERT_GRID && ++rb < row_blocks) {
-      // The expert's next row block: every warp is past its reads of the ring and of the row
-      // table before they are refilled.
-      __syncthreads();
-      moe::request_weight_tiles_out_of_line<STAGES>(ld, kt0, kt1);
-      moe::own_rows_out_of_line<THREADS, BLOCK_M>(args, expert, rb * BLOCK_M, own);
-      own_window(rb);
-      continue;
+    for (int idx = tid; idx < BLOCK_M * CH; idx += THREADS) {
+      const int row = idx / CH;
+      const int c = idx % CH;
+      if (row >= live_rows) break;  // rows past the last real one are padding
+      const int dst = s_dst[row];
+      const int col = n0 + c * 8;
+      if (dst >= 0 && col < n)
+        *reinterpret_cast<uint4*>(out + static_cast<long long>(dst) * n + col) =
+            *reinterpret_cast<const uint4*>(smem + (row * OP + c * 8) * 2);
     }
     return;
   }
+  // PARTIAL: split z's fp32 sums times the routing weight (linear: the combine's sum over the
+  // splits is the weighted product) at partial[z][pair][col].
+  float* const part = PARTIAL ? static_cast<float*>(args.out) +
+                                    static_cast<long long>(blockIdx.z) * args.pairs * n
+                              : nullptr;
+#pragma unroll
+  for (int i = 0; i < MF; ++i)
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int row = (i * WARPS_M + warp_m) * 16 + r * 8 + g;
+      const int dst = s_dst[row];
+      if (dst < 0) continue;
+      const float scale = GATED ? 1.f : s_scale[row];
+      const float ra = QUANT ? s_ascale[row] : 1.f;
+      const long long o = static_cast<long long>(dst) * n;
+#pragma unroll
+      for (int j = 0; j < NF; ++j) {
+        const int col = n0 + warp_n * WTN + j * 8 + 2 * t;
+        if (col >= n) continue;
+        if constexpr (PARTIAL) {
+          const float2 v = deq(0, i, j, r, ra);
+          *reinterpret_cast<float2*>(part + o + col) = make_float2(v.x * scale, v.y * scale);
+        } else {
+          *reinterpret_cast<unsigned*>(out + o + col) = word(i, r, j, scale, ra);
+        }
+      }
+    }
 }
 
 }  // namespace ktune

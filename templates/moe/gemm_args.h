@@ -38,20 +38,6 @@ KTUNE_MOE_HD constexpr unsigned moe_gemm_static_smem_bytes(int block_m, int eb =
   return static_cast<unsigned>((block_m * (eb == 1 ? 16 : 12) + 4 + 127) / 128 * 128);
 }
 
-/// Most experts an expert-grid moe_gemm_kernel (EXPERT_GRID) aligns: its per-expert counts sit in
-/// shared memory (kMoeMaxExperts of moe/route.cuh).
-constexpr int kMoeOwnMaxExperts = 256;
-/// Pairs each thread of an expert-grid moe_gemm_kernel reads per pass over the ids (own_rows).
-constexpr int kMoeOwnPairsPerThread = 8;
-
-/// Dynamic shared memory an expert-grid moe_gemm_kernel (EXPERT_GRID) adds after its ring:
-/// own_rows' per-expert counts, one row block's pairs, and the per-(pair, warp) match counts of a
-/// pass plus the expert's start.
-KTUNE_MOE_HD constexpr unsigned moe_gemm_own_smem_bytes(int block_m, int warps) {
-  return static_cast<unsigned>((kMoeOwnMaxExperts + block_m + kMoeOwnPairsPerThread * warps + 1) *
-                               4);
-}
-
 /// fp32 accumulator registers per thread: (GATED ? 2 : 1) * BLOCK_M * BLOCK_N / threads.
 KTUNE_MOE_HD constexpr int moe_gemm_acc_regs(int block_m, int block_n, int warps, bool gated) {
   return (gated ? 2 : 1) * block_m * block_n / (warps * 32);
@@ -67,14 +53,13 @@ KTUNE_MOE_HD constexpr int moe_gemm_regs_per_thread(int warps, int min_ctas) {
 /// GROUP_M, W_PREFETCH, MIN_CTAS, EPI> compiles; otherwise why not (the kernel's static_asserts).
 /// Whether it also fits in registers without spilling only ptxas tells. group_m, w_prefetch,
 /// min_ctas and epi default to the kernel's defaults (launch order, no L2 prefetch, no register
-/// cap, stores from the fragments); eb is T's size (1: e4m3); expert_grid counts EXPERT_GRID's
-/// scratch after the ring (moe_gemm_own_smem_bytes).
+/// cap, stores from the fragments); eb is T's size (1: e4m3).
 KTUNE_MOE_HD constexpr const char* moe_gemm_invalid_reason(int block_m, int block_n, int block_k,
                                                            int warps, int warps_m, int stages,
                                                            bool gated, int group_m = 0,
                                                            int w_prefetch = 0,
                                                            int min_ctas = 1, int epi = 0,
-                                                           int eb = 2, bool expert_grid = false) {
+                                                           int eb = 2) {
   if (block_m != 16 && block_m != 32 && block_m != 64 && block_m != 128 && block_m != 256)
     return "BLOCK_M must be 16, 32, 64, 128 or 256";
   if (block_n != 16 && block_n != 32 && block_n != 64 && block_n != 128 && block_n != 256)
@@ -92,8 +77,7 @@ KTUNE_MOE_HD constexpr const char* moe_gemm_invalid_reason(int block_m, int bloc
   if (moe_gemm_acc_regs(block_m, block_n, warps, gated) > 128)
     return "more than 128 fp32 accumulators per thread (GATED counts gate and up)";
   if (moe_gemm_smem_bytes(block_m, block_n, block_k, stages, gated, eb) +
-          moe_gemm_static_smem_bytes(block_m, eb) +
-          (expert_grid ? moe_gemm_own_smem_bytes(block_m, warps) : 0u) >
+          moe_gemm_static_smem_bytes(block_m, eb) >
       227u * 1024u)
     return "shared memory above 227 KiB";
   if (group_m != 0 && group_m != 2 && group_m != 4 && group_m != 8 && group_m != 16 &&

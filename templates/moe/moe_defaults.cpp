@@ -138,12 +138,6 @@ int widest_block_m(const Shape& s, const std::vector<std::int64_t>& block_ms) {
   return fit;
 }
 
-int widest_expert_grid_block_m(const Shape& s, const std::vector<std::int64_t>& block_ms) {
-  for (std::int64_t bm : block_ms)
-    if (bm >= kExpertGridRowsOverMean * s.mean_rows()) return static_cast<int>(bm);
-  return static_cast<int>(block_ms.back());
-}
-
 int fitting_block_n(const std::vector<std::int64_t>& block_ns, int n) {
   for (std::int64_t bn : block_ns)
     if (bn >= n && bn >= 64) return static_cast<int>(bn);
@@ -173,12 +167,12 @@ Params default_params(const Shape& s, DType t, const DeviceInfo& device, const L
               r.g2.group_m, r.g2.prefetch, r.g2.epi, r.g2.impl,
               s.pairs() > r.align_chunk && !s.expert_choice() ? r.align_chunk : 0,
               s.route_kernel() ? lanes : 8, s.route_kernel() ? vec : 1,
-              s.combines() ? r.combine_vec : lists.combine_vec, 1, 0, 0, 0, 1, 1, 0}};
+              s.combines() ? r.combine_vec : lists.combine_vec, 1, 0, 0, 0, 1, 1}};
     // One value per tunable, in the Param enum's order (a row that misses one would be read
     // past its end).
-    if (p.values.size() != kExpertGrid + 1)
+    if (p.values.size() != kCluster2 + 1)
       throw std::logic_error("moe defaults: a row has " + std::to_string(p.values.size()) +
-                             " values for " + std::to_string(kExpertGrid + 1) + " tunables");
+                             " values for " + std::to_string(kCluster2 + 1) + " tunables");
     return p;
   };
   // Few pairs routed by softmax: route and align in one block (fuse_route; worth ~1-3 % of

@@ -29,12 +29,6 @@ int fitting_block_m(const Shape& s, const std::vector<std::int64_t>& block_ms);
 /// block, and each expert's weights are streamed by one row block instead of two. Expert
 /// choice gives every expert exactly its capacity: no spread.
 int widest_block_m(const Shape& s, const std::vector<std::int64_t>& block_ms);
-/// expert_grid=1's largest block_m worth searching: the first listed one holding
-/// kExpertGridRowsOverMean (moe_problem.hpp) times the mean rows per expert (a CTA walks its
-/// expert's row blocks one after another, each reading the expert's weights again, so its block
-/// should hold the heavy experts' rows at once; the padding rows cost neither reads nor products
-/// there).
-int widest_expert_grid_block_m(const Shape& s, const std::vector<std::int64_t>& block_ms);
 
 /// Smallest listed block_n covering n columns in one block, but at least 64: a 32-column
 /// tile needs warps_m >= 2 and so block_m >= 32, which the block_m pruning may have ruled out

@@ -322,9 +322,7 @@ void launch_layer(const RunArgs& a, Launcher& launcher) {
       launch(static_cast<unsigned>((s.t + per_block - 1) / per_block), 1, kRouteThreads, 0,
              &r, sizeof r);
     }
-    if (c.expert_grid) {
-      // No align kernel: the GEMMs find their rows in the ids (moe/own_rows.cuh).
-    } else if (c.align_chunk == 0) {
+    if (c.align_chunk == 0) {
       launch(1, 1, static_cast<unsigned>(align_one_threads(pairs)), 0, &al, sizeof al);
     } else {
       al.scratch = static_cast<int*>(ws(l.align));
@@ -345,13 +343,8 @@ void launch_layer(const RunArgs& a, Launcher& launcher) {
   g1.k = s.k;
   g1.n = s.i;
   g1.kdim = s.h;
-  // expert_grid: a CTA per (expert, column block), its rows found from the ids; gemm1 writes
-  // the expert counts the align kernel would have.
-  g1.max_blocks = c.expert_grid ? s.e : max_blocks;
+  g1.max_blocks = max_blocks;
   g1.tile_counter = tiles;
-  g1.topk_ids = ids;
-  g1.experts = s.e;
-  g1.expert_counts = counts;
   MoeGemmArgs g2 = g1;
   g2.a = act;
   g2.w = tensor(a, 6);

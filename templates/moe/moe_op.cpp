@@ -95,15 +95,10 @@ class MoeOp final : public Op {
              "into both (less L2 traffic)",
              1},
             {"cluster2", {1, 2}, "impl2=2, persist2=0: as cluster1, for gemm2", 1},
-            {"expert_grid", {0, 1},
-             "1: both mma.sync GEMMs on an (expert, column block) grid, each CTA computing its "
-             "expert's row blocks and finding their pairs itself from the ids, so no align "
-             "kernel runs and gemm1 requests its first weight tiles before the routing ends",
-             0},
         },
         scalars_{{"routed_scaling", 1.0, "sigmoid_group: weights are multiplied by it"}} {
     // The Param enum (moe_problem.hpp) indexes this list, and the defaults' table fills it.
-    if (tunables_.size() != kExpertGrid + 1)
+    if (tunables_.size() != kCluster2 + 1)
       throw std::logic_error("moe: the tunables and the Param enum disagree");
   }
 
@@ -306,7 +301,7 @@ class MoeOp final : public Op {
              {"stages1", "group1", "prefetch1", "epi1", "persist1", "cluster1"},
              {"impl2", "bn2", "bk2", "warps2", "warps_m2"},
              {"stages2", "group2", "prefetch2", "epi2", "split2", "persist2", "cluster2"},
-             {"align_chunk", "expert_grid"},
+             {"align_chunk"},
              {"route_lanes", "route_vec", "fuse_route"},
              {"combine_vec"}},
             [this](Params p) { return fit_block_m(std::move(p)); }};
@@ -325,7 +320,6 @@ class MoeOp final : public Op {
       p.values[param_index(n)] = 0;
     for (const char* n : {"bk1", "bk2"}) p.values[param_index(n)] = 64;
     p.values[param_index("split2")] = 1;
-    p.values[param_index("expert_grid")] = 0;
     p.values[param_index("bn2")] = std::min<std::int64_t>(p.values[param_index("bn2")], 128);
     p.values[param_index("stages1")] = std::min<std::int64_t>(p.values[param_index("stages1")], 3);
     return p;

@@ -14,7 +14,6 @@
 #include <vector>
 
 #include "templates/moe/args.h"
-#include "templates/moe/gemm_args.h"
 #include "templates/moe/gemm_ws_args.h"
 #include "templates/moe/moe_problem.hpp"
 #include "templates/op.hpp"
@@ -23,8 +22,6 @@ namespace ktune::moe {
 
 // Mirrors of the kernels' limits (route.cuh and align.cuh hold them beside CUDA-only code).
 constexpr int kMaxExperts = 256;      // kMoeMaxExperts, kMoeAlignMaxExperts
-static_assert(kMoeOwnMaxExperts == kMaxExperts,
-              "the expert-grid GEMMs' per-expert counts (moe/gemm_args.h) cover every expert");
 constexpr int kMaxK = 16;             // kMoeMaxK
 constexpr int kMaxGroups = 64;        // kMoeMaxGroups
 constexpr int kRouteThreads = 128;    // route block: 128 / LANES tokens

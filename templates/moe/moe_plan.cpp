@@ -64,9 +64,7 @@ std::vector<Stage> stages_of(const Config& c, const Shape& s) {
       out.push_back(Stage::zero);  // aux scratch; launched only when aux_loss is requested
       out.push_back(Stage::route);
     }
-    if (c.expert_grid) {
-      // The GEMMs align their own rows (moe/own_rows.cuh).
-    } else if (c.align_chunk == 0) {
+    if (c.align_chunk == 0) {
       out.push_back(Stage::align);
     } else {
       out.insert(out.end(), {Stage::align_count, Stage::align_scan, Stage::align_scatter});
@@ -105,8 +103,7 @@ unsigned gemm_smem(const Config& c, bool gated) {
   const GemmTile& g = gated ? c.g1 : c.g2;
   if (g.impl == 2) return moe_gemm_ws_smem_bytes(c.block_m, g.bn, g.stages, gated);
   return g.impl == 1 ? moe_gemm_sm90_smem_bytes(c.block_m, g.bn, g.bk, g.stages, gated)
-                     : moe_gemm_smem_bytes(c.block_m, g.bn, g.bk, g.stages, gated, c.eb()) +
-                           (c.expert_grid ? moe_gemm_own_smem_bytes(c.block_m, g.warps) : 0u);
+                     : moe_gemm_smem_bytes(c.block_m, g.bn, g.bk, g.stages, gated, c.eb());
 }
 
 unsigned gemm_static_smem(const Config& c, bool gated) {
@@ -195,10 +192,7 @@ std::vector<KernelSource> kernel_sources(const Config& c, const Shape& s, DType 
                                 str(g.warps_m) + ", " + str(g.stages) + ", " +
                                 (gated ? "true" : "false") + ", " + str(g.group_m) + ", " +
                                 str(g.prefetch) + ", 1, " + str(g.epi) +
-                                (c.expert_grid ? partial ? ", true, true" : ", false, true"
-                                 : partial     ? ", true"
-                                               : "") +
-                                ">"};
+                                (partial ? ", true" : "") + ">"};
   };
   const std::string chunk = str(kAlignThreads) + ", " + str(c.align_chunk) + ">";
   std::vector<KernelSource> out;

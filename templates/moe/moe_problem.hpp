@@ -17,7 +17,7 @@ enum Param : std::size_t {
   kBn1, kBk1, kWarps1, kWarpsM1, kStages1, kGroup1, kPrefetch1, kEpi1, kImpl1,
   kBn2, kBk2, kWarps2, kWarpsM2, kStages2, kGroup2, kPrefetch2, kEpi2, kImpl2,
   kAlignChunk, kRouteLanes, kRouteVec, kCombineVec, kSplit2, kPersist1, kPersist2, kFuseRoute,
-  kCluster1, kCluster2, kExpertGrid
+  kCluster1, kCluster2
 };
 
 struct Shape {
@@ -69,8 +69,6 @@ struct Config {
   int fuse_route;  // 1: route and align in one block (moe_route_align_kernel); 2: in the
                    // route kernel's grid, meeting at a barrier (moe_route_sort_kernel)
   bool fp8;    // dtype e4m3: FP8 weights; x and act quantised per row before each GEMM
-  bool expert_grid;  // both GEMMs on (expert, column block) grids, aligning their own rows: no
-                     // align kernel (moe_gemm_kernel's EXPERT_GRID)
   int eb() const { return fp8 ? 1 : 2; }  // bytes of a GEMM operand element
 };
 
@@ -82,14 +80,9 @@ inline Config config_of(const Params& p, DType t) {
           {at(kBn2), at(kBk2), at(kWarps2), at(kWarpsM2), at(kStages2), at(kGroup2), at(kPrefetch2),
            at(kEpi2), at(kImpl2), at(kPersist2), at(kCluster2)},
           at(kAlignChunk), at(kRouteLanes), at(kRouteVec), at(kCombineVec), at(kSplit2),
-          at(kFuseRoute), t == DType::e4m3, at(kExpertGrid) != 0};
+          at(kFuseRoute), t == DType::e4m3};
 }
 
-/// expert_grid=1 is searched up to this many pairs (t * k): every CTA reads every id.
-constexpr long long kExpertGridMaxPairs = 8192;
-/// expert_grid=1 is searched with blocks up to the first holding this many times the mean rows
-/// per expert (widest_expert_grid_block_m).
-constexpr int kExpertGridRowsOverMean = 4;
 /// gemm2's split-k is searched up to this many rows per expert on average (t * k / e).
 constexpr long long kSplitMaxRows = 128;
 

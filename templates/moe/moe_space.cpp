@@ -98,7 +98,7 @@ std::optional<std::string> config_reason(const Config& c, const Shape& s,
     }
     if (const char* why = moe_gemm_invalid_reason(c.block_m, g.bn, g.bk, g.warps, g.warps_m,
                                                   g.stages, gated, g.group_m, g.prefetch, 1,
-                                                  g.epi, c.eb(), c.expert_grid))
+                                                  g.epi, c.eb()))
       return std::string(gated ? "gemm1" : "gemm2") + " tile: " + why;
   }
   if (c.split2 > 1) {
@@ -170,29 +170,6 @@ std::optional<std::string> config_reason(const Config& c, const Shape& s,
            ": only route_lanes=" + str(first(kRouteLanes)) +
            ", route_vec=" + str(first(kRouteVec)) + " are searched";
   }
-  if (c.expert_grid) {
-    if (s.expert_choice())
-      return "expert_grid=1 with routing=expert_choice: its select kernel writes a static "
-             "layout (C rows per expert) that the GEMMs read; only expert_grid=0 is searched";
-    if (c.fp8)
-      return "expert_grid=1 is the 16-bit GEMMs' (FP8's act quantisation reads the align "
-             "kernel's rows); only expert_grid=0 is searched with dtype e4m3";
-    if (c.g1.impl != 0 || c.g2.impl != 0)
-      return "expert_grid=1 is the mma.sync kernels' (impl1=0, impl2=0), not impl1=" +
-             str(c.g1.impl) + ", impl2=" + str(c.g2.impl);
-    if (fused(c, s) || sorted_in_route(c, s))
-      return "expert_grid=1 runs no align kernel and reads the ids from memory: fuse_route=" +
-             str(c.fuse_route) + " (route and align in one kernel) is searched with "
-             "expert_grid=0 only";
-    if (c.align_chunk > 0)
-      return "expert_grid=1 runs no align kernel: only align_chunk=0 is searched with it, not " +
-             str(c.align_chunk);
-    if (s.pairs() > kExpertGridMaxPairs)
-      return "expert_grid=1 at t*k=" + str(s.pairs()) + " pairs: every CTA of both GEMMs "
-             "reads every pair's id to find its rows, which pays against the align kernel's "
-             "one pass at few pairs only; searched up to " + str(kExpertGridMaxPairs) +
-             " pairs";
-  }
   if (s.expert_choice() && c.align_chunk != first(kAlignChunk))
     return "align_chunk has no effect with routing=expert_choice (no align kernel: every "
            "expert takes exactly ceil(t*k/e) tokens, so the select kernel writes a static "
@@ -210,14 +187,7 @@ std::optional<std::string> config_reason(const Config& c, const Shape& s,
            "blocks fill the GPU and the partial sums only add traffic";
   const int fit = fitting_block_m(s, tunables[kBlockM].values);
   const int widest = widest_block_m(s, tunables[kBlockM].values);
-  const int grid_widest = widest_expert_grid_block_m(s, tunables[kBlockM].values);
-  if (c.expert_grid && c.block_m > grid_widest)
-    return "block_m=" + str(c.block_m) + " exceeds block_m=" + str(grid_widest) + " with "
-           "expert_grid=1: it already holds " + str(kExpertGridRowsOverMean) + "x the ~" +
-           str(s.mean_rows()) + " rows per expert of t*k=" + str(s.pairs()) + " pairs over e=" +
-           str(s.e) + " experts (an expert's rows past one block are a second pass over its "
-           "weights; padding rows cost shared memory only)";
-  if (!c.expert_grid && c.block_m > widest)
+  if (c.block_m > widest)
     return "block_m=" + str(c.block_m) + " exceeds block_m=" + str(widest) + ": " +
            (widest == fit ? "block_m=" + str(fit) + " already holds"
                           : "block_m=" + str(fit) + " holds the mean, " + str(widest) +
