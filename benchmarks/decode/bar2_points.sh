@@ -34,8 +34,10 @@ for (s, m), (us, p) in sorted(best.items()):
 PY
 cat "$OUT/points.md"
 B=${SHAPE//[a-z=]/}
-timeout 200 ncu --launch-skip 4 --launch-count 4 \
-  --metrics gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,sm__cycles_active.avg,sm__cycles_active.max,sm__cycles_active.min,sm__cycles_elapsed.avg,launch__grid_size,launch__cluster_dim_x \
+M=gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed
+M=$M,sm__cycles_active.avg,sm__cycles_active.max,sm__cycles_active.min,sm__cycles_elapsed.avg
+M=$M,launch__grid_size,launch__cluster_dim_x
+timeout 200 ncu --launch-skip 4 --launch-count 4 --metrics "$M" \
   python3 benchmarks/decode_profile.py --backend ktune --lib "$G/lib/libktune.so" \
   --db "$OUT/bar2.db" --shape "${B%,}" >"$OUT/ncu.log" 2>&1
 echo "ncu rc=$?"

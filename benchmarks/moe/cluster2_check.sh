@@ -27,16 +27,26 @@ for t in ${TS:-1024 2048 4096}; do
   timeout 200 "$G/bin/ktune" sweep --op moe --shape "$shape" --dtype bf16 --db "$OUT/c2.db" \
     --params "$row" --params "$row,cluster2=2" >"$OUT/sweep-$t.log" 2>&1
   echo "sweep t=$t rc=$?"
-  python3 - "$OUT/c2.db" "$OUT/h100c.db" "$shape" "$row" <<'PY'
-import sqlite3, sys
-c2, dst, shape, row = sys.argv[1:]
-trials = dict(sqlite3.connect(c2).execute(
-    "select params_key, min(median_us) from trials where status = 'ok' and problem_key = ?"
-    " group by params_key", (shape,)).fetchall())
+  python3 - "$OUT/sweep-$t.log" "$OUT/h100c.db" "$shape" "$row" <<'PY'
+import re, sqlite3, sys
+log, dst, shape, row = sys.argv[1:]
+# The sweep's verdict: each given point's median as re-timed, interleaved, at the end of its
+# run ("given: PARAMS" then "US us; ..."), not the trial rows' first timings.
+given, last = {}, None
+for line in open(log):
+    m = re.match(r"\s+given:\s+(\S+)", line)
+    if m:
+        last = m.group(1)
+        continue
+    m = re.match(r"\s+([\d.]+) us;", line)
+    if m and last:
+        given[last] = float(m.group(1))
+        last = None
 clus = row + ",cluster2=2"
-a, b = trials.get(row), trials.get(clus)
-print(f"t={shape.split('t=')[1].split(',')[0]}: shipped row {a} us, cluster2=2 {b} us, "
-      f"ratio {a / b:.3f}" if a and b else f"missing trials: {trials}")
+a, b = given.get(row), given.get(clus)
+t = shape.split("t=")[1].split(",")[0]
+print(f"t={t}: shipped row {a} us, cluster2=2 {b} us, ratio {a / b:.3f}" if a and b
+      else f"t={t}: missing re-timed points: {given}")
 if a and b and b < a:
     c = sqlite3.connect(dst)
     c.execute("update best set params_key = ?, median_us = ? where op = 'moe' and "
