@@ -4,15 +4,17 @@
 # waiting for a GPU, each with its own time limit, logs and tables under $OUT, a summary last.
 # One device call of under 10 minutes a STEP. Remove a check once its outcome is
 # recorded (results file, notes) and add new ones here.
-#   STEP=1 (stop 64, ~4 min): whether the H100's gemm1 is L2-bound as the H200's:
-#   benchmarks/moe/ncu_ws.sh at Mixtral T=1024 and 4096 on the shipped H100 rows. Prediction in
-#   benchmarks/moe/NOTES.md (stop 64). (Its DeepSeek-like timeline and ncu ran at stop 65.)
-#   STEP=3 (stop 68, ~1 min): benchmarks/moe/gridid_probe.cu: whether %gridid is fresh at every
-#   launch (plain, programmatic, graph replays, two streams), a barrier tagged with it from
-#   garbage slots (20000 launches), and its cost against a zero kernel + counting barrier.
-#   Prediction in benchmarks/moe/NOTES.md (stop 68).
-#   Earlier checks are recorded in benchmarks/results/h100-stop68-2026-12-06.md (the
-#   route-grid sort and the combine inside gemm2), h100-stop66-2026-12-05.md (the read
+#   STEP=1 (stop 69, ~8 min): the Mixtral buckets T = 512-4096 re-tuned on the H100 (staged:
+#   gemm2's group now holds cluster2=2 with its early weight loads, 1.023x at T=1024 in the
+#   stop-69 check), into $OUT/mixtral.db, then the layer bench on its rows at T = 1024 and
+#   4096. Ship what the sweep picks (`ktune db merge` with db/shipped/h100.db, `ktune db ship`);
+#   prediction in benchmarks/moe/NOTES.md (stop 69): cluster2=2 chosen at T=1024, ~436 TFLOP/s.
+#   STEP=2 (stop 69, ~3 min): the DeepSeek-like buckets T = 1, 16 and 32 re-tuned (fuse_route=2
+#   in the route group; T = 64 and 128 shipped at stop 69), into $OUT/deepseek.db, then the
+#   bench at T = 16, 32, 64 and 128 on db/shipped/h100.db merged with it.
+#   Earlier checks are recorded in benchmarks/results/h100-stop69-2026-12-06.md (the gridid
+#   probe, expert_grid, ncu of Mixtral's GEMMs, the cluster2 loads), h100-stop68-2026-12-06.md
+#   (the route-grid sort and the combine inside gemm2), h100-stop66-2026-12-05.md (the read
 #   ceiling and the pre-wait probe), h100-stop65-2026-12-05.md, h100-stop63-2026-12-05.md and
 #   pending-checks-h100-2026-12-05-stop61.md.
 set -uo pipefail
@@ -28,22 +30,24 @@ nvidia-smi --query-gpu=name,clocks.sm,temperature.gpu,power.draw --format=csv,no
 date -u | tee -a "$OUT/gpu.txt"
 case "${STEP:-1}" in
 1)
-  cp db/shipped/h100.db "$OUT/h100.db"
-  # DB first: an assignment on the same line sees OUT's new value.
-  DB="$OUT/h100.db" OUT="$OUT/ncu_ws" G="$G" SKIP_DENSE=1 NCU_LIMIT=150 \
-    RUNS="mixtral:1024 mixtral:4096" timeout 330 bash benchmarks/moe/ncu_ws.sh \
-    >"$OUT/ncu_ws.log" 2>&1
-  note "ncu_ws mixtral 1024/4096 rc=$?: $(tail -6 "$OUT/ncu_ws.log" | tr '\n' ' ')"
-  tail -60 "$OUT/ncu_ws.log"
+  S="e=8,k=2,h=4096,i=14336,routing=softmax_renorm"
+  timeout 500 "$G/bin/ktune" sweep --op moe --shape "$S" --tokens 512,1024,2048,4096 \
+    --dtype bf16 --db "$OUT/mixtral.db" --time-limit 480 >"$OUT/sweep-mixtral.log" 2>&1
+  note "sweep mixtral rc=$?: $(grep -c 'best:' "$OUT/sweep-mixtral.log") buckets"
+  grep -E "^\s+(best|default):|[0-9.]+ us" "$OUT/sweep-mixtral.log" | cut -c1-200 | tail -16
   ;;
-3)
-  nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I . -I templates \
-    benchmarks/moe/gridid_probe.cu -o "$OUT/gridid_probe" >"$OUT/gridid.log" 2>&1 &&
-    timeout 120 "$OUT/gridid_probe" >>"$OUT/gridid.log" 2>&1
-  note "gridid_probe rc=$?"
-  tail -30 "$OUT/gridid.log" | cut -c1-200
+2)
+  S="e=64,k=8,h=2048,i=1408,routing=sigmoid_group,n_group=8,topk_group=4"
+  timeout 200 "$G/bin/ktune" sweep --op moe --shape "$S" --tokens 1,16,32 --dtype bf16 \
+    --db "$OUT/deepseek.db" --time-limit 180 >"$OUT/sweep-deepseek.log" 2>&1
+  note "sweep deepseek rc=$?"
+  "$G/bin/ktune" db merge "$OUT/merged.db" db/shipped/h100.db "$OUT/deepseek.db" >/dev/null
+  OUT=$OUT/bench BUNDLE=$G DB=$OUT/merged.db LAYERS=deepseek TOKENS=16,32,64,128 \
+    timeout 150 benchmarks/run_moe.sh bench >"$OUT/bench.log" 2>&1
+  note "bench rc=$?"
+  grep -E "^(layer|deepseek )" "$OUT/bench.log" | cut -c1-170
   ;;
-*) echo "STEP=1 or 3" >&2; exit 2 ;;
+*) echo "STEP=1 or 2" >&2; exit 2 ;;
 esac
 echo "==== pending_checks.sh STEP=${STEP:-1}"
 printf '%s\n' "${summary[@]}"
