@@ -445,10 +445,11 @@ TEST(MoeRun, SortedInTheRouteGrid) {
     f.values[op().param_index("route_vec")] = 1;
     const std::string why = reason(f, q);
     EXPECT_EQ(why.empty(), ok) << shape << " t=" << t << ": " << why;
-    if (!ok)
+    if (!ok) {
       EXPECT_TRUE(contains(why, shape == wide_shape ? "at most 8192 (33 blocks x e=256)"
                                                     : "at most 64 blocks of"))
           << why;
+    }
   }
   Params chunked = sorted;
   chunked.values[op().param_index("align_chunk")] = 4096;

@@ -97,9 +97,10 @@ struct MoeRouteAlignArgs {
 /// aligning its own pairs after one grid-wide barrier. route and align as for
 /// moe_route_align_kernel (topk_ids may be nullptr; align.topk_ids and align.scratch unused).
 /// scratch: moe_sort_header(E) unsigned long longs (the barrier's arrival count, then the
-/// aux-loss sums: E probability sums and E choice counts), all zeroed before the kernel runs (by moe_zero_kernel,
-/// first in the call: the kernel waits for it before it touches them), then the blocks' expert
-/// counts, int [gridDim.x][E], which every block writes before it arrives.
+/// aux-loss sums: E probability sums and E choice counts), all zeroed before the kernel runs
+/// (by moe_zero_kernel, first in the call: the kernel waits for it before it touches them),
+/// then the blocks' expert counts, int [gridDim.x][E], which every block writes before it
+/// arrives.
 struct MoeRouteSortArgs {
   MoeRouteArgs route;
   MoeAlignArgs align;
