@@ -12,6 +12,9 @@
 #   STEP=2 (stop 69, ~3 min): the DeepSeek-like buckets T = 1, 16 and 32 re-tuned (fuse_route=2
 #   in the route group; T = 64 and 128 shipped at stop 69), into $OUT/deepseek.db, then the
 #   bench at T = 16, 32, 64 and 128 on db/shipped/h100.db merged with it.
+#   STEP=3 (stop 69, ~2 min): benchmarks/moe/gemm_ws_dev.cu check and time (nvcc on the
+#   device): gemm1 on rows already gathered in sorted order (GATHER 2) against the cp.async
+#   gather, with its gather kernel. Prediction in benchmarks/moe/NOTES.md (stop 69).
 #   Earlier checks are recorded in benchmarks/results/h100-stop69-2026-12-06.md (the gridid
 #   probe, expert_grid, ncu of Mixtral's GEMMs, the cluster2 loads), h100-stop68-2026-12-06.md
 #   (the route-grid sort and the combine inside gemm2), h100-stop66-2026-12-05.md (the read
@@ -47,7 +50,16 @@ case "${STEP:-1}" in
   note "bench rc=$?"
   grep -E "^(layer|deepseek )" "$OUT/bench.log" | cut -c1-170
   ;;
-*) echo "STEP=1 or 2" >&2; exit 2 ;;
+3)
+  nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I . -I templates \
+    benchmarks/moe/gemm_ws_dev.cu -o "$OUT/gemm_ws_dev" -L/usr/local/cuda/lib64/stubs -lcuda \
+    >"$OUT/gemm_ws_dev.log" 2>&1 &&
+    timeout 200 "$OUT/gemm_ws_dev" check time >>"$OUT/gemm_ws_dev.log" 2>&1
+  note "gemm_ws_dev rc=$?: $(grep '^check:' "$OUT/gemm_ws_dev.log")"
+  rm -f "$OUT/gemm_ws_dev"
+  grep -E "srt|gather_sorted|cpa" "$OUT/gemm_ws_dev.log" | grep mixtral | cut -c1-160
+  ;;
+*) echo "STEP=1, 2 or 3" >&2; exit 2 ;;
 esac
 echo "==== pending_checks.sh STEP=${STEP:-1}"
 printf '%s\n' "${summary[@]}"

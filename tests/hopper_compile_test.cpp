@@ -369,6 +369,8 @@ TEST(HopperCompile, MoeGemmWarpSpecialised) {
       // Three consumer warpgroups (512 threads, 128 registers each at launch).
       {192, 128, 3, true, 0, 0, "bf16"},  {192, 64, 4, true, 8, 1, "fp16"},
       {192, 128, 4, false, 8, 0, "bf16"},
+      // gemm1 on rows already gathered in sorted order (GATHER 2, benchmarks/moe/gemm_ws_dev.cu).
+      {128, 128, 4, true, 0, 2, "bf16"},  {64, 64, 3, true, 8, 2, "fp16"},
   };
   const auto name = [](const Point& p) {
     return std::string("ktune::moe_gemm_ws_kernel<ktune::") + p.type + ", " +

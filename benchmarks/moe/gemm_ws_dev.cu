@@ -1,14 +1,17 @@
 // Development harness for the warp-specialised grouped GEMMs (templates/moe/gemm_ws_sm90.cuh,
 // impl=2) beside the wgmma kernel without specialisation (gemm_sm90.cuh, impl=1).
 //
-//   check: every ws configuration of check_table() (bf16 and fp16, both gathers) on odd shapes
+//   check: every ws configuration of check_table() (bf16 and fp16, the three gathers: cp.async,
+//          a TMA box per row, rows gathered in sorted order by gather_sorted first) on odd shapes
 //          (H, I not multiples of any tile; T odd; E 1, 8, 64; k 1, 2, 8) against the double
 //          references of tests/support/moe_gemm_reference.hpp: gemm1 (padding rows of act must
 //          stay NaN), gemm2 fed with the kernel's act (pair_out NaN-poisoned first).
 //   time:  gemm1 and gemm2 of every timing configuration (impl 1 and 2) on the Mixtral
 //          (E=8, k=2, H=4096, I=14336) and DeepSeek-like (E=64, k=8, H=2048, I=1408) layers at
 //          T = 1024 and 4096, uniform random routing, weights rotating between two copies; the
-//          best gemm1 and gemm2 of each impl and their pair back to back.
+//          best gemm1 and gemm2 of each impl and their pair back to back; gemm1 on rows already
+//          sorted (GATHER 2) is timed alone and with its gather_sorted kernel (stop 69, the
+//          first step of the clusters along N proposed in benchmarks/moe/NOTES.md).
 //
 // Build (nvcc 13, here or on the GPU machine):
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I . -I templates \
@@ -58,6 +61,35 @@ MoeGemmWsArgs ws_args2(const MoeGemmArgs& a, bool bf16, int act_rows, int E, int
   return w;
 }
 
+/// gemm1's maps on rows already gathered in sorted order (GATHER 2): xs [rows, H] box 64 x bm.
+MoeGemmWsArgs ws_args1_sorted(const MoeGemmArgs& a, bool bf16, int rows, int E, int bm,
+                              int bn) {
+  MoeGemmWsArgs w = ws_args1(a, bf16, 1, E, bn);
+  const cuuint64_t H = a.kdim;
+  w.a_map = encode(a.a, bf16, {H, static_cast<cuuint64_t>(rows)}, {H * 2},
+                   {64, static_cast<cuuint32_t>(bm)});
+  return w;
+}
+
+/// xs[r] = x[token of sorted_pairs[r]] for the real rows r < *padded_rows, zeros for the rest
+/// of the max_blocks * block_m rows: one CTA per row, 16-byte copies (H a multiple of 8).
+__global__ void gather_sorted(const uint4* x, const int* sorted, const int* padded, int pairs,
+                              int k, int H, uint4* xs) {
+  const int r = static_cast<int>(blockIdx.x);
+  const int p = sorted[r];
+  const bool real = r < *padded && p < pairs;
+  const int vecs = H / 8;
+  const uint4* src = x + static_cast<long long>(real ? p / k : 0) * vecs;
+  uint4* dst = xs + static_cast<long long>(r) * vecs;
+  for (int v = static_cast<int>(threadIdx.x); v < vecs; v += blockDim.x)
+    dst[v] = real ? src[v] : make_uint4(0, 0, 0, 0);
+}
+
+void launch_gather(const MoeGemmArgs& a, int rows, void* xs) {
+  gather_sorted<<<rows, 128>>>(static_cast<const uint4*>(a.a), a.sorted_pairs, a.padded_rows,
+                               a.pairs, a.k, a.kdim, static_cast<uint4*>(xs));
+}
+
 // ---- kernels ----
 
 /// One configuration: impl 1 (gemm_sm90.cuh) or 2 (gemm_ws_sm90.cuh).
@@ -69,7 +101,7 @@ struct Kern {
   std::string name() const {
     char b[96];
     std::snprintf(b, sizeof b, "i%d %dx%d s%d g%d%s", impl, bm, bn, stages, group,
-                  impl == 2 && gated ? (gather ? " tma" : " cpa") : "");
+                  impl == 2 && gated ? (gather == 2 ? " srt" : gather ? " tma" : " cpa") : "");
     return b;
   }
   void launch(bool bf16, const MoeGemmWsArgs& a) const {
@@ -118,6 +150,8 @@ std::vector<std::pair<Kern, Kern>> check_table() {
   return {
       {WS(128, 128, 4, true, 0, 1), WS(128, 256, 4, false, 8, 1)},
       {WS(128, 128, 4, true, 0, 0), WS(128, 128, 6, false, 0, 1)},
+      {WS(128, 128, 4, true, 0, 2), WS(128, 256, 4, false, 8, 1)},
+      {WS(64, 64, 3, true, 8, 2), WS(64, 64, 3, false, 0, 1)},
       {WS(64, 128, 5, true, 0, 1), WS(64, 256, 4, false, 0, 1)},
       {WS(64, 64, 2, true, 8, 0), WS(64, 64, 3, false, 0, 1)},
       {WS(128, 64, 6, true, 0, 1), WS(128, 128, 2, false, 0, 1)},
@@ -129,6 +163,7 @@ std::vector<Kern> timing_table() {
       S90(128, 128, 4, true, 0),     S90(128, 64, 6, true, 0),      S90(128, 256, 4, false, 8),
       S90(128, 128, 5, false, 8),    WS(128, 128, 4, true, 0, 1),   WS(128, 128, 4, true, 0, 0),
       WS(128, 128, 4, true, 8, 1),   WS(128, 64, 6, true, 0, 1),    WS(64, 128, 5, true, 0, 1),
+      WS(128, 128, 4, true, 0, 2),   WS(128, 128, 4, true, 8, 2),
       WS(128, 256, 4, false, 8, 1),  WS(128, 256, 4, false, 0, 1),  WS(128, 128, 6, false, 8, 1),
       WS(64, 256, 4, false, 8, 1),
   };
@@ -159,7 +194,16 @@ void check_case(bool bf16, const Kern& g1, const Kern& g2, int E, int Tn, int k,
                        al.max_blocks, nullptr};
   const MoeGemmArgs a2{act, dw2, pair_out, sorted, bexp, padded, weights, pairs, k, H, I,
                        al.max_blocks, nullptr};
-  g1.launch(bf16, ws_args1(a1, bf16, Tn, E, g1.bn));
+  void* xs = nullptr;
+  if (g1.gather == 2) {
+    xs = dev_nan(rows * H);
+    launch_gather(a1, static_cast<int>(rows), xs);
+    MoeGemmArgs s1 = a1;
+    s1.a = xs;
+    g1.launch(bf16, ws_args1_sorted(s1, bf16, static_cast<int>(rows), E, g1.bm, g1.bn));
+  } else {
+    g1.launch(bf16, ws_args1(a1, bf16, Tn, E, g1.bn));
+  }
   CK(cudaGetLastError());
   g2.launch(bf16, ws_args2(a2, bf16, static_cast<int>(rows), E, g2.bm, g2.bn));
   CK(cudaGetLastError());
@@ -201,6 +245,7 @@ void check_case(bool bf16, const Kern& g1, const Kern& g2, int E, int Tn, int k,
 
   cudaFree(sorted), cudaFree(bexp), cudaFree(padded), cudaFree(weights);
   cudaFree(dx), cudaFree(dw1), cudaFree(dw2), cudaFree(act), cudaFree(pair_out);
+  if (xs) cudaFree(xs);
 }
 
 void check_all() {
@@ -235,7 +280,9 @@ void time_all() {
   }
   const std::size_t x_max = 4096ull * 4096, act_max = (4096ull * 8 + 64 * 256) * 14336,
                     out_max = 4096ull * 8 * 4096;
+  void* xs;  // x's rows in sorted order (GATHER 2), up to the longest act
   CK(cudaMalloc(&x, x_max * 2));
+  CK(cudaMalloc(&xs, (4096ull * 8 + 64 * 256) * 4096 * 2));
   CK(cudaMalloc(&act, act_max * 2));
   CK(cudaMalloc(&out, out_max * 2));
   fill(x, x_max, 5);
@@ -267,9 +314,10 @@ void time_all() {
       const auto args = [&](const Kern& g, int copy) {
         const int b = g.bm == 128;
         if (g.gated) {
-          const MoeGemmArgs a{x, w1[copy], act, sorted[b], bexp[b], padded[b], nullptr, pairs,
-                              L.k, L.I, L.H, maxb[b], nullptr};
-          return ws_args1(a, true, Tn, L.E, g.bn);
+          const MoeGemmArgs a{g.gather == 2 ? xs : x, w1[copy], act, sorted[b], bexp[b],
+                              padded[b], nullptr, pairs, L.k, L.I, L.H, maxb[b], nullptr};
+          return g.gather == 2 ? ws_args1_sorted(a, true, act_rows[b], L.E, g.bm, g.bn)
+                               : ws_args1(a, true, Tn, L.E, g.bn);
         }
         const MoeGemmArgs a{act, w2[copy], out, sorted[b], bexp[b], padded[b], weights, pairs,
                             L.k, L.H, L.I, maxb[b], nullptr};
@@ -277,13 +325,27 @@ void time_all() {
       };
       for (const Kern& g : table) {
         const MoeGemmWsArgs a[2] = {args(g, 0), args(g, 1)};
+        if (g.gather == 2) {
+          // Its rows gathered first; the gather timed alone and with the GEMM.
+          const int b = g.bm == 128;
+          const MoeGemmArgs ga{x, w1[0], act, sorted[b], bexp[b], padded[b], nullptr, pairs,
+                               L.k, L.I, L.H, maxb[b], nullptr};
+          const float tg = time_ms([&](int) { launch_gather(ga, act_rows[b], xs); });
+          const float both = time_ms([&](int i) {
+            launch_gather(ga, act_rows[b], xs);
+            g.launch(true, a[i & 1]);
+          });
+          std::printf("%-8s %5d %-22s %8.4f  gather_sorted alone; with %s %8.4f\n", L.name, Tn,
+                      "gather_sorted", tg, g.name().c_str(), both);
+        }
         const float t = time_ms([&](int i) { g.launch(true, a[i & 1]); });
         const double f = gflop * (g.gated ? 2.0 / 3 : 1.0 / 3);
         std::printf("%-8s %5d %-22s %8.4f %6.0f  gemm%d\n", L.name, Tn, g.name().c_str(), t,
                     f / t, g.gated ? 1 : 2);
         float* best = g.gated ? best1 : best2;
         const Kern** kb = g.gated ? k1 : k2;
-        if (t < best[g.impl]) best[g.impl] = t, kb[g.impl] = &g;
+        // Pairs are timed without the gather: GATHER 2 stays out of them.
+        if (g.gather != 2 && t < best[g.impl]) best[g.impl] = t, kb[g.impl] = &g;
       }
       for (int impl : {1, 2}) {
         // The pair shares block_m: take the best gemm2 with the best gemm1's block_m.

@@ -44,6 +44,9 @@ enum MoeWsGather : int {
   moe_ws_gather_cp_async = 0,  // the producer warpgroup's 128 threads, 16-byte cp.async each,
                                // completion on the slot's barrier (cp.async.mbarrier.arrive)
   moe_ws_gather_tma = 1,       // one 128-byte TMA box per row, issued by the producer's warp 0
+  moe_ws_gather_sorted = 2,    // none: args.a holds the rows already gathered in sorted order
+                               // ([max_blocks * BLOCK_M][H], a_map's box 64 x BLOCK_M), one box
+                               // a k-tile as gemm2's act (not yet used by the op)
 };
 
 /// Consumer warpgroups of moe_gemm_ws_kernel: one per 64 rows of BLOCK_M (1 to 3).
@@ -89,8 +92,9 @@ KTUNE_MOE_HD constexpr const char* moe_gemm_ws_invalid_reason(int block_m, int b
   if (group_m != 0 && group_m != 2 && group_m != 4 && group_m != 8 && group_m != 16 &&
       group_m != 32)
     return "GROUP_M must be 0, 2, 4, 8, 16 or 32";
-  if (gather != moe_ws_gather_cp_async && gather != moe_ws_gather_tma)
-    return "GATHER must be 0 (cp.async) or 1 (a TMA box per row)";
+  if (gather != moe_ws_gather_cp_async && gather != moe_ws_gather_tma &&
+      gather != moe_ws_gather_sorted)
+    return "GATHER must be 0 (cp.async), 1 (a TMA box per row) or 2 (rows already sorted)";
   return nullptr;
 }
 

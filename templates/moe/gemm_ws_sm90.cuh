@@ -24,7 +24,9 @@
 //   gemm1 A  x rows gathered through sorted_pairs: GATHER = moe_ws_gather_tma, one 128-byte box
 //            per real row, issued by the lanes of warp 0; GATHER = moe_ws_gather_cp_async, the
 //            producer's 128 threads copy 16-byte chunks (zeros past H) and arrive on the slot's
-//            "full" barrier through cp.async.mbarrier.arrive.noinc;
+//            "full" barrier through cp.async.mbarrier.arrive.noinc; GATHER =
+//            moe_ws_gather_sorted, none: a already holds the rows in sorted order (a gather
+//            before the kernel), one box of 64 x BLOCK_M as gemm2's act;
 //   gemm2 A  the block's act rows, contiguous in sorted order: one box of 64 x BLOCK_M.
 // Every copy of a slot completes on its "full" barrier (transaction bytes, plus the 128 cp.async
 // arrivals of the cp.async gather). Rows past the block's real ones (padding, always a suffix of
@@ -175,8 +177,9 @@ __global__ void __launch_bounds__(128 + BLOCK_M * 2, 1)
   static_assert(GROUP_M == 0 || GROUP_M == 2 || GROUP_M == 4 || GROUP_M == 8 || GROUP_M == 16 ||
                     GROUP_M == 32,
                 "GROUP_M must be 0, 2, 4, 8, 16 or 32");
-  static_assert(GATHER == moe_ws_gather_cp_async || GATHER == moe_ws_gather_tma,
-                "GATHER must be 0 (cp.async) or 1 (a TMA box per row)");
+  static_assert(GATHER == moe_ws_gather_cp_async || GATHER == moe_ws_gather_tma ||
+                    GATHER == moe_ws_gather_sorted,
+                "GATHER must be 0 (cp.async), 1 (a TMA box per row) or 2 (rows already sorted)");
   static_assert(CLUSTER == 1 || CLUSTER == 2, "CLUSTER must be 1 or 2");
 #if KTUNE_WGMMA
   constexpr int CONSUMERS = moe_gemm_ws_consumers(BLOCK_M);
@@ -196,6 +199,8 @@ __global__ void __launch_bounds__(128 + BLOCK_M * 2, 1)
   constexpr unsigned W_BYTES = BLOCK_N * PITCH;  // one weight tile
   constexpr unsigned STAGE = moe_gemm_ws_stage_bytes(BLOCK_M, BLOCK_N, GATED);
   constexpr bool CP_GATHER = GATED && GATHER == moe_ws_gather_cp_async;
+  // gemm1 with its rows already gathered in sorted order: A as gemm2 loads its act.
+  constexpr bool SORTED = GATED && GATHER == moe_ws_gather_sorted;
   static_assert(A_BYTES % wg::kSw128AtomBytes == 0 && STAGE % wg::kSw128AtomBytes == 0,
                 "slots and their tiles start on the swizzle atom");
   const MoeGemmArgs& args = wargs.base;
@@ -366,7 +371,13 @@ __global__ void __launch_bounds__(128 + BLOCK_M * 2, 1)
       for (int kt = 0; kt < k_tiles; ++kt) {
         if (kt >= STAGES) mbar::wait_parity(empty(s), phase ^ 1u);
         const unsigned sa = base + s * STAGE;
-        if constexpr (GATED) {
+        if constexpr (SORTED) {
+          if (lane == 0) {
+            mbar::arrive_expect_tx(full(s), STAGE);
+            load_w(s, kt);
+            tma::load(sa, &wargs.a_map, full(s), kt * KT, m0);
+          }
+        } else if constexpr (GATED) {
           // Lane 0 announces the slot's bytes before any lane's row copy can land.
           if (lane == 0) {
             mbar::arrive_expect_tx(full(s), NB * W_BYTES + static_cast<unsigned>(live) * PITCH);
