@@ -14,7 +14,8 @@
 #   bench at T = 16, 32, 64 and 128 on db/shipped/h100.db merged with it.
 #   STEP=3 (stop 69, ~2 min): benchmarks/moe/gemm_ws_dev.cu check and time (nvcc on the
 #   device): gemm1 on rows already gathered in sorted order (GATHER 2) against the cp.async
-#   gather, with its gather kernel. Prediction in benchmarks/moe/NOTES.md (stop 69).
+#   gather, with its gather kernel, and both GEMMs in clusters of two along y sharing the act
+#   tile (CLUSTER 3). Predictions in benchmarks/moe/NOTES.md (stop 69).
 #   Earlier checks are recorded in benchmarks/results/h100-stop69-2026-12-06.md (the gridid
 #   probe, expert_grid, ncu of Mixtral's GEMMs, the cluster2 loads), h100-stop68-2026-12-06.md
 #   (the route-grid sort and the combine inside gemm2), h100-stop66-2026-12-05.md (the read
@@ -57,7 +58,7 @@ case "${STEP:-1}" in
     timeout 200 "$OUT/gemm_ws_dev" check time >>"$OUT/gemm_ws_dev.log" 2>&1
   note "gemm_ws_dev rc=$?: $(grep '^check:' "$OUT/gemm_ws_dev.log")"
   rm -f "$OUT/gemm_ws_dev"
-  grep -E "srt|gather_sorted|cpa" "$OUT/gemm_ws_dev.log" | grep mixtral | cut -c1-160
+  grep -E "srt|gather_sorted|cpa| c3" "$OUT/gemm_ws_dev.log" | grep mixtral | cut -c1-160
   ;;
 *) echo "STEP=1, 2 or 3" >&2; exit 2 ;;
 esac

@@ -415,7 +415,11 @@ TEST(HopperCompile, MoeGemmWarpSpecialised) {
   const std::pair<const char*, int> clustered[] = {
       {"ktune::moe_gemm_ws_kernel<ktune::bf16, 128, 128, 4, true, 8, 0, 2>", 2},
       {"ktune::moe_gemm_ws_kernel<ktune::fp16, 128, 256, 4, false, 0, 0, 2>", 2},
-      {"ktune::moe_gemm_ws_kernel<ktune::e4m3, 64, 64, 6, true, 8, 1, 2>", 1}};
+      {"ktune::moe_gemm_ws_kernel<ktune::e4m3, 64, 64, 6, true, 8, 1, 2>", 1},
+      // Clusters of two along y sharing the act tile (CLUSTER = 3): gemm2, gemm1 on sorted rows.
+      {"ktune::moe_gemm_ws_kernel<ktune::bf16, 128, 256, 4, false, 8, 0, 3>", 2},
+      {"ktune::moe_gemm_ws_kernel<ktune::bf16, 128, 128, 4, true, 0, 2, 3>", 2},
+      {"ktune::moe_gemm_ws_kernel<ktune::fp16, 64, 64, 3, true, 8, 2, 3>", 1}};
   std::vector<std::pair<const char*, int>> extra(std::begin(persistent), std::end(persistent));
   extra.insert(extra.end(), std::begin(clustered), std::end(clustered));
   for (const auto& [expr, n] : extra) {

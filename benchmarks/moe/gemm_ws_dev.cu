@@ -10,8 +10,9 @@
 //          (E=8, k=2, H=4096, I=14336) and DeepSeek-like (E=64, k=8, H=2048, I=1408) layers at
 //          T = 1024 and 4096, uniform random routing, weights rotating between two copies; the
 //          best gemm1 and gemm2 of each impl and their pair back to back; gemm1 on rows already
-//          sorted (GATHER 2) is timed alone and with its gather_sorted kernel (stop 69, the
-//          first step of the clusters along N proposed in benchmarks/moe/NOTES.md).
+//          sorted (GATHER 2) is timed alone and with its gather_sorted kernel, and both GEMMs in
+//          clusters of two along y sharing the act tile (CLUSTER 3; stop 69, the clusters along
+//          N proposed in benchmarks/moe/NOTES.md; the check table has them too).
 //
 // Build (nvcc 13, here or on the GPU machine):
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I . -I templates \
@@ -98,12 +99,15 @@ struct Kern {
   bool gated;
   void (*bf16_launch)(dim3, const MoeGemmWsArgs&);
   void (*fp16_launch)(dim3, const MoeGemmWsArgs&);
+  int cluster = 1;  // 3: pairs along y sharing the act tile (its map's box: half the rows)
   std::string name() const {
     char b[96];
-    std::snprintf(b, sizeof b, "i%d %dx%d s%d g%d%s", impl, bm, bn, stages, group,
-                  impl == 2 && gated ? (gather == 2 ? " srt" : gather ? " tma" : " cpa") : "");
+    std::snprintf(b, sizeof b, "i%d %dx%d s%d g%d%s%s", impl, bm, bn, stages, group,
+                  impl == 2 && gated ? (gather == 2 ? " srt" : gather ? " tma" : " cpa") : "",
+                  cluster == 3 ? " c3" : "");
     return b;
   }
+  int box_rows() const { return cluster == 3 ? bm / 2 : bm; }
   void launch(bool bf16, const MoeGemmWsArgs& a) const {
     const dim3 grid(a.base.max_blocks, moe_gemm_grid_y(a.base.n, bn));
     (bf16 ? bf16_launch : fp16_launch)(grid, a);
@@ -134,10 +138,38 @@ void launch_ws(dim3 grid, const MoeGemmWsArgs& a) {
   k<<<grid, moe_gemm_ws_threads(BM), smem>>>(a);
 }
 
+template <typename T, int BM, int BN, int S, bool G, int GR, int GA>
+void launch_ws_c3(dim3 grid, const MoeGemmWsArgs& a) {
+  auto k = moe_gemm_ws_kernel<T, BM, BN, S, G, GR, GA, 3>;
+  const unsigned smem = moe_gemm_ws_smem_bytes(BM, BN, S, G);
+  static bool once = [&] {
+    CK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    return true;
+  }();
+  (void)once;
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(grid.x, (grid.y + 1) & ~1u);
+  cfg.blockDim = dim3(moe_gemm_ws_threads(BM));
+  cfg.dynamicSmemBytes = smem;
+  cudaLaunchAttribute attr{};
+  attr.id = cudaLaunchAttributeClusterDimension;
+  attr.val.clusterDim.x = 1;
+  attr.val.clusterDim.y = 2;
+  attr.val.clusterDim.z = 1;
+  cfg.attrs = &attr;
+  cfg.numAttrs = 1;
+  CK(cudaLaunchKernelEx(&cfg, k, a));
+}
+
 #define WS(BM, BN, S, G, GR, GA)                                                   \
   Kern {                                                                           \
     2, BM, BN, S, GR, GA, G, launch_ws<bf16, BM, BN, S, G, GR, GA>,                \
         launch_ws<fp16, BM, BN, S, G, GR, GA>                                      \
+  }
+#define WSC3(BM, BN, S, G, GR, GA)                                                 \
+  Kern {                                                                           \
+    2, BM, BN, S, GR, GA, G, launch_ws_c3<bf16, BM, BN, S, G, GR, GA>,             \
+        launch_ws_c3<fp16, BM, BN, S, G, GR, GA>, 3                                \
   }
 #define S90(BM, BN, S, G, GR)                                                          \
   Kern {                                                                               \
@@ -152,6 +184,9 @@ std::vector<std::pair<Kern, Kern>> check_table() {
       {WS(128, 128, 4, true, 0, 0), WS(128, 128, 6, false, 0, 1)},
       {WS(128, 128, 4, true, 0, 2), WS(128, 256, 4, false, 8, 1)},
       {WS(64, 64, 3, true, 8, 2), WS(64, 64, 3, false, 0, 1)},
+      {WSC3(128, 128, 4, true, 0, 2), WSC3(128, 256, 4, false, 8, 1)},
+      {WSC3(64, 64, 3, true, 8, 2), WSC3(64, 64, 3, false, 0, 1)},
+      {WS(128, 128, 4, true, 0, 0), WSC3(128, 128, 6, false, 0, 1)},
       {WS(64, 128, 5, true, 0, 1), WS(64, 256, 4, false, 0, 1)},
       {WS(64, 64, 2, true, 8, 0), WS(64, 64, 3, false, 0, 1)},
       {WS(128, 64, 6, true, 0, 1), WS(128, 128, 2, false, 0, 1)},
@@ -163,7 +198,8 @@ std::vector<Kern> timing_table() {
       S90(128, 128, 4, true, 0),     S90(128, 64, 6, true, 0),      S90(128, 256, 4, false, 8),
       S90(128, 128, 5, false, 8),    WS(128, 128, 4, true, 0, 1),   WS(128, 128, 4, true, 0, 0),
       WS(128, 128, 4, true, 8, 1),   WS(128, 64, 6, true, 0, 1),    WS(64, 128, 5, true, 0, 1),
-      WS(128, 128, 4, true, 0, 2),   WS(128, 128, 4, true, 8, 2),
+      WS(128, 128, 4, true, 0, 2),   WS(128, 128, 4, true, 8, 2),   WSC3(128, 128, 4, true, 0, 2),
+      WSC3(128, 128, 4, true, 8, 2), WSC3(128, 256, 4, false, 8, 1), WSC3(128, 256, 4, false, 0, 1),
       WS(128, 256, 4, false, 8, 1),  WS(128, 256, 4, false, 0, 1),  WS(128, 128, 6, false, 8, 1),
       WS(64, 256, 4, false, 8, 1),
   };
@@ -200,12 +236,12 @@ void check_case(bool bf16, const Kern& g1, const Kern& g2, int E, int Tn, int k,
     launch_gather(a1, static_cast<int>(rows), xs);
     MoeGemmArgs s1 = a1;
     s1.a = xs;
-    g1.launch(bf16, ws_args1_sorted(s1, bf16, static_cast<int>(rows), E, g1.bm, g1.bn));
+    g1.launch(bf16, ws_args1_sorted(s1, bf16, static_cast<int>(rows), E, g1.box_rows(), g1.bn));
   } else {
     g1.launch(bf16, ws_args1(a1, bf16, Tn, E, g1.bn));
   }
   CK(cudaGetLastError());
-  g2.launch(bf16, ws_args2(a2, bf16, static_cast<int>(rows), E, g2.bm, g2.bn));
+  g2.launch(bf16, ws_args2(a2, bf16, static_cast<int>(rows), E, g2.box_rows(), g2.bn));
   CK(cudaGetLastError());
   CK(cudaDeviceSynchronize());
 
@@ -316,12 +352,12 @@ void time_all() {
         if (g.gated) {
           const MoeGemmArgs a{g.gather == 2 ? xs : x, w1[copy], act, sorted[b], bexp[b],
                               padded[b], nullptr, pairs, L.k, L.I, L.H, maxb[b], nullptr};
-          return g.gather == 2 ? ws_args1_sorted(a, true, act_rows[b], L.E, g.bm, g.bn)
+          return g.gather == 2 ? ws_args1_sorted(a, true, act_rows[b], L.E, g.box_rows(), g.bn)
                                : ws_args1(a, true, Tn, L.E, g.bn);
         }
         const MoeGemmArgs a{act, w2[copy], out, sorted[b], bexp[b], padded[b], weights, pairs,
                             L.k, L.H, L.I, maxb[b], nullptr};
-        return ws_args2(a, true, act_rows[b], L.E, g.bm, g.bn);
+        return ws_args2(a, true, act_rows[b], L.E, g.box_rows(), g.bn);
       };
       for (const Kern& g : table) {
         const MoeGemmWsArgs a[2] = {args(g, 0), args(g, 1)};

@@ -146,7 +146,12 @@ constexpr int kWsTableFull = 1, kWsTableFree = 3, kWsProducer = 5;
 /// cluster after initialising its barriers and before exiting. A pair whose blocks differ
 /// (another expert or column block, or a block past *padded_rows) loads unshared. Measured
 /// (H200, Mixtral T=1024): gemm2 0.94x the time of CLUSTER 1, gemm1 1.15x (its pairs' lock
-/// step; benchmarks/moe/NOTES.md): a tunable, chosen by measurement.
+/// step; benchmarks/moe/NOTES.md): a tunable, chosen by measurement. 3: clusters of two along
+/// y, the two column blocks of one row block (the GROUP_M order runs over the pairs), sharing
+/// the act tile instead: each CTA loads half its rows (the act map's box is 64 x BLOCK_M / 2)
+/// multicast into both and its own weights; gemm2, or gemm1 with GATHER 2 (rows already
+/// sorted). Not yet used by the op (benchmarks/moe/gemm_ws_dev.cu; benchmarks/moe/NOTES.md,
+/// stop 69).
 ///
 /// Requirements: those of moe_gemm_kernel; every block's real rows come first (the padding of
 /// an expert's run is at its end, as both align paths and expert choice's select write it).
@@ -155,6 +160,7 @@ constexpr int kWsTableFull = 1, kWsTableFree = 3, kWsProducer = 5;
 /// threads, moe_gemm_ws_smem_bytes(BLOCK_M, BLOCK_N, STAGES, GATED) bytes of dynamic shared
 /// memory (raise the kernel's dynamic limit first). Blocks past *padded_rows exit at once.
 /// CLUSTER 2: the grid's x rounded up to even, a cluster of 2 along x (KernelLaunch::cluster).
+/// CLUSTER 3: the grid's y rounded up to even, a cluster of 2 along y.
 template <typename T, int BLOCK_M, int BLOCK_N, int STAGES, bool GATED, int GROUP_M = 0,
           int GATHER = moe_ws_gather_cp_async, int CLUSTER = 1>
 __global__ void __launch_bounds__(128 + BLOCK_M * 2, 1)
@@ -180,7 +186,10 @@ __global__ void __launch_bounds__(128 + BLOCK_M * 2, 1)
   static_assert(GATHER == moe_ws_gather_cp_async || GATHER == moe_ws_gather_tma ||
                     GATHER == moe_ws_gather_sorted,
                 "GATHER must be 0 (cp.async), 1 (a TMA box per row) or 2 (rows already sorted)");
-  static_assert(CLUSTER == 1 || CLUSTER == 2, "CLUSTER must be 1 or 2");
+  static_assert(CLUSTER == 1 || CLUSTER == 2 || CLUSTER == 3, "CLUSTER must be 1, 2 or 3");
+  static_assert(CLUSTER != 3 || !GATED || GATHER == moe_ws_gather_sorted,
+                "CLUSTER 3 shares the act tile, one TMA box: gemm1 needs its rows sorted "
+                "(GATHER 2)");
 #if KTUNE_WGMMA
   constexpr int CONSUMERS = moe_gemm_ws_consumers(BLOCK_M);
   constexpr int NB = GATED ? 2 : 1;    // weight tiles per slot (gate, up)
@@ -219,23 +228,45 @@ __global__ void __launch_bounds__(128 + BLOCK_M * 2, 1)
   // before its act rows only.
   if constexpr (GATED) griddep_wait();
   int block, col_block;
-  moe::gemm_block_of<GROUP_M>(block, col_block);
+  if constexpr (CLUSTER == 3) {
+    // Pairs along y: both CTAs of a cluster take one row block and a pair of column blocks (the
+    // GROUP_M order over the pairs), rank 0 the even one.
+    int col_pair;
+    if constexpr (GROUP_M == 0) {
+      block = static_cast<int>(blockIdx.x), col_pair = static_cast<int>(blockIdx.y >> 1);
+    } else {
+      moe::gemm_tile_of<GROUP_M>(static_cast<int>((blockIdx.y >> 1) * gridDim.x + blockIdx.x),
+                                 static_cast<int>(gridDim.x), static_cast<int>(gridDim.y >> 1),
+                                 block, col_pair);
+    }
+    col_block = 2 * col_pair + static_cast<int>(blockIdx.y & 1u);
+  } else {
+    moe::gemm_block_of<GROUP_M>(block, col_block);
+  }
   const int m0 = block * BLOCK_M;
   const int tid = threadIdx.x;
   const int padded_rows = *args.padded_rows;
   // CLUSTER 2: the grid is padded to whole pairs, so a block may lie past the tables.
-  const bool inside = CLUSTER == 1 || m0 < padded_rows;
+  const bool inside = CLUSTER != 2 || m0 < padded_rows;
   const int expert = inside ? args.block_expert[block] : -1;
   const int pair = tid < BLOCK_M && inside ? args.sorted_pairs[m0 + tid] : -1;
-  if constexpr (CLUSTER == 1) {
+  if constexpr (CLUSTER != 2) {
+    // CLUSTER 3: both CTAs of a pair have this row block, so both leave here or neither.
     if (m0 >= padded_rows || expert < 0) return;
   }
-  const bool dead = m0 >= padded_rows || expert < 0;
+  // CLUSTER 3: the grid's y is rounded up to whole pairs, so a column block may lie past n.
+  const bool dead =
+      m0 >= padded_rows || expert < 0 || (CLUSTER == 3 && col_block * BLOCK_N >= args.n);
   // CLUSTER 2: the pair's other CTA (rank ^ 1) and whether both compute the same expert's column
   // block, so that each loads half of the weight tile multicast into both (file comment).
   unsigned rank = 0;
   bool share = false;
-  if constexpr (CLUSTER > 1) {
+  if constexpr (CLUSTER == 3) {
+    // The pair's other CTA (rank ^ 1) has the same rows: both compute unless one's column block
+    // lies past n, and then each loads its own act tile.
+    rank = cluster::ctarank();
+    share = !dead && (col_block ^ 1) * BLOCK_N < args.n;
+  } else if constexpr (CLUSTER > 1) {
     rank = cluster::ctarank();
     int peer_block, peer_col;
     const unsigned peer_x = blockIdx.x ^ 1u;
@@ -258,7 +289,7 @@ __global__ void __launch_bounds__(128 + BLOCK_M * 2, 1)
   // both, else a CTA loads both halves itself.
   const auto load_w = [&](int s, int kt) {
     const unsigned sb = base + s * STAGE + A_BYTES;
-    if constexpr (CLUSTER == 1) {
+    if constexpr (CLUSTER != 2) {
       if constexpr (GATED) {
         tma::load(sb, &wargs.w_map, full(s), kt * KT, n0, 0, expert);
         tma::load(sb + W_BYTES, &wargs.w_map, full(s), kt * KT, n0, 1, expert);
@@ -290,6 +321,24 @@ __global__ void __launch_bounds__(128 + BLOCK_M * 2, 1)
       }
     }
   };
+  // The act tile of k-tile kt, contiguous rows m0.. (gemm2's act; gemm1's with SORTED), into the
+  // slot at sa on its full barrier. CLUSTER 3: the map's box is half the rows; a sharing pair's
+  // CTAs each load their half multicast into both, else a CTA loads both halves itself.
+  const auto load_a = [&](unsigned sa, int s, int kt) {
+    if constexpr (CLUSTER == 3) {
+      constexpr int HALF = BLOCK_M / 2;
+      if (share) {
+        cluster::load_multicast(sa + rank * HALF * PITCH, &wargs.a_map, full(s), 0x3, kt * KT,
+                                m0 + static_cast<int>(rank) * HALF);
+      } else {
+        tma::load(sa, &wargs.a_map, full(s), kt * KT, m0);
+        tma::load(sa + HALF * PITCH, &wargs.a_map, full(s), kt * KT, m0 + HALF);
+      }
+    } else {
+      tma::load(sa, &wargs.a_map, full(s), kt * KT, m0);
+    }
+  };
+
 
   if (tid == 0) {
 #pragma unroll
@@ -302,12 +351,14 @@ __global__ void __launch_bounds__(128 + BLOCK_M * 2, 1)
     mbar::fence_init();
     tma::prefetch_map(&wargs.w_map);
     tma::prefetch_map(&wargs.a_map);
-    if constexpr (!GATED && CLUSTER == 1) {
+    if constexpr (!GATED && CLUSTER != 2) {
       // The first slots' weights, their act rows announced with them (requested after the wait).
-      for (int s = 0; s < STAGES && s < k_tiles; ++s) {
-        mbar::arrive_expect_tx(full(s), STAGE);
-        load_w(s, s);
-      }
+      // CLUSTER 3: its own weights, before the cluster barrier (a CTA past n loads none).
+      if (CLUSTER == 1 || !dead)
+        for (int s = 0; s < STAGES && s < k_tiles; ++s) {
+          mbar::arrive_expect_tx(full(s), STAGE);
+          load_w(s, s);
+        }
     }
   }
   if constexpr (CLUSTER > 1) {
@@ -315,7 +366,7 @@ __global__ void __launch_bounds__(128 + BLOCK_M * 2, 1)
     // no rows leaves after it (its partner does not share with it).
     cluster::sync();
     if (dead) return;
-    if constexpr (!GATED) {
+    if constexpr (!GATED && CLUSTER == 2) {
       // As CLUSTER 1 above, once the partner's barriers exist: the first slots' weights (each
       // CTA its half of a shared tile) before the wait, their act rows announced with them.
       if (tid == 0)
@@ -375,7 +426,7 @@ __global__ void __launch_bounds__(128 + BLOCK_M * 2, 1)
           if (lane == 0) {
             mbar::arrive_expect_tx(full(s), STAGE);
             load_w(s, kt);
-            tma::load(sa, &wargs.a_map, full(s), kt * KT, m0);
+            load_a(sa, s, kt);
           }
         } else if constexpr (GATED) {
           // Lane 0 announces the slot's bytes before any lane's row copy can land.
@@ -391,7 +442,7 @@ __global__ void __launch_bounds__(128 + BLOCK_M * 2, 1)
             mbar::arrive_expect_tx(full(s), STAGE);
             load_w(s, kt);
           }
-          tma::load(sa, &wargs.a_map, full(s), kt * KT, m0);
+          load_a(sa, s, kt);
         }
         if (++s == STAGES) s = 0, phase ^= 1u;
       }
