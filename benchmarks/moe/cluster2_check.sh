@@ -20,10 +20,13 @@ date -u | tee -a "$OUT/gpu.txt"
 cp db/shipped/h100.db "$OUT/h100c.db"
 for t in ${TS:-1024 2048 4096}; do
   shape="e=8,k=2,h=4096,i=14336,t=$t,routing=softmax_renorm,n_group=1,topk_group=1"
-  row=$("$G/bin/ktune" best --db db/shipped/h100.db --op moe --shape "$shape" --device "$DEV" \
-    | grep -o 'block_m=[^ ]*' | head -1)
-  "$G/bin/ktune" best --db db/shipped/h100.db --op moe --shape "$shape" --device "$DEV" \
-    | grep match | tee -a "$OUT/rows.txt"
+  best=$("$G/bin/ktune" best --db db/shipped/h100.db --op moe --shape "$shape" --device "$DEV")
+  grep match <<<"$best" | tee -a "$OUT/rows.txt"
+  if ! grep -q "match: exact" <<<"$best"; then
+    echo "no current shipped row for t=$t (re-hash db/shipped/h100.db for this bundle)" >&2
+    exit 1
+  fi
+  row=$(grep -o 'block_m=[^ ]*' <<<"$best" | head -1)
   timeout 200 "$G/bin/ktune" sweep --op moe --shape "$shape" --dtype bf16 --db "$OUT/c2.db" \
     --params "$row" --params "$row,cluster2=2" >"$OUT/sweep-$t.log" 2>&1
   echo "sweep t=$t rc=$?"

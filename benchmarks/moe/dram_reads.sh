@@ -17,8 +17,15 @@ mkdir -p "$OUT"
 export LD_LIBRARY_PATH=$PWD/$G/lib KTUNE_CACHE_DIR=${KTUNE_CACHE_DIR:-$(mktemp -d)}
 SHAPE="e=8,k=2,h=4096,i=14336,t=$T,routing=softmax_renorm,n_group=1,topk_group=1"
 DEV="NVIDIA H100 80GB HBM3"
-base=$("$G/bin/ktune" best --db db/shipped/h100.db --op moe --shape "$SHAPE" --device "$DEV" \
-  | grep -o 'block_m=[^ ]*' | head -1)
+best=$("$G/bin/ktune" best --db db/shipped/h100.db --op moe --shape "$SHAPE" --device "$DEV")
+# A database stale for this bundle (kernels changed, rows not re-hashed) gives the built-in
+# default here, and every variant would then be measured against it: stop instead.
+if ! grep -q "match: exact" <<<"$best"; then
+  echo "db/shipped/h100.db has no current row for $SHAPE (re-hash it for this bundle):" >&2
+  echo "$best" >&2
+  exit 1
+fi
+base=$(grep -o 'block_m=[^ ]*' <<<"$best" | head -1)
 echo "base: $base"
 # name|changes (key=value,... applied to the base row; key=- drops a key)
 VARIANTS=${VARIANTS:-"base|
