@@ -29,7 +29,7 @@
 #include <cstdio>
 #include <vector>
 
-#include "benchmarks/dev_check.hpp"  // CK
+#include "benchmarks/dev_check.hpp"  // CK, median_ms, copy_tbs
 
 constexpr int kThreads = 256;
 constexpr int kHeads = 8;
@@ -105,43 +105,6 @@ __global__ void __launch_bounds__(kThreads) read_flat(const uint4* __restrict__ 
   }
   if (acc == 0x9e3779b9u) out[blockIdx.x & 63] = acc;
   (void)unused;
-}
-
-/// Median milliseconds per launch over `reps` samples of `batch` back-to-back launches.
-template <typename Launch>
-float median_ms(int warmup, int reps, int batch, Launch launch) {
-  cudaEvent_t t0, t1;
-  CK(cudaEventCreate(&t0));
-  CK(cudaEventCreate(&t1));
-  int r = 0;
-  for (; r < warmup; ++r) launch(r);
-  std::vector<float> ms;
-  for (int s = 0; s < reps; ++s) {
-    CK(cudaEventRecord(t0));
-    for (int b = 0; b < batch; ++b) launch(r++);
-    CK(cudaEventRecord(t1));
-    CK(cudaEventSynchronize(t1));
-    float x = 0;
-    CK(cudaEventElapsedTime(&x, t0, t1));
-    ms.push_back(x / static_cast<float>(batch));
-  }
-  CK(cudaEventDestroy(t0));
-  CK(cudaEventDestroy(t1));
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
-}
-
-float copy_tbs() {
-  const size_t n = size_t{2} << 30;  // 2 GiB, as decode_bench.py's copy
-  void *a = nullptr, *b = nullptr;
-  CK(cudaMalloc(&a, n));
-  CK(cudaMalloc(&b, n));
-  CK(cudaMemset(a, 1, n));
-  const float ms =
-      median_ms(2, 20, 3, [&](int) { CK(cudaMemcpyAsync(b, a, n, cudaMemcpyDeviceToDevice)); });
-  CK(cudaFree(a));
-  CK(cudaFree(b));
-  return static_cast<float>(2.0 * n / (ms * 1e-3) / 1e12);
 }
 
 using SplitKernel = void (*)(const uint4*, unsigned*);

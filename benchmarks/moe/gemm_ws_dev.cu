@@ -126,39 +126,21 @@ void launch_sm90(dim3 grid, const MoeGemmWsArgs& a) {
   k<<<grid, moe_gemm_sm90_threads(BM), smem>>>(a.base);
 }
 
-template <typename T, int BM, int BN, int S, bool G, int GR, int GA>
+/// CL 3: clusters of two along y (the grid's y rounded up to even), as the op launches them.
+template <typename T, int BM, int BN, int S, bool G, int GR, int GA, int CL = 1>
 void launch_ws(dim3 grid, const MoeGemmWsArgs& a) {
-  auto k = moe_gemm_ws_kernel<T, BM, BN, S, G, GR, GA>;
+  auto k = moe_gemm_ws_kernel<T, BM, BN, S, G, GR, GA, CL>;
   const unsigned smem = moe_gemm_ws_smem_bytes(BM, BN, S, G);
   static bool once = [&] {
     CK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     return true;
   }();
   (void)once;
-  k<<<grid, moe_gemm_ws_threads(BM), smem>>>(a);
-}
-
-template <typename T, int BM, int BN, int S, bool G, int GR, int GA>
-void launch_ws_c3(dim3 grid, const MoeGemmWsArgs& a) {
-  auto k = moe_gemm_ws_kernel<T, BM, BN, S, G, GR, GA, 3>;
-  const unsigned smem = moe_gemm_ws_smem_bytes(BM, BN, S, G);
-  static bool once = [&] {
-    CK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-    return true;
-  }();
-  (void)once;
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(grid.x, (grid.y + 1) & ~1u);
-  cfg.blockDim = dim3(moe_gemm_ws_threads(BM));
-  cfg.dynamicSmemBytes = smem;
-  cudaLaunchAttribute attr{};
-  attr.id = cudaLaunchAttributeClusterDimension;
-  attr.val.clusterDim.x = 1;
-  attr.val.clusterDim.y = 2;
-  attr.val.clusterDim.z = 1;
-  cfg.attrs = &attr;
-  cfg.numAttrs = 1;
-  CK(cudaLaunchKernelEx(&cfg, k, a));
+  if constexpr (CL == 3)
+    launch_clustered(k, dim3(grid.x, (grid.y + 1) & ~1u), moe_gemm_ws_threads(BM), smem,
+                     dim3(1, 2, 1), a);
+  else
+    k<<<grid, moe_gemm_ws_threads(BM), smem>>>(a);
 }
 
 #define WS(BM, BN, S, G, GR, GA)                                                   \
@@ -168,8 +150,8 @@ void launch_ws_c3(dim3 grid, const MoeGemmWsArgs& a) {
   }
 #define WSC3(BM, BN, S, G, GR, GA)                                                 \
   Kern {                                                                           \
-    2, BM, BN, S, GR, GA, G, launch_ws_c3<bf16, BM, BN, S, G, GR, GA>,             \
-        launch_ws_c3<fp16, BM, BN, S, G, GR, GA>, 3                                \
+    2, BM, BN, S, GR, GA, G, launch_ws<bf16, BM, BN, S, G, GR, GA, 3>,             \
+        launch_ws<fp16, BM, BN, S, G, GR, GA, 3>, 3                                \
   }
 #define S90(BM, BN, S, G, GR)                                                          \
   Kern {                                                                               \

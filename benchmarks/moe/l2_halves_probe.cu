@@ -30,7 +30,7 @@
 #include <cstdio>
 #include <vector>
 
-#include "benchmarks/dev_check.hpp"  // CK
+#include "benchmarks/dev_check.hpp"  // CK, launch_clustered
 
 constexpr int kThreads = 256;
 constexpr long long kRegion = 4LL << 20;  // bytes per region
@@ -98,19 +98,8 @@ int main() {
   const auto run = [&](const char* name, void (*f)(const uint4*, unsigned*, unsigned*),
                        long long bytes, int cluster) {
     const uint4* p = next(bytes);
-    cudaLaunchConfig_t cfg{};
-    cfg.gridDim = dim3(ctas);
-    cfg.blockDim = dim3(kThreads);
-    cfg.dynamicSmemBytes = kSmem;
-    cudaLaunchAttribute attr{};
-    attr.id = cudaLaunchAttributeClusterDimension;
-    attr.val.clusterDim.x = cluster;
-    attr.val.clusterDim.y = 1;
-    attr.val.clusterDim.z = 1;
-    cfg.attrs = &attr;
-    cfg.numAttrs = 1;
     CK(cudaEventRecord(t0));
-    CK(cudaLaunchKernelEx(&cfg, f, p, sm, out));
+    launch_clustered(f, dim3(ctas), kThreads, kSmem, dim3(cluster), p, sm, out);
     CK(cudaEventRecord(t1));
     CK(cudaEventSynchronize(t1));
     float ms = 0;

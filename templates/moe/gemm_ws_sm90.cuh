@@ -340,6 +340,14 @@ __global__ void __launch_bounds__(128 + BLOCK_M * 2, 1)
   };
 
 
+  // gemm2: the first slots' weights (they depend on the expert alone), their act rows announced
+  // with them (requested after the wait). CLUSTER 2: each CTA its half of a shared tile.
+  const auto load_first = [&] {
+    for (int s = 0; s < STAGES && s < k_tiles; ++s) {
+      mbar::arrive_expect_tx(full(s), STAGE);
+      load_w(s, s);
+    }
+  };
   if (tid == 0) {
 #pragma unroll
     for (int s = 0; s < STAGES; ++s) {
@@ -352,13 +360,8 @@ __global__ void __launch_bounds__(128 + BLOCK_M * 2, 1)
     tma::prefetch_map(&wargs.w_map);
     tma::prefetch_map(&wargs.a_map);
     if constexpr (!GATED && CLUSTER != 2) {
-      // The first slots' weights, their act rows announced with them (requested after the wait).
       // CLUSTER 3: its own weights, before the cluster barrier (a CTA past n loads none).
-      if (CLUSTER == 1 || !dead)
-        for (int s = 0; s < STAGES && s < k_tiles; ++s) {
-          mbar::arrive_expect_tx(full(s), STAGE);
-          load_w(s, s);
-        }
+      if (CLUSTER == 1 || !dead) load_first();
     }
   }
   if constexpr (CLUSTER > 1) {
@@ -366,15 +369,9 @@ __global__ void __launch_bounds__(128 + BLOCK_M * 2, 1)
     // no rows leaves after it (its partner does not share with it).
     cluster::sync();
     if (dead) return;
-    if constexpr (!GATED && CLUSTER == 2) {
-      // As CLUSTER 1 above, once the partner's barriers exist: the first slots' weights (each
-      // CTA its half of a shared tile) before the wait, their act rows announced with them.
-      if (tid == 0)
-        for (int s = 0; s < STAGES && s < k_tiles; ++s) {
-          mbar::arrive_expect_tx(full(s), STAGE);
-          load_w(s, s);
-        }
-    }
+    // CLUSTER 2: once the partner's barriers exist (its halves are multicast into them).
+    if constexpr (!GATED && CLUSTER == 2)
+      if (tid == 0) load_first();
   }
   if constexpr (!GATED) griddep_wait();
 
