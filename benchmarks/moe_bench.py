@@ -853,6 +853,10 @@ def main():
     if not args.no_ktune:
         if not args.db:
             ap.error("--db (a tuned database) is required unless --no-ktune")
+        if not os.path.isfile(args.db):
+            # An absent path would be dispatched as an empty database: every "tuned" row the
+            # built-in default (stop 70's first bench timed the default twice that way).
+            ap.error(f"--db {args.db}: no such file (a database written by ktune sweep)")
         header = args.header or next(
             (p for p in (os.path.join(os.path.dirname(os.path.abspath(args.lib)), "..", "include",
                                       "ktune", "ktune.h"),

@@ -4,18 +4,20 @@
 # waiting for a GPU, each with its own time limit, logs and tables under $OUT, a summary last.
 # One device call of under 10 minutes a STEP. Remove a check once its outcome is
 # recorded (results file, notes) and add new ones here.
-#   STEP=1 (stop 69, ~8 min): the Mixtral buckets T = 512-4096 re-tuned on the H100 (staged:
-#   gemm2's group now holds cluster2=2 with its early weight loads, 1.023x at T=1024 in the
-#   stop-69 check), into $OUT/mixtral.db, then the layer bench on its rows at T = 1024 and
-#   4096. Ship what the sweep picks (`ktune db merge` with db/shipped/h100.db, `ktune db ship`);
-#   prediction in benchmarks/moe/NOTES.md (stop 69): cluster2=2 chosen at T=1024, ~436 TFLOP/s.
+#   STEP=1 (stop 70, ~8 min a call): the Mixtral buckets ($TOKENS, default 512-4096) re-tuned
+#   on the H100 with gather1=2 and cluster1/cluster2=3 in the staged space (stop 70's STEP=3:
+#   gemm1 on sorted rows plus its gather 0.944x and with pairs along y 0.913x the cp.async
+#   gemm1 at T=4096, gemm2 in pairs along y 0.854x), into $MDB (default $OUT/mixtral.db; a
+#   sweep resumes where a timed-out one stopped, so carry the database into the next call),
+#   $LIMIT seconds (default 480). BENCH=1 then merges it with db/shipped/h100.db and benches
+#   Mixtral at T = 1024 and 4096 on the merged rows. Prediction in benchmarks/moe/NOTES.md
+#   (stop 70).
 #   STEP=2 (stop 69, ~3 min): the DeepSeek-like buckets T = 1, 16 and 32 re-tuned (fuse_route=2
 #   in the route group; T = 64 and 128 shipped at stop 69), into $OUT/deepseek.db, then the
 #   bench at T = 16, 32, 64 and 128 on db/shipped/h100.db merged with it.
-#   STEP=3 (stop 69, ~2 min): benchmarks/moe/gemm_ws_dev.cu check and time (nvcc on the
-#   device): gemm1 on rows already gathered in sorted order (GATHER 2) against the cp.async
-#   gather, with its gather kernel, and both GEMMs in clusters of two along y sharing the act
-#   tile (CLUSTER 3). Predictions in benchmarks/moe/NOTES.md (stop 69).
+#   STEP=1 and 2 ran at stop 70 (outcomes, and those of STEP=3-6: the GATHER 2 / CLUSTER 3
+#   harness, the new GPU cases, the A/Bs with benchmarks/moe/ab_rows.sh, in
+#   h100-stop70-2026-12-06.md); kept for the next re-tune.
 #   Earlier checks are recorded in benchmarks/results/h100-stop69-2026-12-06.md (the gridid
 #   probe, expert_grid, ncu of Mixtral's GEMMs, the cluster2 loads), h100-stop68-2026-12-06.md
 #   (the route-grid sort and the combine inside gemm2), h100-stop66-2026-12-05.md (the read
@@ -35,10 +37,20 @@ date -u | tee -a "$OUT/gpu.txt"
 case "${STEP:-1}" in
 1)
   S="e=8,k=2,h=4096,i=14336,routing=softmax_renorm"
-  timeout 500 "$G/bin/ktune" sweep --op moe --shape "$S" --tokens 512,1024,2048,4096 \
-    --dtype bf16 --db "$OUT/mixtral.db" --time-limit 480 >"$OUT/sweep-mixtral.log" 2>&1
+  MDB=${MDB:-$OUT/mixtral.db} LIMIT=${LIMIT:-480}
+  [ "$MDB" = "$OUT/mixtral.db" ] || cp "$MDB" "$OUT/mixtral.db"
+  timeout $((LIMIT + 20)) "$G/bin/ktune" sweep --op moe --shape "$S" \
+    --tokens "${TOKENS:-512,1024,2048,4096}" --dtype bf16 --db "$OUT/mixtral.db" \
+    --time-limit "$LIMIT" >"$OUT/sweep-mixtral.log" 2>&1
   note "sweep mixtral rc=$?: $(grep -c 'best:' "$OUT/sweep-mixtral.log") buckets"
   grep -E "^\s+(best|default):|[0-9.]+ us" "$OUT/sweep-mixtral.log" | cut -c1-200 | tail -16
+  if [ "${BENCH:-0}" = 1 ]; then
+    "$G/bin/ktune" db merge "$OUT/merged.db" db/shipped/h100.db "$OUT/mixtral.db" >/dev/null
+    DB=$OUT/merged.db OUT=$OUT/bench BUNDLE=$G LAYERS=mixtral TOKENS=1024,4096 \
+      timeout 200 benchmarks/run_moe.sh bench >"$OUT/bench.log" 2>&1
+    note "bench rc=$?"
+    grep -E "^(layer|mixtral )" "$OUT/bench.log" | cut -c1-170
+  fi
   ;;
 2)
   S="e=64,k=8,h=2048,i=1408,routing=sigmoid_group,n_group=8,topk_group=4"
@@ -46,21 +58,12 @@ case "${STEP:-1}" in
     --db "$OUT/deepseek.db" --time-limit 180 >"$OUT/sweep-deepseek.log" 2>&1
   note "sweep deepseek rc=$?"
   "$G/bin/ktune" db merge "$OUT/merged.db" db/shipped/h100.db "$OUT/deepseek.db" >/dev/null
-  OUT=$OUT/bench BUNDLE=$G DB=$OUT/merged.db LAYERS=deepseek TOKENS=16,32,64,128 \
+  DB=$OUT/merged.db OUT=$OUT/bench BUNDLE=$G LAYERS=deepseek TOKENS=16,32,64,128 \
     timeout 150 benchmarks/run_moe.sh bench >"$OUT/bench.log" 2>&1
   note "bench rc=$?"
   grep -E "^(layer|deepseek )" "$OUT/bench.log" | cut -c1-170
   ;;
-3)
-  nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I . -I templates \
-    benchmarks/moe/gemm_ws_dev.cu -o "$OUT/gemm_ws_dev" -L/usr/local/cuda/lib64/stubs -lcuda \
-    >"$OUT/gemm_ws_dev.log" 2>&1 &&
-    timeout 200 "$OUT/gemm_ws_dev" check time >>"$OUT/gemm_ws_dev.log" 2>&1
-  note "gemm_ws_dev rc=$?: $(grep '^check:' "$OUT/gemm_ws_dev.log")"
-  rm -f "$OUT/gemm_ws_dev"
-  grep -E "srt|gather_sorted|cpa| c3" "$OUT/gemm_ws_dev.log" | grep mixtral | cut -c1-160
-  ;;
-*) echo "STEP=1, 2 or 3" >&2; exit 2 ;;
+*) echo "STEP=1 or 2" >&2; exit 2 ;;
 esac
 echo "==== pending_checks.sh STEP=${STEP:-1}"
 printf '%s\n' "${summary[@]}"

@@ -181,6 +181,9 @@ struct KernelLaunch {
   // must be a multiple of it. A kernel that names a cluster needs it (it is not ignored). Above 8
   // (non-portable; Hopper takes 16) CudaLauncher allows it on the kernel first.
   unsigned cluster = 1;
+  // CTAs per cluster along y (1 for none; grid[1] must be a multiple of it): a cluster of
+  // cluster x cluster_y CTAs, as one named by the kernel needs.
+  unsigned cluster_y = 1;
 };
 
 /// Issues kernel launches on a stream. The runtime's implementation calls cuLaunchKernel;

@@ -53,12 +53,7 @@ inline RecordingLauncher run(const Params& params, const Problem& p, double scal
   a.scalars = scalars;
   a.kernels = &kernel;
   a.layout = layout;
-  RecordingLauncher l;
-  if (reference)
-    op().run_reference(a, l);
-  else
-    op().run(a, l);
-  return l;
+  return test::record_run<RecordingLauncher>(op(), a, reference);
 }
 
 const char* const kMha = "b=2,hq=16,hkv=16,nq=4096,nk=4096,d=128";

@@ -173,6 +173,19 @@ TEST(Launcher, RefusesBadLaunchesBeforeTheDriver) {
   }
   l.cluster = 0;
   EXPECT_THROW(launcher.launch(l), InvalidArgument);
+  l.cluster = 1;
+  l.grid[1] = 3;
+  l.cluster_y = 2;  // nor a grid y of 3 into clusters of 2 along y
+  try {
+    launcher.launch(l);
+    ADD_FAILURE() << "a grid y of 3 launched in clusters of 2 along y";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("grid y 3 is not a multiple of the cluster's y size 2"),
+              std::string::npos)
+        << e.what();
+  }
+  l.cluster_y = 0;
+  EXPECT_THROW(launcher.launch(l), InvalidArgument);
 }
 
 TEST(Launcher, WithoutDriverThrowsNoDevice) {

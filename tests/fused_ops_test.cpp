@@ -13,6 +13,7 @@
 #include "templates/fused/args.h"
 #include "templates/op.hpp"
 #include "templates/params_over.hpp"
+#include "tests/support/launch_recorder.hpp"
 
 namespace ktune {
 namespace {
@@ -69,12 +70,7 @@ FakeLauncher run_fake(const Op& op, const Params& params, const Problem& problem
   a.tensors = tensors.data();
   a.scalars = scalars.data();
   a.kernels = handles.data();
-  FakeLauncher launcher;
-  if (reference)
-    op.run_reference(a, launcher);
-  else
-    op.run(a, launcher);
-  return launcher;
+  return test::record_run<FakeLauncher>(op, a, reference);
 }
 
 // ---- registry ----

@@ -940,6 +940,18 @@ std::vector<Case> ws_cases() {
   with(moe_softmax_renorm, 8, 2, 1000, DType::bf16, tall);
   with(moe_expert_choice, 8, 2, 777, DType::f16, tall);
   with(moe_sigmoid_group, 64, 8, 1000, DType::bf16, tall, 1024, 1408);
+  // gemm1 on x's rows gathered into sorted order (gather1=2, a gather kernel before it), alone
+  // and with both GEMMs in clusters of two along the columns sharing the act tile (cluster=3:
+  // h=136 at bn2=256 and i=1408 at bn1=128 leave a pair's second column block past n); expert
+  // choice in fp16 (pair_token), the layer's real widths, gemm2's pairs alone at k=1 (gemm2
+  // writes y), block_m=192 in fp16.
+  with(moe_softmax_renorm, 8, 2, 1000, DType::bf16, wide + ",gather1=2");
+  with(moe_softmax_renorm, 8, 2, 1000, DType::bf16, wide + ",gather1=2,cluster1=3,cluster2=3");
+  with(moe_expert_choice, 8, 2, 777, DType::f16, narrow + ",gather1=2,cluster1=3,cluster2=3");
+  with(moe_sigmoid_group, 64, 8, 1000, DType::bf16, wide + ",gather1=2,cluster1=3,cluster2=3",
+       1024, 1408);
+  with(moe_softmax, 8, 1, 499, DType::f16, narrow + ",cluster2=3");
+  with(moe_softmax_renorm, 8, 2, 1000, DType::f16, tall + ",gather1=2");
   return out;
 }
 
@@ -1308,6 +1320,7 @@ TEST_F(GpuMoeOp, GraphCaptureReplaysBitForBitOnFreshInputs) {
     cases.push_back(ws[8]);
     cases.push_back(ws[9]);
     cases.push_back(ws[16]);  // clusters of two (cluster launches captured)
+    cases.push_back(ws[23]);  // the sorted gather, then clusters of two along y
     // FP8 weights: the quantisation kernels between the GEMMs replay too.
     const std::vector<Case> fp8 = fp8_cases();
     cases.push_back(fp8[3]);

@@ -23,6 +23,7 @@
 #include "templates/common/wgmma.cuh"
 #include "templates/moe/gemm_sm90_args.h"
 #include "templates/moe/gemm_ws_args.h"
+#include "templates/moe/moe_op.hpp"
 #include "tests/support/hopper_source.hpp"
 #include "tests/support/test_env.hpp"
 
@@ -473,6 +474,73 @@ TEST(HopperCompile, MoeGemmWarpSpecialised) {
     std::printf("%-6s %-66s %3d registers, %6d B smem, %s\n", batch[i].arch.c_str(),
                 batch[i].source.name_expression.c_str(), r.registers, r.shared_bytes,
                 note.c_str());
+  }
+}
+
+// The MoE op's gather1=2 and cluster=3 points as the op names them: the gather kernel (both
+// 16-bit types, sm_90a and sm_80) and the warp-specialised GEMMs of a few valid points compile
+// for sm_90a without spills.
+TEST(HopperCompile, MoeOpSortedGatherAndColumnClusters) {
+  const Op& op = moe_op();
+  const DeviceInfo h100 = *device_for_arch("sm_90a");
+  const Problem p = op.parse_problem("e=8,k=2,h=4096,i=14336,t=4096");
+  // The default (block_m 128, both GEMMs warp-specialised) and a 64-row form of it.
+  const Params wide = op.default_params(p, DType::bf16, h100);
+  ASSERT_EQ(op.param(wide, "impl1"), 2);
+  ASSERT_EQ(op.param(wide, "block_m"), 128);
+  const auto with = [&](Params q, const std::vector<std::pair<const char*, std::int64_t>>& v) {
+    for (const auto& [n, x] : v) q.values[op.param_index(n)] = x;
+    return q;
+  };
+  const Params narrow = with(wide, {{"block_m", 64}, {"warps1", 4}, {"warps2", 4}, {"bn1", 64},
+                                    {"stages1", 6}, {"group1", 8}, {"bn2", 128}, {"stages2", 3},
+                                    {"group2", 0}});
+  struct Point {
+    Params params;
+    DType dtype;
+  };
+  const Point points[] = {{with(wide, {{"gather1", 2}}), DType::bf16},
+                          {with(wide, {{"gather1", 2}, {"cluster1", 3}, {"cluster2", 3}}),
+                           DType::bf16},
+                          {with(narrow, {{"gather1", 2}, {"cluster1", 3}}), DType::f16},
+                          {with(narrow, {{"cluster2", 3}}), DType::bf16}};
+  // Compiled by MoeGemmWarpSpecialised above.
+  const std::set<std::string> covered = {
+      "ktune::moe_gemm_ws_kernel<ktune::bf16, 128, 128, 4, true, 0, 2>",
+      "ktune::moe_gemm_ws_kernel<ktune::bf16, 128, 128, 4, true, 0, 2, 3>",
+      "ktune::moe_gemm_ws_kernel<ktune::bf16, 128, 256, 4, false, 8, 0, 3>"};
+  std::vector<CompileJob> batch;
+  std::set<std::string> seen;
+  for (const Point& pt : points) {
+    const Params& q = pt.params;
+    ASSERT_EQ(op.invalid_reason(q, p, pt.dtype, h100), std::nullopt)
+        << op.params_key(q) << ": " << *op.invalid_reason(q, p, pt.dtype, h100);
+    for (const KernelSource& k : op.kernels(q, p, pt.dtype)) {
+      const std::string& e = k.name_expression;
+      const bool fresh = e.find(", 2>") != std::string::npos ||
+                         e.find(", 3>") != std::string::npos;
+      if (k.file != "moe/gather_rows.cuh" && (k.file != "moe/gemm_ws_sm90.cuh" || !fresh))
+        continue;
+      if (!seen.insert(e).second || covered.count(e)) continue;
+      batch.push_back({k, "sm_90a", test::hopper_source(k.file)});
+      if (k.file == "moe/gather_rows.cuh")
+        batch.push_back({k, "sm_80", test::hopper_source(k.file)});
+    }
+  }
+  EXPECT_TRUE(seen.count("ktune::moe_gather_rows_kernel<ktune::bf16>"));
+  EXPECT_TRUE(seen.count("ktune::moe_gather_rows_kernel<ktune::fp16>"));
+  EXPECT_TRUE(seen.count("ktune::moe_gemm_ws_kernel<ktune::fp16, 64, 64, 6, true, 8, 2, 3>"));
+  EXPECT_TRUE(seen.count("ktune::moe_gemm_ws_kernel<ktune::bf16, 64, 128, 3, false, 0, 0, 3>"));
+  EXPECT_GE(seen.size(), 6u);  // two gathers and at least four GEMMs
+  const std::vector<CompileOutcome> outcomes = compile_parallel(Compiler(std::nullopt), batch, 0);
+  ASSERT_EQ(outcomes.size(), batch.size());
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    const std::string what = batch[i].source.name_expression + " for " + batch[i].arch;
+    if (!compiled_clean(outcomes[i], what)) continue;
+    EXPECT_EQ(outcomes[i].kernel->log.find("C7508"), std::string::npos)
+        << what << ":\n" << outcomes[i].kernel->log;
+    std::printf("%-6s %-70s %3d registers\n", batch[i].arch.c_str(),
+                batch[i].source.name_expression.c_str(), outcomes[i].kernel->resources.registers);
   }
 }
 

@@ -115,7 +115,8 @@ bool fits_cuda(const KernelLaunch& l) {
   return l.grid[0] >= 1 && l.grid[0] <= 2147483647u && l.grid[1] >= 1 && l.grid[1] <= 65535 &&
          l.grid[2] >= 1 && l.grid[2] <= 65535 && l.block[0] >= 1 &&
          l.block[0] * l.block[1] * l.block[2] <= 1024 && l.shared_bytes <= 227 * 1024 &&
-         l.cluster >= 1 && l.grid[0] % l.cluster == 0;
+         l.cluster >= 1 && l.grid[0] % l.cluster == 0 && l.cluster_y >= 1 &&
+         l.grid[1] % l.cluster_y == 0;
 }
 
 std::string what(const Op& op, const Problem& p, DType t, const DeviceInfo& dev,

@@ -345,6 +345,106 @@ TEST(MoeSpace, ClusteredWarpSpecialisedGemm) {
       "cluster1=2 is the warp-specialised kernel's (impl1=2)"));
 }
 
+// gather1=2: gemm1 on x's rows gathered into sorted order first (one more kernel, a buffer in
+// the workspace), left out of keys at 0; cluster1/cluster2=3: pairs along the columns sharing
+// the act tile, gemm1's on sorted rows only; reasons for what they do not take.
+TEST(MoeSpace, SortedGatherAndColumnClusters) {
+  const DeviceInfo h100 = device("sm_90a");
+  const Problem p = problem(kMixtral, 4096);
+  const Params w = op().default_params(p, DType::bf16, h100);
+  ASSERT_EQ(op().param(w, "impl1"), 2);
+  ASSERT_EQ(op().param(w, "impl2"), 2);
+  EXPECT_EQ(op().param(w, "gather1"), 0);  // not a default
+  EXPECT_EQ(op().params_key(w).find("gather"), std::string::npos);
+  const std::size_t ws = op().workspace_bytes(w, p, DType::bf16);
+  const auto with = [&](const std::vector<std::pair<const char*, std::int64_t>>& values) {
+    Params q = w;
+    for (const auto& [n, v] : values) set(q, n, v);
+    return q;
+  };
+  const auto why = [&](const Params& q, DType t = DType::bf16) {
+    return op().invalid_reason(q, p, t, h100).value_or("");
+  };
+  const Params g = with({{"gather1", 2}});
+  EXPECT_EQ(op().invalid_reason(g, p, DType::bf16, h100), std::nullopt) << why(g);
+  EXPECT_NE(op().params_key(g).find("gather1=2"), std::string::npos);
+  EXPECT_EQ(op().parse_params(op().params_key(g)).values, g.values);
+  // The sorted rows of x: max_blocks * block_m rows of h, 256-byte aligned.
+  const long long rows = moe_max_padded(4096LL * 2, 8, static_cast<int>(op().param(w, "block_m")));
+  EXPECT_EQ(op().workspace_bytes(g, p, DType::bf16),
+            ws + (static_cast<std::size_t>(rows) * 4096 * 2 + 255) / 256 * 256);
+  EXPECT_EQ(op().workspace_bytes(g, p, DType::f16), op().workspace_bytes(g, p, DType::bf16));
+  const auto ks = op().kernels(g, p, DType::bf16);
+  const auto plain = op().kernels(w, p, DType::bf16);
+  ASSERT_EQ(ks.size(), plain.size() + 1);
+  std::size_t at = 0;
+  while (at < plain.size() && plain[at].name_expression.find("moe_gemm_ws") == std::string::npos)
+    ++at;
+  ASSERT_LT(at, plain.size());
+  EXPECT_EQ(ks[at].file, "moe/gather_rows.cuh");
+  EXPECT_EQ(ks[at].name_expression, "ktune::moe_gather_rows_kernel<ktune::bf16>");
+  EXPECT_EQ(op().block_threads(g, p, DType::bf16, at), kMoeGatherThreads);
+  EXPECT_EQ(op().dynamic_shared_bytes(g, p, DType::bf16, at), 0u);
+  const std::string g1 = plain[at].name_expression;  // "..., <group1>, 0>"
+  ASSERT_EQ(g1.substr(g1.size() - 4), ", 0>") << g1;
+  EXPECT_EQ(ks[at + 1].name_expression, g1.substr(0, g1.size() - 4) + ", 2>");
+  for (std::size_t i = at + 2; i < ks.size(); ++i)
+    EXPECT_EQ(ks[i].name_expression, plain[i - 1].name_expression);  // gemm2 on
+  // In pairs along the columns: both GEMMs' names end in 3 (gemm1's after GATHER 2); the
+  // workspace stays that of the gather.
+  const Params c3 = with({{"gather1", 2}, {"cluster1", 3}, {"cluster2", 3}});
+  EXPECT_EQ(op().invalid_reason(c3, p, DType::bf16, h100), std::nullopt) << why(c3);
+  EXPECT_EQ(op().workspace_bytes(c3, p, DType::bf16), op().workspace_bytes(g, p, DType::bf16));
+  const auto kc = op().kernels(c3, p, DType::bf16);
+  ASSERT_EQ(kc.size(), ks.size());
+  EXPECT_EQ(kc[at + 1].name_expression, g1.substr(0, g1.size() - 4) + ", 2, 3>");
+  EXPECT_EQ(kc[at + 2].name_expression.substr(kc[at + 2].name_expression.size() - 7),
+            ", 0, 3>");
+  const Params c2 = with({{"cluster2", 3}});  // gemm2 alone, no gather
+  EXPECT_EQ(op().invalid_reason(c2, p, DType::bf16, h100), std::nullopt) << why(c2);
+  EXPECT_EQ(op().workspace_bytes(c2, p, DType::bf16), ws);
+  // The reasons, naming the values.
+  EXPECT_TRUE(contains(why(with({{"cluster1", 3}})),
+                       "cluster1=3 shares gemm1's act tile")) << why(with({{"cluster1", 3}}));
+  EXPECT_TRUE(contains(why(with({{"cluster1", 3}})), "not gather1=0"));
+  EXPECT_TRUE(contains(why(with({{"gather1", 2}, {"cluster1", 2}})), "cluster1=2"))
+      << why(with({{"gather1", 2}, {"cluster1", 2}}));
+  EXPECT_TRUE(contains(why(with({{"gather1", 2}, {"persist1", 1}})),
+                       "takes impl1=2, persist1=0, bf16 or fp16"))
+      << why(with({{"gather1", 2}, {"persist1", 1}}));
+  EXPECT_TRUE(contains(why(with({{"gather1", 2}, {"persist1", 1}})), "persist1=1"));
+  EXPECT_TRUE(contains(why(with({{"cluster2", 3}, {"persist2", 2}})),
+                       "cluster2=3 pairs the CTAs of the one-tile-per-CTA grid"))
+      << why(with({{"cluster2", 3}, {"persist2", 2}}));
+  const Params e = op().default_params(p, DType::e4m3, h100);
+  ASSERT_EQ(op().param(e, "impl1"), 2);
+  Params eg = e;
+  set(eg, "gather1", 2);
+  EXPECT_TRUE(contains(why(eg, DType::e4m3), "gather1=2")) << why(eg, DType::e4m3);
+  EXPECT_TRUE(contains(why(eg, DType::e4m3), "e4m3")) << why(eg, DType::e4m3);
+  Params ec = e;
+  set(ec, "cluster2", 3);
+  EXPECT_TRUE(contains(why(ec, DType::e4m3), "cluster2=3 (pairs along the columns"))
+      << why(ec, DType::e4m3);
+  // Not the mma.sync or wgmma kernels'.
+  const Problem small = problem(kMixtral, 16);
+  Params m = op().default_params(small, DType::bf16, h100);
+  ASSERT_NE(op().param(m, "impl1"), 2);
+  set(m, "gather1", 2);
+  EXPECT_TRUE(contains(op().invalid_reason(m, small, DType::bf16, h100).value_or(""),
+                       "impl1=" + std::to_string(op().param(m, "impl1"))));
+  Params m2 = op().default_params(small, DType::bf16, h100);
+  set(m2, "cluster2", 3);
+  EXPECT_TRUE(contains(op().invalid_reason(m2, small, DType::bf16, h100).value_or(""),
+                       "cluster2=3 is the warp-specialised kernel's (impl2=2)"));
+  // block_m=192: one tile per CTA unpaired; its gemm1 may read sorted rows.
+  Params tall = with({{"block_m", 192}, {"warps1", 12}, {"warps2", 12}, {"bn1", 128},
+                      {"bn2", 128}, {"stages1", 3}, {"stages2", 4}, {"gather1", 2}});
+  EXPECT_EQ(op().invalid_reason(tall, p, DType::bf16, h100), std::nullopt) << why(tall);
+  set(tall, "cluster2", 3);
+  EXPECT_TRUE(contains(why(tall), "cluster2=1")) << why(tall);
+}
+
 TEST(MoeSpace, ThreeConsumerWarpSpecialisedGemm) {
   const DeviceInfo h100 = device("sm_90a");
   const Problem p = problem(kMixtral, 4096);

@@ -2,7 +2,7 @@
 // (the kernels in order per routing mode, grids from the upper bounds, every workspace pointer
 // inside the workspace), split-k, counted persistent GEMMs, the fused route and align, expert
 // choice, and FP8 (e4m3) weights.
-#include "tests/moe_test_support.hpp"
+#include "tests/moe_run_support.hpp"
 
 namespace ktune {
 namespace {
@@ -10,55 +10,6 @@ namespace {
 using namespace moe_test;
 
 // ---- run() ----
-
-/// Records each launch with a copy of its argument bytes (`as<Args>()`).
-using RecordingLauncher = test::LaunchRecorder;
-
-constexpr std::uint64_t kWorkspace = 0x100000000ull;
-
-/// Runs with tensors at 0x10000 * (i + 1) (those in `null` passed as null), kernel handle i at
-/// 0x100 + i.
-RecordingLauncher run(const Params& params, const Problem& p, std::set<int> null = {},
-                      bool reference = false, DType dtype = DType::bf16, int sm_count = 0) {
-  std::uint64_t tensors[12];
-  for (int i = 0; i < 12; ++i) tensors[i] = null.count(i) ? 0 : 0x10000ull * (i + 1);
-  KernelHandle kernels[16];
-  for (int i = 0; i < 16; ++i) kernels[i] = reinterpret_cast<KernelHandle>(0x100 + i);
-  const double scaling = 2.5;
-  RunArgs a;
-  a.params = &params;
-  a.problem = &p;
-  a.tensors = tensors;
-  a.scalars = &scaling;
-  a.kernels = kernels;
-  a.workspace = kWorkspace;
-  a.dtype = dtype;
-  a.sm_count = sm_count;
-  RecordingLauncher l;
-  if (reference)
-    op().run_reference(a, l);
-  else
-    op().run(a, l);
-  return l;
-}
-
-std::vector<std::string> kernel_names(const Params& params, const Problem& p,
-                                      DType dtype = DType::bf16) {
-  std::vector<std::string> out;
-  for (const KernelSource& k : op().kernels(params, p, dtype)) {
-    const std::string& e = k.name_expression;
-    out.push_back(e.substr(7, e.find('<') == std::string::npos ? std::string::npos
-                                                               : e.find('<') - 7));
-  }
-  return out;
-}
-
-/// Every workspace pointer of a launch lies inside [kWorkspace, kWorkspace + bytes).
-void expect_inside(const void* ptr, std::size_t bytes, std::size_t ws, const char* what) {
-  const auto v = reinterpret_cast<std::uintptr_t>(ptr);
-  if (v < kWorkspace) return;  // a tensor
-  EXPECT_LE(v + bytes, kWorkspace + ws) << what;
-}
 
 TEST(MoeRun, KernelsInOrderPerRoutingMode) {
   const DeviceInfo h100 = device("sm_90a");
@@ -832,7 +783,7 @@ TEST(MoeFp8, TensorsSpaceAndReasons) {
   // kernel, each with e4m3's k steps (the warp-specialised point is the default above).
   const Space space(op(), problem(kDeepSeek, 1024), DType::e4m3, h100);
   std::size_t valid = 0;
-  for (const SpacePoint& pt : space.sample(60000, 11)) {
+  for (const SpacePoint& pt : space.sample(300000, 11)) {
     if (pt.invalid) continue;
     ++valid;
     for (const char* n : {"1", "2"}) {

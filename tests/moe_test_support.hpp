@@ -18,6 +18,7 @@
 #include "search/strategy.hpp"
 #include "templates/moe/gemm_sm90_args.h"
 #include "templates/moe/args.h"
+#include "templates/moe/gather_rows.cuh"
 #include "templates/moe/gemm_args.h"
 #include "templates/moe/gemm_ws_args.h"
 #include "templates/moe/moe_op.hpp"

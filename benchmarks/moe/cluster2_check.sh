@@ -31,20 +31,11 @@ for t in ${TS:-1024 2048 4096}; do
     --params "$row" --params "$row,cluster2=2" >"$OUT/sweep-$t.log" 2>&1
   echo "sweep t=$t rc=$?"
   python3 - "$OUT/sweep-$t.log" "$OUT/h100c.db" "$shape" "$row" <<'PY'
-import re, sqlite3, sys
+import sqlite3, sys
+sys.path.insert(0, "benchmarks/moe")
+from given_times import given_times
 log, dst, shape, row = sys.argv[1:]
-# The sweep's verdict: each given point's median as re-timed, interleaved, at the end of its
-# run ("given: PARAMS" then "US us; ..."), not the trial rows' first timings.
-given, last = {}, None
-for line in open(log):
-    m = re.match(r"\s+given:\s+(\S+)", line)
-    if m:
-        last = m.group(1)
-        continue
-    m = re.match(r"\s+([\d.]+) us;", line)
-    if m and last:
-        given[last] = float(m.group(1))
-        last = None
+given = dict(given_times(log))
 clus = row + ",cluster2=2"
 a, b = given.get(row), given.get(clus)
 t = shape.split("t=")[1].split(",")[0]

@@ -32,11 +32,16 @@ void CudaLauncher::launch(const KernelLaunch& launch) {
     throw InvalidArgument("CudaLauncher::launch: null argument struct of " +
                           std::to_string(launch.args_size) + " bytes");
   }
-  const bool clustered = launch.cluster > 1;
+  const bool clustered = launch.cluster > 1 || launch.cluster_y > 1;
   if (launch.cluster == 0 || (clustered && launch.grid[0] % launch.cluster != 0)) {
     throw InvalidArgument("CudaLauncher::launch: grid x " + std::to_string(launch.grid[0]) +
                           " is not a multiple of the cluster size " +
                           std::to_string(launch.cluster) + " (a cluster size is 1 or more)");
+  }
+  if (launch.cluster_y == 0 || (clustered && launch.grid[1] % launch.cluster_y != 0)) {
+    throw InvalidArgument("CudaLauncher::launch: grid y " + std::to_string(launch.grid[1]) +
+                          " is not a multiple of the cluster's y size " +
+                          std::to_string(launch.cluster_y) + " (a cluster size is 1 or more)");
   }
   const Driver& d = Driver::get();
   if (clustered && d.cuLaunchKernelEx == nullptr)
@@ -55,12 +60,12 @@ void CudaLauncher::launch(const KernelLaunch& launch) {
     }
     if (clustered) {
       // Above the portable 8 CTAs (Hopper takes 16), the kernel must say it accepts it.
-      if (launch.cluster > 8)
+      if (launch.cluster * launch.cluster_y > 8)
         KTUNE_CU(d.cuFuncSetAttribute(static_cast<CUfunction>(launch.kernel),
                                       CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1));
       attrs[n].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
       attrs[n].value.clusterDim.x = launch.cluster;
-      attrs[n].value.clusterDim.y = 1;
+      attrs[n].value.clusterDim.y = launch.cluster_y;
       attrs[n++].value.clusterDim.z = 1;
     }
     CUlaunchConfig config{};

@@ -46,7 +46,8 @@ enum MoeWsGather : int {
   moe_ws_gather_tma = 1,       // one 128-byte TMA box per row, issued by the producer's warp 0
   moe_ws_gather_sorted = 2,    // none: args.a holds the rows already gathered in sorted order
                                // ([max_blocks * BLOCK_M][H], a_map's box 64 x BLOCK_M), one box
-                               // a k-tile as gemm2's act (not yet used by the op)
+                               // a k-tile as gemm2's act (the op's gather1=2: the rows
+                               // gathered by moe_gather_rows_kernel, moe/gather_rows.cuh)
 };
 
 /// Consumer warpgroups of moe_gemm_ws_kernel: one per 64 rows of BLOCK_M (1 to 3).

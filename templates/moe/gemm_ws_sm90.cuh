@@ -150,7 +150,7 @@ constexpr int kWsTableFull = 1, kWsTableFree = 3, kWsProducer = 5;
 /// y, the two column blocks of one row block (the GROUP_M order runs over the pairs), sharing
 /// the act tile instead: each CTA loads half its rows (the act map's box is 64 x BLOCK_M / 2)
 /// multicast into both and its own weights; gemm2, or gemm1 with GATHER 2 (rows already
-/// sorted). Not yet used by the op (benchmarks/moe/gemm_ws_dev.cu; benchmarks/moe/NOTES.md,
+/// sorted). The op's cluster1/cluster2 = 3, tunables not yet measured (benchmarks/moe/NOTES.md,
 /// stop 69).
 ///
 /// Requirements: those of moe_gemm_kernel; every block's real rows come first (the padding of

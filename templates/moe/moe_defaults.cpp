@@ -167,12 +167,12 @@ Params default_params(const Shape& s, DType t, const DeviceInfo& device, const L
               r.g2.group_m, r.g2.prefetch, r.g2.epi, r.g2.impl,
               s.pairs() > r.align_chunk && !s.expert_choice() ? r.align_chunk : 0,
               s.route_kernel() ? lanes : 8, s.route_kernel() ? vec : 1,
-              s.combines() ? r.combine_vec : lists.combine_vec, 1, 0, 0, 0, 1, 1}};
+              s.combines() ? r.combine_vec : lists.combine_vec, 1, 0, 0, 0, 1, 1, 0}};
     // One value per tunable, in the Param enum's order (a row that misses one would be read
     // past its end).
-    if (p.values.size() != kCluster2 + 1)
+    if (p.values.size() != kGather1 + 1)
       throw std::logic_error("moe defaults: a row has " + std::to_string(p.values.size()) +
-                             " values for " + std::to_string(kCluster2 + 1) + " tunables");
+                             " values for " + std::to_string(kGather1 + 1) + " tunables");
     return p;
   };
   // Few pairs routed by softmax: route and align in one block (fuse_route; worth ~1-3 % of

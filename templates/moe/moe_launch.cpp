@@ -11,6 +11,7 @@
 #include "templates/kernel_tensor_map.hpp"
 #include "templates/moe/gemm_args.h"
 #include "templates/moe/gemm_sm90_args.h"
+#include "templates/moe/gather_rows.cuh"
 #include "templates/moe/moe_parts.hpp"
 #include "templates/moe/zero.cuh"
 
@@ -29,34 +30,38 @@ tma::TensorMap ws_map(const void* ptr, DType t, std::vector<std::uint64_t> dims,
 }
 
 /// The warp-specialised kernel's arguments: g plus its tensor maps. gemm1: x [x_rows, H] and w1
-/// as {H, I, 2, E}; gemm2: act [act_rows, I] and w2 as {I, H, E}. Encoded per call on the host
-/// (no device work, nothing allocated; a captured graph keeps the bytes).
+/// as {H, I, 2, E} (gather1=2: x's rows in sorted order [a_rows, H], read a block's rows a box);
+/// gemm2: act [act_rows, I] and w2 as {I, H, E}. Encoded per call on the host (no device work,
+/// nothing allocated; a captured graph keeps the bytes).
 MoeGemmWsArgs ws_args(const MoeGemmArgs& g, DType t, bool gated, const Shape& s,
                       long long a_rows, const Config& c) {
   const auto u = [](long long v) { return static_cast<std::uint64_t>(v); };
   const GemmTile& tile = gated ? c.g1 : c.g2;
   MoeGemmWsArgs w{};
   w.base = g;
-  // cluster=2: a box of half the weight tile's rows (each CTA of a pair loads its half).
-  const auto bn = static_cast<std::uint32_t>(tile.bn / tile.cluster);
+  // cluster=2: a box of half the weight tile's rows (each CTA of a pair loads its half);
+  // cluster=3: a box of half the act tile's rows instead.
+  const auto bn = static_cast<std::uint32_t>(tile.cluster == 2 ? tile.bn / 2 : tile.bn);
+  const auto bm = static_cast<std::uint32_t>(tile.cluster == 3 ? c.block_m / 2 : c.block_m);
   const auto kt = static_cast<std::uint32_t>(128 / dtype_size(t));  // one 128-byte row
   if (gated) {
-    w.a_map = ws_map(g.a, t, {u(s.h), u(a_rows)}, {kt, 1});
+    w.a_map = ws_map(g.a, t, {u(s.h), u(a_rows)}, {kt, ws_gather(tile) ? bm : 1u});
     w.w_map = ws_map(g.w, t, {u(s.h), u(s.i), 2, u(s.e)}, {kt, bn, 1, 1});
   } else {
-    w.a_map = ws_map(g.a, t, {u(s.i), u(a_rows)}, {kt, static_cast<std::uint32_t>(c.block_m)});
+    w.a_map = ws_map(g.a, t, {u(s.i), u(a_rows)}, {kt, bm});
     w.w_map = ws_map(g.w, t, {u(s.i), u(s.h), u(s.e)}, {kt, bn, 1});
   }
   return w;
 }
 
 /// Launches a.kernels[0], [1], ... in turn, each with a 1-D block, an (x, y, z) grid and
-/// clusters of `cluster` CTAs along x.
+/// clusters of `cluster` CTAs along x and `cluster_y` along y.
 class KernelSequence {
  public:
   KernelSequence(const RunArgs& a, Launcher& launcher) : a_(a), launcher_(launcher) {}
   void operator()(unsigned gx, unsigned gy, unsigned threads, unsigned smem, const void* args,
-                  std::size_t size, unsigned gz = 1, unsigned cluster = 1) {
+                  std::size_t size, unsigned gz = 1, unsigned cluster = 1,
+                  unsigned cluster_y = 1) {
     KernelLaunch k;
     k.kernel = a_.kernels[index_++];
     k.grid[0] = gx;
@@ -67,6 +72,7 @@ class KernelSequence {
     k.args = args;
     k.args_size = size;
     k.cluster = cluster;
+    k.cluster_y = cluster_y;
     // Every kernel after the first may be scheduled during its predecessor's tail: each waits
     // (griddep_wait) before reading what the one before it wrote (templates/common/pdl.cuh).
     // The first waits for the caller's previous work on the stream, as any launch.
@@ -119,11 +125,12 @@ Fp8Buffers fp8_buffers(const RunArgs& a, const Layout& l) {
           w1s, w2s};
 }
 
-/// The warp-specialised kernel's grid: (blocks, gy), blocks rounded up to whole clusters, or
-/// for the persistent one a CTA per SM (at most one per tile; every tile when the SM count is
-/// unknown).
+/// The warp-specialised kernel's grid: (blocks, gy), blocks rounded up to whole clusters along x
+/// (cluster=2) or gy to whole clusters along y (cluster=3), or for the persistent one a CTA per
+/// SM (at most one per tile; every tile when the SM count is unknown).
 std::pair<unsigned, unsigned> ws_grid(unsigned blocks, unsigned gy, const GemmTile& g,
                                       const KernelSequence& launch) {
+  if (g.cluster == 3) return {blocks, (gy + 1) / 2 * 2};
   const auto cluster = static_cast<unsigned>(g.cluster);
   if (!g.persist) return {(blocks + cluster - 1) / cluster * cluster, gy};
   const unsigned tiles = blocks * gy;
@@ -131,11 +138,25 @@ std::pair<unsigned, unsigned> ws_grid(unsigned blocks, unsigned gy, const GemmTi
   return {sms > 0 ? std::min(tiles, static_cast<unsigned>(sms)) : tiles, 1u};
 }
 
+/// A warp-specialised GEMM's launch: its grid (ws_grid) and clusters, (cluster, 1) along x or
+/// (1, 2) along y with cluster=3.
+void launch_ws(KernelSequence& launch, const Config& c, bool gated, unsigned blocks, int n,
+               const MoeGemmWsArgs& w) {
+  const GemmTile& g = gated ? c.g1 : c.g2;
+  const auto [gx, gy] = ws_grid(blocks, moe_gemm_grid_y(n, g.bn), g, launch);
+  const bool along_y = g.cluster == 3;
+  launch(gx, gy, gemm_threads(c, gated), gemm_smem(c, gated), &w, sizeof w, 1,
+         along_y ? 1u : static_cast<unsigned>(g.cluster), along_y ? 2u : 1u);
+}
+
 /// gemm1 and gemm2 with their arguments (the warp-specialised kernel's with its tensor maps;
 /// act has act_rows rows, x has t), grids from the upper bounds in g1.max_blocks. FP8 weights:
-/// x and then act quantised per row to e4m3 before the GEMM that reads them.
+/// x and then act quantised per row to e4m3 before the GEMM that reads them. gather1=2: x's
+/// rows gathered into x_sorted [act_rows, H] in sorted order first (moe_gather_rows_kernel, a
+/// block per row), which gemm1 then reads.
 void launch_gemms(KernelSequence& launch, DType t, const Shape& s, const Config& c,
-                  MoeGemmArgs g1, MoeGemmArgs g2, long long act_rows, const Fp8Buffers& q) {
+                  MoeGemmArgs g1, MoeGemmArgs g2, long long act_rows, const Fp8Buffers& q,
+                  void* x_sorted) {
   const auto blocks = static_cast<unsigned>(g1.max_blocks);
   // persist=2: gemm2's tile counter follows gemm1's (zero_tiles).
   g2.tile_counter = g1.tile_counter ? g1.tile_counter + 1 : nullptr;
@@ -146,11 +167,16 @@ void launch_gemms(KernelSequence& launch, DType t, const Shape& s, const Config&
     g1.a_scale = q.xs;
     g1.w_scale = q.w1_scale;
   }
+  long long x_rows = s.t;
+  if (gathers(c)) {
+    const MoeGatherRowsArgs ga{g1.a, x_sorted, g1.sorted_pairs, g1.padded_rows, g1.pair_token,
+                               g1.pairs, g1.k, s.h, static_cast<int>(act_rows)};
+    launch(static_cast<unsigned>(act_rows), 1, kMoeGatherThreads, 0, &ga, sizeof ga);
+    g1.a = x_sorted;
+    x_rows = act_rows;
+  }
   if (c.g1.impl == 2) {
-    const MoeGemmWsArgs w = ws_args(g1, t, true, s, s.t, c);
-    const auto [gx, gy] = ws_grid(blocks, moe_gemm_grid_y(s.i, c.g1.bn), c.g1, launch);
-    launch(gx, gy, gemm_threads(c, true), gemm_smem(c, true), &w, sizeof w, 1,
-           static_cast<unsigned>(c.g1.cluster));
+    launch_ws(launch, c, true, blocks, s.i, ws_args(g1, t, true, s, x_rows, c));
   } else {
     launch(blocks, moe_gemm_grid_y(s.i, c.g1.bn), gemm_threads(c, true), gemm_smem(c, true),
            &g1, sizeof g1);
@@ -164,10 +190,7 @@ void launch_gemms(KernelSequence& launch, DType t, const Shape& s, const Config&
     g2.w_scale = q.w2_scale;
   }
   if (c.g2.impl == 2) {
-    const MoeGemmWsArgs w = ws_args(g2, t, false, s, act_rows, c);
-    const auto [gx, gy] = ws_grid(blocks, moe_gemm_grid_y(s.h, c.g2.bn), c.g2, launch);
-    launch(gx, gy, gemm_threads(c, false), gemm_smem(c, false), &w, sizeof w, 1,
-           static_cast<unsigned>(c.g2.cluster));
+    launch_ws(launch, c, false, blocks, s.h, ws_args(g2, t, false, s, act_rows, c));
   } else {
     launch(blocks, moe_gemm_grid_y(s.h, c.g2.bn), gemm_threads(c, false),
            gemm_smem(c, false), &g2, sizeof g2, static_cast<unsigned>(c.split2));
@@ -226,7 +249,8 @@ void run_expert_choice(const RunArgs& a, Launcher& launcher, const Shape& s, con
   g2.n = s.h;
   g2.kdim = s.i;
   g2.pair_token = nullptr;
-  launch_gemms(launch, a.dtype, s, c, g1, g2, padded_rows_of(c, s), fp8_buffers(a, l));
+  launch_gemms(launch, a.dtype, s, c, g1, g2, padded_rows_of(c, s), fp8_buffers(a, l),
+               ws(l.x_sorted));
   const MoeExpertChoiceCombineArgs cb{pair_out, tokens, tensor(a, 7), s.t, s.e, s.capacity(),
                                       s.h};
   launch(static_cast<unsigned>(s.t), moe_combine_grid_y(s.h, kCombineThreads, c.combine_vec),
@@ -352,7 +376,8 @@ void launch_layer(const RunArgs& a, Launcher& launcher) {
   g2.topk_weights = weights;
   g2.n = s.h;
   g2.kdim = s.i;
-  launch_gemms(launch, a.dtype, s, c, g1, g2, padded_rows_of(c, s), fp8_buffers(a, l));
+  launch_gemms(launch, a.dtype, s, c, g1, g2, padded_rows_of(c, s), fp8_buffers(a, l),
+               ws(l.x_sorted));
   if (has_combine(c, s)) {
     const MoeCombineArgs cb{pair_out, tensor(a, 7), s.t, s.k, s.h, c.split2};
     launch(static_cast<unsigned>(s.t), moe_combine_grid_y(s.h, kCombineThreads, c.combine_vec),

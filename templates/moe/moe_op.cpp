@@ -89,16 +89,23 @@ class MoeOp final : public Op {
              "block placing its own pairs after a grid-wide barrier (at most 64 blocks; no "
              "align kernel); 0: the route kernel, then align",
              0},
-            {"cluster1", {1, 2},
+            {"cluster1", {1, 2, 3},
              "impl1=2, persist1=0: 2 = clusters of two CTAs along the rows; a pair computing the "
              "same expert's columns loads each weight tile once, half by each CTA, multicast "
-             "into both (less L2 traffic)",
+             "into both (less L2 traffic); 3 = clusters of two along the columns: the two "
+             "column blocks of a row block share the act tile by multicast (gather1=2)",
              1},
-            {"cluster2", {1, 2}, "impl2=2, persist2=0: as cluster1, for gemm2", 1},
+            {"cluster2", {1, 2, 3}, "impl2=2, persist2=0: as cluster1, for gemm2 (3: 16-bit)",
+             1},
+            {"gather1", {0, 2},
+             "impl1=2: 2 = x's rows gathered into sorted order by a kernel before gemm1, which "
+             "then reads its act tile as one TMA box a k-tile (16-bit, persist1=0, cluster1 1 "
+             "or 3)",
+             0},
         },
         scalars_{{"routed_scaling", 1.0, "sigmoid_group: weights are multiplied by it"}} {
     // The Param enum (moe_problem.hpp) indexes this list, and the defaults' table fills it.
-    if (tunables_.size() != kCluster2 + 1)
+    if (tunables_.size() != kGather1 + 1)
       throw std::logic_error("moe: the tunables and the Param enum disagree");
   }
 
@@ -298,7 +305,7 @@ class MoeOp final : public Op {
     // one group at a time (hundreds of points instead of the whole product).
     return {{"block_m"},
             {{"impl1", "bn1", "bk1", "warps1", "warps_m1"},
-             {"stages1", "group1", "prefetch1", "epi1", "persist1", "cluster1"},
+             {"stages1", "group1", "prefetch1", "epi1", "persist1", "cluster1", "gather1"},
              {"impl2", "bn2", "bk2", "warps2", "warps_m2"},
              {"stages2", "group2", "prefetch2", "epi2", "split2", "persist2", "cluster2"},
              {"align_chunk"},

@@ -53,7 +53,8 @@ inline void* tensor(const RunArgs& a, std::size_t i) {
 /// The kernels of one configuration, in launch order.
 enum class Stage {
   zero_tiles, zero, route, align, align_count, align_scan, align_scatter, route_align,
-  route_sort, ec_scores, ec_select, quant_x, gemm1, quant_act, gemm2, combine, ec_combine
+  route_sort, ec_scores, ec_select, quant_x, gather_x, gemm1, quant_act, gemm2, combine,
+  ec_combine
 };
 
 /// A combine kernel runs after gemm2: it sums k > 1 pairs (or expert choice's) or gemm2's splits.
@@ -91,6 +92,13 @@ unsigned gemm_threads(const Config& c, bool gated);
 /// box per row (moe_ws_gather_tma) was correct but 3.5-4x slower on the H100 (one warp issues
 /// 128 boxes of 128 bytes per k-tile; benchmarks/moe/SM90.md).
 constexpr int kWsGather = moe_ws_gather_cp_async;
+/// The GATHER argument of a warp-specialised GEMM: gemm1's gather1 (2: rows gathered into sorted
+/// order by moe_gather_rows_kernel first), else kWsGather (ignored by gemm2).
+inline int ws_gather(const GemmTile& g) {
+  return g.gather == moe_ws_gather_sorted ? g.gather : kWsGather;
+}
+/// gemm1 reads x's rows gathered into sorted order (gather1=2): the gather kernel before it.
+inline bool gathers(const Config& c) { return c.g1.gather == moe_ws_gather_sorted; }
 
 
 /// Workspace regions, in this order, each starting 256-byte aligned (sizes from the problem's
@@ -114,6 +122,8 @@ constexpr int kWsGather = moe_ws_gather_cp_async;
 ///                                       the same stream (route-kernel modes only, not with
 ///                                       fuse_route 1 or 2)
 ///   scores       float [E, T]           expert_choice only: softmax scores, transposed
+///   x_sorted     T [padded_rows_of, H]  gather1=2 only: x's rows in sorted order, zeros for
+///                                       padding (moe_gather_rows_kernel -> gemm1)
 ///   act          T [padded_rows_of, I]  gemm1 -> gemm2
 ///   pair_out     T [pairs, H]           gemm2 -> combine (when there is a combine), or with
 ///                                       split2 > 1 fp32 [split2, pairs, H] partial sums
@@ -122,8 +132,8 @@ constexpr int kWsGather = moe_ws_gather_cp_async;
 ///   actq, acts   e4m3 [padded_rows_of, I], float [padded_rows_of]  act per row
 struct Layout {
   std::size_t ids = 0, weights = 0, sorted_pairs = 0, block_expert = 0, padded_rows = 0,
-              tiles = 0, counts = 0, align = 0, aux = 0, scores = 0, act = 0, pair_out = 0,
-              xq = 0, xs = 0, actq = 0, acts = 0, total = 0;
+              tiles = 0, counts = 0, align = 0, aux = 0, scores = 0, x_sorted = 0, act = 0,
+              pair_out = 0, xq = 0, xs = 0, actq = 0, acts = 0, total = 0;
 };
 
 Layout layout_of(const Config& c, const Shape& s, DType t);

@@ -9,6 +9,7 @@
 #include "templates/moe/gemm_args.h"
 #include "templates/moe/gemm_sm90_args.h"
 #include "templates/moe/moe_parts.hpp"
+#include "templates/moe/gather_rows.cuh"
 #include "templates/moe/zero.cuh"
 
 namespace ktune::moe {
@@ -36,9 +37,11 @@ bool counted(const Config& c) { return c.g1.persist == 2 || c.g2.persist == 2; }
 
 namespace {
 
-/// gemm1 and gemm2, each after its input's e4m3 quantisation (FP8 weights).
+/// gemm1 and gemm2, each after its input's e4m3 quantisation (FP8 weights); gather1=2: gemm1
+/// after x's rows are gathered into sorted order.
 void add_gemms(std::vector<Stage>& out, const Config& c) {
   if (c.fp8) out.push_back(Stage::quant_x);
+  if (gathers(c)) out.push_back(Stage::gather_x);  // 16-bit only: never with quant_x
   out.push_back(Stage::gemm1);
   if (c.fp8) out.push_back(Stage::quant_act);
   out.push_back(Stage::gemm2);
@@ -148,6 +151,7 @@ Layout layout_of(const Config& c, const Shape& s, DType t) {
                    ? (2 * static_cast<std::size_t>(s.e) + 1) * 8
                    : 0);
   l.scores = take(s.expert_choice() ? static_cast<std::size_t>(s.e) * s.t * 4 : 0);
+  l.x_sorted = take(gathers(c) ? padded * static_cast<std::size_t>(s.h) * es : 0);
   l.act = take(padded * static_cast<std::size_t>(s.i) * es);
   const std::size_t out_rows = pairs * static_cast<std::size_t>(s.h);
   l.pair_out = take(c.split2 > 1       ? static_cast<std::size_t>(c.split2) * out_rows * 4
@@ -179,7 +183,7 @@ std::vector<KernelSource> kernel_sources(const Config& c, const Shape& s, DType 
       return {"moe/gemm_ws_sm90.cuh", "ktune::moe_gemm_ws_kernel<" + T + ", " +
                                           str(c.block_m) + ", " + str(g.bn) + ", " +
                                           str(g.stages) + ", " + (gated ? "true" : "false") +
-                                          ", " + str(g.group_m) + ", " + str(kWsGather) +
+                                          ", " + str(g.group_m) + ", " + str(ws_gather(g)) +
                                           (g.cluster > 1 ? ", " + str(g.cluster) : "") + ">"};
     if (g.impl == 1)
       return {"moe/gemm_sm90.cuh", "ktune::moe_gemm_sm90_kernel<" + T + ", " + str(c.block_m) +
@@ -235,6 +239,9 @@ std::vector<KernelSource> kernel_sources(const Config& c, const Shape& s, DType 
       case Stage::quant_act:
         out.push_back({"moe/quant.cuh", "ktune::moe_quant_rows_kernel"});
         break;
+      case Stage::gather_x:
+        out.push_back({"moe/gather_rows.cuh", "ktune::moe_gather_rows_kernel<" + IO + ">"});
+        break;
       case Stage::gemm1:
         out.push_back(gemm(c.g1, true));
         break;
@@ -276,6 +283,7 @@ int stage_threads(const Config& c, const Shape& s, std::size_t index) {
     case Stage::align_scatter: return kAlignThreads;
     case Stage::quant_x:
     case Stage::quant_act: return kMoeQuantThreads;
+    case Stage::gather_x: return kMoeGatherThreads;
     case Stage::gemm1: return static_cast<int>(gemm_threads(c, true));
     case Stage::gemm2: return static_cast<int>(gemm_threads(c, false));
     case Stage::combine: return kCombineThreads;

@@ -17,7 +17,7 @@ enum Param : std::size_t {
   kBn1, kBk1, kWarps1, kWarpsM1, kStages1, kGroup1, kPrefetch1, kEpi1, kImpl1,
   kBn2, kBk2, kWarps2, kWarpsM2, kStages2, kGroup2, kPrefetch2, kEpi2, kImpl2,
   kAlignChunk, kRouteLanes, kRouteVec, kCombineVec, kSplit2, kPersist1, kPersist2, kFuseRoute,
-  kCluster1, kCluster2
+  kCluster1, kCluster2, kGather1
 };
 
 struct Shape {
@@ -57,7 +57,11 @@ struct GemmTile {
                  // 2: moe_gemm_ws_kernel (warp-specialised wgmma + TMA, sm_90a)
   int persist = 0;  // impl 2: a CTA per SM looping over tiles: 1 = moe_gemm_ws_persistent_kernel
                     // (a fixed stride), 2 = moe_gemm_ws_dynamic_kernel (tiles from a counter)
-  int cluster = 1;  // impl 2, persist 0: CTAs per cluster (2: pairs share the weight tile)
+  int cluster = 1;  // impl 2, persist 0: CTAs per cluster (2: pairs along x share the weight
+                    // tile; 3: pairs along y, two column blocks of a row block, share the act
+                    // tile)
+  int gather = 0;   // gemm1, impl 2: 2 = its rows gathered into sorted order by a kernel first
+                    // (moe_ws_gather_sorted; gather1); 0 for gemm2
 };
 
 struct Config {
@@ -76,7 +80,7 @@ inline Config config_of(const Params& p, DType t) {
   const auto at = [&](Param i) { return static_cast<int>(p.values[i]); };
   return {at(kBlockM),
           {at(kBn1), at(kBk1), at(kWarps1), at(kWarpsM1), at(kStages1), at(kGroup1), at(kPrefetch1),
-           at(kEpi1), at(kImpl1), at(kPersist1), at(kCluster1)},
+           at(kEpi1), at(kImpl1), at(kPersist1), at(kCluster1), at(kGather1)},
           {at(kBn2), at(kBk2), at(kWarps2), at(kWarpsM2), at(kStages2), at(kGroup2), at(kPrefetch2),
            at(kEpi2), at(kImpl2), at(kPersist2), at(kCluster2)},
           at(kAlignChunk), at(kRouteLanes), at(kRouteVec), at(kCombineVec), at(kSplit2),

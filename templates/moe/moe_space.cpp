@@ -28,6 +28,19 @@ std::optional<std::string> config_reason(const Config& c, const Shape& s,
                "=1: e4m3 (FP8) GEMMs run on the mma.sync kernel (impl 0) or the "
                "warp-specialised one (impl 2); the cp.async wgmma kernel takes bf16 and fp16";
   }
+  // gather1=2: the warp-specialised gemm1's one-tile-per-CTA kernel on 16-bit rows gathered
+  // into sorted order (moe/gather_rows.cuh), not in pairs sharing the weight tile (cluster1=2:
+  // built for gemm1's own gather only).
+  if (c.g1.gather != 0 &&
+      (c.g1.impl != 2 || c.g1.persist != 0 || c.fp8 || c.g1.cluster == 2))
+    return "gather1=" + str(c.g1.gather) + " (x's rows gathered into sorted order for the "
+           "warp-specialised gemm1) takes impl1=2, persist1=0, bf16 or fp16 and cluster1 1 or "
+           "3: impl1=" + str(c.g1.impl) + ", persist1=" + str(c.g1.persist) + ", cluster1=" +
+           str(c.g1.cluster) + (c.fp8 ? ", e4m3" : "");
+  if (c.g1.cluster == 3 && c.g1.gather != moe_ws_gather_sorted)
+    return "cluster1=3 shares gemm1's act tile, one TMA box a k-tile, between two column "
+           "blocks: it reads x's rows gathered into sorted order (gather1=2), not gather1=" +
+           str(c.g1.gather);
   // The kernel's own reasons, one line per reason (the point's values are in its key).
   for (const bool gated : {true, false}) {
     const GemmTile& g = gated ? c.g1 : c.g2;
@@ -66,6 +79,9 @@ std::optional<std::string> config_reason(const Config& c, const Shape& s,
       if (g.cluster > 1 && g.persist)
         return "cluster" + n + "=" + str(g.cluster) + " pairs the CTAs of the one-tile-per-CTA "
                "grid (persist" + n + "=0), not persist" + n + "=" + str(g.persist);
+      if (g.cluster == 3 && c.fp8)
+        return "cluster" + n + "=3 (pairs along the columns sharing the act tile) is checked on "
+               "16-bit GEMMs only (benchmarks/moe/gemm_ws_dev.cu): bf16 or fp16, not e4m3";
       if (gated && c.fp8 && g.bn > 64)
         return name + " with e4m3 weights adds each k-tile's products into fp32 accumulators "
                "(the FP8 wgmma's own accumulation is coarser than the reference's), which "
@@ -73,8 +89,8 @@ std::optional<std::string> config_reason(const Config& c, const Shape& s,
       if (g.bk != 128 / c.eb())
         return name + " reads k-tiles of one 128-byte swizzled row per TMA box (64 bf16 or "
                "fp16, 128 e4m3): bk" + n + "=" + str(128 / c.eb()) + ", not " + str(g.bk);
-      if (const char* why =
-              moe_gemm_ws_invalid_reason(c.block_m, g.bn, g.stages, gated, g.group_m, kWsGather))
+      if (const char* why = moe_gemm_ws_invalid_reason(c.block_m, g.bn, g.stages, gated,
+                                                       g.group_m, ws_gather(g)))
         return std::string(gated ? "gemm1" : "gemm2") + " warp-specialised tile: " + why;
       continue;
     }

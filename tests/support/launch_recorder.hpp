@@ -51,4 +51,15 @@ class RecordingLauncher final : public Launcher {
   std::vector<Args> args;
 };
 
+/// `op.run(a, launcher)`, or `op.run_reference` when `reference`, into a new `Recorder`.
+template <typename Recorder>
+Recorder record_run(const Op& op, const RunArgs& a, bool reference = false) {
+  Recorder l;
+  if (reference)
+    op.run_reference(a, l);
+  else
+    op.run(a, l);
+  return l;
+}
+
 }  // namespace ktune::test

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# On the GPU machine (bundle in $G, default .gpu, carried): an A/B of a Mixtral row against
+# variants of it, as the sweep times points (`ktune sweep --params`, one process, re-timed
+# interleaved), stored in $ADB (default $OUT/ab.db) so that `ktune db merge` can take the
+# fastest as a measured row.
+# Usage: benchmarks/moe/ab_rows.sh SRC_DB T "VARIANT" ...   (a variant is name=value items put
+#   over the row; "" times the row itself; "=PARAMS" times PARAMS whole instead; "@DB" or
+#   "@DB,VARIANT" the row of another database for the same problem, with VARIANT over it)
+# Prints each point's re-timed median ("given:" lines) and the ratio to the row's.
+set -uo pipefail
+G=${G:-.gpu}
+OUT=${OUT:-/tmp/moe_ab}
+ADB=${ADB:-$OUT/ab.db}
+mkdir -p "$OUT"
+export LD_LIBRARY_PATH=$PWD/$G/lib:${LD_LIBRARY_PATH:-}
+src=$1 t=$2
+shift 2
+shape="e=8,k=2,h=4096,i=14336,t=$t,routing=softmax_renorm,n_group=1,topk_group=1"
+row_of() {
+  python3 - "$1" "$shape" <<'PY'
+import sqlite3, sys
+r = sqlite3.connect(sys.argv[1]).execute(
+    "select params_key from best where op = 'moe' and problem_key = ?", (sys.argv[2],)).fetchone()
+print(r[0] if r else "")
+PY
+}
+over() {  # PARAMS with the items of VARIANT put over it (replaced in place, else appended)
+  python3 -c '
+import sys
+items = [kv.split("=", 1) for kv in sys.argv[1].split(",")]
+for k, v in (kv.split("=", 1) for kv in sys.argv[2].split(",")):
+    hit = [it for it in items if it[0] == k]
+    if hit:
+        hit[0][1] = v
+    else:
+        items.append([k, v])
+print(",".join(k + "=" + v for k, v in items))' "$1" "$2"
+}
+row=$(row_of "$src")
+[ -n "$row" ] || { echo "no moe row for t=$t in $src" >&2; exit 1; }
+args=()
+for v in "$@"; do
+  case "$v" in
+  "") args+=(--params "$row") ;;
+  =*) args+=(--params "${v#=}") ;;
+  @*)
+    db=${v#@} db=${db%%,*} other=$(row_of "$db")
+    [ -n "$other" ] || { echo "no moe row for t=$t in $db" >&2; exit 1; }
+    case "$v" in *,*) other=$(over "$other" "${v#*,}") ;; esac
+    args+=(--params "$other") ;;
+  *) args+=(--params "$(over "$row" "$v")") ;;
+  esac
+done
+log=$OUT/ab-$t.log
+timeout 300 "$G/bin/ktune" sweep --op moe --shape "$shape" --dtype bf16 --db "$ADB" \
+  "${args[@]}" >"$log" 2>&1
+echo "ab t=$t rc=$?"
+python3 - "$log" "$row" <<'PY'
+import sys
+sys.path.insert(0, "benchmarks/moe")
+from given_times import given_times
+log, row = sys.argv[1:]
+given = given_times(log)
+base = next((us for p, us in given if p == row), None)
+for p, us in given:
+    a = dict(kv.split("=", 1) for kv in row.split(","))
+    b = dict(kv.split("=", 1) for kv in p.split(","))
+    extra = ",".join(f"{k}={v}" for k, v in b.items() if a.get(k) != v) or "(row)"
+    print(f"  {us:9.1f} us  {base / us if base else float('nan'):.3f}x  {extra}")
+PY
