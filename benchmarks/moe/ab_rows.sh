@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# On the GPU machine (bundle in $G, default .gpu, carried): an A/B of a Mixtral row against
+# On the GPU machine (bundle in $G, default .gpu, carried): an A/B of a MoE row against
 # variants of it, as the sweep times points (`ktune sweep --params`, one process, re-timed
 # interleaved), stored in $ADB (default $OUT/ab.db) so that `ktune db merge` can take the
 # fastest as a measured row.
@@ -7,6 +7,7 @@
 #   over the row; "" times the row itself; "=PARAMS" times PARAMS whole instead; "@DB" or
 #   "@DB,VARIANT" the row of another database for the same problem, with VARIANT over it)
 # Prints each point's re-timed median ("given:" lines) and the ratio to the row's.
+# SHAPE: the problem key as the database writes it, {t} for the token count (default Mixtral's).
 set -uo pipefail
 G=${G:-.gpu}
 OUT=${OUT:-/tmp/moe_ab}
@@ -15,7 +16,8 @@ mkdir -p "$OUT"
 export LD_LIBRARY_PATH=$PWD/$G/lib:${LD_LIBRARY_PATH:-}
 src=$1 t=$2
 shift 2
-shape="e=8,k=2,h=4096,i=14336,t=$t,routing=softmax_renorm,n_group=1,topk_group=1"
+SHAPE=${SHAPE:-"e=8,k=2,h=4096,i=14336,t={t},routing=softmax_renorm,n_group=1,topk_group=1"}
+shape=${SHAPE//\{t\}/$t}
 row_of() {
   python3 - "$1" "$shape" <<'PY'
 import sqlite3, sys
