@@ -15,6 +15,10 @@
 #   STEP=2 (stop 69, ~3 min): the DeepSeek-like buckets T = 1, 16 and 32 re-tuned (fuse_route=2
 #   in the route group; T = 64 and 128 shipped at stop 69), into $OUT/deepseek.db, then the
 #   bench at T = 16, 32, 64 and 128 on db/shipped/h100.db merged with it.
+#   STEP=3 (stop 70, ~2 min): benchmarks/moe/gemm_ws_dev.cu check and time (nvcc on the
+#   device), now with gemm1 on sorted rows in clusters of two along x sharing the weight tile
+#   (CLUSTER 2 with GATHER 2, " srt c2" in its tables). Prediction in benchmarks/moe/NOTES.md
+#   (stop 70).
 #   STEP=1 and 2 ran at stop 70 (outcomes, and those of STEP=3-6: the GATHER 2 / CLUSTER 3
 #   harness, the new GPU cases, the A/Bs with benchmarks/moe/ab_rows.sh, in
 #   h100-stop70-2026-12-06.md); kept for the next re-tune.
@@ -63,7 +67,16 @@ case "${STEP:-1}" in
   note "bench rc=$?"
   grep -E "^(layer|deepseek )" "$OUT/bench.log" | cut -c1-170
   ;;
-*) echo "STEP=1 or 2" >&2; exit 2 ;;
+3)
+  nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I . -I templates \
+    benchmarks/moe/gemm_ws_dev.cu -o "$OUT/gemm_ws_dev" -L/usr/local/cuda/lib64/stubs -lcuda \
+    >"$OUT/gemm_ws_dev.log" 2>&1 &&
+    timeout 240 "$OUT/gemm_ws_dev" check time >>"$OUT/gemm_ws_dev.log" 2>&1
+  note "gemm_ws_dev rc=$?: $(grep '^check:' "$OUT/gemm_ws_dev.log")"
+  rm -f "$OUT/gemm_ws_dev"
+  grep -E "srt|cpa" "$OUT/gemm_ws_dev.log" | grep mixtral | cut -c1-160
+  ;;
+*) echo "STEP=1, 2 or 3" >&2; exit 2 ;;
 esac
 echo "==== pending_checks.sh STEP=${STEP:-1}"
 printf '%s\n' "${summary[@]}"

@@ -12,7 +12,9 @@
 //          best gemm1 and gemm2 of each impl and their pair back to back; gemm1 on rows already
 //          sorted (GATHER 2) is timed alone and with its gather_sorted kernel, and both GEMMs in
 //          clusters of two along y sharing the act tile (CLUSTER 3; stop 69, the clusters along
-//          N proposed in benchmarks/moe/NOTES.md; the check table has them too).
+//          N proposed in benchmarks/moe/NOTES.md; the check table has them too), and gemm1 on
+//          sorted rows in clusters of two along x sharing the weight tile (CLUSTER 2 with
+//          GATHER 2, stop 70: the op's cluster1=2 takes only the cp.async gather so far).
 //
 // Build (nvcc 13, here or on the GPU machine):
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I . -I templates \
@@ -99,15 +101,18 @@ struct Kern {
   bool gated;
   void (*bf16_launch)(dim3, const MoeGemmWsArgs&);
   void (*fp16_launch)(dim3, const MoeGemmWsArgs&);
-  int cluster = 1;  // 3: pairs along y sharing the act tile (its map's box: half the rows)
+  // 2: pairs along x sharing the weight tile (its map's box: half the columns); 3: pairs along
+  // y sharing the act tile (its map's box: half the rows).
+  int cluster = 1;
   std::string name() const {
     char b[96];
     std::snprintf(b, sizeof b, "i%d %dx%d s%d g%d%s%s", impl, bm, bn, stages, group,
                   impl == 2 && gated ? (gather == 2 ? " srt" : gather ? " tma" : " cpa") : "",
-                  cluster == 3 ? " c3" : "");
+                  cluster == 3 ? " c3" : cluster == 2 ? " c2" : "");
     return b;
   }
   int box_rows() const { return cluster == 3 ? bm / 2 : bm; }
+  int w_box() const { return cluster == 2 ? bn / 2 : bn; }
   void launch(bool bf16, const MoeGemmWsArgs& a) const {
     const dim3 grid(a.base.max_blocks, moe_gemm_grid_y(a.base.n, bn));
     (bf16 ? bf16_launch : fp16_launch)(grid, a);
@@ -126,7 +131,8 @@ void launch_sm90(dim3 grid, const MoeGemmWsArgs& a) {
   k<<<grid, moe_gemm_sm90_threads(BM), smem>>>(a.base);
 }
 
-/// CL 3: clusters of two along y (the grid's y rounded up to even), as the op launches them.
+/// CL 2 / 3: clusters of two along x / y (that grid dimension rounded up to even), as the op
+/// launches them.
 template <typename T, int BM, int BN, int S, bool G, int GR, int GA, int CL = 1>
 void launch_ws(dim3 grid, const MoeGemmWsArgs& a) {
   auto k = moe_gemm_ws_kernel<T, BM, BN, S, G, GR, GA, CL>;
@@ -139,6 +145,9 @@ void launch_ws(dim3 grid, const MoeGemmWsArgs& a) {
   if constexpr (CL == 3)
     launch_clustered(k, dim3(grid.x, (grid.y + 1) & ~1u), moe_gemm_ws_threads(BM), smem,
                      dim3(1, 2, 1), a);
+  else if constexpr (CL == 2)
+    launch_clustered(k, dim3((grid.x + 1) & ~1u, grid.y), moe_gemm_ws_threads(BM), smem,
+                     dim3(2, 1, 1), a);
   else
     k<<<grid, moe_gemm_ws_threads(BM), smem>>>(a);
 }
@@ -152,6 +161,11 @@ void launch_ws(dim3 grid, const MoeGemmWsArgs& a) {
   Kern {                                                                           \
     2, BM, BN, S, GR, GA, G, launch_ws<bf16, BM, BN, S, G, GR, GA, 3>,             \
         launch_ws<fp16, BM, BN, S, G, GR, GA, 3>, 3                                \
+  }
+#define WSC2(BM, BN, S, G, GR, GA)                                                 \
+  Kern {                                                                           \
+    2, BM, BN, S, GR, GA, G, launch_ws<bf16, BM, BN, S, G, GR, GA, 2>,             \
+        launch_ws<fp16, BM, BN, S, G, GR, GA, 2>, 2                                \
   }
 #define S90(BM, BN, S, G, GR)                                                          \
   Kern {                                                                               \
@@ -169,6 +183,8 @@ std::vector<std::pair<Kern, Kern>> check_table() {
       {WSC3(128, 128, 4, true, 0, 2), WSC3(128, 256, 4, false, 8, 1)},
       {WSC3(64, 64, 3, true, 8, 2), WSC3(64, 64, 3, false, 0, 1)},
       {WS(128, 128, 4, true, 0, 0), WSC3(128, 128, 6, false, 0, 1)},
+      {WSC2(128, 128, 4, true, 0, 2), WS(128, 256, 4, false, 8, 1)},
+      {WSC2(64, 64, 3, true, 8, 2), WS(64, 64, 3, false, 0, 1)},
       {WS(64, 128, 5, true, 0, 1), WS(64, 256, 4, false, 0, 1)},
       {WS(64, 64, 2, true, 8, 0), WS(64, 64, 3, false, 0, 1)},
       {WS(128, 64, 6, true, 0, 1), WS(128, 128, 2, false, 0, 1)},
@@ -183,7 +199,7 @@ std::vector<Kern> timing_table() {
       WS(128, 128, 4, true, 0, 2),   WS(128, 128, 4, true, 8, 2),   WSC3(128, 128, 4, true, 0, 2),
       WSC3(128, 128, 4, true, 8, 2), WSC3(128, 256, 4, false, 8, 1), WSC3(128, 256, 4, false, 0, 1),
       WS(128, 256, 4, false, 8, 1),  WS(128, 256, 4, false, 0, 1),  WS(128, 128, 6, false, 8, 1),
-      WS(64, 256, 4, false, 8, 1),
+      WS(64, 256, 4, false, 8, 1),   WSC2(128, 128, 4, true, 0, 2), WSC2(128, 128, 4, true, 8, 2),
   };
 }
 
@@ -218,12 +234,13 @@ void check_case(bool bf16, const Kern& g1, const Kern& g2, int E, int Tn, int k,
     launch_gather(a1, static_cast<int>(rows), xs);
     MoeGemmArgs s1 = a1;
     s1.a = xs;
-    g1.launch(bf16, ws_args1_sorted(s1, bf16, static_cast<int>(rows), E, g1.box_rows(), g1.bn));
+    g1.launch(bf16,
+              ws_args1_sorted(s1, bf16, static_cast<int>(rows), E, g1.box_rows(), g1.w_box()));
   } else {
-    g1.launch(bf16, ws_args1(a1, bf16, Tn, E, g1.bn));
+    g1.launch(bf16, ws_args1(a1, bf16, Tn, E, g1.w_box()));
   }
   CK(cudaGetLastError());
-  g2.launch(bf16, ws_args2(a2, bf16, static_cast<int>(rows), E, g2.box_rows(), g2.bn));
+  g2.launch(bf16, ws_args2(a2, bf16, static_cast<int>(rows), E, g2.box_rows(), g2.w_box()));
   CK(cudaGetLastError());
   CK(cudaDeviceSynchronize());
 
@@ -334,12 +351,13 @@ void time_all() {
         if (g.gated) {
           const MoeGemmArgs a{g.gather == 2 ? xs : x, w1[copy], act, sorted[b], bexp[b],
                               padded[b], nullptr, pairs, L.k, L.I, L.H, maxb[b], nullptr};
-          return g.gather == 2 ? ws_args1_sorted(a, true, act_rows[b], L.E, g.box_rows(), g.bn)
-                               : ws_args1(a, true, Tn, L.E, g.bn);
+          return g.gather == 2
+                     ? ws_args1_sorted(a, true, act_rows[b], L.E, g.box_rows(), g.w_box())
+                     : ws_args1(a, true, Tn, L.E, g.w_box());
         }
         const MoeGemmArgs a{act, w2[copy], out, sorted[b], bexp[b], padded[b], weights, pairs,
                             L.k, L.H, L.I, maxb[b], nullptr};
-        return ws_args2(a, true, act_rows[b], L.E, g.box_rows(), g.bn);
+        return ws_args2(a, true, act_rows[b], L.E, g.box_rows(), g.w_box());
       };
       for (const Kern& g : table) {
         const MoeGemmWsArgs a[2] = {args(g, 0), args(g, 1)};
