@@ -2,7 +2,7 @@
 // impl=2) beside the wgmma kernel without specialisation (gemm_sm90.cuh, impl=1).
 //
 //   check: every ws configuration of check_table() (bf16 and fp16, the three gathers: cp.async,
-//          a TMA box per row, rows gathered in sorted order by gather_sorted first) on odd shapes
+//          a TMA box per row, rows gathered in sorted order by the op's gather first) on odd shapes
 //          (H, I not multiples of any tile; T odd; E 1, 8, 64; k 1, 2, 8) against the double
 //          references of tests/support/moe_gemm_reference.hpp: gemm1 (padding rows of act must
 //          stay NaN), gemm2 fed with the kernel's act (pair_out NaN-poisoned first).
@@ -10,7 +10,7 @@
 //          (E=8, k=2, H=4096, I=14336) and DeepSeek-like (E=64, k=8, H=2048, I=1408) layers at
 //          T = 1024 and 4096, uniform random routing, weights rotating between two copies; the
 //          best gemm1 and gemm2 of each impl and their pair back to back; gemm1 on rows already
-//          sorted (GATHER 2) is timed alone and with its gather_sorted kernel, and both GEMMs in
+//          sorted (GATHER 2) is timed alone and with the op's gather kernel, and both GEMMs in
 //          clusters of two along y sharing the act tile (CLUSTER 3; stop 69, the clusters along
 //          N proposed in benchmarks/moe/NOTES.md; the check table has them too), and gemm1 on
 //          sorted rows in clusters of two along x sharing the weight tile (CLUSTER 2 with
@@ -30,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "moe/gather_rows.cuh"
 #include "moe/gemm_sm90.cuh"
 #include "moe/gemm_ws_sm90.cuh"
 #include "benchmarks/moe/dev_tma.hpp"
@@ -74,23 +75,12 @@ MoeGemmWsArgs ws_args1_sorted(const MoeGemmArgs& a, bool bf16, int rows, int E, 
   return w;
 }
 
-/// xs[r] = x[token of sorted_pairs[r]] for the real rows r < *padded_rows, zeros for the rest
-/// of the max_blocks * block_m rows: one CTA per row, 16-byte copies (H a multiple of 8).
-__global__ void gather_sorted(const uint4* x, const int* sorted, const int* padded, int pairs,
-                              int k, int H, uint4* xs) {
-  const int r = static_cast<int>(blockIdx.x);
-  const int p = sorted[r];
-  const bool real = r < *padded && p < pairs;
-  const int vecs = H / 8;
-  const uint4* src = x + static_cast<long long>(real ? p / k : 0) * vecs;
-  uint4* dst = xs + static_cast<long long>(r) * vecs;
-  for (int v = static_cast<int>(threadIdx.x); v < vecs; v += blockDim.x)
-    dst[v] = real ? src[v] : make_uint4(0, 0, 0, 0);
-}
-
+/// xs: x's rows in sorted order through the op's own gather kernel (moe/gather_rows.cuh, a
+/// block per row of the max_blocks * block_m rows, zeros past the real ones).
 void launch_gather(const MoeGemmArgs& a, int rows, void* xs) {
-  gather_sorted<<<rows, 128>>>(static_cast<const uint4*>(a.a), a.sorted_pairs, a.padded_rows,
-                               a.pairs, a.k, a.kdim, static_cast<uint4*>(xs));
+  const MoeGatherRowsArgs g{a.a, xs, a.sorted_pairs, a.padded_rows, nullptr, a.pairs, a.k,
+                            a.kdim, rows};
+  moe_gather_rows_kernel<bf16><<<rows, kMoeGatherThreads>>>(g);  // bits copied: fp16 alike
 }
 
 // ---- kernels ----

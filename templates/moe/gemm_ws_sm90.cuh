@@ -150,8 +150,9 @@ constexpr int kWsTableFull = 1, kWsTableFree = 3, kWsProducer = 5;
 /// y, the two column blocks of one row block (the GROUP_M order runs over the pairs), sharing
 /// the act tile instead: each CTA loads half its rows (the act map's box is 64 x BLOCK_M / 2)
 /// multicast into both and its own weights; gemm2, or gemm1 with GATHER 2 (rows already
-/// sorted). The op's cluster1/cluster2 = 3, tunables not yet measured (benchmarks/moe/NOTES.md,
-/// stop 69).
+/// sorted). The op's cluster1/cluster2 = 3; measured (H100, stop 70, benchmarks/moe/NOTES.md):
+/// gemm2 0.85-0.93x the time of CLUSTER 1 at Mixtral T = 1024-4096, gemm1 with its gather
+/// 0.91x at T=4096 and 1.01x at 1024; the shipped Mixtral rows from T=1024 use it.
 ///
 /// Requirements: those of moe_gemm_kernel; every block's real rows come first (the padding of
 /// an expert's run is at its end, as both align paths and expert choice's select write it).
