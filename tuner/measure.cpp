@@ -11,9 +11,17 @@ namespace {
 constexpr double kNoisySpreadPct = 50.0;
 /// ...at most this many more times.
 constexpr int kNoisyRetries = 2;
-/// The leaders are re-timed in this many interleaved rounds of this many seconds each.
+/// The leaders are re-timed in this many interleaved rounds of this many seconds each...
 constexpr int kRetimeRounds = 3;
 constexpr double kRetimeRoundSeconds = 0.1;
+/// ...each timing after this many seconds of running the candidate. A GPU at its power limit
+/// runs at boost clocks for the first tenths of a second of a heavy load, then lower: on the H100
+/// the Mixtral MoE layer at T=1024 drew 690 W at 1275-1560 MHz, against 1980 MHz when it
+/// started (benchmarks/results/h100-stop71-2026-12-06.md, section 8). Without the warm-up the
+/// same configuration's re-timed median moved 1.0-2.8 % between runs (8.8 % on another H100)
+/// and a configuration no faster than another won by up to 2.7 %; with 0.3 s, 0.7 % and
+/// 0.02 % (T=4096), and the ratio within 1.1 %.
+constexpr double kRetimeWarmupSeconds = 0.3;
 
 WireKernel wire(const CompiledKernel& k, unsigned dynamic_shared) {
   return WireKernel{k.cubin, k.lowered_name, dynamic_shared};
@@ -199,6 +207,7 @@ double median_of_rounds(std::vector<double> medians) {
 void ProblemBench::retime(const std::vector<TrialOutcome*>& leaders) {
   TimingSettings round_timing = timing_;
   round_timing.min_seconds = kRetimeRoundSeconds;
+  round_timing.warmup_seconds = kRetimeWarmupSeconds;
   round_timing.min_reps = 30;
   const std::string arch = device_.arch();
   // Each leader's request (a leader that cannot be compiled again keeps its recorded time).

@@ -116,6 +116,7 @@ ProblemRequest decode_problem(Decoder& d) {
 
 void encode(Encoder& e, const TimingSettings& t) {
   e.i64(t.warmup).i64(t.min_reps).i64(t.max_reps).f64(t.min_seconds).u64(t.flush_l2 ? 1 : 0);
+  e.f64(t.warmup_seconds);
 }
 
 TimingSettings decode_timing(Decoder& d) {
@@ -125,6 +126,7 @@ TimingSettings decode_timing(Decoder& d) {
   t.max_reps = static_cast<int>(d.i64());
   t.min_seconds = d.f64();
   t.flush_l2 = d.u64() != 0;
+  t.warmup_seconds = d.f64();
   return t;
 }
 

@@ -80,6 +80,7 @@ struct TimingSettings {
   int max_reps = 2000;
   double min_seconds = 0.05;   // keep repeating until this much kernel time is measured
   bool flush_l2 = false;       // overwrite a 2x-L2 buffer before every repetition
+  double warmup_seconds = 0;   // after the `warmup` runs, run on for this much wall time
 };
 
 struct EvaluateRequest {

@@ -2,6 +2,7 @@
 // GPU, and verifies then times each candidate the parent sends. A fault that poisons the context
 // ends the worker after it replies; the parent starts a fresh one.
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -177,6 +178,14 @@ class Worker {
       flush = DeviceBuffer(flush_bytes);
     }
     for (int i = 0; i < t.warmup; ++i) p.op->run(args, launcher);
+    if (t.warmup_seconds > 0) {
+      const auto w0 = std::chrono::steady_clock::now();
+      do {
+        for (int i = 0; i < 10; ++i) p.op->run(args, launcher);
+        KTUNE_CU(cu.cuStreamSynchronize(stream_));
+      } while (std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count() <
+               t.warmup_seconds);
+    }
     ensure_events();
     std::vector<double> times;
     double total_ms = 0;
