@@ -18,9 +18,9 @@ constexpr double kRetimeRoundSeconds = 0.1;
 /// runs at boost clocks for the first tenths of a second of a heavy load, then lower: on the H100
 /// the Mixtral MoE layer at T=1024 drew 690 W at 1275-1560 MHz, against 1980 MHz when it
 /// started (benchmarks/results/h100-stop71-2026-12-06.md, section 8). Without the warm-up the
-/// same configuration's re-timed median moved 1.0-2.8 % between runs (8.8 % on another H100)
-/// and a configuration no faster than another won by up to 2.7 %; with 0.3 s, 0.7 % and
-/// 0.02 % (T=4096), and the ratio within 1.1 %.
+/// same configuration's re-timed median moved 1.0 % (T=1024) and 2.8 % (T=4096) between runs
+/// (8.8 % on another H100) and a configuration no faster than another won by up to 2.7 %; with
+/// 0.3 s, 0.7 % and the ratio within 1.1 % (with 0.4 s rounds too: 0.4 %, and 0.02 % at 4096).
 constexpr double kRetimeWarmupSeconds = 0.3;
 
 WireKernel wire(const CompiledKernel& k, unsigned dynamic_shared) {
