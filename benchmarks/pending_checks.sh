@@ -15,13 +15,15 @@
 #   STEP=2 (stop 69, ~3 min): the DeepSeek-like buckets T = 1, 16 and 32 re-tuned (fuse_route=2
 #   in the route group; T = 64 and 128 shipped at stop 69), into $OUT/deepseek.db, then the
 #   bench at T = 16, 32, 64 and 128 on db/shipped/h100.db merged with it.
-#   STEP=3 (stop 70, ~2 min): benchmarks/moe/gemm_ws_dev.cu check and time (nvcc on the
-#   device), now with gemm1 on sorted rows in clusters of two along x sharing the weight tile
-#   (CLUSTER 2 with GATHER 2, " srt c2" in its tables). Prediction in benchmarks/moe/NOTES.md
-#   (stop 70).
+#   STEP=3 (stop 71, ~7-9 min a call): issue 8's wall-time bar, the cold sweep of all 13 Mixtral
+#   buckets on this bundle (the re-timing's 0.3 s warm-up since 3943c61), into $MDB (default
+#   $OUT/mixtral13.db; carry it into the next call to resume) with a fresh compile cache,
+#   $LIMIT seconds (default 540). Report the sum of the calls' walls. Stop 71 ran it once on
+#   main: not finished in 420 s (h100-stop71-2026-12-06.md section 9).
 #   STEP=1 and 2 ran at stop 70 (outcomes, and those of STEP=3-6: the GATHER 2 / CLUSTER 3
 #   harness, the new GPU cases, the A/Bs with benchmarks/moe/ab_rows.sh, in
-#   h100-stop70-2026-12-06.md); kept for the next re-tune.
+#   h100-stop70-2026-12-06.md); kept for the next re-tune. Stop 70's STEP=3 (gemm1 on sorted
+#   rows in x-pairs) ran at stop 71: refuted (h100-stop71-2026-12-06.md section 1).
 #   Earlier checks are recorded in benchmarks/results/h100-stop69-2026-12-06.md (the gridid
 #   probe, expert_grid, ncu of Mixtral's GEMMs, the cluster2 loads), h100-stop68-2026-12-06.md
 #   (the route-grid sort and the combine inside gemm2), h100-stop66-2026-12-05.md (the read
@@ -68,13 +70,17 @@ case "${STEP:-1}" in
   grep -E "^(layer|deepseek )" "$OUT/bench.log" | cut -c1-170
   ;;
 3)
-  nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I . -I templates \
-    benchmarks/moe/gemm_ws_dev.cu -o "$OUT/gemm_ws_dev" -L/usr/local/cuda/lib64/stubs -lcuda \
-    >"$OUT/gemm_ws_dev.log" 2>&1 &&
-    timeout 240 "$OUT/gemm_ws_dev" check time >>"$OUT/gemm_ws_dev.log" 2>&1
-  note "gemm_ws_dev rc=$?: $(grep '^check:' "$OUT/gemm_ws_dev.log")"
-  rm -f "$OUT/gemm_ws_dev"
-  grep -E "srt|cpa" "$OUT/gemm_ws_dev.log" | grep mixtral | cut -c1-160
+  S="e=8,k=2,h=4096,i=14336,routing=softmax_renorm"
+  MDB=${MDB:-$OUT/mixtral13.db} LIMIT=${LIMIT:-540}
+  [ "$MDB" = "$OUT/mixtral13.db" ] || cp "$MDB" "$OUT/mixtral13.db"
+  s0=$(date +%s.%N)
+  KTUNE_CACHE_DIR=$(mktemp -d) timeout $((LIMIT + 20)) "$G/bin/ktune" sweep --op moe \
+    --shape "$S" --dtype bf16 --db "$OUT/mixtral13.db" --time-limit "$LIMIT" \
+    >"$OUT/sweep13.log" 2>&1
+  rc=$?
+  wall=$(awk -v a="$s0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+  note "sweep of 13 buckets rc=$rc wall $wall s: $(grep -c '  best:' "$OUT/sweep13.log") bests"
+  grep -E "time limit|this run" "$OUT/sweep13.log" | cut -c1-120 | tail -14
   ;;
 *) echo "STEP=1, 2 or 3" >&2; exit 2 ;;
 esac
