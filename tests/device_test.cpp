@@ -161,29 +161,26 @@ TEST(Launcher, RefusesBadLaunchesBeforeTheDriver) {
   l.args_size = 16;  // size without a struct
   EXPECT_THROW(launcher.launch(l), InvalidArgument);
   l.args_size = 0;
+  // Refused with a message naming the grid and the cluster.
+  const auto refused = [&](const std::string& message, const char* what) {
+    try {
+      launcher.launch(l);
+      ADD_FAILURE() << what;
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
+    }
+  };
   l.grid[0] = 3;
   l.cluster = 2;  // a grid of 3 CTAs cannot be cut into clusters of 2
-  try {
-    launcher.launch(l);
-    ADD_FAILURE() << "a grid x of 3 launched in clusters of 2";
-  } catch (const InvalidArgument& e) {
-    EXPECT_NE(std::string(e.what()).find("grid x 3 is not a multiple of the cluster size 2"),
-              std::string::npos)
-        << e.what();
-  }
+  refused("grid x 3 is not a multiple of the cluster size 2",
+          "a grid x of 3 launched in clusters of 2");
   l.cluster = 0;
   EXPECT_THROW(launcher.launch(l), InvalidArgument);
   l.cluster = 1;
   l.grid[1] = 3;
   l.cluster_y = 2;  // nor a grid y of 3 into clusters of 2 along y
-  try {
-    launcher.launch(l);
-    ADD_FAILURE() << "a grid y of 3 launched in clusters of 2 along y";
-  } catch (const InvalidArgument& e) {
-    EXPECT_NE(std::string(e.what()).find("grid y 3 is not a multiple of the cluster's y size 2"),
-              std::string::npos)
-        << e.what();
-  }
+  refused("grid y 3 is not a multiple of the cluster's y size 2",
+          "a grid y of 3 launched in clusters of 2 along y");
   l.cluster_y = 0;
   EXPECT_THROW(launcher.launch(l), InvalidArgument);
 }

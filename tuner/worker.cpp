@@ -177,11 +177,12 @@ class Worker {
       flush_bytes = static_cast<std::size_t>(std::max<std::int64_t>(device_.l2_bytes, 1 << 20)) * 2;
       flush = DeviceBuffer(flush_bytes);
     }
+    constexpr int kBatch = 10;
     for (int i = 0; i < t.warmup; ++i) p.op->run(args, launcher);
     if (t.warmup_seconds > 0) {
       const auto w0 = std::chrono::steady_clock::now();
       do {
-        for (int i = 0; i < 10; ++i) p.op->run(args, launcher);
+        for (int i = 0; i < kBatch; ++i) p.op->run(args, launcher);
         KTUNE_CU(cu.cuStreamSynchronize(stream_));
       } while (std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count() <
                t.warmup_seconds);
@@ -189,7 +190,6 @@ class Worker {
     ensure_events();
     std::vector<double> times;
     double total_ms = 0;
-    constexpr int kBatch = 10;
     while (static_cast<int>(times.size()) < t.max_reps) {
       int n = std::min(kBatch, t.max_reps - static_cast<int>(times.size()));
       // The batch is enqueued behind the hold and runs back to back once it is all there: the

@@ -6,7 +6,8 @@
 # Usage: benchmarks/moe/ab_rows.sh SRC_DB T "VARIANT" ...   (a variant is name=value items put
 #   over the row; "" times the row itself; "=PARAMS" times PARAMS whole instead; "@DB" or
 #   "@DB,VARIANT" the row of another database for the same problem, with VARIANT over it)
-# Prints each point's re-timed median ("given:" lines) and the ratio to the row's.
+# Prints each point's re-timed median (the sweep's --json "given") and the ratio to the row's,
+# then the built-in default's (re-timed beside them).
 # SHAPE: the problem key as the database writes it, {t} for the token count (default Mixtral's).
 set -uo pipefail
 G=${G:-.gpu}
@@ -55,18 +56,29 @@ for v in "$@"; do
 done
 log=$OUT/ab-$t.log
 timeout 300 "$G/bin/ktune" sweep --op moe --shape "$shape" --dtype bf16 --db "$ADB" \
-  "${args[@]}" >"$log" 2>&1
+  "${args[@]}" --json >"$OUT/ab-$t.json" 2>"$log"
 echo "ab t=$t rc=$?"
-python3 - "$log" "$row" <<'PY'
-import sys
-sys.path.insert(0, "benchmarks/moe")
-from given_times import given_times
-log, row = sys.argv[1:]
-given = given_times(log)
+python3 - "$OUT/ab-$t.json" "$row" <<'PY'
+import json, sys
+path, row = sys.argv[1:]
+try:
+    res = json.load(open(path))
+except ValueError:
+    sys.exit(f"no sweep result in {path} (its log is beside it)")
+res = res[0] if isinstance(res, list) else res
+# The given points as the run re-timed them, interleaved with the default, in --params order.
+given = [(g["params"], g["median_us"]) for g in res.get("given", []) if "median_us" in g]
 base = next((us for p, us in given if p == row), None)
+items = lambda key: dict(kv.split("=", 1) for kv in key.split(","))
+a = items(row)
 for p, us in given:
-    a = dict(kv.split("=", 1) for kv in row.split(","))
-    b = dict(kv.split("=", 1) for kv in p.split(","))
-    extra = ",".join(f"{k}={v}" for k, v in b.items() if a.get(k) != v) or "(row)"
+    b = items(p)
+    # A tunable at its key default is left out of keys: shown as "name=(default)".
+    extra = ",".join([f"{k}={v}" for k, v in b.items() if a.get(k) != v] +
+                     [f"{k}=(default)" for k in a if k not in b]) or "(row)"
     print(f"  {us:9.1f} us  {base / us if base else float('nan'):.3f}x  {extra}")
+d = res.get("default")
+if d:
+    print(f"  {d['median_us']:9.1f} us  {base / d['median_us'] if base else float('nan'):.3f}x"
+          "  the built-in default")
 PY

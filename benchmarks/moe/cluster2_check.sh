@@ -28,14 +28,15 @@ for t in ${TS:-1024 2048 4096}; do
   fi
   row=$(grep -o 'block_m=[^ ]*' <<<"$best" | head -1)
   timeout 200 "$G/bin/ktune" sweep --op moe --shape "$shape" --dtype bf16 --db "$OUT/c2.db" \
-    --params "$row" --params "$row,cluster2=2" >"$OUT/sweep-$t.log" 2>&1
+    --params "$row" --params "$row,cluster2=2" --json >"$OUT/sweep-$t.json" \
+    2>"$OUT/sweep-$t.log"
   echo "sweep t=$t rc=$?"
-  python3 - "$OUT/sweep-$t.log" "$OUT/h100c.db" "$shape" "$row" <<'PY'
-import sqlite3, sys
-sys.path.insert(0, "benchmarks/moe")
-from given_times import given_times
-log, dst, shape, row = sys.argv[1:]
-given = dict(given_times(log))
+  python3 - "$OUT/sweep-$t.json" "$OUT/h100c.db" "$shape" "$row" <<'PY'
+import json, sqlite3, sys
+path, dst, shape, row = sys.argv[1:]
+res = json.load(open(path))
+res = res[0] if isinstance(res, list) else res
+given = {g["params"]: g["median_us"] for g in res.get("given", []) if "median_us" in g}
 clus = row + ",cluster2=2"
 a, b = given.get(row), given.get(clus)
 t = shape.split("t=")[1].split(",")[0]
