@@ -2,7 +2,7 @@
 // and probes: prints the file, line, call and error, and exits with status 2. launch_ex: a
 // kernel launch, optionally programmatic (templates/common/pdl.cuh), and launch_clustered: one in
 // thread block clusters, both checked the same way. median_ms and copy_tbs: the probes' timing
-// (decode_bench.py's method) and copy bandwidth.
+// (decode_bench.py's method) and copy bandwidth; median_us: one call at a time on a stream.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -81,6 +81,30 @@ float median_ms(int warmup, int reps, int batch, Launch launch) {
   CK(cudaEventDestroy(t1));
   std::sort(ms.begin(), ms.end());
   return ms[ms.size() / 2];
+}
+
+/// Median microseconds of call() on stream st over 30 calls after 5.
+template <class Call>
+float median_us(cudaStream_t st, Call call) {
+  cudaEvent_t a, b;
+  CK(cudaEventCreate(&a));
+  CK(cudaEventCreate(&b));
+  for (int i = 0; i < 5; ++i) call();
+  std::vector<float> t;
+  for (int i = 0; i < 30; ++i) {
+    CK(cudaEventRecord(a, st));
+    call();
+    CK(cudaEventRecord(b, st));
+    CK(cudaEventSynchronize(b));
+    float ms = 0;
+    CK(cudaEventElapsedTime(&ms, a, b));
+    t.push_back(ms * 1000.f);
+  }
+  CK(cudaGetLastError());
+  CK(cudaEventDestroy(a));
+  CK(cudaEventDestroy(b));
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
 }
 
 /// Device-to-device copy bandwidth as decode_bench.py measures it: 2 GiB, read + write, TB/s.

@@ -91,30 +91,6 @@ __global__ void __launch_bounds__(kThreads, 1) stream(const char* w, int* sink) 
   if (acc == 0x12345678) *sink = acc;
 }
 
-/// Median microseconds of call() on stream st over 30 calls after 5.
-template <class Call>
-float median_us(cudaStream_t st, Call call) {
-  cudaEvent_t a, b;
-  CK(cudaEventCreate(&a));
-  CK(cudaEventCreate(&b));
-  for (int i = 0; i < 5; ++i) call();
-  std::vector<float> t;
-  for (int i = 0; i < 30; ++i) {
-    CK(cudaEventRecord(a, st));
-    call();
-    CK(cudaEventRecord(b, st));
-    CK(cudaEventSynchronize(b));
-    float ms = 0;
-    CK(cudaEventElapsedTime(&ms, a, b));
-    t.push_back(ms * 1000.f);
-  }
-  CK(cudaGetLastError());
-  CK(cudaEventDestroy(a));
-  CK(cudaEventDestroy(b));
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
-
 int main() {
   cudaDeviceProp p{};
   CK(cudaGetDeviceProperties(&p, 0));
