@@ -152,6 +152,10 @@ __global__ void __launch_bounds__(kThreads, 1) stream(const Bufs b, int work_ns)
     if (li.kind == 0) return;
     const unsigned dst = s0 + slot * kSlot;
     load_w<WROWS>(b, li, lk, dst);
+    // The loader runs at most STAGES - 1 tiles (less than an item) ahead of the consumer, so it
+    // never waits here on this CTA's own unfinished gemm1 item: that item's expert is among the
+    // last (58-63) and the first gemm2 item of any CTA is among the first experts (0-8). A real
+    // kernel must keep that property (or wait in the consumer instead).
     if (MODE == 3 && li.kind == 2 && lk == 0) {  // act of this expert: its gemm1 items done
       if (threadIdx.x == 0) {
         unsigned v;
