@@ -107,6 +107,14 @@ float median_us(cudaStream_t st, Call call) {
   return t[t.size() / 2];
 }
 
+/// Prints device 0's name and SM count; returns the count.
+inline int print_device() {
+  cudaDeviceProp prop{};
+  CK(cudaGetDeviceProperties(&prop, 0));
+  std::printf("%s, %d SMs\n", prop.name, prop.multiProcessorCount);
+  return prop.multiProcessorCount;
+}
+
 /// Device-to-device copy bandwidth as decode_bench.py measures it: 2 GiB, read + write, TB/s.
 inline float copy_tbs() {
   const size_t n = size_t{2} << 30;
