@@ -51,7 +51,7 @@ TEST(DecodeProblem, KeysRoundTripAndBadProblemsSayWhy) {
 TEST(DecodeSpace, InvalidPointsCarryTheirReason) {
   const Problem p = op().parse_problem(kBar1);
   const Space h100(op(), p, DType::bf16, device("sm_90a"));
-  EXPECT_EQ(h100.points().size(), 14u * 3 * 3 * 3 * 3 * 2 * 2);  // ... merge, kv_split
+  EXPECT_EQ(h100.points().size(), 14u * 3 * 3 * 3 * 3 * 2 * 2 * 2);  // ... kv_split, tma
   EXPECT_GT(h100.valid_count(), 0u);
   std::size_t counted = 0;
   for (const auto& [reason, n] : h100.invalid_reasons()) {
@@ -63,7 +63,8 @@ TEST(DecodeSpace, InvalidPointsCarryTheirReason) {
   // whole 16-key slices: (32, 2), (64, 2), (64, 4), (128, 2), (128, 4), (128, 8); the split
   // counts that leave no split empty; every ring depth but 4 stages of 128 keys (276 KiB); and
   // each of those again merged in a cluster (merge=1) at 2, 4, 8 and 16 splits; kv_split=1
-  // nowhere (d=96's tiles only).
+  // nowhere (d=96's tiles only); every one of them with tma=0 and tma=1 (its 1056 bytes more
+  // keep 3 stages of 128 keys within 227 KiB).
   std::size_t expected = 0;
   for (std::int64_t splits : op().tunables()[0].values)
     for (int bn : {32, 64, 128})
@@ -74,7 +75,21 @@ TEST(DecodeSpace, InvalidPointsCarryTheirReason) {
           expected += rings;
           if (splits == 2 || splits == 4 || splits == 8 || splits == 16) expected += rings;
         }
-  EXPECT_EQ(h100.valid_count(), expected);
+  EXPECT_EQ(h100.valid_count(), 2 * expected);
+  // tma=1: contiguous fixed-length K/V at d = 64, 128 or 256's tiles, on sm_90.
+  const std::string tma = "splits=2,block_m=16,block_n=64,warps=4,stages=3,tma=1";
+  EXPECT_EQ(why(tma, kBar1), "");
+  EXPECT_EQ(why(tma, kPagedBar),
+            "tma=1 with page=16: tensor maps read contiguous, fixed-length K/V only");
+  EXPECT_EQ(why(tma, "b=2,hq=8,hkv=2,nq=1,nk=1000,d=128,varlen=yes"),
+            "tma=1 with varlen=yes: tensor maps read contiguous, fixed-length K/V only");
+  EXPECT_TRUE(contains(why(tma, "b=2,hq=8,hkv=2,nq=1,nk=1000,d=80"),
+                       "tma=1 is for d = 64, 128 and 256's tiles, not d=96's"));
+  EXPECT_EQ(why(tma, "b=2,hq=8,hkv=2,nq=1,nk=1000,d=32"),
+            "tma=1 is for d = 64, 128 and 256's tiles, not d=32's");
+  EXPECT_EQ(why(tma, kBar1, "sm_80"),
+            "tma=1 needs the tensor memory accelerator (compute capability 9.0 or later; this "
+            "device has 8.0)");
 
   EXPECT_EQ(why("splits=2,block_m=16,block_n=64,warps=4,stages=3", kBar1), "");
   EXPECT_EQ(why("splits=2,block_m=16,block_n=32,warps=4,stages=3", kBar1),
@@ -684,6 +699,26 @@ TEST(DecodeRun, ClusterMergeIsOneKernelWithoutWorkspace) {
             "");
 }
 
+// tma=1 spells every template argument up to KV_SPLIT, then TMA; the combine is unchanged.
+TEST(DecodeRun, TmaSpellsEveryArgument) {
+  const Problem p = op().parse_problem("b=3,hq=16,hkv=2,nq=5,nk=1000,d=64,causal=yes");
+  const Params params =
+      op().parse_params("splits=4,block_m=32,block_n=64,warps=2,stages=4,tma=1");
+  EXPECT_EQ(op().params_key(params), "splits=4,block_m=32,block_n=64,warps=2,stages=4,tma=1");
+  EXPECT_EQ(op().parse_params("splits=4,block_m=32,block_n=64,warps=2,stages=4").values[7], 0);
+  const auto ks = op().kernels(params, p, DType::f16);
+  ASSERT_EQ(ks.size(), 2u);
+  EXPECT_EQ(ks[0].name_expression,
+            "ktune::flash_decode_split<ktune::fp16, 64, 32, 64, 2, 4, true, 0, false, false, "
+            "false, false, 1, 64, false, true>");
+  EXPECT_EQ(ks[1].name_expression, "ktune::flash_decode_combine<ktune::fp16, 64>");
+  EXPECT_EQ(op().dynamic_shared_bytes(params, p, DType::f16, 0),
+            op().dynamic_shared_bytes(op().parse_params("splits=4,block_m=32,block_n=64,warps=2,"
+                                                        "stages=4"),
+                                      p, DType::f16, 0) +
+                kFlashDecodeTmaExtra);
+}
+
 TEST(DecodeRun, StridesComeFromTheLayout) {
   const Problem p = op().parse_problem("b=2,hq=4,hkv=1,nq=3,nk=33,d=128");
   const Params params = op().default_params(p, DType::bf16, device("sm_90a"));
@@ -882,6 +917,23 @@ TEST(DecodeCompile, DefaultsAndASampleCompile) {
           params.values[5] = 1;
           ASSERT_EQ(op().invalid_reason(params, p, DType::bf16, dev), std::nullopt)
               << op().params_key(params);
+          add(p, DType::bf16, params, arch, true);
+        }
+    // tma=1 (sm_90a): the bars' shapes at each head dim, alone, merged in clusters of 16, and
+    // causal with every mask variant; d=112 in d=128's tiles (its last box half zeros).
+    if (dev.cc_major >= 9)
+      for (const char* dims : {"b=1,hq=64,hkv=8,nq=1,nk=32768,d=64", "b=1,hq=64,hkv=8,nq=1,"
+                               "nk=32768,d=128", "b=1,hq=64,hkv=8,nq=1,nk=32768,d=256",
+                               "b=16,hq=32,hkv=8,nq=3,nk=4096,d=112,causal=yes,window=1000,"
+                               "softcap=yes,alibi=yes"})
+        for (int merge : {0, 1}) {
+          const Problem p = op().parse_problem(dims);
+          Params params = op().default_params(p, DType::bf16, dev);
+          params.values[0] = merge ? 16 : params.values[0];
+          params.values[5] = merge;
+          params.values[7] = 1;
+          ASSERT_EQ(op().invalid_reason(params, p, DType::bf16, dev), std::nullopt)
+              << dims << " " << op().params_key(params);
           add(p, DType::bf16, params, arch, true);
         }
     // Cluster sizes the kernel merges (any of 2-16) but the op does not offer yet (2, 4, 8 or 16

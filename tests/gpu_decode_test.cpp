@@ -47,6 +47,15 @@ using test::AttentionTensor;
 
 const Op& op() { return flash_decode_op(); }
 
+/// Index of the tunable named `name` in the op's parameters.
+std::size_t tunable_index(const std::string& name) {
+  const std::vector<Tunable>& ts = op().tunables();
+  for (std::size_t i = 0; i < ts.size(); ++i)
+    if (ts[i].name == name) return i;
+  ADD_FAILURE() << "flash_decode has no tunable " << name;
+  return 0;
+}
+
 Problem problem_of(const AttentionShape& s, std::int64_t page = 0) {
   Problem p;
   p.values = {s.b, s.hq, s.hkv, s.nq, s.nk, s.d, s.causal ? 1 : 0, page, s.window,
@@ -440,6 +449,93 @@ TEST_P(GpuDecode, ClusterMergeGivesTheCombinesBits) {
   EXPECT_GE(compared, 10) << "too few split counts were valid to compare";
 }
 
+// tma=1 (sm_90): K/V tiles copied by tensor maps into the swizzled parts give the cp.async
+// ring's bits (the products read the same operands in the same order), tile for tile: the
+// default, three other tile shapes, a cluster merge of 4 splits, on decode, multi-row causal,
+// MQA and sliding-window problems with partial tiles, in both layouts (the maps read the
+// strides); a graph replays a TMA launch to the same bits. (GpuDecodeVariants runs the
+// default with tma=1 on every mask variant against the reference.)
+TEST_P(GpuDecode, TmaGivesTheCpAsyncBits) {
+  const auto& [d, t] = GetParam();
+  if (device_.cc_major < 9) GTEST_SKIP() << "tensor maps need compute capability 9.0";
+  const std::size_t tma = tunable_index("tma");
+  {
+    const Problem p = op().parse_problem("b=1,hq=8,hkv=8,nq=1,nk=1000,d=" + std::to_string(d));
+    Params probe = op().default_params(p, t, device_);
+    probe.values[tma] = 1;
+    if (const auto why = op().invalid_reason(probe, p, t, device_)) GTEST_SKIP() << *why;
+  }
+  int compared = 0;
+  for (const char* dims : {"b=1,hq=64,hkv=8,nq=1,nk=4099", "b=3,hq=32,hkv=8,nq=5,nk=1000,causal=yes",
+                           "b=2,hq=16,hkv=1,nq=33,nk=777,causal=yes",
+                           "b=2,hq=32,hkv=8,nq=1,nk=4099,window=300"}) {
+    const Problem p = op().parse_problem(std::string(dims) + ",d=" + std::to_string(d));
+    AttentionShape s;
+    s.b = p.values[0], s.hq = p.values[1], s.hkv = p.values[2], s.nq = p.values[3];
+    s.nk = p.values[4], s.d = d, s.causal = p.values[6] != 0, s.window = p.values[8];
+    const std::string name = op().problem_key(p) + " " + dtype_name(t);
+    std::vector<Params> points{op().default_params(p, t, device_)};
+    std::vector<Params> others;
+    std::set<std::vector<std::int64_t>> tiles;
+    for (const Params& x : Space(op(), p, t, device_).valid_points())
+      if (x.values[tma] == 0 && x.values[5] == 0 &&
+          tiles.insert({x.values[1], x.values[2], x.values[3], x.values[4]}).second)
+        others.push_back(x);
+    ASSERT_GE(others.size(), 3u) << name;
+    for (std::size_t i : {std::size_t{0}, others.size() / 2, others.size() - 1})
+      points.push_back(others[i]);
+    Params merged = points[0];
+    merged.values[0] = 4;
+    merged.values[5] = 1;
+    if (!op().invalid_reason(merged, p, t, device_)) points.push_back(merged);
+    std::mt19937 rng(17);
+    for (bool bshd : {false, true}) {
+      const DeviceTensor q(t, s.b, s.hq, s.nq, s.d, bshd, rng);
+      const DeviceTensor k(t, s.b, s.hkv, s.nk, s.d, bshd, rng);
+      const DeviceTensor v(t, s.b, s.hkv, s.nk, s.d, bshd, rng);
+      const AttentionResult ref = test::attention_ref(s, q.host, k.host, v.host);
+      for (Params plain : points) {
+        plain.values[tma] = 0;
+        Params copied = plain;
+        copied.values[tma] = 1;
+        ASSERT_EQ(op().invalid_reason(copied, p, t, device_), std::nullopt)
+            << name << " " << op().params_key(copied);
+        const Prepared a(plain, s, t, device_, bshd), b(copied, s, t, device_, bshd);
+        Outputs out_a(s, bshd), out_b(s, bshd);
+        expect_same_bits(a, b, q, k, v, s, t, ref,
+                         name + (bshd ? " bshd " : " bhsd ") + op().params_key(copied), out_a,
+                         out_b);
+        ++compared;
+      }
+      if (bshd) continue;
+      // A graph of a TMA launch replays the direct run's bits (the maps are kernel arguments).
+      Params copied = points[0];
+      copied.values[tma] = 1;
+      const Prepared b(copied, s, t, device_, false);
+      Outputs direct(s, false), graphed(s, false);
+      direct.poison(t);
+      b.run(q, k, v, direct.o.get(), direct.lse.get(), 0.0, nullptr);
+      KTUNE_CU(Driver::get().cuCtxSynchronize());
+      cudaStream_t stream = nullptr;
+      ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+      ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
+      b.run(q, k, v, graphed.o.get(), graphed.lse.get(), 0.0, reinterpret_cast<CUstream>(stream));
+      cudaGraph_t graph = nullptr;
+      ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+      cudaGraphExec_t exec = nullptr;
+      ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+      graphed.poison(t);
+      ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+      ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+      EXPECT_EQ(graphed.o_bits(), direct.o_bits()) << name << " graph";
+      cudaGraphExecDestroy(exec);
+      cudaGraphDestroy(graph);
+      cudaStreamDestroy(stream);
+    }
+  }
+  EXPECT_GE(compared, 40) << "too few points compared";
+}
+
 // ---- paged KV ----
 
 /// A paged K/V cache on the device: pools [pages, page, Hkv, D] of random values rounded to t
@@ -625,8 +721,7 @@ class GpuDecodeKvSplit : public GpuDecodePaged {};  // (d, dtype) here
 TEST_P(GpuDecodeKvSplit, GivesThePaddedTilesBits) {
   const auto& [d, t] = GetParam();
   ASSERT_TRUE(d > 64 && d <= 96) << "kv_split is for d=96's tiles (d = 72-96)";
-  const std::size_t kv_split = op().tunables().size() - 1;
-  ASSERT_EQ(op().tunables()[kv_split].name, "kv_split");
+  const std::size_t kv_split = tunable_index("kv_split");
   int compared = 0;
   for_each_problem({"b=4,hq=32,hkv=32,nq=1,nk=4099", "b=3,hq=32,hkv=8,nq=5,nk=1000,causal=yes",
                     "b=2,hq=16,hkv=1,nq=33,nk=777,causal=yes",
@@ -769,6 +864,9 @@ std::vector<Params> variant_points(const Problem& p, DType t, const DeviceInfo& 
       points.push_back(v);
       break;
     }
+  Params copied = points[0];  // the default's tiles copied by tensor maps, where valid
+  copied.values[tunable_index("tma")] = 1;
+  if (!op().invalid_reason(copied, p, t, dev)) points.push_back(copied);
   return points;
 }
 

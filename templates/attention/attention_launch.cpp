@@ -163,28 +163,6 @@ void refuse_broadcast(const char* name, std::int64_t heads, std::int64_t batch,
                           "a materialised tensor, or tune this problem's layout with impl=0");
 }
 
-/// The tensor map of one [B, H, S, D] operand of the wgmma kernel (args_sm90.h): dims innermost
-/// first (d, rows, heads, batch), strides in bytes, a box of 64 columns by `box_rows` rows in the
-/// 128-byte swizzle. A dim of size 1 gets a harmless stride (its index is always 0), so that a
-/// broadcast stride of 0 there never reaches the driver; over more dims refuse_broadcast() has
-/// refused it.
-tma::TensorMap operand_map(const void* ptr, DType t, std::int64_t d, std::int64_t rows,
-                           std::int64_t heads, std::int64_t batch, long long row_stride,
-                           long long head_stride, long long batch_stride, int box_rows) {
-  const std::uint64_t eb = dtype_size(t);
-  const std::uint64_t row_bytes = static_cast<std::uint64_t>(row_stride) * eb;
-  std::uint64_t head_bytes = static_cast<std::uint64_t>(head_stride) * eb;
-  std::uint64_t batch_bytes = static_cast<std::uint64_t>(batch_stride) * eb;
-  if (heads == 1) head_bytes = row_bytes * static_cast<std::uint64_t>(rows);
-  if (batch == 1) batch_bytes = head_bytes * static_cast<std::uint64_t>(heads);
-  return kernel_tensor_map(swizzled_map(
-      ptr, t,
-      {static_cast<std::uint64_t>(d), static_cast<std::uint64_t>(rows),
-       static_cast<std::uint64_t>(heads), static_cast<std::uint64_t>(batch)},
-      {row_bytes, head_bytes, batch_bytes},
-      {static_cast<std::uint32_t>(128 / eb), static_cast<std::uint32_t>(box_rows), 1, 1}));
-}
-
 /// The wgmma kernel's arguments: flash_attention_fwd's plus the tensor maps of Q, K and V.
 FlashAttentionSm90Args make_sm90_args(const FlashAttentionArgs& k, const Shape& s, DType t,
                                       int block_n, const void* vt) {

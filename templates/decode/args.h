@@ -26,8 +26,10 @@
 // code.
 #if defined(__CUDACC__)
 #include "common/paged_kv.h"
+#include "common/tma.cuh"
 #else
 #include "templates/common/paged_kv.h"
+#include "templates/common/tma.cuh"
 #endif
 
 #if defined(__CUDACC__)
@@ -84,6 +86,15 @@ struct FlashDecodeArgs {
   // cu_seqlens_q is set (it is then the only sign of a packed batch the combine gets).
   const int* cu_seqlens_q;       // [B + 1] int32 row offsets of q and o; else null
   const int* cu_seqlens_k;       // [B + 1] int32 row offsets of k and v; else null
+};
+
+/// The split kernels instantiated with TMA (sm_90; contiguous K/V, not varlen, d = 64, 128 or
+/// 256's tiles) take these: the base's arguments plus tensor maps of K and V as 4-D tensors
+/// (columns, keys, KV heads, batch; the data's head dim of columns), boxes of 64 columns by
+/// BLOCK_N keys in the 128-byte swizzle. The combine keeps reading the base.
+struct FlashDecodeTmaArgs : FlashDecodeArgs {
+  tma::TensorMap k_map;
+  tma::TensorMap v_map;
 };
 
 /// A sequence's key count as the kernels use it: seq_lens[b] (or VARLEN a difference of
@@ -218,20 +229,24 @@ KTUNE_DECODE_HD constexpr unsigned flash_decode_merge_bytes(int d, int block_m, 
   return static_cast<unsigned>(4 * block_m * (d + 8) + 4 * 2 * warps * block_m);
 }
 
+/// Shared memory a TMA kernel (flash_decode_split's TMA) adds: up to 1023 bytes to start the
+/// ring 1024-byte aligned (the 128-byte swizzle's period), and a "full" mbarrier per stage.
+constexpr unsigned kFlashDecodeTmaExtra = 1024 + 8 * 4;
+
 /// Dynamic shared memory of flash_decode_split: the Q tile, then the K/V ring (STAGES K and V
 /// tiles), which the merge reuses once the last tile is consumed; paged, two slots of the page
-/// ids of the next tile to load at the end.
+/// ids of the next tile to load at the end; TMA, kFlashDecodeTmaExtra (its rows are unpadded).
 KTUNE_DECODE_HD constexpr unsigned flash_decode_smem_bytes(int d, int block_m, int block_n,
                                                            int warps, int stages, int page = 0,
                                                            bool varlen = false,
-                                                           bool split = false) {
+                                                           bool split = false, bool tma = false) {
+  const unsigned ring = static_cast<unsigned>(
+      (tma ? 2 * d : flash_decode_kv_pitch(d, varlen, split, block_n / warps)) * 2 * block_n *
+      stages);
+  const unsigned merge = flash_decode_merge_bytes(d, block_m, warps);
   return static_cast<unsigned>(page > 0 ? 2 * 4 * paged_kv_slots(block_n, page) : 0) +
-         static_cast<unsigned>(flash_decode_pitch(d) * block_m) +
-         (static_cast<unsigned>(flash_decode_kv_pitch(d, varlen, split, block_n / warps) * 2 *
-                                block_n * stages) > flash_decode_merge_bytes(d, block_m, warps)
-              ? static_cast<unsigned>(flash_decode_kv_pitch(d, varlen, split, block_n / warps) *
-                                      2 * block_n * stages)
-              : flash_decode_merge_bytes(d, block_m, warps));
+         (tma ? kFlashDecodeTmaExtra : 0u) +
+         static_cast<unsigned>(flash_decode_pitch(d) * block_m) + (ring > merge ? ring : merge);
 }
 
 /// fp32 accumulators of O and S per thread of flash_decode_split: BLOCK_M * D / 32 and
@@ -247,13 +262,14 @@ constexpr int kFlashDecodeCombineWarps = 4;
 constexpr int kFlashDecodeCombineBatch = 8;
 
 /// nullptr when flash_decode_split<T, D, BLOCK_M, BLOCK_N, WARPS, STAGES, CAUSAL, PAGE, WINDOW,
-/// SOFTCAP, ALIBI, VARLEN> compiles (the mask variants and VARLEN never matter here, except that
+/// SOFTCAP, ALIBI, VARLEN, CLUSTER, DV, KV_SPLIT, TMA> compiles (the mask variants and VARLEN never matter here, except that
 /// VARLEN needs PAGE = 0); otherwise why not (the kernel's static_asserts).
 KTUNE_DECODE_HD constexpr const char* flash_decode_invalid_reason(int d, int block_m, int block_n,
                                                                   int warps, int stages,
                                                                   int page = 0,
                                                                   bool varlen = false,
-                                                                  bool split = false) {
+                                                                  bool split = false,
+                                                                  bool tma = false) {
   if (page != 0 && page != 16 && page != 32 && page != 64 && page != 128 && page != 256)
     return "PAGE must be 0 (contiguous), 16, 32, 64, 128 or 256";
   if (split && d != 96) return "KV_SPLIT is for D = 96";
@@ -266,7 +282,9 @@ KTUNE_DECODE_HD constexpr const char* flash_decode_invalid_reason(int d, int blo
   if (block_m * (d + block_n / warps) > 4608)
     return "BLOCK_M * (D + BLOCK_N / WARPS) must be at most 4608 (O and S accumulators)";
   if (stages < 2 || stages > 4) return "STAGES must be 2, 3 or 4";
-  if (flash_decode_smem_bytes(d, block_m, block_n, warps, stages, page, varlen, split) >
+  if (tma && (page != 0 || varlen || split || (d != 64 && d != 128 && d != 256)))
+    return "TMA: contiguous K/V (PAGE 0), not VARLEN, D = 64, 128 or 256, no KV_SPLIT";
+  if (flash_decode_smem_bytes(d, block_m, block_n, warps, stages, page, varlen, split, tma) >
       227u * 1024u)
     return "shared memory above 227 KiB";
   return nullptr;

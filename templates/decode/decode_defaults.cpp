@@ -279,7 +279,7 @@ Params params_for(const DecodeDefaults& r, const Shape& s, std::int64_t data_d,
     row.warps = wide->warps;
     row.stages = wide->stages;
     const Config c = with_splits(row, s, device, static_cast<int>(block_m), row.split_keys);
-    return Params{{c.splits, c.block_m, c.block_n, c.warps, c.stages, c.merge, c.kv_split}};
+    return params_of(c);
   }
   if (const FewPairsTiles* merged = merged_tiles(s, device)) {
     DecodeDefaults m = row;
@@ -342,7 +342,7 @@ Params params_for(const DecodeDefaults& r, const Shape& s, std::int64_t data_d,
   // SMs of one GPC); on six held-out problems (d = 64-256) a merge=1 default of those days was
   // 0.88-1.07x the time of the same tiles at merge=0, geometric mean 1.00
   // (benchmarks/results/decode-merge-h200-2026-12-02.md). The sweep picks merge=1 where it wins.
-  return Params{{c.splits, c.block_m, c.block_n, c.warps, c.stages, c.merge, c.kv_split}};
+  return params_of(c);
 }
 
 }  // namespace

@@ -19,6 +19,7 @@
 #include "templates/decode/args.h"
 #include "templates/decode/decode_defaults.hpp"
 #include "templates/decode/decode_problem.hpp"
+#include "templates/kernel_tensor_map.hpp"
 
 namespace ktune {
 namespace {
@@ -199,6 +200,26 @@ FlashDecodeArgs make_args(const RunArgs& a, const Shape& s, const Config& c) {
   return k;
 }
 
+/// tma=1: the tensor maps of K and V (FlashDecodeTmaArgs) over the data's head dim (s.d, not
+/// the tiles'), boxes of 64 columns by block_n keys; keys past nk and columns past d land as
+/// zeros. A broadcast (stride 0 over more than one head or batch) has no tensor map.
+void add_tensor_maps(FlashDecodeTmaArgs& k, const Shape& s, DType t, int block_n) {
+  const auto refuse_broadcast = [&](const char* name, long long head_stride,
+                                    long long batch_stride) {
+    if ((s.hkv > 1 && head_stride == 0) || (s.b > 1 && batch_stride == 0))
+      throw InvalidArgument(std::string("flash_decode tma=1: ") + name + " " +
+                            (s.hkv > 1 && head_stride == 0 ? "head" : "batch") +
+                            " stride 0 (a broadcast) cannot be read through a tensor map; pass "
+                            "a materialised tensor, or use tma=0");
+  };
+  refuse_broadcast("k", k.k_head_stride, k.k_batch_stride);
+  refuse_broadcast("v", k.v_head_stride, k.v_batch_stride);
+  k.k_map = operand_map(k.k, t, s.d, s.nk, s.hkv, s.b, k.k_row_stride, k.k_head_stride,
+                        k.k_batch_stride, block_n);
+  k.v_map = operand_map(k.v, t, s.d, s.nk, s.hkv, s.b, k.v_row_stride, k.v_head_stride,
+                        k.v_batch_stride, block_n);
+}
+
 class FlashDecodeOp final : public Op {
  public:
   FlashDecodeOp()
@@ -262,6 +283,13 @@ class FlashDecodeOp final : public Op {
              "d=96's tiles (d = 72-96): 0 K/V rows padded to 208 bytes; 1 each tile in two "
              "parts, chunks 0-7 in swizzled 128-byte rows and 8-11 in 64-byte rows, so that a "
              "warp's copies fill whole shared-memory lines",
+             0},
+            // Added after databases were written: keys without it mean tma=0.
+            {"tma", {0, 1},
+             "how K/V tiles reach shared memory: 0 16-byte cp.async copies by every thread; 1 "
+             "tensor-map copies (TMA) of whole 64-column boxes issued by one thread, completing "
+             "on an mbarrier per stage (sm_90; contiguous K/V, not varlen, d = 64, 128 or 256's "
+             "tiles)",
              0},
         },
         scalars_{{"scale", 0.0, "softmax scale; <= 0: 1/sqrt(d)"},
@@ -412,6 +440,9 @@ class FlashDecodeOp final : public Op {
     if (c.merge && device.cc_major > 0 && device.cc_major < 9)
       return "merge=1 needs thread block clusters (compute capability 9.0 or later; this device "
              "has " + str(device.cc_major) + "." + str(device.cc_minor) + ")";
+    if (c.tma && device.cc_major > 0 && device.cc_major < 9)
+      return "tma=1 needs the tensor memory accelerator (compute capability 9.0 or later; this "
+             "device has " + str(device.cc_major) + "." + str(device.cc_minor) + ")";
     const unsigned smem = smem_bytes(c, s);
     if (device.smem_optin_per_block > 0 && smem > static_cast<unsigned>(device.smem_optin_per_block))
       return smem_text(c, s) + ", more than the device's " + str(device.smem_optin_per_block) +
@@ -430,9 +461,12 @@ class FlashDecodeOp final : public Op {
     // variants or varlen (and a contiguous one) keeps the name expression it had before them.
     // The combine reads args.cu_seqlens_q instead of a flag: its name never changes.
     // merge=1 spells every argument up to CLUSTER (page 0 and not varlen there); a head dim
-    // between the tiles (dv < s.d) every argument, then DV; kv_split=1 every one, then true.
+    // between the tiles (dv < s.d) every argument, then DV; kv_split=1 every one, then true;
+    // tma=1 every one up to KV_SPLIT (false there), then true.
     const std::string tail =
-        dv != s.d || c.kv_split
+        c.tma ? ", 0" + variant_args(s) + ", false, " + str(c.merge ? c.splits : 1) + ", " +
+                    str(dv) + ", false, true"
+        : dv != s.d || c.kv_split
             ? ", " + str(s.page) + variant_args(s) + ", " + cpp_bool(s.varlen) + ", " +
                   str(c.merge ? c.splits : 1) + ", " + str(dv) + (c.kv_split ? ", true" : "")
         : c.merge ? ", 0" + variant_args(s) + ", false, " + str(c.splits)
@@ -466,7 +500,10 @@ class FlashDecodeOp final : public Op {
   void run(const RunArgs& a, Launcher& launcher) const override {
     const Shape s = shape_of(*a.problem);
     const Config c = config_of(*a.params);
-    const FlashDecodeArgs k = make_args(a, s, c);
+    FlashDecodeTmaArgs k{};
+    static_cast<FlashDecodeArgs&>(k) = make_args(a, s, c);
+    if (c.tma) add_tensor_maps(k, s, a.dtype, c.block_n);
+    const FlashDecodeArgs& base = k;
     KernelLaunch split;
     split.kernel = a.kernels[0];
     split.grid[0] = static_cast<unsigned>(row_tiles(s, c.block_m));
@@ -479,7 +516,7 @@ class FlashDecodeOp final : public Op {
     split.block[0] = static_cast<unsigned>(c.warps * 32);
     split.shared_bytes = smem_bytes(c, kernel_shape(*a.problem));
     split.args = &k;
-    split.args_size = sizeof k;
+    split.args_size = c.tma ? sizeof k : sizeof base;
     launcher.launch(split);
     if (c.splits == 1 || c.merge) return;
     KernelLaunch combine;
@@ -487,8 +524,8 @@ class FlashDecodeOp final : public Op {
     combine.grid[0] = static_cast<unsigned>((s.b * s.hq * s.nq + kFlashDecodeCombineWarps - 1) /
                                             kFlashDecodeCombineWarps);
     combine.block[0] = kFlashDecodeCombineWarps * 32;
-    combine.args = &k;
-    combine.args_size = sizeof k;
+    combine.args = &base;
+    combine.args_size = sizeof base;
     combine.programmatic = true;  // scheduled during the split kernel's tail (common/pdl.cuh)
     launcher.launch(combine);
   }
@@ -557,6 +594,13 @@ class FlashDecodeOp final : public Op {
     const Shape s = kernel_shape(problem);
     if (c.kv_split && s.d != 96)
       return "kv_split=1 is for d=96's tiles (head dims 72 to 96), not d=" + str(s.d) + "'s";
+    if (c.tma) {
+      if (s.paged() || s.varlen)
+        return std::string("tma=1 with ") + (s.paged() ? "page=" + str(s.page) : "varlen=yes") +
+               ": tensor maps read contiguous, fixed-length K/V only";
+      if (s.d != 64 && s.d != 128 && s.d != 256)
+        return "tma=1 is for d = 64, 128 and 256's tiles, not d=" + str(s.d) + "'s";
+    }
     if (c.block_n % (16 * c.warps) != 0)
       return "block_n=" + str(c.block_n) + " / warps=" + str(c.warps) + " = " +
              str(c.block_n / c.warps) + " keys per warp (each warp takes whole 16-key slices)";
@@ -596,7 +640,7 @@ class FlashDecodeOp final : public Op {
     // Anything else the kernel's static_asserts would reject (nothing, with the lists above).
     if (const char* why = flash_decode_invalid_reason(static_cast<int>(s.d), c.block_m, c.block_n,
                                                       c.warps, c.stages, static_cast<int>(s.page),
-                                                      s.varlen, c.kv_split != 0))
+                                                      s.varlen, c.kv_split != 0, c.tma != 0))
       return params_key(params) + ": " + why;
     return std::nullopt;
   }

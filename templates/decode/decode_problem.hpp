@@ -17,7 +17,7 @@ namespace ktune::decode {
 enum Dim : std::size_t {
   kB, kHq, kHkv, kNq, kNk, kD, kCausal, kPage, kWindow, kSoftcap, kAlibi, kVarlen
 };
-enum Param : std::size_t { kSplits, kBlockM, kBlockN, kWarps, kStages, kMerge, kKvSplit };
+enum Param : std::size_t { kSplits, kBlockM, kBlockN, kWarps, kStages, kMerge, kKvSplit, kTma };
 
 constexpr std::int64_t kBlockMs[] = {16, 32, 64};
 constexpr int kMaxAccumulators = 144;  // O + S fp32 registers per thread
@@ -77,17 +77,24 @@ struct Config {
   int splits, block_m, block_n, warps, stages;
   int merge;  // 0: the combine kernel; 1: the splits merged in a thread block cluster
   int kv_split = 0;  // 1: d=96's K/V tiles in two parts (flash_decode_split96_offset)
+  int tma = 0;       // 1: K/V tiles copied by tensor-map copies (sm_90)
 };
 
 inline Config config_of(const Params& p) {
   const auto at = [&](Param i) { return static_cast<int>(p.values[i]); };
   return {at(kSplits), at(kBlockM), at(kBlockN), at(kWarps), at(kStages), at(kMerge),
-          at(kKvSplit)};
+          at(kKvSplit), at(kTma)};
+}
+
+/// The op's parameters of a configuration, every tunable in declared order.
+inline Params params_of(const Config& c) {
+  return Params{{c.splits, c.block_m, c.block_n, c.warps, c.stages, c.merge, c.kv_split, c.tma}};
 }
 
 inline unsigned smem_bytes(const Config& c, const Shape& s) {
   return flash_decode_smem_bytes(static_cast<int>(s.d), c.block_m, c.block_n, c.warps, c.stages,
-                                 static_cast<int>(s.page), s.varlen, c.kv_split != 0);
+                                 static_cast<int>(s.page), s.varlen, c.kv_split != 0,
+                                 c.tma != 0);
 }
 
 inline std::int64_t row_tiles(const Shape& s, int block_m) { return (s.rows() + block_m - 1) / block_m; }

@@ -42,12 +42,23 @@
 
 #include "attention/mma.cuh"
 #include "common/cluster.cuh"
+#include "common/mbarrier.cuh"
 #include "common/pdl.cuh"
 #include "common/types.cuh"
 #include "decode/args.h"
 
 namespace ktune {
 namespace decode {
+
+/// The split kernel's argument type: FlashDecodeTmaArgs with TMA, else FlashDecodeArgs.
+template <bool TMA>
+struct SplitArgs {
+  using type = FlashDecodeArgs;
+};
+template <>
+struct SplitArgs<true> {
+  using type = FlashDecodeTmaArgs;
+};
 
 __device__ __forceinline__ float quad_max(float x) {
   x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
@@ -355,6 +366,9 @@ __device__ __forceinline__ void cluster_merge(const FlashDecodeArgs& args, unsig
 /// (args.window, args.softcap, args.alibi_slopes; see the file comment). VARLEN: packed
 /// variable-length sequences (args.cu_seqlens_q, args.cu_seqlens_k; PAGE must be 0). CLUSTER:
 /// 1, or the split count (2, 4, 8 or 16; PAGE 0, not VARLEN) merged in a cluster (file comment).
+/// TMA (sm_90; PAGE 0, not VARLEN, not KV_SPLIT, D = 64, 128 or 256): one thread copies each
+/// K/V tile with tensor-map copies (args' FlashDecodeTmaArgs maps) that complete on an
+/// mbarrier per stage (file comment).
 /// Launch: grid (ceil(rows / BLOCK_M), splits, B * Hkv) with rows = g * Nq, the longest (CLUSTER
 /// > 1: grid (splits, ceil(rows / BLOCK_M), B * Hkv) in clusters of CLUSTER along x), WARPS * 32
 /// threads,
@@ -362,14 +376,15 @@ __device__ __forceinline__ void cluster_merge(const FlashDecodeArgs& args, unsig
 /// memory (raise the kernel's limit above 48 KiB).
 template <typename T, int D, int BLOCK_M, int BLOCK_N, int WARPS, int STAGES, bool CAUSAL,
           int PAGE = 0, bool WINDOW = false, bool SOFTCAP = false, bool ALIBI = false,
-          bool VARLEN = false, int CLUSTER = 1, int DV = D, bool KV_SPLIT = false>
+          bool VARLEN = false, int CLUSTER = 1, int DV = D, bool KV_SPLIT = false,
+          bool TMA = false>
 // Paged, varlen or with a mask variant, at least one CTA per SM (and no more) is all ptxas is
 // told: without it, it capped a paged default (and the contiguous d=128 default with every
 // variant) at 168 registers and spilled; varlen holds the sequence's offsets on top. Contiguous
 // kernels without variants keep the plain bound.
 __global__ void __launch_bounds__(WARPS * 32,
                                   PAGE > 0 || WINDOW || SOFTCAP || ALIBI || VARLEN ? 1 : 0)
-    flash_decode_split(const __grid_constant__ FlashDecodeArgs args) {
+    flash_decode_split(const __grid_constant__ typename decode::SplitArgs<TMA>::type args) {
   static_assert(sizeof(T) == 2, "T must be bf16 or fp16");
   static_assert(D == 32 || D == 64 || D == 96 || D == 128 || D == 256, "unsupported head dim");
   static_assert(DV % 8 == 0 && DV > 0 && DV <= D, "DV: the data's head dim, a multiple of 8 <= D");
@@ -381,9 +396,11 @@ __global__ void __launch_bounds__(WARPS * 32,
                 "O and S accumulators: at most 144 fp32 registers per thread");
   static_assert(STAGES >= 2 && STAGES <= 4, "STAGES must be 2, 3 or 4");
   static_assert(flash_decode_smem_bytes(D, BLOCK_M, BLOCK_N, WARPS, STAGES, PAGE, VARLEN,
-                                        KV_SPLIT) <= 227 * 1024,
+                                        KV_SPLIT, TMA) <= 227 * 1024,
                 "shared memory above 227 KiB");
   static_assert(!KV_SPLIT || D == 96, "KV_SPLIT: d=96's tiles");
+  static_assert(!TMA || (PAGE == 0 && !VARLEN && !KV_SPLIT && (D == 64 || D == 128 || D == 256)),
+                "TMA: contiguous K/V, not varlen, d = 64, 128 or 256's tiles");
   static_assert(PAGE == 0 || PAGE == 16 || PAGE == 32 || PAGE == 64 || PAGE == 128 ||
                     PAGE == 256,
                 "PAGE: 0 (contiguous), 16, 32, 64, 128 or 256");
@@ -412,14 +429,24 @@ __global__ void __launch_bounds__(WARPS * 32,
   constexpr int PV_STEPS = KW / 16;
   constexpr int CHUNKS = D / 8;           // 16-byte chunks per row
   constexpr int PITCH = flash_decode_pitch(D);
-  constexpr int KV_PITCH = flash_decode_kv_pitch(D, VARLEN, KV_SPLIT, BLOCK_N / WARPS);
+  // TMA: each tile of K (and V) is D / 64 parts of BLOCK_N rows of 128 bytes (64 columns), each
+  // in the copy engine's 128-byte swizzle: chunk c of a part's row r at c ^ (r & 7), the parts
+  // PART bytes apart. The rows of a part are addressed as d=64's swizzled tiles, k-step kk (and
+  // P V's column pair dd) in part kk / 4 at (kk % 4) << 5.
+  constexpr int KV_PITCH = TMA ? 2 * D : flash_decode_kv_pitch(D, VARLEN, KV_SPLIT, BLOCK_N / WARPS);
   constexpr bool SWZ = flash_decode_kv_swizzled(D, VARLEN, BLOCK_N / WARPS);
   // KV_SPLIT (d=96): the first part's rows are 128 bytes, swizzled as SWZ's; its k-steps
   // (P V: column pairs) 0-3 read there, 4-5 in the second part (64-byte rows, PART_B on).
   // d=32 swizzled: every k-step reads 64-byte rows as that second part, from the tile's start.
   constexpr bool ROW64 = SWZ && D == 32;
-  constexpr bool XOR_A = (SWZ && !ROW64) || KV_SPLIT;
-  constexpr int PITCH_A = KV_SPLIT ? 128 : KV_PITCH;
+  constexpr bool XOR_A = (SWZ && !ROW64) || KV_SPLIT || TMA;
+  constexpr int PITCH_A = KV_SPLIT || TMA ? 128 : KV_PITCH;
+  constexpr unsigned PART = BLOCK_N * 128;  // TMA: bytes of one 64-column part of a tile
+  // Byte offset of k-step (or column pair) kk's chunk in the lane's row: lane_off holds the row
+  // and the lane's chunk XOR (kk << 5 stays in the row's bits 5-8 untouched by it).
+  const auto xor_a = [](unsigned lane_off, int kk) {
+    return TMA ? (kk >> 2) * PART + (lane_off ^ ((kk & 3) << 5)) : lane_off ^ (kk << 5);
+  };
   constexpr bool HAS_B = KV_SPLIT || ROW64;
   constexpr int B_FIRST = KV_SPLIT ? 4 : 0;  // first k-step in 64-byte rows (HAS_B)
   constexpr unsigned PART_B = KV_SPLIT ? BLOCK_N * 128 : 0;
@@ -432,7 +459,10 @@ __global__ void __launch_bounds__(WARPS * 32,
 
   extern __shared__ __align__(128) unsigned char smem[];
   const unsigned sQ = smem_addr(smem);
-  const unsigned sK = sQ + BLOCK_M * PITCH;
+  // TMA: the ring starts at the next 1024-byte boundary (the swizzle's period), and the "full"
+  // barriers (one per stage, counting the tile's bytes) follow the largest ring's end.
+  const unsigned sK = TMA ? (sQ + BLOCK_M * PITCH + 1023u) & ~1023u : sQ + BLOCK_M * PITCH;
+  [[maybe_unused]] const unsigned full_bar = sQ + BLOCK_M * PITCH + RING + 1024u;
   const unsigned sV = sK + STAGES * KV_BYTES;
 
   const int tid = threadIdx.x;
@@ -530,7 +560,26 @@ __global__ void __launch_bounds__(WARPS * 32,
   // a shared slot holding the same).
   const auto load = [&](int n, int st, const int* pages) {
     const long long r = static_cast<long long>(n) * BLOCK_N;
-    if constexpr (PAGE > 0) {
+    if constexpr (TMA) {
+      // One thread: the stage's bytes announced on its barrier, then D / 64 boxes of K and of V
+      // (only the parts holding the data's columns: the products never read past DV). Keys
+      // past Nk land as zeros. The stage was last read before the block barrier this thread
+      // passed: its reads are ordered before the copy engine's writes by the proxy fence.
+      constexpr int PARTS = (DV + 63) / 64;
+      if (tid == 0) {
+        const unsigned bar = full_bar + 8u * static_cast<unsigned>(st);
+        mbar::fence_proxy_async_shared();
+        mbar::arrive_expect_tx(bar, 2u * PARTS * PART);
+#pragma unroll
+        for (int p = 0; p < PARTS; ++p) {
+          tma::load(sK + st * KV_BYTES + p * PART, &args.k_map, bar, p * 64, static_cast<int>(r),
+                    kh, b);
+          tma::load(sV + st * KV_BYTES + p * PART, &args.v_map, bar, p * 64, static_cast<int>(r),
+                    kh, b);
+        }
+      }
+      (void)pages;
+    } else if constexpr (PAGE > 0) {
       decode::load_kv_tiles_paged<D, BLOCK_N, THREADS, PAGE, SWZ, DV, KV_SPLIT>(
           sK + st * KV_BYTES, sV + st * KV_BYTES, k, v, args.k_row_stride, pages, r,
           Nk - n * BLOCK_N, tid);
@@ -550,6 +599,14 @@ __global__ void __launch_bounds__(WARPS * 32,
                ? args.block_table[static_cast<long long>(b) * args.pages_per_seq + first]
                : 0;
   };
+  if constexpr (TMA) {
+    if (tid == 0) {
+      for (int st = 0; st < STAGES; ++st) mbar::init(full_bar + 8u * st, 1);
+      mbar::fence_init();
+      tma::prefetch_map(&args.k_map);
+      tma::prefetch_map(&args.v_map);
+    }
+  }
 #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) {
     if (n_start + s < n_end)
@@ -641,14 +698,17 @@ __global__ void __launch_bounds__(WARPS * 32,
   }
 
   int stage = 0;
+  unsigned phase = 0;  // TMA: parity of the stage's barrier phase that brings tile n
   const auto tile = [&](const int n, const bool MASK) {
     // Tile n has landed once this thread's older groups are done and the barrier passes; the
-    // barrier also retires every read of tile n - 1, whose stage the copy below refills.
-    cp_async_wait<STAGES - 2>();
+    // barrier also retires every read of tile n - 1, whose stage the copy below refills. TMA:
+    // the only cp.async group is Q's; tile n has landed once its stage's barrier completes.
+    cp_async_wait<TMA ? 0 : STAGES - 2>();
     __syncthreads();
     const int nl = n + STAGES - 1;
     if (nl < n_end) load(nl, stage == 0 ? STAGES - 1 : stage - 1, s_pages + (nl & 1) * SLOTS);
     cp_async_commit();
+    if constexpr (TMA) mbar::wait_parity(full_bar + 8u * stage, phase);
     // Paged: the page ids of tile nl + 1, read now and stored to the other slot after this
     // tile's math (the barrier of the next step publishes them; the slot's last readers were
     // before this step's barrier).
@@ -676,7 +736,7 @@ __global__ void __launch_bounds__(WARPS * 32,
         unsigned b0, b1, b2, b3;
         ldmatrix_x4(HAS_B && kk >= B_FIRST
                         ? k_stage + (k_lane_b ^ ((kk - B_FIRST) << 5)) + nn * 16 * 64
-                    : XOR_A ? k_stage + (k_lane ^ (kk << 5)) + nn * 16 * PITCH_A
+                    : XOR_A ? k_stage + xor_a(k_lane, kk) + nn * 16 * PITCH_A
                             : k_stage + nn * 16 * KV_PITCH + kk * 32,
                     b0, b1, b2, b3);
 #pragma unroll
@@ -800,7 +860,7 @@ __global__ void __launch_bounds__(WARPS * 32,
         ldmatrix_x4_trans(
             HAS_B && dd >= B_FIRST
                 ? v_stage + (v_lane_b ^ ((dd - B_FIRST) << 5)) + kk * 16 * 64
-            : XOR_A ? v_stage + (v_lane ^ (dd << 5)) + kk * 16 * PITCH_A
+            : XOR_A ? v_stage + xor_a(v_lane, dd) + kk * 16 * PITCH_A
                     : v_stage + kk * 16 * KV_PITCH + dd * 32,
             b0, b1, b2, b3);
 #pragma unroll
@@ -813,6 +873,7 @@ __global__ void __launch_bounds__(WARPS * 32,
     if constexpr (PAGE > 0)
       if (tid < SLOTS && nl + 1 < n_end) s_pages[((nl + 1) & 1) * SLOTS + tid] = next_page;
     stage = stage + 1 == STAGES ? 0 : stage + 1;
+    if (TMA && stage == 0) phase ^= 1u;
   };
   int n = n_start;
   if constexpr (WINDOW)
