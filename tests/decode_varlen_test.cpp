@@ -195,8 +195,9 @@ TEST(DecodeVarlen, LaunchesSizedFromTheUpperBounds) {
     EXPECT_EQ(flash_decode_kv_pitch(256, false, false, 32), flash_decode_pitch(256));
     EXPECT_EQ(flash_decode_kv_pitch(256, false, false, 16), 512);
   }
-  // (merge=1 is contiguous and fixed-length only: the varlen space is the fixed one's merge=0 half.)
-  const auto merged = [](const Params& v) { return v.values[5] == 1; };
+  // (merge=1 and tma=1 are contiguous and fixed-length only: the varlen space is the fixed one's
+  // points with neither.)
+  const auto merged = [](const Params& v) { return v.values[5] == 1 || v.values[7] == 1; };
   const std::vector<Params> fixed_valid = Space(op(), fixed, DType::bf16, device("sm_90a")).valid_points();
   EXPECT_EQ(Space(op(), p, DType::bf16, device("sm_90a")).valid_count(),
             fixed_valid.size() - static_cast<std::size_t>(std::count_if(

@@ -68,14 +68,15 @@ TEST(Replay, LoadsEveryRecordedProblemWithItsWholeSpaceAsUniverse) {
     if (p.space.enumerated()) {
       // Exhaustive recordings: every point valid today that the recording could name is in the
       // universe, in the space's order; flash_attention's reg_split and kv_apart and
-      // flash_decode's merge came after the recording, so the points at reg_split=0 (valid for
-      // 16-bit 64-key tiles at d=128, 2 consumers), at kv_apart=1 and at merge=1 are outside it
-      // and the coverage drops accordingly.
+      // flash_decode's merge and tma came after the recording, so the points at reg_split=0
+      // (valid for 16-bit 64-key tiles at d=128, 2 consumers), at kv_apart=1, at merge=1 and at
+      // tma=1 are outside it and the coverage drops accordingly.
       std::vector<Params> named;
       for (const Params& q : p.space.valid_points())
         if ((p.op != "flash_attention" || (flash_attention_op().param(q, "reg_split") == 1 &&
                                            flash_attention_op().param(q, "kv_apart") == 0)) &&
-            (p.op != "flash_decode" || flash_decode_op().param(q, "merge") == 0))
+            (p.op != "flash_decode" || (flash_decode_op().param(q, "merge") == 0 &&
+                                        flash_decode_op().param(q, "tma") == 0)))
           named.push_back(q);
       EXPECT_EQ(p.universe, named) << p.problem_key;
       EXPECT_EQ(p.valid, p.space.valid_count()) << p.problem_key;
