@@ -204,6 +204,28 @@ void expect_same_bits(const Prepared& a, const Prepared& b, const DeviceTensor& 
   EXPECT_EQ(std::memcmp(la.data(), lb.data(), la.size() * 4), 0) << what;
 }
 
+/// A graph capturing b's run once replays to `direct`'s bits (o), into a poisoned output.
+void expect_graph_replay(const Prepared& b, const DeviceTensor& q, const DeviceTensor& k,
+                         const DeviceTensor& v, const AttentionShape& s, DType t,
+                         const Outputs& direct, const std::string& what) {
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
+  Outputs graphed(s, false);
+  b.run(q, k, v, graphed.o.get(), graphed.lse.get(), 0.0, reinterpret_cast<CUstream>(stream));
+  cudaGraph_t graph = nullptr;
+  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+  cudaGraphExec_t exec = nullptr;
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  graphed.poison(t);
+  ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  EXPECT_EQ(graphed.o_bits(), direct.o_bits()) << what << " graph";
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
+}
+
 /// Each contiguous problem of `dims` at head dim d, with fresh inputs (seeded) and its double
 /// reference, handed to body(p, s, name, q, k, v, ref): the bit-comparison tests' problems.
 template <typename F>
@@ -426,24 +448,9 @@ TEST_P(GpuDecode, ClusterMergeGivesTheCombinesBits) {
       const std::string what = name + " " + op().params_key(merged);
       expect_same_bits(a, b, q, k, v, s, t, ref, what, out_a, out_b);
       ++compared;
-      if (splits != 16 || s.nq != 1 || s.window != 0) continue;
       // A graph of the clustered launch replays the direct run's bits.
-      cudaStream_t stream = nullptr;
-      ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
-      ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
-      Outputs graphed(s, false);
-      b.run(q, k, v, graphed.o.get(), graphed.lse.get(), 0.0, reinterpret_cast<CUstream>(stream));
-      cudaGraph_t graph = nullptr;
-      ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
-      cudaGraphExec_t exec = nullptr;
-      ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
-      graphed.poison(t);
-      ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
-      ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
-      EXPECT_EQ(graphed.o_bits(), out_b.o_bits()) << what << " graph";
-      cudaGraphExecDestroy(exec);
-      cudaGraphDestroy(graph);
-      cudaStreamDestroy(stream);
+      if (splits == 16 && s.nq == 1 && s.window == 0)
+        expect_graph_replay(b, q, k, v, s, t, out_b, what);
     }
   });
   EXPECT_GE(compared, 10) << "too few split counts were valid to compare";
@@ -494,7 +501,8 @@ TEST_P(GpuDecode, TmaGivesTheCpAsyncBits) {
       const DeviceTensor k(t, s.b, s.hkv, s.nk, s.d, bshd, rng);
       const DeviceTensor v(t, s.b, s.hkv, s.nk, s.d, bshd, rng);
       const AttentionResult ref = test::attention_ref(s, q.host, k.host, v.host);
-      for (Params plain : points) {
+      for (std::size_t i = 0; i < points.size(); ++i) {
+        Params plain = points[i];
         plain.values[tma] = 0;
         Params copied = plain;
         copied.values[tma] = 1;
@@ -502,35 +510,14 @@ TEST_P(GpuDecode, TmaGivesTheCpAsyncBits) {
             << name << " " << op().params_key(copied);
         const Prepared a(plain, s, t, device_, bshd), b(copied, s, t, device_, bshd);
         Outputs out_a(s, bshd), out_b(s, bshd);
-        expect_same_bits(a, b, q, k, v, s, t, ref,
-                         name + (bshd ? " bshd " : " bhsd ") + op().params_key(copied), out_a,
-                         out_b);
+        const std::string what =
+            name + (bshd ? " bshd " : " bhsd ") + op().params_key(copied);
+        expect_same_bits(a, b, q, k, v, s, t, ref, what, out_a, out_b);
         ++compared;
+        // A graph of the default's TMA launch replays its bits (the maps are kernel arguments).
+        if (!bshd && i == 0)
+          expect_graph_replay(b, q, k, v, s, t, out_b, what);
       }
-      if (bshd) continue;
-      // A graph of a TMA launch replays the direct run's bits (the maps are kernel arguments).
-      Params copied = points[0];
-      copied.values[tma] = 1;
-      const Prepared b(copied, s, t, device_, false);
-      Outputs direct(s, false), graphed(s, false);
-      direct.poison(t);
-      b.run(q, k, v, direct.o.get(), direct.lse.get(), 0.0, nullptr);
-      KTUNE_CU(Driver::get().cuCtxSynchronize());
-      cudaStream_t stream = nullptr;
-      ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
-      ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
-      b.run(q, k, v, graphed.o.get(), graphed.lse.get(), 0.0, reinterpret_cast<CUstream>(stream));
-      cudaGraph_t graph = nullptr;
-      ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
-      cudaGraphExec_t exec = nullptr;
-      ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
-      graphed.poison(t);
-      ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
-      ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
-      EXPECT_EQ(graphed.o_bits(), direct.o_bits()) << name << " graph";
-      cudaGraphExecDestroy(exec);
-      cudaGraphDestroy(graph);
-      cudaStreamDestroy(stream);
     }
   }
   EXPECT_GE(compared, 30) << "too few points compared";
