@@ -243,11 +243,12 @@ TEST(DecodeDefaults, SplitsFillTheDevice) {
             "splits=128,block_m=16,block_n=64,warps=4,stages=3");
   // Several query rows per head (here 64 packed rows): 16-row tiles and up to 3 CTAs per SM as
   // shared memory allows (4 row tiles x 8 KV heads x 8 splits; 12 would leave one empty);
-  // over 64 packed rows the largest tile the accumulators allow, 2 CTAs per SM at d=128.
+  // over 64 packed rows the largest tile the accumulators allow, 2 CTAs per SM at d=128; from
+  // 64 packed rows on sm_90 the K/V tiles come by tensor maps (TmaFromManyPackedRows).
   EXPECT_EQ(key("b=1,hq=32,hkv=8,nq=16,nk=4096,d=64", h100),
-            "splits=8,block_m=16,block_n=64,warps=4,stages=3");
+            "splits=8,block_m=16,block_n=64,warps=4,stages=3,tma=1");
   EXPECT_EQ(key("b=2,hq=48,hkv=4,nq=12,nk=5000,d=128,causal=yes", h100),
-            "splits=6,block_m=32,block_n=64,warps=4,stages=3");
+            "splits=6,block_m=32,block_n=64,warps=4,stages=3,tma=1");
   // d > 64, at most 16 packed rows, where one CTA per SM would leave a tenth of the SMs idle
   // (48 pairs x 2 splits, 72 x 1, 80 x 1, 112 x 1 on 132 SMs): the few-pairs tiles, two stages
   // (d=256: 32-key tiles of 2 warps), up to 4 CTAs per SM as shared memory allows (3 here).
@@ -344,6 +345,26 @@ TEST(DecodeDefaults, SplitsFillTheDevice) {
   small.smem_optin_per_block = 99 * 1024;
   EXPECT_EQ(key("b=1,hq=8,hkv=8,nq=1,nk=512,d=256", small),
             "splits=2,block_m=16,block_n=32,warps=2,stages=2");
+}
+
+// tma=1 (sm_90) from 64 packed rows where it is valid (contiguous, fixed-length, d = 64, 128 or
+// 256's tiles); below, and on sm_80, tma=0 (benchmarks/decode/NOTES.md, stop 73).
+TEST(DecodeDefaults, TmaFromManyPackedRows) {
+  const DeviceInfo h100 = device("sm_90a"), a100 = device("sm_80");
+  const auto tma = [](const std::string& problem, const DeviceInfo& dev) {
+    return op().parse_params(op().params_key(checked_default(problem, dev))).values[7];
+  };
+  EXPECT_EQ(tma("b=1,hq=32,hkv=8,nq=16,nk=10000,d=128,causal=yes", h100), 1);  // 64 rows
+  EXPECT_EQ(tma("b=2,hq=16,hkv=2,nq=8,nk=6000,d=256,causal=yes", h100), 1);    // 64
+  EXPECT_EQ(tma("b=1,hq=28,hkv=4,nq=10,nk=12000,d=112", h100), 1);              // 70, 128's tiles
+  EXPECT_EQ(tma("b=1,hq=64,hkv=8,nq=16,nk=30000,d=64,window=2048,alibi=yes", h100), 1);
+  EXPECT_EQ(tma("b=2,hq=32,hkv=8,nq=8,nk=8000,d=128,causal=yes", h100), 0);     // 32 rows
+  EXPECT_EQ(tma("b=1,hq=64,hkv=8,nq=1,nk=32768,d=128", h100), 0);               // decode
+  EXPECT_EQ(tma("b=1,hq=32,hkv=8,nq=16,nk=10000,d=128,causal=yes", a100), 0);   // sm_80
+  EXPECT_EQ(tma("b=1,hq=32,hkv=8,nq=16,nk=10000,d=96", h100), 0);   // d=96's tiles
+  EXPECT_EQ(tma("b=1,hq=32,hkv=8,nq=16,nk=10000,d=32", h100), 0);   // d=32's
+  EXPECT_EQ(tma("b=4,hq=32,hkv=8,nq=16,nk=8000,d=128,page=16", h100), 0);      // paged
+  EXPECT_EQ(tma("b=4,hq=32,hkv=8,nq=16,nk=8000,d=128,varlen=yes", h100), 0);   // varlen
 }
 
 TEST(DecodeDefaults, HeadDimsBelow96TakeTwoCtasPerSmAndD80D96SplitTheirRows) {

@@ -46,6 +46,9 @@ constexpr int kSmallHeadCtasPerSm = 4;
 constexpr int kBetweenTilesCtasPerSm = 2;
 // Head dims whose default takes kv_split=1 (see with_kv_split).
 constexpr std::int64_t kKvSplitHeadDims[] = {80, 96};
+// Packed rows (query heads of a group x nq) from which the default copies K/V by tensor maps
+// (tma=1, sm_90; see default_params).
+constexpr std::int64_t kTmaMinRows = 64;
 // Head dims (of the tiles) whose unsplit grids of many (batch, KV head) pairs take one stage
 // fewer where that puts them in fewer waves (see fewer_waves). d=256's row tiles hold one CTA
 // per SM at 3 stages and at 2: never fewer waves.
@@ -358,6 +361,18 @@ Params default_params(const Shape& s, std::int64_t data_d, const DeviceInfo& dev
   Params p = params_for(*row, s, data_d, device);
   if (!valid(p) && p.values[kKvSplit] != 0) p.values[kKvSplit] = 0;  // padded rows then
   if (row != &kSmallest && !valid(p)) p = params_for(kSmallest, s, data_d, device);
+  // Tensor-map copies (tma=1) where a KV head packs many rows: on the H100 (stop 73,
+  // benchmarks/results/h100-stop73-2026-12-06.md) the defaults' tiles with tma=1 ran 1.17-1.40x
+  // faster at all 4 problems of 64-128 packed rows of two design sets (27 problems; below 64
+  // rows 0.94-1.22x, geometric mean ~1.02), and 1.08-1.26x at all 8 of 64-256 rows of the
+  // check set written with this rule (geometric mean 1.19; d = 64, 112, 128, 256, causal or
+  // not). A rule on keys per split, read from the first set, failed the second
+  // (benchmarks/decode/NOTES.md).
+  if (device.cc_major >= 9 && s.rows() >= kTmaMinRows) {
+    Params t = p;
+    t.values[kTma] = 1;
+    if (valid(t)) p = t;
+  }
   return p;
 }
 
