@@ -5,9 +5,11 @@
 
 #include <cstdint>
 #include <cstring>
+#include <string>
 #include <utility>
 #include <vector>
 
+#include "ktune/error.hpp"
 #include "runtime/core/tensor_map.hpp"
 #include "runtime/core/types.hpp"
 #include "templates/common/tma.cuh"
@@ -38,6 +40,19 @@ inline tma::TensorMap kernel_tensor_map(const TensorMapSpec& spec) {
   static_assert(sizeof map == sizeof encoded, "a tensor map is 128 bytes");
   std::memcpy(&map, &encoded, sizeof map);
   return map;
+}
+
+/// A tensor map addresses every index of a dimension: a broadcast (stride 0) over more than one
+/// head or batch cannot be described. Refuses operand `name` of `what` (e.g. "flash_attention
+/// impl=1") with InvalidArgument, naming the configuration to use `instead`.
+inline void refuse_broadcast(const std::string& what, const char* name, std::int64_t heads,
+                             std::int64_t batch, long long head_stride, long long batch_stride,
+                             const std::string& instead) {
+  if ((heads > 1 && head_stride == 0) || (batch > 1 && batch_stride == 0))
+    throw InvalidArgument(what + ": " + name + " " +
+                          (heads > 1 && head_stride == 0 ? "head" : "batch") +
+                          " stride 0 (a broadcast) cannot be read through a tensor map; pass "
+                          "a materialised tensor, or " + instead);
 }
 
 /// The tensor map of one [B, H, S, D] operand (attention's wgmma kernel, args_sm90.h; decode's

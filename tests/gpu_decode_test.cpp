@@ -473,7 +473,8 @@ TEST_P(GpuDecode, TmaGivesTheCpAsyncBits) {
     if (const auto why = op().invalid_reason(probe, p, t, device_)) GTEST_SKIP() << *why;
   }
   int compared = 0;
-  for (const char* dims : {"b=1,hq=64,hkv=8,nq=1,nk=4099", "b=3,hq=32,hkv=8,nq=5,nk=1000,causal=yes",
+  for (const char* dims : {"b=1,hq=64,hkv=8,nq=1,nk=4099",
+                           "b=3,hq=32,hkv=8,nq=5,nk=1000,causal=yes",
                            "b=2,hq=16,hkv=1,nq=33,nk=777,causal=yes",
                            "b=2,hq=32,hkv=8,nq=1,nk=4099,window=300"}) {
     const Problem p = op().parse_problem(std::string(dims) + ",d=" + std::to_string(d));

@@ -152,15 +152,11 @@ FlashAttentionArgs make_args(const RunArgs& a, const Shape& s) {
   return k;
 }
 
-/// A tensor map addresses every index of a dimension: a broadcast (stride 0) over more than one
-/// head or batch cannot be described.
+/// The wgmma kernel's tensor maps cannot read a broadcast operand (kernel_tensor_map.hpp).
 void refuse_broadcast(const char* name, std::int64_t heads, std::int64_t batch,
                       long long head_stride, long long batch_stride) {
-  if ((heads > 1 && head_stride == 0) || (batch > 1 && batch_stride == 0))
-    throw InvalidArgument(std::string("flash_attention impl=1: ") + name + " " +
-                          (heads > 1 && head_stride == 0 ? "head" : "batch") +
-                          " stride 0 (a broadcast) cannot be read through a tensor map; pass "
-                          "a materialised tensor, or tune this problem's layout with impl=0");
+  ktune::refuse_broadcast("flash_attention impl=1", name, heads, batch, head_stride,
+                          batch_stride, "tune this problem's layout with impl=0");
 }
 
 /// The wgmma kernel's arguments: flash_attention_fwd's plus the tensor maps of Q, K and V.

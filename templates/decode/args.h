@@ -262,8 +262,9 @@ constexpr int kFlashDecodeCombineWarps = 4;
 constexpr int kFlashDecodeCombineBatch = 8;
 
 /// nullptr when flash_decode_split<T, D, BLOCK_M, BLOCK_N, WARPS, STAGES, CAUSAL, PAGE, WINDOW,
-/// SOFTCAP, ALIBI, VARLEN, CLUSTER, DV, KV_SPLIT, TMA> compiles (the mask variants and VARLEN never matter here, except that
-/// VARLEN needs PAGE = 0); otherwise why not (the kernel's static_asserts).
+/// SOFTCAP, ALIBI, VARLEN, CLUSTER, DV, KV_SPLIT, TMA> compiles (the mask variants and VARLEN
+/// never matter here, except that VARLEN needs PAGE = 0); otherwise why not (the kernel's
+/// static_asserts).
 KTUNE_DECODE_HD constexpr const char* flash_decode_invalid_reason(int d, int block_m, int block_n,
                                                                   int warps, int stages,
                                                                   int page = 0,

@@ -204,16 +204,10 @@ FlashDecodeArgs make_args(const RunArgs& a, const Shape& s, const Config& c) {
 /// the tiles'), boxes of 64 columns by block_n keys; keys past nk and columns past d land as
 /// zeros. A broadcast (stride 0 over more than one head or batch) has no tensor map.
 void add_tensor_maps(FlashDecodeTmaArgs& k, const Shape& s, DType t, int block_n) {
-  const auto refuse_broadcast = [&](const char* name, long long head_stride,
-                                    long long batch_stride) {
-    if ((s.hkv > 1 && head_stride == 0) || (s.b > 1 && batch_stride == 0))
-      throw InvalidArgument(std::string("flash_decode tma=1: ") + name + " " +
-                            (s.hkv > 1 && head_stride == 0 ? "head" : "batch") +
-                            " stride 0 (a broadcast) cannot be read through a tensor map; pass "
-                            "a materialised tensor, or use tma=0");
-  };
-  refuse_broadcast("k", k.k_head_stride, k.k_batch_stride);
-  refuse_broadcast("v", k.v_head_stride, k.v_batch_stride);
+  refuse_broadcast("flash_decode tma=1", "k", s.hkv, s.b, k.k_head_stride, k.k_batch_stride,
+                   "use tma=0");
+  refuse_broadcast("flash_decode tma=1", "v", s.hkv, s.b, k.v_head_stride, k.v_batch_stride,
+                   "use tma=0");
   k.k_map = operand_map(k.k, t, s.d, s.nk, s.hkv, s.b, k.k_row_stride, k.k_head_stride,
                         k.k_batch_stride, block_n);
   k.v_map = operand_map(k.v, t, s.d, s.nk, s.hkv, s.b, k.v_row_stride, k.v_head_stride,

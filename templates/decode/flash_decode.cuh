@@ -433,7 +433,8 @@ __global__ void __launch_bounds__(WARPS * 32,
   // in the copy engine's 128-byte swizzle: chunk c of a part's row r at c ^ (r & 7), the parts
   // PART bytes apart. The rows of a part are addressed as d=64's swizzled tiles, k-step kk (and
   // P V's column pair dd) in part kk / 4 at (kk % 4) << 5.
-  constexpr int KV_PITCH = TMA ? 2 * D : flash_decode_kv_pitch(D, VARLEN, KV_SPLIT, BLOCK_N / WARPS);
+  constexpr int KV_PITCH =
+      TMA ? 2 * D : flash_decode_kv_pitch(D, VARLEN, KV_SPLIT, BLOCK_N / WARPS);
   constexpr bool SWZ = flash_decode_kv_swizzled(D, VARLEN, BLOCK_N / WARPS);
   // KV_SPLIT (d=96): the first part's rows are 128 bytes, swizzled as SWZ's; its k-steps
   // (P V: column pairs) 0-3 read there, 4-5 in the second part (64-byte rows, PART_B on).

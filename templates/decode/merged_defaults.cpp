@@ -172,7 +172,7 @@ std::optional<Params> row_merged(const DecodeDefaults& r, const Shape& s, const 
   const std::int64_t want = kRowMergeCtasPerSm * device.sm_count / (pairs * row_tiles(s, block_m));
   for (int v : {8, 4, 2})
     if (v <= want && flash_decode_used_splits(span, r.block_n, v) == v)
-      return Params{{v, block_m, r.block_n, r.warps, r.stages, 1, 0, 0}};
+      return params_of({v, block_m, r.block_n, r.warps, r.stages, 1});
   return std::nullopt;
 }
 
@@ -198,8 +198,9 @@ std::optional<Params> short_spans(const Shape& s, std::int64_t data_d, const Dev
   for (int v : {16, 8, 4, 2})
     if ((!variant_cap || v <= kVariantSpanSplits) && span / v >= kShortSpanSplitKeys &&
         flash_decode_used_splits(span, t.block_n, v) == v)
-      return Params{{v, block_m, t.block_n, t.warps, variant_cap ? kVariantSpanStages : t.stages,
-                     1, kv_split, 0}};
+      return params_of(
+          {v, block_m, t.block_n, t.warps, variant_cap ? kVariantSpanStages : t.stages, 1,
+           kv_split});
   return std::nullopt;
 }
 
@@ -219,7 +220,7 @@ std::optional<Params> medium_spans(const DecodeDefaults& r, const Shape& s, std:
     if (v == 16 && pairs * v > kMediumSpanCtasPerSm * device.sm_count) continue;
     if (flash_decode_used_splits(span, r.block_n, v) != v) continue;
     const int stages = 2 * pairs * v < 3 * static_cast<std::int64_t>(device.sm_count) ? 3 : 2;
-    return Params{{v, block_m, r.block_n, r.warps, stages, 1, kv_split, 0}};
+    return params_of({v, block_m, r.block_n, r.warps, stages, 1, kv_split});
   }
   return std::nullopt;
 }
