@@ -210,8 +210,8 @@ void expect_graph_replay(const Prepared& b, const DeviceTensor& q, const DeviceT
                          const Outputs& direct, const std::string& what) {
   cudaStream_t stream = nullptr;
   ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  Outputs graphed(s, false);  // allocated before the capture: no allocation may happen inside it
   ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
-  Outputs graphed(s, false);
   b.run(q, k, v, graphed.o.get(), graphed.lse.get(), 0.0, reinterpret_cast<CUstream>(stream));
   cudaGraph_t graph = nullptr;
   ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
