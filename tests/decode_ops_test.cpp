@@ -362,6 +362,11 @@ TEST(DecodeDefaults, TmaFromManyPackedRows) {
   EXPECT_EQ(tma("b=1,hq=64,hkv=8,nq=1,nk=32768,d=128", h100), 0);               // decode
   EXPECT_EQ(tma("b=1,hq=32,hkv=8,nq=16,nk=10000,d=128,causal=yes", a100), 0);   // sm_80
   EXPECT_EQ(tma("b=1,hq=32,hkv=8,nq=16,nk=10000,d=96", h100), 0);   // d=96's tiles
+  // d=256's tiles from 16 rows (d=200 runs in them); not 8, nor on sm_80.
+  EXPECT_EQ(tma("b=4,hq=32,hkv=2,nq=1,nk=8000,d=256", h100), 1);              // 16 rows
+  EXPECT_EQ(tma("b=2,hq=8,hkv=2,nq=6,nk=7000,d=200,causal=yes", h100), 1);    // 24
+  EXPECT_EQ(tma("b=8,hq=32,hkv=8,nq=2,nk=3000,d=256", h100), 0);              // 8
+  EXPECT_EQ(tma("b=4,hq=32,hkv=2,nq=1,nk=8000,d=256", a100), 0);
   EXPECT_EQ(tma("b=1,hq=32,hkv=8,nq=16,nk=10000,d=32", h100), 0);   // d=32's
   EXPECT_EQ(tma("b=4,hq=32,hkv=8,nq=16,nk=8000,d=128,page=16", h100), 0);      // paged
   EXPECT_EQ(tma("b=4,hq=32,hkv=8,nq=16,nk=8000,d=128,varlen=yes", h100), 0);   // varlen
