@@ -19,7 +19,8 @@
 #   buckets on this bundle (the re-timing's 0.3 s warm-up since 3943c61), into $MDB (default
 #   $OUT/mixtral13.db; carry it into the next call to resume) with a fresh compile cache,
 #   $LIMIT seconds (default 540). Report the sum of the calls' walls. Stop 71 ran it once on
-#   main: not finished in 420 s (h100-stop71-2026-12-06.md section 9).
+#   main: not finished in 420 s (h100-stop71-2026-12-06.md section 9). Stop 74 on main:
+#   505.6 + 214.5 s over two calls, LIMIT=500 (h100-stop74-2026-12-06.md section 2).
 #   STEP=1 and 2 ran at stop 70 (outcomes, and those of STEP=3-6: the GATHER 2 / CLUSTER 3
 #   harness, the new GPU cases, the A/Bs with benchmarks/moe/ab_rows.sh, in
 #   h100-stop70-2026-12-06.md); kept for the next re-tune. Stop 70's STEP=3 (gemm1 on sorted
