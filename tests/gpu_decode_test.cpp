@@ -627,7 +627,7 @@ TEST_P(GpuDecodePaged, MixedLengthsMatchTheReference) {
           }
         if (d > 64 && d <= 96) {  // d=96's tiles: the default's tile split in two (kv_split=1)
           Params split = points[0];
-          split.values.back() = 1;
+          split.values[tunable_index("kv_split")] = 1;
           points.push_back(split);
         }
         int n = 0;
