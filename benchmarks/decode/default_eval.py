@@ -1,0 +1,148 @@
+#!/usr/bin/env python3
+"""Today's flash_decode defaults against recorded exhaustive sweeps, without a GPU (computed).
+
+For every flash_decode problem of the given trials files (the `*-trials.csv.gz` that
+benchmarks/fallback_quality.py writes beside its report: every ok trial's parameters and median
+of an exhaustive sweep), asks `ktune best` which configuration today's built-in defaults give
+on that file's GPU (`--device`, from a copy of that GPU's shipped database with its best rows
+removed, so only the defaults answer), and reports fastest / default from the recorded medians:
+1.0 when the default is the sweep's fastest point. A default the sweep did not time (a tunable
+value added after it, or a point invalid then) is reported as `not recorded`, never guessed.
+
+These ratios are computed from old measurements: a kernel changed since a sweep makes its
+medians stale. They say which problems a candidate rule moves and by about how much; a rule is
+still checked on problems swept after it was written (fallback_quality.py's check sets).
+
+Usage:
+  python3 benchmarks/decode/default_eval.py --ktune build/ktune \\
+      [--gpu h100=FILE.csv.gz,...] [--gpu h200=...] [--rows-min N] [--rows-max N] [--list]
+With no --gpu, every trials file under benchmarks/results whose name says h100 or h200.
+"""
+import argparse
+import collections
+import csv
+import glob
+import gzip
+import json
+import math
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
+DEVICES = {"h100": ("NVIDIA H100 80GB HBM3", "h100.db"), "h200": ("NVIDIA H200", "h200.db")}
+
+
+def packed_rows(problem):
+    """Query rows a KV head packs: (hq / hkv) x nq."""
+    dims = dict(item.split("=") for item in problem.split(","))
+    return int(dims["hq"]) // int(dims["hkv"]) * int(dims["nq"])
+
+
+def load_trials(paths):
+    """(dtype, problem) -> {params: median_us} over the files; a problem in several files keeps
+    the last file's trials (a re-sweep replaces an earlier one)."""
+    out = {}
+    for path in paths:
+        per = collections.defaultdict(dict)
+        with gzip.open(path, "rt", newline="") as f:
+            reader = csv.DictReader(f)
+            if "build" in reader.fieldnames:
+                continue  # an A/B of two kernel builds, not one exhaustive sweep
+            problem = "problem_key" if "problem_key" in reader.fieldnames else "problem"
+            params = "params_key" if "params_key" in reader.fieldnames else "params"
+            for r in reader:
+                if r["op"] == "flash_decode":
+                    per[(r["dtype"], r[problem])][r[params]] = float(r["median_us"])
+        out.update(per)
+    return out
+
+
+def defaults(ktune, gpu, problems, work):
+    """(dtype, problem) -> params the built-in defaults give on `gpu` (one `ktune best --plan`)."""
+    name, db_file = DEVICES[gpu]
+    db = os.path.join(work, f"{gpu}-defaults.db")
+    shutil.copyfile(os.path.join(ROOT, "db", "shipped", db_file), db)
+    con = sqlite3.connect(db)
+    con.execute("DELETE FROM best")
+    con.commit()
+    con.close()
+    plan = os.path.join(work, f"{gpu}-plan.txt")
+    with open(plan, "w") as f:
+        f.writelines(f"flash_decode {dtype} {problem}\n" for dtype, problem in problems)
+    p = subprocess.run([ktune, "best", "--plan", plan, "--device", name, "--no-shipped", "--db",
+                        db, "--json"], capture_output=True, text=True)
+    if p.returncode != 0:
+        sys.exit(f"ktune best --plan failed (exit {p.returncode}): {p.stderr.strip()[-1000:]}")
+    answers = json.loads(p.stdout)["problems"]
+    return {(a["dtype"], a["problem"]): (a["match"], a["params"]) for a in answers}
+
+
+def files_for(gpu):
+    pattern = os.path.join(ROOT, "benchmarks", "results", f"*{gpu}*trials*.csv.gz")
+    return sorted(glob.glob(pattern))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--ktune", default=os.path.join(ROOT, "build", "ktune"))
+    ap.add_argument("--gpu", action="append", default=[],
+                    help="GPU=FILE[,FILE...] with GPU h100 or h200 (repeatable)")
+    ap.add_argument("--rows-min", type=int, default=0, help="only problems of >= N packed rows")
+    ap.add_argument("--rows-max", type=int, default=1 << 30, help="... and <= N")
+    ap.add_argument("--list", action="store_true", help="print every problem, not only a summary")
+    args = ap.parse_args()
+    sets = {}
+    for item in args.gpu:
+        gpu, _, files = item.partition("=")
+        if gpu not in DEVICES or not files:
+            sys.exit(f"--gpu {item!r}: expected h100=FILE[,FILE...] or h200=...")
+        sets[gpu] = files.split(",")
+    if not sets:
+        sets = {gpu: files_for(gpu) for gpu in DEVICES}
+    work = tempfile.mkdtemp(prefix="ktune-default-eval-")
+    try:
+        for gpu, files in sets.items():
+            trials = load_trials(files)
+            keys = [k for k in sorted(trials)
+                    if args.rows_min <= packed_rows(k[1]) <= args.rows_max]
+            if not keys:
+                print(f"{gpu}: no flash_decode problems in {len(files)} files")
+                continue
+            answer = defaults(args.ktune, gpu, keys, work)
+            ratios, missing = [], []
+            for key in keys:
+                match, params = answer[key]
+                medians = trials[key]
+                fastest = min(medians.values())
+                if match != "default":
+                    continue
+                if params not in medians:
+                    missing.append(key)
+                    if args.list:
+                        print(f"{gpu} {key[0]} {key[1]} rows {packed_rows(key[1])}: "
+                              f"not recorded ({params})")
+                    continue
+                ratio = fastest / medians[params]
+                ratios.append(ratio)
+                if args.list:
+                    print(f"{gpu} {key[0]} {key[1]} rows {packed_rows(key[1])}: {ratio:.3f} "
+                          f"({params})")
+            if ratios:
+                geo = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
+                print(f"{gpu}: {len(ratios)} problems, geometric mean {geo:.3f}, worst "
+                      f"{min(ratios):.3f}, under 0.85: {sum(r < 0.85 for r in ratios)}; "
+                      f"not recorded: {len(missing)} (of {len(files)} files)")
+            else:
+                print(f"{gpu}: no default recorded in the sweeps ({len(missing)} problems)")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
