@@ -829,6 +829,10 @@ HELD_OUT = [
     ("flash_attention", "b=2,hq=48,hkv=8,nq=5145,nk=5145,d=128,causal=no"),
     ("flash_decode", "b=48,hq=32,hkv=4,nq=1,nk=3496,d=128,causal=no"),
     ("flash_attention", "b=2,hq=32,hkv=32,nq=4184,nk=8164,d=80,causal=yes"),
+    # Outcome (stop 75, benchmarks/results/h100-h200-stop75-2026-12-06.md): refuted on decode.
+    # H200 447-452: 0.869, worst 0.654 (decode 0.760 over 3, prefill 0.993 over 3). H100, 453-463
+    # and the odd ones of 465-477: 0.922, worst 0.707 (decode 0.897 over 13, three
+    # under 0.85; prefill 0.992 over 5). The decode gaps: benchmarks/decode/NOTES.md, stop 75.
 ]
 
 
