@@ -14,7 +14,7 @@ medians stale. They say which problems a candidate rule moves and by about how m
 still checked on problems swept after it was written (fallback_quality.py's check sets).
 
 Usage:
-  python3 benchmarks/decode/default_eval.py --ktune build/ktune \\
+  python3 benchmarks/decode/default_eval.py --ktune build/ktune [--ktune OTHER ...] \\
       [--gpu h100=FILE.csv.gz,...] [--gpu h200=...] [--rows-min N] [--rows-max N] [--list]
 With no --gpu, every trials file under benchmarks/results whose name says h100 or h200.
 """
@@ -87,15 +87,44 @@ def files_for(gpu):
     return sorted(glob.glob(pattern))
 
 
+def evaluate(ktune, gpu, keys, trials, work, label, listing):
+    """Prints `label`'s ratio per problem (with listing) and its summary line."""
+    answer = defaults(ktune, gpu, keys, work)
+    ratios, missing = [], []
+    for key in keys:
+        match, params = answer[key]
+        if match != "default":
+            continue
+        medians = trials[key]
+        head = f"{label} {key[0]} {key[1]} rows {packed_rows(key[1])}"
+        if params not in medians:
+            missing.append(key)
+            if listing:
+                print(f"{head}: not recorded ({params})")
+            continue
+        ratios.append(min(medians.values()) / medians[params])
+        if listing:
+            print(f"{head}: {ratios[-1]:.3f} ({params})")
+    if not ratios:
+        print(f"{label}: no default recorded in the sweeps ({len(missing)} problems)")
+        return
+    geo = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
+    print(f"{label}: {len(ratios)} problems, geometric mean {geo:.3f}, worst {min(ratios):.3f}, "
+          f"under 0.85: {sum(r < 0.85 for r in ratios)}; not recorded: {len(missing)}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--ktune", default=os.path.join(ROOT, "build", "ktune"))
+    ap.add_argument("--ktune", action="append", default=[],
+                    help="ktune binary (repeatable: each one's defaults against the same "
+                         "sweeps, e.g. main and a candidate rule; default build/ktune)")
     ap.add_argument("--gpu", action="append", default=[],
                     help="GPU=FILE[,FILE...] with GPU h100 or h200 (repeatable)")
     ap.add_argument("--rows-min", type=int, default=0, help="only problems of >= N packed rows")
     ap.add_argument("--rows-max", type=int, default=1 << 30, help="... and <= N")
     ap.add_argument("--list", action="store_true", help="print every problem, not only a summary")
     args = ap.parse_args()
+    ktunes = args.ktune or [os.path.join(ROOT, "build", "ktune")]
     sets = {}
     for item in args.gpu:
         gpu, _, files = item.partition("=")
@@ -113,32 +142,10 @@ def main():
             if not keys:
                 print(f"{gpu}: no flash_decode problems in {len(files)} files")
                 continue
-            answer = defaults(args.ktune, gpu, keys, work)
-            ratios, missing = [], []
-            for key in keys:
-                match, params = answer[key]
-                medians = trials[key]
-                fastest = min(medians.values())
-                if match != "default":
-                    continue
-                if params not in medians:
-                    missing.append(key)
-                    if args.list:
-                        print(f"{gpu} {key[0]} {key[1]} rows {packed_rows(key[1])}: "
-                              f"not recorded ({params})")
-                    continue
-                ratio = fastest / medians[params]
-                ratios.append(ratio)
-                if args.list:
-                    print(f"{gpu} {key[0]} {key[1]} rows {packed_rows(key[1])}: {ratio:.3f} "
-                          f"({params})")
-            if ratios:
-                geo = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
-                print(f"{gpu}: {len(ratios)} problems, geometric mean {geo:.3f}, worst "
-                      f"{min(ratios):.3f}, under 0.85: {sum(r < 0.85 for r in ratios)}; "
-                      f"not recorded: {len(missing)} (of {len(files)} files)")
-            else:
-                print(f"{gpu}: no default recorded in the sweeps ({len(missing)} problems)")
+            print(f"{gpu}: {len(keys)} flash_decode problems in {len(files)} files")
+            for ktune in ktunes:
+                label = gpu if len(ktunes) == 1 else f"{gpu} ({ktune})"
+                evaluate(ktune, gpu, keys, trials, work, label, args.list)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return 0
