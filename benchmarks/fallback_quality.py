@@ -853,6 +853,18 @@ HELD_OUT = [
 ]
 
 
+def indices(spec):
+    """--only's list: comma-separated indices and inclusive ranges ("447-452,460")."""
+    out = []
+    for item in spec.split(","):
+        first, _, last = item.partition("-")
+        out += range(int(first), int(last or first) + 1)
+    bad = [i for i in out if not 0 <= i < len(HELD_OUT)]
+    if bad:
+        sys.exit(f"--only {spec}: no problem {bad[0]} (0 to {len(HELD_OUT) - 1})")
+    return out
+
+
 def run(cmd, env):
     p = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if p.returncode != 0:
@@ -957,7 +969,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--ktune", default=".gpu/bin/ktune")
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
-    ap.add_argument("--only", default="", help="comma-separated indices into the problem list")
+    ap.add_argument("--only", default="",
+                    help="indices into the problem list, comma-separated, ranges as A-B")
     ap.add_argument("--deadline", type=float, default=0,
                     help="seconds after the start past which no further sweep starts (the "
                          "report then covers the problems measured; 0: none)")
@@ -979,7 +992,7 @@ def main():
         return merge(args.merge, args.out)
     problems = HELD_OUT
     if args.only:
-        problems = [HELD_OUT[int(i)] for i in args.only.split(",")]
+        problems = [HELD_OUT[i] for i in indices(args.only)]
     if args.cont:
         with open(args.cont) as f:
             problems = [tuple(u.split(" ", 1)) for u in json.load(f)["unreached"]]
