@@ -21,6 +21,11 @@
 #   $LIMIT seconds (default 540). Report the sum of the calls' walls. Stop 71 ran it once on
 #   main: not finished in 420 s (h100-stop71-2026-12-06.md section 9). Stop 74 on main:
 #   505.6 + 214.5 s over two calls, LIMIT=500 (h100-stop74-2026-12-06.md section 2).
+#   STEP=4 (stop 75, ~6 min): decode candidates T (tma=1 from 17 packed rows) and S (2 stages
+#   for multi-row tiles where that gives more CTAs): given_ab.py on benchmarks/decode/
+#   tma_ab6.txt with tma=1 (T's prediction in the file), then exhaustive sweeps of the same ten
+#   problems (fallback_quality.py 479-488; $LIMIT s, default 420) whose trials
+#   benchmarks/decode/default_eval.py reads here for main, main + T and main + T + S.
 #   STEP=1 and 2 ran at stop 70 (outcomes, and those of STEP=3-6: the GATHER 2 / CLUSTER 3
 #   harness, the new GPU cases, the A/Bs with benchmarks/moe/ab_rows.sh, in
 #   h100-stop70-2026-12-06.md); kept for the next re-tune. Stop 70's STEP=3 (gemm1 on sorted
@@ -83,7 +88,20 @@ case "${STEP:-1}" in
   note "sweep of 13 buckets rc=$rc wall $wall s: $(grep -c '  best:' "$OUT/sweep13.log") bests"
   grep -E "time limit|this run" "$OUT/sweep13.log" | cut -c1-120 | tail -14
   ;;
-*) echo "STEP=1, 2 or 3" >&2; exit 2 ;;
+4)
+  # Decode candidates T and S (stop 75, benchmarks/decode/NOTES.md): T's A/B, then exhaustive
+  # sweeps of the same ten problems (fallback_quality.py 479-488) for default_eval.py here.
+  timeout 150 python3 benchmarks/given_ab.py --ktune "$G/bin/ktune" \
+    --problems benchmarks/decode/tma_ab6.txt --params tma=1 --out "$OUT/ab6" \
+    >"$OUT/ab6.log" 2>&1
+  note "tma_ab6 rc=$?"
+  tail -14 "$OUT/ab6.log"
+  timeout $((${LIMIT:-420} + 60)) python3 benchmarks/fallback_quality.py --ktune "$G/bin/ktune" \
+    --out "$OUT/c6" --only 479-488 --deadline "${LIMIT:-420}" >"$OUT/c6.log" 2>&1
+  note "check set 479-488 rc=$? (1: the bar missed; trials in $OUT/c6)"
+  tail -4 "$OUT/c6.log"
+  ;;
+*) echo "STEP=1, 2, 3 or 4" >&2; exit 2 ;;
 esac
 echo "==== pending_checks.sh STEP=${STEP:-1}"
 printf '%s\n' "${summary[@]}"
