@@ -5,6 +5,7 @@
 // compiles for sm_80 and sm_90a. Paged KV: decode_paged_test.cpp; mask variants:
 // decode_variants_test.cpp; variable-length batches: decode_varlen_test.cpp.
 #include "tests/decode_test_support.hpp"
+#include "tests/support/decode_points.hpp"
 
 namespace ktune {
 namespace {
@@ -201,6 +202,29 @@ TEST(DecodeDefaults, ValidForEveryShapeDtypeAndArch) {
                 << dev.name << " " << dtype_name(t) << " " << op().problem_key(p) << ": "
                 << op().params_key(params);
           }
+}
+
+// The points gpu_decode_test's paged test runs (test::paged_test_points) are valid on both
+// architectures: a point the op refuses otherwise fails only on a GPU, as stop 73's `tma` made
+// the kv_split point of d=80 and d=96 one (it was set by position) until stop 75's GPU run.
+TEST(DecodeSpace, PagedGpuTestPointsAreValid) {
+  for (const char* arch : {"sm_80", "sm_90a"}) {
+    const DeviceInfo dev = device(arch);
+    for (std::int64_t page : {16, 256})
+      for (DType t : {DType::bf16, DType::f16})
+        for (std::int64_t d : test::paged_test_head_dims())
+          for (const char* dims : test::paged_test_dims())
+            for (bool causal : {false, true}) {
+              const Problem p = op().parse_problem(
+                  std::string(dims) + ",d=" + std::to_string(d) + ",page=" +
+                  std::to_string(page) + (causal ? ",causal=yes" : ""));
+              const std::vector<Params> points = test::paged_test_points(op(), p, t, dev, d);
+              ASSERT_GE(points.size(), 2u) << arch << " " << op().problem_key(p);
+              for (const Params& params : points)
+                EXPECT_EQ(op().invalid_reason(params, p, t, dev), std::nullopt)
+                    << arch << " " << op().problem_key(p) << " " << op().params_key(params);
+            }
+  }
 }
 
 TEST(DecodeDefaults, SplitsFillTheDevice) {

@@ -34,6 +34,7 @@
 #include "search/space.hpp"
 #include "templates/decode/decode_op.hpp"
 #include "tests/support/attention_reference.hpp"
+#include "tests/support/decode_points.hpp"
 #include "tests/support/fused_reference.hpp"
 #include "tests/support/gpu_kernels.hpp"
 #include "tests/support/test_env.hpp"
@@ -223,8 +224,10 @@ void expect_graph_replay(const Prepared& b, const DeviceTensor& q, const DeviceT
     ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
     ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
     EXPECT_EQ(graphed.o_bits(), direct.o_bits()) << what << " replay " << replay;
-    const std::vector<float> a = graphed.lse_values(), b = direct.lse_values();
-    EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0) << what << " replay " << replay;
+    const std::vector<float> got = graphed.lse_values(), want = direct.lse_values();
+    ASSERT_EQ(got.size(), want.size()) << what;
+    EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * 4), 0)
+        << what << " replay " << replay;
   }
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
@@ -598,9 +601,8 @@ class GpuDecodePaged : public ::testing::TestWithParam<std::tuple<std::int64_t, 
 // threads each), causal and not, GQA 4:1, MQA 16:1 and MHA.
 TEST_P(GpuDecodePaged, MixedLengthsMatchTheReference) {
   const auto& [page, t] = GetParam();
-  for (std::int64_t d : {32, 64, 80, 96, 128, 256})
-    for (const char* dims : {"b=5,hq=32,hkv=8,nq=1,nk=1000", "b=4,hq=16,hkv=1,nq=5,nk=4099",
-                             "b=3,hq=8,hkv=8,nq=33,nk=300"})
+  for (std::int64_t d : test::paged_test_head_dims())
+    for (const char* dims : test::paged_test_dims())
       for (bool causal : {false, true}) {
         const Problem p =
             op().parse_problem(std::string(dims) + ",d=" + std::to_string(d) +
@@ -613,23 +615,10 @@ TEST_P(GpuDecodePaged, MixedLengthsMatchTheReference) {
         const DeviceTensor q(t, s.b, s.hq, s.nq, s.d, false, rng);
         const PagedCache cache(t, s.b, s.hkv, s.nk, s.d, page, rng);
         const AttentionResult ref = paged_reference(s, q, cache);
-        // The default, the most splits, and a tile of another size than the default's.
-        std::vector<Params> points{op().default_params(p, t, device_)};
-        const std::vector<Params> valid = Space(op(), p, t, device_).valid_points();
-        ASSERT_FALSE(valid.empty()) << name;
-        points.push_back(*std::max_element(
-            valid.begin(), valid.end(),
-            [](const Params& a, const Params& b) { return a.values[0] < b.values[0]; }));
-        for (const Params& v : valid)
-          if (v.values[2] != points[0].values[2] && v.values[0] > 1) {
-            points.push_back(v);
-            break;
-          }
-        if (d > 64 && d <= 96) {  // d=96's tiles: the default's tile split in two (kv_split=1)
-          Params split = points[0];
-          split.values[tunable_index("kv_split")] = 1;
-          points.push_back(split);
-        }
+        // The default, the most splits, a tile of another size than the default's, and at d=96's
+        // tiles the default's tile split in two (decode_ops_test checks them all valid on CPU).
+        const std::vector<Params> points = test::paged_test_points(op(), p, t, device_, d);
+        ASSERT_GE(points.size(), 2u) << name << ": no valid point";
         int n = 0;
         for (const Params& params : points) {
           ASSERT_EQ(op().invalid_reason(params, p, t, device_), std::nullopt) << name;
@@ -825,24 +814,10 @@ DeviceBuffer alibi_slopes(AttentionShape& s, std::mt19937& rng) {
   return dev;
 }
 
-/// The default, the point with the most splits (with a window: splits wholly left of it), and
-/// one with another tile size and several splits.
+/// The default, the most splits, another tile size, and the default's tiles by tensor maps
+/// (test::variant_test_points; decode_ops_test checks them valid on CPU).
 std::vector<Params> variant_points(const Problem& p, DType t, const DeviceInfo& dev) {
-  std::vector<Params> points{op().default_params(p, t, dev)};
-  const std::vector<Params> valid = Space(op(), p, t, dev).valid_points();
-  if (valid.empty()) return points;
-  points.push_back(*std::max_element(
-      valid.begin(), valid.end(),
-      [](const Params& a, const Params& b) { return a.values[0] < b.values[0]; }));
-  for (const Params& v : valid)
-    if (v.values[2] != points[0].values[2] && v.values[0] > 1) {
-      points.push_back(v);
-      break;
-    }
-  Params copied = points[0];  // the default's tiles copied by tensor maps, where valid
-  copied.values[tunable_index("tma")] = 1;
-  if (!op().invalid_reason(copied, p, t, dev)) points.push_back(copied);
-  return points;
+  return test::variant_test_points(op(), p, t, dev);
 }
 
 class GpuDecodeVariants

@@ -1,0 +1,82 @@
+// The flash_decode points that GPU tests run, built where a CPU test can check them too: a GPU
+// test's point that the op refuses fails only on a GPU (stop 75: the paged test set kv_split by
+// position, and after `tma` became the last tunable it asked for tma=1 over pages), so
+// decode_ops_test asserts that every point these helpers give is valid on sm_80 and sm_90a.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "search/space.hpp"
+#include "templates/op.hpp"
+
+namespace ktune::test {
+
+/// Index of the tunable named `name` in `op`'s parameters (its count when there is none).
+inline std::size_t decode_tunable(const Op& op, const std::string& name) {
+  const std::vector<Tunable>& ts = op.tunables();
+  for (std::size_t i = 0; i < ts.size(); ++i)
+    if (ts[i].name == name) return i;
+  return ts.size();
+}
+
+/// The problem dims GpuDecodePaged.MixedLengthsMatchTheReference runs, at every d of `head_dims`
+/// (d = 96's rows, 12 chunks, are copied by 16 threads each), causal and not, GQA 4:1, MQA 16:1
+/// and MHA.
+inline const std::vector<const char*>& paged_test_dims() {
+  static const std::vector<const char*> dims{"b=5,hq=32,hkv=8,nq=1,nk=1000",
+                                             "b=4,hq=16,hkv=1,nq=5,nk=4099",
+                                             "b=3,hq=8,hkv=8,nq=33,nk=300"};
+  return dims;
+}
+inline const std::vector<std::int64_t>& paged_test_head_dims() {
+  static const std::vector<std::int64_t> d{32, 64, 80, 96, 128, 256};
+  return d;
+}
+
+/// The default, the point with the most splits (with a window: splits wholly left of it), and
+/// one with another tile size and several splits; the default alone where nothing is valid.
+inline std::vector<Params> spread_points(const Op& op, const Problem& p, DType t,
+                                         const DeviceInfo& device) {
+  std::vector<Params> points{op.default_params(p, t, device)};
+  const std::vector<Params> valid = Space(op, p, t, device).valid_points();
+  if (valid.empty()) return points;
+  points.push_back(*std::max_element(
+      valid.begin(), valid.end(),
+      [](const Params& a, const Params& b) { return a.values[0] < b.values[0]; }));
+  for (const Params& v : valid)
+    if (v.values[2] != points[0].values[2] && v.values[0] > 1) {
+      points.push_back(v);
+      break;
+    }
+  return points;
+}
+
+/// The points GpuDecodePaged.MixedLengthsMatchTheReference runs for paged problem `p` of head
+/// dim `d`: spread_points, and for d = 72-96 (d=96's tiles) the default's tile split in two
+/// (kv_split=1).
+inline std::vector<Params> paged_test_points(const Op& op, const Problem& p, DType t,
+                                             const DeviceInfo& device, std::int64_t d) {
+  std::vector<Params> points = spread_points(op, p, t, device);
+  if (points.size() > 1 && d > 64 && d <= 96) {
+    Params split = points[0];
+    split.values[decode_tunable(op, "kv_split")] = 1;
+    points.push_back(split);
+  }
+  return points;
+}
+
+/// The points GpuDecodeVariants runs: spread_points, and the default's tiles copied by tensor
+/// maps (tma=1) where that is valid.
+inline std::vector<Params> variant_test_points(const Op& op, const Problem& p, DType t,
+                                               const DeviceInfo& device) {
+  std::vector<Params> points = spread_points(op, p, t, device);
+  Params copied = points[0];
+  copied.values[decode_tunable(op, "tma")] = 1;
+  if (!op.invalid_reason(copied, p, t, device)) points.push_back(copied);
+  return points;
+}
+
+}  // namespace ktune::test
