@@ -43,9 +43,11 @@ def packed_rows(problem):
     return int(dims["hq"]) // int(dims["hkv"]) * int(dims["nq"])
 
 
-def load_trials(paths):
-    """(dtype, problem) -> {params: median_us} over the files; a problem in several files keeps
-    the last file's trials (a re-sweep replaces an earlier one)."""
+def load_trials(paths, min_points):
+    """(dtype, problem) -> {params: median_us} over the files. A problem in several files keeps
+    the file that timed the most points (an A/B of a few points must not stand in for an
+    exhaustive sweep); problems with fewer than `min_points` are left out: their fastest is no
+    sweep's fastest."""
     out = {}
     for path in paths:
         per = collections.defaultdict(dict)
@@ -58,8 +60,10 @@ def load_trials(paths):
             for r in reader:
                 if r["op"] == "flash_decode":
                     per[(r["dtype"], r[problem])][r[params]] = float(r["median_us"])
-        out.update(per)
-    return out
+        for key, medians in per.items():
+            if len(medians) > len(out.get(key, {})):
+                out[key] = medians
+    return {key: medians for key, medians in out.items() if len(medians) >= min_points}
 
 
 def defaults(ktune, gpu, problems, work):
@@ -123,6 +127,8 @@ def main():
     ap.add_argument("--rows-min", type=int, default=0, help="only problems of >= N packed rows")
     ap.add_argument("--rows-max", type=int, default=1 << 30, help="... and <= N")
     ap.add_argument("--list", action="store_true", help="print every problem, not only a summary")
+    ap.add_argument("--min-points", type=int, default=30,
+                    help="leave out problems whose recording has fewer points (A/Bs; default 30)")
     args = ap.parse_args()
     ktunes = args.ktune or [os.path.join(ROOT, "build", "ktune")]
     sets = {}
@@ -136,7 +142,7 @@ def main():
     work = tempfile.mkdtemp(prefix="ktune-default-eval-")
     try:
         for gpu, files in sets.items():
-            trials = load_trials(files)
+            trials = load_trials(files, args.min_points)
             keys = [k for k in sorted(trials)
                     if args.rows_min <= packed_rows(k[1]) <= args.rows_max]
             if not keys:
