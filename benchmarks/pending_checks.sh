@@ -26,6 +26,8 @@
 #   tma_ab6.txt with tma=1 (T's prediction in the file), then exhaustive sweeps of the same ten
 #   problems (fallback_quality.py 479-488; $LIMIT s, default 420) whose trials
 #   benchmarks/decode/default_eval.py reads here for main, main + T and main + T + S.
+#   STEP=5 (stop 75, ~5-9 min): the rest of the final held-out set (fallback_quality.py
+#   447-478): the H100's eight prefill problems, or the H200's 26 not reached.
 #   STEP=1 and 2 ran at stop 70 (outcomes, and those of STEP=3-6: the GATHER 2 / CLUSTER 3
 #   harness, the new GPU cases, the A/Bs with benchmarks/moe/ab_rows.sh, in
 #   h100-stop70-2026-12-06.md); kept for the next re-tune. Stop 70's STEP=3 (gemm1 on sorted
@@ -101,7 +103,20 @@ case "${STEP:-1}" in
   note "check set 479-488 rc=$? (1: the bar missed; trials in $OUT/c6)"
   tail -4 "$OUT/c6.log"
   ;;
-*) echo "STEP=1, 2, 3 or 4" >&2; exit 2 ;;
+5)
+  # The rest of the final held-out set (stop 75): on the H100 its eight prefill problems, on
+  # the H200 the 26 it did not reach; $LIMIT s (default 480) as fallback_quality's deadline.
+  if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
+    only=453-478
+  else
+    only=464,466,468,470,472,474,476,478
+  fi
+  timeout $((${LIMIT:-480} + 90)) python3 benchmarks/fallback_quality.py --ktune "$G/bin/ktune" \
+    --out "$OUT/fb" --only "$only" --deadline "${LIMIT:-480}" >"$OUT/fb.log" 2>&1
+  note "final held-out set ($only) rc=$? (1: the bar missed)"
+  tail -4 "$OUT/fb.log"
+  ;;
+*) echo "STEP=1 to 5" >&2; exit 2 ;;
 esac
 echo "==== pending_checks.sh STEP=${STEP:-1}"
 printf '%s\n' "${summary[@]}"
