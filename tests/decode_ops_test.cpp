@@ -227,6 +227,43 @@ TEST(DecodeSpace, PagedGpuTestPointsAreValid) {
   }
 }
 
+// The same for GpuDecode's cluster-merge and tma tests on sm_90a: each merged counterpart of a
+// valid combine point is valid and at least 10 pairs compare per case; the tma test finds three
+// other tiles and every point it runs is valid with tma=0 and with tma=1.
+TEST(DecodeSpace, ClusterAndTmaGpuTestPointsAreValid) {
+  const DeviceInfo dev = device("sm_90a");
+  const std::size_t tma = test::decode_tunable(op(), "tma");
+  for (std::int64_t d : test::suite_head_dims())
+    for (DType t : {DType::bf16, DType::f16}) {
+      std::size_t pairs = 0;
+      for (const char* dims : test::cluster_test_dims()) {
+        const Problem p = op().parse_problem(std::string(dims) + ",d=" + std::to_string(d));
+        for (const auto& [combine, merged] : test::cluster_test_pairs(op(), p, t, dev)) {
+          EXPECT_EQ(op().invalid_reason(merged, p, t, dev), std::nullopt)
+              << op().problem_key(p) << " " << op().params_key(merged);
+          ++pairs;
+        }
+      }
+      EXPECT_GE(pairs, 10u) << "d=" << d;
+      const Problem one = op().parse_problem("b=1,hq=8,hkv=8,nq=1,nk=1000,d=" + std::to_string(d));
+      Params probe = op().default_params(one, t, dev);
+      probe.values[tma] = 1;
+      if (op().invalid_reason(probe, one, t, dev))
+        continue;  // the test skips such head dims (tensor maps need d=64, 128 or 256's tiles)
+      for (const char* dims : test::tma_test_dims()) {
+        const Problem p = op().parse_problem(std::string(dims) + ",d=" + std::to_string(d));
+        const std::vector<Params> points = test::tma_test_points(op(), p, t, dev);
+        ASSERT_GE(points.size(), 4u) << op().problem_key(p) << ": fewer than 3 other tiles";
+        for (Params params : points)
+          for (std::int64_t copied : {0, 1}) {
+            params.values[tma] = copied;
+            EXPECT_EQ(op().invalid_reason(params, p, t, dev), std::nullopt)
+                << op().problem_key(p) << " " << op().params_key(params);
+          }
+      }
+    }
+}
+
 TEST(DecodeDefaults, SplitsFillTheDevice) {
   const DeviceInfo h100 = device("sm_90a");
   const auto key = [&](const std::string& problem, const DeviceInfo& dev) {

@@ -237,7 +237,7 @@ void expect_graph_replay(const Prepared& b, const DeviceTensor& q, const DeviceT
 /// Each contiguous problem of `dims` at head dim d, with fresh inputs (seeded) and its double
 /// reference, handed to body(p, s, name, q, k, v, ref): the bit-comparison tests' problems.
 template <typename F>
-void for_each_problem(std::initializer_list<const char*> dims, std::int64_t d, DType t,
+void for_each_problem(const std::vector<const char*>& dims, std::int64_t d, DType t,
                       unsigned seed, F&& body) {
   for (const char* shape : dims) {
     const Problem p = op().parse_problem(std::string(shape) + ",d=" + std::to_string(d));
@@ -418,19 +418,12 @@ TEST_P(GpuDecode, ClusterMergeGivesTheCombinesBits) {
   const auto& [d, t] = GetParam();
   if (device_.cc_major < 9) GTEST_SKIP() << "thread block clusters need compute capability 9.0";
   int compared = 0;
-  for_each_problem({"b=1,hq=64,hkv=8,nq=1,nk=4099", "b=3,hq=32,hkv=8,nq=5,nk=1000,causal=yes",
-                    "b=2,hq=16,hkv=1,nq=33,nk=4099,causal=yes",
-                    "b=2,hq=32,hkv=8,nq=1,nk=4099,window=300"},
-                   d, t, 11, [&](const Problem& p, const AttentionShape& s, const std::string& name,
-                                 const DeviceTensor& q, const DeviceTensor& k,
-                                 const DeviceTensor& v, const AttentionResult& ref) {
-    for (std::int64_t splits : {2, 4, 8, 16}) {
-      Params combine = op().default_params(p, t, device_);
-      combine.values[0] = splits;
-      combine.values[5] = 0;
-      Params merged = combine;
-      merged.values[5] = 1;
-      if (op().invalid_reason(combine, p, t, device_)) continue;  // e.g. empty splits
+  for_each_problem(test::cluster_test_dims(), d, t, 11,
+                   [&](const Problem& p, const AttentionShape& s, const std::string& name,
+                       const DeviceTensor& q, const DeviceTensor& k, const DeviceTensor& v,
+                       const AttentionResult& ref) {
+    // 2, 4, 8 and 16 splits where the combine's point is valid (not e.g. with empty splits).
+    for (const auto& [combine, merged] : test::cluster_test_pairs(op(), p, t, device_)) {
       ASSERT_EQ(op().invalid_reason(merged, p, t, device_), std::nullopt) << name;
       const Prepared a(combine, s, t, device_, false), b(merged, s, t, device_, false);
       EXPECT_EQ(b.workspace.get(), 0u);
@@ -439,7 +432,7 @@ TEST_P(GpuDecode, ClusterMergeGivesTheCombinesBits) {
       expect_same_bits(a, b, q, k, v, s, t, ref, what, out_a, out_b);
       ++compared;
       // A graph of the clustered launch replays the direct run's bits.
-      if (splits == 16 && s.nq == 1 && s.window == 0)
+      if (merged.values[0] == 16 && s.nq == 1 && s.window == 0)
         expect_graph_replay(b, q, k, v, s, t, out_b, what);
     }
   });
@@ -463,29 +456,15 @@ TEST_P(GpuDecode, TmaGivesTheCpAsyncBits) {
     if (const auto why = op().invalid_reason(probe, p, t, device_)) GTEST_SKIP() << *why;
   }
   int compared = 0;
-  for (const char* dims : {"b=1,hq=64,hkv=8,nq=1,nk=4099",
-                           "b=3,hq=32,hkv=8,nq=5,nk=1000,causal=yes",
-                           "b=2,hq=16,hkv=1,nq=33,nk=777,causal=yes",
-                           "b=2,hq=32,hkv=8,nq=1,nk=4099,window=300"}) {
+  for (const char* dims : test::tma_test_dims()) {
     const Problem p = op().parse_problem(std::string(dims) + ",d=" + std::to_string(d));
     AttentionShape s;
     s.b = p.values[0], s.hq = p.values[1], s.hkv = p.values[2], s.nq = p.values[3];
     s.nk = p.values[4], s.d = d, s.causal = p.values[6] != 0, s.window = p.values[8];
     const std::string name = op().problem_key(p) + " " + dtype_name(t);
-    std::vector<Params> points{op().default_params(p, t, device_)};
-    std::vector<Params> others;
-    std::set<std::vector<std::int64_t>> tiles;
-    for (const Params& x : Space(op(), p, t, device_).valid_points())
-      if (x.values[tma] == 0 && x.values[5] == 0 &&
-          tiles.insert({x.values[1], x.values[2], x.values[3], x.values[4]}).second)
-        others.push_back(x);
-    ASSERT_GE(others.size(), 3u) << name;
-    for (std::size_t i : {std::size_t{0}, others.size() / 2, others.size() - 1})
-      points.push_back(others[i]);
-    Params merged = points[0];
-    merged.values[0] = 4;
-    merged.values[5] = 1;
-    if (!op().invalid_reason(merged, p, t, device_)) points.push_back(merged);
+    // The default, three other tiles of the space and a cluster merge of 4 splits where valid.
+    const std::vector<Params> points = test::tma_test_points(op(), p, t, device_);
+    ASSERT_GE(points.size(), 4u) << name << ": fewer than 3 other tiles";
     std::mt19937 rng(17);
     for (bool bshd : {false, true}) {
       const DeviceTensor q(t, s.b, s.hq, s.nq, s.d, bshd, rng);

@@ -6,7 +6,9 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "search/space.hpp"
@@ -76,6 +78,72 @@ inline std::vector<Params> variant_test_points(const Op& op, const Problem& p, D
   Params copied = points[0];
   copied.values[decode_tunable(op, "tma")] = 1;
   if (!op.invalid_reason(copied, p, t, device)) points.push_back(copied);
+  return points;
+}
+
+/// GpuDecode's head dims (HeadDims: 32, 64, 128, 256; BetweenTiles: 40 and 80).
+inline const std::vector<std::int64_t>& suite_head_dims() {
+  static const std::vector<std::int64_t> d{32, 64, 128, 256, 40, 80};
+  return d;
+}
+
+/// The problems GpuDecode.ClusterMergeGivesTheCombinesBits runs at each head dim.
+inline const std::vector<const char*>& cluster_test_dims() {
+  static const std::vector<const char*> dims{
+      "b=1,hq=64,hkv=8,nq=1,nk=4099", "b=3,hq=32,hkv=8,nq=5,nk=1000,causal=yes",
+      "b=2,hq=16,hkv=1,nq=33,nk=4099,causal=yes", "b=2,hq=32,hkv=8,nq=1,nk=4099,window=300"};
+  return dims;
+}
+
+/// (combine, merged) pairs that test compares: the default at 2, 4, 8 and 16 splits through the
+/// combine kernel (merge=0) where that is valid, beside the same with the splits merged in a
+/// cluster (merge=1), which the test requires valid.
+inline std::vector<std::pair<Params, Params>> cluster_test_pairs(const Op& op, const Problem& p,
+                                                                 DType t,
+                                                                 const DeviceInfo& device) {
+  const std::size_t splits = decode_tunable(op, "splits"), merge = decode_tunable(op, "merge");
+  std::vector<std::pair<Params, Params>> pairs;
+  for (std::int64_t n : {2, 4, 8, 16}) {
+    Params combine = op.default_params(p, t, device);
+    combine.values[splits] = n;
+    combine.values[merge] = 0;
+    Params merged = combine;
+    merged.values[merge] = 1;
+    if (!op.invalid_reason(combine, p, t, device)) pairs.emplace_back(combine, merged);
+  }
+  return pairs;
+}
+
+/// The problems GpuDecode.TmaGivesTheCpAsyncBits runs at each head dim.
+inline const std::vector<const char*>& tma_test_dims() {
+  static const std::vector<const char*> dims{
+      "b=1,hq=64,hkv=8,nq=1,nk=4099", "b=3,hq=32,hkv=8,nq=5,nk=1000,causal=yes",
+      "b=2,hq=16,hkv=1,nq=33,nk=777,causal=yes", "b=2,hq=32,hkv=8,nq=1,nk=4099,window=300"};
+  return dims;
+}
+
+/// The points that test runs with tma=0 and with tma=1 (it requires both valid): the default,
+/// three other tile shapes of the space (the first, middle and last unmerged tma=0 tile), and
+/// the default at 4 splits merged in a cluster where that is valid. Fewer than 5 points: the
+/// space had fewer than 3 other tiles (the test fails on that).
+inline std::vector<Params> tma_test_points(const Op& op, const Problem& p, DType t,
+                                           const DeviceInfo& device) {
+  const std::size_t tma = decode_tunable(op, "tma"), merge = decode_tunable(op, "merge");
+  const std::size_t splits = decode_tunable(op, "splits");
+  std::vector<Params> points{op.default_params(p, t, device)};
+  std::vector<Params> others;
+  std::set<std::vector<std::int64_t>> tiles;
+  for (const Params& x : Space(op, p, t, device).valid_points())
+    if (x.values[tma] == 0 && x.values[merge] == 0 &&
+        tiles.insert({x.values[1], x.values[2], x.values[3], x.values[4]}).second)
+      others.push_back(x);
+  if (others.size() < 3) return points;
+  for (std::size_t i : {std::size_t{0}, others.size() / 2, others.size() - 1})
+    points.push_back(others[i]);
+  Params merged = points[0];
+  merged.values[splits] = 4;
+  merged.values[merge] = 1;
+  if (!op.invalid_reason(merged, p, t, device)) points.push_back(merged);
   return points;
 }
 
