@@ -667,43 +667,59 @@ class GpuAttentionPersistent : public ::testing::Test {
   DeviceInfo device_;
 };
 
+/// The persistent wgmma kernel's cases: (problem, configuration, softcap), each run against the
+/// reference by FewCtasLoopingOverEveryTileMatchTheReference (bf16 and fp16 alternately) and
+/// checked valid on sm_90a without a GPU by PersistentCasesAreValidOnSm90a.
+struct PersistentCase {
+  const char* dims;
+  const char* params;
+  double softcap;
+};
+const PersistentCase kPersistentCases[] = {
+    {"b=2,hq=4,hkv=1,nq=333,nk=1000,d=128,causal=yes",
+     "block_m=128,block_n=128,warps=12,stages=2,q_regs=0,smem_pad=0,impl=1,pingpong=1,"
+     "persistent=1", 0},
+    {"b=2,hq=8,hkv=2,nq=1000,nk=17,d=64,causal=yes",  // tiles that see no key
+     "block_m=192,block_n=64,warps=16,stages=3,q_regs=0,smem_pad=0,impl=1,pingpong=1,"
+     "persistent=1", 0},
+    {"b=3,hq=2,hkv=2,nq=200,nk=777,d=64",
+     "block_m=64,block_n=64,warps=8,stages=3,q_regs=0,smem_pad=0,impl=1,persistent=1", 0},
+    {"b=1,hq=4,hkv=2,nq=700,nk=700,d=128,causal=yes,window=100,softcap=yes,alibi=yes",
+     "block_m=128,block_n=64,warps=12,stages=3,q_regs=0,smem_pad=0,impl=1,persistent=1", 5.0},
+    {"b=2,hq=2,hkv=1,nq=300,nk=300,d=256,causal=yes",
+     "block_m=64,block_n=64,warps=8,stages=3,q_regs=0,smem_pad=0,impl=1,persistent=1", 0},
+    {"b=2,hq=4,hkv=2,nq=333,nk=1001,d=256,causal=yes",  // 80-key tiles, turns
+     "block_m=128,block_n=80,warps=12,stages=2,q_regs=0,smem_pad=0,impl=1,pingpong=1,"
+     "persistent=1", 0},
+    {"b=1,hq=3,hkv=1,nq=555,nk=555,d=256,window=200",
+     "block_m=128,block_n=80,warps=12,stages=2,q_regs=0,smem_pad=0,impl=1,persistent=1", 0},
+    // K and V freed apart: tiles skipped by one consumer (causal, a window) wait for both
+    // fills before they release both halves.
+    {"b=2,hq=4,hkv=1,nq=333,nk=1000,d=128,causal=yes",
+     "block_m=128,block_n=128,warps=12,stages=2,q_regs=0,smem_pad=0,impl=1,pingpong=1,"
+     "persistent=1,kv_apart=1", 0},
+    {"b=1,hq=3,hkv=1,nq=555,nk=555,d=256,window=200",
+     "block_m=64,block_n=80,warps=8,stages=2,q_regs=0,smem_pad=0,impl=1,persistent=1,"
+     "kv_apart=1", 0},
+};
+
+// Without a GPU too (CI): every persistent case's configuration is valid on sm_90a for both
+// dtypes the GPU test gives it (a case the op refuses otherwise fails only on a GPU).
+TEST(GpuAttentionProblems, PersistentCasesAreValidOnSm90a) {
+  const DeviceInfo dev = *device_for_arch("sm_90a");
+  for (const PersistentCase& c : kPersistentCases)
+    for (DType t : {DType::bf16, DType::f16})
+      EXPECT_EQ(op().invalid_reason(op().parse_params(c.params), op().parse_problem(c.dims), t,
+                                    dev),
+                std::nullopt)
+          << c.dims << " " << dtype_name(t) << " " << c.params;
+}
+
 TEST_F(GpuAttentionPersistent, FewCtasLoopingOverEveryTileMatchTheReference) {
-  struct PersistentCase {
-    const char* dims;
-    const char* params;
-    double softcap;
-  };
-  const PersistentCase cases[] = {
-      {"b=2,hq=4,hkv=1,nq=333,nk=1000,d=128,causal=yes",
-       "block_m=128,block_n=128,warps=12,stages=2,q_regs=0,smem_pad=0,impl=1,pingpong=1,"
-       "persistent=1", 0},
-      {"b=2,hq=8,hkv=2,nq=1000,nk=17,d=64,causal=yes",  // tiles that see no key
-       "block_m=192,block_n=64,warps=16,stages=3,q_regs=0,smem_pad=0,impl=1,pingpong=1,"
-       "persistent=1", 0},
-      {"b=3,hq=2,hkv=2,nq=200,nk=777,d=64",
-       "block_m=64,block_n=64,warps=8,stages=3,q_regs=0,smem_pad=0,impl=1,persistent=1", 0},
-      {"b=1,hq=4,hkv=2,nq=700,nk=700,d=128,causal=yes,window=100,softcap=yes,alibi=yes",
-       "block_m=128,block_n=64,warps=12,stages=3,q_regs=0,smem_pad=0,impl=1,persistent=1", 5.0},
-      {"b=2,hq=2,hkv=1,nq=300,nk=300,d=256,causal=yes",
-       "block_m=64,block_n=64,warps=8,stages=3,q_regs=0,smem_pad=0,impl=1,persistent=1", 0},
-      {"b=2,hq=4,hkv=2,nq=333,nk=1001,d=256,causal=yes",  // 80-key tiles, turns
-       "block_m=128,block_n=80,warps=12,stages=2,q_regs=0,smem_pad=0,impl=1,pingpong=1,"
-       "persistent=1", 0},
-      {"b=1,hq=3,hkv=1,nq=555,nk=555,d=256,window=200",
-       "block_m=128,block_n=80,warps=12,stages=2,q_regs=0,smem_pad=0,impl=1,persistent=1", 0},
-      // K and V freed apart: tiles skipped by one consumer (causal, a window) wait for both
-      // fills before they release both halves.
-      {"b=2,hq=4,hkv=1,nq=333,nk=1000,d=128,causal=yes",
-       "block_m=128,block_n=128,warps=12,stages=2,q_regs=0,smem_pad=0,impl=1,pingpong=1,"
-       "persistent=1,kv_apart=1", 0},
-      {"b=1,hq=3,hkv=1,nq=555,nk=555,d=256,window=200",
-       "block_m=64,block_n=80,warps=8,stages=2,q_regs=0,smem_pad=0,impl=1,persistent=1,"
-       "kv_apart=1", 0},
-  };
   const Driver& cu = Driver::get();
   const Compiler compiler(cache_dir());
   int n = 0;
-  for (const PersistentCase& c : cases) {
+  for (const PersistentCase& c : kPersistentCases) {
     const Problem p = op().parse_problem(c.dims);
     const Params params = op().parse_params(c.params);
     const DType t = n++ % 2 == 0 ? DType::bf16 : DType::f16;
