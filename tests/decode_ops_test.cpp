@@ -232,7 +232,7 @@ TEST(DecodeSpace, PagedGpuTestPointsAreValid) {
 // other tiles and every point it runs is valid with tma=0 and with tma=1.
 TEST(DecodeSpace, ClusterAndTmaGpuTestPointsAreValid) {
   const DeviceInfo dev = device("sm_90a");
-  const std::size_t tma = test::decode_tunable(op(), "tma");
+  const std::size_t tma = op().param_index("tma");
   for (std::int64_t d : test::suite_head_dims())
     for (DType t : {DType::bf16, DType::f16}) {
       std::size_t pairs = 0;

@@ -48,15 +48,6 @@ using test::AttentionTensor;
 
 const Op& op() { return flash_decode_op(); }
 
-/// Index of the tunable named `name` in the op's parameters.
-std::size_t tunable_index(const std::string& name) {
-  const std::vector<Tunable>& ts = op().tunables();
-  for (std::size_t i = 0; i < ts.size(); ++i)
-    if (ts[i].name == name) return i;
-  ADD_FAILURE() << "flash_decode has no tunable " << name;
-  return 0;
-}
-
 Problem problem_of(const AttentionShape& s, std::int64_t page = 0) {
   Problem p;
   p.values = {s.b, s.hq, s.hkv, s.nq, s.nk, s.d, s.causal ? 1 : 0, page, s.window,
@@ -432,7 +423,7 @@ TEST_P(GpuDecode, ClusterMergeGivesTheCombinesBits) {
       expect_same_bits(a, b, q, k, v, s, t, ref, what, out_a, out_b);
       ++compared;
       // A graph of the clustered launch replays the direct run's bits.
-      if (merged.values[0] == 16 && s.nq == 1 && s.window == 0)
+      if (merged.values[op().param_index("splits")] == 16 && s.nq == 1 && s.window == 0)
         expect_graph_replay(b, q, k, v, s, t, out_b, what);
     }
   });
@@ -448,7 +439,7 @@ TEST_P(GpuDecode, ClusterMergeGivesTheCombinesBits) {
 TEST_P(GpuDecode, TmaGivesTheCpAsyncBits) {
   const auto& [d, t] = GetParam();
   if (device_.cc_major < 9) GTEST_SKIP() << "tensor maps need compute capability 9.0";
-  const std::size_t tma = tunable_index("tma");
+  const std::size_t tma = op().param_index("tma");
   {
     const Problem p = op().parse_problem("b=1,hq=8,hkv=8,nq=1,nk=1000,d=" + std::to_string(d));
     Params probe = op().default_params(p, t, device_);
@@ -664,7 +655,7 @@ class GpuDecodeKvSplit : public GpuDecodePaged {};  // (d, dtype) here
 TEST_P(GpuDecodeKvSplit, GivesThePaddedTilesBits) {
   const auto& [d, t] = GetParam();
   ASSERT_TRUE(d > 64 && d <= 96) << "kv_split is for d=96's tiles (d = 72-96)";
-  const std::size_t kv_split = tunable_index("kv_split");
+  const std::size_t kv_split = op().param_index("kv_split");
   int compared = 0;
   for_each_problem({"b=4,hq=32,hkv=32,nq=1,nk=4099", "b=3,hq=32,hkv=8,nq=5,nk=1000,causal=yes",
                     "b=2,hq=16,hkv=1,nq=33,nk=777,causal=yes",
@@ -793,12 +784,6 @@ DeviceBuffer alibi_slopes(AttentionShape& s, std::mt19937& rng) {
   return dev;
 }
 
-/// The default, the most splits, another tile size, and the default's tiles by tensor maps
-/// (test::variant_test_points; decode_ops_test checks them valid on CPU).
-std::vector<Params> variant_points(const Problem& p, DType t, const DeviceInfo& dev) {
-  return test::variant_test_points(op(), p, t, dev);
-}
-
 class GpuDecodeVariants
     : public ::testing::TestWithParam<std::tuple<VariantCase, std::int64_t, DType>> {
  protected:
@@ -820,7 +805,7 @@ class GpuDecodeVariants
       for (std::int64_t d : kSuiteHeadDims)
         for (DType t : {DType::bf16, DType::f16}) {
           const Problem p = variant_problem(c, d);
-          for (const Params& params : variant_points(p, t, dev))
+          for (const Params& params : test::variant_test_points(op(), p, t, dev))
             for (const KernelSource& k : op().kernels(params, p, t))
               if (seen.insert(k.name_expression).second) jobs.push_back({k, dev.arch(), {}});
         }
@@ -853,7 +838,7 @@ TEST_P(GpuDecodeVariants, MatchTheReference) {
     v = std::make_unique<DeviceTensor>(t, s.b, s.hkv, s.nk, s.d, false, rng);
     ref = test::attention_ref(s, q.host, k->host, v->host);
   }
-  const std::vector<Params> points = variant_points(p, t, device_);
+  const std::vector<Params> points = test::variant_test_points(op(), p, t, device_);
   EXPECT_GE(points.size(), 2u) << name;
   for (const Params& params : points) {
     ASSERT_EQ(op().invalid_reason(params, p, t, device_), std::nullopt) << name;

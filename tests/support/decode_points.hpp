@@ -16,14 +16,6 @@
 
 namespace ktune::test {
 
-/// Index of the tunable named `name` in `op`'s parameters (its count when there is none).
-inline std::size_t decode_tunable(const Op& op, const std::string& name) {
-  const std::vector<Tunable>& ts = op.tunables();
-  for (std::size_t i = 0; i < ts.size(); ++i)
-    if (ts[i].name == name) return i;
-  return ts.size();
-}
-
 /// The problem dims GpuDecodePaged.MixedLengthsMatchTheReference runs, at every d of `head_dims`
 /// (d = 96's rows, 12 chunks, are copied by 16 threads each), causal and not, GQA 4:1, MQA 16:1
 /// and MHA.
@@ -64,7 +56,7 @@ inline std::vector<Params> paged_test_points(const Op& op, const Problem& p, DTy
   std::vector<Params> points = spread_points(op, p, t, device);
   if (points.size() > 1 && d > 64 && d <= 96) {
     Params split = points[0];
-    split.values[decode_tunable(op, "kv_split")] = 1;
+    split.values[op.param_index("kv_split")] = 1;
     points.push_back(split);
   }
   return points;
@@ -76,7 +68,7 @@ inline std::vector<Params> variant_test_points(const Op& op, const Problem& p, D
                                                const DeviceInfo& device) {
   std::vector<Params> points = spread_points(op, p, t, device);
   Params copied = points[0];
-  copied.values[decode_tunable(op, "tma")] = 1;
+  copied.values[op.param_index("tma")] = 1;
   if (!op.invalid_reason(copied, p, t, device)) points.push_back(copied);
   return points;
 }
@@ -101,7 +93,7 @@ inline const std::vector<const char*>& cluster_test_dims() {
 inline std::vector<std::pair<Params, Params>> cluster_test_pairs(const Op& op, const Problem& p,
                                                                  DType t,
                                                                  const DeviceInfo& device) {
-  const std::size_t splits = decode_tunable(op, "splits"), merge = decode_tunable(op, "merge");
+  const std::size_t splits = op.param_index("splits"), merge = op.param_index("merge");
   std::vector<std::pair<Params, Params>> pairs;
   for (std::int64_t n : {2, 4, 8, 16}) {
     Params combine = op.default_params(p, t, device);
@@ -128,8 +120,8 @@ inline const std::vector<const char*>& tma_test_dims() {
 /// space had fewer than 3 other tiles (the test fails on that).
 inline std::vector<Params> tma_test_points(const Op& op, const Problem& p, DType t,
                                            const DeviceInfo& device) {
-  const std::size_t tma = decode_tunable(op, "tma"), merge = decode_tunable(op, "merge");
-  const std::size_t splits = decode_tunable(op, "splits");
+  const std::size_t tma = op.param_index("tma"), merge = op.param_index("merge");
+  const std::size_t splits = op.param_index("splits");
   std::vector<Params> points{op.default_params(p, t, device)};
   std::vector<Params> others;
   std::set<std::vector<std::int64_t>> tiles;
