@@ -7,7 +7,9 @@
 // an expert with every token and one with none, outputs poisoned first; a CUDA graph capture
 // replayed on fresh inputs equals plain launches bit for bit; two runs give the same y.
 // FP8 weights (e4m3, per-channel scales; sm_89 and later): the same against the dequantised
-// weights, x and y in bf16. Skipped without a GPU.
+// weights, x and y in bf16. Past 256 experts (E = 384 and 512, the kernels' EMAX = 512 forms):
+// every routing mode, T = 77 and 1000, both align paths, fuse_route 1 and 2. Skipped without a
+// GPU.
 #include <gtest/gtest.h>
 
 #include <dlfcn.h>
@@ -758,7 +760,7 @@ void check(MoeCall& run, const Inputs& in, const Outputs& out) {
 void set_groups(Case& c) {
   if (c.routing != moe_sigmoid_group) return;
   c.scaling = 2.5;
-  if (c.e == 64) {
+  if (c.e == 64 || c.e > 256) {  // DeepSeek-V3's 8 groups, 4 kept (48 or 64 experts a group)
     c.n_group = 8, c.topk_group = 4;
   } else if (c.k <= 4) {
     c.n_group = 4, c.topk_group = 2;
@@ -978,6 +980,11 @@ std::vector<Case> fused_cases() {
   with(moe_softmax, 8, 1, 300, fuse, DType::f16);
   with(moe_sigmoid_group, 64, 8, 16, fuse, DType::bf16, 1024, 1408);
   with(moe_sigmoid_group, 64, 8, 128, fuse, DType::f16, 1024, 1408);
+  // Past 256 experts (EMAX 512: at most 256 threads): 12 scores per lane at 32 lanes, and 64
+  // per thread at 8 lanes (128 threads).
+  with(moe_softmax_renorm, 384, 8, 77, fuse);
+  with(moe_sigmoid_group, 384, 8, 300, fuse);
+  with(moe_softmax, 512, 10, 77, fuse + ",route_lanes=8,route_vec=1");
   return out;
 }
 
@@ -1005,6 +1012,39 @@ std::vector<Case> sorted_cases() {
   with(moe_softmax, 8, 1, 300, narrow, DType::f16);
   with(moe_sigmoid_group, 64, 8, 16, sort, DType::bf16, 1024, 1408);
   with(moe_sigmoid_group, 64, 8, 128, sort, DType::f16, 1024, 1408);
+  // Past 256 experts (EMAX 512), where the count table holds (blocks x e <= 8192): 20 blocks
+  // at e=384, 9 at e=512, and 8 lanes with 4-float loads (5 blocks).
+  with(moe_softmax_renorm, 384, 8, 77, sort);
+  with(moe_sigmoid_group, 512, 8, 33, sort);
+  with(moe_softmax, 512, 10, 77, narrow + ",route_vec=4");
+  return out;
+}
+
+/// Past 256 experts (the kernels' EMAX = 512 forms) on the defaults: Kimi-K2-like (384
+/// experts, k=8: softmax_renorm, sigmoid_group with 8 groups of 48, precomputed) and
+/// Qwen3-Next-like (512, k=10: softmax in fp16, expert choice) routings at h=136, i=200, T = 77
+/// and 1000 (a multiple of no tile); at T = 1000 the one-block align kernel (512 threads) and
+/// the multi-block path (align_chunk=4096: 8000 and 10000 pairs, two and three chunks), 20000
+/// precomputed pairs (five chunks), and 8 route lanes with 4-float loads (64 scores a thread).
+std::vector<Case> wide_cases() {
+  std::vector<Case> out;
+  const auto with = [&](int routing, int e, int k, int t, const std::string& set = "",
+                        DType dt = DType::bf16) {
+    out.push_back(make_case(routing, e, k, t, dt));
+    out.back().set = set;
+  };
+  for (int t : {77, 1000}) {
+    with(moe_softmax_renorm, 384, 8, t);
+    with(moe_softmax, 512, 10, t, "", DType::f16);
+    with(moe_sigmoid_group, 384, 8, t);
+    with(moe_precomputed, 384, 8, t);
+    with(moe_expert_choice, 512, 10, t);
+  }
+  with(moe_softmax_renorm, 384, 8, 1000, "align_chunk=0");
+  with(moe_softmax, 512, 10, 1000, "align_chunk=4096");
+  with(moe_sigmoid_group, 384, 8, 1000, "align_chunk=4096");
+  with(moe_precomputed, 512, 8, 2500, "align_chunk=4096");
+  with(moe_softmax_renorm, 512, 10, 77, "fuse_route=0,route_lanes=8,route_vec=4");
   return out;
 }
 
@@ -1065,6 +1105,10 @@ std::vector<Case> fp8_cases() {
   with(moe_precomputed, 8, 2, 333, mixed1, 1040, 400);
   with(moe_softmax, 8, 1, 499, mixed2);
   with(moe_softmax_renorm, 8, 2, 300, wide, 4096, 1024);  // Mixtral's reduction length, h
+  // Past 256 experts (EMAX 512) on the defaults; expert choice's reference keeps the largest
+  // act value of up to e = 512 choices a token.
+  with(moe_softmax_renorm, 384, 8, 77);
+  with(moe_expert_choice, 512, 10, 77);
   return out;
 }
 
@@ -1107,6 +1151,8 @@ TEST(MoeOpCases, EveryConfigurationIsValid) {
     const DeviceInfo dev = *device_for_arch(arch);
     std::vector<Case> cases = all_cases();
     for (const Case& c : fused_cases()) cases.push_back(c);
+    for (const Case& c : sorted_cases()) cases.push_back(c);
+    for (const Case& c : wide_cases()) cases.push_back(c);
     for (const Case& c : cases) {
       const Problem p = c.problem();
       EXPECT_EQ(moe_op().problem_reason(p), std::nullopt) << c.tag();
@@ -1211,6 +1257,10 @@ TEST_F(GpuMoeOp, WarpSpecialisedGemmsAgainstBothReferences) {
 }
 
 TEST_F(GpuMoeOp, FusedRouteAlignAgainstBothReferences) { run_cases(fused_cases(), device_); }
+
+TEST_F(GpuMoeOp, PastTwoFiftySixExpertsAgainstBothReferences) {
+  run_cases(wide_cases(), device_);
+}
 
 /// Each case (whose `set` holds `from`) against the same case with `to` in its place, on the same
 /// inputs: every output (y, ids, weights, counts, aux loss) bit for bit, with and without the

@@ -6,6 +6,8 @@
 // equal the stable reference exactly, on routed ids and on edge cases (an expert with no pairs,
 // one with all of them, out-of-range ids, T * k = 65536 * 8). The one-block route + align kernel
 // (fuse_route) against the route kernel followed by the align kernel: every output bit for bit.
+// Past 256 experts (E in {384, 512}: the kernels' EMAX = 512 forms) the same at the op's route
+// geometries, T in {77, 1000} (routing) and up to 4096 x 8 pairs (the multi-block align path).
 // Skipped without a GPU.
 #include <gtest/gtest.h>
 
@@ -44,23 +46,28 @@ bool route_valid(int routing, RouteConfig c, int experts) {
   return routing != moe_sigmoid_group || (scores <= 32 && c.threads * scores <= kMoeRouteMaxScores);
 }
 
+/// The EMAX argument the op names for `experts` (moe_plan.cpp): none up to 256, ", 512" past it.
+std::string emax_arg(int experts) {
+  return moe_emax(experts) == kMoeEmax ? "" : ", " + std::to_string(moe_emax(experts));
+}
+
 std::string route_name(int routing, RouteConfig c, int experts) {
   const int items = (experts + c.lanes * c.vec - 1) / (c.lanes * c.vec);
   return "ktune::moe_route_kernel<" + std::to_string(routing) + ", " + std::to_string(c.threads) +
          ", " + std::to_string(c.lanes) + ", " + std::to_string(c.vec) + ", " +
-         std::to_string(items) + ">";
+         std::to_string(items) + emax_arg(experts) + ">";
 }
 
 /// The one-block route + align kernel with c's lanes and vector width, at the op's block size.
 int fused_threads(RouteConfig c, int experts) {
   const int items = (experts + c.lanes * c.vec - 1) / (c.lanes * c.vec);
-  return moe_route_align_threads(items * c.vec);
+  return moe_route_align_threads(items * c.vec, experts);
 }
 std::string fused_name(int routing, RouteConfig c, int experts) {
   const int items = (experts + c.lanes * c.vec - 1) / (c.lanes * c.vec);
   return "ktune::moe_route_align_kernel<" + std::to_string(routing) + ", " +
          std::to_string(fused_threads(c, experts)) + ", " + std::to_string(c.lanes) + ", " +
-         std::to_string(c.vec) + ", " + std::to_string(items) + ">";
+         std::to_string(c.vec) + ", " + std::to_string(items) + emax_arg(experts) + ">";
 }
 
 /// The route kernel's grid sorting its own pairs (fuse_route=2), at the op's 128 threads.
@@ -68,7 +75,7 @@ std::string sort_name(int routing, RouteConfig c, int experts) {
   const int items = (experts + c.lanes * c.vec - 1) / (c.lanes * c.vec);
   return "ktune::moe_route_sort_kernel<" + std::to_string(routing) + ", 128, " +
          std::to_string(c.lanes) + ", " + std::to_string(c.vec) + ", " + std::to_string(items) +
-         ">";
+         emax_arg(experts) + ">";
 }
 int sort_blocks(RouteConfig c, int tokens) {
   const int per_block = 128 / c.lanes;
@@ -85,10 +92,12 @@ bool sort_valid(RouteConfig c, int tokens, int experts) {
   return c.threads == 128 && blocks <= kMoeSortMaxBlocks && blocks * experts <= kMoeSortMaxTable;
 }
 
-/// The op's one-block align kernel for `pairs` (moe_plan.cpp: a warp per 128 pairs, 128..1024).
-int align_threads(int pairs) {
+/// The op's one-block align kernel for `pairs` (moe_plan.cpp: a warp per 128 pairs, 128..1024;
+/// at most 512 past 256 experts).
+int align_threads(int pairs, int experts) {
+  const int most = moe_emax(experts) == kMoeEmax ? 1024 : 512;
   int threads = 128;
-  while (threads < 1024 && threads * 4 < pairs) threads *= 2;
+  while (threads < most && threads * 4 < pairs) threads *= 2;
   return threads;
 }
 
@@ -148,13 +157,19 @@ struct Buf {
   }
 };
 
-const RouteConfig kRouteConfigs[] = {{128, 32, 4}, {256, 8, 2}, {64, 4, 1}};
+const std::vector<RouteConfig> kRouteConfigs = {{128, 32, 4}, {256, 8, 2}, {64, 4, 1}};
 // The op's route geometries (route_lanes x route_vec at 128 threads), for the fused comparison.
-const RouteConfig kOpRouteConfigs[] = {{128, 32, 1}, {128, 32, 4}, {128, 8, 1}, {128, 8, 4}};
-const int kFusedTokens[] = {1, 7, 128, 300};
-const int kTokens[] = {1, 3, 17, 1000};
-const int kExperts[] = {8, 64, 256};
-const int kKs[] = {1, 2, 8};
+const std::vector<RouteConfig> kOpRouteConfigs = {{128, 32, 1}, {128, 32, 4}, {128, 8, 1},
+                                                  {128, 8, 4}};
+const std::vector<int> kFusedTokens = {1, 7, 128, 300};
+const std::vector<int> kTokens = {1, 3, 17, 1000};
+const std::vector<int> kExperts = {8, 64, 256};
+const std::vector<int> kKs = {1, 2, 8};
+// Past 256 experts (Kimi-K2's 384, Qwen3-Next's 512 and its k = 10): token counts that are a
+// multiple of no tile; 1000 x 10 pairs take three chunks of the multi-block align path.
+const std::vector<int> kWideTokens = {77, 1000};
+const std::vector<int> kWideExperts = {384, 512};
+const std::vector<int> kWideKs = {2, 10};
 
 void group_shape(int experts, int k, MoeRouteProblem& p) {
   p.n_group = experts >= 64 ? 8 : 2;
@@ -193,12 +208,21 @@ struct AlignConfig {
   int threads;
   int chunk;  // 0: moe_align_kernel (one block)
 };
-const AlignConfig kAlignConfigs[] = {{256, 0}, {1024, 0}, {256, 4096}, {1024, 16384}, {128, 1024}};
+const std::vector<AlignConfig> kAlignConfigs = {{256, 0}, {1024, 0}, {256, 4096}, {1024, 16384},
+                                                {128, 1024}};
+// Past 256 experts: at most 512 threads (the per-warp arrays of 512 experts), the op's 256 on
+// the multi-block path.
+const std::vector<AlignConfig> kWideAlignConfigs = {{128, 0}, {512, 0}, {256, 4096}, {256, 1024}};
+const std::vector<AlignConfig>& align_configs(int experts) {
+  return moe_emax(experts) == kMoeEmax ? kAlignConfigs : kWideAlignConfigs;
+}
 
-std::string align_name(const char* kind, AlignConfig c) {
-  if (c.chunk == 0) return "ktune::moe_align_kernel<" + std::to_string(c.threads) + ">";
+/// `experts`: past 256 the EMAX = 512 form.
+std::string align_name(const char* kind, AlignConfig c, int experts = 1) {
+  if (c.chunk == 0)
+    return "ktune::moe_align_kernel<" + std::to_string(c.threads) + emax_arg(experts) + ">";
   return std::string("ktune::moe_align_") + kind + "_kernel<" + std::to_string(c.threads) + ", " +
-         std::to_string(c.chunk) + ">";
+         std::to_string(c.chunk) + emax_arg(experts) + ">";
 }
 
 class GpuMoeRoute : public ::testing::Test {
@@ -225,6 +249,18 @@ class GpuMoeRoute : public ::testing::Test {
           }
     for (int threads : {128, 256, 512, 1024})
       kernels_->add("moe/align.cuh", align_name("", {threads, 0}));
+    // Past 256 experts: the EMAX = 512 forms at the op's geometries.
+    for (int routing : {moe_softmax, moe_softmax_renorm, moe_sigmoid_group})
+      for (int e : kWideExperts)
+        for (RouteConfig c : kOpRouteConfigs)
+          if (route_valid(routing, c, e)) {
+            kernels_->add("moe/route.cuh", route_name(routing, c, e));
+            kernels_->add("moe/route_align.cuh", fused_name(routing, c, e));
+            kernels_->add("moe/route_sort.cuh", sort_name(routing, c, e));
+          }
+    for (AlignConfig c : kWideAlignConfigs)
+      for (const char* kind : {"count", "scan", "scatter"})
+        kernels_->add("moe/align.cuh", align_name(kind, c, kMoeMaxExperts));
     CUdevice dev;
     KTUNE_CU(Driver::get().cuCtxGetDevice(&dev));
     int major = 0, minor = 0;
@@ -266,12 +302,12 @@ class GpuMoeRoute : public ::testing::Test {
     a.experts = experts;
     a.block_m = block_m;
     if (c.chunk == 0) {
-      kernels_->launch(align_name("", c), 1, c.threads, a);
+      kernels_->launch(align_name("", c, experts), 1, c.threads, a);
     } else {
       const int grid = (pairs + c.chunk - 1) / c.chunk;
-      kernels_->launch(align_name("count", c), grid, c.threads, a);
-      kernels_->launch(align_name("scan", c), 1, c.threads, a);
-      kernels_->launch(align_name("scatter", c), grid, c.threads, a);
+      kernels_->launch(align_name("count", c, experts), grid, c.threads, a);
+      kernels_->launch(align_name("scan", c, experts), 1, c.threads, a);
+      kernels_->launch(align_name("scatter", c, experts), grid, c.threads, a);
     }
     KTUNE_CU(Driver::get().cuCtxSynchronize());
     test::MoeAlignResult r;
@@ -282,21 +318,28 @@ class GpuMoeRoute : public ::testing::Test {
     return r;
   }
 
+  /// Every routing mode over tokens x experts x ks, each valid config of `configs`, against the
+  /// double reference; then the routed ids of the softmax_renorm problems at T=1000 aligned.
+  static void route_against_reference(const std::vector<int>& tokens,
+                                      const std::vector<int>& experts, const std::vector<int>& ks,
+                                      const std::vector<RouteConfig>& configs);
+
   static Kernels* kernels_;
 };
 Kernels* GpuMoeRoute::kernels_ = nullptr;
 
-/// Align on `ids` with every config and block_m in {16, 64, 128}: exactly the reference, and
-/// every valid pair once (checked on its own, not only through the reference).
+/// Align on `ids` with every config (align_configs(experts)) and block_m in {16, 64, 128}:
+/// exactly the reference, and every valid pair once (checked on its own, not only through the
+/// reference).
 void check_align(const std::vector<int>& ids, int experts, const std::string& what,
                  test::MoeAlignResult (*run)(const Buf<int>&, int, int, int, AlignConfig)) {
   const Buf<int> dev(ids);
   const int pairs = static_cast<int>(ids.size());
   for (int block_m : {16, 64, 128}) {
     const test::MoeAlignResult ref = test::moe_align_ref(ids, experts, block_m);
-    for (AlignConfig c : kAlignConfigs) {
+    for (AlignConfig c : align_configs(experts)) {
       const std::string where = what + " block_m=" + std::to_string(block_m) + " " +
-                                align_name("scatter", c);
+                                align_name("scatter", c, experts);
       const test::MoeAlignResult got = run(dev, pairs, experts, block_m, c);
       EXPECT_EQ(got.padded_rows, ref.padded_rows) << where;
       EXPECT_EQ(got.expert_counts, ref.expert_counts) << where;
@@ -316,23 +359,26 @@ void check_align(const std::vector<int>& ids, int experts, const std::string& wh
   }
 }
 
-TEST_F(GpuMoeRoute, EveryModeMatchesTheReference) {
+void GpuMoeRoute::route_against_reference(const std::vector<int>& tokens,
+                                          const std::vector<int>& experts,
+                                          const std::vector<int>& ks,
+                                          const std::vector<RouteConfig>& configs) {
   const unsigned seed = std::random_device{}();
   std::printf("seed %u\n", seed);
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> u(-4.0f, 4.0f), ub(-0.5f, 0.5f);
   int cases = 0, near_ties = 0;
   for (int routing : {moe_softmax, moe_softmax_renorm, moe_sigmoid_group})
-    for (int T : kTokens)
-      for (int E : kExperts)
-        for (int k : kKs) {
+    for (int T : tokens)
+      for (int E : experts)
+        for (int k : ks) {
           const MoeRouteProblem p = route_problem(routing, T, E, k);
           const std::vector<float> logits = draw(static_cast<std::size_t>(T) * E, u, rng, 0.25f);
           const std::vector<float> bias = draw(static_cast<std::size_t>(E), ub, rng, 0.125f);
           const test::MoeRouteResult ref = test::moe_route_ref(logits, bias, p);
           const double ref_aux = test::moe_aux_loss_ref(ref, p);
           const Buf<float> dlogits(logits), dbias(bias);
-          for (RouteConfig c : kRouteConfigs) {
+          for (RouteConfig c : configs) {
             if (!route_valid(routing, c, E)) continue;
             const std::string what = route_name(routing, c, E) + " T=" + std::to_string(T) +
                                      " E=" + std::to_string(E) + " k=" + std::to_string(k);
@@ -426,6 +472,18 @@ TEST_F(GpuMoeRoute, EveryModeMatchesTheReference) {
   EXPECT_LE(near_ties, 20);
 }
 
+TEST_F(GpuMoeRoute, EveryModeMatchesTheReference) {
+  route_against_reference(kTokens, kExperts, kKs, kRouteConfigs);
+}
+
+// Past 256 experts: the EMAX = 512 route kernels at the op's geometries (32 lanes with 12 to 16
+// scores each; softmax modes also 8 lanes with 48 to 64), T = 77 and 1000, k = 2 and 10; the
+// routed ids at T = 1000 (2000 and 10000 pairs) through the EMAX = 512 align kernels, one block
+// (128 and 512 threads) and the multi-block path (chunks of 1024 and 4096).
+TEST_F(GpuMoeRoute, PastTwoFiftySixExpertsEveryModeMatchesTheReference) {
+  route_against_reference(kWideTokens, kWideExperts, kWideKs, kOpRouteConfigs);
+}
+
 /// What routing and alignment wrote: route then align, or the one-block kernel.
 struct Routed {
   std::vector<int> ids, sorted, blocks, counts;
@@ -479,7 +537,8 @@ Routed route_and_align(Kernels& kernels, const MoeRouteProblem& p, const Buf<flo
     const int per_block = c.threads / c.lanes;
     kernels.launch(route_name(p.routing, c, E), (p.tokens + per_block - 1) / per_block,
                    c.threads, r);
-    kernels.launch(align_name("", {align_threads(pairs), 0}), 1, align_threads(pairs), a);
+    kernels.launch(align_name("", {align_threads(pairs, E), 0}, E), 1, align_threads(pairs, E),
+                   a);
   }
   KTUNE_CU(Driver::get().cuCtxSynchronize());
   Routed out;
@@ -500,19 +559,23 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
 // fuse_route 1 and 2: every output of the one-block kernel and of the sort kernel's grid equals
 // the route kernel's followed by the align kernel's, bit for bit (ids, weights, aux loss,
 // sorted_pairs, padded_rows, block_expert, counts), for every mode (sigmoid_group with groups),
-// T in {1, 7, 128, 300}, E in {8, 64, 256}, k in {1, 2, 8}, the op's route_lanes x route_vec
-// (where the op allows the path) and two block_m; and without the optional outputs (ids in
-// shared memory only) the same alignment and weights.
-void compare_with_route_then_align(Kernels& kernels, Path path, const char* name) {
+// T in `tokens`, E in `experts`, k in `ks` (by default T in {1, 7, 128, 300}, E in {8, 64, 256},
+// k in {1, 2, 8}), the op's route_lanes x route_vec (where the op allows the path) and two
+// block_m; and without the optional outputs (ids in shared memory only) the same alignment and
+// weights.
+void compare_with_route_then_align(Kernels& kernels, Path path, const char* name,
+                                   const std::vector<int>& tokens = kFusedTokens,
+                                   const std::vector<int>& experts = kExperts,
+                                   const std::vector<int>& ks = kKs) {
   const unsigned seed = std::random_device{}();
   std::printf("seed %u\n", seed);
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> u(-4.0f, 4.0f), ub(-0.5f, 0.5f);
   int cases = 0;
   for (int routing : {moe_softmax, moe_softmax_renorm, moe_sigmoid_group})
-    for (int T : kFusedTokens)
-      for (int E : kExperts)
-        for (int k : kKs) {
+    for (int T : tokens)
+      for (int E : experts)
+        for (int k : ks) {
           const MoeRouteProblem p = route_problem(routing, T, E, k);
           std::vector<float> logits = draw(static_cast<std::size_t>(T) * E, u, rng, 0.25f);
           const std::vector<float> bias = draw(static_cast<std::size_t>(E), ub, rng, 0.125f);
@@ -567,6 +630,16 @@ TEST_F(GpuMoeRoute, SortInTheRouteGridMatchesRouteThenAlign) {
   compare_with_route_then_align(*kernels_, Path::grid, "route-grid sort");
 }
 
+// Past 256 experts (EMAX = 512): the one-block kernel (at most 256 threads) at T = 77 and 300
+// (up to 3000 pairs), the route grid's sort where its count table holds (e=384 at 32 lanes:
+// T <= 84; 8 lanes: more), both against the route kernel then the one-block align kernel.
+TEST_F(GpuMoeRoute, FusedPathsPastTwoFiftySixExpertsMatchRouteThenAlign) {
+  compare_with_route_then_align(*kernels_, Path::one_block, "one-block (EMAX 512)", {77, 300},
+                                kWideExperts, kWideKs);
+  compare_with_route_then_align(*kernels_, Path::grid, "route-grid sort (EMAX 512)", {33, 77},
+                                kWideExperts, kWideKs);
+}
+
 TEST_F(GpuMoeRoute, AlignEdgeCases) {
   std::mt19937 rng(std::random_device{}());
   // One expert takes every pair; the others get none.
@@ -584,6 +657,29 @@ TEST_F(GpuMoeRoute, AlignEdgeCases) {
   check_align(ids, 64, "no pairs for 7, 4 out of range", run_align);
   // Single pair; E = 256.
   check_align(std::vector<int>{255}, 256, "one pair", run_align);
+}
+
+// The EMAX = 512 align kernels (one block at 128 and 512 threads, the multi-block path in chunks
+// of 1024 and 4096): the last expert taking every pair, experts with no pairs and ids just
+// outside 0..E-1, a single pair, and 4096 x 8 random pairs (8 and 32 chunks).
+TEST_F(GpuMoeRoute, AlignPastTwoFiftySixExperts) {
+  std::mt19937 rng(std::random_device{}());
+  check_align(std::vector<int>(77 * 8, 383), 384, "all to expert 383", run_align);
+  std::vector<int> ids(1000 * 10);
+  std::uniform_int_distribution<int> pick(0, 511);
+  for (int& v : ids) {
+    do v = pick(rng); while (v == 300 || v == 511);
+  }
+  ids[0] = 512;
+  ids[77] = -1;
+  ids[4096] = 511;  // the first pair of the second 4096-chunk
+  ids[9999] = 1000;
+  check_align(ids, 512, "E=512, no pairs for 300, 3 out of range", run_align);
+  check_align(std::vector<int>{511}, 512, "one pair, E=512", run_align);
+  std::vector<int> large(4096 * 8);
+  std::uniform_int_distribution<int> pick384(0, 383);
+  for (int& v : large) v = pick384(rng);
+  check_align(large, 384, "T*k=4096*8 E=384", run_align);
 }
 
 TEST_F(GpuMoeRoute, AlignLargeAndTimes) {
@@ -666,7 +762,8 @@ TEST_F(GpuMoeRoute, Times) {
         const int tpb = c.threads / c.lanes;
         const double separate = time([&] {
           kernels_->launch(route_name(routing, c, E), (T + tpb - 1) / tpb, c.threads, r);
-          kernels_->launch(align_name("", {align_threads(pairs), 0}), 1, align_threads(pairs), a);
+          kernels_->launch(align_name("", {align_threads(pairs, E), 0}), 1,
+                           align_threads(pairs, E), a);
         });
         r.topk_ids = nullptr;
         a.topk_ids = nullptr;

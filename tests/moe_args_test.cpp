@@ -145,7 +145,7 @@ const std::vector<BadArgs>& bad_args() {
        {"moe: w2_scale is set, but dtype bf16 does not use it (e4m3 only): pass null"}},
       {"k > e", [](MoeArgs& a) { a.k = 9; }, {"k=9 exceeds e=8"}},
       {"t = 0", [](MoeArgs& a) { a.t = 0; }, {"t=0 is out of range"}},
-      {"e too large", [](MoeArgs& a) { a.e = 300; }, {"e=300 is out of range"}},
+      {"e too large", [](MoeArgs& a) { a.e = 600; }, {"e=600 is out of range (allowed 1..512)"}},
       {"h not a multiple of 8", [](MoeArgs& a) { a.h = 100; }, {"h=100, i=200"}},
       {"groups without sigmoid_group",
        [](MoeArgs& a) { a.n_group = 2; },
@@ -310,7 +310,8 @@ TEST(MoeArgs, TensorTableFollowsTheOp) {
   ASSERT_EQ(op.dims()[routing].name, "routing");
   ASSERT_EQ(moe_tensor_uses(DType::bf16).size(), op.dims()[routing].choices.size());
   const char* shapes[] = {"e=8,k=2,h=136,i=200,t=1", "e=64,k=8,h=4096,i=1408,t=1000",
-                          "e=1,k=1,h=8,i=8,t=65536", "e=256,k=16,h=7168,i=2048,t=17"};
+                          "e=1,k=1,h=8,i=8,t=65536", "e=256,k=16,h=7168,i=2048,t=17",
+                          "e=512,k=10,h=2048,i=512,t=77"};
   for (std::size_t mode = 0; mode < op.dims()[routing].choices.size(); ++mode)
     for (const char* shape : shapes) {
       Problem p = op.parse_problem(shape);

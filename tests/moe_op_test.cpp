@@ -1,6 +1,8 @@
 // The MoE op's host side without a GPU: problem keys and reasons, the search space and its
 // reasons, defaults for many shapes, and NVRTC compiles of default kernels (the launches:
 // moe_run_test.cpp).
+#include <map>
+
 #include "tests/moe_test_support.hpp"
 
 namespace ktune {
@@ -45,7 +47,14 @@ TEST(MoeProblem, ReasonsAreReadable) {
       problem_error("e=8,k=3,h=64,i=64,t=1,routing=sigmoid_group,n_group=4,topk_group=1"),
       "k=3 exceeds the 2 experts of the topk_group=1 kept groups"));
   EXPECT_TRUE(contains(problem_error("e=8,k=2,h=64,i=64,t=1,routing=topk"), "softmax"));
-  EXPECT_TRUE(contains(problem_error("e=300,k=2,h=64,i=64,t=1"), "e"));
+  // Up to 512 experts (Kimi-K2's 384, Qwen3-Next's 512), every routing mode.
+  EXPECT_EQ(problem_error(std::string(kKimi) + ",t=1"), "");
+  EXPECT_EQ(problem_error(std::string(kKimiGroup) + ",t=1"), "");
+  EXPECT_EQ(problem_error(std::string(kQwenNext) + ",t=1"), "");
+  EXPECT_EQ(problem_error(std::string(kQwenChoice) + ",t=1"), "");
+  EXPECT_EQ(problem_error(std::string(kKimiPre) + ",t=1"), "");
+  EXPECT_TRUE(contains(problem_error("e=513,k=2,h=64,i=64,t=1"),
+                       "e=513 is out of range (allowed 1..512)"));
   EXPECT_TRUE(contains(problem_error("e=8,k=2,h=64,i=64,t=70000"), "t"));
   EXPECT_NE(problem_error("e=8,k=2,h=64,i=64"), "");  // t is required
 }
@@ -633,7 +642,9 @@ TEST(MoeDefaults, ValidForManyShapes) {
       "e=64,k=8,h=2048,i=1408,routing=softmax", "e=256,k=8,h=7168,i=2048,routing=sigmoid_group,"
       "n_group=8,topk_group=4", "e=6,k=1,h=8,i=8", "e=1,k=1,h=64,i=40", "e=128,k=16,h=512,i=24",
       "e=60,k=4,h=2048,i=1408,routing=softmax", "e=64,k=8,h=2048,i=1408,routing=expert_choice",
-      "e=8,k=1,h=4096,i=14336,routing=expert_choice", "e=256,k=16,h=64,i=40,routing=expert_choice"};
+      "e=8,k=1,h=4096,i=14336,routing=expert_choice", "e=256,k=16,h=64,i=40,routing=expert_choice",
+      kKimi, kKimiGroup, kKimiPre, kQwenNext, kQwenChoice, "e=257,k=1,h=64,i=40",
+      "e=512,k=16,h=64,i=40,routing=sigmoid_group,n_group=64,topk_group=64"};
   for (const std::string& shape : shapes)
     for (int t : {1, 2, 3, 16, 100, 1024, 4096, 65536})
       for (const char* arch : {"sm_80", "sm_90a"})
@@ -748,6 +759,151 @@ TEST(MoeCompile, DefaultsAndReferenceCompile) {
     std::printf("%-75s %3d regs, %5d smem, spills %d/%d\n", what.c_str(), r.registers,
                 r.shared_bytes, r.spill_stores, r.spill_loads);
   }
+}
+
+// ---- past 256 experts ----
+
+const char* const kWideShapes[] = {kKimi, kKimiGroup, kKimiPre, kQwenNext, kQwenChoice};
+
+// Points past 256 experts (the defaults, each tunable's every value on them, and every routing
+// and alignment path: fuse_route x align_chunk x route_lanes x route_vec): valid ones exist in
+// every routing mode; every valid point's kernels name EMAX 512 where they keep per-expert
+// arrays, and its thread counts are those the EMAX = 512 kernels allow (one-block align <= 512,
+// route + align in one block <= 256); the route kernel's per-thread limit is said with its
+// reason.
+TEST(MoeSpace, PointsPast256ExpertsNameTheWideKernels) {
+  const DeviceInfo h100 = device("sm_90a");
+  for (const char* shape : kWideShapes)
+    for (int t : {1, 77, 1000}) {
+      const Problem p = problem(shape, t);
+      const Params d = op().default_params(p, DType::bf16, h100);
+      std::vector<Params> points = {d};
+      for (std::size_t i = 0; i < op().tunables().size(); ++i)
+        for (std::int64_t v : op().tunables()[i].values) {
+          Params q = d;
+          q.values[i] = v;
+          points.push_back(q);
+        }
+      for (std::int64_t fuse : {0, 1, 2})
+        for (std::int64_t chunk : {0, 4096})
+          for (std::int64_t lanes : {8, 32})
+            for (std::int64_t vec : {1, 4}) {
+              Params q = d;
+              q.values[op().param_index("fuse_route")] = fuse;
+              q.values[op().param_index("align_chunk")] = chunk;
+              q.values[op().param_index("route_lanes")] = lanes;
+              q.values[op().param_index("route_vec")] = vec;
+              points.push_back(q);
+            }
+      std::size_t valid = 0;
+      for (const Params& q : points) {
+        if (op().invalid_reason(q, p, DType::bf16, h100)) continue;
+        ++valid;
+        const auto ks = op().kernels(q, p, DType::bf16);
+        for (std::size_t i = 0; i < ks.size(); ++i) {
+          const std::string& n = ks[i].name_expression;
+          const int threads = op().block_threads(q, p, DType::bf16, i);
+          const bool per_expert = contains(n, "moe_route") || contains(n, "moe_align_") ||
+                                  contains(n, "moe_expert_choice_scores") ||
+                                  contains(n, "moe_expert_choice_combine");
+          EXPECT_EQ(contains(n, "512>"), per_expert) << n;
+          if (contains(n, "moe_align_kernel<")) {
+            EXPECT_LE(threads, 512) << n;
+          }
+          if (contains(n, "moe_route_align_kernel<")) {
+            EXPECT_LE(threads, 256) << n;
+          }
+        }
+      }
+      EXPECT_GT(valid, 0u) << shape << " t=" << t;
+      std::printf("%s t=%d: %zu of %zu points valid\n", shape, t, valid, points.size());
+    }
+  // sigmoid_group at 8 lanes: 48 scores per thread at e=384, above its 32.
+  const Problem g = problem(kKimiGroup, 16);
+  Params q = op().default_params(g, DType::bf16, h100);
+  q.values[op().param_index("route_lanes")] = 8;
+  q.values[op().param_index("route_vec")] = 1;
+  EXPECT_EQ(op().invalid_reason(q, g, DType::bf16, h100).value_or(""),
+            "route_lanes=8 leaves 48 scores per thread at e=384; the route kernel keeps at most "
+            "32 in registers (sigmoid_group keeps two per expert)");
+}
+
+// Every kernel the plans past 256 experts launch compiles for sm_80 and sm_90a: the defaults
+// (16-bit; e4m3 on sm_90a) at t = 1, 77, 1000 and 5000, route + align in one block and in the
+// route grid, the multi-block align path, 8 route lanes, and the reference kernels. Each plan
+// then passes the device's limits on its compiled kernels (invalid_after_compile), and every
+// kernel but the GEMMs keeps its static shared memory within 48 KiB.
+TEST(MoeCompile, PlansPast256ExpertsCompile) {
+  struct Plan {
+    Params params;
+    Problem problem;
+    DType dtype;
+    std::string arch;
+    std::vector<KernelSource> kernels;
+  };
+  std::vector<Plan> plans;
+  std::vector<CompileJob> jobs;
+  std::map<std::pair<std::string, std::string>, std::size_t> job_of;
+  const auto add = [&](const KernelSource& k, const std::string& arch) {
+    if (job_of.emplace(std::pair{k.name_expression, arch}, jobs.size()).second)
+      jobs.push_back({k, arch, {}});
+  };
+  const std::vector<std::string> sets = {"",
+                                         "fuse_route=1,align_chunk=0",
+                                         "fuse_route=2,align_chunk=0",
+                                         "fuse_route=0,align_chunk=4096",
+                                         "fuse_route=1,align_chunk=0,route_lanes=8,route_vec=1",
+                                         "fuse_route=2,align_chunk=0,route_lanes=8,route_vec=4",
+                                         "fuse_route=0,align_chunk=0,route_lanes=8,route_vec=4"};
+  for (const char* arch : {"sm_80", "sm_90a"}) {
+    const DeviceInfo dev = device(arch);
+    for (const char* shape : kWideShapes)
+      for (int t : {1, 77, 1000, 5000}) {
+        const Problem p = problem(shape, t);
+        std::vector<DType> dtypes = {DType::bf16};
+        if (std::string(arch) == "sm_90a" && t == 77) dtypes.push_back(DType::e4m3);
+        for (DType dt : dtypes)
+          for (const std::string& set : sets) {
+            const Params q = with_values(op().default_params(p, dt, dev), set);
+            if (set.empty()) {
+              EXPECT_EQ(op().invalid_reason(q, p, dt, dev), std::nullopt)
+                  << arch << " " << shape << " t=" << t;
+            } else if (op().invalid_reason(q, p, dt, dev)) {
+              continue;  // a path the problem does not take (said with its reason)
+            }
+            Plan plan{q, p, dt, arch, op().kernels(q, p, dt)};
+            for (const KernelSource& k : op().reference_kernels(p, dt)) plan.kernels.push_back(k);
+            for (const KernelSource& k : plan.kernels) add(k, arch);
+            plans.push_back(std::move(plan));
+          }
+      }
+  }
+  const Compiler compiler(std::nullopt);
+  const std::vector<CompileOutcome> outcomes = compile_parallel(compiler, jobs, 0);
+  ASSERT_EQ(outcomes.size(), jobs.size());
+  for (std::size_t i = 0; i < jobs.size(); ++i) {
+    const std::string what = jobs[i].arch + " " + jobs[i].source.name_expression;
+    ASSERT_TRUE(outcomes[i].kernel) << what << ":\n" << outcomes[i].error;
+    const KernelResources& r = outcomes[i].kernel->resources;
+    std::printf("%-75s %3d regs, %5d smem, spills %d/%d\n", what.c_str(), r.registers,
+                r.shared_bytes, r.spill_stores, r.spill_loads);
+    if (!contains(what, "gemm")) {
+      EXPECT_LE(r.shared_bytes, 48 * 1024) << what;
+    }
+  }
+  for (const Plan& plan : plans) {
+    const std::size_t launched = op().kernels(plan.params, plan.problem, plan.dtype).size();
+    std::vector<KernelResources> resources;
+    for (std::size_t i = 0; i < launched; ++i)
+      resources.push_back(
+          outcomes[job_of.at({plan.kernels[i].name_expression, plan.arch})].kernel->resources);
+    EXPECT_EQ(op().invalid_after_compile(plan.params, plan.problem, plan.dtype,
+                                         device(plan.arch), resources),
+              std::nullopt)
+        << plan.arch << " " << op().problem_key(plan.problem) << " "
+        << op().params_key(plan.params);
+  }
+  std::printf("%zu plans, %zu kernels compiled\n", plans.size(), jobs.size());
 }
 
 }  // namespace

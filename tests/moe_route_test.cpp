@@ -1,9 +1,10 @@
 // MoE routing and alignment without a GPU: the double references on hand-worked cases (ties,
 // groups, renormalisation, the aux loss, expert choice, padding and dropped ids, the layer), and
 // NVRTC compiles of a sample of the route, one-block route + align, expert-choice and align
-// kernels for sm_80 and sm_90a.
+// kernels for sm_80 and sm_90a, up to 256 experts and in their EMAX = 512 forms past it.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -215,19 +216,33 @@ TEST(MoeAlignReference, OneExpertTakesEverything) {
 
 // ---- NVRTC: a sample of every kernel's template space ----
 
+/// The EMAX argument the op names for `experts`: none up to 256 (the default), ", 512" past it.
+std::string emax(int experts) {
+  return moe_emax(experts) == kMoeEmax ? "" : ", " + std::to_string(moe_emax(experts));
+}
+
 std::string route_kernel(int routing, int threads, int lanes, int vec, int experts) {
   const int items = (experts + lanes * vec - 1) / (lanes * vec);
   return "ktune::moe_route_kernel<" + std::to_string(routing) + ", " + std::to_string(threads) +
          ", " + std::to_string(lanes) + ", " + std::to_string(vec) + ", " + std::to_string(items) +
-         ">";
+         emax(experts) + ">";
 }
 
 /// The one-block route + align kernel at the op's geometry (moe_route_align_threads).
 std::string route_align_kernel(int routing, int lanes, int vec, int experts) {
   const int items = (experts + lanes * vec - 1) / (lanes * vec);
   return "ktune::moe_route_align_kernel<" + std::to_string(routing) + ", " +
-         std::to_string(moe_route_align_threads(items * vec)) + ", " + std::to_string(lanes) +
-         ", " + std::to_string(vec) + ", " + std::to_string(items) + ">";
+         std::to_string(moe_route_align_threads(items * vec, experts)) + ", " +
+         std::to_string(lanes) + ", " + std::to_string(vec) + ", " + std::to_string(items) +
+         emax(experts) + ">";
+}
+
+/// The route kernel's grid sorting its own pairs at the op's 128 threads.
+std::string route_sort_kernel(int routing, int lanes, int vec, int experts) {
+  const int items = (experts + lanes * vec - 1) / (lanes * vec);
+  return "ktune::moe_route_sort_kernel<" + std::to_string(routing) + ", 128, " +
+         std::to_string(lanes) + ", " + std::to_string(vec) + ", " + std::to_string(items) +
+         emax(experts) + ">";
 }
 
 std::vector<KernelSource> sample_kernels() {
@@ -290,6 +305,76 @@ TEST(MoeRouteCompile, SampleCompilesForSm80AndSm90a) {
   }
 }
 
+/// Past 256 experts, the EMAX = 512 forms at the op's geometries: the route kernel, the
+/// one-block route + align kernel and the route grid's sort at 128 threads (32 lanes with 1- and
+/// 4-float loads; softmax modes also at 8 lanes, 48 and 64 scores per thread), every routing
+/// mode; the one-block align kernel at the op's thread counts (at most 512 there), the
+/// multi-block path, expert choice's scores and combine.
+std::vector<KernelSource> wide_sample_kernels() {
+  std::vector<KernelSource> out;
+  for (int routing : {moe_softmax, moe_softmax_renorm, moe_sigmoid_group}) {
+    // (lanes, vec, experts); sigmoid_group keeps at most 32 scores per thread: 32 lanes only.
+    std::vector<std::array<int, 3>> geometries = {{32, 1, 384}, {32, 4, 512}};
+    if (routing != moe_sigmoid_group)
+      geometries.insert(geometries.end(), {{8, 4, 384}, {8, 1, 512}});
+    for (const auto& [lanes, vec, e] : geometries) {
+      out.push_back({"moe/route.cuh", route_kernel(routing, 128, lanes, vec, e)});
+      out.push_back({"moe/route_align.cuh", route_align_kernel(routing, lanes, vec, e)});
+      out.push_back({"moe/route_sort.cuh", route_sort_kernel(routing, lanes, vec, e)});
+    }
+  }
+  for (int threads : {128, 256, 512})
+    out.push_back(
+        {"moe/align.cuh", "ktune::moe_align_kernel<" + std::to_string(threads) + ", 512>"});
+  for (const char* chunk : {"1024", "4096"})
+    for (const char* k : {"count", "scan", "scatter"})
+      out.push_back({"moe/align.cuh", std::string("ktune::moe_align_") + k + "_kernel<256, " +
+                                          chunk + ", 512>"});
+  out.push_back({"moe/expert_choice.cuh", "ktune::moe_expert_choice_scores_wide_kernel<512>"});
+  for (const char* tv : {"ktune::bf16, 128, 8", "ktune::fp16, 128, 4"})
+    out.push_back({"moe/expert_choice.cuh",
+                   std::string("ktune::moe_expert_choice_combine_kernel<") + tv + ", 512>"});
+  return out;
+}
+
+// The EMAX = 512 kernels compile for sm_80 and sm_90a within 48 KiB of static shared memory
+// (their per-expert arrays doubled; the thread limits that keep the per-warp arrays in it),
+// without spills but one: the route grid's sort at 12 and 16 scores per lane (32 lanes, 1-float
+// loads: e=384 and 512) spills 4 bytes on sm_90a at 72-80 registers, ptxas's choice (its PTX
+// has no local array, and its EMAX = 256 form at 12 scores spills the same).
+TEST(MoeRouteCompile, WideExpertSampleCompilesForSm80AndSm90a) {
+  EXPECT_EQ(moe_emax(256), 256);
+  EXPECT_EQ(moe_emax(257), 512);
+  EXPECT_EQ(moe_emax(512), 512);
+  // The one-block route + align kernel: 256 threads at most past 256 experts (fewer where the
+  // scores per thread ask it), as many as before up to 256.
+  EXPECT_EQ(moe_route_align_threads(2, 64), 1024);
+  EXPECT_EQ(moe_route_align_threads(8, 256), 1024);
+  EXPECT_EQ(moe_route_align_threads(12, 384), 256);
+  EXPECT_EQ(moe_route_align_threads(64, 512), 128);
+  EXPECT_EQ(moe_ec_score_tokens(256), kMoeEcScoreTokens);
+  EXPECT_EQ(moe_ec_score_tokens(512), 16);
+  std::vector<CompileJob> jobs;
+  for (const char* arch : {"sm_80", "sm_90a"})
+    for (const KernelSource& k : wide_sample_kernels()) jobs.push_back({k, arch, {}});
+  const Compiler compiler(std::nullopt);
+  const std::vector<CompileOutcome> outcomes = compile_parallel(compiler, jobs, 0);
+  ASSERT_EQ(outcomes.size(), jobs.size());
+  for (std::size_t i = 0; i < jobs.size(); ++i) {
+    const std::string what = jobs[i].arch + " " + jobs[i].source.name_expression;
+    EXPECT_NE(what.find("512>"), std::string::npos) << what;
+    ASSERT_TRUE(outcomes[i].kernel) << what << ":\n" << outcomes[i].error;
+    const KernelResources& r = outcomes[i].kernel->resources;
+    std::printf("%-62s %3d registers, %5d bytes smem, spills %d/%d\n", what.c_str(), r.registers,
+                r.shared_bytes, r.spill_stores, r.spill_loads);
+    EXPECT_LE(r.shared_bytes, 48 * 1024) << what;
+    const bool sort_one_float = what.find("moe_route_sort_kernel") != std::string::npos &&
+                                what.find(", 32, 1, ") != std::string::npos;
+    EXPECT_LE(r.spill_stores, sort_one_float ? 4 : 0) << what;
+    EXPECT_LE(r.local_bytes, sort_one_float ? 8 : 0) << what;
+  }
+}
+
 // Template parameters outside the allowed values are refused at compile time, with the reason.
 TEST(MoeRouteCompile, InvalidTemplateParametersAreRefused) {
   const Compiler compiler(std::nullopt);
@@ -319,6 +404,19 @@ TEST(MoeRouteCompile, InvalidTemplateParametersAreRefused) {
        "VEC must be"},
       {"moe/expert_choice.cuh", "ktune::moe_expert_choice_combine_kernel<float, 128, 4>",
        "T must be bf16 or fp16"},
+      // EMAX: 256 or 512, and at 512 the thread counts whose per-warp arrays fit.
+      {"moe/route.cuh", "ktune::moe_route_kernel<0, 128, 32, 1, 12, 384>",
+       "EMAX must be 256 or 512"},
+      {"moe/align.cuh", "ktune::moe_align_kernel<1024, 512>", "at EMAX 512 at most 512 threads"},
+      {"moe/align.cuh", "ktune::moe_align_scatter_kernel<1024, 4096, 512>",
+       "at EMAX 512 at most 512 threads"},
+      {"moe/route_align.cuh", "ktune::moe_route_align_kernel<1, 512, 32, 1, 12, 512>",
+       "at EMAX 512 THREADS must be at most 256"},
+      {"moe/expert_choice.cuh", "ktune::moe_expert_choice_scores_wide_kernel<256>",
+       "E <= 256 runs moe_expert_choice_scores_kernel"},
+      {"moe/expert_choice.cuh",
+       "ktune::moe_expert_choice_combine_kernel<ktune::bf16, 128, 4, 300>",
+       "EMAX must be 256 or 512"},
   };
   for (const auto& b : bad) {
     try {

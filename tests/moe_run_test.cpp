@@ -872,5 +872,217 @@ TEST(MoeFp8, KernelsAndLaunches) {
   }
 }
 
+// ---- past 256 experts ----
+
+/// The problem's non-GEMM kernels' name expressions (routing, alignment, combines) at the
+/// default configuration with `set` (tunable=value pairs) on top, on the H100.
+std::vector<std::string> plan_names(const std::string& shape, int t, const std::string& set) {
+  const Problem p = problem(shape, t);
+  Params q = op().default_params(p, DType::bf16, device("sm_90a"));
+  std::size_t at = 0;
+  while (at < set.size()) {
+    std::size_t end = set.find(',', at);
+    if (end == std::string::npos) end = set.size();
+    const std::string item = set.substr(at, end - at);
+    const std::size_t eq = item.find('=');
+    q.values[op().param_index(item.substr(0, eq))] = std::stoll(item.substr(eq + 1));
+    at = end + 1;
+  }
+  EXPECT_EQ(op().invalid_reason(q, p, DType::bf16, device("sm_90a")), std::nullopt)
+      << shape << " t=" << t << " " << set;
+  std::vector<std::string> out;
+  for (const KernelSource& k : op().kernels(q, p, DType::bf16))
+    if (!contains(k.name_expression, "gemm") && !contains(k.name_expression, "moe_zero_kernel") &&
+        !contains(k.name_expression, "moe_combine_kernel"))
+      out.push_back(k.name_expression);
+  return out;
+}
+
+// Up to 256 experts every kernel keeps the name expression (and so the kernel) the shipped
+// databases were tuned with: no EMAX argument, its default 256. Past 256 the same kernels take
+// EMAX 512 (the expert-choice scores and reference stats kernels their `_wide` forms).
+TEST(MoeWide, NameExpressionsUpTo256ExpertsAreUnchanged) {
+  const std::string ds256 =
+      "e=256,k=8,h=7168,i=2048,routing=sigmoid_group,n_group=8,topk_group=4";
+  const std::string sep = "fuse_route=0,align_chunk=0,route_lanes=32,route_vec=1";
+  const std::string chunked = "fuse_route=0,align_chunk=4096,route_lanes=32,route_vec=1";
+  const std::string one = "fuse_route=1,align_chunk=0,route_lanes=32,route_vec=1";
+  const std::string grid = "fuse_route=2,align_chunk=0,route_lanes=32,route_vec=1";
+  // e = 8 (Mixtral), 4-float loads at 8 lanes: one item.
+  const std::string narrow = "fuse_route=0,align_chunk=0,route_lanes=8,route_vec=4";
+  EXPECT_EQ(plan_names(kMixtral, 100, narrow),
+            (std::vector<std::string>{"ktune::moe_route_kernel<1, 128, 8, 4, 1>",
+                                      "ktune::moe_align_kernel<128>"}));
+  EXPECT_EQ(plan_names(kMixtral, 16, "fuse_route=1,align_chunk=0,route_lanes=8,route_vec=4"),
+            (std::vector<std::string>{"ktune::moe_route_align_kernel<1, 1024, 8, 4, 1>"}));
+  EXPECT_EQ(plan_names(kMixtral, 4096, "fuse_route=0,align_chunk=4096,route_lanes=8,route_vec=4"),
+            (std::vector<std::string>{"ktune::moe_route_kernel<1, 128, 8, 4, 1>",
+                                      "ktune::moe_align_count_kernel<256, 4096>",
+                                      "ktune::moe_align_scan_kernel<256, 4096>",
+                                      "ktune::moe_align_scatter_kernel<256, 4096>"}));
+  // e = 256 (DeepSeek-V3): 8 scores per lane at 32 lanes.
+  EXPECT_EQ(plan_names(ds256, 1000, sep),
+            (std::vector<std::string>{"ktune::moe_route_kernel<2, 128, 32, 1, 8>",
+                                      "ktune::moe_align_kernel<1024>"}));
+  EXPECT_EQ(plan_names(ds256, 1000, chunked),
+            (std::vector<std::string>{"ktune::moe_route_kernel<2, 128, 32, 1, 8>",
+                                      "ktune::moe_align_count_kernel<256, 4096>",
+                                      "ktune::moe_align_scan_kernel<256, 4096>",
+                                      "ktune::moe_align_scatter_kernel<256, 4096>"}));
+  EXPECT_EQ(plan_names(ds256, 16, one),
+            (std::vector<std::string>{"ktune::moe_route_align_kernel<2, 1024, 32, 1, 8>"}));
+  EXPECT_EQ(plan_names(ds256, 16, grid),
+            (std::vector<std::string>{"ktune::moe_route_sort_kernel<2, 128, 32, 1, 8>"}));
+  EXPECT_EQ(plan_names("e=256,k=8,h=7168,i=2048,routing=expert_choice", 100, ""),
+            (std::vector<std::string>{"ktune::moe_expert_choice_scores_kernel",
+                                      "ktune::moe_expert_choice_select_kernel<1024>",
+                                      "ktune::moe_expert_choice_combine_kernel<ktune::bf16, 128, "
+                                      "8>"}));
+  for (const char* shape : {kMixtral, "e=256,k=8,h=7168,i=2048,routing=expert_choice"}) {
+    std::vector<std::string> ref;
+    for (const KernelSource& k : op().reference_kernels(problem(shape, 7), DType::bf16))
+      ref.push_back(k.name_expression);
+    ref.resize(4);
+    EXPECT_EQ(ref, (std::vector<std::string>{
+                       "ktune::moe_reference_kernel<ktune::bf16, ktune::bf16>",
+                       "ktune::moe_reference_stats_kernel",
+                       "ktune::moe_reference_act_kernel<ktune::bf16, ktune::bf16>",
+                       "ktune::moe_reference_out_kernel<ktune::bf16>"}))
+        << shape;
+  }
+
+  // Past 256: the same configurations name EMAX 512; the one-block align kernel at most 512
+  // threads (8000 pairs would take 1024 up to 256 experts), route + align in one block 256.
+  const std::string ds384 =
+      "e=384,k=8,h=7168,i=2048,routing=sigmoid_group,n_group=8,topk_group=4";
+  EXPECT_EQ(plan_names(ds384, 1000, sep),
+            (std::vector<std::string>{"ktune::moe_route_kernel<2, 128, 32, 1, 12, 512>",
+                                      "ktune::moe_align_kernel<512, 512>"}));
+  EXPECT_EQ(plan_names(ds384, 1000, chunked),
+            (std::vector<std::string>{"ktune::moe_route_kernel<2, 128, 32, 1, 12, 512>",
+                                      "ktune::moe_align_count_kernel<256, 4096, 512>",
+                                      "ktune::moe_align_scan_kernel<256, 4096, 512>",
+                                      "ktune::moe_align_scatter_kernel<256, 4096, 512>"}));
+  EXPECT_EQ(plan_names(ds384, 16, one),
+            (std::vector<std::string>{"ktune::moe_route_align_kernel<2, 256, 32, 1, 12, 512>"}));
+  EXPECT_EQ(plan_names(ds384, 16, grid),
+            (std::vector<std::string>{"ktune::moe_route_sort_kernel<2, 128, 32, 1, 12, 512>"}));
+  EXPECT_EQ(plan_names("e=257,k=2,h=64,i=64", 3, sep),
+            (std::vector<std::string>{"ktune::moe_route_kernel<1, 128, 32, 1, 9, 512>",
+                                      "ktune::moe_align_kernel<128, 512>"}));
+  EXPECT_EQ(plan_names(kQwenChoice, 100, ""),
+            (std::vector<std::string>{"ktune::moe_expert_choice_scores_wide_kernel<512>",
+                                      "ktune::moe_expert_choice_select_kernel<1024>",
+                                      "ktune::moe_expert_choice_combine_kernel<ktune::bf16, 128, "
+                                      "8, 512>"}));
+  std::vector<std::string> ref;
+  for (const KernelSource& k : op().reference_kernels(problem(kQwenChoice, 7), DType::e4m3))
+    ref.push_back(k.name_expression);
+  EXPECT_EQ(ref, (std::vector<std::string>{
+                     "ktune::moe_reference_kernel<ktune::bf16, ktune::e4m3, 512>",
+                     "ktune::moe_reference_stats_wide_kernel<512>",
+                     "ktune::moe_reference_act_kernel<ktune::bf16, ktune::e4m3>",
+                     "ktune::moe_reference_out_kernel<ktune::e4m3, 512>",
+                     "ktune::moe_reference_expert_choice_kernel"}));
+}
+
+// Past 256 experts: every launch's block is the plan's thread count (the align kernel at most
+// 512 threads, route + align in one block at most 256: their per-warp arrays of 512 experts in
+// shared memory), the grids follow the upper bounds, and every per-expert region (counts, aux
+// scratch, the multi-block align's and the route grid's scratch, expert choice's scores) lies
+// inside the workspace at its size for e.
+TEST(MoeWide, LaunchesAndWorkspacePast256Experts) {
+  const DeviceInfo h100 = device("sm_90a");
+  const std::vector<std::pair<std::string, std::string>> plans = {
+      {kKimi, "fuse_route=0,align_chunk=0"},
+      {kKimi, "fuse_route=0,align_chunk=4096"},
+      {kKimiGroup, "fuse_route=0,align_chunk=0"},
+      {kKimiGroup, "fuse_route=1,align_chunk=0"},
+      {kKimiGroup, "fuse_route=2,align_chunk=0"},
+      {kQwenNext, "fuse_route=1,align_chunk=0,route_lanes=8,route_vec=1"},
+      {kQwenNext, "fuse_route=2,align_chunk=0,route_lanes=8,route_vec=4"},
+      {kKimiPre, "align_chunk=0"},
+      {kKimiPre, "align_chunk=4096"},
+      {kQwenChoice, ""}};
+  for (const auto& [shape, set] : plans)
+    for (int t : {1, 77, 1000, 5000}) {
+      const Problem p = problem(shape, t);
+      Params q = op().default_params(p, DType::bf16, h100);
+      for (const char* n : {"impl1", "impl2"})  // tensor maps need the driver (see above)
+        if (op().param(q, n) == 2) q.values[op().param_index(n)] = 1;
+      q = with_values(q, set);
+      const std::string what = shape + " t=" + std::to_string(t) + " " + set;
+      if (const auto why = op().invalid_reason(q, p, DType::bf16, h100)) {
+        // fuse_route past its token bounds, one chunk of pairs: said, as at any e.
+        EXPECT_TRUE(contains(*why, "fuse_route=") || contains(*why, "align_chunk=")) << what
+                                                                                    << *why;
+        continue;
+      }
+      const int E = static_cast<int>(op().dim(p, "e"));
+      const int K = static_cast<int>(op().dim(p, "k"));
+      const auto ks = op().kernels(q, p, DType::bf16);
+      const std::size_t ws = op().workspace_bytes(q, p, DType::bf16);
+      const RecordingLauncher all = run(q, p, {}, false, DType::bf16, 132);
+      ASSERT_EQ(all.launches.size(), ks.size()) << what;
+      for (std::size_t i = 0; i < ks.size(); ++i) {
+        const KernelLaunch& l = all.launches[i].launch;
+        const std::string& name = ks[i].name_expression;
+        EXPECT_EQ(static_cast<int>(l.block[0]), op().block_threads(q, p, DType::bf16, i))
+            << what << " " << name;
+        if (contains(name, "moe_align_kernel<")) {
+          EXPECT_LE(l.block[0], 512u) << what;
+          const auto al = all.launches[i].as<MoeAlignArgs>();
+          EXPECT_EQ(al.experts, E);
+          expect_inside(al.expert_counts, 4u * E, ws, "counts");
+        }
+        if (contains(name, "moe_align_count_kernel")) {
+          const auto al = all.launches[i].as<MoeAlignArgs>();
+          expect_inside(al.scratch, 4u * moe_align_scratch_ints(al.pairs, E, 4096), ws,
+                        "align scratch");
+        }
+        if (contains(name, "moe_route_kernel")) {
+          const auto r = all.launches[i].as<MoeRouteArgs>();
+          EXPECT_EQ(r.experts, E);
+          expect_inside(r.aux_scratch, 8u * (2 * E + 1), ws, "aux scratch");
+        }
+        if (contains(name, "moe_route_align_kernel")) {
+          EXPECT_LE(l.block[0], 256u) << what;
+          EXPECT_EQ(l.grid[0], 1u);
+        }
+        if (contains(name, "moe_route_sort_kernel")) {
+          const auto rs = all.launches[i].as<MoeRouteSortArgs>();
+          expect_inside(rs.scratch, 8u * moe_sort_header(E) + 4u * l.grid[0] * E, ws,
+                        "sort scratch");
+          EXPECT_LE(static_cast<long long>(l.grid[0]) * E, kMoeSortMaxTable) << what;
+        }
+        if (contains(name, "moe_expert_choice_scores_wide_kernel")) {
+          EXPECT_EQ(l.grid[0], static_cast<unsigned>((t + 15) / 16)) << what;
+          const auto ec = all.launches[i].as<MoeExpertChoiceArgs>();
+          expect_inside(ec.scores, 4u * static_cast<std::size_t>(E) * t, ws, "scores");
+          expect_inside(ec.sorted_pairs,
+                        4u * static_cast<std::size_t>(moe_expert_choice_padded(
+                                 E, ec.capacity, static_cast<int>(op().param(q, "block_m")))),
+                        ws, "sorted");
+        }
+        if (contains(name, "moe_expert_choice_select_kernel")) {
+          EXPECT_EQ(l.grid[0], static_cast<unsigned>(E));
+        }
+        if (contains(name, "moe_expert_choice_combine_kernel")) {
+          EXPECT_TRUE(contains(name, ", 512>")) << name;
+          EXPECT_EQ(all.launches[i].as<MoeExpertChoiceCombineArgs>().experts, E);
+        }
+      }
+      // The reference: its kernels' EMAX and, with expert choice, up to e choices per token in
+      // its workspace.
+      const RecordingLauncher ref = run(q, p, {}, true);
+      const std::size_t ref_ws = op().reference_workspace_bytes(p, DType::bf16);
+      const auto ra = ref.launches[shape == kQwenChoice ? 1 : 0].as<MoeReferenceArgs>();
+      EXPECT_EQ(ra.experts, E);
+      EXPECT_EQ(ra.max_choices, shape == kQwenChoice ? E : K) << what;
+      expect_inside(ra.choice_id, 4u * static_cast<std::size_t>(t) * ra.max_choices, ref_ws,
+                    "reference choices");
+    }
+}
+
 }  // namespace
 }  // namespace ktune

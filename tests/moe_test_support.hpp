@@ -42,9 +42,31 @@ inline std::string problem_error(const std::string& shape) {
 const char* const kMixtral = "e=8,k=2,h=4096,i=14336";
 const char* const kDeepSeek = "e=64,k=8,h=2048,i=1408,routing=sigmoid_group,n_group=8,topk_group=3";
 const char* const kExpertChoice = "e=64,k=8,h=2048,i=1408,routing=expert_choice";
+// Past 256 experts (the kernels' EMAX = 512 forms): Kimi-K2-like (384 experts) and
+// Qwen3-Next-like (512) layers.
+const char* const kKimi = "e=384,k=8,h=7168,i=2048,routing=softmax_renorm";
+const char* const kKimiGroup =
+    "e=384,k=8,h=7168,i=2048,routing=sigmoid_group,n_group=8,topk_group=4";
+const char* const kKimiPre = "e=384,k=8,h=7168,i=2048,routing=precomputed";
+const char* const kQwenNext = "e=512,k=10,h=2048,i=512,routing=softmax";
+const char* const kQwenChoice = "e=512,k=10,h=2048,i=512,routing=expert_choice";
 
 inline Problem problem(const std::string& shape, int t) {
   return op().parse_problem(shape + ",t=" + std::to_string(t));
+}
+
+/// `q` with the tunables of `set` ("name=value,..."; empty: none) put over it.
+inline Params with_values(Params q, const std::string& set) {
+  std::size_t at = 0;
+  while (at < set.size()) {
+    std::size_t end = set.find(',', at);
+    if (end == std::string::npos) end = set.size();
+    const std::string item = set.substr(at, end - at);
+    q.values[op().param_index(item.substr(0, item.find('=')))] =
+        std::stoll(item.substr(item.find('=') + 1));
+    at = end + 1;
+  }
+  return q;
 }
 
 }  // namespace ktune::moe_test

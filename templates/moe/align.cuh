@@ -18,7 +18,10 @@
 //   in this order on one stream, with args.scratch holding moe_align_scratch_ints(...) ints.
 //
 // Template parameters: THREADS, threads per block, a power of two in 128..1024; CHUNK, pairs per
-// block of the multi-block path, a multiple of THREADS in 1024..16384.
+// block of the multi-block path, a multiple of THREADS in 1024..16384; EMAX, the per-expert
+// arrays' size, moe_emax(E): 256 (the default) or 512 (moe/args.h). The per-warp counts,
+// [THREADS / 32][EMAX] ints, stay within 32 KiB of shared memory: at EMAX 512 at most 512
+// threads (the host's one-block align takes at most 512 there; the multi-block path runs 256).
 //
 // Stability without sorting: inside a block each warp owns a contiguous stretch of pairs and
 // walks it 32 pairs at a time. __match_any_sync finds the lanes holding the same expert; a
@@ -34,9 +37,6 @@
 
 namespace ktune {
 
-/// Most experts the align kernels support.
-constexpr int kMoeAlignMaxExperts = 256;
-
 #if defined(__CUDACC__)
 
 namespace moe {
@@ -49,6 +49,15 @@ template <int THREADS>
 __device__ __forceinline__ void check_align_threads() {
   static_assert(THREADS >= 128 && THREADS <= 1024 && (THREADS & (THREADS - 1)) == 0,
                 "THREADS must be a power of two in 128..1024");
+}
+
+/// EMAX, and the per-warp arrays [THREADS / 32][EMAX] of the kernels that keep them.
+template <int THREADS, int EMAX>
+__device__ __forceinline__ void check_align_emax() {
+  static_assert(EMAX == kMoeEmax || EMAX == kMoeMaxExperts, "EMAX must be 256 or 512");
+  static_assert(THREADS / 32 * EMAX <= 32 * kMoeEmax,
+                "the per-warp counts [THREADS / 32][EMAX] exceed 32 KiB of shared memory: at "
+                "EMAX 512 at most 512 threads");
 }
 
 /// The contiguous stretch [begin, end) of [p0, p1) that warp w of `warps` walks (multiples of 32
@@ -64,7 +73,8 @@ __device__ __forceinline__ Stretch warp_stretch(int p0, int p1, int w, int warps
 }
 
 /// Where the pairs' ids are read from: topk_ids in global memory (read-only path), or the
-/// one-block route + align kernel's copy in shared memory (16-bit: ids < 256, -1 for none).
+/// one-block route + align kernel's copy in shared memory (16-bit: ids < kMoeMaxExperts, -1 for
+/// none).
 struct GlobalIds {
   const int* ids;
   __device__ __forceinline__ int operator()(int p) const { return __ldg(ids + p); }
@@ -131,13 +141,13 @@ __device__ __forceinline__ void scatter_stretch(Ids ids, Stretch s, int experts,
 /// Block-wide, from total[e] (pairs of expert e) in shared memory: start[0..E] = exclusive
 /// prefix of the padded counts (start[E] = padded rows), then expert_counts, padded_rows,
 /// block_expert and every padding row of sorted_pairs. Ends with __syncthreads.
-template <int THREADS>
+template <int THREADS, int EMAX>
 __device__ void lay_out_experts(const MoeAlignArgs& args, const int* total, int* start) {
   const int E = args.experts;
   const int bm = args.block_m;
   const int tid = static_cast<int>(threadIdx.x);
   if (tid < 32) {
-    constexpr int kPer = kMoeAlignMaxExperts / 32;
+    constexpr int kPer = EMAX / 32;
     int local[kPer];
     int sum = 0;
 #pragma unroll
@@ -196,14 +206,14 @@ __device__ void lay_out_experts(const MoeAlignArgs& args, const int* total, int*
 /// The one-block alignment of args.pairs pairs, their ids read through `ids`, by the block's
 /// first `warps` warps (one stretch of pairs each; offset[w] holds warp w's counts, then its row
 /// offsets). Every thread of the block calls it.
-template <int THREADS, typename Ids>
+template <int THREADS, int EMAX, typename Ids>
 __device__ __forceinline__ void align_block(const MoeAlignArgs& args, Ids ids,
-                                            int (*offset)[kMoeAlignMaxExperts], int* total,
-                                            int* start, int warps) {
+                                            int (*offset)[EMAX], int* total, int* start,
+                                            int warps) {
   const int E = args.experts;
   const int tid = static_cast<int>(threadIdx.x);
   const int warp = tid / 32;
-  for (int i = tid; i < warps * kMoeAlignMaxExperts; i += THREADS) (&offset[0][0])[i] = 0;
+  for (int i = tid; i < warps * EMAX; i += THREADS) (&offset[0][0])[i] = 0;
   __syncthreads();
   const Stretch s = warp_stretch(0, args.pairs, warp, warps);
   if (warp < warps) count_stretch<false>(ids, s, E, offset[warp]);
@@ -214,7 +224,7 @@ __device__ __forceinline__ void align_block(const MoeAlignArgs& args, Ids ids,
     total[e] = sum;
   }
   __syncthreads();
-  lay_out_experts<THREADS>(args, total, start);
+  lay_out_experts<THREADS, EMAX>(args, total, start);
   for (int e = tid; e < E; e += THREADS) {
     int run = start[e];
     for (int w = 0; w < warps; ++w) {
@@ -229,7 +239,7 @@ __device__ __forceinline__ void align_block(const MoeAlignArgs& args, Ids ids,
 
 }  // namespace moe
 
-template <int THREADS>
+template <int THREADS, int EMAX = kMoeEmax>
 __global__ void __launch_bounds__(THREADS)
     moe_align_kernel(const __grid_constant__ MoeAlignArgs args) {
   // Every kernel of the op after its first is launched programmatically (common/pdl.cuh):
@@ -238,21 +248,24 @@ __global__ void __launch_bounds__(THREADS)
   griddep_wait();
   griddep_launch_dependents();
   moe::check_align_threads<THREADS>();
+  moe::check_align_emax<THREADS, EMAX>();
   constexpr int WARPS = THREADS / 32;
-  __shared__ int offset[WARPS][kMoeAlignMaxExperts];  // per-warp counts, then row offsets
-  __shared__ int total[kMoeAlignMaxExperts];
-  __shared__ int start[kMoeAlignMaxExperts + 1];
-  moe::align_block<THREADS>(args, moe::GlobalIds{args.topk_ids}, offset, total, start, WARPS);
+  __shared__ int offset[WARPS][EMAX];  // per-warp counts, then row offsets
+  __shared__ int total[EMAX];
+  __shared__ int start[EMAX + 1];
+  moe::align_block<THREADS, EMAX>(args, moe::GlobalIds{args.topk_ids}, offset, total, start,
+                                  WARPS);
 }
 
-template <int THREADS, int CHUNK>
+template <int THREADS, int CHUNK, int EMAX>
 __device__ __forceinline__ void check_align_chunk() {
   moe::check_align_threads<THREADS>();
+  moe::check_align_emax<THREADS, EMAX>();
   static_assert(CHUNK >= 1024 && CHUNK <= 16384 && CHUNK % THREADS == 0,
                 "CHUNK must be a multiple of THREADS in 1024..16384");
 }
 
-template <int THREADS, int CHUNK>
+template <int THREADS, int CHUNK, int EMAX = kMoeEmax>
 __global__ void __launch_bounds__(THREADS)
     moe_align_count_kernel(const __grid_constant__ MoeAlignArgs args) {
   // Every kernel of the op after its first is launched programmatically (common/pdl.cuh):
@@ -260,8 +273,8 @@ __global__ void __launch_bounds__(THREADS)
   // may be scheduled at once (a no-op for the first kernel and before sm_90).
   griddep_wait();
   griddep_launch_dependents();
-  check_align_chunk<THREADS, CHUNK>();
-  __shared__ int counts[kMoeAlignMaxExperts];
+  check_align_chunk<THREADS, CHUNK, EMAX>();
+  __shared__ int counts[EMAX];
   const int E = args.experts;
   const int tid = static_cast<int>(threadIdx.x);
   const int c = static_cast<int>(blockIdx.x);
@@ -275,7 +288,7 @@ __global__ void __launch_bounds__(THREADS)
   for (int e = tid; e < E; e += THREADS) args.scratch[static_cast<long long>(c) * E + e] = counts[e];
 }
 
-template <int THREADS, int CHUNK>
+template <int THREADS, int CHUNK, int EMAX = kMoeEmax>
 __global__ void __launch_bounds__(THREADS)
     moe_align_scan_kernel(const __grid_constant__ MoeAlignArgs args) {
   // Every kernel of the op after its first is launched programmatically (common/pdl.cuh):
@@ -283,9 +296,9 @@ __global__ void __launch_bounds__(THREADS)
   // may be scheduled at once (a no-op for the first kernel and before sm_90).
   griddep_wait();
   griddep_launch_dependents();
-  check_align_chunk<THREADS, CHUNK>();
-  __shared__ int total[kMoeAlignMaxExperts];
-  __shared__ int start[kMoeAlignMaxExperts + 1];
+  check_align_chunk<THREADS, CHUNK, EMAX>();
+  __shared__ int total[EMAX];
+  __shared__ int start[EMAX + 1];
   const int E = args.experts;
   const int tid = static_cast<int>(threadIdx.x);
   const int chunks = (args.pairs + CHUNK - 1) / CHUNK;
@@ -308,12 +321,12 @@ __global__ void __launch_bounds__(THREADS)
     total[e] = run;
   }
   __syncthreads();
-  moe::lay_out_experts<THREADS>(args, total, start);
+  moe::lay_out_experts<THREADS, EMAX>(args, total, start);
   for (int e = tid; e < E; e += THREADS)
     args.scratch[static_cast<long long>(chunks) * E + e] = start[e];
 }
 
-template <int THREADS, int CHUNK>
+template <int THREADS, int CHUNK, int EMAX = kMoeEmax>
 __global__ void __launch_bounds__(THREADS)
     moe_align_scatter_kernel(const __grid_constant__ MoeAlignArgs args) {
   // Every kernel of the op after its first is launched programmatically (common/pdl.cuh):
@@ -321,15 +334,15 @@ __global__ void __launch_bounds__(THREADS)
   // may be scheduled at once (a no-op for the first kernel and before sm_90).
   griddep_wait();
   griddep_launch_dependents();
-  check_align_chunk<THREADS, CHUNK>();
+  check_align_chunk<THREADS, CHUNK, EMAX>();
   constexpr int WARPS = THREADS / 32;
-  __shared__ int offset[WARPS][kMoeAlignMaxExperts];
+  __shared__ int offset[WARPS][EMAX];
   const int E = args.experts;
   const int tid = static_cast<int>(threadIdx.x);
   const int warp = tid / 32;
   const int c = static_cast<int>(blockIdx.x);
   const int chunks = (args.pairs + CHUNK - 1) / CHUNK;
-  for (int i = tid; i < WARPS * kMoeAlignMaxExperts; i += THREADS) (&offset[0][0])[i] = 0;
+  for (int i = tid; i < WARPS * EMAX; i += THREADS) (&offset[0][0])[i] = 0;
   __syncthreads();
   const int p0 = c * CHUNK;
   const int p1 = p0 + CHUNK < args.pairs ? p0 + CHUNK : args.pairs;

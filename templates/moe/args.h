@@ -32,6 +32,18 @@
 
 namespace ktune {
 
+/// Experts per layer: at most kMoeMaxExperts. The kernels that keep an array per expert in
+/// shared memory or registers take its size as a template parameter EMAX, kMoeEmax (256) unless
+/// named: the host names moe_emax(E), so a layer of up to 256 experts compiles exactly the
+/// kernels it did before wider layers were supported (the shipped databases' rows were timed
+/// with that machine code), and one of 257..512 (Kimi-K2's 384, Qwen3-Next's 512) their
+/// EMAX = 512 forms.
+constexpr int kMoeMaxExperts = 512;
+constexpr int kMoeEmax = 256;
+KTUNE_MOE_HD constexpr int moe_emax(int experts) {
+  return experts <= kMoeEmax ? kMoeEmax : kMoeMaxExperts;
+}
+
 /// How tokens choose experts (the problem's `routing` dimension, in this order).
 enum MoeRouting : int {
   moe_softmax = 0,         // softmax over E, top-k of the probabilities, weights as they are
@@ -59,7 +71,7 @@ struct MoeRouteArgs {
                                  // choice counts, a block ticket; zeroed once when allocated,
                                  // every call leaves it zeroed (see moe/route.cuh)
   int tokens;                    // T >= 1
-  int experts;                   // E, 1..256
+  int experts;                   // E, 1..kMoeMaxExperts (the kernel's EMAX at most)
   int k;                         // 1..min(E, 16)
   int routing;                   // MoeRouting (not moe_precomputed)
   int n_group;                   // moe_sigmoid_group: E % n_group == 0; otherwise 1
@@ -128,12 +140,18 @@ constexpr int kMoeRouteMaxScores = 8192;
 constexpr int kMoeFuseMaxTokens = 1024;
 constexpr int kMoeFuseMaxPairs = 4096;
 
-/// Threads of moe_route_align_kernel with `scores` (ITEMS * VEC) scores per thread: 1024, or
-/// fewer so that the block holds at most kMoeRouteMaxScores; at least 128.
-KTUNE_MOE_HD constexpr int moe_route_align_threads(int scores) {
+/// Threads of moe_route_align_kernel with `scores` (ITEMS * VEC) scores per thread for
+/// `experts` experts: 1024, or fewer so that the block holds at most kMoeRouteMaxScores; at
+/// least 128. Past 256 experts (EMAX 512) at most kMoeRouteAlignWideThreads: the align warps'
+/// offsets, [THREADS / 32][512] ints (2 KiB a warp), share 48 KiB of static shared memory with
+/// the ids (8 KiB), the expert totals and starts (4 KiB) and the aux sums (6 KiB).
+constexpr int kMoeRouteAlignWideThreads = 256;
+KTUNE_MOE_HD constexpr int moe_route_align_threads(int scores, int experts) {
   int threads = 1024;
   while (threads > 128 && threads * scores > kMoeRouteMaxScores) threads /= 2;
-  return threads;
+  return moe_emax(experts) > kMoeEmax && threads > kMoeRouteAlignWideThreads
+             ? kMoeRouteAlignWideThreads
+             : threads;
 }
 
 /// One grouped GEMM over the blocks of sorted_pairs. gemm1: a = x [T, H], gathered (row of pair
@@ -222,7 +240,7 @@ struct MoeExpertChoiceArgs {
   int* padded_rows;              // [1] out: moe_expert_choice_padded(E, C, block_m)
   int* expert_counts;            // [E] out or nullptr: C each
   int tokens;                    // T >= 1
-  int experts;                   // E, 1..256
+  int experts;                   // E, 1..kMoeMaxExperts (the kernels' EMAX at most)
   int capacity;                  // C = moe_expert_capacity(T, k, E)
   int block_m;                   // the GEMMs' row tile
 };
@@ -231,6 +249,12 @@ struct MoeExpertChoiceArgs {
 /// staged in shared memory, and threads per block.
 constexpr int kMoeEcScoreTokens = 32;
 constexpr int kMoeEcScoreThreads = 128;
+/// Tokens per block of the scores kernel of EMAX: its [tokens][EMAX + 1] float tile stays within
+/// 48 KiB of static shared memory (32 at 256, moe_expert_choice_scores_kernel; 16 at 512,
+/// moe_expert_choice_scores_wide_kernel<512>).
+KTUNE_MOE_HD constexpr int moe_ec_score_tokens(int emax) {
+  return kMoeEcScoreTokens * kMoeEmax / emax;
+}
 
 struct MoeExpertChoiceCombineArgs {
   const void* pair_out;          // [E * C, H]: row p = weight of pair p x its expert's MLP

@@ -8,10 +8,13 @@
 // combine, gemm1 gathering x rows through pair_token):
 //   moe_expert_choice_scores_kernel          grid ceil(T / kMoeEcScoreTokens),
 //                                            kMoeEcScoreThreads threads: S transposed [E, T]
+//                                            (E > 256: moe_expert_choice_scores_wide_kernel
+//                                            <512>, grid ceil(T / moe_ec_score_tokens(512)))
 //   moe_expert_choice_select_kernel<THREADS> grid E: expert e's C tokens and weights, its rows
 //                                            of sorted_pairs and block_expert, expert_counts[e]
-//   moe_expert_choice_combine_kernel<T, THREADS, VEC>
+//   moe_expert_choice_combine_kernel<T, THREADS, VEC, EMAX>
 //                                            grid (T, moe_combine_grid_y(H, THREADS, VEC)): y
+// EMAX: moe_emax(E), 256 (the default) or 512, the per-expert arrays' size (moe/args.h).
 //
 // Scores: one thread takes a token's max and its sum of exponentials serially in expert order,
 // with additions and the division that are never fused into an FMA, so that the op's fp32
@@ -40,16 +43,20 @@ namespace ktune {
 
 #if defined(__CUDACC__)
 
-__global__ void __launch_bounds__(kMoeEcScoreThreads)
-    moe_expert_choice_scores_kernel(const __grid_constant__ MoeExpertChoiceArgs args) {
+namespace moe {
+
+/// The scores kernel's body for E <= EMAX, moe_ec_score_tokens(EMAX) tokens a block.
+template <int EMAX>
+__device__ __forceinline__ void expert_choice_scores(const MoeExpertChoiceArgs& args) {
   // Every kernel of the op after its first is launched programmatically (common/pdl.cuh):
   // nothing the previous one wrote is read before the wait; a small grid, so the next kernel
   // may be scheduled at once (a no-op for the first kernel and before sm_90).
   griddep_wait();
   griddep_launch_dependents();
-  constexpr int TOK = kMoeEcScoreTokens;
+  static_assert(EMAX == kMoeEmax || EMAX == kMoeMaxExperts, "EMAX must be 256 or 512");
+  constexpr int TOK = moe_ec_score_tokens(EMAX);
   // Token rows padded by one float: a thread per token walking its row hits distinct banks.
-  __shared__ float tile[TOK][kMoeMaxExperts + 1];
+  __shared__ float tile[TOK][EMAX + 1];
   __shared__ float s_max[TOK];
   __shared__ float s_sum[TOK];
   const int E = args.experts;
@@ -80,6 +87,24 @@ __global__ void __launch_bounds__(kMoeEcScoreThreads)
       args.scores[static_cast<long long>(e) * T + t0 + j] =
           __fdiv_rn(expf(tile[j][e] - s_max[j]), s_sum[j]);
   }
+}
+
+}  // namespace moe
+
+/// E <= 256. Launch: grid ceil(T / kMoeEcScoreTokens), kMoeEcScoreThreads threads.
+__global__ void __launch_bounds__(kMoeEcScoreThreads)
+    moe_expert_choice_scores_kernel(const __grid_constant__ MoeExpertChoiceArgs args) {
+  moe::expert_choice_scores<kMoeEmax>(args);
+}
+
+/// E in 257..EMAX (EMAX 512): the same scores, moe_ec_score_tokens(EMAX) tokens a block (a
+/// kernel of its own so that the one above keeps its name and code). Launch: grid
+/// ceil(T / moe_ec_score_tokens(EMAX)), kMoeEcScoreThreads threads.
+template <int EMAX>
+__global__ void __launch_bounds__(kMoeEcScoreThreads)
+    moe_expert_choice_scores_wide_kernel(const __grid_constant__ MoeExpertChoiceArgs args) {
+  static_assert(EMAX > kMoeEmax, "E <= 256 runs moe_expert_choice_scores_kernel");
+  moe::expert_choice_scores<EMAX>(args);
 }
 
 /// THREADS: a power of two in 128..1024. Launch: grid E, THREADS threads, no dynamic shared
@@ -222,7 +247,7 @@ __global__ void __launch_bounds__(THREADS)
 /// fp32, rounded once; zeros for a token no expert chose. T: bf16 or fp16. THREADS, VEC as
 /// moe_combine_kernel (moe_combine_invalid_reason). Launch: grid (tokens,
 /// moe_combine_grid_y(hidden, THREADS, VEC)), THREADS threads, no dynamic shared memory.
-template <typename T, int THREADS, int VEC>
+template <typename T, int THREADS, int VEC, int EMAX = kMoeEmax>
 __global__ void __launch_bounds__(THREADS)
     moe_expert_choice_combine_kernel(const __grid_constant__ MoeExpertChoiceCombineArgs args) {
   // Every kernel of the op after its first is launched programmatically (common/pdl.cuh):
@@ -234,7 +259,8 @@ __global__ void __launch_bounds__(THREADS)
   static_assert(THREADS == 64 || THREADS == 128 || THREADS == 256 || THREADS == 512,
                 "THREADS must be 64, 128, 256 or 512");
   static_assert(VEC == 1 || VEC == 2 || VEC == 4 || VEC == 8, "VEC must be 1, 2, 4 or 8");
-  __shared__ int rows[kMoeMaxExperts];  // pair_out row of (token, expert), -1: not chosen
+  static_assert(EMAX == kMoeEmax || EMAX == kMoeMaxExperts, "EMAX must be 256 or 512");
+  __shared__ int rows[EMAX];  // pair_out row of (token, expert), -1: not chosen
 
   const int token = static_cast<int>(blockIdx.x);
   const int C = args.capacity;

@@ -224,8 +224,9 @@ void run_expert_choice(const RunArgs& a, Launcher& launcher, const Shape& s, con
   ec.experts = s.e;
   ec.capacity = s.capacity();
   ec.block_m = c.block_m;
-  launch(static_cast<unsigned>((s.t + kMoeEcScoreTokens - 1) / kMoeEcScoreTokens), 1,
-         kMoeEcScoreThreads, 0, &ec, sizeof ec);
+  const int score_tokens = moe_ec_score_tokens(moe_emax(s.e));
+  launch(static_cast<unsigned>((s.t + score_tokens - 1) / score_tokens), 1, kMoeEcScoreThreads,
+         0, &ec, sizeof ec);
   launch(static_cast<unsigned>(s.e), 1, kEcSelectThreads, 0, &ec, sizeof ec);
   MoeGemmArgs g1{};
   g1.a = tensor(a, 0);
@@ -347,7 +348,7 @@ void launch_layer(const RunArgs& a, Launcher& launcher) {
              &r, sizeof r);
     }
     if (c.align_chunk == 0) {
-      launch(1, 1, static_cast<unsigned>(align_one_threads(pairs)), 0, &al, sizeof al);
+      launch(1, 1, static_cast<unsigned>(align_one_threads(pairs, s.e)), 0, &al, sizeof al);
     } else {
       al.scratch = static_cast<int*>(ws(l.align));
       const auto chunks = static_cast<unsigned>((pairs + c.align_chunk - 1) / c.align_chunk);

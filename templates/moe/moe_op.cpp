@@ -146,8 +146,9 @@ class MoeOp final : public Op {
              " experts of the topk_group=" + str(s.topk_group) + " kept groups of " +
              str(s.e / s.n_group);
     // The route kernel keeps at most 32 scores per thread for sigmoid_group (two per expert)
-    // with at most 32 lanes per token: E <= 32 * 32 always holds for e <= 256; softmax modes
-    // allow 64 per thread. The align kernels hold per-expert counts in shared memory (<= 256).
+    // with at most 32 lanes per token: E <= 32 * 32 always holds for e <= 512; softmax modes
+    // allow 64 per thread. The kernels with per-expert arrays in shared memory take their size
+    // as EMAX, 512 past 256 experts (moe_emax), so every routing mode runs up to e = 512.
     return std::nullopt;
   }
 

@@ -21,15 +21,17 @@
 namespace ktune::moe {
 
 // Mirrors of the kernels' limits (route.cuh and align.cuh hold them beside CUDA-only code).
-constexpr int kMaxExperts = 256;      // kMoeMaxExperts, kMoeAlignMaxExperts
+constexpr int kMaxExperts = kMoeMaxExperts;  // 512: past 256, the kernels' EMAX = 512 forms
 constexpr int kMaxK = 16;             // kMoeMaxK
 constexpr int kMaxGroups = 64;        // kMoeMaxGroups
 constexpr int kRouteThreads = 128;    // route block: 128 / LANES tokens
 /// Threads of the one-block align kernel: a warp per 128 pairs (a warp's pass takes 4 x 32),
 /// 128 to 1024. Its per-warp count and offset arrays are summed serially over the warps and its
 /// barriers wait for all of them, so small T takes few warps: on the H100 the 1024-thread block
-/// took 7-8 us (ncu) to align 8..128 pairs (benchmarks/moe/NOTES.md).
-int align_one_threads(std::int64_t pairs);
+/// took 7-8 us (ncu) to align 8..128 pairs (benchmarks/moe/NOTES.md). Past 256 experts at most
+/// kAlignWideThreads: its per-warp arrays [warps][512] (2 KiB a warp) stay within 32 KiB.
+int align_one_threads(std::int64_t pairs, int experts);
+constexpr int kAlignWideThreads = 512;
 constexpr int kAlignThreads = 256;      // the three kernels of the multi-block path
 constexpr int kCombineThreads = 128;
 constexpr int kEcSelectThreads = 1024;  // expert_choice select: one block per expert
@@ -38,6 +40,12 @@ constexpr std::int64_t kMaxRow = 65536;  // h and i
 constexpr std::size_t kAlign = 256;      // workspace region alignment
 
 inline std::string str(long long v) { return std::to_string(v); }
+/// The EMAX template argument of the kernels with per-expert arrays (moe/args.h): none up to 256
+/// experts (their default, so those layers' name expressions and kernels stay as they were),
+/// ", 512" past it.
+inline std::string emax_arg(int experts) {
+  return moe_emax(experts) == kMoeEmax ? std::string() : ", " + str(moe_emax(experts));
+}
 /// The element type of x, act, y and the pair outputs: bf16 under FP8 (e4m3) weights.
 inline DType io_type(DType t) { return t == DType::e4m3 ? DType::bf16 : t; }
 inline const char* kernel_type(DType t) {

@@ -14,9 +14,10 @@
 
 namespace ktune::moe {
 
-int align_one_threads(std::int64_t pairs) {
+int align_one_threads(std::int64_t pairs, int experts) {
+  const int most = moe_emax(experts) == kMoeEmax ? 1024 : kAlignWideThreads;
   int threads = 128;
-  while (threads < 1024 && threads * 4 < pairs) threads *= 2;
+  while (threads < most && threads * 4 < pairs) threads *= 2;
   return threads;
 }
 
@@ -94,7 +95,7 @@ int route_items(const Config& c, const Shape& s) {
 }
 
 int route_align_threads(const Config& c, const Shape& s) {
-  return moe_route_align_threads(route_items(c, s) * c.route_vec);
+  return moe_route_align_threads(route_items(c, s) * c.route_vec, s.e);
 }
 
 long long padded_rows_of(const Config& c, const Shape& s) {
@@ -198,7 +199,9 @@ std::vector<KernelSource> kernel_sources(const Config& c, const Shape& s, DType 
                                 str(g.prefetch) + ", 1, " + str(g.epi) +
                                 (partial ? ", true" : "") + ">"};
   };
-  const std::string chunk = str(kAlignThreads) + ", " + str(c.align_chunk) + ">";
+  // The EMAX argument past 256 experts (none below: the names the shipped rows were tuned as).
+  const std::string emax = emax_arg(s.e);
+  const std::string chunk = str(kAlignThreads) + ", " + str(c.align_chunk) + emax + ">";
   std::vector<KernelSource> out;
   for (const Stage st : stages_of(c, s)) {
     switch (st) {
@@ -208,23 +211,24 @@ std::vector<KernelSource> kernel_sources(const Config& c, const Shape& s, DType 
         out.push_back({"moe/route.cuh", "ktune::moe_route_kernel<" + str(s.routing) + ", " +
                                             str(kRouteThreads) + ", " + str(c.route_lanes) +
                                             ", " + str(c.route_vec) + ", " +
-                                            str(route_items(c, s)) + ">"});
+                                            str(route_items(c, s)) + emax + ">"});
         break;
       case Stage::route_align:
         out.push_back({"moe/route_align.cuh",
                        "ktune::moe_route_align_kernel<" + str(s.routing) + ", " +
                            str(route_align_threads(c, s)) + ", " + str(c.route_lanes) + ", " +
-                           str(c.route_vec) + ", " + str(route_items(c, s)) + ">"});
+                           str(c.route_vec) + ", " + str(route_items(c, s)) + emax + ">"});
         break;
       case Stage::route_sort:
         out.push_back({"moe/route_sort.cuh",
                        "ktune::moe_route_sort_kernel<" + str(s.routing) + ", " +
                            str(kRouteThreads) + ", " + str(c.route_lanes) + ", " +
-                           str(c.route_vec) + ", " + str(route_items(c, s)) + ">"});
+                           str(c.route_vec) + ", " + str(route_items(c, s)) + emax + ">"});
         break;
       case Stage::align:
         out.push_back({"moe/align.cuh",
-                       "ktune::moe_align_kernel<" + str(align_one_threads(s.pairs())) + ">"});
+                       "ktune::moe_align_kernel<" + str(align_one_threads(s.pairs(), s.e)) +
+                           emax + ">"});
         break;
       case Stage::align_count:
         out.push_back({"moe/align.cuh", "ktune::moe_align_count_kernel<" + chunk});
@@ -254,7 +258,10 @@ std::vector<KernelSource> kernel_sources(const Config& c, const Shape& s, DType 
                                               (c.split2 > 1 ? ", true" : "") + ">"});
         break;
       case Stage::ec_scores:
-        out.push_back({"moe/expert_choice.cuh", "ktune::moe_expert_choice_scores_kernel"});
+        out.push_back({"moe/expert_choice.cuh",
+                       emax.empty() ? std::string("ktune::moe_expert_choice_scores_kernel")
+                                    : "ktune::moe_expert_choice_scores_wide_kernel<" +
+                                          str(moe_emax(s.e)) + ">"});
         break;
       case Stage::ec_select:
         out.push_back({"moe/expert_choice.cuh", "ktune::moe_expert_choice_select_kernel<" +
@@ -263,7 +270,7 @@ std::vector<KernelSource> kernel_sources(const Config& c, const Shape& s, DType 
       case Stage::ec_combine:
         out.push_back({"moe/expert_choice.cuh", "ktune::moe_expert_choice_combine_kernel<" + IO +
                                                     ", " + str(kCombineThreads) + ", " +
-                                                    str(c.combine_vec) + ">"});
+                                                    str(c.combine_vec) + emax + ">"});
         break;
     }
   }
@@ -276,7 +283,7 @@ int stage_threads(const Config& c, const Shape& s, std::size_t index) {
     case Stage::zero: return kMoeZeroThreads;
     case Stage::route:
     case Stage::route_sort: return kRouteThreads;
-    case Stage::align: return align_one_threads(s.pairs());
+    case Stage::align: return align_one_threads(s.pairs(), s.e);
     case Stage::route_align: return route_align_threads(c, s);
     case Stage::align_count:
     case Stage::align_scan:

@@ -48,12 +48,16 @@ RefLayout reference_layout(const Shape& s) {
 std::vector<KernelSource> reference_kernels(const Shape& s, DType t) {
   // <x and y's type, the weights' type>: e4m3 weights with bf16 x and y.
   const std::string TW = std::string(kernel_type(io_type(t))) + ", " + kernel_type(t);
+  // Past 256 experts the kernels' EMAX = 512 forms (per-expert arrays of 512).
+  const std::string emax = emax_arg(s.e);
   std::vector<KernelSource> out = {
-      {"moe/reference.cuh", "ktune::moe_reference_kernel<" + TW + ">"},
-      {"moe/reference.cuh", "ktune::moe_reference_stats_kernel"},
+      {"moe/reference.cuh", "ktune::moe_reference_kernel<" + TW + emax + ">"},
+      {"moe/reference.cuh",
+       emax.empty() ? std::string("ktune::moe_reference_stats_kernel")
+                    : "ktune::moe_reference_stats_wide_kernel<" + str(moe_emax(s.e)) + ">"},
       {"moe/reference_mlp.cuh", "ktune::moe_reference_act_kernel<" + TW + ">"},
       {"moe/reference_mlp.cuh",
-       "ktune::moe_reference_out_kernel<" + std::string(kernel_type(t)) + ">"}};
+       "ktune::moe_reference_out_kernel<" + std::string(kernel_type(t)) + emax + ">"}};
   // expert_choice: its selection kernel is appended (index 4) and launched before the others.
   if (s.expert_choice())
     out.push_back({"moe/reference.cuh", "ktune::moe_reference_expert_choice_kernel"});

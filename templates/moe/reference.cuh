@@ -9,6 +9,9 @@
 //                                 y[t] = sum over slots of weight * mlp (slot order). act is
 //                                 never rounded to 16 bits here: the tolerance covers that.
 //   moe_reference_stats_kernel    grid 1: expert_counts and the aux loss from the ids above.
+// Past 256 experts: moe_reference_kernel<T, W, 512> and moe_reference_stats_wide_kernel<512>
+// (EMAX = moe_emax(E), moe/args.h, sizes their per-expert arrays; E <= 256 compiles the kernels
+// it always did).
 //
 // routing=expert_choice launches moe_reference_expert_choice_kernel first (grid E): expert e's
 // C tokens by a bisection on the score bits (32 counting passes, each score recomputed from its
@@ -55,7 +58,6 @@ struct MoeReferenceArgs {
 constexpr int kMoeReferenceThreads = 256;
 constexpr int kMoeReferenceChunk = 1024;       // act values per pass (4 KiB of shared memory)
 constexpr int kMoeReferenceStatsThreads = 1024;
-constexpr int kMoeReferenceMaxChoices = 256;   // experts per token: k, or up to E (expert_choice)
 
 #if defined(__CUDACC__)
 }  // namespace ktune
@@ -126,13 +128,14 @@ __device__ __forceinline__ float row_scale(const float* scales, long long row) {
   return scales != nullptr ? scales[row] : 1.0f;
 }
 
-/// Routes token t serially (one thread): ids and weights, best first.
+/// Routes token t serially (one thread): ids and weights, best first. E <= EMAX.
+template <int EMAX>
 __device__ void route_token(const MoeReferenceArgs& a, int t, int* ids, float* weights) {
   const int E = a.experts;
   const float* row = a.logits + static_cast<long long>(t) * E;
   const bool sig = a.routing == moe_sigmoid_group;
-  float raw[256], sel[256];
-  bool allowed[256];
+  float raw[EMAX], sel[EMAX];
+  bool allowed[EMAX];
   float m = row[0];
   for (int e = 1; e < E; ++e) m = fmaxf(m, row[e]);
   float sum_all = 0.0f;
@@ -264,13 +267,15 @@ __global__ void __launch_bounds__(kMoeReferenceThreads)
   }
 }
 
-/// T: x and y's type; W: the weights' (T, or e4m3 with w1_scale and w2_scale).
-template <typename T, typename W = T>
+/// T: x and y's type; W: the weights' (T, or e4m3 with w1_scale and w2_scale); EMAX:
+/// moe_emax(E), 256 or 512.
+template <typename T, typename W = T, int EMAX = kMoeEmax>
 __global__ void __launch_bounds__(kMoeReferenceThreads)
     moe_reference_kernel(const MoeReferenceArgs a) {
+  static_assert(EMAX == kMoeEmax || EMAX == kMoeMaxExperts, "EMAX must be 256 or 512");
   constexpr int WARPS = kMoeReferenceThreads / 32;
-  __shared__ int s_id[kMoeReferenceMaxChoices];
-  __shared__ float s_w[kMoeReferenceMaxChoices];
+  __shared__ int s_id[EMAX];  // the token's choices: k, or up to E (expert_choice)
+  __shared__ float s_w[EMAX];
   __shared__ int s_n;
   __shared__ float s_act[kMoeReferenceChunk];
   const int t = static_cast<int>(blockIdx.x);
@@ -307,7 +312,7 @@ __global__ void __launch_bounds__(kMoeReferenceThreads)
       }
     } else {
       const int K = a.k;
-      moe_ref::route_token(a, t, s_id, s_w);
+      moe_ref::route_token<EMAX>(a, t, s_id, s_w);
       for (int s = 0; s < K; ++s) {
         a.topk_ids[static_cast<long long>(t) * K + s] = static_cast<float>(s_id[s]);
         a.topk_weights[static_cast<long long>(t) * K + s] = s_w[s];
@@ -381,10 +386,13 @@ __global__ void __launch_bounds__(kMoeReferenceThreads)
   }
 }
 
-__global__ void __launch_bounds__(kMoeReferenceStatsThreads)
-    moe_reference_stats_kernel(const MoeReferenceArgs a) {
-  __shared__ unsigned count[256];
-  __shared__ float prob[256];
+namespace moe_ref {
+
+/// The stats kernel's body for E <= EMAX.
+template <int EMAX>
+__device__ __forceinline__ void stats(const MoeReferenceArgs& a) {
+  __shared__ unsigned count[EMAX];
+  __shared__ float prob[EMAX];
   const int E = a.experts, K = a.k, T = a.tokens;
   const int tid = static_cast<int>(threadIdx.x);
   const bool pre = a.routing == moe_precomputed;
@@ -427,6 +435,22 @@ __global__ void __launch_bounds__(kMoeReferenceStatsThreads)
       loss += static_cast<double>(count[e]) / static_cast<double>(pairs) * prob[e] / T;
     a.aux_loss[0] = static_cast<float>(E * loss);
   }
+}
+
+}  // namespace moe_ref
+
+/// E <= 256.
+__global__ void __launch_bounds__(kMoeReferenceStatsThreads)
+    moe_reference_stats_kernel(const MoeReferenceArgs a) {
+  moe_ref::stats<kMoeEmax>(a);
+}
+
+/// E in 257..EMAX (EMAX 512): a kernel of its own, so that the one above keeps its name.
+template <int EMAX>
+__global__ void __launch_bounds__(kMoeReferenceStatsThreads)
+    moe_reference_stats_wide_kernel(const MoeReferenceArgs a) {
+  static_assert(EMAX == kMoeMaxExperts, "EMAX must be 512 (E <= 256: moe_reference_stats_kernel)");
+  moe_ref::stats<EMAX>(a);
 }
 
 #endif  // __CUDACC__

@@ -75,8 +75,8 @@ __global__ void __launch_bounds__(kMoeRefMlpThreads) moe_reference_act_kernel(co
   }
 }
 
-/// W: the weights' type (e4m3 with w2_scale).
-template <typename W>
+/// W: the weights' type (e4m3 with w2_scale); EMAX: moe_emax(E), 256 or 512.
+template <typename W, int EMAX = kMoeEmax>
 __global__ void __launch_bounds__(kMoeRefMlpThreads) moe_reference_out_kernel(const MoeRefMlpArgs a) {
   const int sample = static_cast<int>(blockIdx.x);
   const int t = sample * a.sample_stride;
@@ -85,9 +85,10 @@ __global__ void __launch_bounds__(kMoeRefMlpThreads) moe_reference_out_kernel(co
   const int lane = static_cast<int>(threadIdx.x) % 32, warp = static_cast<int>(threadIdx.x) / 32;
   const int n = a.choice_n[t];
   // FP8 weights: act is quantised per row before gemm2, as the kernels do; each row's largest
-  // value, found once per block (max_choices <= kMoeReferenceMaxChoices: k, or E <= 256).
+  // value, found once per block (max_choices <= EMAX: k, or E for expert_choice).
   constexpr bool FP8 = sizeof(W) == 1;
-  __shared__ float s_amax[FP8 ? kMoeReferenceMaxChoices : 1];
+  static_assert(EMAX == kMoeEmax || EMAX == kMoeMaxExperts, "EMAX must be 256 or 512");
+  __shared__ float s_amax[FP8 ? EMAX : 1];
   if constexpr (FP8) {
     for (int s = warp; s < n; s += kMoeRefMlpThreads / 32) {
       const float m = moe_ref::warp_amax(

@@ -6,7 +6,7 @@
 // Template parameters (the host checks them, with reasons, before compiling):
 //   ROUTING  moe_softmax, moe_softmax_renorm or moe_sigmoid_group; must equal args.routing
 //   THREADS  threads per block: a power of two in 32..1024
-//   LANES    threads per token: 4, 8, 16 or 32 (a token never spans warps: E <= 256 fits in one
+//   LANES    threads per token: 4, 8, 16 or 32 (a token never spans warps: E <= 512 fits in one
 //            warp's registers, so a wider group would only add a cross-warp reduction per pick);
 //            a block routes THREADS / LANES tokens at a time
 //   VEC      logits per load (1, 2 or 4 floats: up to one 16-byte load); needs E % VEC == 0
@@ -16,6 +16,7 @@
 //   moe_sigmoid_group also keeps ITEMS * VEC * LANES (>= E) floats of shared memory per token in
 //   flight, the biased scores its lanes read back by group: THREADS * ITEMS * VEC <= 8192
 //   (kMoeRouteMaxScores, 32 KiB).
+//   EMAX     the block's per-expert aux sums: moe_emax(E), 256 (the default) or 512 (moe/args.h)
 // Expert j of a token lives in lane (j / VEC) % LANES of its group, item j / (LANES * VEC).
 //
 // Selection: each lane offers its best remaining (score, expert), the score's bits made
@@ -43,8 +44,7 @@ namespace ktune {
 
 /// Most expert groups of moe_sigmoid_group.
 constexpr int kMoeMaxGroups = 64;
-/// Most experts and most choices per token the route kernel supports.
-constexpr int kMoeMaxExperts = 256;
+/// Most choices per token the route kernel supports (most experts: kMoeMaxExperts, moe/args.h).
 constexpr int kMoeMaxK = 16;
 
 #if defined(__CUDACC__)
@@ -96,7 +96,7 @@ __device__ __forceinline__ unsigned long long to_fixed(float p) {
 }
 
 /// The template parameters' limits, shared by the kernels that route.
-template <int ROUTING, int THREADS, int LANES, int VEC, int ITEMS>
+template <int ROUTING, int THREADS, int LANES, int VEC, int ITEMS, int EMAX>
 __device__ __forceinline__ void check_route() {
   static_assert(ROUTING == moe_softmax || ROUTING == moe_softmax_renorm ||
                     ROUTING == moe_sigmoid_group,
@@ -110,7 +110,8 @@ __device__ __forceinline__ void check_route() {
   static_assert(ROUTING != moe_sigmoid_group || ITEMS * VEC <= 32,
                 "moe_sigmoid_group keeps two scores per expert in registers: ITEMS * VEC must be "
                 "at most 32 (E <= 32 * LANES)");
-  static_assert(ITEMS * LANES * VEC <= 4 * kMoeMaxExperts, "ITEMS: far more than 256 experts");
+  static_assert(EMAX == kMoeEmax || EMAX == kMoeMaxExperts, "EMAX must be 256 or 512");
+  static_assert(ITEMS * LANES * VEC <= 4 * EMAX, "ITEMS: far more than EMAX experts");
   static_assert(ROUTING != moe_sigmoid_group || THREADS * ITEMS * VEC <= kMoeRouteMaxScores,
                 "moe_sigmoid_group keeps ITEMS * VEC * LANES floats of shared memory per token "
                 "in flight: THREADS * ITEMS * VEC must be at most 8192");
@@ -380,7 +381,7 @@ __device__ __forceinline__ void write_aux_loss(const MoeRouteArgs& args, Load lo
 
 }  // namespace moe
 
-template <int ROUTING, int THREADS, int LANES, int VEC, int ITEMS>
+template <int ROUTING, int THREADS, int LANES, int VEC, int ITEMS, int EMAX = kMoeEmax>
 __global__ void __launch_bounds__(THREADS)
     moe_route_kernel(const __grid_constant__ MoeRouteArgs args) {
   // Every kernel of the op after its first is launched programmatically (common/pdl.cuh):
@@ -388,7 +389,7 @@ __global__ void __launch_bounds__(THREADS)
   // may be scheduled at once (a no-op for the first kernel and before sm_90).
   griddep_wait();
   griddep_launch_dependents();
-  moe::check_route<ROUTING, THREADS, LANES, VEC, ITEMS>();
+  moe::check_route<ROUTING, THREADS, LANES, VEC, ITEMS, EMAX>();
   using Token = moe::RoutedToken<ROUTING, LANES, VEC, ITEMS>;
   constexpr int TOKENS = THREADS / LANES;  // tokens per block
   const int E = args.experts;
@@ -400,8 +401,8 @@ __global__ void __launch_bounds__(THREADS)
   // Aux loss accumulators of this block, zeroed before anything else so that no register state
   // lives across a barrier (the flag is uniform over the grid).
   const bool aux = args.aux_loss != nullptr;
-  __shared__ unsigned long long block_p[kMoeMaxExperts];
-  __shared__ unsigned block_count[kMoeMaxExperts];
+  __shared__ unsigned long long block_p[EMAX];
+  __shared__ unsigned block_count[EMAX];
   __shared__ float scratch[Token::kSigmoid ? TOKENS * Token::kScratch : 1];
   __shared__ bool last_block;
   if (aux) {

@@ -11,11 +11,13 @@
 //
 // Template parameters: as moe_route_kernel's (moe/route.cuh), THREADS at least 128 (the align
 // phase's block) and THREADS * ITEMS * VEC <= kMoeRouteMaxScores for every routing mode (the
-// host takes moe_route_align_threads(ITEMS * VEC)): at 1024 threads up to 8 scores per thread,
-// within the 64 registers a thread may use there. The launch bounds say one block per SM (without
-// that, ptxas aimed at several and spilled). Shared memory (static, < 48 KiB): the ids (8 KiB),
-// the sigmoid scratch or, after routing, the align warps' offsets (<= 32 KiB), the expert totals
-// and starts, and the aux sums.
+// host takes moe_route_align_threads(ITEMS * VEC, E)): at 1024 threads up to 8 scores per
+// thread, within the 64 registers a thread may use there. The launch bounds say one block per SM
+// (without that, ptxas aimed at several and spilled). Shared memory (static, < 48 KiB): the ids
+// (8 KiB), the sigmoid scratch or, after routing, the align warps' offsets (<= 32 KiB), the
+// expert totals and starts, and the aux sums. EMAX (moe_emax(E), 256 or 512) sizes the
+// per-expert arrays; at 512 the block has at most kMoeRouteAlignWideThreads threads, so the
+// offsets take at most 16 KiB and the per-expert arrays 10 KiB.
 // T <= kMoeFuseMaxTokens and T * k <= kMoeFuseMaxPairs: the host checks them.
 #pragma once
 
@@ -26,7 +28,7 @@ namespace ktune {
 
 #if defined(__CUDACC__)
 
-template <int ROUTING, int THREADS, int LANES, int VEC, int ITEMS>
+template <int ROUTING, int THREADS, int LANES, int VEC, int ITEMS, int EMAX = kMoeEmax>
 __global__ void __launch_bounds__(THREADS, 1)
     moe_route_align_kernel(const __grid_constant__ MoeRouteAlignArgs args) {
   // The op's first kernel (its launch waits for the caller's work), or launched
@@ -34,10 +36,13 @@ __global__ void __launch_bounds__(THREADS, 1)
   // its prologue overlapping this block.
   griddep_wait();
   griddep_launch_dependents();
-  moe::check_route<ROUTING, THREADS, LANES, VEC, ITEMS>();
+  moe::check_route<ROUTING, THREADS, LANES, VEC, ITEMS, EMAX>();
   static_assert(THREADS >= 128, "THREADS must be at least 128 (the align phase's block)");
   static_assert(THREADS * ITEMS * VEC <= kMoeRouteMaxScores,
                 "THREADS * ITEMS * VEC must be at most 8192 (registers at 1024 threads)");
+  static_assert(EMAX == kMoeEmax || THREADS <= kMoeRouteAlignWideThreads,
+                "at EMAX 512 THREADS must be at most 256: the align warps' offsets [THREADS / "
+                "32][512] beside the ids and the per-expert arrays in 48 KiB");
   using Token = moe::RoutedToken<ROUTING, LANES, VEC, ITEMS>;
   constexpr int TOKENS = THREADS / LANES;  // tokens routed at a time
   constexpr int WARPS = THREADS / 32;
@@ -50,12 +55,12 @@ __global__ void __launch_bounds__(THREADS, 1)
   __shared__ short ids[kMoeFuseMaxPairs];
   __shared__ union {
     float scratch[Token::kSigmoid ? THREADS * Token::N : 1];  // routing: the sigmoid scratch
-    int offset[WARPS][kMoeAlignMaxExperts];                   // then the align warps' rows
+    int offset[WARPS][EMAX];                                  // then the align warps' rows
   } pool;
-  __shared__ int total[kMoeAlignMaxExperts];
-  __shared__ int start[kMoeAlignMaxExperts + 1];
-  __shared__ unsigned long long aux_p[kMoeMaxExperts];
-  __shared__ unsigned aux_count[kMoeMaxExperts];
+  __shared__ int total[EMAX];
+  __shared__ int start[EMAX + 1];
+  __shared__ unsigned long long aux_p[EMAX];
+  __shared__ unsigned aux_count[EMAX];
 
   const bool aux = route.aux_loss != nullptr;
   if (aux) {
@@ -86,7 +91,8 @@ __global__ void __launch_bounds__(THREADS, 1)
   const int pairs = args.align.pairs;
   const int need = (pairs + 127) / 128;
   const int warps = need < 4 ? 4 : need < WARPS ? need : WARPS;
-  moe::align_block<THREADS>(args.align, moe::SharedIds{ids}, pool.offset, total, start, warps);
+  moe::align_block<THREADS, EMAX>(args.align, moe::SharedIds{ids}, pool.offset, total, start,
+                                  warps);
 }
 
 #endif  // __CUDACC__

@@ -21,7 +21,8 @@
 // Work of other streams on the SMs can delay the blocks, not keep them out for good (it does not
 // wait on this kernel). The count table is at most kMoeSortMaxTable ints.
 //
-// Template parameters: as moe_route_kernel's (moe/route.cuh).
+// Template parameters: as moe_route_kernel's (moe/route.cuh), EMAX sizing the per-expert arrays
+// (moe_emax(E): 256 or 512; at 512 and the op's 128 threads the kernel takes at most 29 KiB).
 #pragma once
 
 #include "moe/align.cuh"
@@ -50,13 +51,14 @@ __device__ __forceinline__ void arrive_and_wait(unsigned long long* count,
 /// exclusive prefix of the counts padded to block_m (start[E] = padded rows). The same
 /// arithmetic as lay_out_experts (moe/align.cuh), kept apart from it so that the align kernels'
 /// machine code, which shipped databases were timed with, stays as it was.
+template <int EMAX>
 __device__ __forceinline__ void padded_starts(const MoeAlignArgs& args, const int* total,
                                               int* start) {
   const int E = args.experts;
   const int bm = args.block_m;
   const int lane = static_cast<int>(threadIdx.x);
   if (lane >= 32) return;
-  constexpr int kPer = kMoeAlignMaxExperts / 32;
+  constexpr int kPer = EMAX / 32;
   int local[kPer];
   int sum = 0;
 #pragma unroll
@@ -118,14 +120,14 @@ __device__ __forceinline__ void write_layout(const MoeAlignArgs& args, const int
 
 }  // namespace moe
 
-template <int ROUTING, int THREADS, int LANES, int VEC, int ITEMS>
+template <int ROUTING, int THREADS, int LANES, int VEC, int ITEMS, int EMAX = kMoeEmax>
 __global__ void __launch_bounds__(THREADS)
     moe_route_sort_kernel(const __grid_constant__ MoeRouteSortArgs args) {
   // Launched programmatically after the zero kernel: the routing reads only the caller's inputs
   // and writes only this call's outputs, so it runs before the wait; the barrier and the aux
   // sums come after it. Every block running lets gemm1 be scheduled.
   griddep_launch_dependents();
-  moe::check_route<ROUTING, THREADS, LANES, VEC, ITEMS>();
+  moe::check_route<ROUTING, THREADS, LANES, VEC, ITEMS, EMAX>();
   using Token = moe::RoutedToken<ROUTING, LANES, VEC, ITEMS, true>;
   constexpr int TOKENS = THREADS / LANES;       // tokens per block
   constexpr int WARPS = THREADS / 32;
@@ -154,13 +156,13 @@ __global__ void __launch_bounds__(THREADS)
   __shared__ short ids[TOKENS * kMoeMaxK];
   __shared__ union {
     float scratch[Token::kSigmoid ? TOKENS * Token::kScratch : 1];  // routing
-    int chunk[CHUNKS][kMoeAlignMaxExperts];  // then per chunk and expert: count, then prefix
+    int chunk[CHUNKS][EMAX];  // then per chunk and expert: count, then prefix
   } pool;
-  __shared__ int before[kMoeAlignMaxExperts];  // pairs of the expert in blocks before this one
-  __shared__ int total[kMoeAlignMaxExperts];
-  __shared__ int start[kMoeAlignMaxExperts + 1];
-  __shared__ unsigned long long block_p[kMoeMaxExperts];
-  __shared__ unsigned block_count[kMoeMaxExperts];
+  __shared__ int before[EMAX];  // pairs of the expert in blocks before this one
+  __shared__ int total[EMAX];
+  __shared__ int start[EMAX + 1];
+  __shared__ unsigned long long block_p[EMAX];
+  __shared__ unsigned block_count[EMAX];
 
   const bool aux = route.aux_loss != nullptr;
   if (aux)
@@ -230,7 +232,7 @@ __global__ void __launch_bounds__(THREADS)
     total[e] = all;
   }
   __syncthreads();
-  moe::padded_starts(al, total, start);
+  moe::padded_starts<EMAX>(al, total, start);
   __syncthreads();
   const int p0 = t0 * K;
 #pragma unroll
