@@ -21,13 +21,15 @@
 #   $LIMIT seconds (default 540). Report the sum of the calls' walls. Stop 71 ran it once on
 #   main: not finished in 420 s (h100-stop71-2026-12-06.md section 9). Stop 74 on main:
 #   505.6 + 214.5 s over two calls, LIMIT=500 (h100-stop74-2026-12-06.md section 2).
-#   STEP=4 (stop 75, ~6 min): decode candidates T (tma=1 from 17 packed rows) and S (2 stages
+#   STEP=4 (stop 75, ~7 min): tma_ab7.txt's A/B (stop 76), then decode candidates T (tma=1 from 17 packed rows) and S (2 stages
 #   for multi-row tiles where that gives more CTAs): given_ab.py on benchmarks/decode/
 #   tma_ab6.txt with tma=1 (T's prediction in the file), then exhaustive sweeps of the same ten
 #   problems (fallback_quality.py 479-488; $LIMIT s, default 420) whose trials
 #   benchmarks/decode/default_eval.py reads here for main, main + T and main + T + S.
 #   STEP=5 (stop 75, ~5-9 min): the rest of the final held-out set (fallback_quality.py
 #   447-478): the H100's eight prefill problems, or the H200's 26 not reached.
+#   STEP=6 (stop 76, ~2-4 min): the MoE GPU tests past 256 experts (the EMAX = 512 kernels,
+#   on main since stop 76 without a GPU run).
 #   STEP=1 and 2 ran at stop 70 (outcomes, and those of STEP=3-6: the GATHER 2 / CLUSTER 3
 #   harness, the new GPU cases, the A/Bs with benchmarks/moe/ab_rows.sh, in
 #   h100-stop70-2026-12-06.md); kept for the next re-tune. Stop 70's STEP=3 (gemm1 on sorted
@@ -93,6 +95,12 @@ case "${STEP:-1}" in
 4)
   # Decode candidates T and S (stop 75, benchmarks/decode/NOTES.md): T's A/B, then exhaustive
   # sweeps of the same ten problems (fallback_quality.py 479-488) for default_eval.py here.
+  # First (stop 76) the A/B of tma=1 in d=256's tiles from 1 row (tma_ab7.txt, ~40 s).
+  timeout 150 python3 benchmarks/given_ab.py --ktune "$G/bin/ktune" \
+    --problems benchmarks/decode/tma_ab7.txt --params tma=1 --out "$OUT/ab7" \
+    >"$OUT/ab7.log" 2>&1
+  note "tma_ab7 rc=$?"
+  tail -14 "$OUT/ab7.log"
   timeout 150 python3 benchmarks/given_ab.py --ktune "$G/bin/ktune" \
     --problems benchmarks/decode/tma_ab6.txt --params tma=1 --out "$OUT/ab6" \
     >"$OUT/ab6.log" 2>&1
@@ -116,7 +124,19 @@ case "${STEP:-1}" in
   note "final held-out set ($only) rc=$? (1: the bar missed)"
   tail -4 "$OUT/fb.log"
   ;;
-*) echo "STEP=1 to 5" >&2; exit 2 ;;
+6)
+  # MoE past 256 experts (stop 76): the GPU cases of the EMAX = 512 kernels against the
+  # reference, with the lists of fused, sorted and FP8 cases they joined (~2-4 min).
+  timeout 300 "$G/tests/gpu_moe_route_test" \
+    --gtest_filter='*PastTwoFiftySix*:*FusedPaths*:*AlignPast*' >"$OUT/moe_route.log" 2>&1
+  note "gpu_moe_route_test (wide) rc=$?"
+  timeout 400 "$G/tests/gpu_moe_op_test" \
+    --gtest_filter='*PastTwoFiftySix*:*FusedRouteAlign*:*SortInTheRouteGrid*:*Fp8Weights*' \
+    >"$OUT/moe_op.log" 2>&1
+  note "gpu_moe_op_test (wide) rc=$?"
+  grep -hE "PASSED|FAILED|tests ran" "$OUT/moe_route.log" "$OUT/moe_op.log" | tail -12
+  ;;
+*) echo "STEP=1 to 6" >&2; exit 2 ;;
 esac
 echo "==== pending_checks.sh STEP=${STEP:-1}"
 printf '%s\n' "${summary[@]}"
