@@ -25,6 +25,8 @@ steps=" ${*:-bench} "
 declare -A SHAPE=(
   [mixtral]="e=8,k=2,h=4096,i=14336,routing=softmax_renorm"
   [deepseek]="e=64,k=8,h=2048,i=1408,routing=sigmoid_group,n_group=8,topk_group=4"
+  [kimi]="e=384,k=8,h=7168,i=2048,routing=sigmoid_group,n_group=1,topk_group=1"
+  [qwen3next]="e=512,k=10,h=2048,i=512,routing=softmax_renorm"
 )
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,temperature.gpu \
   --format=csv >"$OUT/gpu.txt" 2>&1
