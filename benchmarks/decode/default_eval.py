@@ -16,6 +16,8 @@ still checked on problems swept after it was written (fallback_quality.py's chec
 Usage:
   python3 benchmarks/decode/default_eval.py --ktune build/ktune [--ktune OTHER ...] \\
       [--gpu h100=FILE.csv.gz,...] [--gpu h200=...] [--rows-min N] [--rows-max N] [--list]
+  python3 benchmarks/decode/default_eval.py --changed --ktune MAIN --ktune CANDIDATE
+      (only the problems whose defaults the candidate changes, where the sweep timed both)
 With no --gpu, every trials file under benchmarks/results whose name says h100 or h200.
 """
 import argparse
@@ -86,6 +88,38 @@ def defaults(ktune, gpu, problems, work):
     return {(a["dtype"], a["problem"]): (a["match"], a["params"]) for a in answers}
 
 
+def compare(ktunes, gpu, keys, trials, work, listing):
+    """Two builds' defaults, only where they differ and the sweep timed both: each problem's
+    fastest / default for the first and the second, and their geometric means over those
+    problems. (Over all problems, a sweep older than a tunable value leaves one side `not
+    recorded` and the two summaries count different problems.)"""
+    a, b = (defaults(k, gpu, keys, work) for k in ktunes)
+    pairs, missing = [], 0
+    for key in keys:
+        (ma, pa), (mb, pb) = a[key], b[key]
+        medians = trials[key]
+        if ma != "default" or mb != "default" or pa == pb:
+            continue
+        if pa not in medians or pb not in medians:
+            missing += 1
+            if listing:
+                print(f"{gpu} {key[0]} {key[1]}: not recorded "
+                      f"({pa if pa not in medians else pb})")
+            continue
+        best = min(medians.values())
+        pairs.append((best / medians[pa], best / medians[pb]))
+        print(f"{gpu} {key[0]} {key[1]} rows {packed_rows(key[1])}: {pairs[-1][0]:.3f} -> "
+              f"{pairs[-1][1]:.3f} ({pa} -> {pb})")
+    if not pairs:
+        print(f"{gpu}: no problem whose two defaults differ and were both timed "
+              f"({missing} differ, one side not recorded)")
+        return
+    geo = [math.exp(sum(math.log(p[i]) for p in pairs) / len(pairs)) for i in (0, 1)]
+    print(f"{gpu}: {len(pairs)} problems changed, geometric mean {geo[0]:.3f} -> {geo[1]:.3f}, "
+          f"worst {min(p[0] for p in pairs):.3f} -> {min(p[1] for p in pairs):.3f}; "
+          f"{missing} more differ with one side not recorded")
+
+
 def files_for(gpu):
     pattern = os.path.join(ROOT, "benchmarks", "results", f"*{gpu}*trials*.csv.gz")
     return sorted(glob.glob(pattern))
@@ -127,10 +161,14 @@ def main():
     ap.add_argument("--rows-min", type=int, default=0, help="only problems of >= N packed rows")
     ap.add_argument("--rows-max", type=int, default=1 << 30, help="... and <= N")
     ap.add_argument("--list", action="store_true", help="print every problem, not only a summary")
+    ap.add_argument("--changed", action="store_true",
+                    help="with two --ktune: only the problems whose defaults differ, both timed")
     ap.add_argument("--min-points", type=int, default=30,
                     help="leave out problems whose recording has fewer points (A/Bs; default 30)")
     args = ap.parse_args()
     ktunes = args.ktune or [os.path.join(ROOT, "build", "ktune")]
+    if args.changed and len(ktunes) != 2:
+        sys.exit(f"--changed compares two builds: give --ktune twice (got {len(ktunes)})")
     sets = {}
     for item in args.gpu:
         gpu, _, files = item.partition("=")
@@ -149,6 +187,9 @@ def main():
                 print(f"{gpu}: no flash_decode problems in {len(files)} files")
                 continue
             print(f"{gpu}: {len(keys)} flash_decode problems in {len(files)} files")
+            if args.changed:
+                compare(ktunes, gpu, keys, trials, work, args.list)
+                continue
             for ktune in ktunes:
                 label = gpu if len(ktunes) == 1 else f"{gpu} ({ktune})"
                 evaluate(ktune, gpu, keys, trials, work, label, args.list)
