@@ -850,6 +850,29 @@ HELD_OUT = [
     ("flash_decode", "b=1,hq=64,hkv=8,nq=7,nk=20000,d=128,causal=yes"),
     ("flash_decode", "b=2,hq=48,hkv=4,nq=5,nk=4000,d=112,causal=yes"),
     ("flash_decode", "b=12,hq=16,hkv=2,nq=3,nk=2500,d=128,causal=no"),
+    # 489-502: a design set for the three decode gaps the final set found (stop 77, 2026-12-07,
+    # benchmarks/decode/NOTES.md stop 75), written before any run. Rules are read from these
+    # sweeps, then checked on a set written after them; these problems are not held out for
+    # the rule they shape. 489-492: few CTAs with many packed rows (MQA/GQA over 1-4 pairs,
+    # 32-96 rows, d = 64 and 128; stop 75's 71-row, 2-pair d=64 problem ran 0.764 and 16-row
+    # tiles reached 0.981). 493-496: d=256 over 2-12 pairs at 4-16 rows (stop 75: 3 pairs at
+    # 8 rows 0.714; the row's 64-key tile at 24 splits with tma=1 was the fastest). 497-502:
+    # spans of 240-700 keys at 8-30 rows (stop 75: 383 keys 0.707, one split of 128-key tiles
+    # with tma=1 the fastest).
+    ("flash_decode", "b=1,hq=71,hkv=1,nq=1,nk=12000,d=64,causal=no"),
+    ("flash_decode", "b=3,hq=32,hkv=1,nq=1,nk=6000,d=64,causal=no"),
+    ("flash_decode", "b=2,hq=64,hkv=2,nq=1,nk=9000,d=128,causal=no"),
+    ("flash_decode", "b=1,hq=48,hkv=1,nq=2,nk=4000,d=64,causal=yes"),
+    ("flash_decode", "b=2,hq=8,hkv=1,nq=1,nk=7000,d=256,causal=no"),
+    ("flash_decode", "b=4,hq=4,hkv=1,nq=1,nk=11000,d=256,causal=no"),
+    ("flash_decode", "b=1,hq=16,hkv=2,nq=1,nk=20000,d=256,causal=no"),
+    ("flash_decode", "b=6,hq=8,hkv=2,nq=2,nk=5000,d=256,causal=yes"),
+    ("flash_decode", "b=1,hq=32,hkv=8,nq=4,nk=300,d=128,causal=yes"),
+    ("flash_decode", "b=2,hq=28,hkv=4,nq=3,nk=520,d=128,causal=no"),
+    ("flash_decode", "b=1,hq=40,hkv=8,nq=6,nk=450,d=128,causal=yes"),
+    ("flash_decode", "b=4,hq=16,hkv=4,nq=2,nk=650,d=64,causal=no"),
+    ("flash_decode", "b=1,hq=64,hkv=8,nq=1,nk=700,d=128,causal=no"),
+    ("flash_decode", "b=3,hq=24,hkv=8,nq=8,nk=240,d=128,causal=yes"),
 ]
 
 

@@ -30,6 +30,9 @@
 #   447-478): the H100's eight prefill problems, or the H200's 26 not reached.
 #   STEP=6 (stop 76, ~2-4 min): the MoE GPU tests past 256 experts (the EMAX = 512 kernels,
 #   on main since stop 76 without a GPU run).
+#   STEP=7 (stop 77, ~6-8 min): the design set of the decode gaps (fallback_quality.py
+#   489-502: few CTAs with many packed rows, d=256 over few pairs, spans under 700 keys),
+#   exhaustive sweeps whose trials default_eval.py reads here; $LIMIT s (default 450).
 #   STEP=1 and 2 ran at stop 70 (outcomes, and those of STEP=3-6: the GATHER 2 / CLUSTER 3
 #   harness, the new GPU cases, the A/Bs with benchmarks/moe/ab_rows.sh, in
 #   h100-stop70-2026-12-06.md); kept for the next re-tune. Stop 70's STEP=3 (gemm1 on sorted
@@ -136,7 +139,13 @@ case "${STEP:-1}" in
   note "gpu_moe_op_test (wide) rc=$?"
   grep -hE "PASSED|FAILED|tests ran" "$OUT/moe_route.log" "$OUT/moe_op.log" | tail -12
   ;;
-*) echo "STEP=1 to 6" >&2; exit 2 ;;
+7)
+  timeout $((${LIMIT:-450} + 90)) python3 benchmarks/fallback_quality.py --ktune "$G/bin/ktune" \
+    --out "$OUT/d7" --only 489-502 --deadline "${LIMIT:-450}" >"$OUT/d7.log" 2>&1
+  note "decode gaps design set 489-502 rc=$? (trials in $OUT/d7)"
+  tail -18 "$OUT/d7.log" | cut -c1-200
+  ;;
+*) echo "STEP=1 to 7" >&2; exit 2 ;;
 esac
 echo "==== pending_checks.sh STEP=${STEP:-1}"
 printf '%s\n' "${summary[@]}"
