@@ -71,11 +71,15 @@ class Answers {
       } else {
         const std::string name = vm["device"].as<std::string>();
         device_ = dbs_->find_device(name);
-        if (!device_)
+        if (!device_) {
+          std::string known;
+          for (const std::string& n : dbs_->device_names())
+            known += (known.empty() ? "" : ", ") + ktune::quoted(n, 100);
           throw InvalidArgument("--device " + ktune::quoted(name) +
-                                " is recorded in none of the databases (ktune db list --shipped "
-                                "and ktune db list show the devices tuned for; --arch answers "
-                                "for a generic GPU)");
+                                " is recorded in none of the databases (recorded: " +
+                                (known.empty() ? std::string("none") : known) +
+                                "; --arch answers for a generic GPU)");
+        }
       }
     } else {
       RuntimeOptions ro;
@@ -131,6 +135,17 @@ Asked asked_problem(const po::variables_map& vm) {
   return a;
 }
 
+// A problem no configuration runs (the lookup gave the default, which cannot run it: e4m3 at a
+// head dim it does not take, or on sm_80): one message and exit status 2, as for a bad shape,
+// after the answer itself.
+int cannot_run(const MatchInfo& m, const std::optional<DeviceInfo>& device) {
+  if (m.cannot_run.empty()) return 0;
+  std::fprintf(stderr, "ktune best: no configuration of %s runs %s on %s: %s\n", m.op.c_str(),
+               shown(m.problem).c_str(), device ? shown(device->name).c_str() : "this GPU",
+               shown(m.cannot_run, 400).c_str());
+  return 2;
+}
+
 int best_one(const po::variables_map& vm, const Asked& asked, Answers& answers) {
   const Op& op = *asked.op;
   const DType dtype = asked.dtype;
@@ -152,9 +167,10 @@ int best_one(const po::variables_map& vm, const Asked& asked, Answers& answers) 
     j.field("tuned_problem", m.tuned_problem).field("tuned_device", m.tuned_device);
     j.field("database", m.database).field("tuned_us", m.tuned_us);
     if (!m.note.empty()) j.field("note", m.note);
+    if (!m.cannot_run.empty()) j.field("cannot_run", m.cannot_run);
     j.field("workspace_bytes", static_cast<long long>(workspace)).end_object();
     std::printf("%s\n", j.str().c_str());
-    return 0;
+    return cannot_run(m, device);
   }
   std::printf("%s %s %s: %s\n", m.op.c_str(), dtype_name(dtype), shown(m.problem).c_str(),
               shown(m.params, 1000).c_str());
@@ -166,7 +182,7 @@ int best_one(const po::variables_map& vm, const Asked& asked, Answers& answers) 
   if (!m.note.empty()) std::printf(" (%s)", shown(m.note, 400).c_str());
   std::printf("\n");
   if (workspace > 0) std::printf("  workspace: %zu bytes\n", workspace);
-  return 0;
+  return cannot_run(m, device);
 }
 
 // Every problem of a plan, one line each, then how many matched each way. With --require-exact
@@ -192,7 +208,9 @@ int best_plan(const po::variables_map& vm, const Plan& plan, Answers& answers) {
     for (const auto& [dtype, m] : found) {
       j.begin_object().field("op", m.op).field("dtype", dtype_name(dtype));
       j.field("problem", m.problem).field("match", match_kind_name(m.kind));
-      j.field("params", m.params).field("tuned_us", m.tuned_us).end_object();
+      j.field("params", m.params).field("tuned_us", m.tuned_us);
+      if (!m.cannot_run.empty()) j.field("cannot_run", m.cannot_run);
+      j.end_object();
     }
     j.end_array().field("target", target).key("counts").begin_object();
     for (Match k : {Match::exact, Match::nearest_shape, Match::other_device, Match::default_config})
@@ -209,6 +227,17 @@ int best_plan(const po::variables_map& vm, const Plan& plan, Answers& answers) {
                 shown(path).c_str(), shown(target).c_str(), problems, exact,
                 counts[Match::nearest_shape], counts[Match::other_device],
                 counts[Match::default_config]);
+  }
+  std::size_t unrunnable = 0;
+  for (const auto& [dtype, m] : found)
+    if (!m.cannot_run.empty() && unrunnable++ == 0)
+      std::fprintf(stderr, "ktune best: no configuration of %s runs %s %s on %s: %s\n",
+                   m.op.c_str(), dtype_name(dtype), shown(m.problem).c_str(),
+                   shown(target).c_str(), shown(m.cannot_run, 400).c_str());
+  if (unrunnable > 0) {
+    std::fprintf(stderr, "ktune best: %zu of %zu problems of %s cannot run on %s\n", unrunnable,
+                 problems, shown(path).c_str(), shown(target).c_str());
+    return 2;
   }
   if (vm.count("require-exact") && exact != problems) {
     std::fprintf(stderr,

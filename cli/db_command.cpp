@@ -1,5 +1,7 @@
 #include <cstdio>
 #include <filesystem>
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -8,6 +10,8 @@
 #include "cli/cli.hpp"
 #include "cli/options.hpp"
 #include "cli/output.hpp"
+#include "cli/row_checks.hpp"
+#include "db/merge.hpp"
 #include "db/store.hpp"
 #include "ktune/error.hpp"
 #include "runtime/dispatch/lookup.hpp"
@@ -30,18 +34,26 @@ void warn_skipped(const char* command, const Store& store, const std::vector<Row
   if (skipped.empty()) return;
   const RowIssue& first = skipped.front();
   std::fprintf(stderr,
-               "ktune %s: warning: %zu rows of %s skipped (first: %s row %lld: %s; "
-               "ktune db check lists them)\n",
+               "ktune %s: warning: %zu rows of %s skipped (first: %s; ktune db check lists "
+               "them)\n",
                command, skipped.size(), ktune::quoted(store.path().string(), 200).c_str(),
-               shown(first.table).c_str(), static_cast<long long>(first.rowid),
                shown(first.reason, 300).c_str());
 }
+
+std::string best_row_name(const BestRecord& b);
 
 /// The rows of one database: a table (with a header when `header` is set) or JSON objects.
 void list_rows(Store& store, const std::string& op, bool json, Json& j, bool header) {
   Rows<BestRecord> found = store.all_bests(op);
+  // Rows that no lookup can use are not listed as if they could be: they join the skipped ones.
+  std::vector<BestRecord> rows;
+  for (BestRecord& b : found.rows) {
+    if (std::optional<std::string> why = best_reason(b))
+      found.skipped.push_back({"best", 0, "best row " + best_row_name(b) + ": " + *why});
+    else
+      rows.push_back(std::move(b));
+  }
   warn_skipped("db list", store, found.skipped);
-  const std::vector<BestRecord>& rows = found.rows;
   const std::string path = store.path().string();
   if (json) {
     for (const BestRecord& b : rows) {
@@ -73,6 +85,7 @@ int db_list(const Args& args) {
   if (!parse_options("db list", "[--op OP] [--db PATH | --shipped] [--json]", desc, args, vm))
     return 0;
   const std::string op = vm["op"].as<std::string>();
+  if (!op.empty()) op_option(op);  // an unknown op is an error, not an empty listing
   const bool json = vm.count("json") > 0;
   Json j;
   j.begin_array();
@@ -83,8 +96,17 @@ int db_list(const Args& args) {
       std::printf("no databases are shipped with this ktune (nor listed in $KTUNE_DB_PATH)\n");
     for (std::size_t i = 0; i < paths.size(); ++i) {
       if (i > 0 && !json) std::printf("\n");
-      Store store = Store::open(paths[i], Store::Mode::read_only);
-      list_rows(store, op, json, j, true);
+      // A file lookups would skip (not a ktune database, unreadable) is skipped here too, with
+      // the reason, and the others are listed.
+      std::optional<Store> store;
+      try {
+        store.emplace(Store::open(paths[i], Store::Mode::read_only));
+      } catch (const DatabaseError& e) {
+        std::fprintf(stderr, "ktune db list: warning: database %s is not used: %s\n",
+                     ktune::quoted(paths[i].string(), 200).c_str(), shown(e.what(), 300).c_str());
+        continue;
+      }
+      list_rows(*store, op, json, j, true);
     }
   } else {
     Store store = open_existing(db_option(vm));
@@ -106,6 +128,7 @@ int db_show(const Args& args) {
   if (!status.empty() && !parse_status(status))
     throw InvalidArgument("unknown status " + ktune::quoted(status) +
                           " (allowed: ok, invalid, compile_error, compile_timeout, launch_error, timeout, wrong_result)");
+  if (const std::string op = vm["op"].as<std::string>(); !op.empty()) op_option(op);
   Store store = open_existing(db_option(vm));
   Rows<DeviceInfo> devices = store.devices();
   Rows<SweepRecord> sweeps = store.sweeps();
@@ -152,6 +175,7 @@ int db_export(const Args& args) {
   std::string format = vm["format"].as<std::string>();
   if (format != "json" && format != "csv")
     throw InvalidArgument("unknown export format " + ktune::quoted(format) + " (allowed: json, csv)");
+  if (const std::string op = vm["op"].as<std::string>(); !op.empty()) op_option(op);
   const DbLocation db = db_option(vm);
   Store store = open_existing(db);
   Rows<TrialRecord> trials = store.all_trials(vm["op"].as<std::string>());
@@ -199,22 +223,23 @@ int db_check(const Args& args) {
   // rows of the current kernel code; rows of older kernel code are stale, not wrong: their
   // tunables may have changed since, and no lookup or resumed sweep uses them.
   std::size_t stale = 0;
-  const auto current = [&](const std::string& op, const std::string& hash) {
-    const Op* o = find_op(op);
-    const bool now = o == nullptr || o->template_hash() == hash;
-    stale += now ? 0 : 1;
-    return now;
-  };
   try {
-    for (const BestRecord& b : store.all_bests().rows)
-      if (current(b.op, b.template_hash))
-        if (std::optional<std::string> why = best_row_reason(b))
-          problems.push_back({"best", "best row " + best_row_name(b) + ": " + *why});
-    for (const TrialRecord& t : store.all_trials().rows)
-      if (current(t.op, t.template_hash))
-        if (std::optional<std::string> why =
-                keys_reason(t.op, t.dtype, t.problem_key, t.params_key))
-          problems.push_back({"trials", "trials row " + std::to_string(t.id) + ": " + *why});
+    const Rows<TrialRecord> trials = store.all_trials();
+    std::map<std::int64_t, const TrialRecord*> trial_by_id;
+    for (const TrialRecord& t : trials.rows) trial_by_id.emplace(t.id, &t);
+    for (const BestRecord& b : store.all_bests().rows) {
+      stale += current_code(b.op, b.template_hash) ? 0 : 1;
+      std::optional<std::string> why = best_reason(b);
+      // A row whose trial is of another configuration or problem: its timing is not its own.
+      if (const auto t = trial_by_id.find(b.trial_id); !why && t != trial_by_id.end())
+        why = best_trial_mismatch(b, *t->second);
+      if (why) problems.push_back({"best", "best row " + best_row_name(b) + ": " + *why});
+    }
+    for (const TrialRecord& t : trials.rows) {
+      stale += current_code(t.op, t.template_hash) ? 0 : 1;
+      if (std::optional<std::string> why = trial_reason(t))
+        problems.push_back({"trials", "trials row " + std::to_string(t.id) + ": " + *why});
+    }
   } catch (const std::exception& e) {
     problems.push_back({"", std::string("cannot read the rows: ") + e.what()});
   }

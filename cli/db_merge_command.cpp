@@ -9,6 +9,7 @@
 #include "cli/cli.hpp"
 #include "cli/options.hpp"
 #include "cli/output.hpp"
+#include "cli/row_checks.hpp"
 #include "db/merge.hpp"
 #include "db/store.hpp"
 #include "ktune/error.hpp"
@@ -36,10 +37,9 @@ std::vector<std::string> paths(const po::variables_map& vm, std::size_t min, std
 void warn_skipped(const char* command, const std::string& file, std::size_t count,
                   const RowIssue& first) {
   std::fprintf(stderr,
-               "ktune %s: warning: %zu rows of %s skipped (first: %s row %lld: %s; "
-               "ktune db check lists them)\n",
-               command, count, ktune::quoted(file, 200).c_str(), shown(first.table).c_str(),
-               static_cast<long long>(first.rowid), shown(first.reason, 300).c_str());
+               "ktune %s: warning: %zu rows of %s skipped (first: %s; ktune db check lists "
+               "them)\n",
+               command, count, ktune::quoted(file, 200).c_str(), shown(first.reason, 300).c_str());
 }
 
 Store open_input(const std::string& path) {
@@ -78,7 +78,8 @@ int cmd_db_merge(const Args& args) {
       paths(vm, 2, static_cast<std::size_t>(-1), "db merge", "OUT and at least one IN");
   const fs::path out = all.front();
   const std::vector<fs::path> inputs(all.begin() + 1, all.end());
-  const MergeReport r = merge_databases(out, inputs);
+  // The rows `ktune db check` would report are skipped too: a merge copies none of them.
+  const MergeReport r = merge_databases(out, inputs, lookup_checks());
 
   // Skipped rows per file, one warning line each.
   for (std::size_t i = 0; i < r.skipped.size();) {

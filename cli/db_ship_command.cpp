@@ -15,6 +15,8 @@
 #include "cli/default_trials.hpp"
 #include "cli/options.hpp"
 #include "cli/output.hpp"
+#include "cli/row_checks.hpp"
+#include "db/merge.hpp"
 #include "db/store.hpp"
 #include "ktune/error.hpp"
 #include "templates/op.hpp"
@@ -28,6 +30,8 @@ namespace {
 struct ShipCounts {
   std::size_t devices = 0, bests = 0, best_trials = 0, default_trials = 0, skipped = 0;
   std::size_t without_default = 0;  // current rows with no trial of their default: unjudged
+  std::size_t invalid = 0;          // best rows no lookup can use, left out
+  std::string first_invalid;        // the first of them and why
 };
 
 /// Copies `t` into `out` as a trial of no sweep; returns its new id.
@@ -51,6 +55,12 @@ ShipCounts ship(const Store& in, Store& out) {
   Rows<BestRecord> bests = in.all_bests();
   n.skipped += bests.skipped.size();
   for (BestRecord b : bests.rows) {
+    // A row `ktune db check` reports is not shipped (no lookup could use it).
+    if (std::optional<std::string> why = best_reason(b)) {
+      if (n.first_invalid.empty()) n.first_invalid = b.op + " " + b.problem_key + ": " + *why;
+      ++n.invalid;
+      continue;
+    }
     Rows<TrialRecord> trials =
         in.trials(b.device_key, b.op, b.dtype, b.problem_key, b.template_hash);
     n.skipped += trials.skipped.size();
@@ -58,6 +68,13 @@ ShipCounts ship(const Store& in, Store& out) {
     const TrialRecord* own = nullptr;
     for (const TrialRecord& t : trials.rows)
       if (t.id == b.trial_id) own = &t;
+    if (own)
+      if (std::optional<std::string> why = best_trial_mismatch(b, *own)) {
+        // Its timing is another configuration's: not shipped, as db check reports it.
+        if (n.first_invalid.empty()) n.first_invalid = b.op + " " + b.problem_key + ": " + *why;
+        ++n.invalid;
+        continue;
+      }
     if (!own) own = newest_ok(trials.rows, b.params_key);
     // The default configuration of the row's problem on its device, as this ktune chooses it
     // (a row this ktune cannot read is shipped as it is; lookups skip it with its reason).
@@ -120,6 +137,11 @@ int cmd_db_ship(const Args& args) {
     throw;
   }
   fs::rename(tmp, out_path);
+  if (n.invalid > 0)
+    std::fprintf(stderr,
+                 "ktune db ship: warning: %zu best rows no lookup can use were left out (first: "
+                 "%s; ktune db check lists them)\n",
+                 n.invalid, shown(n.first_invalid, 300).c_str());
   if (vm.count("json")) {
     Json j;
     j.begin_object().field("input", in_path.string()).field("output", out_path.string());
@@ -128,6 +150,7 @@ int cmd_db_ship(const Args& args) {
         .field("default_trials", static_cast<long long>(n.default_trials))
         .field("rows_skipped", static_cast<long long>(n.skipped))
         .field("rows_without_default_trial", static_cast<long long>(n.without_default))
+        .field("invalid_best_rows", static_cast<long long>(n.invalid))
         .end_object();
     std::printf("%s\n", j.str().c_str());
     return 0;

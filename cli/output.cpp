@@ -241,6 +241,19 @@ void write_file_replacing(const std::string& option, const fs::path& target,
       }
   }
 
+  // Never over a database: an SQLite file (the 16-byte header every one starts with) is a
+  // user's data, never a text output's.
+  if (exists) {
+    char header[16] = {};
+    if (std::FILE* f = std::fopen(target.c_str(), "rb")) {
+      const std::size_t got = std::fread(header, 1, sizeof header, f);
+      std::fclose(f);
+      if (got == sizeof header && std::memcmp(header, "SQLite format 3", 16) == 0)
+        throw InvalidArgument(name + " is an SQLite database; refusing to replace it with text "
+                                     "(choose another file)");
+    }
+  }
+
   mode_t mode = 0;
   if (exists) {
     mode = st.st_mode & 0777;

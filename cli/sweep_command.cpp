@@ -434,7 +434,11 @@ SweepSetup setup_of(const po::variables_map& vm, const Op& op, const Args& args)
     if (shape_names_dim(o.shape, bucket_dim))
       throw InvalidArgument("--tokens and --shape both set " + std::string(bucket_dim) +
                             ": give one of them");
-    for (long long t : integer_list_option(vm, "tokens", 1, 1LL << 31)) o.buckets.push_back(t);
+    // The bucket dim's own range, so that the message names the limit the problem has.
+    std::int64_t lo = 1, hi = std::int64_t{1} << 31;
+    for (const DimSpec& d : op.dims())
+      if (d.name == bucket_dim) lo = d.min, hi = d.max;
+    for (long long t : integer_list_option(vm, "tokens", lo, hi)) o.buckets.push_back(t);
   } else if (!bucket_dim.empty() && !shape_names_dim(o.shape, bucket_dim)) {
     o.buckets = op.default_buckets();
   }

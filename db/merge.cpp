@@ -113,7 +113,7 @@ struct Merged {
 // A read-only connection to one input, closed at the end.
 class Source {
  public:
-  explicit Source(const fs::path& path) : label_(path.string()) {
+  Source(const fs::path& path, const RowChecks& checks) : label_(path.string()), checks_(checks) {
     bool immutable = false;
     db_ = db::open_readable(path, &immutable);
   }
@@ -152,7 +152,14 @@ class Source {
     }
     // A trial whose sweep is not readable keeps its measurements and loses the link.
     std::map<std::int64_t, TrialKey> trial_by_id;
+    std::map<std::int64_t, const TrialRecord*> trial_rows;
     for (const TrialRecord& t : trials.rows) {
+      if (checks_.trial)
+        if (std::optional<std::string> why = checks_.trial(t)) {
+          skipped.push_back({label_, {"trials", t.id, "trials row " + std::to_string(t.id) + ": " + *why}});
+          continue;
+        }
+      trial_rows.emplace(t.id, &t);
       const auto sweep = sweep_by_id.find(t.sweep_id);
       const std::optional<SweepKey> sk =
           sweep == sweep_by_id.end() ? std::nullopt : std::optional<SweepKey>(sweep->second);
@@ -162,6 +169,14 @@ class Source {
       m.trials.emplace(std::move(key), t);
     }
     for (BestRecord& b : bests.rows) {
+      std::optional<std::string> why = checks_.best ? checks_.best(b) : std::nullopt;
+      if (const auto t = trial_rows.find(b.trial_id); !why && t != trial_rows.end())
+        why = best_trial_mismatch(b, *t->second);
+      if (why) {
+        skipped.push_back({label_, {"best", 0, "best row " + ktune::quoted(b.op + " " + b.problem_key, 200) +
+                                                   ": " + *why}});
+        continue;
+      }
       BestCandidate c;
       c.tie_time = b.updated_at;
       if (const auto t = trial_by_id.find(b.trial_id); b.trial_id != 0 && t != trial_by_id.end()) {
@@ -178,6 +193,7 @@ class Source {
 
  private:
   std::string label_;
+  const RowChecks& checks_;
   sqlite3* db_ = nullptr;
 };
 
@@ -295,7 +311,24 @@ void sync_path(const fs::path& p, int flags) {
 
 }  // namespace
 
-MergeReport merge_databases(const fs::path& out, const std::vector<fs::path>& inputs) {
+std::optional<std::string> best_trial_mismatch(const BestRecord& best, const TrialRecord& trial) {
+  const auto differs = [&](const char* what, const std::string& row, const std::string& of_trial)
+      -> std::optional<std::string> {
+    if (row == of_trial) return std::nullopt;
+    return std::string("its trial ") + std::to_string(trial.id) + " is of another " + what + " (" +
+           ktune::quoted(of_trial, 120) + ", the row says " + ktune::quoted(row, 120) + ")";
+  };
+  if (auto w = differs("device", best.device_key, trial.device_key)) return w;
+  if (auto w = differs("op", best.op, trial.op)) return w;
+  if (auto w = differs("dtype", dtype_name(best.dtype), dtype_name(trial.dtype))) return w;
+  if (auto w = differs("problem", best.problem_key, trial.problem_key)) return w;
+  if (auto w = differs("configuration", best.params_key, trial.params_key)) return w;
+  if (auto w = differs("kernel code", best.template_hash, trial.template_hash)) return w;
+  return std::nullopt;
+}
+
+MergeReport merge_databases(const fs::path& out, const std::vector<fs::path>& inputs,
+                            const RowChecks& checks) {
   if (out.empty()) throw InvalidArgument("db merge: the output path is empty");
   if (inputs.empty())
     throw InvalidArgument("db merge: no input databases (expected OUT IN..., at least one IN)");
@@ -341,8 +374,9 @@ MergeReport merge_databases(const fs::path& out, const std::vector<fs::path>& in
   Merged merged;
   std::set<TrialKey> out_trials;
   std::map<BestKey, BestCandidate> out_bests;
-  if (out_exists) Source(out).read_into(merged, report.skipped, &out_trials, &out_bests);
-  for (const fs::path& in : inputs) Source(in).read_into(merged, report.skipped, nullptr, nullptr);
+  if (out_exists) Source(out, checks).read_into(merged, report.skipped, &out_trials, &out_bests);
+  for (const fs::path& in : inputs)
+    Source(in, checks).read_into(merged, report.skipped, nullptr, nullptr);
 
   mode_t mode = 0;
   if (out_exists) {

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -31,9 +32,24 @@ struct MergeReport {
   std::vector<SourceIssue> skipped;
 };
 
+/// Checks of rows that need the ops, which db/ does not know: each says why a row can serve no
+/// lookup (an unknown op, keys that do not parse, parameters outside the op's space), or nullopt.
+/// `ktune db merge` passes the checks of `ktune db check` (runtime/dispatch/lookup.hpp), so a
+/// merge copies no row that check would report. Either may be empty.
+struct RowChecks {
+  std::function<std::optional<std::string>(const BestRecord&)> best;
+  std::function<std::optional<std::string>(const TrialRecord&)> trial;
+};
+
+/// Why a best row does not match the trial it names (another device, op, dtype, problem,
+/// configuration or kernel code), or nullopt: such a row's timing is not its configuration's,
+/// and no reader may trust it.
+std::optional<std::string> best_trial_mismatch(const BestRecord& best, const TrialRecord& trial);
+
 /// Merges the databases `inputs` into `out`. `out` is created when absent; when it exists its rows
 /// take part like an input's. Every row is read and validated as Store's readers do (a bad row is
-/// skipped and reported, never copied). The output holds:
+/// skipped and reported, never copied), then through `checks`, and every best row against the
+/// trial it names (best_trial_mismatch). The output holds:
 ///   - one devices row per key: the one updated last (ties: the larger fingerprint, so that the
 ///     choice never depends on the order of the inputs), with its copy bandwidth;
 ///   - every distinct sweep (same device, op, dtype, problem, strategy, command line and start
@@ -51,7 +67,8 @@ struct MergeReport {
 /// or a missing directory; DatabaseError for a file that is not a ktune database of this schema
 /// version, or an `out` that a writer has open (its -wal file is there).
 MergeReport merge_databases(const std::filesystem::path& out,
-                            const std::vector<std::filesystem::path>& inputs);
+                            const std::vector<std::filesystem::path>& inputs,
+                            const RowChecks& checks = {});
 
 /// One key's best row in two databases.
 struct BestChange {

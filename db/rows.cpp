@@ -100,12 +100,19 @@ class Cells {
     return v;
   }
 
+  // A time that must be measured: finite and > 0 (a best row's median).
+  double time(int c) const {
+    const double v = amount(c);
+    if (!(v > 0)) bad(c, "is " + shown(c) + ", expected a measured time > 0");
+    return v;
+  }
+
   DType dtype(int c) const {
     const std::string v = text(c, kMaxKeyBytes);
     const std::optional<DType> d = parse_dtype(v);
     // Only the names the writers store: the readers' SQL filters compare them exactly.
     if (!d || v != dtype_name(*d))
-      bad(c, "is " + ktune::quoted(v) + ", not one of fp32, fp16, bf16");
+      bad(c, "is " + ktune::quoted(v) + ", not one of fp32, fp16, bf16, e4m3");
     return *d;
   }
 
@@ -249,7 +256,7 @@ BestRecord read_best(const Statement& row, const char* table, std::int64_t rowid
   b.problem_key = c.key(3);
   b.template_hash = c.name(4);
   b.params_key = c.name(5);
-  b.median_us = c.amount(6);
+  b.median_us = c.time(6);
   b.trial_id = c.optional_id(7);
   b.updated_at = c.name(8);
   return b;

@@ -36,6 +36,13 @@ void require_finite(double v, const char* field, const char* what) {
                           ", expected a finite value >= 0");
 }
 
+// A best row's time: measured, so > 0 (the readers skip any other).
+void require_time(double v, const char* field, const char* what) {
+  if (!std::isfinite(v) || !(v > 0))
+    throw InvalidArgument(std::string(what) + ": " + field + " is " + std::to_string(v) +
+                          ", expected a measured time > 0");
+}
+
 // What the readers skip, the writers refuse: a row a Store wrote always reads back.
 void require_short(const std::string& v, const char* field, const char* what) {
   if (v.size() > kMaxKeyBytes)
@@ -278,6 +285,8 @@ std::int64_t Store::record_trial(const TrialRecord& trial) {
       {trial.compile_seconds, "compile_seconds"},
   };
   for (const auto& [value, field] : timings) require_finite(value, field, what);
+  // An ok trial becomes a best row when it is the fastest, so it carries a measured time.
+  if (trial.status == TrialStatus::ok) require_time(trial.median_us, "median_us of an ok trial", what);
   const char* status = status_name(trial.status);
   if (!parse_status(status))
     throw InvalidArgument(std::string(what) + ": status " +
@@ -361,7 +370,7 @@ void Store::set_best(const BestRecord& record) {
   require_key(record.problem_key, "problem_key", what);
   require_short(record.params_key, "params_key", what);
   require_short(record.template_hash, "template_hash", what);
-  require_finite(record.median_us, "median_us", what);
+  require_time(record.median_us, "median_us", what);
   const std::string label = path_.string();
   db::Transaction t(db_, label);
   db::Statement s(db_, R"sql(

@@ -82,7 +82,7 @@ TEST_F(Cli, EveryNumberIsFiniteAndInItsRange) {
       {"sweep --op softmax --strategy staged", "strategy staged: op softmax declares no search stages"},
       {"sweep --op moe --strategy bayes", "unknown strategy \"bayes\" (allowed: exhaustive, random, model, staged)"},
       {"sweep --op moe --tokens 1,70000 --shape e=8,k=2,h=256,i=512",
-       "t=70000"},
+       "\"70000\" is not an integer from 1 to 65536"},
       {"sweep --from-misses /nonexistent/misses.tsv", "cannot read the miss log \"/nonexistent/misses.tsv\""},
       {"sweep --from-misses /dev/null --op softmax", "--from-misses names each problem's op, dtype and shape: leave out --op"},
       {"sweep --from-misses /dev/null", "the miss log \"/dev/null\" lists no problem to tune"},

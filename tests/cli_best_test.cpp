@@ -258,5 +258,126 @@ TEST(ShippedDatabases, HoldATrialOfTheCurrentDefaultBesideEachBestRow) {
   }
 }
 
+// What `ktune db check` reports, no other command lists, merges or ships (review of stop 77):
+// a row of the current kernel code outside the op's space, and a row whose trial is of another
+// configuration (its timing is not its own).
+TEST_F(Best, RowsCheckReportsAreNeitherListedNorMergedNorShipped) {
+  const fs::path db = tuned_db();
+  {
+    Store s = Store::open(db, Store::Mode::read_write);
+    TrialRecord t;
+    t.device_key = h100.key();
+    t.op = "add_rmsnorm";
+    t.problem_key = "m=128,n=4096";
+    t.params_key = "threads=3,rows=1,vec=8,regs=1";  // 3 threads: no value of the tunable
+    t.template_hash = get_op("add_rmsnorm").template_hash();
+    t.median_us = 1.5;
+    s.record_trial(t);
+  }
+  {
+    db::Connection c(db, db::OpenMode::read_write_create);
+    c.exec("UPDATE best SET params_key = 'threads=256,rows=1,vec=8,regs=1' "
+           "WHERE problem_key = 'm=64,n=4096'");
+  }
+  CliRun check = ktune("db check --db tuned.db");
+  EXPECT_EQ(check.code, 1) << check.out;
+  EXPECT_TRUE(contains(check.out, "threads=3")) << check.out;
+  EXPECT_TRUE(contains(check.out, "is of another configuration")) << check.out;
+
+  CliRun list = ktune("db list --db tuned.db");
+  EXPECT_EQ(list.code, 0) << list.err;
+  EXPECT_TRUE(contains(list.err, "warning: 1 rows of \"tuned.db\" skipped (first: best row "))
+      << list.err;
+  EXPECT_FALSE(contains(list.out, "threads=3")) << list.out;
+
+  CliRun merge = ktune("db merge merged.db tuned.db");
+  EXPECT_EQ(merge.code, 0) << merge.err;
+  EXPECT_TRUE(contains(merge.err, "rows of \"tuned.db\" skipped")) << merge.err;
+  EXPECT_TRUE(contains(merge.out, "0 best configurations")) << merge.out;
+  CliRun merged = ktune("db check --db merged.db");
+  EXPECT_EQ(merged.code, 0) << merged.out;
+
+  CliRun ship = ktune("db ship tuned.db shipped.db");
+  EXPECT_EQ(ship.code, 0) << ship.err;
+  EXPECT_TRUE(contains(ship.err, "2 best rows no lookup can use were left out")) << ship.err;
+  CliRun shipped = ktune("db check --db shipped.db");
+  EXPECT_EQ(shipped.code, 0) << shipped.out;
+}
+
+// A best row timed at 0 us: nothing measures that, the readers skip it, and merging it with a
+// real row never lets it win.
+TEST_F(Best, AZeroTimeNeverWins) {
+  const fs::path db = tuned_db();
+  fs::copy_file(db, dir.path() / "zero.db");
+  {
+    db::Connection c(dir.path() / "zero.db", db::OpenMode::read_write_create);
+    c.exec("UPDATE best SET median_us = 0");
+  }
+  CliRun check = ktune("db check --db zero.db");
+  EXPECT_EQ(check.code, 1) << check.out;
+  EXPECT_TRUE(contains(check.out, "median_us is 0, expected a measured time > 0")) << check.out;
+  ASSERT_EQ(ktune("db merge m.db tuned.db zero.db").code, 0);
+  CliRun list = ktune("db list --db m.db");
+  EXPECT_TRUE(contains(list.out, "3.25")) << list.out;
+}
+
+// A problem no configuration runs (e4m3 at a head dim its kernel does not take, or on sm_80):
+// the answer, then one message and status 2, as for a bad shape.
+TEST_F(Best, AProblemNothingRunsIsAnError) {
+  for (const std::string& args :
+       {std::string("--op flash_attention --dtype e4m3 --shape b=1,hq=8,hkv=8,nq=64,nk=64,d=64 "
+                    "--arch sm_90a"),
+        std::string("--op flash_attention --dtype e4m3 --shape b=1,hq=8,hkv=8,nq=64,nk=64,d=128 "
+                    "--arch sm_80")}) {
+    for (const std::string& json : {std::string(""), std::string(" --json")}) {
+      CliRun r = ktune("best --no-shipped --db none.db " + args + json);
+      EXPECT_EQ(r.code, 2) << args << json;
+      EXPECT_TRUE(contains(r.err, "ktune best: no configuration of flash_attention runs ")) << r.err;
+      EXPECT_TRUE(contains(r.out, json.empty() ? "match: default" : "\"cannot_run\":")) << r.out;
+    }
+  }
+  CliRun ok = ktune("best --no-shipped --db none.db --op flash_attention --dtype e4m3 --shape "
+                    "b=1,hq=8,hkv=8,nq=64,nk=64,d=128 --arch sm_90a");
+  EXPECT_EQ(ok.code, 0) << ok.err;
+}
+
+TEST_F(Best, DeviceNamesIgnoreCaseAndBlanksAndAnUnknownOneListsThem) {
+  tuned_db();
+  CliRun r = ktune("best --op add_rmsnorm --shape m=64,n=4096 --no-shipped --db tuned.db "
+                   "--device ' nvidia h100 80gb hbm3 '");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "match: exact")) << r.out;
+  r = ktune("best --op add_rmsnorm --no-shipped --db tuned.db --device 'NVIDIA H300'");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_TRUE(contains(r.err, "(recorded: \"NVIDIA H100 80GB HBM3\";")) << r.err;
+}
+
+TEST_F(Best, DbCommandsRefuseAnUnknownOpAndExportNeverReplacesADatabase) {
+  tuned_db();
+  for (const char* cmd : {"db list", "db show", "db export"}) {
+    CliRun r = ktune(std::string(cmd) + " --db tuned.db --op nope");
+    EXPECT_EQ(r.code, 2) << cmd;
+    EXPECT_TRUE(contains(r.err, "unknown op \"nope\" (known ops: ")) << cmd << r.err;
+  }
+  tuned_db("other.db");
+  const std::string before = slurp(dir.path() / "other.db");
+  CliRun r = ktune("db export --db tuned.db -o other.db");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_TRUE(contains(r.err, "is an SQLite database; refusing to replace it")) << r.err;
+  EXPECT_EQ(slurp(dir.path() / "other.db"), before);
+}
+
+// A file in $KTUNE_DB_PATH that is no database is skipped with its reason, as lookups skip it;
+// the other databases are still listed.
+TEST_F(Best, ShippedListingSkipsAFileLookupsWouldSkip) {
+  tuned_db();
+  std::ofstream(dir.path() / "junk.db") << "not a database, just text long enough to be read\n";
+  CliRun r = ktune("db list --shipped", "KTUNE_DB_PATH='" + (dir.path() / "junk.db").string() +
+                                            ":" + (dir.path() / "tuned.db").string() + "'");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(contains(r.err, "junk.db\" is not used: ")) << r.err;
+  EXPECT_TRUE(contains(r.out, kParams)) << r.out;
+}
+
 }  // namespace
 }  // namespace ktune

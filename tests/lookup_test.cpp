@@ -430,6 +430,7 @@ TEST_F(Lookup, HostileParametersAreRejected) {
       b.problem_key = op.problem_key(p);
       b.params_key = bad;
       b.template_hash = op.template_hash();
+      b.median_us = 1.0;
       s.set_best(b);
     }
     TuningDatabases dbs(path, {});

@@ -1,5 +1,7 @@
 #include "runtime/dispatch/lookup.hpp"
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <functional>
@@ -247,7 +249,7 @@ LookupResult TuningDatabases::find(const Op& op, DType dtype, const Problem& pro
       continue;
     }
     return {Match::exact, std::move(p), b->problem_key, b->device_key, e.path.string(),
-            b->median_us, {}};
+            b->median_us, {}, {}};
   }
 
   // 2./3. Nearest problem on this device, then on another device of the same architecture.
@@ -333,7 +335,7 @@ LookupResult TuningDatabases::find(const Op& op, DType dtype, const Problem& pro
                     x.row.problem_key + " (`ktune db defaults` lists such rows to re-time)";
     return {c == &same ? Match::nearest_shape : Match::other_device, std::move(x.params),
             x.row.problem_key, x.row.device_key, dbs_[x.db].path.string(), x.row.median_us,
-            std::move(served_note)};
+            std::move(served_note), {}};
   }
 
   // 4. The built-in default.
@@ -343,8 +345,10 @@ LookupResult TuningDatabases::find(const Op& op, DType dtype, const Problem& pro
   r.note = std::move(note);
   // A default the problem cannot take (e4m3 with a paged cache, say) is still the answer, so
   // that the caller's run fails with the op's own reason; the note says so before any run.
-  if (std::optional<std::string> why = op.invalid_reason(r.params, problem, dtype, device))
+  if (std::optional<std::string> why = op.invalid_reason(r.params, problem, dtype, device)) {
     r.note = (r.note.empty() ? "" : r.note + "; ") + "the built-in default cannot run it: " + *why;
+    r.cannot_run = *why;
+  }
   return r;
 }
 
@@ -359,6 +363,7 @@ MatchInfo match_info(const Op& op, const Problem& problem, const LookupResult& f
   m.database = found.database;
   m.tuned_us = found.tuned_us;
   m.note = found.note;
+  m.cannot_run = found.cannot_run;
   return m;
 }
 
@@ -450,7 +455,39 @@ std::optional<DeviceInfo> TuningDatabases::find_device(const std::string& name_o
     for (const DeviceInfo& d : rows.rows)
       if (d.name == name_or_key) return d;
   }
+  // Then the name as typed by hand: case and surrounding blanks aside ("nvidia h200 ").
+  const auto folded = [](std::string_view s) {
+    while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+    while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+    std::string out(s);
+    for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return out;
+  };
+  const std::string wanted = folded(name_or_key);
+  for (Entry& e : dbs_) {
+    if (!e.store) continue;
+    try {
+      for (const DeviceInfo& d : e.store->devices().rows)
+        if (!wanted.empty() && folded(d.name) == wanted) return d;
+    } catch (const std::exception&) {
+      // reported by the first pass
+    }
+  }
   return std::nullopt;
+}
+
+std::vector<std::string> TuningDatabases::device_names() const {
+  std::vector<std::string> names;
+  for (const Entry& e : dbs_) {
+    if (!e.store) continue;
+    try {
+      for (const DeviceInfo& d : e.store->devices().rows)
+        if (std::find(names.begin(), names.end(), d.name) == names.end()) names.push_back(d.name);
+    } catch (const std::exception&) {
+      // reported by find_device
+    }
+  }
+  return names;
 }
 
 }  // namespace ktune

@@ -34,6 +34,8 @@ struct LookupResult {
   /// Why the default serves although a neighbour was found, or that a neighbour serves unjudged
   /// (its database holds no trial of the default on its problem); empty otherwise.
   std::string note;
+  /// Why the default given cannot run the problem (see MatchInfo::cannot_run); empty otherwise.
+  std::string cannot_run;
 };
 
 /// What the runtime reports of a lookup of `op` for `problem` (Runtime::query, `ktune best`).
@@ -73,9 +75,12 @@ class TuningDatabases {
   void scan();
 
   /// The fingerprint of a device recorded in these databases whose name or key is
-  /// `name_or_key` (user's database first; in each, a key match before a name match), for
+  /// `name_or_key` (user's database first; in each, a key match before a name match; then a
+  /// name that differs in case or surrounding blanks only), for
   /// answering for a GPU that is not here (`ktune best --device NAME`); nullopt when none is.
   std::optional<DeviceInfo> find_device(const std::string& name_or_key) const;
+  /// The names of the devices the databases record, each once, in the order they are read.
+  std::vector<std::string> device_names() const;
 
   /// At most this many skipped rows are kept per database; the others are only counted.
   static constexpr std::size_t kMaxListedRows = 100;

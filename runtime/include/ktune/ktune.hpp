@@ -39,6 +39,9 @@ struct MatchInfo {
   std::string database;         // the database it came from (empty for defaults)
   double tuned_us = 0.0;        // its measured median time (0 for defaults)
   std::string note;             // why the default serves although a neighbour was found
+  std::string cannot_run;       // why the default given cannot run the problem (e4m3 at a head
+                                // dim it does not take, say): then no configuration does; empty
+                                // when it runs
 };
 
 /// One database the runtime consults, and what became of it.
