@@ -17,6 +17,7 @@
 #include "runtime/dispatch/lookup.hpp"
 
 namespace po = boost::program_options;
+namespace fs = std::filesystem;
 
 namespace ktune::cli {
 namespace {
@@ -281,6 +282,36 @@ int db_check(const Args& args) {
   return clean ? 0 : 1;
 }
 
+// A database a sweep left with changes in its write-ahead log (killed, or copied with its -wal
+// file): the readers refuse it, since a read-only open cannot apply the log. Opening it
+// read-write applies it, and closing converts the file back once no other writer has it open
+// (SQLite's locks make this safe beside a running sweep, which then converts it itself).
+int db_recover(const Args& args) {
+  po::options_description desc("db recover options");
+  desc.add_options()("db", po::value<std::string>(), "database");
+  po::variables_map vm;
+  if (!parse_options("db recover", "[--db PATH]", desc, args, vm)) return 0;
+  const DbLocation db = db_option(vm);
+  if (!db_exists(db)) throw DatabaseError("database " + db.describe() + " does not exist");
+  std::size_t bests = 0;
+  {
+    Store store = Store::open(db.path, Store::Mode::read_write);  // DatabaseError: exit 4
+    bests = store.all_bests().rows.size();
+  }
+  std::error_code ec;
+  fs::path wal = db.path;
+  wal += "-wal";
+  if (fs::exists(wal, ec)) {
+    std::printf("%s: readable (%zu best configurations); another writer has it open (a running "
+                "sweep?), which converts it when it closes\n",
+                shown(db.path.string()).c_str(), bests);
+    return 0;
+  }
+  std::printf("%s: ok, its write-ahead log is in the main file (%zu best configurations)\n",
+              shown(db.path.string()).c_str(), bests);
+  return 0;
+}
+
 }  // namespace
 
 int cmd_db(const Args& args) {
@@ -296,15 +327,17 @@ int cmd_db(const Args& args) {
        cmd_db_kernels},
       {"defaults", "best rows with no trial of their current default, as a plan to re-time",
        cmd_db_defaults},
+      {"recover", "apply the write-ahead log a stopped sweep left, so readers can open the file",
+       db_recover},
   };
   if (args.empty() || args[0] == "--help" || args[0] == "-h") {
-    std::printf("usage: ktune db <list|show|export|check|merge|diff|ship|kernels|defaults> [options]   (ktune db <command> --help)\n");
+    std::printf("usage: ktune db <list|show|export|check|merge|diff|ship|kernels|defaults|recover> [options]   (ktune db <command> --help)\n");
     for (const Command& c : sub) std::printf("  %-8s %s\n", c.name, c.summary);
     return args.empty() ? 2 : 0;
   }
   for (const Command& c : sub)
     if (args[0] == c.name) return c.run(Args(args.begin() + 1, args.end()));
-  throw UsageError{"unknown db command " + ktune::quoted(args[0]) + " (allowed: list, show, export, check, merge, diff, ship, kernels, defaults)"};
+  throw UsageError{"unknown db command " + ktune::quoted(args[0]) + " (allowed: list, show, export, check, merge, diff, ship, kernels, defaults, recover)"};
 }
 
 }  // namespace ktune::cli

@@ -365,8 +365,8 @@ MergeReport merge_databases(const fs::path& out, const std::vector<fs::path>& in
   if (out_exists && fs::exists(db::sibling(out, "-wal"), ec))
     throw DatabaseError(db::where(out.string()) +
                         "has a write-ahead log beside it: a sweep has it open or stopped without "
-                        "closing; merge into it once no sweep writes it (any ktune command that "
-                        "writes it, such as a resumed sweep, closes it cleanly)");
+                        "closing; merge into it once no sweep writes it (`ktune db recover --db " +
+                        out.string() + "` applies the log a stopped sweep left)");
 
   // Every file is opened and checked before anything is written.
   MergeReport report;

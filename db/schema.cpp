@@ -428,8 +428,9 @@ sqlite3* open_readable(const fs::path& path, bool* immutable) {
     const auto refuse_pending = [&](const std::string& why) {
       throw DatabaseError(where(label) + "a read-only open cannot use it: " + why + ", and " +
                           printable(wal.string()) +
-                          " holds changes not yet in the main file; open it read-write once "
-                          "where it is writable, or copy it while no writer has it open");
+                          " holds changes not yet in the main file; `ktune db recover --db " +
+                          printable(label) + "` applies them (it needs write access), or copy "
+                          "it while no writer has it open");
     };
     // Opening reads nothing and creates nothing yet; it lets SQLite's own descriptor read the
     // header and look for a writer's lock.

@@ -11,17 +11,23 @@ using test::CliRun;
 
 class DbMergeCli : public Cli {
  protected:
+  // An ok add_rmsnorm trial on make_db's device, of make_db's kernel code ("h").
+  static TrialRecord trial(const std::string& problem, const std::string& params, double median) {
+    TrialRecord t;
+    t.device_key = device_for_arch("sm_90a")->key();
+    t.op = "add_rmsnorm";
+    t.problem_key = problem;
+    t.params_key = params;
+    t.template_hash = "h";
+    t.median_us = median;
+    return t;
+  }
+
   // make_db's database (m=64,n=4096 at 12.5 us) with one more trial of `params` at `median`.
   fs::path shard(const std::string& name, const std::string& params, double median) {
     const fs::path db = make_db(name);
     Store s = Store::open(db, Store::Mode::read_write);
-    TrialRecord t;
-    t.device_key = device_for_arch("sm_90a")->key();
-    t.op = "add_rmsnorm";
-    t.problem_key = "m=64,n=4096";
-    t.params_key = params;
-    t.template_hash = "h";
-    t.median_us = median;
+    TrialRecord t = trial("m=64,n=4096", params, median);
     s.record_trial(t);
     t.problem_key = "m=128,n=4096";
     s.record_trial(t);
@@ -48,14 +54,7 @@ TEST_F(DbMergeCli, DiffSaysWhatChangedWithTheSpeedup) {
   const fs::path b = shard("b.db", "threads=512,rows=1,vec=8,regs=1", 8.0);
   {
     Store s = Store::open(b, Store::Mode::read_write);
-    TrialRecord t;
-    t.device_key = device_for_arch("sm_90a")->key();
-    t.op = "add_rmsnorm";
-    t.problem_key = "m=256,n=4096";
-    t.params_key = "threads=64,rows=1,vec=8,regs=1";
-    t.template_hash = "h";
-    t.median_us = 30.0;
-    s.record_trial(t);
+    s.record_trial(trial("m=256,n=4096", "threads=64,rows=1,vec=8,regs=1", 30.0));
   }
   ASSERT_EQ(ktune("db merge out.db a.db b.db").code, 0);
   CliRun r = ktune("db diff a.db out.db");
@@ -97,6 +96,33 @@ TEST_F(DbMergeCli, BadInputsOneMessageEachAndOutUntouched) {
     EXPECT_EQ(lines(r.err), 1u) << c.args << ": " << r.err;
     EXPECT_EQ(slurp(dir.path() / "out.db"), before) << c.args;
   }
+}
+
+// A copy of a database taken while a sweep wrote it (its -wal file beside it): every reader
+// refuses it and names `ktune db recover`, which applies the log without a GPU.
+TEST_F(DbMergeCli, RecoverAppliesTheLogAStoppedSweepLeft) {
+  const fs::path db = make_db("live.db");
+  {
+    Store s = Store::open(db, Store::Mode::read_write);
+    s.record_trial(trial("m=512,n=4096", "threads=64,rows=1,vec=8,regs=1", 7.0));
+    fs::path wal = db;
+    wal += "-wal";
+    ASSERT_TRUE(fs::exists(wal));
+    fs::copy_file(db, dir.path() / "copy.db");
+    fs::copy_file(wal, dir.path() / "copy.db-wal");
+  }
+  CliRun list = ktune("db list --db copy.db");
+  EXPECT_NE(list.code, 0);
+  EXPECT_TRUE(contains(list.err, "`ktune db recover --db ")) << list.err;
+  CliRun r = ktune("db recover --db copy.db");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "copy.db: ok, its write-ahead log is in the main file (2 best "
+                              "configurations)")) << r.out;
+  EXPECT_FALSE(fs::exists(dir.path() / "copy.db-wal"));
+  list = ktune("db list --db copy.db");
+  EXPECT_EQ(list.code, 0) << list.err;
+  EXPECT_TRUE(contains(list.out, "m=512,n=4096")) << list.out;
+  EXPECT_EQ(ktune("db recover --db missing.db").code, 4);
 }
 
 }  // namespace

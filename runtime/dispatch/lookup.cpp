@@ -68,7 +68,7 @@ std::string message_after(const std::exception& err, const std::string& prefix) 
   std::string_view m = err.what();
   if (m.size() >= prefix.size() && m.compare(0, prefix.size(), prefix) == 0)
     m.remove_prefix(prefix.size());
-  return one_line(m);
+  return one_line(m, 480);  // whole: a database's reason says how to fix it
 }
 
 std::string database_message(const std::exception& err, const fs::path& path) {
