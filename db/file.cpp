@@ -55,6 +55,17 @@ const char* file_kind(mode_t mode) {
   return "a special file";
 }
 
+std::optional<std::string> text_input_problem(const fs::path& path, const char* what) {
+  struct stat st {};
+  const std::string name = std::string(what) + " " + ktune::quoted(path.string(), 200);
+  if (::stat(path.c_str(), &st) != 0) return "cannot read " + name + ": " + std::strerror(errno);
+  // A character device reads as a file does (/dev/null: an empty input); a FIFO or a socket
+  // would block the reader, a directory cannot be read.
+  if (!S_ISREG(st.st_mode) && !S_ISCHR(st.st_mode))
+    return name + " is " + file_kind(st.st_mode) + ", not a regular file";
+  return std::nullopt;
+}
+
 fs::path sibling(const fs::path& db, const char* suffix) {
   fs::path p = db;
   p += suffix;

@@ -6,6 +6,8 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
+#include <string>
 
 namespace ktune::db {
 
@@ -28,6 +30,11 @@ DiskState inspect_disk(const std::filesystem::path& path, bool must_exist);
 
 /// What a file of this mode is, for messages: "a FIFO", "a directory", "a character device"...
 const char* file_kind(mode_t mode);
+
+/// Why `path` cannot be read as a text input (a plan, a miss log): it does not exist or cannot
+/// be examined (strerror), or is neither a regular file nor a character device (/dev/null): a
+/// directory, or a FIFO or socket, which would block a reader; nullopt when it can be read. `what` names the input in the message ("the plan").
+std::optional<std::string> text_input_problem(const std::filesystem::path& path, const char* what);
 
 /// `db` with `suffix` ("-wal", "-shm", "-journal") appended to its file name.
 std::filesystem::path sibling(const std::filesystem::path& db, const char* suffix);

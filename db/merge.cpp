@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <set>
@@ -343,6 +344,14 @@ MergeReport merge_databases(const fs::path& out, const std::vector<fs::path>& in
     if (!S_ISREG(st.st_mode))
       throw InvalidArgument(out_name + " is " + db::file_kind(st.st_mode) +
                             ", not a regular file (expected a ktune database or a new name)");
+    // A file its owner made read-only is not replaced by a merge (which renames a new file over
+    // it, as root could), whoever runs it.
+    if ((st.st_mode & S_IWUSR) == 0) {
+      char mode[8];
+      std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+      throw InvalidArgument(out_name + " is read-only (mode " + mode +
+                            "); make it writable to merge into it, or name a new output");
+    }
     out_exists = true;
   } else if (errno != ENOENT) {
     throw InvalidArgument("cannot examine " + out_name + ": " + std::strerror(errno));

@@ -125,5 +125,20 @@ TEST_F(DbMergeCli, RecoverAppliesTheLogAStoppedSweepLeft) {
   EXPECT_EQ(ktune("db recover --db missing.db").code, 4);
 }
 
+// An output its owner made read-only is left alone, whoever runs the merge (root could replace
+// it): one message naming the mode.
+TEST_F(DbMergeCli, AReadOnlyOutputIsNotReplaced) {
+  shard("a.db", "threads=128,rows=1,vec=8,regs=1", 10.0);
+  ASSERT_EQ(ktune("db merge out.db a.db").code, 0);
+  fs::permissions(dir.path() / "out.db", fs::perms::owner_read | fs::perms::group_read |
+                                             fs::perms::others_read);
+  const std::string before = slurp(dir.path() / "out.db");
+  CliRun r = ktune("db merge out.db a.db");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_TRUE(contains(r.err, "output \"out.db\" is read-only (mode 0444)")) << r.err;
+  EXPECT_EQ(lines(r.err), 1u) << r.err;
+  EXPECT_EQ(slurp(dir.path() / "out.db"), before);
+}
+
 }  // namespace
 }  // namespace ktune

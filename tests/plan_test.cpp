@@ -4,6 +4,7 @@
 #include "tuner/plan.hpp"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <array>
@@ -108,11 +109,23 @@ TEST(Plan, BadLinesNameFileLineTextAndWhatIsAllowed) {
     for (const std::string& x : c.expected) EXPECT_NE(e.find(x), std::string::npos) << e;
   }
   EXPECT_NE(error_of("# nothing\n\n").find("lists no problem"), std::string::npos);
-  try {
-    load_plan("/nonexistent/plan.txt");
-    ADD_FAILURE() << "a missing plan loaded";
-  } catch (const InvalidArgument& e) {
-    EXPECT_NE(std::string(e.what()).find("cannot open the plan"), std::string::npos);
+  // Missing, a directory, a FIFO (which would block a reader): one message each, with why.
+  const fs::path dir = temp_dir();
+  const std::string fifo = (dir / "fifo").string();
+  fs::remove(fifo);
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  for (const auto& [path, expected] :
+       {std::pair<std::string, std::string>{"/nonexistent/plan.txt",
+                                            "cannot read the plan \"/nonexistent/plan.txt\": No "
+                                            "such file or directory"},
+        {dir.string(), "is a directory, not a regular file"},
+        {fifo, "is a FIFO, not a regular file"}}) {
+    try {
+      load_plan(path);
+      ADD_FAILURE() << "loaded " << path;
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+    }
   }
 }
 

@@ -1,10 +1,13 @@
 #include "tuner/plan.hpp"
 
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
+#include "db/file.hpp"
 #include "ktune/error.hpp"
 #include "templates/op.hpp"
 #include "tuner/sweep.hpp"
@@ -127,11 +130,12 @@ Plan parse_plan(std::istream& in, const std::string& name) {
 }
 
 Plan load_plan(const std::filesystem::path& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec))
-    throw InvalidArgument("plan " + ktune::quoted(path.string(), 200) + " is a directory, not a file");
+  if (std::optional<std::string> why = db::text_input_problem(path, "the plan"))
+    throw InvalidArgument(*why);
   std::ifstream in(path);
-  if (!in) throw InvalidArgument("cannot open the plan " + ktune::quoted(path.string(), 200));
+  if (!in)
+    throw InvalidArgument("cannot open the plan " + ktune::quoted(path.string(), 200) + ": " +
+                          std::strerror(errno));
   return parse_plan(in, path.string());
 }
 

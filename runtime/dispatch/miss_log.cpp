@@ -10,6 +10,7 @@
 #include <set>
 #include <tuple>
 
+#include "db/file.hpp"
 #include "ktune/error.hpp"
 #include "templates/op.hpp"
 
@@ -39,6 +40,8 @@ std::optional<std::string> append_line(const std::string& path, const std::strin
 }
 
 std::vector<MissEntry> read_miss_log(const std::string& path, std::vector<std::string>& skipped) {
+  if (std::optional<std::string> why = db::text_input_problem(path, "the miss log"))
+    throw InvalidArgument(*why);
   std::ifstream in(path);
   if (!in) throw InvalidArgument("cannot read the miss log " + quoted(path, 200) + ": " + std::strerror(errno));
   std::vector<MissEntry> out;
