@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -140,6 +141,8 @@ struct ScalarSpec {
   /// A scalar added after callers of the generic entry (Runtime::run) were written: a call
   /// that passes only the scalars before it gets this value (attention's e4m3 scales: 1).
   std::optional<double> omitted_value = std::nullopt;
+  /// The smallest value a call may pass (every value must also be finite).
+  double min = -std::numeric_limits<double>::infinity();
 };
 
 /// One kernel to compile: the embedded file to compile and the NVRTC name expression.

@@ -228,6 +228,24 @@ std::vector<BadArgs> bad_args() {
        {"attention: cu_seqlens_k is set but cu_seqlens_q is null"}},
       {"workspace size without pointer", [](AttentionArgs& a) { a.workspace_bytes = 4096; },
        {"workspace is null but workspace_bytes is 4096"}},
+      // Zero strides broadcast an input; an output's would write every head (or sequence) to
+      // one place.
+      {"o head stride zero",
+       [](AttentionArgs& a) {
+         static AttentionLayout l;
+         l = AttentionLayout::bhsd(a.hq, a.hkv, a.nq, a.nk, a.d);
+         l.o.head = 0;
+         a.layout = &l;
+       },
+       {"attention: o head stride 0 over 32 heads would write them all to one place"}},
+      {"o batch stride zero",
+       [](AttentionArgs& a) {
+         static AttentionLayout l;
+         l = AttentionLayout::bshd(a.hq, a.hkv, a.nq, a.nk, a.d);
+         l.o.batch = 0;
+         a.layout = &l;
+       },
+       {"attention: o batch stride 0 over 3 sequences"}},
   };
   return cases;
 }

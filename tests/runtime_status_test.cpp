@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -128,6 +129,50 @@ TEST(RuntimeStatus, EveryEntryPointReachesTheDevice) {
                          64, true, 0.f, DType::bf16, nullptr);
     });
   }
+}
+
+// What the fused entry points and query can check without a device they check first, on a
+// machine without a GPU too: the problem, the dtype, null tensors, and every scalar finite and in
+// its range (review of stop 77: eps=NaN and m=-1 reported "no GPU").
+TEST(RuntimeStatus, BadCallsNameTheirReasonBeforeTheDevice) {
+  test::TempDir dir;
+  Runtime rt(options(dir.path() / "user.db", dir.path() / "cache"));
+  const auto p = [](std::uint64_t a) { return reinterpret_cast<void*>(a); };
+  const auto expect_invalid = [](const char* what, const std::string& part, auto&& call) {
+    try {
+      call();
+      ADD_FAILURE() << what << ": accepted";
+    } catch (const InvalidArgument& e) {
+      EXPECT_CONTAINS(e.what(), part) << what;
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << what << ": not an InvalidArgument: " << e.what();
+    }
+  };
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  expect_invalid("eps NaN", "add_rmsnorm: eps=nan is not allowed (a finite number >= 0", [&] {
+    rt.add_rmsnorm(p(0x1000), p(0x2000), p(0x3000), p(0x4000), p(0x5000), 64, 256, DType::bf16,
+                   nan, nullptr);
+  });
+  expect_invalid("eps negative", "layernorm: eps=-1 is not allowed", [&] {
+    rt.layernorm(p(0x1000), nullptr, p(0x3000), p(0x4000), p(0x5000), nullptr, 64, 256,
+                 DType::f16, -1.f, nullptr);
+  });
+  expect_invalid("scale infinite", "softmax: scale=inf is not allowed", [&] {
+    rt.softmax(p(0x1000), p(0x2000), 64, 256, std::numeric_limits<float>::infinity(), DType::f16,
+               nullptr);
+  });
+  expect_invalid("m negative", "m=-1", [&] {
+    rt.add_rmsnorm(p(0x1000), p(0x2000), p(0x3000), p(0x4000), p(0x5000), -1, 256, DType::bf16,
+                   1e-6f, nullptr);
+  });
+  expect_invalid("null x", "add_rmsnorm: tensor x is a null pointer", [&] {
+    rt.add_rmsnorm(nullptr, p(0x2000), p(0x3000), p(0x4000), p(0x5000), 64, 256, DType::bf16,
+                   1e-6f, nullptr);
+  });
+  expect_invalid("fp32 swiglu", "dtype fp32 is not supported by swiglu (it takes bf16, fp16)",
+                 [&] { rt.swiglu(p(0x1000), p(0x2000), 64, 256, DType::f32, nullptr); });
+  expect_invalid("query fp32", "dtype fp32 is not supported by add_rmsnorm",
+                 [&] { rt.query("add_rmsnorm", "m=1,n=8", DType::f32); });
 }
 
 TEST(RuntimeStatus, ListsRefusedDatabasesAndSkippedRows) {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "ktune/error.hpp"
+#include "templates/attention/attention_op.hpp"
 #include "templates/op.hpp"
 
 namespace ktune {
@@ -268,6 +269,9 @@ AttentionCall pack_attention(const AttentionArgs& a, bool pointers) {
     c.strides = {l.q.batch, l.q.head, l.q.seq, l.k.batch, l.k.head, l.k.seq,
                  l.v.batch, l.v.head, l.v.seq, l.o.batch, l.o.head, l.o.seq};
     c.has_strides = true;
+    if (std::optional<std::string> why =
+            output_stride_reason("attention", c.strides.data(), a.b, a.hq, varlen(a)))
+      throw InvalidArgument(*why);
   }
   if (!pointers) return c;
 

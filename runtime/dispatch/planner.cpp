@@ -1,5 +1,7 @@
 #include "runtime/dispatch/planner.hpp"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <optional>
@@ -172,19 +174,68 @@ std::shared_ptr<LoadedKernel> Runtime::Impl::load(const CompileJob& job, unsigne
   return k;
 }
 
+Problem Runtime::Impl::checked_problem(const Op& op, DType dtype, const std::int64_t* dims,
+                                       std::size_t ndims) {
+  Problem problem;
+  problem.values.assign(dims, dims + ndims);
+  op.check_problem(problem);
+  const std::vector<DType> allowed = op.dtypes();
+  if (std::find(allowed.begin(), allowed.end(), dtype) == allowed.end()) {
+    std::string names;
+    for (DType t : allowed) names += (names.empty() ? "" : ", ") + std::string(dtype_name(t));
+    throw InvalidArgument("dtype " + std::string(dtype_name(dtype)) + " is not supported by " +
+                          std::string(op.name()) + " (it takes " + names + ")");
+  }
+  return problem;
+}
+
+void Runtime::Impl::check_call(const Op& op, DType dtype, const std::int64_t* dims,
+                               std::size_t ndims, const std::uint64_t* tensors, int ntensors,
+                               const double* scalars, int nscalars) {
+  if (ndims != op.dims().size())
+    throw InvalidArgument(std::string(op.name()) + ": " + std::to_string(ndims) +
+                          " problem values given; the op has " +
+                          std::to_string(op.dims().size()) + " dims");
+  const Problem problem = checked_problem(op, dtype, dims, ndims);
+  // Scalars a call leaves out at the end take their omitted_value, where they have one.
+  const std::vector<ScalarSpec>& declared = op.scalars();
+  int required = static_cast<int>(declared.size());
+  while (required > 0 && declared[static_cast<std::size_t>(required - 1)].omitted_value) --required;
+  const std::vector<TensorSpec> specs = op.tensors(problem, dtype);
+  if (ntensors != static_cast<int>(specs.size()) || nscalars < required ||
+      nscalars > static_cast<int>(declared.size()))
+    throw InvalidArgument(std::string(op.name()) + " takes " + std::to_string(specs.size()) +
+                          " tensors and " +
+                          (required < static_cast<int>(declared.size())
+                               ? std::to_string(required) + " to "
+                               : std::string()) +
+                          std::to_string(declared.size()) + " scalars");
+  const auto text = [](double v) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%g", v);
+    return std::string(buf);
+  };
+  for (int i = 0; i < nscalars; ++i) {
+    const ScalarSpec& spec = declared[static_cast<std::size_t>(i)];
+    if (!std::isfinite(scalars[i]) || scalars[i] < spec.min)
+      throw InvalidArgument(std::string(op.name()) + ": " + spec.name + "=" +
+                            text(scalars[i]) + " is not allowed (a finite number" +
+                            (std::isfinite(spec.min) ? " >= " + text(spec.min) : "") +
+                            ": " + spec.help + ")");
+  }
+  for (int i = 0; i < ntensors; ++i)
+    if (tensors[i] == 0 && !specs[static_cast<std::size_t>(i)].optional)
+      throw InvalidArgument(std::string(op.name()) + ": tensor " +
+                            specs[static_cast<std::size_t>(i)].name + " is a null pointer");
+}
+
 std::unique_ptr<Plan> Runtime::Impl::make_plan(const PlanKey& key) {
   const Op& op = *all_ops()[static_cast<std::size_t>(key.op)];
   auto plan = std::make_unique<Plan>();
   plan->op = &op;
   plan->dtype = static_cast<DType>(key.dtype);
-  plan->problem.values.assign(key.dims.begin(), key.dims.begin() + key.ndims);
-  op.check_problem(plan->problem);
-  {
-    std::vector<DType> allowed = op.dtypes();
-    if (std::find(allowed.begin(), allowed.end(), plan->dtype) == allowed.end())
-      throw InvalidArgument("dtype " + std::string(dtype_name(plan->dtype)) +
-                            " is not supported by " + std::string(op.name()));
-  }
+  plan->problem = checked_problem(op, plan->dtype, key.dims.data(),
+                                  static_cast<std::size_t>(key.ndims));
   const DeviceInfo& device = device_info(key.device);
 
   ensure_databases();
@@ -234,6 +285,7 @@ PlanKey Runtime::Impl::key_of(int op_index, DType dtype, const std::int64_t* dim
     throw InvalidArgument(std::string(op.name()) + ": " + std::to_string(ndims) +
                           " problem values given; the op has " +
                           std::to_string(op.dims().size()) + " dims");
+  checked_problem(op, dtype, dims, ndims);  // before the device too, for the same reason
   PlanKey key;
   key.op = op_index;
   key.dtype = static_cast<int>(dtype);
@@ -285,25 +337,19 @@ void Runtime::Impl::run(int op_index, DType dtype, const std::int64_t* dims, int
                         const std::uint64_t* tensors, int ntensors, const double* scalars,
                         int nscalars, Stream stream, const std::int64_t* layout,
                         const CallerWorkspace* workspace) {
-  if (ndims < 0 || ntensors > static_cast<int>(kMaxTensors))
-    throw InvalidArgument("too many dimensions or tensors");
+  if (ndims < 0 || ntensors < 0 || nscalars < 0 || ntensors > static_cast<int>(kMaxTensors) ||
+      static_cast<std::size_t>(ndims) > kMaxDims)
+    throw InvalidArgument("negative counts, or too many dimensions or tensors");
+  // Everything that needs no device first, so that a bad call fails with its own reason on a
+  // machine without a GPU too.
+  check_call(*all_ops()[static_cast<std::size_t>(op_index)], dtype, dims,
+             static_cast<std::size_t>(ndims), tensors, ntensors, scalars, nscalars);
   const StreamContext context(static_cast<CUstream>(stream));
   const PlanKey key = key_of(op_index, dtype, dims, static_cast<std::size_t>(ndims));
   const StreamKey own = stream_key(stream);
   const Dispatch d = dispatch(key, workspace ? nullptr : &own);
   const Plan& p = *d.plan;
-  // Scalars a call leaves out at the end take their omitted_value, where they have one.
   const std::vector<ScalarSpec>& declared = p.op->scalars();
-  int required = static_cast<int>(declared.size());
-  while (required > 0 && declared[static_cast<std::size_t>(required - 1)].omitted_value) --required;
-  if (ntensors != static_cast<int>(p.tensors.size()) || nscalars < required ||
-      nscalars > static_cast<int>(declared.size()))
-    throw InvalidArgument(std::string(p.op->name()) + " takes " + std::to_string(p.tensors.size()) +
-                          " tensors and " +
-                          (required < static_cast<int>(declared.size())
-                               ? std::to_string(required) + " to "
-                               : std::string()) +
-                          std::to_string(declared.size()) + " scalars");
   double all_scalars[kMaxScalars];
   if (declared.size() > kMaxScalars)
     throw InvalidArgument(std::string(p.op->name()) + ": more scalars than the runtime passes");
@@ -311,10 +357,7 @@ void Runtime::Impl::run(int op_index, DType dtype, const std::int64_t* dims, int
     all_scalars[i] = static_cast<int>(i) < nscalars ? scalars[i] : *declared[i].omitted_value;
   for (int i = 0; i < ntensors; ++i) {
     const std::uint64_t ptr = tensors[i];
-    if (ptr == 0 && p.tensors[static_cast<std::size_t>(i)].optional) continue;
-    if (ptr == 0)
-      throw InvalidArgument(std::string(p.op->name()) + ": tensor " +
-                            p.tensors[static_cast<std::size_t>(i)].name + " is a null pointer");
+    if (ptr == 0) continue;  // an optional tensor left out (check_call refused the others)
     const TensorSpec& spec = p.tensors[static_cast<std::size_t>(i)];
     const std::size_t need = spec.alignment != 0 ? spec.alignment : p.alignment;
     if (ptr % need != 0)

@@ -136,6 +136,15 @@ class Runtime::Impl {
   /// Both already there; under mu_.
   std::optional<Dispatch> find(const PlanKey& key, const StreamKey* stream) const;
   static PlanKey key_of(int op_index, DType dtype, const std::int64_t* dims, std::size_t ndims);
+  /// The problem of `dims`, checked against the op's dims and dtypes; throws InvalidArgument.
+  static Problem checked_problem(const Op& op, DType dtype, const std::int64_t* dims,
+                                 std::size_t ndims);
+  /// A call's arguments as far as they can be checked without a device: the problem, the dtype,
+  /// the numbers of tensors and scalars, every scalar finite and in its range, no required
+  /// tensor null. Throws InvalidArgument.
+  static void check_call(const Op& op, DType dtype, const std::int64_t* dims, std::size_t ndims,
+                         const std::uint64_t* tensors, int ntensors, const double* scalars,
+                         int nscalars);
   std::unique_ptr<Plan> make_plan(const PlanKey& key);
   const DeviceInfo& device_info(int ordinal);
   // Both under plan_mu_; they log what they find (KTUNE_LOG).

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "ktune/error.hpp"
+#include "templates/attention/attention_op.hpp"
 #include "templates/attention/attention_parts.hpp"
 #include "templates/kernel_tensor_map.hpp"
 
@@ -83,6 +84,9 @@ FlashAttentionArgs make_args(const RunArgs& a, const Shape& s) {
   k.k_batch_stride = st[3], k.k_head_stride = st[4], k.k_row_stride = st[5];
   k.v_batch_stride = st[6], k.v_head_stride = st[7], k.v_row_stride = st[8];
   k.o_batch_stride = st[9], k.o_head_stride = st[10], k.o_row_stride = st[11];
+  if (std::optional<std::string> why =
+          output_stride_reason("flash_attention", st, s.b, s.hq, s.varlen))
+    throw InvalidArgument(*why);
   if (s.paged()) {  // the pools [pages, page, hkv, d]: row hkv * d, head d, no batch
     k.k_batch_stride = k.v_batch_stride = 0;
     k.k_head_stride = k.v_head_stride = s.d;

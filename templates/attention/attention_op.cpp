@@ -383,4 +383,15 @@ const Op& flash_attention_op() {
   return op;
 }
 
+std::optional<std::string> output_stride_reason(const char* op, const std::int64_t* st,
+                                                std::int64_t b, std::int64_t hq, bool varlen) {
+  if (!varlen && b > 1 && st[9] == 0)
+    return std::string(op) + ": o batch stride 0 over " + std::to_string(b) +
+           " sequences would write them all to one place (outputs take a nonzero stride)";
+  if (hq > 1 && st[10] == 0)
+    return std::string(op) + ": o head stride 0 over " + std::to_string(hq) +
+           " heads would write them all to one place (outputs take a nonzero stride)";
+  return std::nullopt;
+}
+
 }  // namespace ktune

@@ -1,6 +1,10 @@
 // The flash attention forward op ("flash_attention", kernels in templates/attention/).
 #pragma once
 
+#include <cstdint>
+#include <optional>
+#include <string>
+
 #include "templates/op.hpp"
 
 namespace ktune {
@@ -18,5 +22,12 @@ namespace ktune {
 /// varlen off, and then only the first 5 tensors and the first scalar are read. The reference
 /// stays valid for the life of the program.
 const Op& flash_attention_op();
+
+/// Why a layout's output strides (RunArgs::layout's o batch and o head, elements 9 and 10) would
+/// let two (sequence, head) pairs write the same memory: a zero batch stride over several
+/// sequences (not varlen, whose rows are packed and whose batch strides are unused) or a zero head
+/// stride over several heads; nullopt otherwise. `op` names the op in the message.
+std::optional<std::string> output_stride_reason(const char* op, const std::int64_t* st,
+                                                std::int64_t b, std::int64_t hq, bool varlen);
 
 }  // namespace ktune

@@ -164,6 +164,9 @@ FlashDecodeArgs make_args(const RunArgs& a, const Shape& s, const Config& c) {
   k.k_batch_stride = m.st[3], k.k_head_stride = m.st[4], k.k_row_stride = m.st[5];
   k.v_batch_stride = m.st[6], k.v_head_stride = m.st[7], k.v_row_stride = m.st[8];
   k.o_batch_stride = m.st[9], k.o_head_stride = m.st[10], k.o_row_stride = m.st[11];
+  if (std::optional<std::string> why =
+          output_stride_reason("flash_decode", m.st, s.b, s.hq, s.varlen))
+    throw InvalidArgument(*why);
   k.batch = static_cast<int>(s.b);
   k.heads_q = static_cast<int>(s.hq);
   k.heads_kv = static_cast<int>(s.hkv);

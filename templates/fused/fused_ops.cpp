@@ -294,7 +294,7 @@ class AddRmsNorm final : public RowOp {
   AddRmsNorm()
       : RowOp("add_rmsnorm", "h = x + residual; y = h * rsqrt(mean(h^2) + eps) * weight",
               {rows_dim(), width_dim(kMaxRowLength, "row length")}, row_tunables(),
-              {{"eps", 1e-6, "added to mean(h^2)"}}) {}
+              {{"eps", 1e-6, "added to mean(h^2)", std::nullopt, 0.0}}) {}
 
   std::vector<TensorSpec> tensors(const Problem& p, DType t) const override {
     const std::int64_t mn = m_of(p) * n_of(p);
@@ -338,7 +338,7 @@ class LayerNorm final : public RowOp {
               "h = x (+ residual); y = (h - mean) * rsqrt(var + eps) * weight + bias",
               {rows_dim(), width_dim(kMaxRowLength, "row length"),
                {"residual", 0, 1, {"no", "yes"}, 0, "add a residual first and write h"}},
-              row_tunables(), {{"eps", 1e-5, "added to the variance"}}) {}
+              row_tunables(), {{"eps", 1e-5, "added to the variance", std::nullopt, 0.0}}) {}
 
   std::vector<TensorSpec> tensors(const Problem& p, DType t) const override {
     const std::int64_t mn = m_of(p) * n_of(p);
