@@ -50,6 +50,9 @@ void report_databases(const std::vector<DatabaseStatus>& dbs, const DbLocation& 
       warn("best", name + " is not used: " + d.reason);
     } else if (d.state == DatabaseStatus::State::missing && named) {
       warn("best", name + " does not exist; answering from the other databases and the defaults");
+    } else if (d.state == DatabaseStatus::State::missing && d.path != user.path.string()) {
+      // A read-only database that is not there: an entry of $KTUNE_DB_PATH, mistyped?
+      warn("best", name + " is not used: " + d.reason);
     }
   }
 }

@@ -58,11 +58,14 @@ void add_directory(const fs::path& dir, std::vector<fs::path>& out) {
   out.insert(out.end(), found.begin(), found.end());
 }
 
+// An entry of $KTUNE_DB_PATH: a directory's databases, else the path itself whatever is there
+// (missing, a FIFO, a dangling link), so that the runtime's report lists it with its reason
+// rather than a typo disappearing.
 void add_entry(const fs::path& entry, std::vector<fs::path>& out) {
   std::error_code ec;
   if (fs::is_directory(entry, ec))
     add_directory(entry, out);
-  else if (fs::is_regular_file(entry, ec))
+  else
     out.push_back(entry);
 }
 

@@ -377,6 +377,11 @@ TEST_F(Best, ShippedListingSkipsAFileLookupsWouldSkip) {
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_TRUE(contains(r.err, "junk.db\" is not used: ")) << r.err;
   EXPECT_TRUE(contains(r.out, kParams)) << r.out;
+  // A mistyped entry is said, not dropped.
+  CliRun best = ktune("best --op add_rmsnorm --arch sm_90a",
+                      "KTUNE_DB_PATH='" + (dir.path() / "tunde.db").string() + "'");
+  EXPECT_EQ(best.code, 0) << best.err;
+  EXPECT_TRUE(contains(best.err, "tunde.db\" is not used: no such file")) << best.err;
 }
 
 }  // namespace

@@ -69,11 +69,13 @@ TEST(DbPaths, ShippedPathsAreFilesThenSortedDirectories) {
                            "::" + (dir / "missing").string() + ":" + shipped.string();
   setenv("KTUNE_DB_PATH", list.c_str(), 1);
   const auto paths = shipped_db_paths();
-  ASSERT_GE(paths.size(), 3u);
+  ASSERT_GE(paths.size(), 4u);
   EXPECT_EQ(paths[0], single);
   EXPECT_EQ(paths[1], shipped / "a_a100.db");
   EXPECT_EQ(paths[2], shipped / "b_h100.db");
-  EXPECT_EQ(std::vector<fs::path>(paths.begin() + 3, paths.end()), baseline);
+  // A missing entry stays listed: the runtime's report says "missing (no such file)" of it.
+  EXPECT_EQ(paths[3], dir / "missing");
+  EXPECT_EQ(std::vector<fs::path>(paths.begin() + 4, paths.end()), baseline);
 }
 
 }  // namespace
