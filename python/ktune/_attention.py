@@ -4,7 +4,8 @@ batches, causal, sliding window, soft-capping and ALiBi, FP8 (e4m3) inputs with 
 scales; checked before any launch like every op of the package."""
 from . import _ktune
 from ._errors import check as _check_status
-from ._tensors import C_DTYPES, check, empty_like, need_contiguous, need_shape, stream_of, view
+from ._tensors import C_DTYPES, check, empty_like, flag, integer, need_contiguous, need_shape
+from ._tensors import stream_of, view
 from ._tensors import Torch as _Torch
 
 _IMPLS = {"auto": 0, "prefill": 1, "decode": 2}
@@ -34,6 +35,7 @@ def _torch_batched(q, k, v, causal, scale, window, softcap, return_lse, impl, q_
     """The common call (torch tensors of a 16-bit dtype, batched, no slopes, outputs allocated
     here) checked with a few attribute reads; None when anything differs (e4m3 included), for
     the general path to say what."""
+    causal, window = flag(causal, "causal"), integer(window, "window", 0, 2**31 - 1)
     T = _Torch.torch
     if (not isinstance(k, T.Tensor) or not isinstance(v, T.Tensor) or q.dim() != 4
             or k.dim() != 4 or k.shape != v.shape or impl not in _IMPLS):
@@ -103,8 +105,9 @@ def flash_attention(q, k, v, *, causal=False, scale=None, window=0, softcap=0.0,
                               q_scale, k_scale, v_scale)
         if fast is not None:
             return fast
-    if impl not in _IMPLS:
+    if not isinstance(impl, str) or impl not in _IMPLS:
         raise ValueError(f"impl: {impl!r} is not one of {', '.join(_IMPLS)}")
+    causal, window = flag(causal, "causal"), integer(window, "window", 0, 2**31 - 1)
     tq, tk, tv = view("q", q), view("k", k), view("v", v)
     dtype = check([tq, tk, tv], dtypes=("bf16", "fp16", "e4m3"))
     for t in (tq, tk, tv):
@@ -141,7 +144,9 @@ def flash_attention(q, k, v, *, causal=False, scale=None, window=0, softcap=0.0,
         b = tcq.shape[0] - 1
         _ints(tcq, (b + 1,), "[b + 1]")
         others.append(tcq)
-        nq = int(max_seqlen_q)
+        # The longest query: at most the packed rows (a larger value would size the grid
+        # for rows that are not there).
+        nq = integer(max_seqlen_q, "max_seqlen_q", 1, max(1, tq.shape[0]))
         extra.update(cu_seqlens_q=tcq.ptr)
         o_shape, lse_shape = tq.shape, (hq, tq.shape[0])
         strides = [0, tq.strides[1], tq.strides[0]]
@@ -165,7 +170,7 @@ def flash_attention(q, k, v, *, causal=False, scale=None, window=0, softcap=0.0,
         others += [tbt, tsl]
         nk = tbt.shape[1] * page
         # vLLM passes the longest key count too: checked against the table, not needed.
-        if max_seqlen_k is not None and not 0 < int(max_seqlen_k) <= nk:
+        if max_seqlen_k is not None and not 0 < integer(max_seqlen_k, "max_seqlen_k") <= nk:
             raise ValueError(f"max_seqlen_k: {int(max_seqlen_k)} keys; a block table of "
                              f"{tbt.shape[1]} pages of {page} holds 1..{nk}")
         extra.update(page_size=page, block_table=tbt.ptr, seq_lens=tsl.ptr)
@@ -181,7 +186,7 @@ def flash_attention(q, k, v, *, causal=False, scale=None, window=0, softcap=0.0,
         tck = view("cu_seqlens_k", cu_seqlens_k)
         _ints(tck, (b + 1,), "like cu_seqlens_q")
         others.append(tck)
-        nk = int(max_seqlen_k)
+        nk = integer(max_seqlen_k, "max_seqlen_k", 1, max(1, tk.shape[0]))
         extra.update(cu_seqlens_k=tck.ptr)
         strides += [0, tk.strides[1], tk.strides[0], 0, tv.strides[1], tv.strides[0]]
     else:

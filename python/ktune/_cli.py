@@ -2,10 +2,13 @@
 (devices) and tuning (sweep), which run in the command's own processes (the tuner keeps its
 worker process apart from the caller's CUDA context)."""
 import json
+import numbers
 import os
 import re
 import subprocess
 import sys
+
+from ._errors import INVALID_ARGUMENT, KtuneValueError
 
 _PROGRESS = re.compile(r"^(?:\[problem (\d+)/(\d+) ([^\]]*)\] )?\[(\d+)/(\d+)\] (.*)$")
 
@@ -93,7 +96,12 @@ def sweep(op, shape=None, *, dtype="bf16", db=None, strategy=None, budget=None,
         if value is not None:
             args += [flag, str(value)]
     if tokens is not None:
-        args += ["--tokens", ",".join(str(t) for t in tokens)]
+        if isinstance(tokens, numbers.Integral) and not isinstance(tokens, bool):
+            tokens = [tokens]
+        if isinstance(tokens, (str, bytes)) or not all(
+                isinstance(t, numbers.Integral) and not isinstance(t, bool) for t in tokens):
+            raise TypeError(f"tokens: {tokens!r} is not an integer or a list of integers")
+        args += ["--tokens", ",".join(str(int(t)) for t in tokens)]
     if force:
         args.append("--force")
     bar = _Progress(progress)
@@ -108,5 +116,8 @@ def sweep(op, shape=None, *, dtype="bf16", db=None, strategy=None, budget=None,
         rc = p.wait()
     bar.close()
     if rc != 0:
-        raise RuntimeError(f"ktune sweep failed (exit {rc}): " + "\n".join(tail[-5:]))
+        message = f"ktune sweep failed (exit {rc}): " + "\n".join(tail[-5:])
+        if rc == 2:  # the command refused an argument: a ValueError (and a RuntimeError)
+            raise KtuneValueError(message, INVALID_ARGUMENT)
+        raise RuntimeError(message)
     return json.loads(result)

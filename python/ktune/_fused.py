@@ -90,7 +90,7 @@ def layernorm(x, weight, bias, eps=1e-5, *, residual=None, out=None, residual_ou
 def bias_act(x, bias, activation="gelu_tanh", *, out=None, stream=None):
     """y = act(x + bias) over [..., n] with bias [n]; activation one of gelu_tanh, gelu_erf,
     silu, relu. One dtype (bf16/fp16), CUDA, contiguous. Returns y shaped like x."""
-    if activation not in _ACTIVATIONS:
+    if not isinstance(activation, str) or activation not in _ACTIVATIONS:
         raise ValueError(f"activation: {activation!r} is not one of "
                          f"{', '.join(_ACTIVATIONS)}")
     fast = _Torch.matrix(x, bias) if stream is None else None

@@ -5,7 +5,8 @@ import collections
 
 from . import _ktune
 from ._errors import check as _check_status
-from ._tensors import C_DTYPES, check, empty_like, need_contiguous, need_shape, stream_of, view
+from ._tensors import C_DTYPES, check, empty_like, integer, need_contiguous, need_shape
+from ._tensors import stream_of, view
 
 ROUTINGS = {"softmax": 0, "softmax_renorm": 1, "sigmoid_group": 2, "precomputed": 3,
             "expert_choice": 4}
@@ -109,7 +110,7 @@ def moe(x, w1, w2, *, logits=None, k=None, routing=None, topk_ids=None, topk_wei
     precomputed = topk_ids is not None or topk_weights is not None
     if routing is None:
         routing = "precomputed" if precomputed else "softmax_renorm"
-    if routing not in ROUTINGS:
+    if not isinstance(routing, str) or routing not in ROUTINGS:
         raise ValueError(f"routing: {routing!r} is not one of {', '.join(ROUTINGS)}")
     others, ptr = list(scales), {t.name: t.ptr for t in scales}
     if routing == "precomputed":
@@ -146,6 +147,11 @@ def moe(x, w1, w2, *, logits=None, k=None, routing=None, topk_ids=None, topk_wei
             need_shape(tb, (e,), "fp32 [e]")
             others.append(tb)
             ptr["correction_bias"] = tb.ptr
+    k = integer(k, "k", 1, 2**31 - 1)
+    n_group = integer(n_group, "n_group", 1, 2**31 - 1)
+    topk_group = integer(topk_group, "topk_group", 1, 2**31 - 1)
+    if e == 0:
+        raise ValueError(f"w1: shape {t1.shape} holds no experts (e=0)")
     result = {}
     if return_routing:
         rows = (e, -(-tokens * k // e)) if routing == "expert_choice" else (tokens, k)
@@ -175,8 +181,8 @@ def moe(x, w1, w2, *, logits=None, k=None, routing=None, topk_ids=None, topk_wei
     _check_status(_ktune.moe(
         tx.ptr, ptr.get("logits", 0), ptr.get("correction_bias", 0), ptr.get("topk_ids", 0),
         ptr.get("topk_weights", 0), t1.ptr, t2.ptr, ty.ptr, ptr.get("expert_counts", 0),
-        ptr.get("aux_loss", 0), e, int(k), hidden, inter, tokens, ROUTINGS[routing],
-        int(n_group), int(topk_group), float(routed_scaling), C_DTYPES[dtype], s,
+        ptr.get("aux_loss", 0), e, k, hidden, inter, tokens, ROUTINGS[routing],
+        n_group, topk_group, float(routed_scaling), C_DTYPES[dtype], s,
         ptr.get("w1_scale", 0), ptr.get("w2_scale", 0)))
     if not return_routing:
         return y

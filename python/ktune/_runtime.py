@@ -1,11 +1,12 @@
 """The runtime's settings and what it dispatches: configure(), query(), runtime_report(),
 reset()."""
 import json
+import os
 import subprocess
 
 from . import _cli, _ktune
 from ._errors import check as _check_status
-from ._tensors import C_DTYPES
+from ._tensors import C_DTYPES, flag
 
 MATCHES = {0: "exact", 1: "nearest_shape", 2: "other_device", 3: "default"}
 # What configure() chose, for the answers the packaged command gives (query(device=...)).
@@ -15,8 +16,17 @@ _settings = {"db": None, "shipped": True}
 def configure(db=None, shipped=True):
     """Chooses the user database (a path; None: $KTUNE_DB or the default location) and whether
     the shipped read-only databases are consulted; drops every plan. Needs no GPU."""
-    _check_status(_ktune.configure(None if db is None else str(db), bool(shipped)))
-    _settings.update(db=None if db is None else str(db), shipped=bool(shipped))
+    if db is not None and not isinstance(db, (str, os.PathLike)):
+        raise TypeError(f"db: {db!r} ({type(db).__name__}) is not a path (str or os.PathLike)")
+    if db is not None:
+        db = os.fspath(db)
+        if not isinstance(db, str):
+            raise TypeError(f"db: {db!r} is a bytes path; pass it as str")
+        if "\0" in db:
+            raise ValueError(f"db: {db!r} holds a NUL byte")
+    shipped = flag(shipped, "shipped")
+    _check_status(_ktune.configure(db, shipped))
+    _settings.update(db=db, shipped=shipped)
 
 
 def reset():
@@ -51,9 +61,21 @@ def query(op, dtype="bf16", *, device=None, **shape):
     answered from the databases alone, with no GPU, through the packaged `ktune best` (then
     also "tuned_problem", "tuned_device", "database" and "tuned_us" when a row matched); the
     databases are those configure() chose."""
-    if dtype not in ("bf16", "fp16"):
-        raise ValueError(f"dtype: {dtype!r} is not one of bf16, fp16")
-    text = ",".join(f"{k}={v}" for k, v in shape.items())
+    if not isinstance(dtype, str) or dtype not in ("bf16", "fp16", "e4m3"):
+        raise ValueError(f"dtype: {dtype!r} is not one of bf16, fp16, e4m3")
+    if not isinstance(op, str) or "\0" in op:
+        raise ValueError(f"op: {op!r} is not an op name (ktune ops lists them)")
+    if not shape:
+        raise ValueError(f"query({op!r}): give the problem's dims as keywords (e.g. m=16384, "
+                         f"n=4096; `ktune ops` lists each op's dims)")
+
+    def value(name, v):  # causal=True reads as causal=yes
+        if isinstance(v, bool):
+            return "yes" if v else "no"
+        if "\0" in str(v):
+            raise ValueError(f"{name}: {v!r} holds a NUL byte")
+        return v
+    text = ",".join(f"{k}={value(k, v)}" for k, v in shape.items())
     if device is None:
         status, match, params = _ktune.query(str(op), text, C_DTYPES[dtype])
         _check_status(status)

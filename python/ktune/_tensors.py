@@ -1,6 +1,7 @@
 """Tensors in: what ktune reads of an argument (address, device, dtype, shape, strides) through a
 fast path for torch and DLPack for everything else, the checks made before any launch, the
 framework's current stream, and outputs allocated like an input."""
+import numbers
 import sys
 
 from . import _ktune
@@ -122,6 +123,26 @@ def need_shape(t, shape, what=None):
                          + (f" ({what})" if what else ""))
 
 
+def integer(value, name, lo=0, hi=2**63 - 1):
+    """An integer argument (a Python or numpy integer; not a bool, a float or a string) in
+    [lo, hi], named in the error: floats would be truncated and strings parsed silently."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name}: {value!r} ({type(value).__name__}) is not an integer")
+    v = int(value)
+    if not lo <= v <= hi:
+        raise ValueError(f"{name}={v} is out of range (allowed {lo}..{hi})")
+    return v
+
+
+def flag(value, name):
+    """A yes/no argument: True or False (a numpy bool, or the integers 0 and 1, too)."""
+    if isinstance(value, bool) or type(value).__name__ == "bool_":
+        return bool(value)
+    if isinstance(value, numbers.Integral) and int(value) in (0, 1):
+        return bool(value)
+    raise TypeError(f"{name}: {value!r} ({type(value).__name__}) is not True or False")
+
+
 def rows(t, min_dims=1):
     """(rows, last dim) of a tensor read as a matrix over its last dim."""
     if len(t.shape) < min_dims or len(t.shape) == 0:
@@ -137,12 +158,11 @@ def stream_of(stream, t):
     if stream is not None:
         for attr in ("cuda_stream", "ptr", "handle"):
             if hasattr(stream, attr):
-                return int(getattr(stream, attr))
-        try:
-            return int(stream)
-        except (TypeError, ValueError):
+                return integer(getattr(stream, attr), f"stream.{attr}", 0, 2**64 - 1)
+        if isinstance(stream, bool) or not isinstance(stream, numbers.Integral):
             raise TypeError(f"stream: expected a CUstream handle (int) or a torch/CuPy stream, "
-                            f"got {type(stream).__name__}") from None
+                            f"got {type(stream).__name__}")
+        return integer(stream, "stream", 0, 2**64 - 1)
     if t.framework == "torch":
         torch = sys.modules["torch"]
         return torch.cuda.current_stream(t.obj.device).cuda_stream

@@ -590,3 +590,36 @@ def test_query_a_recorded_database_without_gpu(tmp_path):
                "softmax", "fp32", device=h100, m=4, n=8)
     finally:
         ktune.configure()
+
+
+def test_integer_and_flag_arguments_are_checked_not_coerced():
+    # Floats were truncated (window=2.7 -> 2), strings parsed, huge ints left to the binding's
+    # "incompatible function arguments" dump that names no argument (review of stop 77).
+    raises(TypeError, r"^window: 2\.7 \(float\) is not an integer", call_attention, window=2.7)
+    raises(ValueError, r"^window=1180591620717411303424 is out of range", call_attention,
+           window=2**70)
+    raises(TypeError, r"^causal: 'no' \(str\) is not True or False", call_attention,
+           causal="no")
+    raises(TypeError, r"^stream: expected a CUstream handle", call_attention, stream=1.5)
+    raises(ValueError, r"^stream=-1 is out of range", call_attention, stream=-1)
+    raises(TypeError, r"^k: 2\.5 \(float\) is not an integer", call_moe, k=2.5)
+    raises(ValueError, r"^k=1180591620717411303424 is out of range", call_moe, k=2**70)
+    raises(ValueError, r"^routing: \[\] is not one of", call_moe, routing=[])
+    raises(ValueError, r"^activation: \[\] is not one of", ktune.bias_act, FakeArray((2, 8)),
+           FakeArray((8,)), [])
+    # The longest query of a varlen batch is at most its packed rows.
+    raises(ValueError, r"^max_seqlen_q=1000000 is out of range \(allowed 1\.\.378\)",
+           call_paged_varlen, max_seqlen_q=10**6)
+
+
+def test_configure_and_query_check_their_arguments(tmp_path):
+    raises(TypeError, r"^db: 5 \(int\) is not a path", ktune.configure, db=5)
+    raises(TypeError, r"^db: b'/tmp/x\.db' \(bytes\) is not a path", ktune.configure,
+           db=b"/tmp/x.db")
+    raises(ValueError, r"^query\('add_rmsnorm'\): give the problem's dims", ktune.query,
+           "add_rmsnorm", device="NVIDIA H100 80GB HBM3")
+    raises(ValueError, r"^op: 'add\\x00rmsnorm' is not an op name", ktune.query,
+           "add\0rmsnorm", m=1, n=8)
+    raises(TypeError, r"^tokens: '12' is not an integer or a list of integers", ktune.sweep,
+           "moe", tokens="12")
+    ktune.configure()
