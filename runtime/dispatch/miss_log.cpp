@@ -22,6 +22,11 @@ std::string miss_line(const MissEntry& e) {
 }
 
 std::optional<std::string> append_line(const std::string& path, const std::string& line) {
+  // Whatever is there already must be a regular file before it is opened at all: opening a
+  // device for writing can act on it (a tape rewinds, a terminal takes the line).
+  struct stat before {};
+  if (::stat(path.c_str(), &before) == 0 && !S_ISREG(before.st_mode))
+    return "it is not a regular file";
   const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_NONBLOCK | O_CLOEXEC, 0644);
   if (fd < 0) return std::string("cannot open it: ") + std::strerror(errno);
   struct stat st {};
