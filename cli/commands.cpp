@@ -505,6 +505,11 @@ void print_space_text(const SpaceReport& r, const std::string& device_note) {
     std::printf("%zu points, too many to list; a fixed-seed sample of %zu: %zu valid, %zu invalid\n",
                 space.size(), s.points.size(), s.valid, s.points.size() - s.valid);
     for (const auto& [reason, n] : s.reasons) std::printf("  %6zu invalid: %s\n", n, reason.c_str());
+    // A uniform sample of a product of lists lands mostly on combinations that contradict each
+    // other; that says nothing of how many configurations run.
+    if (!op.search_stages().empty())
+      std::printf("  (most of the product is combinations one tunable rules out for another; "
+                  "`ktune sweep` searches the valid points group by group, see `ktune ops`)\n");
   }
   if (r.list)
     for (const SpacePoint& p : space.points())
