@@ -243,6 +243,18 @@ def shape_key(cfg, t):
 # Inputs and float64 references
 # ---------------------------------------------------------------------------------------------
 
+def _randn_bf16(shape, divisor, g):
+    """N(0, 1) / divisor in bf16. Drawn in one fp32 tensor where that takes at most 8 GiB (the
+    values the bench always drew), else one expert at a time: Kimi-K2's w1 in fp32 is 42 GiB,
+    which with the bf16 copy does not fit an H100 (stop 77)."""
+    if math.prod(shape) * 4 <= 8 << 30:
+        return (torch.randn(*shape, device=DEVICE, generator=g) / divisor).to(torch.bfloat16)
+    out = torch.empty(*shape, device=DEVICE, dtype=torch.bfloat16)
+    for i in range(shape[0]):
+        out[i] = (torch.randn(*shape[1:], device=DEVICE, generator=g) / divisor).to(torch.bfloat16)
+    return out
+
+
 class Layer:
     """One layer's weights: x ~ N(0, 1), w1 ~ N(0, 1/H) so gate and up are O(1), w2 ~ N(0, 1/I)
     divided by routed_scaling so y is O(1); correction bias ~ N(0, 0.1^2) (the GPU test's)."""
@@ -251,10 +263,8 @@ class Layer:
         self.name, self.cfg = name, LAYERS[name]
         c = self.cfg
         g = torch.Generator(device=DEVICE).manual_seed(seed)
-        self.w1 = (torch.randn(c["e"], 2 * c["i"], c["h"], device=DEVICE, generator=g) /
-                   math.sqrt(c["h"])).to(torch.bfloat16)
-        self.w2 = (torch.randn(c["e"], c["h"], c["i"], device=DEVICE, generator=g) /
-                   (math.sqrt(c["i"]) * c["scaling"])).to(torch.bfloat16)
+        self.w1 = _randn_bf16((c["e"], 2 * c["i"], c["h"]), math.sqrt(c["h"]), g)
+        self.w2 = _randn_bf16((c["e"], c["h"], c["i"]), math.sqrt(c["i"]) * c["scaling"], g)
         self.bias = (0.1 * torch.randn(c["e"], device=DEVICE, generator=g)
                      if c["routing"] == "sigmoid_group" else None)
         self.expert_bytes = 3 * c["h"] * c["i"] * 2  # w1 + w2 of one expert, bf16

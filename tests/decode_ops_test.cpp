@@ -320,7 +320,7 @@ TEST(DecodeDefaults, SplitsFillTheDevice) {
   EXPECT_EQ(key("b=14,hq=32,hkv=8,nq=1,nk=6000,d=128", h100),
             "splits=3,block_m=16,block_n=64,warps=4,stages=2");
   EXPECT_EQ(key("b=10,hq=16,hkv=8,nq=1,nk=4096,d=256", h100),
-            "splits=4,block_m=16,block_n=32,warps=2,stages=2");
+            "splits=4,block_m=16,block_n=32,warps=2,stages=2,tma=1");
   EXPECT_EQ(key("b=12,hq=32,hkv=8,nq=1,nk=5000,d=96", h100),
             "splits=4,block_m=16,block_n=64,warps=4,stages=2");
   // ... but not where one CTA per SM fills nine tenths of them (120 pairs, kBar1's 128), nor
@@ -389,7 +389,7 @@ TEST(DecodeDefaults, SplitsFillTheDevice) {
   // A grid under half a wave (8 (batch, KV head) pairs, one 32-row tile, 6 splits: 48 CTAs)
   // takes 16-row tiles and splits of 128 keys or more: 2 x 8 x 8 = 128 CTAs.
   EXPECT_EQ(key("b=4,hq=16,hkv=2,nq=4,nk=2000,d=128,causal=yes", h100),
-            "splits=8,block_m=16,block_n=64,warps=4,stages=3");
+            "splits=8,block_m=16,block_n=64,warps=4,stages=3,tma=1");
   // A100: one stage fewer, 108 SMs: 8 x 12.
   EXPECT_EQ(key(kBar2, device("sm_80")), "splits=12,block_m=16,block_n=64,warps=4,stages=2");
   // Paged: pieces of at most 1024 keys of nk even when the grid is full (mixed lengths), and a
@@ -419,14 +419,20 @@ TEST(DecodeDefaults, TmaFromManyPackedRows) {
   EXPECT_EQ(tma("b=2,hq=16,hkv=2,nq=8,nk=6000,d=256,causal=yes", h100), 1);    // 64
   EXPECT_EQ(tma("b=1,hq=28,hkv=4,nq=10,nk=12000,d=112", h100), 1);              // 70, 128's tiles
   EXPECT_EQ(tma("b=1,hq=64,hkv=8,nq=16,nk=30000,d=64,window=2048,alibi=yes", h100), 1);
-  EXPECT_EQ(tma("b=2,hq=32,hkv=8,nq=8,nk=8000,d=128,causal=yes", h100), 0);     // 32 rows
+  EXPECT_EQ(tma("b=2,hq=32,hkv=8,nq=8,nk=8000,d=128,causal=yes", h100), 1);     // 32 rows
+  EXPECT_EQ(tma("b=1,hq=17,hkv=1,nq=1,nk=9000,d=64", h100), 1);                 // 17 rows
+  EXPECT_EQ(tma("b=2,hq=48,hkv=4,nq=5,nk=4000,d=112,causal=yes", h100), 1);     // 60
+  // One row tile (at most 16 rows) keeps cp.async outside d=256's tiles.
+  EXPECT_EQ(tma("b=2,hq=32,hkv=8,nq=4,nk=8000,d=128,causal=yes", h100), 0);     // 16 rows
   EXPECT_EQ(tma("b=1,hq=64,hkv=8,nq=1,nk=32768,d=128", h100), 0);               // decode
   EXPECT_EQ(tma("b=1,hq=32,hkv=8,nq=16,nk=10000,d=128,causal=yes", a100), 0);   // sm_80
   EXPECT_EQ(tma("b=1,hq=32,hkv=8,nq=16,nk=10000,d=96", h100), 0);   // d=96's tiles
-  // d=256's tiles from 16 rows (d=200 runs in them); not 8, nor on sm_80.
+  // d=256's tiles at any row count (d=200 runs in them), the few-pairs tiles too; not on sm_80.
   EXPECT_EQ(tma("b=4,hq=32,hkv=2,nq=1,nk=8000,d=256", h100), 1);              // 16 rows
   EXPECT_EQ(tma("b=2,hq=8,hkv=2,nq=6,nk=7000,d=200,causal=yes", h100), 1);    // 24
-  EXPECT_EQ(tma("b=8,hq=32,hkv=8,nq=2,nk=3000,d=256", h100), 0);              // 8
+  EXPECT_EQ(tma("b=8,hq=32,hkv=8,nq=2,nk=3000,d=256", h100), 1);              // 8
+  EXPECT_EQ(tma("b=32,hq=4,hkv=1,nq=1,nk=2000,d=256", h100), 1);              // 4
+  EXPECT_EQ(tma("b=1,hq=16,hkv=16,nq=1,nk=9000,d=256", h100), 1);             // 1
   EXPECT_EQ(tma("b=4,hq=32,hkv=2,nq=1,nk=8000,d=256", a100), 0);
   EXPECT_EQ(tma("b=1,hq=32,hkv=8,nq=16,nk=10000,d=32", h100), 0);   // d=32's
   EXPECT_EQ(tma("b=4,hq=32,hkv=8,nq=16,nk=8000,d=128,page=16", h100), 0);      // paged
@@ -611,7 +617,7 @@ TEST(DecodeDefaults, TwoSplitsOfTheRowsTilesMergeInACluster) {
   EXPECT_EQ(key("b=4,hq=32,hkv=8,nq=1,nk=9000,d=128", h100),  // 4 splits: the combine
             "splits=4,block_m=16,block_n=64,warps=4,stages=3");
   EXPECT_EQ(key("b=8,hq=32,hkv=8,nq=1,nk=5000,d=256", h100),
-            "splits=2,block_m=16,block_n=64,warps=4,stages=3");
+            "splits=2,block_m=16,block_n=64,warps=4,stages=3,tma=1");
   for (const char* outside : {"b=8,hq=32,hkv=8,nq=1,nk=5000,d=128,page=16",
                               "b=8,hq=32,hkv=8,nq=1,nk=5000,d=128,varlen=yes"})
     EXPECT_EQ(key(outside, h100).find("merge=1"), std::string::npos) << outside;

@@ -47,9 +47,10 @@ constexpr int kBetweenTilesCtasPerSm = 2;
 // Head dims whose default takes kv_split=1 (see with_kv_split).
 constexpr std::int64_t kKvSplitHeadDims[] = {80, 96};
 // Packed rows (query heads of a group x nq) from which the default copies K/V by tensor maps
-// (tma=1, sm_90; see default_params): 64, and 16 in d=256's tiles.
-constexpr std::int64_t kTmaMinRows = 64;
-constexpr std::int64_t kTmaMinRowsD256 = 16;
+// (tma=1, sm_90; see default_params): 17 (tiles of several query rows), and every row count in
+// d=256's tiles.
+constexpr std::int64_t kTmaMinRows = 17;
+constexpr std::int64_t kTmaMinRowsD256 = 1;
 // Head dims (of the tiles) whose unsplit grids of many (batch, KV head) pairs take one stage
 // fewer where that puts them in fewer waves (see fewer_waves). d=256's row tiles hold one CTA
 // per SM at 3 stages and at 2: never fewer waves.
@@ -368,10 +369,14 @@ Params default_params(const Shape& s, std::int64_t data_d, const DeviceInfo& dev
   // rows 0.94-1.22x, geometric mean ~1.02), and 1.08-1.26x at all 8 of 64-256 rows of the
   // check set written with this rule (geometric mean 1.19; d = 64, 112, 128, 256, causal or
   // not). A rule on keys per split, read from the first set, failed the second
-  // (benchmarks/decode/NOTES.md). In d=256's tiles, whose cp.async form holds 255 registers
-  // (167 with tma=1), from 16 rows: 1.015-1.308x at all 8 problems of 16-48 rows of the set
-  // written with this rule (H100, stop 74, geometric mean 1.117; causal or not, bf16 and fp16,
-  // 1-16 sequences, h100-stop74-2026-12-06.md).
+  // (benchmarks/decode/NOTES.md). From 17 rows (stop 77, H100, h100-stop77-2026-12-07.md): the
+  // check set written with the rule (tma_ab6.txt, 24-60 rows, d = 64, 112, 128) ran 0.998-1.299x,
+  // geometric mean 1.073; exhaustive sweeps of 6 of its problems put the default at 0.950 of
+  // the fastest point against 0.911 before. Under 17 rows (one row tile) d = 128 at 5-12 rows
+  // was mixed in recorded sweeps (0.958-1.02x), so the rule stops there. In d=256's tiles,
+  // whose cp.async form holds 255 registers (167 with tma=1), at any row count: 1.015-1.308x at
+  // all 8 problems of 16-48 rows (stop 74, geometric mean 1.117), then 0.986-1.235x at 10 of
+  // 1-12 rows of a set written with the rule (stop 77, tma_ab7.txt, geometric mean 1.045).
   const std::int64_t tma_min_rows = s.d == 256 ? kTmaMinRowsD256 : kTmaMinRows;
   if (device.cc_major >= 9 && s.rows() >= tma_min_rows) {
     Params t = p;
