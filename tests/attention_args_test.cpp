@@ -502,6 +502,11 @@ TEST(AttentionArgs, CStructIsVersionedAndChecked) {
   bad.causal = 2;
   EXPECT_EQ(ktune_attention(&bad, nullptr), KTUNE_ERROR_INVALID_ARGUMENT);
   EXPECT_CONTAINS(ktune_last_error(), "causal=2 must be 0 or 1");
+  // The prefill entry too (it took any nonzero value as causal).
+  EXPECT_EQ(ktune_flash_attention(a.q, a.k, a.v, a.o, nullptr, 1, 8, 8, 100, 100, 64, nullptr, 7,
+                                  0.f, KTUNE_BF16, nullptr),
+            KTUNE_ERROR_INVALID_ARGUMENT);
+  EXPECT_CONTAINS(ktune_last_error(), "ktune_flash_attention: causal=7 must be 0 or 1");
   bad = a;
   bad.cu_seqlens_k = at<const std::int32_t>(0x810000);  // reaches the packer: both or neither
   EXPECT_EQ(ktune_attention(&bad, nullptr), KTUNE_ERROR_INVALID_ARGUMENT);

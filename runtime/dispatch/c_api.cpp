@@ -219,6 +219,9 @@ ktune_status ktune_flash_attention(const void* q, const void* k, const void* v, 
                                    int64_t nk, int64_t d, const int64_t* strides, int causal,
                                    float scale, ktune_dtype dtype, ktune_stream stream) {
   return guarded([&] {
+    if (causal != 0 && causal != 1)  // as ktune_attention: not any nonzero value
+      throw ktune::InvalidArgument("ktune_flash_attention: causal=" + std::to_string(causal) +
+                                   " must be 0 or 1");
     ktune::AttentionLayout layout;
     if (strides) {
       layout.q = {strides[0], strides[1], strides[2]};
