@@ -60,8 +60,16 @@ def view(name, obj):
     try:
         ptr, dev_type, dev_id, code, bits, lanes, shape, strides = _ktune.tensor_info(obj)
     except TypeError as e:
+        cause = str(e)
+        if hasattr(obj, "__dlpack__"):
+            # The binding says only that the conversion failed; the producer's own export says
+            # why (a read-only array, a dtype DLPack lacks, its own error).
+            try:
+                obj.__dlpack__()
+            except Exception as why:  # noqa: BLE001 - any producer error is the reason
+                cause = f"{type(why).__name__}: {why}"
         raise TypeError(f"{name}: {type(obj).__name__} could not be read through DLPack "
-                        f"({e})") from None
+                        f"({cause})") from None
     t.ptr, t.device_type, t.device_id = ptr, dev_type, dev_id
     t.dtype = _DTYPES.get((code, bits)) if lanes == 1 else None
     if t.dtype is None:

@@ -623,3 +623,15 @@ def test_configure_and_query_check_their_arguments(tmp_path):
     raises(TypeError, r"^tokens: '12' is not an integer or a list of integers", ktune.sweep,
            "moe", tokens="12")
     ktune.configure()
+
+
+def test_a_failed_dlpack_export_says_why():
+    class Broken:
+        def __dlpack__(self, *args, **kwargs):
+            raise RuntimeError("boom")
+
+        def __dlpack_device__(self):
+            return (2, 0)
+
+    raises(TypeError, r"^x: Broken could not be read through DLPack \(RuntimeError: boom\)",
+           ktune.softmax, Broken(), stream=0)
