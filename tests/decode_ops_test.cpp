@@ -437,6 +437,8 @@ TEST(DecodeDefaults, TmaFromManyPackedRows) {
   EXPECT_EQ(tma("b=1,hq=32,hkv=8,nq=16,nk=10000,d=32", h100), 0);   // d=32's
   EXPECT_EQ(tma("b=4,hq=32,hkv=8,nq=16,nk=8000,d=128,page=16", h100), 0);      // paged
   EXPECT_EQ(tma("b=4,hq=32,hkv=8,nq=16,nk=8000,d=128,varlen=yes", h100), 0);   // varlen
+  EXPECT_EQ(tma("b=4,hq=32,hkv=8,nq=1,nk=8000,d=256,page=16", h100), 0);        // paged d=256
+  EXPECT_EQ(tma("b=4,hq=32,hkv=8,nq=1,nk=8000,d=256,varlen=yes", h100), 0);     // varlen d=256
 }
 
 TEST(DecodeDefaults, HeadDimsBelow96TakeTwoCtasPerSmAndD80D96SplitTheirRows) {
