@@ -81,8 +81,18 @@ TEST(AttentionRun, StridesComeFromTheLayout) {
   layout[9] = -8;  // o batch
   EXPECT_TRUE(contains(run_error([&] { run(params, p, 0, layout); }),
                        "o batch stride -8 must be a non-negative multiple of 8"));
-  layout[9] = 0;  // broadcast over the batch is fine
-  EXPECT_EQ(run(params, p, 0, layout).args[0].o_batch_stride, 0);
+  // An input broadcast over the batch is fine; an output's zero stride would write every
+  // sequence (or head) to one place.
+  layout[9] = 17 * 4 * 128;
+  layout[0] = 0;
+  EXPECT_EQ(run(params, p, 0, layout).args[0].q_batch_stride, 0);
+  layout[9] = 0;
+  EXPECT_TRUE(contains(run_error([&] { run(params, p, 0, layout); }),
+                       "flash_attention: o batch stride 0 over 2 sequences would write them all "
+                       "to one place"));
+  layout[9] = 17 * 4 * 128;
+  layout[10] = 0;
+  EXPECT_TRUE(contains(run_error([&] { run(params, p, 0, layout); }), "o head stride 0 over 4"));
 }
 
 TEST(AttentionRun, ReferenceCoversEveryRow) {

@@ -196,12 +196,29 @@ void Runtime::Impl::check_call(const Op& op, DType dtype, const std::int64_t* di
     throw InvalidArgument(std::string(op.name()) + ": " + std::to_string(ndims) +
                           " problem values given; the op has " +
                           std::to_string(op.dims().size()) + " dims");
-  const Problem problem = checked_problem(op, dtype, dims, ndims);
+  // The problem's checks and tensor list, kept for the thread's last (op, dtype, problem): a
+  // launch loop over one problem allocates nothing here after its first call.
+  struct Last {
+    const Op* op = nullptr;
+    DType dtype = DType::bf16;
+    std::vector<std::int64_t> dims;
+    std::vector<TensorSpec> specs;
+  };
+  thread_local Last last;
+  if (last.op != &op || last.dtype != dtype || last.dims.size() != ndims ||
+      !std::equal(dims, dims + ndims, last.dims.begin())) {
+    last.op = nullptr;  // until the checks pass
+    const Problem problem = checked_problem(op, dtype, dims, ndims);
+    last.specs = op.tensors(problem, dtype);
+    last.dims.assign(dims, dims + ndims);
+    last.dtype = dtype;
+    last.op = &op;
+  }
+  const std::vector<TensorSpec>& specs = last.specs;
   // Scalars a call leaves out at the end take their omitted_value, where they have one.
   const std::vector<ScalarSpec>& declared = op.scalars();
   int required = static_cast<int>(declared.size());
   while (required > 0 && declared[static_cast<std::size_t>(required - 1)].omitted_value) --required;
-  const std::vector<TensorSpec> specs = op.tensors(problem, dtype);
   if (ntensors != static_cast<int>(specs.size()) || nscalars < required ||
       nscalars > static_cast<int>(declared.size()))
     throw InvalidArgument(std::string(op.name()) + " takes " + std::to_string(specs.size()) +
@@ -285,7 +302,6 @@ PlanKey Runtime::Impl::key_of(int op_index, DType dtype, const std::int64_t* dim
     throw InvalidArgument(std::string(op.name()) + ": " + std::to_string(ndims) +
                           " problem values given; the op has " +
                           std::to_string(op.dims().size()) + " dims");
-  checked_problem(op, dtype, dims, ndims);  // before the device too, for the same reason
   PlanKey key;
   key.op = op_index;
   key.dtype = static_cast<int>(dtype);
@@ -388,6 +404,7 @@ MatchInfo Runtime::Impl::query(std::string_view op_name, std::string_view shape,
   int index = op_index(op_name);
   const Op& op = *all_ops()[static_cast<std::size_t>(index)];
   Problem problem = op.parse_problem(shape);
+  checked_problem(op, dtype, problem.values.data(), problem.values.size());  // before the device
   return dispatch(key_of(index, dtype, problem.values.data(), problem.values.size()), nullptr)
       .plan->info;
 }
@@ -395,6 +412,9 @@ MatchInfo Runtime::Impl::query(std::string_view op_name, std::string_view shape,
 std::size_t Runtime::Impl::workspace_size(int op_index, DType dtype, const std::int64_t* dims,
                                           int ndims) {
   if (ndims < 0) throw InvalidArgument("negative dimension count");
+  const Op& op = *all_ops()[static_cast<std::size_t>(op_index)];
+  if (static_cast<std::size_t>(ndims) == op.dims().size())  // else key_of says what is wrong
+    checked_problem(op, dtype, dims, static_cast<std::size_t>(ndims));  // before the device
   return dispatch(key_of(op_index, dtype, dims, static_cast<std::size_t>(ndims)), nullptr)
       .plan->workspace_bytes;
 }
