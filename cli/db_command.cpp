@@ -11,7 +11,6 @@
 #include "cli/options.hpp"
 #include "cli/output.hpp"
 #include "cli/row_checks.hpp"
-#include "db/merge.hpp"
 #include "db/store.hpp"
 #include "ktune/error.hpp"
 #include "runtime/dispatch/lookup.hpp"
@@ -230,11 +229,10 @@ int db_check(const Args& args) {
     for (const TrialRecord& t : trials.rows) trial_by_id.emplace(t.id, &t);
     for (const BestRecord& b : store.all_bests().rows) {
       stale += current_code(b.op, b.template_hash) ? 0 : 1;
-      std::optional<std::string> why = best_reason(b);
-      // A row whose trial is of another configuration or problem: its timing is not its own.
-      if (const auto t = trial_by_id.find(b.trial_id); !why && t != trial_by_id.end())
-        why = best_trial_mismatch(b, *t->second);
-      if (why) problems.push_back({"best", "best row " + best_row_name(b) + ": " + *why});
+      const auto t = trial_by_id.find(b.trial_id);
+      if (std::optional<std::string> why =
+              best_row_problem(b, t != trial_by_id.end() ? t->second : nullptr))
+        problems.push_back({"best", "best row " + best_row_name(b) + ": " + *why});
     }
     for (const TrialRecord& t : trials.rows) {
       stale += current_code(t.op, t.template_hash) ? 0 : 1;

@@ -16,7 +16,6 @@
 #include "cli/options.hpp"
 #include "cli/output.hpp"
 #include "cli/row_checks.hpp"
-#include "db/merge.hpp"
 #include "db/store.hpp"
 #include "ktune/error.hpp"
 #include "templates/op.hpp"
@@ -55,12 +54,6 @@ ShipCounts ship(const Store& in, Store& out) {
   Rows<BestRecord> bests = in.all_bests();
   n.skipped += bests.skipped.size();
   for (BestRecord b : bests.rows) {
-    // A row `ktune db check` reports is not shipped (no lookup could use it).
-    if (std::optional<std::string> why = best_reason(b)) {
-      if (n.first_invalid.empty()) n.first_invalid = b.op + " " + b.problem_key + ": " + *why;
-      ++n.invalid;
-      continue;
-    }
     Rows<TrialRecord> trials =
         in.trials(b.device_key, b.op, b.dtype, b.problem_key, b.template_hash);
     n.skipped += trials.skipped.size();
@@ -68,13 +61,13 @@ ShipCounts ship(const Store& in, Store& out) {
     const TrialRecord* own = nullptr;
     for (const TrialRecord& t : trials.rows)
       if (t.id == b.trial_id) own = &t;
-    if (own)
-      if (std::optional<std::string> why = best_trial_mismatch(b, *own)) {
-        // Its timing is another configuration's: not shipped, as db check reports it.
-        if (n.first_invalid.empty()) n.first_invalid = b.op + " " + b.problem_key + ": " + *why;
-        ++n.invalid;
-        continue;
-      }
+    // A row `ktune db check` reports is not shipped: no lookup could use it, or its timing is
+    // another configuration's.
+    if (std::optional<std::string> why = best_row_problem(b, own)) {
+      if (n.first_invalid.empty()) n.first_invalid = b.op + " " + b.problem_key + ": " + *why;
+      ++n.invalid;
+      continue;
+    }
     if (!own) own = newest_ok(trials.rows, b.params_key);
     // The default configuration of the row's problem on its device, as this ktune chooses it
     // (a row this ktune cannot read is shipped as it is; lookups skip it with its reason).

@@ -15,6 +15,12 @@ std::optional<std::string> best_reason(const BestRecord& b) {
   return best_row_reason(b);
 }
 
+std::optional<std::string> best_row_problem(const BestRecord& b, const TrialRecord* own) {
+  std::optional<std::string> why = best_reason(b);
+  if (!why && own != nullptr) why = best_trial_mismatch(b, *own);
+  return why;
+}
+
 std::optional<std::string> trial_reason(const TrialRecord& t) {
   if (!current_code(t.op, t.template_hash)) return std::nullopt;
   return keys_reason(t.op, t.dtype, t.problem_key, t.params_key);

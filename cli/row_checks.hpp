@@ -18,6 +18,10 @@ bool current_code(const std::string& op, const std::string& template_hash);
 /// Why a best row of the current kernel code can serve no lookup (best_row_reason), or nullopt.
 std::optional<std::string> best_reason(const BestRecord& b);
 
+/// best_reason, then, where the row's trial `own` is known, best_trial_mismatch: all `ktune db
+/// check` says of a best row. `ktune db ship` leaves out the rows it names.
+std::optional<std::string> best_row_problem(const BestRecord& b, const TrialRecord* own);
+
 /// The same for a trial row (keys_reason).
 std::optional<std::string> trial_reason(const TrialRecord& t);
 

@@ -4,6 +4,7 @@
 #include <map>
 
 #include "tests/moe_test_support.hpp"
+#include "tests/support/compile_report.hpp"
 
 namespace ktune {
 namespace {
@@ -843,9 +844,9 @@ TEST(MoeCompile, PlansPast256ExpertsCompile) {
   };
   std::vector<Plan> plans;
   std::vector<CompileJob> jobs;
-  std::map<std::pair<std::string, std::string>, std::size_t> job_of;
+  std::map<std::pair<std::string, std::string>, KernelResources> resources_of;  // of each job
   const auto add = [&](const KernelSource& k, const std::string& arch) {
-    if (job_of.emplace(std::pair{k.name_expression, arch}, jobs.size()).second)
+    if (resources_of.emplace(std::pair{k.name_expression, arch}, KernelResources{}).second)
       jobs.push_back({k, arch, {}});
   };
   const std::vector<std::string> sets = {"",
@@ -878,25 +879,19 @@ TEST(MoeCompile, PlansPast256ExpertsCompile) {
           }
       }
   }
-  const Compiler compiler(std::nullopt);
-  const std::vector<CompileOutcome> outcomes = compile_parallel(compiler, jobs, 0);
-  ASSERT_EQ(outcomes.size(), jobs.size());
-  for (std::size_t i = 0; i < jobs.size(); ++i) {
-    const std::string what = jobs[i].arch + " " + jobs[i].source.name_expression;
-    ASSERT_TRUE(outcomes[i].kernel) << what << ":\n" << outcomes[i].error;
-    const KernelResources& r = outcomes[i].kernel->resources;
-    std::printf("%-75s %3d regs, %5d smem, spills %d/%d\n", what.c_str(), r.registers,
-                r.shared_bytes, r.spill_stores, r.spill_loads);
+  test::compile_and_check(jobs, [&](const CompileJob& job, const CompiledKernel& k) {
+    const std::string& what = job.source.name_expression;
     if (!contains(what, "gemm")) {
-      EXPECT_LE(r.shared_bytes, 48 * 1024) << what;
+      EXPECT_LE(k.resources.shared_bytes, 48 * 1024) << job.arch << " " << what;
     }
-  }
+    resources_of[{what, job.arch}] = k.resources;
+  });
+  if (HasFatalFailure()) return;  // a kernel that did not compile: its plans are not judged
   for (const Plan& plan : plans) {
     const std::size_t launched = op().kernels(plan.params, plan.problem, plan.dtype).size();
     std::vector<KernelResources> resources;
     for (std::size_t i = 0; i < launched; ++i)
-      resources.push_back(
-          outcomes[job_of.at({plan.kernels[i].name_expression, plan.arch})].kernel->resources);
+      resources.push_back(resources_of.at({plan.kernels[i].name_expression, plan.arch}));
     EXPECT_EQ(op().invalid_after_compile(plan.params, plan.problem, plan.dtype,
                                          device(plan.arch), resources),
               std::nullopt)

@@ -14,6 +14,7 @@
 #include "ktune/error.hpp"
 #include "runtime/core/compiler.hpp"
 #include "templates/moe/args.h"
+#include "tests/support/compile_report.hpp"
 #include "tests/support/moe_reference.hpp"
 
 namespace ktune {
@@ -357,22 +358,16 @@ TEST(MoeRouteCompile, WideExpertSampleCompilesForSm80AndSm90a) {
   std::vector<CompileJob> jobs;
   for (const char* arch : {"sm_80", "sm_90a"})
     for (const KernelSource& k : wide_sample_kernels()) jobs.push_back({k, arch, {}});
-  const Compiler compiler(std::nullopt);
-  const std::vector<CompileOutcome> outcomes = compile_parallel(compiler, jobs, 0);
-  ASSERT_EQ(outcomes.size(), jobs.size());
-  for (std::size_t i = 0; i < jobs.size(); ++i) {
-    const std::string what = jobs[i].arch + " " + jobs[i].source.name_expression;
+  test::compile_and_check(jobs, [](const CompileJob& job, const CompiledKernel& k) {
+    const std::string what = job.arch + " " + job.source.name_expression;
     EXPECT_NE(what.find("512>"), std::string::npos) << what;
-    ASSERT_TRUE(outcomes[i].kernel) << what << ":\n" << outcomes[i].error;
-    const KernelResources& r = outcomes[i].kernel->resources;
-    std::printf("%-62s %3d registers, %5d bytes smem, spills %d/%d\n", what.c_str(), r.registers,
-                r.shared_bytes, r.spill_stores, r.spill_loads);
+    const KernelResources& r = k.resources;
     EXPECT_LE(r.shared_bytes, 48 * 1024) << what;
     const bool sort_one_float = what.find("moe_route_sort_kernel") != std::string::npos &&
                                 what.find(", 32, 1, ") != std::string::npos;
     EXPECT_LE(r.spill_stores, sort_one_float ? 4 : 0) << what;
     EXPECT_LE(r.local_bytes, sort_one_float ? 8 : 0) << what;
-  }
+  });
 }
 
 // Template parameters outside the allowed values are refused at compile time, with the reason.

@@ -440,6 +440,17 @@ std::vector<DatabaseStatus> TuningDatabases::status() const {
 }
 
 std::optional<DeviceInfo> TuningDatabases::find_device(const std::string& name_or_key) const {
+  // The name as typed by hand, case and surrounding blanks aside ("nvidia h200 "): the answer
+  // when no database records the key or the name exactly.
+  const auto folded = [](std::string_view s) {
+    while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+    while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+    std::string out(s);
+    for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return out;
+  };
+  const std::string wanted = folded(name_or_key);
+  std::optional<DeviceInfo> loose;
   for (Entry& e : dbs_) {
     if (!e.store) continue;
     Rows<DeviceInfo> rows;
@@ -454,26 +465,10 @@ std::optional<DeviceInfo> TuningDatabases::find_device(const std::string& name_o
       if (d.key() == name_or_key) return d;
     for (const DeviceInfo& d : rows.rows)
       if (d.name == name_or_key) return d;
+    for (const DeviceInfo& d : rows.rows)
+      if (!loose && !wanted.empty() && folded(d.name) == wanted) loose = d;
   }
-  // Then the name as typed by hand: case and surrounding blanks aside ("nvidia h200 ").
-  const auto folded = [](std::string_view s) {
-    while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
-    while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
-    std::string out(s);
-    for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    return out;
-  };
-  const std::string wanted = folded(name_or_key);
-  for (Entry& e : dbs_) {
-    if (!e.store) continue;
-    try {
-      for (const DeviceInfo& d : e.store->devices().rows)
-        if (!wanted.empty() && folded(d.name) == wanted) return d;
-    } catch (const std::exception&) {
-      // reported by the first pass
-    }
-  }
-  return std::nullopt;
+  return loose;
 }
 
 std::vector<std::string> TuningDatabases::device_names() const {
