@@ -905,6 +905,47 @@ HELD_OUT = [
     ("flash_attention", "b=7,hq=32,hkv=8,nq=2152,nk=2152,d=128,causal=yes"),  # Mistral-Nemo
     ("flash_decode", "b=2,hq=32,hkv=8,nq=1,nk=16312,d=128,causal=no,page=32"),  # Llama-3-8B
     ("flash_attention", "b=12,hq=32,hkv=16,nq=485,nk=485,d=128,causal=yes"),  # Gemma-3-27B
+    # Outcome (stop 78, benchmarks/results/h100-stop78-2026-12-07.md section 4): refuted. H100,
+    # all 24: geometric mean 0.919, worst 0.691; decode 0.878 over 12 (five under 0.85),
+    # prefill 0.961 over 12 (worst 0.889), computed from the report.
+    # 527-534: the check set of rule F (stop 78, templates/decode/merged_defaults.cpp
+    # few_row_tiles_merged: more than 16 packed rows in at most 8 row tiles of 16 over all
+    # pairs, tile head dims 64 and 128: 128-key tiles of 4 warps, 3 stages, 16 / 8 / 4 merged
+    # splits), written before any run, at shapes the design set 489-492 did not have (d = 64,
+    # 112, 128; 20-128 rows; 900-40000 keys; causal or not). Their exhaustive sweeps let
+    # benchmarks/decode/default_eval.py --changed compute stop 77's default (before F) and F's
+    # from one measurement. Prediction (H100): F's point at least as fast as stop 77's default
+    # at >= 6 of 8, and their geometric mean of fastest / default from <= 0.90 to >= 0.96.
+    ("flash_decode", "b=1,hq=64,hkv=1,nq=1,nk=8000,d=128,causal=no"),
+    ("flash_decode", "b=2,hq=40,hkv=1,nq=1,nk=15000,d=64,causal=no"),
+    ("flash_decode", "b=1,hq=32,hkv=4,nq=3,nk=5000,d=128,causal=yes"),
+    ("flash_decode", "b=1,hq=16,hkv=1,nq=4,nk=25000,d=64,causal=yes"),
+    ("flash_decode", "b=4,hq=20,hkv=1,nq=1,nk=3000,d=64,causal=no"),
+    ("flash_decode", "b=1,hq=28,hkv=2,nq=2,nk=7000,d=128,causal=yes"),
+    ("flash_decode", "b=1,hq=48,hkv=2,nq=1,nk=40000,d=112,causal=no"),
+    ("flash_decode", "b=1,hq=128,hkv=1,nq=1,nk=900,d=64,causal=no"),
+    # 535-548: a second decode design set (stop 78), written before any run, at new shapes in the
+    # four regimes where the second held-out set's defaults ran under 0.85 (its problems
+    # themselves stay out of every rule): 535-537 and 548, d=256 short spans (500-1400 keys) over
+    # 16-32 pairs of 1-2 rows (held out: 637 keys over 16 MHA pairs, 0.691); 538-540 MQA of 140-290
+    # rows over 1-8 pairs, 1500-3000 keys (284 rows x 18 pairs 0.750, 355 x 2 0.839); 541-544
+    # GQA of 24-64 rows over 96-256 pairs, 700-1600 keys (56 x 180 pairs 0.789); 545-547 one
+    # row tile of 4-8 rows over 8-16 pairs, 3500-6000 keys (8 x 16 causal 0.838). Rules are read
+    # from their sweeps, then checked on sets written after them.
+    ("flash_decode", "b=2,hq=8,hkv=8,nq=1,nk=900,d=256,causal=no"),
+    ("flash_decode", "b=1,hq=32,hkv=16,nq=1,nk=500,d=256,causal=no"),
+    ("flash_decode", "b=4,hq=8,hkv=8,nq=1,nk=1400,d=256,causal=no"),
+    ("flash_decode", "b=8,hq=71,hkv=1,nq=2,nk=1800,d=64,causal=yes"),
+    ("flash_decode", "b=4,hq=64,hkv=1,nq=3,nk=3000,d=64,causal=yes"),
+    ("flash_decode", "b=1,hq=48,hkv=1,nq=6,nk=1500,d=128,causal=no"),
+    ("flash_decode", "b=32,hq=32,hkv=8,nq=6,nk=900,d=128,causal=no"),
+    ("flash_decode", "b=24,hq=28,hkv=4,nq=4,nk=1600,d=128,causal=no"),
+    ("flash_decode", "b=64,hq=16,hkv=2,nq=8,nk=700,d=64,causal=yes"),
+    ("flash_decode", "b=16,hq=40,hkv=8,nq=5,nk=1200,d=128,causal=yes"),
+    ("flash_decode", "b=2,hq=32,hkv=8,nq=1,nk=5500,d=128,causal=yes"),
+    ("flash_decode", "b=1,hq=56,hkv=8,nq=1,nk=3500,d=128,causal=no"),
+    ("flash_decode", "b=4,hq=16,hkv=4,nq=2,nk=6000,d=128,causal=yes"),
+    ("flash_decode", "b=1,hq=16,hkv=16,nq=2,nk=1100,d=256,causal=yes"),
 ]
 
 

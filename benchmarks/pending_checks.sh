@@ -23,14 +23,15 @@
 #   505.6 + 214.5 s over two calls, LIMIT=500 (h100-stop74-2026-12-06.md section 2).
 #   STEP=4: ran at stop 77 (h100-stop77-2026-12-07.md): tma_ab7 and T held and merged, S
 #   refuted on the H100; removed.
-#   STEP=5 (stop 75, ~5-9 min): the rest of the final held-out set (fallback_quality.py
-#   447-478): the H100's eight prefill problems, or the H200's 26 not reached.
-#   STEP=6 (stop 76; stop 77 ran it: 7 of 8 passed, the failure a test bug fixed since): the
-#   route test's fused paths past 256 experts again, then the Kimi-K2-like layer's first bench
-#   (its weights' draw ran out of memory at stop 77; fixed since), ~3-5 min.
-#   STEP=7 (stop 77, ~6-8 min): the design set of the decode gaps (fallback_quality.py
-#   489-502: few CTAs with many packed rows, d=256 over few pairs, spans under 700 keys),
-#   exhaustive sweeps whose trials default_eval.py reads here; $LIMIT s (default 450).
+#   STEP=5, 6 and 7 ran at stop 78 (h100-stop78-2026-12-07.md): the fused paths past 256
+#   experts passed, the Kimi-K2-like and Qwen3-Next-like layers timed, the decode design set
+#   489-502 swept (rule F read from it); stop 75's final set is a design set since, so its
+#   unreached prefill problems are dropped. Removed.
+#   STEP=8 (stop 78, ~5 min): the check set of rule F (fallback_quality.py 527-534), exhaustive
+#   sweeps; then `default_eval.py --changed --ktune A --ktune B --gpu h100=$OUT/d8/...` here with
+#   A built without few_row_tiles_merged and B with it (prediction in fallback_quality.py).
+#   STEP=9 (stop 78, ~8 min): the second design set 535-548 (the regimes the second held-out set
+#   found weak), exhaustive sweeps for the next rules; $LIMIT s (default 480).
 #   STEP=1 and 2 ran at stop 70 (outcomes, and those of STEP=3-6: the GATHER 2 / CLUSTER 3
 #   harness, the new GPU cases, the A/Bs with benchmarks/moe/ab_rows.sh, in
 #   h100-stop70-2026-12-06.md); kept for the next re-tune. Stop 70's STEP=3 (gemm1 on sorted
@@ -93,40 +94,19 @@ case "${STEP:-1}" in
   note "sweep of 13 buckets rc=$rc wall $wall s: $(grep -c '  best:' "$OUT/sweep13.log") bests"
   grep -E "time limit|this run" "$OUT/sweep13.log" | cut -c1-120 | tail -14
   ;;
-5)
-  # The rest of the final held-out set (stop 75): on the H100 its eight prefill problems, on
-  # the H200 the 26 it did not reach; $LIMIT s (default 480) as fallback_quality's deadline.
-  if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
-    only=453-478
-  else
-    only=464,466,468,470,472,474,476,478
-  fi
+8)
+  timeout $((${LIMIT:-400} + 90)) python3 benchmarks/fallback_quality.py --ktune "$G/bin/ktune" \
+    --out "$OUT/d8" --only 527-534 --deadline "${LIMIT:-400}" >"$OUT/d8.log" 2>&1
+  note "rule F's check set 527-534 rc=$? (trials in $OUT/d8)"
+  tail -12 "$OUT/d8.log" | cut -c1-200
+  ;;
+9)
   timeout $((${LIMIT:-480} + 90)) python3 benchmarks/fallback_quality.py --ktune "$G/bin/ktune" \
-    --out "$OUT/fb" --only "$only" --deadline "${LIMIT:-480}" >"$OUT/fb.log" 2>&1
-  note "final held-out set ($only) rc=$? (1: the bar missed)"
-  tail -4 "$OUT/fb.log"
+    --out "$OUT/d9" --only 535-548 --deadline "${LIMIT:-480}" >"$OUT/d9.log" 2>&1
+  note "second decode design set 535-548 rc=$? (trials in $OUT/d9)"
+  tail -18 "$OUT/d9.log" | cut -c1-200
   ;;
-6)
-  # MoE past 256 experts: the fused-path case that stop 77's run lost to a test bug, then the
-  # Kimi-K2-like and Qwen3-Next-like layers against sort + grouped_mm (no bar; first timing).
-  timeout 200 "$G/tests/gpu_moe_route_test" \
-    --gtest_filter='*FusedPathsPastTwoFiftySix*' >"$OUT/moe_route.log" 2>&1
-  note "gpu_moe_route_test (fused paths past 256) rc=$?"
-  grep -hE "PASSED|FAILED|tests ran|checked" "$OUT/moe_route.log" | tail -6
-  D=db/shipped/h100.db
-  nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 && D=db/shipped/h200.db
-  DB=$D OUT=$OUT/mb BUNDLE=$G LAYERS=kimi,qwen3next TOKENS=1,16,128,1024,4096 \
-    BENCH_ARGS="--rounds 1" timeout 300 benchmarks/run_moe.sh bench >"$OUT/bench.log" 2>&1
-  note "bench kimi,qwen3next rc=$?"
-  grep -E "^(layer|kimi |qwen3next )" "$OUT/bench.log" | cut -c1-170
-  ;;
-7)
-  timeout $((${LIMIT:-450} + 90)) python3 benchmarks/fallback_quality.py --ktune "$G/bin/ktune" \
-    --out "$OUT/d7" --only 489-502 --deadline "${LIMIT:-450}" >"$OUT/d7.log" 2>&1
-  note "decode gaps design set 489-502 rc=$? (trials in $OUT/d7)"
-  tail -18 "$OUT/d7.log" | cut -c1-200
-  ;;
-*) echo "STEP=1, 2, 3, 5, 6 or 7" >&2; exit 2 ;;
+*) echo "STEP=1, 2, 3, 8 or 9" >&2; exit 2 ;;
 esac
 echo "==== pending_checks.sh STEP=${STEP:-1}"
 printf '%s\n' "${summary[@]}"

@@ -444,9 +444,7 @@ TEST(DecodeDefaults, TmaFromManyPackedRows) {
 TEST(DecodeDefaults, HeadDimsBelow96TakeTwoCtasPerSmAndD80D96SplitTheirRows) {
   const DeviceInfo h100 = device("sm_90a");
   ASSERT_EQ(h100.sm_count, 132);
-  const auto key = [](const std::string& problem, const DeviceInfo& dev) {
-    return op().params_key(checked_default(problem, dev));
-  };
+  const auto key = default_key;
   const std::string pairs64 = "b=8,hq=32,hkv=8,nq=1,nk=8192";  // 64 (batch, KV head) pairs
   EXPECT_EQ(key(pairs64 + ",d=72", h100), "splits=4,block_m=16,block_n=64,warps=4,stages=3");
   EXPECT_EQ(key(pairs64 + ",d=80", h100),
@@ -522,9 +520,7 @@ TEST(DecodeDefaults, ManyPairsTakeAStageFewerWhereThatSavesAWave) {
 // stages.
 TEST(DecodeDefaults, ShortSpansOverFewPairsMergeSmallTiles) {
   const DeviceInfo h100 = device("sm_90a");
-  const auto key = [&](const std::string& problem, const DeviceInfo& dev) {
-    return op().params_key(checked_default(problem, dev));
-  };
+  const auto key = default_key;
   EXPECT_EQ(key("b=4,hq=32,hkv=8,nq=1,nk=1500,d=128", h100),
             "splits=16,block_m=16,block_n=32,warps=2,stages=2,merge=1");
   EXPECT_EQ(key("b=2,hq=16,hkv=16,nq=1,nk=3000,d=128", h100),
@@ -572,9 +568,7 @@ TEST(DecodeDefaults, ShortSpansOverFewPairsMergeSmallTiles) {
 // query rows, with a variant, paged, at d=256 or on sm_80.
 TEST(DecodeDefaults, MediumSpansOverFewPairsMergeTheRowsTiles) {
   const DeviceInfo h100 = device("sm_90a");
-  const auto key = [&](const std::string& problem, const DeviceInfo& dev) {
-    return op().params_key(checked_default(problem, dev));
-  };
+  const auto key = default_key;
   EXPECT_EQ(key("b=2,hq=32,hkv=8,nq=1,nk=5000,d=128", h100),  // 16 pairs: 256 CTAs
             "splits=16,block_m=16,block_n=64,warps=4,stages=2,merge=1");
   EXPECT_EQ(key("b=1,hq=16,hkv=16,nq=1,nk=7000,d=128", h100),
@@ -607,9 +601,7 @@ TEST(DecodeDefaults, MediumSpansOverFewPairsMergeTheRowsTiles) {
 // d=64's tiles (their own merged rule) nor d=256's.
 TEST(DecodeDefaults, TwoSplitsOfTheRowsTilesMergeInACluster) {
   const DeviceInfo h100 = device("sm_90a");
-  const auto key = [&](const std::string& problem, const DeviceInfo& dev) {
-    return op().params_key(checked_default(problem, dev));
-  };
+  const auto key = default_key;
   EXPECT_EQ(key("b=8,hq=32,hkv=8,nq=1,nk=5000,d=128", h100),
             "splits=2,block_m=16,block_n=64,warps=4,stages=3,merge=1");
   EXPECT_EQ(key("b=32,hq=32,hkv=4,nq=1,nk=2500,d=80", h100),
@@ -624,6 +616,37 @@ TEST(DecodeDefaults, TwoSplitsOfTheRowsTilesMergeInACluster) {
                               "b=8,hq=32,hkv=8,nq=1,nk=5000,d=128,varlen=yes"})
     EXPECT_EQ(key(outside, h100).find("merge=1"), std::string::npos) << outside;
   EXPECT_EQ(key("b=8,hq=32,hkv=8,nq=1,nk=5000,d=128", device("sm_80")).find("merge=1"),
+            std::string::npos);
+}
+
+// Several packed rows over few pairs (at most 8 row tiles of 16 rows, tile head dims 64 and
+// 128, contiguous, no mask variant, sm_90): 128-key tiles of 4 warps at 3 stages in merged
+// splits, 16 where at most 7 clusters of 16 are asked, else 8 or 4 within one CTA per SM
+// (merged_defaults.cpp, stop 78). Past 8 row tiles, one row tile, d=256, paged, a window or
+// sm_80: not this rule.
+TEST(DecodeDefaults, FewRowTilesOfManyRowsMergeWideTiles) {
+  const DeviceInfo h100 = device("sm_90a");
+  const auto key = default_key;
+  // 71 rows over one pair: 5 row tiles, 16 merged splits.
+  EXPECT_EQ(key("b=1,hq=71,hkv=1,nq=1,nk=12000,d=64", h100),
+            "splits=16,block_m=16,block_n=128,warps=4,stages=3,merge=1,tma=1");
+  // 28 rows over 4 pairs: 8 row tiles, more than 7 clusters of 16: 8 splits.
+  EXPECT_EQ(key("b=1,hq=28,hkv=4,nq=4,nk=30000,d=128", h100),
+            "splits=8,block_m=16,block_n=128,warps=4,stages=3,merge=1,tma=1");
+  // d=112 runs in d=128's tiles; 900 keys are 8 tiles of 128: 8 splits, not 16.
+  EXPECT_EQ(key("b=1,hq=48,hkv=2,nq=1,nk=900,d=112,causal=yes", h100),
+            "splits=8,block_m=16,block_n=128,warps=4,stages=3,merge=1,tma=1");
+  for (const char* outside : {
+           "b=9,hq=32,hkv=1,nq=1,nk=9000,d=64",              // 18 row tiles
+           "b=2,hq=32,hkv=8,nq=1,nk=9000,d=128",             // 4 rows: one row tile
+           "b=1,hq=64,hkv=2,nq=1,nk=9000,d=256",             // d=256's tiles
+           "b=1,hq=64,hkv=2,nq=1,nk=9000,d=96",              // d=96's tiles
+           "b=1,hq=64,hkv=2,nq=1,nk=9000,d=128,page=16",     // paged
+           "b=1,hq=64,hkv=2,nq=1,nk=9000,d=128,window=4096", // a mask variant
+           "b=1,hq=64,hkv=2,nq=1,nk=300,d=128"})             // 3 key tiles: no 4 splits
+    EXPECT_EQ(key(outside, h100).find("block_n=128,warps=4,stages=3,merge=1"), std::string::npos)
+        << outside;
+  EXPECT_EQ(key("b=1,hq=71,hkv=1,nq=1,nk=12000,d=64", device("sm_80")).find("merge=1"),
             std::string::npos);
 }
 

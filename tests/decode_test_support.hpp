@@ -50,6 +50,11 @@ inline Params checked_default(const std::string& problem, const DeviceInfo& dev)
   return params;
 }
 
+/// The parameters key of checked_default's configuration.
+inline std::string default_key(const std::string& problem, const DeviceInfo& dev) {
+  return op().params_key(checked_default(problem, dev));
+}
+
 inline std::string problem_error(const std::string& shape) {
   return test::run_error([&] { op().parse_problem(shape); });
 }

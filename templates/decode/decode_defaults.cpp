@@ -321,6 +321,7 @@ Params params_for(const DecodeDefaults& r, const Shape& s, std::int64_t data_d,
         row.stages == r.stages)
       row.ctas_per_sm = std::max(row.ctas_per_sm, kBetweenTilesCtasPerSm);
   }
+  if (const std::optional<Params> few = few_row_tiles_merged(s, device)) return *few;
   if (s.rows() > 16) {
     row.ctas_per_sm = std::max(row.ctas_per_sm, kMultiRowCtasPerSm);
     row.split_keys = std::min(row.split_keys, kMultiRowSplitKeys);

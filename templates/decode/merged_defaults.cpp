@@ -121,6 +121,27 @@ constexpr std::int64_t kMediumSpanMinKeys = 2048;
 constexpr std::int64_t kMediumSpanMaxKeys = 8000;
 constexpr std::int64_t kMediumSpanCtasPerSm = 2;
 
+// Several packed rows (more than 16: GQA groups x nq, MQA) over few (batch, KV head) pairs:
+// at most kFewRowTilesMax row tiles of 16 rows over all pairs, sm_90, contiguous fixed-length
+// K/V, no mask variant, tile head dims 64 and 128 (where it was read) take 16-row tiles of 128
+// keys, 4 warps, 3 stages, their splits merged in clusters: 16 where at most
+// kSixteenClustersAtOnce clusters of 16 are asked (the H100 and H200 hold 7 such clusters at
+// one CTA per SM; stop 56's cluster_probe), else 8 or 4, the grid within one CTA per SM and no
+// split empty (see few_row_tiles_merged). Read on the H100 (2026-12-07, stop 78) from the
+// design set 489-492 of benchmarks/fallback_quality.py (MQA/GQA over 1-3 pairs, 32-96 rows,
+// d = 64 and 128, 4000-12000 keys;
+// benchmarks/results/fallback-h100-2026-12-07-stop78-design-trials.csv.gz): the fastest point
+// at all four was 16-row tiles of 128 keys in 8-16 merged splits (the combine kernel's ~3 us
+// and a second row of 3 CTAs per SM cost more than these 9-15 us calls can hide), where the
+// multi-row rule's 24-32 unmerged splits of 64-key tiles ran 0.78-0.91 of it. Over every
+// recorded H100 sweep with at most 8 such row tiles (5 problems; the fifth 30000 keys over 4
+// pairs, 3 stages its fastest) this rule gives 0.963-1.000 of the fastest (geometric mean
+// 0.986) against 0.781-0.928 (0.835), computed. Past 8 row tiles it lost at two of four (12
+// row tiles at 12000 keys 0.920 -> 0.903; the H200's 20 at 10396 keys 0.991 -> 0.904).
+constexpr std::int64_t kFewRowTilesMax = 8;
+constexpr std::int64_t kSixteenClustersAtOnce = 7;
+constexpr FewPairsTiles kFewRowTiles = {0, 128, 4, 3};  // head dims 64 and 128
+
 }  // namespace
 
 /// One row tile, sm_90 (clusters), contiguous fixed-length K/V (what merge=1 merges).
@@ -240,6 +261,24 @@ Config two_merged(Config c, const DecodeDefaults& r, const Shape& s, const Devic
       c.block_n == r.block_n && c.warps == r.warps && c.stages == r.stages)
     c.merge = 1;
   return c;
+}
+
+/// Few row tiles of several packed rows each, merged (kFewRowTilesMax etc.), or nothing where
+/// the rule does not apply or no count of 16, 8 or 4 merged splits fits.
+std::optional<Params> few_row_tiles_merged(const Shape& s, const DeviceInfo& device) {
+  constexpr int kBlockM = 16;
+  const FewPairsTiles& t = kFewRowTiles;
+  const std::int64_t tiles = s.b * s.hkv * row_tiles(s, kBlockM);
+  if (s.rows() <= 16 || (s.d != 64 && s.d != 128) || device.cc_major < 9 ||
+      device.sm_count <= 0 || s.paged() || s.varlen || s.variants() || tiles > kFewRowTilesMax)
+    return std::nullopt;
+  const std::int64_t span = split_span(s, t.block_n);
+  for (int v : {16, 8, 4}) {
+    if (v == 16 && tiles > kSixteenClustersAtOnce) continue;
+    if (tiles * v <= device.sm_count && flash_decode_used_splits(span, t.block_n, v) == v)
+      return params_of({v, kBlockM, t.block_n, t.warps, t.stages, 1});
+  }
+  return std::nullopt;
 }
 
 }  // namespace ktune::decode::rules
