@@ -946,6 +946,18 @@ HELD_OUT = [
     ("flash_decode", "b=1,hq=56,hkv=8,nq=1,nk=3500,d=128,causal=no"),
     ("flash_decode", "b=4,hq=16,hkv=4,nq=2,nk=6000,d=128,causal=yes"),
     ("flash_decode", "b=1,hq=16,hkv=16,nq=2,nk=1100,d=256,causal=yes"),
+    # 549-554: the check set of rule C (stop 78, templates/decode/decode_defaults.cpp
+    # short_span_rows: at least 16 packed rows over at most 640 keys, tile head dims 64 and 128:
+    # one split of 128-key tiles, 4 warps, 2 stages, tma=1), written before any run, at shapes
+    # the design set did not have (16-40 rows, 200-600 keys, 1-16 pairs, d = 64, 112, 128).
+    # Prediction (H100): C's point at least as fast as stop 77's default at >= 5 of 6, and their
+    # geometric mean of fastest / default from <= 0.88 to >= 0.96 (default_eval.py --changed).
+    ("flash_decode", "b=2,hq=32,hkv=4,nq=2,nk=600,d=128,causal=yes"),
+    ("flash_decode", "b=1,hq=64,hkv=8,nq=4,nk=350,d=128,causal=yes"),
+    ("flash_decode", "b=4,hq=24,hkv=2,nq=2,nk=480,d=64,causal=no"),
+    ("flash_decode", "b=1,hq=28,hkv=4,nq=5,nk=200,d=128,causal=yes"),
+    ("flash_decode", "b=8,hq=16,hkv=2,nq=3,nk=560,d=64,causal=yes"),
+    ("flash_decode", "b=2,hq=40,hkv=8,nq=8,nk=400,d=112,causal=yes"),
 ]
 
 

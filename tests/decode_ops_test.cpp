@@ -650,6 +650,31 @@ TEST(DecodeDefaults, FewRowTilesOfManyRowsMergeWideTiles) {
             std::string::npos);
 }
 
+// Short spans of several packed rows (at least 16 rows, at most 640 keys in reach, tile head
+// dims 64 and 128, contiguous, no mask variant, sm_90): one split of 128-key tiles, 4 warps,
+// 2 stages, tma=1 (decode_defaults.cpp, rule C, stop 78). Fewer rows, longer spans, d=256,
+// paged, a window or sm_80: not this rule.
+TEST(DecodeDefaults, ShortSpansOfManyRowsTakeOneSplitOfWideTiles) {
+  const DeviceInfo h100 = device("sm_90a");
+  for (const char* inside : {"b=1,hq=32,hkv=8,nq=4,nk=300,d=128,causal=yes",  // 16 rows
+                             "b=2,hq=28,hkv=4,nq=3,nk=520,d=128",              // 21
+                             "b=16,hq=64,hkv=1,nq=1,nk=640,d=64",              // 64, 640 keys
+                             "b=2,hq=40,hkv=8,nq=8,nk=400,d=112,causal=yes"})  // d=128's tiles
+    EXPECT_EQ(default_key(inside, h100),
+              "splits=1,block_m=16,block_n=128,warps=4,stages=2,tma=1")
+        << inside;
+  for (const char* outside : {"b=1,hq=64,hkv=8,nq=1,nk=300,d=128",             // 8 rows
+                              "b=1,hq=32,hkv=8,nq=4,nk=641,d=128,causal=yes",  // 641 keys
+                              "b=1,hq=32,hkv=8,nq=4,nk=300,d=256,causal=yes",  // d=256
+                              "b=1,hq=32,hkv=8,nq=4,nk=300,d=96,causal=yes",   // d=96's tiles
+                              "b=1,hq=32,hkv=8,nq=4,nk=300,d=128,page=16",     // paged
+                              "b=1,hq=32,hkv=8,nq=4,nk=300,d=128,softcap=yes"})
+    EXPECT_NE(default_key(outside, h100), "splits=1,block_m=16,block_n=128,warps=4,stages=2,tma=1")
+        << outside;
+  EXPECT_EQ(default_key("b=2,hq=28,hkv=4,nq=3,nk=520,d=128", device("sm_80")).find("tma=1"),
+            std::string::npos);
+}
+
 // ---- workspace and launches ----
 
 TEST(DecodeWorkspace, HoldsEveryPartialTheKernelsAddress) {

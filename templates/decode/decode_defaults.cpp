@@ -56,6 +56,22 @@ constexpr std::int64_t kTmaMinRowsD256 = 1;
 // per SM at 3 stages and at 2: never fewer waves.
 constexpr std::int64_t kFewerWavesHeadDims[] = {32, 64, 96, 128};
 
+// Short spans of several packed rows (rule C): at least kShortRowsMinRows packed rows, at most
+// kShortRowsMaxKeys keys, tile head dims 64 and 128, contiguous K/V without a mask variant,
+// sm_90: one split of 128-key tiles, 4 warps, 2 stages, tensor-map copies. Such a call reads
+// 0.3-3 MB in ~9-12 us: its fixed costs, not its stream, set the time, and one CTA per
+// (pair, row tile) walking 2-5 tiles of 128 keys pays neither a combine nor a cluster. Read on
+// the H100 (2026-12-07, stop 78) from the design set's 497-502 and stop 75's 383-key problem
+// (benchmarks/results/fallback-h100-2026-12-07-stop78-design-trials.csv.gz,
+// fallback-h100-2026-12-06-stop75-trials.csv.gz): at 240-520 keys over 16-24 rows this point
+// was the fastest at all four (main's 64-key tiles in 1-3 splits at 3 stages 0.784-0.906 of
+// it); at 450 keys over 30 rows 0.914 (main 0.741; 8 merged splits of 64 keys the fastest).
+// At 1500 keys (64 rows over 128 pairs) the same point ran 0.907 against main's 0.977: hence
+// the bound. Under 16 rows (8-row problems at 650-700 keys) merged splits of smaller tiles won.
+constexpr std::int64_t kShortRowsMinRows = 16;
+constexpr std::int64_t kShortRowsMaxKeys = 640;
+constexpr FewPairsTiles kShortRowsTiles = {0, 128, 4, 2};  // head dims 64 and 128
+
 constexpr DecodeDefaults kDefaults[] = {
     // Hopper: 227 KiB per block, 228 KiB per SM. One CTA per SM: on the H100 (2026-11-23,
     // benchmarks/results/decode-h100-2026-11-23.md) the fastest split count of three exhaustive
@@ -255,6 +271,18 @@ Config fewer_waves(Config c, const DecodeDefaults& r, const Shape& s, const Devi
 }
 
 
+/// Rule C (kShortRowsMinRows etc.): one split of 128-key tiles over a short span of several
+/// packed rows, or nothing where it does not apply.
+std::optional<Params> short_span_rows(const Shape& s, const DeviceInfo& device) {
+  const FewPairsTiles& t = kShortRowsTiles;
+  if (s.rows() < kShortRowsMinRows || (s.d != 64 && s.d != 128) || device.cc_major < 9 ||
+      s.paged() || s.varlen || s.variants() || split_span(s, t.block_n) > kShortRowsMaxKeys)
+    return std::nullopt;
+  Config c{1, 16, t.block_n, t.warps, t.stages, 0};
+  c.tma = 1;
+  return params_of(c);
+}
+
 Params params_for(const DecodeDefaults& r, const Shape& s, std::int64_t data_d,
                   const DeviceInfo& device) {
   std::int64_t block_m = 16;
@@ -321,6 +349,7 @@ Params params_for(const DecodeDefaults& r, const Shape& s, std::int64_t data_d,
         row.stages == r.stages)
       row.ctas_per_sm = std::max(row.ctas_per_sm, kBetweenTilesCtasPerSm);
   }
+  if (const std::optional<Params> rows = short_span_rows(s, device)) return *rows;
   if (const std::optional<Params> few = few_row_tiles_merged(s, device)) return *few;
   if (s.rows() > 16) {
     row.ctas_per_sm = std::max(row.ctas_per_sm, kMultiRowCtasPerSm);
