@@ -958,6 +958,19 @@ HELD_OUT = [
     ("flash_decode", "b=1,hq=28,hkv=4,nq=5,nk=200,d=128,causal=yes"),
     ("flash_decode", "b=8,hq=16,hkv=2,nq=3,nk=560,d=64,causal=yes"),
     ("flash_decode", "b=2,hq=40,hkv=8,nq=8,nk=400,d=112,causal=yes"),
+    # 555-561: the check set of rule B (stop 78, templates/decode/merged_defaults.cpp
+    # d256_merged: d=256's tiles, one row tile, at most 16 pairs: 64-key tiles of 2 warps, 3
+    # stages, tma=1, 16 / 8 / 4 / 2 merged splits of at most 800 keys each), written before any
+    # run, at shapes the design set did not have (4-16 pairs, 1-8 rows, 1200-10000 keys,
+    # d = 192 and 256). Prediction (H100): B's point at least as fast as stop 77's default at
+    # >= 5 of 7, and their geometric mean of fastest / default from <= 0.92 to >= 0.96.
+    ("flash_decode", "b=1,hq=8,hkv=4,nq=1,nk=6000,d=256,causal=no"),
+    ("flash_decode", "b=2,hq=16,hkv=2,nq=1,nk=10000,d=256,causal=no"),
+    ("flash_decode", "b=5,hq=8,hkv=1,nq=1,nk=3000,d=256,causal=no"),
+    ("flash_decode", "b=3,hq=16,hkv=4,nq=1,nk=4500,d=256,causal=no"),
+    ("flash_decode", "b=1,hq=16,hkv=8,nq=2,nk=2500,d=256,causal=yes"),
+    ("flash_decode", "b=2,hq=32,hkv=8,nq=1,nk=1200,d=192,causal=no"),
+    ("flash_decode", "b=6,hq=4,hkv=1,nq=1,nk=8000,d=256,causal=no"),
 ]
 
 

@@ -27,10 +27,10 @@
 #   experts passed, the Kimi-K2-like and Qwen3-Next-like layers timed, the decode design set
 #   489-502 swept (rule F read from it); stop 75's final set is a design set since, so its
 #   unreached prefill problems are dropped. Removed.
-#   STEP=8 (stop 78, ~7 min): the check sets of rules F and C (fallback_quality.py 527-534 and
-#   549-554), exhaustive sweeps; then `default_eval.py --changed --ktune A --ktune B --gpu
-#   h100=$OUT/d8/...` here, A built with few_row_tiles_merged and short_span_rows returning
-#   nullopt, B main (predictions in fallback_quality.py).
+#   STEP=8 (stop 78, ~8-9 min): the check sets of rules F, C and B (fallback_quality.py
+#   527-534, 549-554 and 555-561), exhaustive sweeps; then `default_eval.py --changed --ktune A
+#   --ktune B --gpu h100=$OUT/d8/...` here, A built with few_row_tiles_merged, short_span_rows
+#   and d256_merged returning nullopt, B main (predictions in fallback_quality.py).
 #   STEP=9 (stop 78, ~8 min): the second design set 535-548 (the regimes the second held-out set
 #   found weak), exhaustive sweeps for the next rules; $LIMIT s (default 480).
 #   STEP=1 and 2 ran at stop 70 (outcomes, and those of STEP=3-6: the GATHER 2 / CLUSTER 3
@@ -96,9 +96,9 @@ case "${STEP:-1}" in
   grep -E "time limit|this run" "$OUT/sweep13.log" | cut -c1-120 | tail -14
   ;;
 8)
-  timeout $((${LIMIT:-400} + 90)) python3 benchmarks/fallback_quality.py --ktune "$G/bin/ktune" \
-    --out "$OUT/d8" --only 527-534,549-554 --deadline "${LIMIT:-400}" >"$OUT/d8.log" 2>&1
-  note "rules F and C: check sets 527-534, 549-554 rc=$? (trials in $OUT/d8)"
+  timeout $((${LIMIT:-480} + 90)) python3 benchmarks/fallback_quality.py --ktune "$G/bin/ktune" \
+    --out "$OUT/d8" --only 527-534,549-561 --deadline "${LIMIT:-480}" >"$OUT/d8.log" 2>&1
+  note "rules F, C and B: check sets 527-534, 549-554, 555-561 rc=$? (trials in $OUT/d8)"
   tail -12 "$OUT/d8.log" | cut -c1-200
   ;;
 9)

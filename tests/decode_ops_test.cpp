@@ -590,7 +590,8 @@ TEST(DecodeDefaults, MediumSpansOverFewPairsMergeTheRowsTiles) {
                               "b=4,hq=32,hkv=8,nq=4,nk=8000,d=128",
                               "b=4,hq=32,hkv=8,nq=1,nk=8000,d=128,window=6000",
                               "b=4,hq=32,hkv=8,nq=1,nk=8000,d=128,page=16",
-                              "b=2,hq=32,hkv=8,nq=1,nk=6000,d=256"})
+                              // d=256 (rule B merges it only up to 800 keys a split)
+                              "b=2,hq=32,hkv=8,nq=1,nk=16000,d=256"})
     EXPECT_EQ(key(outside, h100).find("merge=1"), std::string::npos) << outside;
   EXPECT_EQ(key("b=2,hq=32,hkv=8,nq=1,nk=5000,d=128", device("sm_80")).find("merge=1"),
             std::string::npos);
@@ -672,6 +673,29 @@ TEST(DecodeDefaults, ShortSpansOfManyRowsTakeOneSplitOfWideTiles) {
     EXPECT_NE(default_key(outside, h100), "splits=1,block_m=16,block_n=128,warps=4,stages=2,tma=1")
         << outside;
   EXPECT_EQ(default_key("b=2,hq=28,hkv=4,nq=3,nk=520,d=128", device("sm_80")).find("tma=1"),
+            std::string::npos);
+}
+
+// d=256's tiles over few pairs (one row tile, at most 16 pairs, contiguous, no mask variant,
+// sm_90): 64-key tiles of 2 warps, 3 stages, tma=1, in merged splits (16 where at most 7
+// clusters of 16 are asked, else 8, 4 or 2) of at most 800 keys each (merged_defaults.cpp,
+// rule B, stop 78). Longer splits, more pairs, several row tiles, paged or sm_80: not this rule.
+TEST(DecodeDefaults, D256OverFewPairsMergesTwoWarpTiles) {
+  const DeviceInfo h100 = device("sm_90a");
+  EXPECT_EQ(default_key("b=2,hq=8,hkv=1,nq=1,nk=7000,d=256", h100),  // 2 pairs: 16 of 437 keys
+            "splits=16,block_m=16,block_n=64,warps=2,stages=3,merge=1,tma=1");
+  EXPECT_EQ(default_key("b=6,hq=8,hkv=2,nq=2,nk=5000,d=256,causal=yes", h100),  // 12 pairs: 8
+            "splits=8,block_m=16,block_n=64,warps=2,stages=3,merge=1,tma=1");
+  EXPECT_EQ(default_key("b=1,hq=32,hkv=16,nq=1,nk=637,d=200", h100),  // 10 tiles: 4 splits
+            "splits=4,block_m=16,block_n=64,warps=2,stages=3,merge=1,tma=1");
+  for (const char* outside : {"b=1,hq=16,hkv=2,nq=1,nk=20000,d=256",   // 1250 keys a split
+                              "b=32,hq=4,hkv=1,nq=1,nk=1000,d=256",     // 32 pairs
+                              "b=1,hq=32,hkv=1,nq=1,nk=5000,d=256",     // 2 row tiles
+                              "b=2,hq=8,hkv=1,nq=1,nk=7000,d=256,page=16",
+                              "b=2,hq=8,hkv=1,nq=1,nk=7000,d=256,alibi=yes"})
+    EXPECT_EQ(default_key(outside, h100).find("warps=2,stages=3,merge=1"), std::string::npos)
+        << outside;
+  EXPECT_EQ(default_key("b=2,hq=8,hkv=1,nq=1,nk=7000,d=256", device("sm_80")).find("merge=1"),
             std::string::npos);
 }
 

@@ -331,6 +331,7 @@ Params params_for(const DecodeDefaults& r, const Shape& s, std::int64_t data_d,
   if (const std::optional<Params> medium =
           medium_spans(row, s, data_d, device, static_cast<int>(block_m)))
     return *medium;
+  if (const std::optional<Params> d256 = d256_merged(s, device)) return *d256;
   // Few (batch, KV head) pairs at d <= 64 (a grid under 3/4 of the SMs unsplit): on the H200
   // (2026-12-02) the fastest points of two held-out decode problems (32 pairs, d=64) ran 16
   // splits at four CTAs per SM, where the one-CTA-per-SM default (4 splits) reached 0.75-0.79x

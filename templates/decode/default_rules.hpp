@@ -54,5 +54,6 @@ std::optional<Params> medium_spans(const DecodeDefaults& r, const Shape& s, std:
                                    const DeviceInfo& device, int block_m);
 Config two_merged(Config c, const DecodeDefaults& r, const Shape& s, const DeviceInfo& device);
 std::optional<Params> few_row_tiles_merged(const Shape& s, const DeviceInfo& device);
+std::optional<Params> d256_merged(const Shape& s, const DeviceInfo& device);
 
 }  // namespace ktune::decode::rules

@@ -142,6 +142,23 @@ constexpr std::int64_t kFewRowTilesMax = 8;
 constexpr std::int64_t kSixteenClustersAtOnce = 7;
 constexpr FewPairsTiles kFewRowTiles = {0, 128, 4, 3};  // head dims 64 and 128
 
+// d=256's tiles over few pairs (rule B): one row tile, at most kD256MergedMaxPairs (batch, KV
+// head) pairs, contiguous fixed-length K/V without a mask variant, sm_90: 64-key tiles of 2
+// warps, 3 stages, tensor-map copies, merged splits (16 where at most kSixteenClustersAtOnce
+// clusters of 16 are asked, else 8, 4 or 2; the grid within one CTA per SM, no split empty),
+// where each split keeps at most kD256MergedMaxSplitKeys keys (else today's tiles). A d=256
+// key is 1 KiB of K and V: one CTA per SM streams its split alone, and past ~800 keys a split
+// of a few dozen CTAs is bound by what one SM can pull. Read on the H100 (2026-12-07, stop 78)
+// from the design set's 493-496 and stop 75's 3-pair problem
+// (benchmarks/results/fallback-h100-2026-12-07-stop78-design-trials.csv.gz): at 2-12 pairs
+// and 440-690 keys a split this point ran 0.954-1.000 of the fastest (main's few-pairs or
+// row tiles, unmerged: 0.845-0.905). Where a split would hold 1250-3140 keys (2 pairs over
+// 20000 keys, 16 and 32 pairs over 12562-14766) it ran 0.800-0.859 against main's
+// 0.958-0.988: hence the bound.
+constexpr std::int64_t kD256MergedMaxPairs = 16;
+constexpr std::int64_t kD256MergedMaxSplitKeys = 800;
+constexpr FewPairsTiles kD256MergedTiles = {256, 64, 2, 3};
+
 }  // namespace
 
 /// One row tile, sm_90 (clusters), contiguous fixed-length K/V (what merge=1 merges).
@@ -277,6 +294,27 @@ std::optional<Params> few_row_tiles_merged(const Shape& s, const DeviceInfo& dev
     if (v == 16 && tiles > kSixteenClustersAtOnce) continue;
     if (tiles * v <= device.sm_count && flash_decode_used_splits(span, t.block_n, v) == v)
       return params_of({v, kBlockM, t.block_n, t.warps, t.stages, 1});
+  }
+  return std::nullopt;
+}
+
+/// Rule B (kD256MergedMaxPairs etc.): d=256's tiles over few pairs in merged splits, or
+/// nothing where the rule does not apply, no count fits, or a split would hold too many keys.
+std::optional<Params> d256_merged(const Shape& s, const DeviceInfo& device) {
+  const FewPairsTiles& t = kD256MergedTiles;
+  const std::int64_t pairs = s.b * s.hkv;
+  if (s.d != t.d || !merged_tiles_apply(s, device) || s.variants() ||
+      pairs > kD256MergedMaxPairs)
+    return std::nullopt;
+  const std::int64_t span = split_span(s, t.block_n);
+  for (int v : {16, 8, 4, 2}) {
+    if (v == 16 && pairs > kSixteenClustersAtOnce) continue;
+    if (pairs * v > device.sm_count || flash_decode_used_splits(span, t.block_n, v) != v)
+      continue;
+    if (span > v * kD256MergedMaxSplitKeys) return std::nullopt;
+    Config c{v, 16, t.block_n, t.warps, t.stages, 1};
+    c.tma = 1;
+    return params_of(c);
   }
   return std::nullopt;
 }
