@@ -33,6 +33,9 @@
 #   and d256_merged returning nullopt, B main (predictions in fallback_quality.py).
 #   STEP=9 (stop 78, ~8 min): the second design set 535-548 (the regimes the second held-out set
 #   found weak), exhaustive sweeps for the next rules; $LIMIT s (default 480).
+#   STEP=10 (stop 78, ~5-8 min): the prefill design set 562-569 (likewise), $LIMIT s (480).
+#   STEP=8's build A (stop 77's decode defaults) is main at 1d28d3f:
+#   `git worktree add /tmp/k77 1d28d3f`, then cmake there and build the `ktune` target.
 #   STEP=1 and 2 ran at stop 70 (outcomes, and those of STEP=3-6: the GATHER 2 / CLUSTER 3
 #   harness, the new GPU cases, the A/Bs with benchmarks/moe/ab_rows.sh, in
 #   h100-stop70-2026-12-06.md); kept for the next re-tune. Stop 70's STEP=3 (gemm1 on sorted
@@ -107,7 +110,13 @@ case "${STEP:-1}" in
   note "second decode design set 535-548 rc=$? (trials in $OUT/d9)"
   tail -18 "$OUT/d9.log" | cut -c1-200
   ;;
-*) echo "STEP=1, 2, 3, 8 or 9" >&2; exit 2 ;;
+10)
+  timeout $((${LIMIT:-480} + 90)) python3 benchmarks/fallback_quality.py --ktune "$G/bin/ktune" \
+    --out "$OUT/d10" --only 562-569 --deadline "${LIMIT:-480}" >"$OUT/d10.log" 2>&1
+  note "prefill design set 562-569 rc=$? (trials in $OUT/d10)"
+  tail -12 "$OUT/d10.log" | cut -c1-200
+  ;;
+*) echo "STEP=1, 2, 3, 8, 9 or 10" >&2; exit 2 ;;
 esac
 echo "==== pending_checks.sh STEP=${STEP:-1}"
 printf '%s\n' "${summary[@]}"
