@@ -985,6 +985,14 @@ HELD_OUT = [
     ("flash_attention", "b=12,hq=48,hkv=1,nq=250,nk=250,d=64,causal=yes"),
     ("flash_attention", "b=16,hq=28,hkv=4,nq=200,nk=200,d=128,causal=no"),
     ("flash_attention", "b=6,hq=40,hkv=8,nq=330,nk=330,d=128,causal=no"),
+    # 570-573: more of the second decode design set (stop 78, before any run): one row tile of
+    # 8 rows over 8-12 pairs at 600-1000 keys, where the design set's 500 and 501 (8 rows over
+    # 8-16 pairs, 650-700 keys) ran 0.707-0.730 and no rule reaches (short_spans starts at 16
+    # pairs and d=96's tiles, row_merged at 1024 keys).
+    ("flash_decode", "b=2,hq=32,hkv=4,nq=1,nk=800,d=128,causal=no"),
+    ("flash_decode", "b=3,hq=16,hkv=4,nq=2,nk=900,d=64,causal=no"),
+    ("flash_decode", "b=1,hq=48,hkv=12,nq=2,nk=600,d=128,causal=yes"),
+    ("flash_decode", "b=10,hq=8,hkv=1,nq=1,nk=1000,d=128,causal=no"),
 ]
 
 

@@ -31,7 +31,7 @@
 #   527-534, 549-554 and 555-561), exhaustive sweeps; then `default_eval.py --changed --ktune A
 #   --ktune B --gpu h100=$OUT/d8/...` here, A built with few_row_tiles_merged, short_span_rows
 #   and d256_merged returning nullopt, B main (predictions in fallback_quality.py).
-#   STEP=9 (stop 78, ~8 min): the second design set 535-548 (the regimes the second held-out set
+#   STEP=9 (stop 78, ~9 min): the second design set 535-548 and 570-573 (the regimes the second held-out set
 #   found weak), exhaustive sweeps for the next rules; $LIMIT s (default 480).
 #   STEP=10 (stop 78, ~5-8 min): the prefill design set 562-569 (likewise), $LIMIT s (480).
 #   STEP=8's build A (stop 77's decode defaults) is main at 1d28d3f:
@@ -106,8 +106,8 @@ case "${STEP:-1}" in
   ;;
 9)
   timeout $((${LIMIT:-480} + 90)) python3 benchmarks/fallback_quality.py --ktune "$G/bin/ktune" \
-    --out "$OUT/d9" --only 535-548 --deadline "${LIMIT:-480}" >"$OUT/d9.log" 2>&1
-  note "second decode design set 535-548 rc=$? (trials in $OUT/d9)"
+    --out "$OUT/d9" --only 535-548,570-573 --deadline "${LIMIT:-480}" >"$OUT/d9.log" 2>&1
+  note "second decode design set 535-548, 570-573 rc=$? (trials in $OUT/d9)"
   tail -18 "$OUT/d9.log" | cut -c1-200
   ;;
 10)
