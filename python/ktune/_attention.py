@@ -35,7 +35,9 @@ def _torch_batched(q, k, v, causal, scale, window, softcap, return_lse, impl, q_
     """The common call (torch tensors of a 16-bit dtype, batched, no slopes, outputs allocated
     here) checked with a few attribute reads; None when anything differs (e4m3 included), for
     the general path to say what."""
-    causal, window = flag(causal, "causal"), integer(window, "window", 0, 2**31 - 1)
+    # Anything but a bool and an int window in range: the general path says what is wrong.
+    if type(causal) is not bool or type(window) is not int or not 0 <= window < 2**31:
+        return None
     T = _Torch.torch
     if (not isinstance(k, T.Tensor) or not isinstance(v, T.Tensor) or q.dim() != 4
             or k.dim() != 4 or k.shape != v.shape or impl not in _IMPLS):

@@ -278,9 +278,7 @@ std::optional<Params> short_span_rows(const Shape& s, const DeviceInfo& device) 
   if (s.rows() < kShortRowsMinRows || (s.d != 64 && s.d != 128) || device.cc_major < 9 ||
       s.paged() || s.varlen || s.variants() || split_span(s, t.block_n) > kShortRowsMaxKeys)
     return std::nullopt;
-  Config c{1, 16, t.block_n, t.warps, t.stages, 0};
-  c.tma = 1;
-  return params_of(c);
+  return params_of({1, 16, t.block_n, t.warps, t.stages, 0, 0, 1});  // tma=1 from 16 rows
 }
 
 Params params_for(const DecodeDefaults& r, const Shape& s, std::int64_t data_d,
@@ -393,6 +391,7 @@ Params default_params(const Shape& s, std::int64_t data_d, const DeviceInfo& dev
     }
   Params p = params_for(*row, s, data_d, device);
   if (!valid(p) && p.values[kKvSplit] != 0) p.values[kKvSplit] = 0;  // padded rows then
+  if (!valid(p) && p.values[kTma] != 0) p.values[kTma] = 0;  // a rule's tma=1 (short_span_rows)
   if (row != &kSmallest && !valid(p)) p = params_for(kSmallest, s, data_d, device);
   // Tensor-map copies (tma=1) where a KV head packs many rows: on the H100 (stop 73,
   // benchmarks/results/h100-stop73-2026-12-06.md) the defaults' tiles with tma=1 ran 1.17-1.40x

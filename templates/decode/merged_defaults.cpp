@@ -159,6 +159,20 @@ constexpr std::int64_t kD256MergedMaxPairs = 16;
 constexpr std::int64_t kD256MergedMaxSplitKeys = 800;
 constexpr FewPairsTiles kD256MergedTiles = {256, 64, 2, 3};
 
+/// The most splits of 16, 8, 4, ... down to `fewest` that a merged grid of `groups` (pair,
+/// row tile) groups takes: clusters of 16 only where at most kSixteenClustersAtOnce are asked,
+/// the grid within one CTA per SM (device.sm_count > 0), no split empty; 0 where none does.
+int merged_split_count(std::int64_t groups, std::int64_t span, int block_n,
+                       const DeviceInfo& device, int fewest) {
+  for (int v : {16, 8, 4, 2}) {
+    if (v < fewest) break;
+    if (v == 16 && groups > kSixteenClustersAtOnce) continue;
+    if (groups * v <= device.sm_count && flash_decode_used_splits(span, block_n, v) == v)
+      return v;
+  }
+  return 0;
+}
+
 }  // namespace
 
 /// One row tile, sm_90 (clusters), contiguous fixed-length K/V (what merge=1 merges).
@@ -289,13 +303,9 @@ std::optional<Params> few_row_tiles_merged(const Shape& s, const DeviceInfo& dev
   if (s.rows() <= 16 || (s.d != 64 && s.d != 128) || device.cc_major < 9 ||
       device.sm_count <= 0 || s.paged() || s.varlen || s.variants() || tiles > kFewRowTilesMax)
     return std::nullopt;
-  const std::int64_t span = split_span(s, t.block_n);
-  for (int v : {16, 8, 4}) {
-    if (v == 16 && tiles > kSixteenClustersAtOnce) continue;
-    if (tiles * v <= device.sm_count && flash_decode_used_splits(span, t.block_n, v) == v)
-      return params_of({v, kBlockM, t.block_n, t.warps, t.stages, 1});
-  }
-  return std::nullopt;
+  const int v = merged_split_count(tiles, split_span(s, t.block_n), t.block_n, device, 4);
+  if (v == 0) return std::nullopt;
+  return params_of({v, kBlockM, t.block_n, t.warps, t.stages, 1});
 }
 
 /// Rule B (kD256MergedMaxPairs etc.): d=256's tiles over few pairs in merged splits, or
@@ -307,16 +317,9 @@ std::optional<Params> d256_merged(const Shape& s, const DeviceInfo& device) {
       pairs > kD256MergedMaxPairs)
     return std::nullopt;
   const std::int64_t span = split_span(s, t.block_n);
-  for (int v : {16, 8, 4, 2}) {
-    if (v == 16 && pairs > kSixteenClustersAtOnce) continue;
-    if (pairs * v > device.sm_count || flash_decode_used_splits(span, t.block_n, v) != v)
-      continue;
-    if (span > v * kD256MergedMaxSplitKeys) return std::nullopt;
-    Config c{v, 16, t.block_n, t.warps, t.stages, 1};
-    c.tma = 1;
-    return params_of(c);
-  }
-  return std::nullopt;
+  const int v = merged_split_count(pairs, span, t.block_n, device, 2);
+  if (v == 0 || span > v * kD256MergedMaxSplitKeys) return std::nullopt;
+  return params_of({v, 16, t.block_n, t.warps, t.stages, 1});  // tma=1: default_params' rule
 }
 
 }  // namespace ktune::decode::rules
