@@ -8,7 +8,7 @@ machine (Python's `random.Random` is stable across versions for these calls). Th
 pasted into `fallback_quality.py`'s HELD_OUT with the seed and a prediction, before any run.
 
 Usage:
-  python3 benchmarks/heldout_draw.py --seed 20261207 --count 28
+  python3 benchmarks/heldout_draw.py --seed 20261207 --count 28 [--only decode]
 Prints one `("op", "shape"),` line per problem: decode (nq 1-8, flash_decode) and prefill
 (flash_attention) alternating, with some paged and varlen decode.
 """
@@ -61,11 +61,14 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seed", type=int, required=True)
     ap.add_argument("--count", type=int, default=28)
+    ap.add_argument("--only", choices=["decode", "prefill"],
+                    help="draw this op's problems only (default: both, alternating)")
     args = ap.parse_args()
     rng = random.Random(args.seed)
     for i in range(args.count):
         model, hq, hkv, d = rng.choice(LAYOUTS)
-        op, shape = (decode if i % 2 == 0 else prefill)(rng, hq, hkv, d)
+        kind = {"decode": decode, "prefill": prefill}.get(args.only)
+        op, shape = (kind or (decode if i % 2 == 0 else prefill))(rng, hq, hkv, d)
         print(f'    ("{op}", "{shape}"),  # {model}')
 
 

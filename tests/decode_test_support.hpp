@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <limits>
@@ -54,6 +55,25 @@ inline Params checked_default(const std::string& problem, const DeviceInfo& dev)
 inline std::string default_key(const std::string& problem, const DeviceInfo& dev) {
   return op().params_key(checked_default(problem, dev));
 }
+
+/// Sets KTUNE_DECODE_COST_MODEL for the scope, then restores it.
+class ModelSwitch {
+ public:
+  explicit ModelSwitch(const char* value) {
+    if (const char* v = std::getenv(kName)) old_ = v;
+    setenv(kName, value, 1);
+  }
+  ~ModelSwitch() {
+    if (old_.empty())
+      unsetenv(kName);
+    else
+      setenv(kName, old_.c_str(), 1);
+  }
+
+ private:
+  static constexpr const char* kName = "KTUNE_DECODE_COST_MODEL";
+  std::string old_;
+};
 
 inline std::string problem_error(const std::string& shape) {
   return test::run_error([&] { op().parse_problem(shape); });

@@ -18,6 +18,8 @@ Usage:
       [--gpu h100=FILE.csv.gz,...] [--gpu h200=...] [--rows-min N] [--rows-max N] [--list]
   python3 benchmarks/decode/default_eval.py --changed --ktune MAIN --ktune CANDIDATE
       (only the problems whose defaults the candidate changes, where the sweep timed both)
+  A --ktune value may start with VAR=VALUE words for that binary's environment:
+  --ktune "KTUNE_DECODE_COST_MODEL=0 build/ktune" --ktune build/ktune (the rules, the model).
 With no --gpu, every trials file under benchmarks/results whose name says h100 or h200.
 """
 import argparse
@@ -68,6 +70,19 @@ def load_trials(paths, min_points):
     return {key: medians for key, medians in out.items() if len(medians) >= min_points}
 
 
+def ktune_env(ktune):
+    """(environment, binary) of a --ktune value: a path, optionally after VAR=VALUE words
+    ("KTUNE_DECODE_COST_MODEL=0 build/ktune": the rules' defaults without the cost model)."""
+    words = ktune.split()
+    env = dict(os.environ)
+    for w in words[:-1]:
+        var, eq, value = w.partition("=")
+        if not eq or not var:
+            sys.exit(f"--ktune {ktune!r}: expected [VAR=VALUE ...] PATH")
+        env[var] = value
+    return env, words[-1]
+
+
 def defaults(ktune, gpu, problems, work):
     """(dtype, problem) -> params the built-in defaults give on `gpu` (one `ktune best --plan`)."""
     name, db_file = DEVICES[gpu]
@@ -80,8 +95,9 @@ def defaults(ktune, gpu, problems, work):
     plan = os.path.join(work, f"{gpu}-plan.txt")
     with open(plan, "w") as f:
         f.writelines(f"flash_decode {dtype} {problem}\n" for dtype, problem in problems)
-    p = subprocess.run([ktune, "best", "--plan", plan, "--device", name, "--no-shipped", "--db",
-                        db, "--json"], capture_output=True, text=True)
+    env, binary = ktune_env(ktune)
+    p = subprocess.run([binary, "best", "--plan", plan, "--device", name, "--no-shipped", "--db",
+                        db, "--json"], capture_output=True, text=True, env=env)
     if p.returncode != 0:
         sys.exit(f"ktune best --plan failed (exit {p.returncode}): {p.stderr.strip()[-1000:]}")
     answers = json.loads(p.stdout)["problems"]

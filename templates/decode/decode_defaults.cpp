@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <optional>
 
+#include "templates/decode/cost_model.hpp"
 #include "templates/decode/default_rules.hpp"
 #include "templates/device_class.hpp"
 
@@ -413,6 +414,15 @@ Params default_params(const Shape& s, std::int64_t data_d, const DeviceInfo& dev
     t.values[kTma] = 1;
     if (valid(t)) p = t;
   }
+  // On the H100 inside its sweeps' domain, the cost model's choice (cost_model.hpp) where it
+  // predicts the rules' point more than kCostModelMargin slower. Cross-validated by problem over
+  // the 135 recorded H100 sweeps of its domain (2026-12-07, benchmarks/decode/fit_cost_model.py,
+  // each problem's pick from trees fitted without it): the rules gave 0.928 of each fastest
+  // point (geometric mean; worst 0.591, 19 under 0.85), the model with this margin 0.973
+  // (worst 0.798, 2 under 0.85), computed from the recorded medians. Not yet timed as the
+  // dispatched default on problems swept after it (benchmarks/decode/NOTES.md).
+  if (std::optional<Params> modelled = cost_model_params(s, data_d, device, p, valid))
+    p = *modelled;
   return p;
 }
 
