@@ -1041,6 +1041,11 @@ HELD_OUT = [
     # two differ, the model's point at least as fast as the rules' at >= 9 of 12 and their
     # geometric mean at least 0.03 higher (default_eval.py --changed --ktune
     # "KTUNE_DECODE_COST_MODEL=0 build/ktune" --ktune build/ktune on the sweeps' trials).
+    # STEP=12 sweeps 0 and 1 with them: issue 9's two decode bar shapes, whose H100 default the
+    # model changed too (no H100 row ships for them): (b=16, hq=32, hkv=8, nk=4096) from 64-key
+    # tiles of 4 warps to 128-key tiles of 8 warps, tma=1, both unsplit; (b=1, hq=64, hkv=8,
+    # nk=32768) from 64-key tiles at 3 stages to 128-key tiles at 2 stages, tma=1, both in 16
+    # splits. Prediction (H100): the model's point at least as fast as the rules' at both.
     ("flash_decode", "b=47,hq=40,hkv=8,nq=3,nk=2115,d=128,causal=no"),  # Qwen2.5-14B
     ("flash_decode", "b=1,hq=40,hkv=10,nq=3,nk=7319,d=128,causal=yes"),  # Phi-4
     ("flash_decode", "b=3,hq=28,hkv=4,nq=1,nk=879,d=128,causal=no"),  # Qwen2-7B

@@ -33,7 +33,8 @@
 #   STEP=11 (stop 79, ~9 min): the third final held-out set 574-597 (issue 9's fallback bar),
 #   exhaustive sweeps; $LIMIT s (default 480). Carry the report's not-reached problems into a
 #   second call with --only if the limit cuts it.
-#   STEP=12 (stop 79, ~7 min): the cost model's check set 598-613 (decode only), exhaustive
+#   STEP=12 (stop 79, ~8 min): the cost model's check set 598-613 (decode only) and the two
+#   decode bar shapes 0-1 (their H100 default changed with it), exhaustive
 #   sweeps; then here `default_eval.py --changed --ktune "KTUNE_DECODE_COST_MODEL=0
 #   build/ktune" --ktune build/ktune --gpu h100=$OUT/d12/fallback-trials.csv.gz`
 #   (predictions in fallback_quality.py).
@@ -107,8 +108,8 @@ case "${STEP:-1}" in
   ;;
 12)
   timeout $((${LIMIT:-480} + 90)) python3 benchmarks/fallback_quality.py --ktune "$G/bin/ktune" \
-    --out "$OUT/d12" --only "${ONLY:-598-613}" --deadline "${LIMIT:-480}" >"$OUT/d12.log" 2>&1
-  note "decode cost model check set 598-613 rc=$? (trials in $OUT/d12)"
+    --out "$OUT/d12" --only "${ONLY:-0,1,598-613}" --deadline "${LIMIT:-480}" >"$OUT/d12.log" 2>&1
+  note "decode cost model check set 598-613 and the bar shapes 0-1 rc=$? (trials in $OUT/d12)"
   tail -20 "$OUT/d12.log" | cut -c1-200
   ;;
 *) echo "STEP=1, 2, 3, 11 or 12" >&2; exit 2 ;;

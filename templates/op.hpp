@@ -310,6 +310,12 @@ class Op {
 
   /// The built-in configuration for this device: always valid, always runs.
   virtual Params default_params(const Problem& problem, DType t, const DeviceInfo& device) const = 0;
+  /// How default_params chose, where a lookup's note should say more than "the built-in
+  /// default" (flash_decode: where the H100's cost model ranked the space); empty otherwise.
+  virtual std::string default_note(const Problem& problem, DType t, const DeviceInfo& device) const {
+    (void)problem, (void)t, (void)device;
+    return {};
+  }
 
   // ---- one serialiser for problems and parameters (implemented once in op.cpp) ----
 

@@ -88,8 +88,15 @@ TEST(DecodeCostModel, ServesTheH100ClassInsideItsDomainOnly) {
   other.sm_count = 114;  // the H100 PCIe
   EXPECT_FALSE(cost_model_serves(s, other));
   EXPECT_FALSE(cost_model_serves(s, device("sm_80")));
+  // The lookup's note says where the model chose (ktune best, KTUNE_LOG).
+  const Problem served = op().parse_problem("b=16,hq=32,hkv=8,nq=1,nk=4096,d=128");
+  EXPECT_TRUE(contains(op().default_note(served, DType::bf16, h100), "cost model"));
+  EXPECT_EQ(op().default_note(op().parse_problem("b=16,hq=32,hkv=8,nq=1,nk=4096,d=128,page=16"),
+                              DType::bf16, h100),
+            "");
   ModelSwitch off("0");
   EXPECT_FALSE(cost_model_serves(s, h100));
+  EXPECT_EQ(op().default_note(served, DType::bf16, h100), "");
 }
 
 TEST(DecodeCostModel, DefaultsAreValidAndNeverPredictedSlowerThanTheRules) {

@@ -343,6 +343,8 @@ LookupResult TuningDatabases::find(const Op& op, DType dtype, const Problem& pro
   r.kind = Match::default_config;
   r.params = op.default_params(problem, dtype, device);
   r.note = std::move(note);
+  if (std::string how = op.default_note(problem, dtype, device); !how.empty())
+    r.note = (r.note.empty() ? "" : r.note + "; ") + how;
   // A default the problem cannot take (e4m3 with a paged cache, say) is still the answer, so
   // that the caller's run fails with the op's own reason; the note says so before any run.
   if (std::optional<std::string> why = op.invalid_reason(r.params, problem, dtype, device)) {

@@ -17,6 +17,7 @@
 #include "templates/attention/args.h"
 #include "templates/attention/attention_op.hpp"
 #include "templates/decode/args.h"
+#include "templates/decode/cost_model.hpp"
 #include "templates/decode/decode_defaults.hpp"
 #include "templates/decode/decode_problem.hpp"
 #include "templates/kernel_tensor_map.hpp"
@@ -580,6 +581,13 @@ class FlashDecodeOp final : public Op {
   Params default_params(const Problem& problem, DType t, const DeviceInfo& device) const override {
     const auto valid = [&](const Params& p) { return !invalid_reason(p, problem, t, device); };
     return decode::default_params(kernel_shape(problem), shape_of(problem).d, device, valid);
+  }
+
+  std::string default_note(const Problem& problem, DType, const DeviceInfo& device) const override {
+    if (!decode::cost_model_serves(kernel_shape(problem), device)) return {};
+    return "the default is the H100 decode cost model's ranking of the space, or the rules' "
+           "point where predicted within 2 % of its pick (KTUNE_DECODE_COST_MODEL=0: the "
+           "rules alone)";
   }
 
  private:
