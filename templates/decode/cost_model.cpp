@@ -20,16 +20,12 @@ constexpr int kH100Sms = 132;
 // Shared memory per SM the feature of CTAs per SM assumes (Hopper's 228 KiB), as the fit did.
 constexpr std::int64_t kFeatureSmemPerSm = 233472;
 
-double walk(const CostNode* nodes, const int* roots, std::size_t trees, double baseline,
-            const std::vector<double>& x) {
-  double total = baseline;
-  for (std::size_t t = 0; t < trees; ++t) {
-    const CostNode* n = &nodes[roots[t]];
-    while (n->feature >= 0)
-      n = &nodes[x[static_cast<std::size_t>(n->feature)] <= n->value ? n->left : n->right];
-    total += n->value;
-  }
-  return total;
+/// The value of the leaf that features `x` reach in the tree rooted at `root`.
+double leaf(const CostNode* nodes, int root, const std::vector<double>& x) {
+  const CostNode* n = &nodes[root];
+  while (n->feature >= 0)
+    n = &nodes[x[static_cast<std::size_t>(n->feature)] <= n->value ? n->left : n->right];
+  return n->value;
 }
 
 bool switched_off() {
@@ -86,7 +82,9 @@ std::vector<double> cost_model_features(const Shape& s, std::int64_t data_d, con
 }
 
 double cost_model_predict_h100(const std::vector<double>& x) {
-  return walk(kH100Nodes, kH100Roots, std::size(kH100Roots), kH100Baseline, x);
+  double total = kH100Baseline;
+  for (const int root : kH100Roots) total += leaf(kH100Nodes, root, x);
+  return total;
 }
 
 bool cost_model_serves(const Shape& s, const DeviceInfo& device) {
@@ -155,13 +153,7 @@ std::optional<Params> cost_model_params(const Shape& s, std::int64_t data_d,
   if (points.empty()) return std::nullopt;
   std::vector<double> t(points.size(), kH100Baseline);
   for (const int root : kH100Roots)
-    for (std::size_t i = 0; i < points.size(); ++i) {
-      const CostNode* n = &kH100Nodes[root];
-      while (n->feature >= 0)
-        n = &kH100Nodes[xs[i][static_cast<std::size_t>(n->feature)] <= n->value ? n->left
-                                                                                 : n->right];
-      t[i] += n->value;
-    }
+    for (std::size_t i = 0; i < points.size(); ++i) t[i] += leaf(kH100Nodes, root, xs[i]);
   const auto at = std::min_element(t.begin(), t.end());  // the first of equal ones
   const double kept = cost_model_predict_h100(
       cost_model_features(s, data_d, config_of(rules), device.sm_count));
