@@ -38,6 +38,9 @@
 #   sweeps; then here `default_eval.py --changed --ktune "KTUNE_DECODE_COST_MODEL=0
 #   build/ktune" --ktune build/ktune --gpu h100=$OUT/d12/fallback-trials.csv.gz`
 #   (predictions in fallback_quality.py).
+#   STEP=13 (stop 79, ~8-10 min): the long-context decode design set 614-621 (64K-128K keys,
+#   past the cost model's domain), exhaustive sweeps; $LIMIT s (default 480). Then refit the
+#   model here with the trials under benchmarks/results.
 #   STEP=1 and 2 ran at stop 70 (outcomes, and those of STEP=3-6: the GATHER 2 / CLUSTER 3
 #   harness, the new GPU cases, the A/Bs with benchmarks/moe/ab_rows.sh, in
 #   h100-stop70-2026-12-06.md); kept for the next re-tune. Stop 70's STEP=3 (gemm1 on sorted
@@ -112,7 +115,13 @@ case "${STEP:-1}" in
   note "decode cost model check set 598-613 and the bar shapes 0-1 rc=$? (trials in $OUT/d12)"
   tail -20 "$OUT/d12.log" | cut -c1-200
   ;;
-*) echo "STEP=1, 2, 3, 11 or 12" >&2; exit 2 ;;
+13)
+  timeout $((${LIMIT:-480} + 90)) python3 benchmarks/fallback_quality.py --ktune "$G/bin/ktune" \
+    --out "$OUT/d13" --only "${ONLY:-614-621}" --deadline "${LIMIT:-480}" >"$OUT/d13.log" 2>&1
+  note "long-context decode design set 614-621 rc=$? (trials in $OUT/d13)"
+  tail -12 "$OUT/d13.log" | cut -c1-200
+  ;;
+*) echo "STEP=1, 2, 3, 11, 12 or 13" >&2; exit 2 ;;
 esac
 echo "==== pending_checks.sh STEP=${STEP:-1}"
 printf '%s\n' "${summary[@]}"
