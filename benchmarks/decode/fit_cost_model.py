@@ -25,8 +25,9 @@ import argparse
 import math
 import os
 import random
-import subprocess
+import shutil
 import sys
+import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
@@ -94,17 +95,12 @@ def features(s, c, sm_count):
 
 def rule_defaults(ktune, gpu, keys):
     """(dtype, problem) -> params of the rules' defaults (the model switched off)."""
-    old = os.environ.get("KTUNE_DECODE_COST_MODEL")
-    os.environ["KTUNE_DECODE_COST_MODEL"] = "0"
-    work = default_eval.tempfile.mkdtemp(prefix="ktune-fit-")
+    work = tempfile.mkdtemp(prefix="ktune-fit-")
     try:
-        return {k: v[1] for k, v in default_eval.defaults(ktune, gpu, keys, work).items()}
+        answers = default_eval.defaults(f"KTUNE_DECODE_COST_MODEL=0 {ktune}", gpu, keys, work)
+        return {k: params for k, (_, params) in answers.items()}
     finally:
-        default_eval.shutil.rmtree(work, ignore_errors=True)
-        if old is None:
-            del os.environ["KTUNE_DECODE_COST_MODEL"]
-        else:
-            os.environ["KTUNE_DECODE_COST_MODEL"] = old
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def dataset(trials, sm_count):

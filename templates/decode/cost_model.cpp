@@ -98,11 +98,7 @@ bool cost_model_serves(const Shape& s, const DeviceInfo& device) {
          s.rows() >= d.min_rows && s.rows() <= d.max_rows;
 }
 
-const std::vector<std::vector<std::int64_t>>& cost_model_values() {
-  static const std::vector<std::vector<std::int64_t>> values = {
-      kSplitValues, {16, 32, 64}, {32, 64, 128}, {2, 4, 8}, {2, 3, 4}, {0, 1}, {0, 1}, {0, 1}};
-  return values;
-}
+const std::vector<std::vector<std::int64_t>>& cost_model_values() { return kTunableValues; }
 
 std::optional<Params> cost_model_params(const Shape& s, std::int64_t data_d,
                                         const DeviceInfo& device, const Params& rules,

@@ -53,8 +53,8 @@ std::optional<Params> cost_model_params(const Shape& s, std::int64_t data_d,
                                         const DeviceInfo& device, const Params& rules,
                                         const std::function<bool(const Params&)>& valid);
 
-/// The tunables' values the model's search walks, in Param order (tests hold them to the op's
-/// space).
+/// The tunables' values the model's search walks, in Param order (kTunableValues, the op's
+/// space's own; tests hold the two together).
 const std::vector<std::vector<std::int64_t>>& cost_model_values();
 
 }  // namespace ktune::decode

@@ -263,27 +263,29 @@ class FlashDecodeOp final : public Op {
                "uses each sequence's own; lse [hq, total_q]; contiguous K/V only (page=0)",
                false, {}, /*keyed_at_default=*/false}},
         tunables_{
-            {"splits", kSplitValues,
+            {"splits", kTunableValues[kSplits],
              "CTAs along the key axis, merged by a combine kernel (1: none); the default picks "
              "enough to fill every SM"},
-            {"block_m", {16, 32, 64}, "packed rows (query heads of a group x query rows) per CTA"},
-            {"block_n", {32, 64, 128}, "keys per K/V tile"},
-            {"warps", {2, 4, 8}, "warps per CTA; each takes block_n / warps keys of every tile"},
-            {"stages", {2, 3, 4}, "depth of the cp.async K/V ring"},
+            {"block_m", kTunableValues[kBlockM],
+             "packed rows (query heads of a group x query rows) per CTA"},
+            {"block_n", kTunableValues[kBlockN], "keys per K/V tile"},
+            {"warps", kTunableValues[kWarps],
+             "warps per CTA; each takes block_n / warps keys of every tile"},
+            {"stages", kTunableValues[kStages], "depth of the cp.async K/V ring"},
             // Added after databases were written: keys without it mean merge=0.
-            {"merge", {0, 1},
+            {"merge", kTunableValues[kMerge],
              "how the splits are merged: 0 the combine kernel (partials in the workspace); 1 in a "
              "thread block cluster of the splits' CTAs through their shared memory (sm_90; "
              "splits 2, 4, 8 or 16, contiguous K/V, not varlen; no workspace, one kernel)",
              0},
             // Added after databases were written: keys without it mean kv_split=0.
-            {"kv_split", {0, 1},
+            {"kv_split", kTunableValues[kKvSplit],
              "d=96's tiles (d = 72-96): 0 K/V rows padded to 208 bytes; 1 each tile in two "
              "parts, chunks 0-7 in swizzled 128-byte rows and 8-11 in 64-byte rows, so that a "
              "warp's copies fill whole shared-memory lines",
              0},
             // Added after databases were written: keys without it mean tma=0.
-            {"tma", {0, 1},
+            {"tma", kTunableValues[kTma],
              "how K/V tiles reach shared memory: 0 16-byte cp.async copies by every thread; 1 "
              "tensor-map copies (TMA) of whole 64-column boxes issued by one thread, completing "
              "on an mbarrier per stage (sm_90; contiguous K/V, not varlen, d = 64, 128 or 256's "

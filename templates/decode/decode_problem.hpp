@@ -25,6 +25,10 @@ constexpr int kMaxAccumulators = 144;  // O + S fp32 registers per thread
 /// The split counts the search may use; `splits` = 1 writes o directly (no combine, no
 /// workspace).
 inline const std::vector<std::int64_t> kSplitValues = {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128};
+/// Every tunable's values, in Param order: the op's space (decode_op.cpp) and the cost model's
+/// search (cost_model.cpp) both walk these.
+inline const std::vector<std::vector<std::int64_t>> kTunableValues = {
+    kSplitValues, {16, 32, 64}, {32, 64, 128}, {2, 4, 8}, {2, 3, 4}, {0, 1}, {0, 1}, {0, 1}};
 
 struct Shape {
   std::int64_t b, hq, hkv, nq, nk, d;
