@@ -74,7 +74,7 @@ TEST(DecodeCostModel, ServesTheH100ClassInsideItsDomainOnly) {
                         "b=16,hq=32,hkv=8,nq=1,nk=4096,d=128,varlen=yes",
                         "b=16,hq=32,hkv=8,nq=1,nk=4096,d=128,window=1024",
                         "b=16,hq=32,hkv=8,nq=1,nk=4096,d=128,softcap=yes",
-                        "b=1,hq=32,hkv=8,nq=1,nk=131072,d=128", "b=1,hq=32,hkv=8,nq=1,nk=100,d=128",
+                        "b=1,hq=32,hkv=8,nq=1,nk=262144,d=128", "b=1,hq=32,hkv=8,nq=1,nk=100,d=128",
                         "b=256,hq=32,hkv=8,nq=1,nk=4096,d=128", "b=1,hq=64,hkv=1,nq=8,nk=4096,d=64"})
     EXPECT_FALSE(cost_model_serves(shape(p), h100)) << p;
   const decode::Shape s = shape("b=16,hq=32,hkv=8,nq=1,nk=4096,d=128");
@@ -185,7 +185,7 @@ TEST(DecodeCostModel, PicksThePointOfLeastPredictedTime) {
 TEST(DecodeCostModel, KeepsTheRulesWhereItDoesNotServe) {
   const DeviceInfo h100 = h100_sxm();
   for (const char* problem : {"b=6,hq=32,hkv=8,nq=1,nk=7000,d=128,page=16",
-                              "b=1,hq=32,hkv=8,nq=1,nk=131072,d=128"}) {
+                              "b=1,hq=32,hkv=8,nq=1,nk=262144,d=128"}) {
     Params rules;
     {
       ModelSwitch off("0");

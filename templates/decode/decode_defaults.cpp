@@ -416,11 +416,15 @@ Params default_params(const Shape& s, std::int64_t data_d, const DeviceInfo& dev
   }
   // On the H100 inside its sweeps' domain, the cost model's choice (cost_model.hpp) where it
   // predicts the rules' point more than kCostModelMargin slower. Cross-validated by problem over
-  // the 135 recorded H100 sweeps of its domain (2026-12-07, benchmarks/decode/fit_cost_model.py,
-  // each problem's pick from trees fitted without it): the rules gave 0.928 of each fastest
-  // point (geometric mean; worst 0.591, 19 under 0.85), the model with this margin 0.973
-  // (worst 0.798, 2 under 0.85), computed from the recorded medians. Not yet timed as the
-  // dispatched default on problems swept after it (benchmarks/decode/NOTES.md).
+  // the 166 recorded H100 sweeps of its domain (refit of 2026-12-07 stop 80, 200-131072 keys,
+  // benchmarks/decode/fit_cost_model.py, each problem's pick from trees fitted without it): the
+  // rules gave 0.921 of each fastest point (geometric mean; worst 0.585, 26 under 0.85), the
+  // model with this margin 0.968 (worst 0.798, 2 under 0.85), computed from the recorded
+  // medians. The first fit's dispatched defaults, timed on 16 problems swept after it (check
+  // set 598-613, stop 80): 0.953 of the fastest, 0.905 -> 0.962 where they differed from the
+  // rules'. The same trees do not carry to paged or varlen K/V (paged 0.966 -> 0.883, varlen
+  // 0.946 -> 0.898 over their 10 and 6 sweeps, computed), which keep the rules
+  // (benchmarks/decode/NOTES.md, stop 80).
   if (std::optional<Params> modelled = cost_model_params(s, data_d, device, p, valid))
     p = *modelled;
   return p;
