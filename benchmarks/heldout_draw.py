@@ -5,7 +5,7 @@ A held-out set measures the fallback (`fallback_quality.py`) only while no rule 
 from it. Once a set's sweeps shaped a default, it is a design set, and the next measurement
 needs a new draw. This script makes each draw reproducible: a seed gives the same list on any
 machine (Python's `random.Random` is stable across versions for these calls). The list is
-pasted into `fallback_quality.py`'s HELD_OUT with the seed and a prediction, before any run.
+pasted into `fallback_problems.py`'s HELD_OUT with the seed and a prediction, before any run.
 
 Usage:
   python3 benchmarks/heldout_draw.py --seed 20261207 --count 28 [--only decode]

@@ -37,7 +37,7 @@
 #   STEP=14 (stop 80, ~8 min): the refitted cost model's check set 622-637 (decode only),
 #   exhaustive sweeps, $LIMIT s (default 480); then here `default_eval.py --changed --ktune
 #   "KTUNE_DECODE_COST_MODEL=0 build/ktune" --ktune build/ktune --gpu
-#   h100=$OUT/d14/fallback-trials.csv.gz` (predictions in fallback_quality.py).
+#   h100=$OUT/d14/fallback-trials.csv.gz` (predictions in fallback_problems.py).
 #   STEP=15 (stop 80, ~5-6 min): the refit's long-context check set 638-645, the same way.
 #   Keep under 8 files in $OUT (the device returns no more): the sweeps' databases are removed.
 #   STEP=1 and 2 ran at stop 70 (outcomes, and those of STEP=3-6: the GATHER 2 / CLUSTER 3
