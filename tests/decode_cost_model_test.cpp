@@ -75,7 +75,9 @@ TEST(DecodeCostModel, ServesTheH100ClassInsideItsDomainOnly) {
                         "b=16,hq=32,hkv=8,nq=1,nk=4096,d=128,window=1024",
                         "b=16,hq=32,hkv=8,nq=1,nk=4096,d=128,softcap=yes",
                         "b=1,hq=32,hkv=8,nq=1,nk=262144,d=128", "b=1,hq=32,hkv=8,nq=1,nk=100,d=128",
-                        "b=256,hq=32,hkv=8,nq=1,nk=4096,d=128", "b=1,hq=64,hkv=1,nq=8,nk=4096,d=64"})
+                        "b=256,hq=32,hkv=8,nq=1,nk=4096,d=128", "b=1,hq=64,hkv=1,nq=8,nk=4096,d=64",
+                        // Each bound inside, pairs x keys (512 x 100000) past every sweep.
+                        "b=64,hq=32,hkv=8,nq=1,nk=100000,d=128"})
     EXPECT_FALSE(cost_model_serves(shape(p), h100)) << p;
   const decode::Shape s = shape("b=16,hq=32,hkv=8,nq=1,nk=4096,d=128");
   DeviceInfo other = h100;

@@ -208,7 +208,7 @@ def write_model(gpu, model, trials, X, K, G, sklearn_version):
                 "(leaf: value), left, right}.\n")
         f.write(f"constexpr double k{name}Baseline = {baseline!r};\n")
         f.write(f"constexpr CostModelDomain k{name}Domain = {{{min(nks)}, {max(nks)}, {min(pairs)}, "
-                f"{max(pairs)}, {min(rows)}, {max(rows)}}};\n")
+                f"{max(pairs)}, {min(rows)}, {max(rows)}, {max(p * n for p, n in zip(pairs, nks))}}};\n")
         f.write(f"constexpr int k{name}Roots[] = {{\n")
         for i in range(0, len(roots), 16):
             f.write("    " + ", ".join(str(r) for r in roots[i:i + 16]) + ",\n")

@@ -95,7 +95,7 @@ bool cost_model_serves(const Shape& s, const DeviceInfo& device) {
   const CostModelDomain& d = kH100Domain;
   const std::int64_t pairs = s.b * s.hkv;
   return s.nk >= d.min_nk && s.nk <= d.max_nk && pairs >= d.min_pairs && pairs <= d.max_pairs &&
-         s.rows() >= d.min_rows && s.rows() <= d.max_rows;
+         s.rows() >= d.min_rows && s.rows() <= d.max_rows && pairs * s.nk <= d.max_pair_keys;
 }
 
 const std::vector<std::vector<std::int64_t>>& cost_model_values() { return kTunableValues; }

@@ -24,8 +24,10 @@ struct CostNode {
 };
 
 /// Bounds of the problems a model was fitted on (inclusive): it serves no problem outside them.
+/// max_pair_keys bounds pairs x keys (the KV cache's length over all heads): the box of the
+/// other bounds has corners (1000 pairs of 131072 keys) far past any sweep.
 struct CostModelDomain {
-  std::int64_t min_nk, max_nk, min_pairs, max_pairs, min_rows, max_rows;
+  std::int64_t min_nk, max_nk, min_pairs, max_pairs, min_rows, max_rows, max_pair_keys;
 };
 
 /// Predicted log-time units by which the rules' default may trail the model's choice and stay.
@@ -42,7 +44,7 @@ double cost_model_predict_h100(const std::vector<double>& x);
 /// Whether the H100 model serves `s` on `device`: not switched off (KTUNE_DECODE_COST_MODEL=0),
 /// the device of the H100 SXM's class (compute capability 9.0, 132 SMs, known memory bandwidth
 /// under the H200's per SM), and `s` contiguous, fixed-length and without a mask variant,
-/// inside the fitted domain (keys, (batch, KV head) pairs, packed rows).
+/// inside the fitted domain (keys, (batch, KV head) pairs, packed rows, pairs x keys).
 bool cost_model_serves(const Shape& s, const DeviceInfo& device);
 
 /// The model's default for `s`, or nullopt where it does not serve: the point of least
