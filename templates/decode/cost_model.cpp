@@ -131,10 +131,6 @@ std::optional<Params> cost_model_params(const Shape& s, std::int64_t data_d,
             for (std::int64_t merge : v[kMerge])
               for (std::int64_t kv_split : v[kKvSplit])
                 for (std::int64_t tma : v[kTma]) {
-                  if (kv_split && s.d != 96) continue;  // d=96's tiles only
-                  if (tma && s.d != 64 && s.d != 128 && s.d != 256) continue;
-                  if (merge && splits != 2 && splits != 4 && splits != 8 && splits != 16)
-                    continue;
                   const Config c{static_cast<int>(splits), static_cast<int>(block_m), bn,
                                  static_cast<int>(warps),  static_cast<int>(stages),
                                  static_cast<int>(merge),  static_cast<int>(kv_split),

@@ -48,9 +48,9 @@ double cost_model_predict_h100(const std::vector<double>& x);
 bool cost_model_serves(const Shape& s, const DeviceInfo& device);
 
 /// The model's default for `s`, or nullopt where it does not serve: the point of least
-/// predicted time over the decode space's values that `valid` accepts (empty splits, tunables
-/// of other tiles and row tiles taller than the rows need skipped before asking), `rules`
-/// itself where predicted within kCostModelMargin of that point.
+/// predicted time over the decode space's values that `valid` accepts (empty splits and row
+/// tiles taller than the rows need skipped before asking), `rules` itself where predicted
+/// within kCostModelMargin of that point.
 std::optional<Params> cost_model_params(const Shape& s, std::int64_t data_d,
                                         const DeviceInfo& device, const Params& rules,
                                         const std::function<bool(const Params&)>& valid);
